@@ -1,10 +1,10 @@
 import { defineConfig } from "vitest/config";
 
 export default defineConfig({
-  resolve: {
-    // Resolve workspace packages to their TypeScript sources (the "bun" export condition).
-    conditions: ["bun"],
-  },
+  // Resolve workspace packages to their TypeScript sources (the "bun" export condition), so tests
+  // never need a build first.
+  resolve: { conditions: ["bun", "import", "default"] },
+  ssr: { resolve: { conditions: ["bun", "import", "default"], externalConditions: ["bun"] } },
   test: {
     include: ["packages/*/src/**/*.test.ts", "tools/**/*.test.ts"],
     exclude: ["**/node_modules/**", "tools/llamacpp/node_modules/**"],

@@ -8,8 +8,9 @@ export class GGUFError extends Error {
   readonly field: string;
   readonly offset: number;
 
+  /** `offset` is -1 for problems that are not at a place in the file (it cannot be opened). */
   constructor(field: string, offset: number, problem: string) {
-    super(`${field} at byte ${offset}: ${problem}`);
+    super(offset < 0 ? problem : `${field} at byte ${offset}: ${problem}`);
     this.field = field;
     this.offset = offset;
   }

@@ -57,7 +57,7 @@ export function openGGUF(path: string): GGUFFile {
     const reason = error instanceof Error ? error.message : String(error);
     // An empty file cannot be mapped; report it as the truncation it is.
     if (/EINVAL|invalid argument/i.test(reason)) throw new GGUFError("magic", 0, "file is empty or cannot be mapped");
-    throw new GGUFError("file", 0, `cannot open ${path}: ${reason}`);
+    throw new GGUFError("file", -1, `cannot open ${path}: ${reason}`);
   }
   return readGGUF(bytes, { path });
 }
@@ -87,11 +87,13 @@ class GGUFParser {
     const kvCount = this.count("metadata_kv_count", MIN_KV_BYTES);
 
     const metadata = new Map<string, GGUFValue>();
+    let alignmentOffset = 0;
     for (let i = 0; i < kvCount; i++) {
       const keyOffset = this.position;
       const key = this.string(`kv[${i}].key`);
       if (key.length === 0) throw new GGUFError(`kv[${i}].key`, keyOffset, "empty key");
       if (metadata.has(key)) throw new GGUFError(`kv[${i}].key`, keyOffset, `duplicate key "${key}"`);
+      if (key === "general.alignment") alignmentOffset = keyOffset;
       const typeOffset = this.position;
       const type = this.valueTypeName(`kv["${key}"].type`);
       metadata.set(key, this.value(`kv["${key}"]`, type, typeOffset, 0));
@@ -101,11 +103,11 @@ class GGUFParser {
     const alignmentValue = metadata.get("general.alignment");
     if (alignmentValue !== undefined) {
       if (alignmentValue.type !== "uint32") {
-        throw new GGUFError('kv["general.alignment"]', 0, `must be uint32, found ${alignmentValue.type}`);
+        throw new GGUFError('kv["general.alignment"]', alignmentOffset, `must be uint32, found ${alignmentValue.type}`);
       }
       alignment = alignmentValue.value;
       if (alignment === 0 || (alignment & (alignment - 1)) !== 0) {
-        throw new GGUFError('kv["general.alignment"]', 0, `must be a non-zero power of two, found ${alignment}`);
+        throw new GGUFError('kv["general.alignment"]', alignmentOffset, `must be a non-zero power of two, found ${alignment}`);
       }
     }
 
@@ -133,7 +135,8 @@ class GGUFParser {
         const dim = this.int64(`${field}.dimensions[${d}]`);
         if (dim < 0n) throw new GGUFError(`${field}.dimensions[${d}]`, dimOffset, `negative dimension ${dim} ("${name}")`);
         elements *= dim;
-        if (elements > BigInt(Number.MAX_SAFE_INTEGER)) {
+        // Each dimension too, not only the product: after a zero dimension the product stays 0.
+        if (elements > BigInt(Number.MAX_SAFE_INTEGER) || dim > BigInt(Number.MAX_SAFE_INTEGER)) {
           throw new GGUFError(`${field}.dimensions[${d}]`, dimOffset, `element count overflows ("${name}")`);
         }
         shape.push(Number(dim));
