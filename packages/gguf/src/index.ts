@@ -24,3 +24,4 @@ export {
   qwen3MoeConfigSchema,
   readModelConfig,
 } from "./model-config";
+export * from "./quant";

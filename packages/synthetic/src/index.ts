@@ -1,0 +1,14 @@
+export { SeededRandom, hashString } from "./random";
+export { QWEN3_VOCAB_SIZE, type Qwen3Vocabulary, TokenType, loadQwen3Vocabulary, qwen3TokenizerMetadata } from "./qwen3-vocabulary";
+export {
+  GENERATOR_VERSION,
+  PRESETS,
+  type PresetName,
+  type SyntheticModelOptions,
+  WEIGHT_TYPES,
+  type WeightType,
+  buildSyntheticModel,
+  resolveOptions,
+  validateOptions,
+} from "./synthetic-model";
+export { syntheticCacheDirectory, syntheticModelFile, syntheticModelKey } from "./model-cache";

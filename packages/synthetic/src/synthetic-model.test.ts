@@ -1,0 +1,78 @@
+import { GGMLType, ggmlTypeName, readGGUF, readModelConfig, writeGGUF } from "@memra/gguf";
+import { describe, expect, it } from "vitest";
+import { QWEN3_VOCAB_SIZE, TokenType, loadQwen3Vocabulary } from "./qwen3-vocabulary";
+import { buildSyntheticModel, resolveOptions } from "./synthetic-model";
+
+function typesByName(preset: Parameters<typeof resolveOptions>[0], overrides: Parameters<typeof resolveOptions>[1]) {
+  // Tensor data are produced lazily: the plan alone says which type each tensor gets.
+  return new Map((buildSyntheticModel(resolveOptions(preset, overrides)).tensors ?? []).map((t) => [t.name, ggmlTypeName(t.type)]));
+}
+
+describe("synthetic model generator", () => {
+  it("writes the same bytes for the same options and different bytes for another seed", () => {
+    const a = writeGGUF(buildSyntheticModel(resolveOptions("tiny", { weightType: "q4_0" })));
+    const b = writeGGUF(buildSyntheticModel(resolveOptions("tiny", { weightType: "q4_0" })));
+    const c = writeGGUF(buildSyntheticModel(resolveOptions("tiny", { weightType: "q4_0", seed: 2 })));
+    expect(Bun.hash(a)).toBe(Bun.hash(b));
+    expect(a.byteLength).toBe(c.byteLength);
+    expect(Bun.hash(a)).not.toBe(Bun.hash(c));
+  });
+
+  it("writes llama.cpp's keys and tensor names, and a config that validates", () => {
+    const file = readGGUF(writeGGUF(buildSyntheticModel(resolveOptions("tiny-moe", { weightType: "f16", tiedEmbeddings: false }))));
+    expect(readModelConfig(file)).toMatchObject({
+      architecture: "qwen3moe",
+      blockCount: 2,
+      embeddingLength: 64,
+      headCount: 4,
+      headCountKv: 2,
+      keyLength: 16,
+      expertCount: 8,
+      expertUsedCount: 2,
+      expertFeedForwardLength: 32,
+    });
+    const names = file.tensors.map((t) => t.name);
+    expect(names).toContain("output.weight");
+    expect(names).toContain("blk.1.ffn_gate_inp.weight");
+    expect(file.tensor("blk.0.ffn_down_exps.weight")!.shape).toEqual([32, 64, 8]);
+    expect(file.tensor("blk.0.ffn_gate_inp.weight")!.type).toBe(GGMLType.F32);
+    expect(file.tensor("token_embd.weight")!.shape).toEqual([64, QWEN3_VOCAB_SIZE]);
+  });
+
+  it("falls back as llama.cpp does when rows are shorter than a k-quant block", () => {
+    const tiny = typesByName("tiny", { weightType: "q4_K" });
+    expect(tiny.get("blk.0.attn_q.weight")).toBe("q5_0");
+    const small = typesByName("small", { weightType: "q4_K" });
+    expect(small.get("blk.0.attn_q.weight")).toBe("q4_K");
+    expect(small.get("blk.0.attn_norm.weight")).toBe("f32");
+  });
+
+  it("mixes q4_K and q6_K like llama.cpp's Q4_K_M", () => {
+    const types = typesByName("small", { weightType: "q4_K_M", layers: 8 });
+    expect(types.get("token_embd.weight")).toBe("q6_K"); // tied: the embedding is the output
+    expect(types.get("blk.3.attn_q.weight")).toBe("q4_K");
+    // use_more_bits(i, 8): i < 1, i >= 7, or (i - 1) % 3 == 2  → layers 0, 3, 6, 7
+    const six = [0, 1, 2, 3, 4, 5, 6, 7].filter((i) => types.get(`blk.${i}.attn_v.weight`) === "q6_K");
+    expect(six).toEqual([0, 3, 6, 7]);
+    expect([0, 1, 2, 3, 4, 5, 6, 7].filter((i) => types.get(`blk.${i}.ffn_down.weight`) === "q6_K")).toEqual([0, 3, 6, 7]);
+  });
+
+  it("lays out the Qwen3 vocabulary as llama.cpp's converter does", () => {
+    const vocabulary = loadQwen3Vocabulary();
+    expect(vocabulary.tokens).toHaveLength(QWEN3_VOCAB_SIZE);
+    expect(vocabulary.tokens[151644]).toBe("<|im_start|>");
+    expect(vocabulary.tokenTypes[151644]).toBe(TokenType.CONTROL);
+    expect(vocabulary.tokenTypes[151659]).toBe(TokenType.CONTROL); // <|fim_prefix|>: not special, but looks special
+    expect(vocabulary.tokens[151667]).toBe("<think>");
+    expect(vocabulary.tokenTypes[151667]).toBe(TokenType.USER_DEFINED);
+    expect(vocabulary.tokens[151669]).toBe("[PAD151669]");
+    expect(vocabulary.tokenTypes[151935]).toBe(TokenType.UNUSED);
+    expect(vocabulary.merges[0]).toBe("Ġ Ġ");
+    expect(vocabulary.eosTokenId).toBe(151645);
+  });
+
+  it("rejects impossible shapes with a message naming the option", () => {
+    expect(() => buildSyntheticModel(resolveOptions("tiny", { heads: 3 }))).toThrow(/heads \(3\) must be a multiple of kvHeads/);
+    expect(() => buildSyntheticModel(resolveOptions("tiny", { layers: 0 }))).toThrow(/layers must be a positive integer/);
+  });
+});

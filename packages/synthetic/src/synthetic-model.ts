@@ -1,0 +1,238 @@
+import {
+  ARCHITECTURE_KEYS,
+  GENERAL_KEYS,
+  GGMLType,
+  type GGUFTensorToWrite,
+  type GGUFToWrite,
+  type GGUFValue,
+  architectureKey,
+  ggmlTypeFromName,
+  ggmlTypeInfo,
+  ggufValue,
+  quantize,
+} from "@memra/gguf";
+import { SeededRandom } from "./random";
+import { QWEN3_VOCAB_SIZE, qwen3TokenizerMetadata } from "./qwen3-vocabulary";
+
+/** Bumped whenever the generator's output for the same options changes (part of the cache key). */
+export const GENERATOR_VERSION = 1;
+
+/** A single ggml weight type, or a llama.cpp-style mix. */
+export type WeightType =
+  | "f32"
+  | "f16"
+  | "bf16"
+  | "q8_0"
+  | "q4_0"
+  | "q4_1"
+  | "q5_0"
+  | "q5_1"
+  | "q4_K"
+  | "q5_K"
+  | "q6_K"
+  | "q4_K_M";
+
+export const WEIGHT_TYPES: readonly WeightType[] = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K", "q4_K_M"];
+
+export interface SyntheticModelOptions {
+  readonly architecture: "qwen3" | "qwen3moe";
+  readonly layers: number;
+  /** embedding_length */
+  readonly hidden: number;
+  readonly heads: number;
+  readonly kvHeads: number;
+  readonly headDim: number;
+  /** feed_forward_length (dense models) */
+  readonly ffn: number;
+  /** MoE only: expert_count, expert_used_count, expert_feed_forward_length. */
+  readonly experts?: number;
+  readonly expertsUsed?: number;
+  readonly expertFfn?: number;
+  readonly tiedEmbeddings: boolean;
+  readonly weightType: WeightType;
+  readonly seed: number;
+  readonly contextLength: number;
+  readonly ropeFreqBase: number;
+  readonly rmsNormEpsilon: number;
+}
+
+const DENSE_DEFAULTS = {
+  architecture: "qwen3",
+  tiedEmbeddings: true,
+  weightType: "f32",
+  seed: 1,
+  contextLength: 4096,
+  ropeFreqBase: 1_000_000,
+  rmsNormEpsilon: 1e-6,
+} as const;
+
+export const PRESETS = {
+  /** The smallest useful model: 2 layers, hidden 64. */
+  tiny: { ...DENSE_DEFAULTS, layers: 2, hidden: 64, heads: 4, kvHeads: 2, headDim: 16, ffn: 128 },
+  /** Big enough for k-quants on every matrix (rows of 256). */
+  small: { ...DENSE_DEFAULTS, layers: 2, hidden: 256, heads: 4, kvHeads: 2, headDim: 64, ffn: 512 },
+  "tiny-moe": { ...DENSE_DEFAULTS, architecture: "qwen3moe", layers: 2, hidden: 64, heads: 4, kvHeads: 2, headDim: 16, ffn: 0, experts: 8, expertsUsed: 2, expertFfn: 32 },
+  /** The exact shape of Qwen3-0.6B. */
+  "qwen3-0.6b": { ...DENSE_DEFAULTS, layers: 28, hidden: 1024, heads: 16, kvHeads: 8, headDim: 128, ffn: 3072, contextLength: 40960 },
+  /** Qwen3-30B-A3B scaled down: 64 experts, 8 used, GQA 4. */
+  "qwen3-30b-a3b-scaled": {
+    ...DENSE_DEFAULTS,
+    architecture: "qwen3moe",
+    layers: 4,
+    hidden: 512,
+    heads: 8,
+    kvHeads: 2,
+    headDim: 64,
+    ffn: 0,
+    experts: 64,
+    expertsUsed: 8,
+    expertFfn: 256,
+    contextLength: 40960,
+  },
+} as const satisfies Record<string, SyntheticModelOptions>;
+
+export type PresetName = keyof typeof PRESETS;
+
+export function resolveOptions(preset: PresetName, overrides: Partial<SyntheticModelOptions> = {}): SyntheticModelOptions {
+  const base = PRESETS[preset] as SyntheticModelOptions;
+  return { ...base, ...overrides };
+}
+
+// llama.cpp falls back to these when a row is not a whole number of k-quant blocks (llama-quant.cpp).
+const FALLBACK: Partial<Record<string, string>> = { q4_K: "q5_0", q5_K: "q5_1", q6_K: "q8_0" };
+
+/** llama_ftype for `general.file_type`. */
+const FILE_TYPES: Record<WeightType, number> = {
+  f32: 0, f16: 1, q4_0: 2, q4_1: 3, q8_0: 7, q5_0: 8, q5_1: 9, q4_K: 14, q5_K: 16, q6_K: 18, q4_K_M: 15, bf16: 32,
+};
+
+/** llama.cpp's use_more_bits: Q4_K_M gives these layers' attn_v / ffn_down six bits. */
+function useMoreBits(layer: number, layers: number): boolean {
+  return layer < layers / 8 || layer >= (7 * layers) / 8 || (layer - Math.floor(layers / 8)) % 3 === 2;
+}
+
+function chooseType(options: SyntheticModelOptions, role: string, layer: number, rowLength: number): GGMLType {
+  let name: string = options.weightType;
+  if (name === "q4_K_M") {
+    name = "q4_K";
+    if (role === "output" || (role === "token_embd" && options.tiedEmbeddings)) name = "q6_K";
+    if ((role === "attn_v" || role === "ffn_down" || role === "ffn_down_exps") && useMoreBits(layer, options.layers)) name = "q6_K";
+  }
+  let type = ggmlTypeFromName(name)!;
+  if (rowLength % ggmlTypeInfo(type)!.blockSize !== 0) type = ggmlTypeFromName(FALLBACK[name] ?? "f16")!;
+  if (rowLength % ggmlTypeInfo(type)!.blockSize !== 0) type = GGMLType.F16;
+  return type;
+}
+
+export function validateOptions(options: SyntheticModelOptions): void {
+  const positive = ["layers", "hidden", "heads", "kvHeads", "headDim", "contextLength"] as const;
+  for (const key of positive) {
+    if (!Number.isInteger(options[key]) || options[key] <= 0) throw new RangeError(`${key} must be a positive integer, got ${options[key]}`);
+  }
+  if (options.heads % options.kvHeads !== 0) throw new RangeError(`heads (${options.heads}) must be a multiple of kvHeads (${options.kvHeads})`);
+  if (options.headDim % 2 !== 0) throw new RangeError("headDim must be even (RoPE rotates pairs)");
+  if (!WEIGHT_TYPES.includes(options.weightType)) throw new RangeError(`unknown weight type ${options.weightType}`);
+  if (options.architecture === "qwen3moe") {
+    if (!options.experts || !options.expertsUsed || !options.expertFfn) throw new RangeError("qwen3moe needs experts, expertsUsed and expertFfn");
+    if (options.expertsUsed > options.experts) throw new RangeError("expertsUsed must not exceed experts");
+  } else if (!Number.isInteger(options.ffn) || options.ffn <= 0) {
+    throw new RangeError(`ffn must be a positive integer, got ${options.ffn}`);
+  }
+}
+
+/**
+ * Builds a deterministic synthetic model: llama.cpp's metadata keys and tensor names, the real
+ * Qwen3 vocabulary, seeded random weights (each tensor from its own stream, so the same options
+ * always give the same bytes). Tensor data are produced lazily while writing.
+ */
+export function buildSyntheticModel(options: SyntheticModelOptions): GGUFToWrite {
+  validateOptions(options);
+  const arch = options.architecture;
+  const key = (template: string) => architectureKey(template, arch);
+  const moe = arch === "qwen3moe";
+  const metadata: Array<[string, GGUFValue]> = [
+    [GENERAL_KEYS.architecture, ggufValue.string(arch)],
+    [GENERAL_KEYS.name, ggufValue.string(`memra-synthetic-${arch}-${options.layers}x${options.hidden}-${options.weightType}-seed${options.seed}`)],
+    [GENERAL_KEYS.fileType, ggufValue.uint32(FILE_TYPES[options.weightType])],
+    [GENERAL_KEYS.quantizationVersion, ggufValue.uint32(2)],
+    [key(ARCHITECTURE_KEYS.blockCount), ggufValue.uint32(options.layers)],
+    [key(ARCHITECTURE_KEYS.contextLength), ggufValue.uint32(options.contextLength)],
+    [key(ARCHITECTURE_KEYS.embeddingLength), ggufValue.uint32(options.hidden)],
+    [key(ARCHITECTURE_KEYS.feedForwardLength), ggufValue.uint32(moe ? 0 : options.ffn)],
+    [key(ARCHITECTURE_KEYS.headCount), ggufValue.uint32(options.heads)],
+    [key(ARCHITECTURE_KEYS.headCountKv), ggufValue.uint32(options.kvHeads)],
+    [key(ARCHITECTURE_KEYS.ropeFreqBase), ggufValue.float32(options.ropeFreqBase)],
+    [key(ARCHITECTURE_KEYS.layerNormRmsEpsilon), ggufValue.float32(options.rmsNormEpsilon)],
+    [key(ARCHITECTURE_KEYS.keyLength), ggufValue.uint32(options.headDim)],
+    [key(ARCHITECTURE_KEYS.valueLength), ggufValue.uint32(options.headDim)],
+  ];
+  if (moe) {
+    metadata.push(
+      [key(ARCHITECTURE_KEYS.expertCount), ggufValue.uint32(options.experts!)],
+      [key(ARCHITECTURE_KEYS.expertUsedCount), ggufValue.uint32(options.expertsUsed!)],
+      [key(ARCHITECTURE_KEYS.expertFeedForwardLength), ggufValue.uint32(options.expertFfn!)],
+    );
+  }
+  metadata.push(...qwen3TokenizerMetadata());
+
+  const tensors: GGUFTensorToWrite[] = [];
+  const vocab = QWEN3_VOCAB_SIZE;
+  const hidden = options.hidden;
+  const qDim = options.heads * options.headDim;
+  const kvDim = options.kvHeads * options.headDim;
+  const logitScale = 3 / Math.sqrt(hidden);
+
+  const matrix = (name: string, role: string, layer: number, shape: number[], deviation: number) => {
+    const type = chooseType(options, role, layer, shape[0]!);
+    const count = shape.reduce((a, b) => a * b, 1);
+    tensors.push({
+      name,
+      type,
+      shape,
+      data: () => quantize(type, new SeededRandom(`${options.seed}:${name}`).normals(count, 0, deviation)),
+    });
+  };
+  const vector = (name: string, length: number, mean: number, deviation: number) => {
+    tensors.push({
+      name,
+      type: GGMLType.F32,
+      shape: [length],
+      data: () => new Uint8Array(new SeededRandom(`${options.seed}:${name}`).normals(length, mean, deviation).buffer),
+    });
+  };
+
+  matrix("token_embd.weight", "token_embd", 0, [hidden, vocab], logitScale);
+  for (let layer = 0; layer < options.layers; layer++) {
+    const blk = `blk.${layer}`;
+    vector(`${blk}.attn_norm.weight`, hidden, 1, 0.2);
+    matrix(`${blk}.attn_q.weight`, "attn_q", layer, [hidden, qDim], 1 / Math.sqrt(hidden));
+    matrix(`${blk}.attn_k.weight`, "attn_k", layer, [hidden, kvDim], 1 / Math.sqrt(hidden));
+    matrix(`${blk}.attn_v.weight`, "attn_v", layer, [hidden, kvDim], 1 / Math.sqrt(hidden));
+    vector(`${blk}.attn_q_norm.weight`, options.headDim, 1, 0.2);
+    vector(`${blk}.attn_k_norm.weight`, options.headDim, 1, 0.2);
+    matrix(`${blk}.attn_output.weight`, "attn_output", layer, [qDim, hidden], 1 / Math.sqrt(qDim));
+    vector(`${blk}.ffn_norm.weight`, hidden, 1, 0.2);
+    if (moe) {
+      const experts = options.experts!;
+      const expertFfn = options.expertFfn!;
+      // The router stays f32, as llama.cpp's quantizer leaves ffn_gate_inp alone.
+      tensors.push({
+        name: `${blk}.ffn_gate_inp.weight`,
+        type: GGMLType.F32,
+        shape: [hidden, experts],
+        data: () => new Uint8Array(new SeededRandom(`${options.seed}:${blk}.ffn_gate_inp.weight`).normals(hidden * experts, 0, 2 / Math.sqrt(hidden)).buffer),
+      });
+      matrix(`${blk}.ffn_gate_exps.weight`, "ffn_gate_exps", layer, [hidden, expertFfn, experts], 1 / Math.sqrt(hidden));
+      matrix(`${blk}.ffn_up_exps.weight`, "ffn_up_exps", layer, [hidden, expertFfn, experts], 1 / Math.sqrt(hidden));
+      matrix(`${blk}.ffn_down_exps.weight`, "ffn_down_exps", layer, [expertFfn, hidden, experts], 1 / Math.sqrt(expertFfn));
+    } else {
+      matrix(`${blk}.ffn_gate.weight`, "ffn_gate", layer, [hidden, options.ffn], 1 / Math.sqrt(hidden));
+      matrix(`${blk}.ffn_up.weight`, "ffn_up", layer, [hidden, options.ffn], 1 / Math.sqrt(hidden));
+      matrix(`${blk}.ffn_down.weight`, "ffn_down", layer, [options.ffn, hidden], 1 / Math.sqrt(options.ffn));
+    }
+  }
+  vector("output_norm.weight", hidden, 1, 0.2);
+  if (!options.tiedEmbeddings) matrix("output.weight", "output", 0, [hidden, vocab], logitScale);
+
+  return { metadata: new Map(metadata), tensors };
+}
