@@ -303,12 +303,9 @@ class GGUFParser {
     const start = this.position;
     let items: GGUFArrayItems;
     switch (itemType) {
-      case "string": {
-        const strings = new Array<string>(count);
-        for (let i = 0; i < count; i++) strings[i] = this.string(`${field}[${i}]`);
-        items = strings;
+      case "string":
+        items = this.stringArray(field, count);
         break;
-      }
       case "array": {
         const arrays = new Array<GGUFArrayValue>(count);
         for (let i = 0; i < count; i++) {
@@ -335,6 +332,68 @@ class GGUFParser {
       }
     }
     return { type: "array", itemType, items };
+  }
+
+  /**
+   * The items of a string array. Vocabularies hold 150k+ strings, and one decoder call per string
+   * dominated opening a model, so the strings are bounds-checked and gathered first, decoded in
+   * one call and sliced. Any problem falls back to `stringsOneByOne`, which reports it precisely.
+   */
+  private stringArray(field: string, count: number): string[] {
+    const { bytes, view } = this;
+    const first = this.position;
+    // Pass 1: every length within the file, no string starting with a UTF-8 continuation byte
+    // (so that, when the concatenation is valid UTF-8, each string is valid on its own).
+    let position = first;
+    let total = 0;
+    for (let i = 0; i < count; i++) {
+      if (position + 8 > bytes.byteLength) return this.stringsOneByOne(field, count, first);
+      const length = view.getUint32(position, true);
+      position += 8;
+      if (view.getUint32(position - 4, true) !== 0 || length > bytes.byteLength - position) return this.stringsOneByOne(field, count, first);
+      if (length > 0 && (bytes[position]! & 0xc0) === 0x80) return this.stringsOneByOne(field, count, first);
+      total += length;
+      position += length;
+    }
+    // Pass 2: gather the bytes (bounded by what the file holds) and count the UTF-16 code units
+    // each string decodes to: one per non-continuation byte, two for a 4-byte sequence.
+    const joined = new Uint8Array(total);
+    const ends: number[] = [];
+    let units = 0;
+    let at = 0;
+    position = first;
+    for (let i = 0; i < count; i++) {
+      const end = position + 8 + view.getUint32(position, true);
+      for (let j = position + 8; j < end; j++) {
+        const byte = bytes[j]!;
+        joined[at++] = byte;
+        if ((byte & 0xc0) !== 0x80) units += byte >= 0xf0 ? 2 : 1;
+      }
+      ends.push(units);
+      position = end;
+    }
+    let text: string;
+    try {
+      text = utf8.decode(joined);
+    } catch {
+      return this.stringsOneByOne(field, count, first);
+    }
+    if (text.length !== units) return this.stringsOneByOne(field, count, first);
+    const strings = new Array<string>(count);
+    let start = 0;
+    for (let i = 0; i < count; i++) {
+      strings[i] = text.slice(start, ends[i]!);
+      start = ends[i]!;
+    }
+    this.position = position;
+    return strings;
+  }
+
+  private stringsOneByOne(field: string, count: number, first: number): string[] {
+    this.position = first;
+    const strings = new Array<string>(count);
+    for (let i = 0; i < count; i++) strings[i] = this.string(`${field}[${i}]`);
+    return strings;
   }
 }
 
