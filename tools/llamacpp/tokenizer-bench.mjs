@@ -6,12 +6,12 @@
 //
 //   node tools/llamacpp/tokenizer-bench.mjs [runs]
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { loadLlamaCppVocabulary, qwen3GGUFVocabulary, qwen3VocabularyGGUF } from "./tokenizer-goldens.mjs";
+import { loadLlamaCppVocabulary, writeVocabularyGGUF } from "./tokenizer-goldens.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repoRoot = join(here, "..", "..");
@@ -28,7 +28,7 @@ try {
   const megabytes = Buffer.byteLength(text) / (1 << 20);
 
   const ggufPath = join(folder, "qwen3-vocab.gguf");
-  writeFileSync(ggufPath, qwen3VocabularyGGUF(qwen3GGUFVocabulary()));
+  writeVocabularyGGUF(ggufPath);
   const { llama, model } = await loadLlamaCppVocabulary(ggufPath);
 
   const worker = spawn("bun", [join(repoRoot, "packages", "tokenizer", "bench", "tokenize-worker.ts"), textPath], {
