@@ -2,11 +2,17 @@ import { GGUFError } from "@memra/gguf";
 import { CliError } from "./cli-error";
 import type { CliIO } from "./cli-io";
 import { inspectCommand } from "./commands/inspect";
+import { logprobsCommand } from "./commands/logprobs";
+import { perplexityCommand } from "./commands/perplexity";
+import { tokenizeCommand } from "./commands/tokenize";
 
 type Command = (args: string[], io: CliIO) => Promise<void>;
 
 const COMMANDS: Record<string, { run: Command; summary: string }> = {
   inspect: { run: inspectCommand, summary: "print a GGUF file's metadata and tensor table" },
+  tokenize: { run: tokenizeCommand, summary: "print the token ids of a text" },
+  logprobs: { run: logprobsCommand, summary: "top-K next-token log-probabilities at every position" },
+  perplexity: { run: perplexityCommand, summary: "perplexity of a model over a text file" },
 };
 
 export const usage = `usage: memra <command> [options]

@@ -1,2 +1,15 @@
-// The public surface of @memra/core arrives with its issue (see README: packages).
-export {};
+export {
+  type AttentionShape,
+  BACKEND_CONTRACT_VERSION,
+  type Backend,
+  type BackendOp,
+  type DeviceBuffer,
+  type KVLayerView,
+  type WeightHandle,
+} from "./backend";
+export { ModelTensorError, UnsupportedArchitectureError, UnsupportedTensorTypeError } from "./errors";
+export { ContiguousKVCache, type KVCache, KVCacheFullError } from "./kv-cache";
+export { type LoadModelOptions, Model, type ModelMemory, loadModel } from "./load-model";
+export { type ForwardOptions, type ModelDimensions, Transformer } from "./models/qwen3";
+export { ReferenceBackend, routeTopK } from "./reference-backend";
+export { type LogprobsResult, type PerplexityResult, type TokenLogprob, computeLogprobs, computePerplexity, logSumExp, topLogprobs } from "./evaluation";

@@ -1,0 +1,32 @@
+import { openGGUF } from "@memra/gguf";
+import { Tokenizer } from "@memra/tokenizer";
+import { CliError } from "../cli-error";
+
+/** The model path of `-m/--model`, required. */
+export function requireModelPath(model: string | undefined, usage: string): string {
+  if (!model) throw new CliError(`missing -m MODEL\n${usage}`);
+  return model;
+}
+
+/** Builds just the tokenizer of a GGUF file (no weights are read). */
+export function loadTokenizer(path: string): Tokenizer {
+  const file = openGGUF(path);
+  return Tokenizer.fromGGUFMetadata((key) => file.get(key));
+}
+
+/** "1,2,3" → [1, 2, 3], naming the bad item. */
+export function parseTokenList(text: string): number[] {
+  return text.split(",").map((item, index) => {
+    const value = Number(item.trim());
+    if (item.trim() === "" || !Number.isInteger(value) || value < 0) throw new CliError(`--tokens: item ${index + 1} ("${item}") is not a token id`);
+    return value;
+  });
+}
+
+/** A positive integer option, naming it when it is not. */
+export function parsePositiveInteger(value: string | undefined, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  const parsed = Number(value);
+  if (!Number.isInteger(parsed) || parsed < 1) throw new CliError(`${name} must be a positive integer, got "${value}"`);
+  return parsed;
+}

@@ -1,0 +1,99 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { computeLogprobs, loadModel } from "@memra/core";
+import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
+import { beforeAll, describe, expect, it } from "vitest";
+
+const MAIN = new URL("../main.ts", import.meta.url).pathname;
+const directory = mkdtempSync(join(tmpdir(), "memra-cli-"));
+let model = "";
+
+function run(args: string[], stdin?: string) {
+  const result = Bun.spawnSync(["bun", MAIN, ...args], { stdin: stdin === undefined ? "ignore" : Buffer.from(stdin), stdout: "pipe", stderr: "pipe" });
+  return { code: result.exitCode, stdout: result.stdout.toString(), stderr: result.stderr.toString() };
+}
+
+// Token ids below were produced by llama.cpp for the same strings (packages/tokenizer goldens).
+const QUICK_FOX = "The quick brown fox jumps over the lazy dog.";
+const QUICK_FOX_IDS = [785, 3974, 13876, 38835, 34208, 916, 279, 15678, 5562, 13];
+
+beforeAll(async () => {
+  model = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" }));
+});
+
+describe("memra tokenize", () => {
+  it("prints ids with pieces, or JSON", () => {
+    const text = run(["tokenize", "-m", model, "--text", QUICK_FOX]);
+    expect(text.code).toBe(0);
+    expect(text.stdout.trim().split("\n")).toHaveLength(QUICK_FOX_IDS.length);
+    expect(text.stdout).toContain("785 -> 'The'");
+    const json = run(["tokenize", "-m", model, "--text", QUICK_FOX, "--json"]);
+    expect(JSON.parse(json.stdout)).toEqual({ ids: QUICK_FOX_IDS });
+  });
+
+  it("parses special tokens unless --no-special", () => {
+    const special = JSON.parse(run(["tokenize", "-m", model, "--text", "<|im_start|>", "--json"]).stdout);
+    const plain = JSON.parse(run(["tokenize", "-m", model, "--text", "<|im_start|>", "--json", "--no-special"]).stdout);
+    expect(special.ids).toEqual([151644]);
+    expect(plain.ids).toEqual([27, 91, 318, 4906, 91, 29]);
+  });
+
+  it("reads JSON strings line by line with --jsonl", () => {
+    const lines = `${JSON.stringify(QUICK_FOX)}\n${JSON.stringify("<|im_start|>")}\n`;
+    const result = run(["tokenize", "-m", model, "--jsonl"], lines);
+    expect(result.code).toBe(0);
+    expect(result.stdout.trim().split("\n").map((l) => JSON.parse(l))).toEqual([{ ids: QUICK_FOX_IDS }, { ids: [151644] }]);
+    const bad = run(["tokenize", "-m", model, "--jsonl"], "not json\n");
+    expect(bad.code).toBe(1);
+    expect(bad.stderr.trim().split("\n")).toHaveLength(1);
+  });
+
+  it("fails cleanly without a model", () => {
+    const result = run(["tokenize", "--text", "x"]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("missing -m MODEL");
+  });
+});
+
+describe("memra logprobs", () => {
+  it("prints one entry per input token with the top-K log-probabilities of the library call", () => {
+    const result = run(["logprobs", "-m", model, "--tokens", QUICK_FOX_IDS.join(","), "--top", "3", "--json"]);
+    expect(result.stderr).toBe("");
+    const parsed = JSON.parse(result.stdout);
+    expect(parsed.tokens).toEqual(QUICK_FOX_IDS);
+    expect(parsed.positions).toHaveLength(QUICK_FOX_IDS.length);
+    const expected = computeLogprobs(loadModel(model), QUICK_FOX_IDS, 3);
+    expect(parsed.positions).toEqual(JSON.parse(JSON.stringify(expected.positions)));
+    for (const position of parsed.positions) {
+      expect(position.top).toHaveLength(3);
+      expect(position.top[0].logprob).toBeGreaterThanOrEqual(position.top[1].logprob);
+      expect(position.top[0].logprob).toBeLessThanOrEqual(0);
+    }
+    const fromText = JSON.parse(run(["logprobs", "-m", model, "--text", QUICK_FOX, "--top", "3", "--json"]).stdout);
+    expect(fromText).toEqual(parsed);
+  });
+
+  it("names a bad token list", () => {
+    const result = run(["logprobs", "-m", model, "--tokens", "1,x,3"]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/--tokens: item 2 \("x"\) is not a token id/);
+  });
+});
+
+describe("memra perplexity", () => {
+  it("scores the second half of each window, as llama.cpp does", () => {
+    const path = join(directory, "text.txt");
+    writeFileSync(path, `${QUICK_FOX} `.repeat(20));
+    const result = run(["perplexity", "-m", model, "-f", path, "--ctx", "64", "--json"]);
+    expect(result.stderr).toBe("");
+    const parsed = JSON.parse(result.stdout);
+    expect(parsed.windows).toBe(Math.floor(parsed.tokens / 64));
+    expect(parsed.scoredTokens).toBe(parsed.windows * (64 - 1 - 32));
+    expect(parsed.perplexity).toBeGreaterThan(1);
+    expect(parsed.perWindow.at(-1)).toBeCloseTo(parsed.perplexity, 10);
+    const short = run(["perplexity", "-m", model, "-f", path, "--ctx", "4096"]);
+    expect(short.code).toBe(1);
+    expect(short.stderr).toMatch(/fewer than one window of --ctx 4096/);
+  });
+});

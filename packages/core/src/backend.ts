@@ -1,0 +1,104 @@
+/**
+ * The backend contract: the op set a model is written against (DESIGN.md), types only. Core
+ * imports nothing else from a backend; concrete backends are found at run time. Every op takes
+ * its output first. Activations are f32, token-major: a buffer of `rows` tokens holds row r at
+ * [r * width, (r + 1) * width).
+ */
+import type { GGMLType, GGUFTensorInfo } from "@memra/gguf";
+
+export const BACKEND_CONTRACT_VERSION = 1;
+
+/** An f32 activation buffer owned by a backend (host memory, device memory, ...). Opaque. */
+export interface DeviceBuffer {
+  /** Number of f32 elements. */
+  readonly length: number;
+}
+
+/** A weight tensor as the backend keeps it (possibly still quantized). Opaque beyond these fields. */
+export interface WeightHandle {
+  readonly name: string;
+  readonly type: GGMLType;
+  /** Innermost first, as in GGUF: a matrix is [inFeatures, outFeatures(, experts)]. */
+  readonly shape: readonly number[];
+}
+
+/** The ops a model calls. `supportsOp` lets a model ask before it calls an optional op. */
+export type BackendOp =
+  | "embedding"
+  | "rmsNorm"
+  | "matmul"
+  | "ropeNeox"
+  | "attention"
+  | "swiglu"
+  | "add"
+  | "moeRoute"
+  | "expertMatmul"
+  | "gatherRows"
+  | "scatterAddRows";
+
+/** The keys and values one layer's attention reads: `length` token rows of `kvHeads * headDim`. */
+export interface KVLayerView {
+  readonly keys: DeviceBuffer;
+  readonly values: DeviceBuffer;
+  /** Tokens visible to attention (already stored plus the ones being added). */
+  readonly length: number;
+}
+
+export interface AttentionShape {
+  /** Query rows (tokens) in this call. */
+  readonly rows: number;
+  readonly heads: number;
+  readonly kvHeads: number;
+  readonly headDim: number;
+  /** Cache index of the first query row: row r attends to cache rows [0, firstRow + r]. */
+  readonly firstRow: number;
+  readonly scale: number;
+}
+
+export interface Backend {
+  readonly contractVersion: typeof BACKEND_CONTRACT_VERSION;
+  readonly name: string;
+
+  /** Whether the backend can run `op` (with weights of `weightType`, where that matters). */
+  supportsOp(op: BackendOp, weightType?: GGMLType): boolean;
+
+  /** Takes a weight from the file; the backend may keep it quantized, convert it or copy it. */
+  uploadWeight(info: GGUFTensorInfo, data: Uint8Array): WeightHandle;
+  /** Bytes the backend holds for this weight. */
+  weightBytes(weight: WeightHandle): number;
+
+  allocate(length: number): DeviceBuffer;
+  write(buffer: DeviceBuffer, data: Float32Array, offset?: number): void;
+  /** Copies `length` elements starting at `offset` out of the buffer. */
+  read(buffer: DeviceBuffer, offset?: number, length?: number): Float32Array;
+  /** Copies `length` elements between buffers of this backend. */
+  copy(out: DeviceBuffer, outOffset: number, source: DeviceBuffer, sourceOffset: number, length: number): void;
+
+  /** out[r] = table row tokens[r]. out: [tokens.length, embeddingLength] */
+  embedding(out: DeviceBuffer, table: WeightHandle, tokens: Int32Array): void;
+  /** out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, over rows of weight.length. */
+  rmsNorm(out: DeviceBuffer, x: DeviceBuffer, weight: WeightHandle, rows: number, eps: number): void;
+  /** out[r, o] = sum_i x[r, i] * W[o, i]. x: [rows, in], out: [rows, out] */
+  matmul(out: DeviceBuffer, x: DeviceBuffer, weight: WeightHandle, rows: number): void;
+  /** NEOX rotary embedding in place: each head rotates pairs (i, i + headDim / 2). x: [rows, heads * headDim] */
+  ropeNeox(x: DeviceBuffer, positions: Int32Array, heads: number, headDim: number, freqBase: number): void;
+  /** Causal scaled-dot-product attention with grouped KV heads. q/out: [rows, heads * headDim] */
+  attention(out: DeviceBuffer, q: DeviceBuffer, kv: KVLayerView, shape: AttentionShape): void;
+  /** out = silu(gate) * up, elementwise over `length`. */
+  swiglu(out: DeviceBuffer, gate: DeviceBuffer, up: DeviceBuffer, length: number): void;
+  /** out = a + b, elementwise over `length`. */
+  add(out: DeviceBuffer, a: DeviceBuffer, b: DeviceBuffer, length: number): void;
+  /**
+   * MoE routing: softmax over all experts' logits, top-k, renormalised weights.
+   * logits: [rows, experts]; returns expert ids and weights, [rows, k] each, on the host.
+   */
+  moeRoute(logits: DeviceBuffer, rows: number, experts: number, k: number): { ids: Int32Array; weights: Float32Array };
+  /** matmul with expert `expert` of a 3-D weight [in, out, experts], over `rows` rows of x. */
+  expertMatmul(out: DeviceBuffer, x: DeviceBuffer, weight: WeightHandle, expert: number, rows: number): void;
+  /** out[i] = x[rows[i]], rows of `width`. */
+  gatherRows(out: DeviceBuffer, x: DeviceBuffer, rows: Int32Array, width: number): void;
+  /** out[rows[i]] += scales[i] * x[i], rows of `width`. */
+  scatterAddRows(out: DeviceBuffer, x: DeviceBuffer, rows: Int32Array, scales: Float32Array, width: number): void;
+
+  dispose(): void;
+}

@@ -1,0 +1,33 @@
+/** The file's architecture is not one Memra implements. */
+export class UnsupportedArchitectureError extends Error {
+  override readonly name = "UnsupportedArchitectureError";
+  constructor(
+    readonly architecture: string,
+    readonly supported: readonly string[],
+  ) {
+    super(`unsupported architecture "${architecture}" (supported: ${supported.join(", ")})`);
+  }
+}
+
+/** A tensor's ggml type cannot be computed with by a backend. */
+export class UnsupportedTensorTypeError extends Error {
+  override readonly name = "UnsupportedTensorTypeError";
+  constructor(
+    readonly tensor: string,
+    readonly type: string,
+    readonly backend: string,
+  ) {
+    super(`tensor "${tensor}" has type ${type}, which the ${backend} backend cannot compute with`);
+  }
+}
+
+/** A tensor the architecture needs is absent or has the wrong shape. */
+export class ModelTensorError extends Error {
+  override readonly name = "ModelTensorError";
+  constructor(
+    readonly tensor: string,
+    problem: string,
+  ) {
+    super(`tensor "${tensor}": ${problem}`);
+  }
+}

@@ -1,0 +1,104 @@
+import type { Model } from "./load-model";
+
+export interface TokenLogprob {
+  readonly id: number;
+  readonly logprob: number;
+}
+
+/** log Σ exp(row), computed stably in double precision. */
+export function logSumExp(row: Float32Array): number {
+  let max = -Infinity;
+  for (let i = 0; i < row.length; i++) if (row[i]! > max) max = row[i]!;
+  let sum = 0;
+  for (let i = 0; i < row.length; i++) sum += Math.exp(row[i]! - max);
+  return max + Math.log(sum);
+}
+
+/** The `k` most probable tokens of a logits row with their log-probabilities, most probable first (ties: lower id first). */
+export function topLogprobs(row: Float32Array, k: number): TokenLogprob[] {
+  const normaliser = logSumExp(row);
+  const top: number[] = [];
+  for (let i = 0; i < row.length; i++) {
+    if (top.length === k && row[i]! <= row[top[k - 1]!]!) continue;
+    let at = top.length < k ? top.length : k - 1;
+    top[at] = i;
+    while (at > 0 && row[top[at - 1]!]! < row[i]!) {
+      top[at] = top[at - 1]!;
+      top[at - 1] = i;
+      at--;
+    }
+  }
+  return top.map((id) => ({ id, logprob: row[id]! - normaliser }));
+}
+
+export interface LogprobsResult {
+  readonly tokens: readonly number[];
+  /** For each input position i: the top-K next tokens after tokens[0..i]. */
+  readonly positions: ReadonlyArray<{ readonly top: TokenLogprob[] }>;
+}
+
+/** One prefill over `tokens`; the top-K next-token log-probabilities at every position. */
+export function computeLogprobs(model: Model, tokens: readonly number[], topK: number): LogprobsResult {
+  if (tokens.length === 0) throw new RangeError("logprobs needs at least one token");
+  if (!Number.isInteger(topK) || topK < 1) throw new RangeError(`top-k must be a positive integer, got ${topK}`);
+  const vocabulary = model.vocabularySize;
+  const cache = model.createCache(tokens.length);
+  const positions: Array<{ top: TokenLogprob[] }> = [];
+  // Logits for a few rows at a time keeps memory at [rows, vocabulary] however long the input.
+  const step = 64;
+  for (let start = 0; start < tokens.length; start += step) {
+    const chunk = tokens.slice(start, start + step);
+    const logits = model.forward(chunk, cache, { logits: "all" });
+    for (let r = 0; r < chunk.length; r++) positions.push({ top: topLogprobs(logits.subarray(r * vocabulary, (r + 1) * vocabulary), topK) });
+  }
+  cache.dispose();
+  return { tokens: [...tokens], positions };
+}
+
+export interface PerplexityResult {
+  readonly perplexity: number;
+  /** Perplexity after each window, as llama.cpp's perplexity tool prints it ([1]x,[2]y,...). */
+  readonly perWindow: number[];
+  readonly windows: number;
+  readonly scoredTokens: number;
+  readonly context: number;
+}
+
+/**
+ * Perplexity as llama.cpp's perplexity tool computes it: the tokens are cut into windows of
+ * `context` tokens; each window is evaluated from an empty cache, and only the second half of
+ * its predictions is scored (token j + 1 from the logits at j, for j in [context/2, context − 1)).
+ */
+export function computePerplexity(model: Model, tokens: readonly number[], context: number): PerplexityResult {
+  if (!Number.isInteger(context) || context < 4) throw new RangeError(`context must be an integer of at least 4, got ${context}`);
+  const windows = Math.floor(tokens.length / context);
+  if (windows < 1) throw new RangeError(`perplexity needs at least ${context} tokens for a context of ${context}, the text has ${tokens.length}`);
+  const vocabulary = model.vocabularySize;
+  const first = Math.floor(context / 2);
+  let negativeLogLikelihood = 0;
+  let scored = 0;
+  const perWindow: number[] = [];
+  const cache = model.createCache(context);
+  for (let w = 0; w < windows; w++) {
+    cache.trim(0);
+    const window = tokens.slice(w * context, (w + 1) * context);
+    const step = 64;
+    for (let start = 0; start < context; start += step) {
+      const chunk = window.slice(start, Math.min(context, start + step));
+      const rows = chunk.map((_, r) => r).filter((r) => start + r >= first && start + r < context - 1);
+      if (rows.length === 0) {
+        model.forward(chunk, cache, { logits: [] });
+        continue;
+      }
+      const logits = model.forward(chunk, cache, { logits: rows });
+      rows.forEach((r, i) => {
+        const row = logits.subarray(i * vocabulary, (i + 1) * vocabulary);
+        negativeLogLikelihood += logSumExp(row) - row[window[start + r + 1]!]!;
+        scored++;
+      });
+    }
+    perWindow.push(Math.exp(negativeLogLikelihood / scored));
+  }
+  cache.dispose();
+  return { perplexity: Math.exp(negativeLogLikelihood / scored), perWindow, windows, scoredTokens: scored, context };
+}

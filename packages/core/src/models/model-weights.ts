@@ -1,0 +1,42 @@
+import { type GGUFFile, ggmlTypeName } from "@memra/gguf";
+import type { Backend, WeightHandle } from "../backend";
+import { ModelTensorError, UnsupportedTensorTypeError } from "../errors";
+
+/**
+ * Looks tensors up by their GGUF names, checks their shapes, and hands them to a backend.
+ * `check` runs over every tensor first, so that an unsupported type or a missing tensor fails
+ * before any weight is converted or copied.
+ */
+export class ModelWeights {
+  /** Bytes the backend holds for the weights loaded so far. */
+  loadedBytes = 0;
+
+  constructor(
+    private readonly file: GGUFFile,
+    private readonly backend: Backend,
+  ) {}
+
+  has(name: string): boolean {
+    return this.file.tensor(name) !== undefined;
+  }
+
+  /** Verifies that `name` exists with `shape` and a type the backend supports. */
+  check(name: string, shape: readonly number[]): void {
+    const info = this.file.tensor(name);
+    if (!info) throw new ModelTensorError(name, "missing from the file");
+    if (info.shape.length !== shape.length || info.shape.some((d, i) => d !== shape[i])) {
+      throw new ModelTensorError(name, `shape [${info.shape.join(", ")}], expected [${shape.join(", ")}]`);
+    }
+    if (!this.backend.supportsOp("matmul", info.type)) {
+      throw new UnsupportedTensorTypeError(name, ggmlTypeName(info.type), this.backend.name);
+    }
+  }
+
+  load(name: string): WeightHandle {
+    const info = this.file.tensor(name);
+    if (!info) throw new ModelTensorError(name, "missing from the file");
+    const weight = this.backend.uploadWeight(info, this.file.tensorData(info));
+    this.loadedBytes += this.backend.weightBytes(weight);
+    return weight;
+  }
+}

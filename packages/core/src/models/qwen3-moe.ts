@@ -1,0 +1,44 @@
+/**
+ * Qwen3-MoE: the Qwen3 decoder with the dense FFN swapped for a routed mixture of experts
+ * (llama.cpp src/models/qwen3moe.cpp). Routing (softmax over all experts → top-k → renormalise,
+ * no shared experts) lives in ../moe.ts.
+ */
+import type { ModelWeights } from "./model-weights";
+import type { FeedForwardFactory, ModelDimensions } from "./qwen3";
+import { routedExperts } from "../moe";
+
+export function moeFeedForward(d: ModelDimensions, experts: number, expertsUsed: number, expertFeedForwardLength: number): FeedForwardFactory {
+  return {
+    check(weights: ModelWeights, layer: number) {
+      const blk = `blk.${layer}`;
+      weights.check(`${blk}.ffn_norm.weight`, [d.embedding]);
+      weights.check(`${blk}.ffn_gate_inp.weight`, [d.embedding, experts]);
+      weights.check(`${blk}.ffn_gate_exps.weight`, [d.embedding, expertFeedForwardLength, experts]);
+      weights.check(`${blk}.ffn_up_exps.weight`, [d.embedding, expertFeedForwardLength, experts]);
+      weights.check(`${blk}.ffn_down_exps.weight`, [expertFeedForwardLength, d.embedding, experts]);
+    },
+    create(backend, weights, layer, maxRows) {
+      const load = (name: string) => weights.load(`blk.${layer}.${name}.weight`);
+      const ffn_norm = load("ffn_norm");
+      const experts_ = routedExperts(backend, {
+        embedding: d.embedding,
+        experts,
+        expertsUsed,
+        expertFeedForwardLength,
+        maxRows,
+        ffn_gate_inp: load("ffn_gate_inp"),
+        ffn_gate_exps: load("ffn_gate_exps"),
+        ffn_up_exps: load("ffn_up_exps"),
+        ffn_down_exps: load("ffn_down_exps"),
+      });
+      return {
+        ffn_norm,
+        forward(b, s, rows) {
+          b.rmsNorm(s.normed, s.hidden, ffn_norm, rows, d.eps);
+          experts_.forward(s.projected, s.normed, rows);
+          b.add(s.hidden, s.hidden, s.projected, rows * d.embedding);
+        },
+      };
+    },
+  };
+}

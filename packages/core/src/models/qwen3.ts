@@ -1,0 +1,289 @@
+/**
+ * Qwen3 (dense), as llama.cpp's src/models/qwen3.cpp builds it:
+ * embed → per layer {RMSNorm, Q/K/V, per-head QK-norm, NEOX RoPE, causal GQA attention over the
+ * KV cache, O, residual, RMSNorm, SwiGLU, residual} → final RMSNorm → LM head (the token
+ * embedding when `output.weight` is absent). Activations are token-major [tokens, width].
+ */
+import type { GGUFFile, Qwen3Config, Qwen3MoeConfig } from "@memra/gguf";
+import type { Backend, DeviceBuffer, WeightHandle } from "../backend";
+import type { KVCache } from "../kv-cache";
+import { ModelWeights } from "./model-weights";
+
+export type TransformerConfig = Qwen3Config | Qwen3MoeConfig;
+
+// ---- config ----
+
+export interface ModelDimensions {
+  readonly vocabulary: number;
+  readonly embedding: number;
+  readonly layers: number;
+  readonly heads: number;
+  readonly kvHeads: number;
+  readonly headDim: number;
+  /** heads * headDim */
+  readonly queryWidth: number;
+  /** kvHeads * headDim */
+  readonly kvWidth: number;
+  readonly eps: number;
+  readonly ropeFreqBase: number;
+}
+
+export function modelDimensions(config: TransformerConfig, vocabulary: number): ModelDimensions {
+  return {
+    vocabulary,
+    embedding: config.embeddingLength,
+    layers: config.blockCount,
+    heads: config.headCount,
+    kvHeads: config.headCountKv,
+    headDim: config.keyLength,
+    queryWidth: config.headCount * config.keyLength,
+    kvWidth: config.headCountKv * config.keyLength,
+    eps: config.layerNormRmsEpsilon,
+    ropeFreqBase: config.ropeFreqBase,
+  };
+}
+
+/** Buffers a forward pass works in, allocated once for up to `rows` tokens at a time. */
+export interface Scratch {
+  readonly rows: number;
+  readonly hidden: DeviceBuffer; // [rows, embedding] the residual stream
+  readonly normed: DeviceBuffer; // [rows, embedding]
+  readonly query: DeviceBuffer; // [rows, queryWidth]
+  readonly key: DeviceBuffer; // [rows, kvWidth]
+  readonly value: DeviceBuffer; // [rows, kvWidth]
+  readonly attention: DeviceBuffer; // [rows, queryWidth]
+  readonly projected: DeviceBuffer; // [rows, embedding]
+  readonly logits: DeviceBuffer; // [rows, vocabulary]
+}
+
+function createScratch(backend: Backend, d: ModelDimensions, rows: number): Scratch {
+  return {
+    rows,
+    hidden: backend.allocate(rows * d.embedding),
+    normed: backend.allocate(rows * d.embedding),
+    query: backend.allocate(rows * d.queryWidth),
+    key: backend.allocate(rows * d.kvWidth),
+    value: backend.allocate(rows * d.kvWidth),
+    attention: backend.allocate(rows * d.queryWidth),
+    projected: backend.allocate(rows * d.embedding),
+    logits: backend.allocate(rows * d.vocabulary),
+  };
+}
+
+// ---- attention ----
+
+export interface AttentionWeights {
+  readonly attn_norm: WeightHandle;
+  readonly attn_q: WeightHandle;
+  readonly attn_k: WeightHandle;
+  readonly attn_v: WeightHandle;
+  readonly attn_q_norm: WeightHandle;
+  readonly attn_k_norm: WeightHandle;
+  readonly attn_output: WeightHandle;
+}
+
+function checkAttention(weights: ModelWeights, d: ModelDimensions, layer: number): void {
+  const blk = `blk.${layer}`;
+  weights.check(`${blk}.attn_norm.weight`, [d.embedding]);
+  weights.check(`${blk}.attn_q.weight`, [d.embedding, d.queryWidth]);
+  weights.check(`${blk}.attn_k.weight`, [d.embedding, d.kvWidth]);
+  weights.check(`${blk}.attn_v.weight`, [d.embedding, d.kvWidth]);
+  weights.check(`${blk}.attn_q_norm.weight`, [d.headDim]);
+  weights.check(`${blk}.attn_k_norm.weight`, [d.headDim]);
+  weights.check(`${blk}.attn_output.weight`, [d.queryWidth, d.embedding]);
+}
+
+function loadAttention(weights: ModelWeights, layer: number): AttentionWeights {
+  const load = (name: string) => weights.load(`blk.${layer}.${name}.weight`);
+  return {
+    attn_norm: load("attn_norm"),
+    attn_q: load("attn_q"),
+    attn_k: load("attn_k"),
+    attn_v: load("attn_v"),
+    attn_q_norm: load("attn_q_norm"),
+    attn_k_norm: load("attn_k_norm"),
+    attn_output: load("attn_output"),
+  };
+}
+
+/** hidden += attention(RMSNorm(hidden)), appending this chunk's K/V to the cache. */
+function attentionBlock(
+  backend: Backend,
+  d: ModelDimensions,
+  w: AttentionWeights,
+  s: Scratch,
+  rows: number,
+  positions: Int32Array,
+  cache: KVCache,
+  layer: number,
+): void {
+  backend.rmsNorm(s.normed, s.hidden, w.attn_norm, rows, d.eps);
+  backend.matmul(s.query, s.normed, w.attn_q, rows);
+  backend.matmul(s.key, s.normed, w.attn_k, rows);
+  backend.matmul(s.value, s.normed, w.attn_v, rows);
+  // QK-norm: RMSNorm over each head's headDim values, before RoPE.
+  backend.rmsNorm(s.query, s.query, w.attn_q_norm, rows * d.heads, d.eps);
+  backend.rmsNorm(s.key, s.key, w.attn_k_norm, rows * d.kvHeads, d.eps);
+  backend.ropeNeox(s.query, positions, d.heads, d.headDim, d.ropeFreqBase);
+  backend.ropeNeox(s.key, positions, d.kvHeads, d.headDim, d.ropeFreqBase);
+  const firstRow = cache.length;
+  const kv = cache.append(layer, s.key, s.value, rows);
+  backend.attention(s.attention, s.query, kv, {
+    rows,
+    heads: d.heads,
+    kvHeads: d.kvHeads,
+    headDim: d.headDim,
+    firstRow,
+    scale: 1 / Math.sqrt(d.headDim),
+  });
+  backend.matmul(s.projected, s.attention, w.attn_output, rows);
+  backend.add(s.hidden, s.hidden, s.projected, rows * d.embedding);
+}
+
+// ---- MLP ----
+
+/** The feed-forward half of a decoder layer: hidden += ffn(RMSNorm(hidden)). Dense or MoE. */
+export interface FeedForward {
+  readonly ffn_norm: WeightHandle;
+  forward(backend: Backend, s: Scratch, rows: number): void;
+}
+
+export interface FeedForwardFactory {
+  /** Checks shapes and types (no allocation). */
+  check(weights: ModelWeights, layer: number): void;
+  create(backend: Backend, weights: ModelWeights, layer: number, maxRows: number): FeedForward;
+}
+
+/** SwiGLU: down(silu(gate(x)) * up(x)). */
+export function denseFeedForward(d: ModelDimensions, feedForwardLength: number): FeedForwardFactory {
+  return {
+    check(weights, layer) {
+      const blk = `blk.${layer}`;
+      weights.check(`${blk}.ffn_norm.weight`, [d.embedding]);
+      weights.check(`${blk}.ffn_gate.weight`, [d.embedding, feedForwardLength]);
+      weights.check(`${blk}.ffn_up.weight`, [d.embedding, feedForwardLength]);
+      weights.check(`${blk}.ffn_down.weight`, [feedForwardLength, d.embedding]);
+    },
+    create(backend, weights, layer, maxRows) {
+      const load = (name: string) => weights.load(`blk.${layer}.${name}.weight`);
+      const ffn_norm = load("ffn_norm");
+      const ffn_gate = load("ffn_gate");
+      const ffn_up = load("ffn_up");
+      const ffn_down = load("ffn_down");
+      const gate = backend.allocate(maxRows * feedForwardLength); // [rows, ffn]
+      const up = backend.allocate(maxRows * feedForwardLength); // [rows, ffn]
+      return {
+        ffn_norm,
+        forward(b, s, rows) {
+          b.rmsNorm(s.normed, s.hidden, ffn_norm, rows, d.eps);
+          b.matmul(gate, s.normed, ffn_gate, rows);
+          b.matmul(up, s.normed, ffn_up, rows);
+          b.swiglu(gate, gate, up, rows * feedForwardLength);
+          b.matmul(s.projected, gate, ffn_down, rows);
+          b.add(s.hidden, s.hidden, s.projected, rows * d.embedding);
+        },
+      };
+    },
+  };
+}
+
+// ---- decoder layer and model ----
+
+interface DecoderLayer {
+  readonly attention: AttentionWeights;
+  readonly feedForward: FeedForward;
+}
+
+export interface ForwardOptions {
+  /** Which rows of this call to return logits for: the last one (default), all, or given indices. */
+  readonly logits?: "last" | "all" | readonly number[];
+}
+
+export interface TransformerOptions {
+  /** Most tokens one forward step processes; longer inputs run in chunks. */
+  readonly maxBatchTokens?: number;
+}
+
+export class Transformer {
+  readonly dimensions: ModelDimensions;
+  private readonly layers: DecoderLayer[] = [];
+  private readonly tokenEmbedding: WeightHandle;
+  private readonly outputNorm: WeightHandle;
+  private readonly output: WeightHandle;
+  private readonly scratch: Scratch;
+  /** Bytes of weights held by the backend. */
+  readonly weightBytes: number;
+
+  constructor(
+    readonly backend: Backend,
+    file: GGUFFile,
+    dimensions: ModelDimensions,
+    feedForward: FeedForwardFactory,
+    options: TransformerOptions = {},
+  ) {
+    const d = dimensions;
+    this.dimensions = d;
+    const weights = new ModelWeights(file, backend);
+    // Check everything before loading anything, so a bad file fails before any large allocation.
+    weights.check("token_embd.weight", [d.embedding, d.vocabulary]);
+    weights.check("output_norm.weight", [d.embedding]);
+    const tied = !weights.has("output.weight");
+    if (!tied) weights.check("output.weight", [d.embedding, d.vocabulary]);
+    for (let layer = 0; layer < d.layers; layer++) {
+      checkAttention(weights, d, layer);
+      feedForward.check(weights, layer);
+    }
+
+    const maxRows = options.maxBatchTokens ?? 512;
+    this.tokenEmbedding = weights.load("token_embd.weight");
+    this.outputNorm = weights.load("output_norm.weight");
+    this.output = tied ? this.tokenEmbedding : weights.load("output.weight");
+    for (let layer = 0; layer < d.layers; layer++) {
+      this.layers.push({ attention: loadAttention(weights, layer), feedForward: feedForward.create(backend, weights, layer, maxRows) });
+    }
+    this.scratch = createScratch(backend, d, maxRows);
+    this.weightBytes = weights.loadedBytes;
+  }
+
+  /**
+   * Runs `tokens` at positions cache.length, cache.length + 1, ... (prefill when there are many,
+   * decode when there is one), appends their keys and values to `cache`, and returns logits for
+   * the requested rows: [requested rows, vocabulary].
+   */
+  forward(tokens: Int32Array, cache: KVCache, options: ForwardOptions = {}): Float32Array {
+    const d = this.dimensions;
+    const requested = options.logits ?? "last";
+    const wanted =
+      requested === "last" ? [tokens.length - 1] : requested === "all" ? Array.from(tokens, (_, i) => i) : [...requested];
+    for (const row of wanted) {
+      if (!Number.isInteger(row) || row < 0 || row >= tokens.length) throw new RangeError(`logits requested for row ${row} of ${tokens.length}`);
+    }
+    const result = new Float32Array(wanted.length * d.vocabulary);
+    const s = this.scratch;
+    for (let start = 0; start < tokens.length; start += s.rows) {
+      const chunk = tokens.subarray(start, Math.min(tokens.length, start + s.rows));
+      const rows = chunk.length;
+      const positions = new Int32Array(rows);
+      for (let r = 0; r < rows; r++) positions[r] = cache.length + r;
+
+      this.backend.embedding(s.hidden, this.tokenEmbedding, chunk);
+      for (let layer = 0; layer < this.layers.length; layer++) {
+        const { attention, feedForward } = this.layers[layer]!;
+        attentionBlock(this.backend, d, attention, s, rows, positions, cache, layer);
+        feedForward.forward(this.backend, s, rows);
+      }
+      cache.advance(rows);
+
+      const inChunk = wanted.map((row, index) => ({ row: row - start, index })).filter(({ row }) => row >= 0 && row < rows);
+      if (inChunk.length === 0) continue;
+      this.backend.rmsNorm(s.normed, s.hidden, this.outputNorm, rows, d.eps);
+      // Only the requested rows go through the LM head, packed to the front of `projected`.
+      for (let i = 0; i < inChunk.length; i++) this.backend.copy(s.projected, i * d.embedding, s.normed, inChunk[i]!.row * d.embedding, d.embedding);
+      this.backend.matmul(s.logits, s.projected, this.output, inChunk.length);
+      for (let i = 0; i < inChunk.length; i++) {
+        result.set(this.backend.read(s.logits, i * d.vocabulary, d.vocabulary), inChunk[i]!.index * d.vocabulary);
+      }
+    }
+    return result;
+  }
+}

@@ -1,0 +1,346 @@
+/**
+ * The reference backend: plain TypeScript, f32 activations, weights dequantized with
+ * @memra/gguf's reference code. Readable rather than fast; it is the oracle native backends are
+ * tested against. Sums accumulate in double precision.
+ */
+import { GGMLType, type GGUFTensorInfo, canDequantize, dequantize, f16BitsToF32, ggmlTypeName } from "@memra/gguf";
+import {
+  type AttentionShape,
+  BACKEND_CONTRACT_VERSION,
+  type Backend,
+  type BackendOp,
+  type DeviceBuffer,
+  type KVLayerView,
+  type WeightHandle,
+} from "./backend";
+import { activationRoundingFor, q8_1SumCorrections, roundActivations } from "./activation-rounding";
+import { UnsupportedTensorTypeError } from "./errors";
+
+class HostBuffer implements DeviceBuffer {
+  constructor(readonly data: Float32Array) {}
+  get length(): number {
+    return this.data.length;
+  }
+}
+
+class ReferenceWeight implements WeightHandle {
+  constructor(
+    readonly name: string,
+    readonly type: GGMLType,
+    readonly shape: readonly number[],
+    /** Dequantized values, row-major: rows of shape[0]. */
+    readonly values: Float32Array,
+    /** q4_1 / q5_1 only: each 32-value block's offset m, [rows, shape[0] / 32]. */
+    readonly blockOffsets?: Float32Array,
+  ) {}
+}
+
+/** The f16 `m` of every q4_1 / q5_1 block (bytes 2–3 of each block). */
+function blockOffsetsOf(type: GGMLType, data: Uint8Array, elementCount: number): Float32Array | undefined {
+  if (type !== GGMLType.Q4_1 && type !== GGMLType.Q5_1) return undefined;
+  const blockBytes = type === GGMLType.Q4_1 ? 20 : 24;
+  const blocks = elementCount / 32;
+  const offsets = new Float32Array(blocks);
+  for (let b = 0; b < blocks; b++) offsets[b] = f16BitsToF32(data[b * blockBytes + 2]! | (data[b * blockBytes + 3]! << 8));
+  return offsets;
+}
+
+function host(buffer: DeviceBuffer): Float32Array {
+  return (buffer as HostBuffer).data;
+}
+
+function weightValues(weight: WeightHandle): Float32Array {
+  return (weight as ReferenceWeight).values;
+}
+
+export interface ReferenceBackendOptions {
+  /**
+   * Round activation rows the way ggml's CPU matmul does before a dot product with a quantized,
+   * f16 or bf16 weight (to q8_0, q8_K, f16 or bf16; see activation-rounding.ts), so that results
+   * match llama.cpp up to summation order. Default true; false keeps activations exact in f32,
+   * which shows how far llama.cpp itself is from exact arithmetic on a quantized model.
+   */
+  readonly ggmlActivationRounding?: boolean;
+}
+
+export class ReferenceBackend implements Backend {
+  readonly contractVersion = BACKEND_CONTRACT_VERSION;
+  readonly name = "reference";
+  private readonly ggmlActivationRounding: boolean;
+  private rounded = new Float32Array(0);
+
+  constructor(options: ReferenceBackendOptions = {}) {
+    this.ggmlActivationRounding = options.ggmlActivationRounding ?? true;
+  }
+
+  supportsOp(_op: BackendOp, weightType?: GGMLType): boolean {
+    return weightType === undefined || canDequantize(weightType);
+  }
+
+  uploadWeight(info: GGUFTensorInfo, data: Uint8Array): WeightHandle {
+    if (!canDequantize(info.type)) throw new UnsupportedTensorTypeError(info.name, ggmlTypeName(info.type), this.name);
+    const values = dequantize(info.type, data, info.elementCount);
+    return new ReferenceWeight(info.name, info.type, info.shape, values, blockOffsetsOf(info.type, data, info.elementCount));
+  }
+
+  weightBytes(weight: WeightHandle): number {
+    return weightValues(weight).byteLength;
+  }
+
+  allocate(length: number): DeviceBuffer {
+    return new HostBuffer(new Float32Array(length));
+  }
+
+  write(buffer: DeviceBuffer, data: Float32Array, offset = 0): void {
+    host(buffer).set(data, offset);
+  }
+
+  read(buffer: DeviceBuffer, offset = 0, length = buffer.length - offset): Float32Array {
+    return host(buffer).slice(offset, offset + length);
+  }
+
+  copy(out: DeviceBuffer, outOffset: number, source: DeviceBuffer, sourceOffset: number, length: number): void {
+    host(out).set(host(source).subarray(sourceOffset, sourceOffset + length), outOffset);
+  }
+
+  embedding(out: DeviceBuffer, table: WeightHandle, tokens: Int32Array): void {
+    const width = table.shape[0]!;
+    const vocabulary = table.shape[1]!;
+    const values = weightValues(table);
+    const o = host(out);
+    for (let r = 0; r < tokens.length; r++) {
+      const token = tokens[r]!;
+      if (token < 0 || token >= vocabulary) throw new RangeError(`token id ${token} at position ${r} is outside the vocabulary (0..${vocabulary - 1})`);
+      o.set(values.subarray(token * width, (token + 1) * width), r * width);
+    }
+  }
+
+  rmsNorm(out: DeviceBuffer, x: DeviceBuffer, weight: WeightHandle, rows: number, eps: number): void {
+    const w = weightValues(weight);
+    const width = w.length;
+    const input = host(x);
+    const o = host(out);
+    for (let r = 0; r < rows; r++) {
+      const base = r * width;
+      let sum = 0;
+      for (let i = 0; i < width; i++) sum += input[base + i]! * input[base + i]!;
+      const scale = 1 / Math.sqrt(sum / width + eps);
+      for (let i = 0; i < width; i++) o[base + i] = input[base + i]! * scale * w[i]!;
+    }
+  }
+
+  matmul(out: DeviceBuffer, x: DeviceBuffer, weight: WeightHandle, rows: number): void {
+    this.matmulAt(out, x, weight, 0, rows);
+  }
+
+  expertMatmul(out: DeviceBuffer, x: DeviceBuffer, weight: WeightHandle, expert: number, rows: number): void {
+    this.matmulAt(out, x, weight, expert, rows);
+  }
+
+  /** out = x · W[matrix]ᵀ for matrix `matrix` of a 2-D (0) or 3-D weight. */
+  private matmulAt(out: DeviceBuffer, x: DeviceBuffer, weight: WeightHandle, matrix: number, rows: number): void {
+    const inFeatures = weight.shape[0]!;
+    const outFeatures = weight.shape[1]!;
+    const o = host(out);
+    matmulRows(o, this.activations(x, weight, rows), weightValues(weight), matrix * inFeatures * outFeatures, inFeatures, outFeatures, rows);
+    const offsets = (weight as ReferenceWeight).blockOffsets;
+    if (!offsets || !this.ggmlActivationRounding) return;
+    // q4_1 / q5_1: ggml multiplies each block's offset m with the activation block's own rounded sum.
+    const blocks = inFeatures / 32;
+    const corrections = new Float64Array(blocks);
+    const source = host(x);
+    for (let r = 0; r < rows; r++) {
+      q8_1SumCorrections(source, r * inFeatures, inFeatures, corrections);
+      for (let column = 0; column < outFeatures; column++) {
+        const base = (matrix * outFeatures + column) * blocks;
+        let correction = 0;
+        for (let b = 0; b < blocks; b++) correction += offsets[base + b]! * corrections[b]!;
+        o[r * outFeatures + column] = o[r * outFeatures + column]! + correction;
+      }
+    }
+  }
+
+  /** The rows of x as the dot products with `weight` see them (rounded like ggml, or as they are). */
+  private activations(x: DeviceBuffer, weight: WeightHandle, rows: number): Float32Array {
+    const rounding = this.ggmlActivationRounding ? activationRoundingFor(weight.type) : "none";
+    if (rounding === "none") return host(x);
+    const inFeatures = weight.shape[0]!;
+    if (this.rounded.length < rows * inFeatures) this.rounded = new Float32Array(rows * inFeatures);
+    const source = host(x);
+    for (let r = 0; r < rows; r++) roundActivations(rounding, source, r * inFeatures, inFeatures, this.rounded.subarray(r * inFeatures));
+    return this.rounded;
+  }
+
+  ropeNeox(x: DeviceBuffer, positions: Int32Array, heads: number, headDim: number, freqBase: number): void {
+    const data = host(x);
+    const half = headDim / 2;
+    // ggml computes theta_scale = freq_base^(-2/n_dims) in f32 and walks theta by multiplication.
+    const thetaScale = Math.fround(freqBase ** (-2 / headDim));
+    const cos = new Float64Array(half);
+    const sin = new Float64Array(half);
+    for (let r = 0; r < positions.length; r++) {
+      let theta = Math.fround(positions[r]!);
+      for (let i = 0; i < half; i++) {
+        cos[i] = Math.fround(Math.cos(theta));
+        sin[i] = Math.fround(Math.sin(theta));
+        theta = Math.fround(theta * thetaScale);
+      }
+      for (let h = 0; h < heads; h++) {
+        const base = (r * heads + h) * headDim;
+        for (let i = 0; i < half; i++) {
+          const x0 = data[base + i]!;
+          const x1 = data[base + i + half]!;
+          data[base + i] = x0 * cos[i]! - x1 * sin[i]!;
+          data[base + i + half] = x0 * sin[i]! + x1 * cos[i]!;
+        }
+      }
+    }
+  }
+
+  attention(out: DeviceBuffer, q: DeviceBuffer, kv: KVLayerView, shape: AttentionShape): void {
+    const { rows, heads, kvHeads, headDim, firstRow, scale } = shape;
+    const query = host(q);
+    const keys = host(kv.keys);
+    const values = host(kv.values);
+    const o = host(out);
+    const groupSize = heads / kvHeads;
+    const kvWidth = kvHeads * headDim;
+    const scores = new Float64Array(kv.length);
+    for (let r = 0; r < rows; r++) {
+      const visible = firstRow + r + 1;
+      for (let h = 0; h < heads; h++) {
+        const kvHead = Math.floor(h / groupSize);
+        const qBase = (r * heads + h) * headDim;
+        let max = -Infinity;
+        for (let t = 0; t < visible; t++) {
+          const kBase = t * kvWidth + kvHead * headDim;
+          let dot = 0;
+          for (let d = 0; d < headDim; d++) dot += query[qBase + d]! * keys[kBase + d]!;
+          const score = dot * scale;
+          scores[t] = score;
+          if (score > max) max = score;
+        }
+        let sum = 0;
+        for (let t = 0; t < visible; t++) {
+          const e = Math.exp(scores[t]! - max);
+          scores[t] = e;
+          sum += e;
+        }
+        const accumulator = new Float64Array(headDim);
+        for (let t = 0; t < visible; t++) {
+          const p = scores[t]! / sum;
+          const vBase = t * kvWidth + kvHead * headDim;
+          for (let d = 0; d < headDim; d++) accumulator[d] = accumulator[d]! + p * values[vBase + d]!;
+        }
+        for (let d = 0; d < headDim; d++) o[qBase + d] = accumulator[d]!;
+      }
+    }
+  }
+
+  swiglu(out: DeviceBuffer, gate: DeviceBuffer, up: DeviceBuffer, length: number): void {
+    const g = host(gate);
+    const u = host(up);
+    const o = host(out);
+    for (let i = 0; i < length; i++) {
+      const v = g[i]!;
+      o[i] = (v / (1 + Math.exp(-v))) * u[i]!;
+    }
+  }
+
+  add(out: DeviceBuffer, a: DeviceBuffer, b: DeviceBuffer, length: number): void {
+    const x = host(a);
+    const y = host(b);
+    const o = host(out);
+    for (let i = 0; i < length; i++) o[i] = x[i]! + y[i]!;
+  }
+
+  moeRoute(logits: DeviceBuffer, rows: number, experts: number, k: number): { ids: Int32Array; weights: Float32Array } {
+    return routeTopK(host(logits), rows, experts, k);
+  }
+
+  gatherRows(out: DeviceBuffer, x: DeviceBuffer, rows: Int32Array, width: number): void {
+    const source = host(x);
+    const o = host(out);
+    for (let i = 0; i < rows.length; i++) o.set(source.subarray(rows[i]! * width, (rows[i]! + 1) * width), i * width);
+  }
+
+  scatterAddRows(out: DeviceBuffer, x: DeviceBuffer, rows: Int32Array, scales: Float32Array, width: number): void {
+    const source = host(x);
+    const o = host(out);
+    for (let i = 0; i < rows.length; i++) {
+      const target = rows[i]! * width;
+      const scale = scales[i]!;
+      for (let c = 0; c < width; c++) o[target + c] = o[target + c]! + scale * source[i * width + c]!;
+    }
+  }
+
+  dispose(): void {}
+}
+
+/** out[r, o] = sum_i x[r, i] * W[offset + o * in + i], four output rows at a time. */
+function matmulRows(out: Float32Array, x: Float32Array, w: Float32Array, offset: number, inFeatures: number, outFeatures: number, rows: number): void {
+  for (let r = 0; r < rows; r++) {
+    const xBase = r * inFeatures;
+    const oBase = r * outFeatures;
+    let o = 0;
+    for (; o + 4 <= outFeatures; o += 4) {
+      const w0 = offset + o * inFeatures;
+      const w1 = w0 + inFeatures;
+      const w2 = w1 + inFeatures;
+      const w3 = w2 + inFeatures;
+      let s0 = 0;
+      let s1 = 0;
+      let s2 = 0;
+      let s3 = 0;
+      for (let i = 0; i < inFeatures; i++) {
+        const xi = x[xBase + i]!;
+        s0 += xi * w[w0 + i]!;
+        s1 += xi * w[w1 + i]!;
+        s2 += xi * w[w2 + i]!;
+        s3 += xi * w[w3 + i]!;
+      }
+      out[oBase + o] = s0;
+      out[oBase + o + 1] = s1;
+      out[oBase + o + 2] = s2;
+      out[oBase + o + 3] = s3;
+    }
+    for (; o < outFeatures; o++) {
+      const w0 = offset + o * inFeatures;
+      let s = 0;
+      for (let i = 0; i < inFeatures; i++) s += x[xBase + i]! * w[w0 + i]!;
+      out[oBase + o] = s;
+    }
+  }
+}
+
+/**
+ * Qwen3-MoE routing as llama.cpp does it: softmax over all experts, the k largest probabilities
+ * (ties to the lower id), weights renormalised to sum to one.
+ */
+export function routeTopK(logits: Float32Array, rows: number, experts: number, k: number): { ids: Int32Array; weights: Float32Array } {
+  const ids = new Int32Array(rows * k);
+  const weights = new Float32Array(rows * k);
+  const probabilities = new Float64Array(experts);
+  for (let r = 0; r < rows; r++) {
+    const base = r * experts;
+    let max = -Infinity;
+    for (let e = 0; e < experts; e++) max = Math.max(max, logits[base + e]!);
+    let sum = 0;
+    for (let e = 0; e < experts; e++) {
+      probabilities[e] = Math.exp(logits[base + e]! - max);
+      sum += probabilities[e]!;
+    }
+    for (let e = 0; e < experts; e++) probabilities[e] = probabilities[e]! / sum;
+    const taken = new Uint8Array(experts);
+    let selectedSum = 0;
+    for (let j = 0; j < k; j++) {
+      let best = -1;
+      for (let e = 0; e < experts; e++) if (!taken[e] && (best < 0 || probabilities[e]! > probabilities[best]!)) best = e;
+      taken[best] = 1;
+      ids[r * k + j] = best;
+      selectedSum += probabilities[best]!;
+    }
+    for (let j = 0; j < k; j++) weights[r * k + j] = probabilities[ids[r * k + j]!]! / selectedSum;
+  }
+  return { ids, weights };
+}
