@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Checks that llama.cpp (through node-llama-cpp, CPU, prebuilt binary) loads every synthetic model
-// our generator writes and evaluates a few tokens with it. Writes results/synthetic-load.json.
+// our generator writes and evaluates a few tokens with it. Merges its findings into results/synthetic-load.json.
 //
 //   cd tools/llamacpp && npm ci && node check-synthetic-load.mjs [--presets tiny,tiny-moe] [--types f32,q8_0]
 //
