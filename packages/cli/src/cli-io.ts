@@ -4,9 +4,14 @@ export interface CliIO {
   stderr(text: string): void;
   /** Standard input as lines, for commands that stream (`tokenize --jsonl`). */
   stdinLines(): AsyncIterable<string>;
+  /** Whether stderr / stdin are terminals (progress bars, interactive chat). */
+  readonly stderrIsTerminal: boolean;
+  readonly stdinIsTerminal: boolean;
 }
 
 export const processIO: CliIO = {
+  stderrIsTerminal: process.stderr.isTTY === true,
+  stdinIsTerminal: process.stdin.isTTY === true,
   stdout: (text) => {
     process.stdout.write(text);
   },

@@ -1,18 +1,17 @@
-import { GGUFError } from "@memra/gguf";
 import { CliError } from "./cli-error";
 import type { CliIO } from "./cli-io";
-import { inspectCommand } from "./commands/inspect";
-import { logprobsCommand } from "./commands/logprobs";
-import { perplexityCommand } from "./commands/perplexity";
-import { tokenizeCommand } from "./commands/tokenize";
 
 type Command = (args: string[], io: CliIO) => Promise<void>;
 
-const COMMANDS: Record<string, { run: Command; summary: string }> = {
-  inspect: { run: inspectCommand, summary: "print a GGUF file's metadata and tensor table" },
-  tokenize: { run: tokenizeCommand, summary: "print the token ids of a text" },
-  logprobs: { run: logprobsCommand, summary: "top-K next-token log-probabilities at every position" },
-  perplexity: { run: perplexityCommand, summary: "perplexity of a model over a text file" },
+// Commands load on use, so `memra inspect` does not pay for the model core and a slow import
+// slows only the command that needs it.
+const COMMANDS: Record<string, { load: () => Promise<Command>; summary: string }> = {
+  generate: { load: async () => (await import("./commands/generate")).generateCommand, summary: "complete a prompt, streaming the text" },
+  chat: { load: async () => (await import("./commands/chat")).chatCommand, summary: "a conversation through the chat template" },
+  inspect: { load: async () => (await import("./commands/inspect")).inspectCommand, summary: "print a GGUF file's metadata and tensor table" },
+  tokenize: { load: async () => (await import("./commands/tokenize")).tokenizeCommand, summary: "print the token ids of a text" },
+  logprobs: { load: async () => (await import("./commands/logprobs")).logprobsCommand, summary: "top-K next-token log-probabilities at every position" },
+  perplexity: { load: async () => (await import("./commands/perplexity")).perplexityCommand, summary: "perplexity of a model over a text file" },
 };
 
 export const usage = `usage: memra <command> [options]
@@ -22,7 +21,10 @@ ${Object.entries(COMMANDS)
   .map(([name, { summary }]) => `  ${name.padEnd(10)} ${summary}`)
   .join("\n")}
 
-Run \`memra <command> --help\` for a command's options.`;
+Run \`memra <command> --help\` for a command's options and examples.`;
+
+/** Errors whose message is meant for the user as it is: no stack trace, exit code 1. */
+const USER_ERRORS = new Set(["CliError", "GGUFError", "InvalidOptionError", "TokenizerError", "UnsupportedArchitectureError", "UnsupportedTensorTypeError", "ModelTensorError"]);
 
 /** Runs the CLI with the given arguments; returns the exit code. Errors become one line on stderr. */
 export async function runCli(argv: string[], io: CliIO): Promise<number> {
@@ -37,22 +39,21 @@ export async function runCli(argv: string[], io: CliIO): Promise<number> {
     return 1;
   }
   try {
-    await command.run(args, io);
+    await (await command.load())(args, io);
     return 0;
   } catch (error) {
     if (error instanceof CliError) {
       io.stderr(`memra ${name}: ${error.message}\n`);
       return error.exitCode;
     }
-    if (error instanceof GGUFError) {
-      io.stderr(`memra ${name}: ${error.offset < 0 ? "" : "invalid GGUF: "}${error.message}\n`);
-      return 1;
-    }
-    if (error instanceof TypeError && /option|argument/i.test(error.message)) {
-      io.stderr(`memra ${name}: ${error.message}\n`);
-      return 1;
-    }
     const message = error instanceof Error ? error.message : String(error);
+    const kind = error instanceof Error ? error.name : "";
+    // GGUFError with an offset describes a malformed file; without one, a file that cannot be opened.
+    const prefix = kind === "GGUFError" && (error as { offset?: number }).offset !== -1 ? "invalid GGUF: " : "";
+    if (USER_ERRORS.has(kind) || (error instanceof TypeError && /option|argument/i.test(message))) {
+      io.stderr(`memra ${name}: ${prefix}${message.split("\n")[0]}\n`);
+      return 1;
+    }
     io.stderr(`memra ${name}: ${message.split("\n")[0]}\n`);
     return 1;
   }

@@ -13,3 +13,12 @@ export { type LoadModelOptions, Model, type ModelMemory, loadModel } from "./loa
 export { type ForwardOptions, type ModelDimensions, Transformer } from "./models/qwen3";
 export { ReferenceBackend, routeTopK } from "./reference-backend";
 export { type LogprobsResult, type PerplexityResult, type TokenLogprob, computeLogprobs, computePerplexity, logSumExp, topLogprobs } from "./evaluation";
+export { type ChatResult, ChatSession, type ChatSessionOptions, type ChatStream } from "./generation/chat-session";
+export {
+  type ChatOptions,
+  type GenerateOptions,
+  InvalidOptionError,
+  chatOptionsSchema,
+  generateOptionsSchema,
+} from "./generation/generation-options";
+export type { FinishReason, GenerationChunk, GenerationResult, GenerationStream, GenerationTimings } from "./generation/generation-types";

@@ -10,10 +10,13 @@ import { ModelTensorError, UnsupportedTensorTypeError } from "../errors";
 export class ModelWeights {
   /** Bytes the backend holds for the weights loaded so far. */
   loadedBytes = 0;
+  /** Bytes of the file's tensors read so far (for progress). */
+  private readBytes = 0;
 
   constructor(
     private readonly file: GGUFFile,
     private readonly backend: Backend,
+    private readonly onProgress?: (readBytes: number, totalBytes: number) => void,
   ) {}
 
   has(name: string): boolean {
@@ -37,6 +40,8 @@ export class ModelWeights {
     if (!info) throw new ModelTensorError(name, "missing from the file");
     const weight = this.backend.uploadWeight(info, this.file.tensorData(info));
     this.loadedBytes += this.backend.weightBytes(weight);
+    this.readBytes += info.byteSize;
+    this.onProgress?.(this.readBytes, this.file.tensorBytes);
     return weight;
   }
 }

@@ -202,6 +202,8 @@ export interface ForwardOptions {
 export interface TransformerOptions {
   /** Most tokens one forward step processes; longer inputs run in chunks. */
   readonly maxBatchTokens?: number;
+  /** Called as weights are loaded, with the tensor bytes read so far and in all. */
+  readonly onProgress?: (readBytes: number, totalBytes: number) => void;
 }
 
 export class Transformer {
@@ -223,7 +225,7 @@ export class Transformer {
   ) {
     const d = dimensions;
     this.dimensions = d;
-    const weights = new ModelWeights(file, backend);
+    const weights = new ModelWeights(file, backend, options.onProgress);
     // Check everything before loading anything, so a bad file fails before any large allocation.
     weights.check("token_embd.weight", [d.embedding, d.vocabulary]);
     weights.check("output_norm.weight", [d.embedding]);

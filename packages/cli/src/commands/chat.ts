@@ -1,0 +1,114 @@
+import { createInterface } from "node:readline";
+import { parseArgs } from "node:util";
+import { type ChatSession, loadModel } from "@memra/core";
+import { ReasoningSplitter } from "@memra/tokenizer";
+import { CliError } from "../cli-error";
+import type { CliIO } from "../cli-io";
+import { defaultModelPath } from "../default-model";
+import { progressBar } from "../progress-bar";
+import { parsePositiveInteger } from "./model-arguments";
+
+export const chatUsage = `usage: memra chat [-m MODEL] [-p MESSAGE] [--system TEXT] [--no-think] [options]
+
+A conversation through the model's chat template. With -p, one turn. Otherwise, when standard
+input is a terminal, an interactive conversation (history kept and its KV cache reused; Ctrl-C
+stops the current answer, Ctrl-D quits); when it is not, each line of standard input is a turn.
+The answer goes to stdout; the model's <think> reasoning to stderr (unless --quiet).
+
+options:
+  -m, --model FILE     GGUF model (default: the built-in demo model)
+  -p, --prompt TEXT    one message, one answer
+  --system TEXT        system prompt
+  --no-think           Qwen3's non-thinking mode (enable_thinking = false)
+  -n, --max-tokens N   most tokens per answer (default 512)
+  --temp T, --seed S   sampling (default temperature 0.8)
+  --quiet              no progress bar, no reasoning, no notices
+
+examples:
+  memra chat -m qwen3-0.6b-q8_0.gguf -p "Why is the sky blue?" --no-think
+  memra chat -m qwen3-0.6b-q8_0.gguf --system "Answer in French."`;
+
+export async function chatCommand(args: string[], io: CliIO): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      model: { type: "string", short: "m" },
+      prompt: { type: "string", short: "p" },
+      system: { type: "string" },
+      "no-think": { type: "boolean", default: false },
+      "max-tokens": { type: "string", short: "n" },
+      temp: { type: "string" },
+      seed: { type: "string" },
+      quiet: { type: "boolean", short: "q", default: false },
+      help: { type: "boolean", short: "h", default: false },
+    },
+  });
+  if (values.help) {
+    io.stdout(`${chatUsage}\n`);
+    return;
+  }
+  const path = values.model ?? (await defaultModelPath(io, values.quiet));
+  const bar = progressBar(io, "loading", io.stderrIsTerminal && !values.quiet);
+  const model = loadModel(path, { onProgress: bar.update });
+  bar.end();
+  const session = model.createChatSession(values.system === undefined ? {} : { system: values.system });
+  const number = (value: string | undefined, name: string) => {
+    if (value === undefined) return undefined;
+    const parsed = Number(value);
+    if (!Number.isFinite(parsed)) throw new CliError(`${name} must be a number, got "${value}"`);
+    return parsed;
+  };
+  const options = {
+    maxTokens: parsePositiveInteger(values["max-tokens"], "--max-tokens", 512),
+    enableThinking: !values["no-think"],
+    ...(values.temp === undefined ? {} : { temperature: number(values.temp, "--temp") }),
+    ...(values.seed === undefined ? {} : { seed: number(values.seed, "--seed") }),
+  };
+  const turn = async (message: string, signal?: AbortSignal) => {
+    const splitter = new ReasoningSplitter();
+    const stream = session.send(message, { ...options, ...(signal ? { signal } : {}) });
+    for await (const chunk of stream) {
+      const { reasoning, content } = splitter.push(chunk.text);
+      if (reasoning && !values.quiet) io.stderr(reasoning);
+      if (content) io.stdout(content);
+    }
+    const { reasoning, content } = splitter.flush();
+    if (reasoning && !values.quiet) io.stderr(reasoning);
+    io.stdout(`${content}\n`);
+    return stream.result;
+  };
+
+  try {
+    if (values.prompt !== undefined) {
+      await turn(values.prompt);
+      return;
+    }
+    if (io.stdinIsTerminal) {
+      await interactive(session, io, turn);
+      return;
+    }
+    for await (const line of io.stdinLines()) if (line.trim() !== "") await turn(line);
+  } finally {
+    session.dispose();
+    model.dispose();
+  }
+}
+
+async function interactive(_session: ChatSession, io: CliIO, turn: (message: string, signal?: AbortSignal) => Promise<unknown>): Promise<void> {
+  const readline = createInterface({ input: process.stdin, output: process.stderr, prompt: "> " });
+  let current: AbortController | undefined;
+  readline.on("SIGINT", () => {
+    if (current) current.abort();
+    else readline.close();
+  });
+  io.stderr("memra chat — Ctrl-C stops an answer, Ctrl-D quits.\n");
+  readline.prompt();
+  for await (const line of readline) {
+    if (line.trim() !== "") {
+      current = new AbortController();
+      await turn(line, current.signal);
+      current = undefined;
+    }
+    readline.prompt();
+  }
+}

@@ -1,0 +1,81 @@
+import { loadModel } from "@memra/core";
+import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
+import { beforeAll, describe, expect, it } from "vitest";
+
+const MAIN = new URL("../main.ts", import.meta.url).pathname;
+let model = "";
+
+function run(args: string[], stdin?: string) {
+  const result = Bun.spawnSync(["bun", MAIN, ...args], { stdin: stdin === undefined ? "ignore" : Buffer.from(stdin), stdout: "pipe", stderr: "pipe" });
+  return { code: result.exitCode, stdout: result.stdout.toString(), stderr: result.stderr.toString() };
+}
+
+beforeAll(async () => {
+  model = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" }));
+});
+
+describe("memra generate", () => {
+  it("prints the JSON result of the library's greedy completion", async () => {
+    const result = run(["generate", "-m", model, "-p", "The quick brown fox", "-n", "10", "--temp", "0", "--json"]);
+    expect(result.stderr).toBe("");
+    expect(result.code).toBe(0);
+    const parsed = JSON.parse(result.stdout);
+    const expected = await loadModel(model).complete("The quick brown fox", { temperature: 0, maxTokens: 10 });
+    expect(parsed.prompt_tokens).toEqual(expected.promptTokens);
+    expect(parsed.tokens).toEqual(expected.tokens);
+    expect(parsed.text).toBe(expected.text);
+    expect(parsed.finish_reason).toBe("length");
+    expect(parsed.timings.prefill_tps).toBeGreaterThan(0);
+    expect(parsed.timings.decode_tps).toBeGreaterThan(0);
+  });
+
+  it("streams the text to stdout and reports speed on stderr", () => {
+    const json = JSON.parse(run(["generate", "-m", model, "-p", "Hello", "-n", "8", "--temp", "0", "--json"]).stdout);
+    const streamed = run(["generate", "-m", model, "-p", "Hello", "-n", "8", "--temp", "0"]);
+    expect(streamed.code).toBe(0);
+    expect(streamed.stdout).toBe(`${json.text}\n`);
+    expect(streamed.stderr).toMatch(/\[length\] 1 prompt tokens at [\d.]+ t\/s, 8 generated at [\d.]+ t\/s/);
+  });
+
+  it("is reproducible with --seed and differs across seeds", () => {
+    const sample = (seed: string) => JSON.parse(run(["generate", "-m", model, "-p", "Once upon a time", "-n", "20", "--temp", "0.8", "--seed", seed, "--json"]).stdout);
+    const [a, b, c] = [sample("42"), sample("42"), sample("43")];
+    expect(a.text).toBe(b.text);
+    expect(a.tokens).toEqual(b.tokens);
+    expect(c.tokens).not.toEqual(a.tokens);
+  });
+
+  it("works without -m, saying on stderr which model it uses", () => {
+    const result = run(["generate", "-p", "Hello", "-n", "4", "--temp", "0"]);
+    expect(result.code).toBe(0);
+    expect(result.stderr).toContain("using the built-in demo model");
+    expect(result.stderr).toContain("pass -m path/to/model.gguf");
+    expect(result.stdout.length).toBeGreaterThan(1);
+  });
+
+  it("names bad options with exit code 1", () => {
+    const word = run(["generate", "-m", model, "-p", "x", "--temp", "hot"]);
+    expect(word.code).toBe(1);
+    expect(word.stderr).toMatch(/--temp must be a number, got "hot"/);
+    const negative = run(["generate", "-m", model, "-p", "x", "--temp=-1"]);
+    expect(negative.code).toBe(1);
+    expect(negative.stderr.trim().split("\n")).toHaveLength(1);
+    expect(negative.stderr).toMatch(/temperature/);
+    expect(run(["generate", "-m", model]).stderr).toContain("missing -p PROMPT");
+  });
+});
+
+describe("memra chat", () => {
+  it("answers one message with -p, reasoning apart from the answer", async () => {
+    const result = run(["chat", "-m", model, "-p", "Hi", "--no-think", "-n", "6", "--temp", "0", "--quiet"]);
+    expect(result.code).toBe(0);
+    const expected = await loadModel(model).chat([{ role: "user", content: "Hi" }], { enableThinking: false, maxTokens: 6, temperature: 0 });
+    expect(result.stdout).toBe(`${expected.answer}\n`);
+  });
+
+  it("takes one turn per line of standard input when it is not a terminal", () => {
+    const result = run(["chat", "-m", model, "--no-think", "-n", "4", "--temp", "0", "--quiet"], "Hello\nAnd again\n");
+    expect(result.code).toBe(0);
+    expect(result.stdout.trimEnd().split("\n").length).toBeGreaterThanOrEqual(2);
+  });
+});

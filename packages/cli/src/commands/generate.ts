@@ -1,0 +1,119 @@
+import { parseArgs } from "node:util";
+import { loadModel } from "@memra/core";
+import { CliError } from "../cli-error";
+import type { CliIO } from "../cli-io";
+import { defaultModelPath } from "../default-model";
+import { progressBar } from "../progress-bar";
+import { parsePositiveInteger } from "./model-arguments";
+
+export const generateUsage = `usage: memra generate [-m MODEL] -p PROMPT [options]
+
+Completes PROMPT as is (no chat template), streaming the text to stdout as tokens arrive.
+Special tokens written in the prompt (<|im_start|>, ...) are parsed, as llama.cpp does.
+Without -m, a built-in demo model is used (see the notice it prints).
+
+options:
+  -m, --model FILE        GGUF model
+  -p, --prompt TEXT       the prompt
+  -n, --max-tokens N      most tokens to generate (default 128)
+  --temp T                temperature (default 0.8; 0 = greedy)
+  --top-k K               (default 40; 0 disables)
+  --top-p P               (default 0.95; 1 disables)
+  --min-p P               (default 0.05; 0 disables)
+  --repeat-penalty R      (default 1 = off)
+  --seed S                sampling seed (default: random; the one used is in --json output)
+  --stop S                stop string; repeat for several
+  --threads N             threads for native backends (the reference backend uses one)
+  --no-special            treat special-token text in the prompt as plain text
+  --json                  print one JSON object at the end instead of streaming
+  --quiet                 no progress bar, no notices
+
+examples:
+  memra generate -p "The capital of France is" -n 16 --temp 0
+  memra generate -m qwen3-0.6b-q8_0.gguf -p "<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n" --stop "<|im_end|>"`;
+
+function parseNumber(value: string | undefined, name: string): number | undefined {
+  if (value === undefined) return undefined;
+  const parsed = Number(value);
+  if (value.trim() === "" || !Number.isFinite(parsed)) throw new CliError(`${name} must be a number, got "${value}"`);
+  return parsed;
+}
+
+export async function generateCommand(args: string[], io: CliIO): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      model: { type: "string", short: "m" },
+      prompt: { type: "string", short: "p" },
+      "max-tokens": { type: "string", short: "n" },
+      temp: { type: "string" },
+      "top-k": { type: "string" },
+      "top-p": { type: "string" },
+      "min-p": { type: "string" },
+      "repeat-penalty": { type: "string" },
+      seed: { type: "string" },
+      stop: { type: "string", multiple: true },
+      threads: { type: "string" },
+      "no-special": { type: "boolean", default: false },
+      json: { type: "boolean", default: false },
+      quiet: { type: "boolean", short: "q", default: false },
+      help: { type: "boolean", short: "h", default: false },
+    },
+  });
+  if (values.help) {
+    io.stdout(`${generateUsage}\n`);
+    return;
+  }
+  if (values.prompt === undefined) throw new CliError(`missing -p PROMPT\n${generateUsage}`);
+  parsePositiveInteger(values.threads, "--threads", 1);
+  const path = values.model ?? (await defaultModelPath(io, values.quiet));
+  const bar = progressBar(io, "loading", io.stderrIsTerminal && !values.quiet);
+  const model = loadModel(path, { onProgress: bar.update });
+  bar.end();
+
+  const seed = parseNumber(values.seed, "--seed");
+  const options = {
+    maxTokens: parsePositiveInteger(values["max-tokens"], "--max-tokens", 128),
+    temperature: parseNumber(values.temp, "--temp"),
+    topK: parseNumber(values["top-k"], "--top-k"),
+    topP: parseNumber(values["top-p"], "--top-p"),
+    minP: parseNumber(values["min-p"], "--min-p"),
+    repeatPenalty: parseNumber(values["repeat-penalty"], "--repeat-penalty"),
+    seed,
+    stop: values.stop,
+    special: !values["no-special"],
+  };
+  const defined = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
+  const abort = new AbortController();
+  const onInterrupt = () => abort.abort();
+  process.once("SIGINT", onInterrupt);
+  try {
+    const stream = model.generate(values.prompt, { ...defined, signal: abort.signal });
+    for await (const chunk of stream) if (!values.json) io.stdout(chunk.text);
+    const result = await stream.result;
+    if (values.json) {
+      io.stdout(
+        `${JSON.stringify({
+          prompt_tokens: result.promptTokens,
+          tokens: result.tokens,
+          text: result.text,
+          finish_reason: result.finishReason,
+          seed: result.seed,
+          timings: { prefill_tps: result.timings.prefillTokensPerSecond, decode_tps: result.timings.decodeTokensPerSecond },
+        })}\n`,
+      );
+    } else {
+      io.stdout("\n");
+      if (!values.quiet) {
+        const t = result.timings;
+        io.stderr(
+          `[${result.finishReason}] ${result.usage.promptTokens} prompt tokens at ${t.prefillTokensPerSecond.toFixed(1)} t/s, ` +
+            `${result.usage.completionTokens} generated at ${t.decodeTokensPerSecond.toFixed(1)} t/s\n`,
+        );
+      }
+    }
+  } finally {
+    process.off("SIGINT", onInterrupt);
+    model.dispose();
+  }
+}

@@ -1,0 +1,50 @@
+import { samplingOptionsSchema } from "@memra/sampler";
+import { z } from "zod";
+
+/** What `generate`, `complete` and `chat` accept, validated by zod so that a wrong option is named. */
+export const generateOptionsSchema = samplingOptionsSchema.extend({
+  /** Most tokens to generate (default 256). */
+  maxTokens: z.number().int("maxTokens must be an integer").positive("maxTokens must be at least 1").default(256),
+  /** Stop strings: generation ends when the text contains one; the text returned stops before it. */
+  stop: z.union([z.string().min(1, "stop strings must not be empty"), z.array(z.string().min(1, "stop strings must not be empty"))]).optional(),
+  /** Parse special tokens written in a text prompt (`<|im_start|>`), as llama.cpp does. Default true. */
+  special: z.boolean().default(true),
+  /** Report each token's log-probability under the model (softmax of the raw logits). */
+  logprobs: z.boolean().default(false),
+  /** Stops generation, during prefill too. */
+  signal: z.instanceof(AbortSignal, { message: "signal must be an AbortSignal" }).optional(),
+  /** Prompt tokens per forward step during prefill (abort is checked between steps). Default 64. */
+  prefillChunkTokens: z.number().int().positive("prefillChunkTokens must be at least 1").default(64),
+});
+
+export type GenerateOptions = z.input<typeof generateOptionsSchema>;
+export type ResolvedGenerateOptions = z.output<typeof generateOptionsSchema>;
+
+export const chatOptionsSchema = generateOptionsSchema.extend({
+  /** Qwen3's thinking mode (the template's enable_thinking). Default true, as in the template. */
+  enableThinking: z.boolean().default(true),
+});
+
+export type ChatOptions = z.input<typeof chatOptionsSchema>;
+export type ResolvedChatOptions = z.output<typeof chatOptionsSchema>;
+
+export class InvalidOptionError extends Error {
+  override readonly name = "InvalidOptionError";
+  constructor(
+    readonly option: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Parses options with `schema`, turning the first zod issue into an error that names the option. */
+export function parseOptions<T extends z.ZodType>(schema: T, options: unknown): z.output<T> {
+  const parsed = schema.safeParse(options ?? {});
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0]!;
+  const option = issue.path.map(String).join(".") || "options";
+  const named = issue.message.startsWith(option) ? issue.message : `${option}: ${issue.message}`;
+  const message = issue.code === "unrecognized_keys" ? `unknown option ${issue.keys.map((k) => `"${k}"`).join(", ")}` : named;
+  throw new InvalidOptionError(issue.code === "unrecognized_keys" ? issue.keys.join(",") : option, message);
+}

@@ -1,0 +1,39 @@
+export type FinishReason = "stop" | "length" | "abort";
+
+/** One generated token as it streams. */
+export interface GenerationChunk {
+  /** Text that became final with this token (may be empty while a character or a possible stop string is incomplete). */
+  readonly text: string;
+  /** The generated token; absent on a last chunk that only releases held-back text. */
+  readonly token?: number;
+  /** log p(token) under the model (softmax of the raw logits), when `logprobs` was asked for. */
+  readonly logprob?: number;
+}
+
+export interface GenerationTimings {
+  readonly prefillMs: number;
+  readonly decodeMs: number;
+  /** Prompt tokens evaluated per second (tokens reused from a cache do not count). */
+  readonly prefillTokensPerSecond: number;
+  /** Generated tokens per second, after the first. */
+  readonly decodeTokensPerSecond: number;
+}
+
+export interface GenerationResult {
+  readonly text: string;
+  readonly promptTokens: readonly number[];
+  /** Generated token ids, including an end-of-generation token that stopped it. */
+  readonly tokens: readonly number[];
+  readonly finishReason: FinishReason;
+  /** The sampling seed used (the one given, or the random one chosen). */
+  readonly seed: number;
+  /** The stop string that ended generation, when one did. */
+  readonly stop?: string;
+  readonly usage: { readonly promptTokens: number; readonly completionTokens: number; readonly cachedPromptTokens: number };
+  readonly timings: GenerationTimings;
+}
+
+/** An async iterable of chunks whose `result` resolves once the iteration has ended. */
+export interface GenerationStream extends AsyncIterable<GenerationChunk> {
+  readonly result: Promise<GenerationResult>;
+}

@@ -1,0 +1,148 @@
+import { Candidates } from "./candidates";
+import { type DryOptions, DrySequenceBreakers, DryWorkspace, applyDry, dryEnabled } from "./dry";
+import { PreparedLogitBias, applyLogitBias } from "./logit-bias";
+import { argmax, logSumExp } from "./log-sum-exp";
+import { minP } from "./min-p";
+import { type PenaltyOptions, applyPenalties, penaltiesEnabled } from "./penalties";
+import { type SampleResult, pickDistribution } from "./pick";
+import { InvalidSamplingOptionError, SamplerError } from "./sampler-error";
+import { type ResolvedSamplingOptions, type SamplingOptions, samplingOptionsSchema } from "./sampling-options";
+import { SeededRandom, randomSeed } from "./seeded-random";
+import { temperature } from "./temperature";
+import { topK } from "./top-k";
+import { topP } from "./top-p";
+import { typical } from "./typical";
+import { xtc } from "./xtc";
+
+export type { SampleResult } from "./pick";
+
+export interface SamplerContext {
+  /** Number of logits per step (the model's output size). */
+  vocabularySize: number;
+  /** Text of one token; needed only for DRY's sequence breakers. */
+  tokenText?: (id: number) => string;
+  /**
+   * Tokens of a text (no BOS, special tokens not parsed); optional, lets DRY recognise a breaker
+   * that starts inside one token and ends in the next ones, as llama.cpp does.
+   */
+  tokenize?: (text: string) => ArrayLike<number>;
+}
+
+export interface Sampler {
+  /**
+   * One token from the logits of the next position. `history` is every token so far (prompt and
+   * generated, as llama.cpp feeds both to its samplers); penalties and DRY look at its end.
+   */
+  sample(logits: Float32Array, history: ArrayLike<number>): SampleResult;
+  /** The seed in use: the one given, or the random one chosen. */
+  readonly seed: number;
+  /** The options with defaults filled in. */
+  readonly options: ResolvedSamplingOptions;
+  /** Restarts the random draws from the seed (the same tokens again for the same inputs). */
+  reset(): void;
+}
+
+/** Stream of the seed used for the token draw, and for XTC's coin (llama.cpp gives each its own generator). */
+const DISTRIBUTION_STREAM = 0;
+const XTC_STREAM = 1;
+
+/**
+ * A sampler running llama.cpp's default chain: logit bias → penalties → DRY → top-k → typical →
+ * top-p → min-p → XTC → temperature → pick (random from the softmax, or greedy when temperature is
+ * 0). Options are validated by `samplingOptionsSchema` (keys it does not know are ignored here, so
+ * that a larger options object can be passed). Sampling a token allocates nothing but the result.
+ */
+export function createSampler(options: SamplingOptions, context: SamplerContext): Sampler {
+  const parsed = samplingOptionsSchema.strip().safeParse(options ?? {});
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new InvalidSamplingOptionError(issue.path.map(String).join(".") || "options", issue.message);
+  }
+  const resolved = parsed.data;
+  const vocabularySize = context.vocabularySize;
+  if (!Number.isInteger(vocabularySize) || vocabularySize < 1) throw new SamplerError(`vocabularySize must be a positive integer, got ${vocabularySize}`);
+  if (resolved.logitBias) {
+    const entries = resolved.logitBias instanceof Map ? [...resolved.logitBias.keys()] : Object.keys(resolved.logitBias).map(Number);
+    const outside = entries.find((token) => token >= vocabularySize);
+    if (outside !== undefined) throw new InvalidSamplingOptionError("logitBias", `logitBias token ${outside} is outside the vocabulary (${vocabularySize} tokens)`);
+  }
+  return new ChainSampler(resolved, context);
+}
+
+class ChainSampler implements Sampler {
+  readonly seed: number;
+  readonly options: ResolvedSamplingOptions;
+  private readonly candidates: Candidates;
+  private readonly distributionRandom: SeededRandom;
+  private readonly xtcRandom: SeededRandom;
+  private readonly logitBias: PreparedLogitBias | undefined;
+  private readonly penaltyOptions: PenaltyOptions;
+  private readonly penaltyCounts: Int32Array | undefined; // [vocabulary] zeroed between calls
+  private readonly dryOptions: DryOptions;
+  private readonly dryWorkspace: DryWorkspace | undefined;
+
+  constructor(options: ResolvedSamplingOptions, context: SamplerContext) {
+    this.options = options;
+    this.seed = options.seed ?? randomSeed();
+    this.candidates = new Candidates(context.vocabularySize);
+    this.distributionRandom = new SeededRandom(this.seed, DISTRIBUTION_STREAM);
+    this.xtcRandom = new SeededRandom(this.seed, XTC_STREAM);
+    const bias = options.logitBias;
+    this.logitBias = bias && (bias instanceof Map ? bias.size > 0 : Object.keys(bias).length > 0) ? new PreparedLogitBias(bias) : undefined;
+
+    this.penaltyOptions = { lastN: options.penaltyLastN, repeat: options.repeatPenalty, frequency: options.frequencyPenalty, presence: options.presencePenalty };
+    this.penaltyCounts = penaltiesEnabled(this.penaltyOptions) ? new Int32Array(context.vocabularySize) : undefined;
+
+    const dry = options.dry;
+    let sequenceBreakers = DrySequenceBreakers.none;
+    if (dryEnabled(dry) && dry.sequenceBreakers.length > 0) {
+      if (!context.tokenText) throw new InvalidSamplingOptionError("dry.sequenceBreakers", "dry.sequenceBreakers need the sampler context's tokenText");
+      sequenceBreakers = DrySequenceBreakers.fromStrings(dry.sequenceBreakers, context.vocabularySize, context.tokenText, context.tokenize);
+    }
+    this.dryOptions = { multiplier: dry.multiplier, base: dry.base, allowedLength: dry.allowedLength, penaltyLastN: dry.penaltyLastN, sequenceBreakers };
+    this.dryWorkspace = dryEnabled(dry) ? new DryWorkspace(context.vocabularySize) : undefined;
+  }
+
+  reset(): void {
+    this.distributionRandom.reset();
+    this.xtcRandom.reset();
+  }
+
+  sample(logits: Float32Array, history: ArrayLike<number>): SampleResult {
+    const options = this.options;
+    const candidates = this.candidates.load(logits);
+    if (this.logitBias) applyLogitBias(candidates, this.logitBias);
+    if (this.penaltyCounts) applyPenalties(candidates, history, this.penaltyOptions, this.penaltyCounts);
+    if (this.dryWorkspace) applyDry(candidates, history, this.dryOptions, this.dryWorkspace);
+
+    const typicalEnabled = options.typicalP < 1;
+    const xtcEnabled = options.xtc.probability > 0 && options.xtc.threshold <= 0.5;
+    if (options.temperature <= 0) {
+      // Greedy. The logprob is of the full softmax at this point, so it is computed before truncation.
+      const { ids, logits, length } = candidates;
+      const best = argmax(logits, length);
+      const max = logits[best]!;
+      if (max === -Infinity) throw new SamplerError("no token can be sampled: every candidate has logit -Infinity (banned by logitBias?)");
+      const logNormalizer = logSumExp(logits, length, max);
+      // top-k, top-p and min-p always keep the most likely token; typical and XTC may not.
+      if (!typicalEnabled && !xtcEnabled) return { token: ids[best]!, logprob: max - logNormalizer };
+      this.truncate(candidates, typicalEnabled, xtcEnabled);
+      temperature(candidates, 0);
+      let kept = 0;
+      for (let i = 1; i < candidates.length; i++) if (logits[i]! > logits[kept]!) kept = i;
+      return { token: ids[kept]!, logprob: logits[kept]! - logNormalizer };
+    }
+    this.truncate(candidates, typicalEnabled, xtcEnabled);
+    temperature(candidates, options.temperature);
+    return pickDistribution(candidates, this.distributionRandom);
+  }
+
+  private truncate(candidates: Candidates, typicalEnabled: boolean, xtcEnabled: boolean): void {
+    const options = this.options;
+    topK(candidates, options.topK);
+    if (typicalEnabled) typical(candidates, options.typicalP, options.minKeep);
+    topP(candidates, options.topP, options.minKeep);
+    minP(candidates, options.minP, options.minKeep);
+    if (xtcEnabled) xtc(candidates, options.xtc.probability, options.xtc.threshold, this.xtcRandom, options.minKeep);
+  }
+}
