@@ -7,4 +7,6 @@ export default defineConfig({
   clean: true,
   sourcemap: true,
   target: "es2022",
+  // Workspace-only (private, dev): loaded at run time when present for the demo model, never bundled.
+  external: ["@memra/synthetic"],
 });

@@ -79,3 +79,21 @@ describe("memra chat", () => {
     expect(result.stdout.trimEnd().split("\n").length).toBeGreaterThanOrEqual(2);
   });
 });
+
+describe("memra generate against llama.cpp", () => {
+  it("--temp 0 gives llama.cpp's greedy tokens up to the first near-tie, from the prompt text", async () => {
+    const { loadGoldenSuite } = await import("@memra/core/internal");
+    const { suite, goldens } = loadGoldenSuite();
+    const entry = suite.models.find((m) => m.id === "dense-q8_0")!;
+    const golden = goldens.get(entry.id)!;
+    const path = await syntheticModelFile(resolveOptions(entry.preset as "small", entry.options));
+    for (const prompt of golden.prompts) {
+      const decided = prompt.steps.findIndex((step) => step.margin < 0.1);
+      const steps = decided < 0 ? prompt.continuation.length : decided;
+      const args = ["generate", "-m", path, "-p", prompt.text, "-n", String(steps + 1), "--temp", "0", "--json", ...(prompt.special ? [] : ["--no-special"])];
+      const parsed = JSON.parse(run(args).stdout);
+      expect(parsed.prompt_tokens, prompt.id).toEqual(prompt.promptTokens);
+      expect(parsed.tokens.slice(0, steps), prompt.id).toEqual(prompt.continuation.slice(0, steps));
+    }
+  }, 120_000);
+});

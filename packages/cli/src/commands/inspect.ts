@@ -7,7 +7,11 @@ import { formatBytes, formatCount, padEnd, padStart } from "../format";
 export const inspectUsage = `usage: memra inspect MODEL.gguf [--json]
 
 Prints a GGUF file's metadata (long arrays by length and first items) and its tensor table
-(name, type, shape, bytes) with totals. --json prints one object with arrays in full.`;
+(name, type, shape, bytes) with totals. --json prints one object with arrays in full.
+
+examples:
+  memra inspect Qwen3-0.6B-Q8_0.gguf
+  memra inspect Qwen3-0.6B-Q8_0.gguf --json | jq '.metadata["qwen3.block_count"]'`;
 
 const ARRAY_PREVIEW_ITEMS = 8;
 const STRING_PREVIEW_CHARS = 120;

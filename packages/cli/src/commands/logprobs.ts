@@ -8,7 +8,11 @@ export const logprobsUsage = `usage: memra logprobs -m MODEL (--tokens 1,2,3 | -
 
 One prefill over the whole sequence; for each position i, the top-K (default 5) next-token
 log-probabilities after tokens 0..i. --text is tokenized with special tokens parsed.
---json prints {"tokens": [...], "positions": [{"top": [{"id": n, "logprob": x}, ...]}, ...]}.`;
+--json prints {"tokens": [...], "positions": [{"top": [{"id": n, "logprob": x}, ...]}, ...]}.
+
+examples:
+  memra logprobs -m Qwen3-0.6B-Q8_0.gguf --text "The capital of France is" --top 3
+  memra logprobs -m Qwen3-0.6B-Q8_0.gguf --tokens 785,6722,315 --json`;
 
 export async function logprobsCommand(args: string[], io: CliIO): Promise<void> {
   const { values } = parseArgs({

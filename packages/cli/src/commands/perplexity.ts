@@ -8,7 +8,10 @@ import { parsePositiveInteger, requireModelPath } from "./model-arguments";
 export const perplexityUsage = `usage: memra perplexity -m MODEL -f FILE [--ctx 512] [--json]
 
 Perplexity over a text file as llama.cpp's perplexity tool computes it: windows of --ctx tokens,
-each from an empty cache, scoring the second half of each window's predictions.`;
+each from an empty cache, scoring the second half of each window's predictions.
+
+examples:
+  memra perplexity -m Qwen3-0.6B-Q8_0.gguf -f wiki.test.raw --ctx 512`;
 
 export async function perplexityCommand(args: string[], io: CliIO): Promise<void> {
   const { values } = parseArgs({

@@ -8,7 +8,11 @@ export const tokenizeUsage = `usage: memra tokenize -m MODEL (--text TEXT | --js
 Prints the token ids of TEXT (with pieces, one per line), or {"ids": [...]} with --json.
 --jsonl reads one JSON-encoded string per line of standard input and prints one {"ids": [...]}
 line for each, loading the model once. Special tokens (<|im_start|>, ...) are parsed unless
---no-special.`;
+--no-special.
+
+examples:
+  memra tokenize -m Qwen3-0.6B-Q8_0.gguf --text "Hello, world!"
+  echo '"<|im_start|>user"' | memra tokenize -m Qwen3-0.6B-Q8_0.gguf --jsonl`;
 
 export async function tokenizeCommand(args: string[], io: CliIO): Promise<void> {
   const { values } = parseArgs({
