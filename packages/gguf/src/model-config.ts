@@ -5,48 +5,40 @@ import { ARCHITECTURE_KEYS, GENERAL_KEYS, architectureKey } from "./metadata-key
 
 const positiveInteger = z.number().int().positive();
 
+/** The keys every Qwen3-family model states. */
+const transformerShape = {
+  contextLength: positiveInteger,
+  embeddingLength: positiveInteger,
+  blockCount: positiveInteger,
+  headCount: positiveInteger,
+  headCountKv: positiveInteger,
+  keyLength: positiveInteger,
+  valueLength: positiveInteger,
+  layerNormRmsEpsilon: z.number().positive(),
+  ropeFreqBase: z.number().positive(),
+};
+
+const headsDivide: [(c: { headCount: number; headCountKv: number }) => boolean, { message: string; path: string[] }] = [
+  (c) => c.headCount % c.headCountKv === 0,
+  { message: "attention.head_count must be a multiple of attention.head_count_kv", path: ["headCountKv"] },
+];
+
 /** Hyper-parameters of a dense `qwen3` model, as GGUF metadata states them. */
 export const qwen3ConfigSchema = z
-  .object({
-    architecture: z.literal("qwen3"),
-    contextLength: positiveInteger,
-    embeddingLength: positiveInteger,
-    blockCount: positiveInteger,
-    feedForwardLength: positiveInteger,
-    headCount: positiveInteger,
-    headCountKv: positiveInteger,
-    keyLength: positiveInteger,
-    valueLength: positiveInteger,
-    layerNormRmsEpsilon: z.number().positive(),
-    ropeFreqBase: z.number().positive(),
-  })
-  .refine((c) => c.headCount % c.headCountKv === 0, {
-    message: "attention.head_count must be a multiple of attention.head_count_kv",
-    path: ["headCountKv"],
-  });
+  .object({ architecture: z.literal("qwen3"), ...transformerShape, feedForwardLength: positiveInteger })
+  .refine(...headsDivide);
 
 /** Hyper-parameters of a `qwen3moe` model: the dense ones plus the expert counts and sizes. */
 export const qwen3MoeConfigSchema = z
   .object({
     architecture: z.literal("qwen3moe"),
-    contextLength: positiveInteger,
-    embeddingLength: positiveInteger,
-    blockCount: positiveInteger,
+    ...transformerShape,
     feedForwardLength: z.number().int().nonnegative(),
     expertFeedForwardLength: positiveInteger,
     expertCount: positiveInteger,
     expertUsedCount: positiveInteger,
-    headCount: positiveInteger,
-    headCountKv: positiveInteger,
-    keyLength: positiveInteger,
-    valueLength: positiveInteger,
-    layerNormRmsEpsilon: z.number().positive(),
-    ropeFreqBase: z.number().positive(),
   })
-  .refine((c) => c.headCount % c.headCountKv === 0, {
-    message: "attention.head_count must be a multiple of attention.head_count_kv",
-    path: ["headCountKv"],
-  })
+  .refine(...headsDivide)
   .refine((c) => c.expertUsedCount <= c.expertCount, {
     message: "expert_used_count must not exceed expert_count",
     path: ["expertUsedCount"],
