@@ -11,5 +11,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 300_000,
     pool: "forks",
+    // Both cores: the golden suite is split in two files so that it runs on both.
+    maxWorkers: 2,
   },
 });

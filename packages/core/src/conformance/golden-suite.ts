@@ -70,14 +70,19 @@ export interface GoldenSuiteBackend {
   readonly create: () => Backend;
   /** Bounds to use instead of PROBABILITY_BOUNDS (a backend with other rounding states its own). */
   readonly bounds?: Record<string, ProbabilityBound>;
+  /** Run every `count`-th model starting at `index`, so the suite can be split over test files (and workers). */
+  readonly shard?: { readonly index: number; readonly count: number };
 }
 
 /** Defines one test per suite model, run on `backend`. */
 export function defineGoldenSuite(backend: GoldenSuiteBackend): void {
   const { suite, goldens } = loadGoldenSuite();
   const bounds = backend.bounds ?? PROBABILITY_BOUNDS;
-  describe(`golden conformance suite against llama.cpp (${backend.name} backend)`, () => {
-    it.each(suite.models.map((m) => [m.id, m] as const))("%s", async (_id, entry) => {
+  const shard = backend.shard ?? { index: 0, count: 1 };
+  const models = suite.models.filter((_, i) => i % shard.count === shard.index);
+  const part = shard.count > 1 ? `, part ${shard.index + 1} of ${shard.count}` : "";
+  describe(`golden conformance suite against llama.cpp (${backend.name} backend${part})`, () => {
+    it.each(models.map((m) => [m.id, m] as const))("%s", async (_id, entry) => {
       const golden = goldens.get(entry.id)!;
       expect(golden.suiteVersion, "fixture and suite versions differ: regenerate the goldens").toBe(suite.version);
       const options = resolveOptions(entry.preset as PresetName, entry.options);

@@ -1,4 +1,0 @@
-import { ReferenceBackend } from "../reference-backend";
-import { defineGoldenSuite } from "./golden-suite";
-
-defineGoldenSuite({ name: "reference", create: () => new ReferenceBackend() });
