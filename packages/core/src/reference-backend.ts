@@ -206,6 +206,7 @@ export class ReferenceBackend implements Backend {
     const groupSize = heads / kvHeads;
     const kvWidth = kvHeads * headDim;
     const scores = new Float64Array(kv.length);
+    const accumulator = new Float64Array(headDim);
     for (let r = 0; r < rows; r++) {
       const visible = firstRow + r + 1;
       for (let h = 0; h < heads; h++) {
@@ -226,7 +227,7 @@ export class ReferenceBackend implements Backend {
           scores[t] = e;
           sum += e;
         }
-        const accumulator = new Float64Array(headDim);
+        accumulator.fill(0);
         for (let t = 0; t < visible; t++) {
           const p = scores[t]! / sum;
           const vBase = t * kvWidth + kvHead * headDim;
