@@ -7,4 +7,6 @@ export default defineConfig({
   clean: true,
   sourcemap: true,
   target: "es2022",
+  // Bun's built-in module: resolved at run time by Bun, never bundled.
+  external: ["bun:ffi"],
 });

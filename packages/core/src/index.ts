@@ -7,6 +7,7 @@ export {
   type KVLayerView,
   type WeightHandle,
 } from "./backend";
+export { type CpuBackendModule, type DefaultBackendOptions, createDefaultBackend } from "./backend-discovery";
 export { ModelTensorError, UnsupportedArchitectureError, UnsupportedTensorTypeError } from "./errors";
 export { ContiguousKVCache, type KVCache, KVCacheFullError } from "./kv-cache";
 export { type LoadModelOptions, Model, type ModelMemory, loadModel } from "./load-model";

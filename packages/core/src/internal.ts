@@ -6,3 +6,4 @@
 export { type GoldenComparison, type GoldenModelFile, type GoldenPrompt, compareWithGolden } from "./conformance/golden-comparison";
 export { MARGIN_BOUND, PROBABILITY_BOUNDS, type GoldenSuiteBackend, defineGoldenSuite, loadGoldenSuite } from "./conformance/golden-suite";
 export { type PrimeGateResult, primeGate } from "./testing/prime-gate";
+export { resetBackendDiscoveryWarning } from "./backend-discovery";

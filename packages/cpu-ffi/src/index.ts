@@ -1,2 +1,3 @@
-// The public surface of @memra/cpu-ffi arrives with its issue (see README: packages).
-export {};
+export { CpuBackend, type CpuBackendOptions } from "./cpu-backend";
+export { BackendDisposedError, NATIVE_STATUS_NAMES, NativeError, NativeLibraryUnavailableError } from "./errors";
+export { MEMRA_ABI_VERSION, MEMRA_CPU_SYMBOLS, MEMRA_OPS, type MemraCpuLibrary, libraryCandidates, openMemraCpuLibrary } from "./native-library";

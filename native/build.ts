@@ -1,0 +1,188 @@
+#!/usr/bin/env bun
+/**
+ * Builds Memra's native libraries with the system C compiler.
+ *
+ *   bun native/build.ts cpu            native/cpu/*.c → native/build/libmemra_cpu.so (.dylib on macOS)
+ *   bun native/build.ts cpu --clean    the same from scratch
+ *   bun native/build.ts cpu --verbose  prints every compiler command
+ *
+ * Incremental: each source compiles to native/build/obj/cpu/<name>.o and is recompiled only when
+ * it, a header it includes (from the compiler's -MMD dependency file) or the flags changed; the
+ * library is relinked only when an object or the set of sources changed. Sources compile in
+ * parallel. Without a C compiler (CC, else `cc`) it prints a notice and exits 0: the native
+ * library is optional, and Memra falls back to the reference backend.
+ */
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
+import { basename, join, relative } from "node:path";
+
+const ROOT = join(import.meta.dir, "..");
+const NATIVE = import.meta.dir;
+const BUILD = join(NATIVE, "build");
+const LIBRARY_SUFFIX = process.platform === "darwin" ? "dylib" : "so";
+
+interface Target {
+  readonly name: string;
+  readonly library: string;
+  readonly sourceDirectory: string;
+  /** Sources to leave out, given the directory's file names. */
+  readonly exclude: (files: readonly string[]) => readonly string[];
+}
+
+const TARGETS: Record<string, Target> = {
+  cpu: {
+    name: "cpu",
+    library: join(BUILD, `libmemra_cpu.${LIBRARY_SUFFIX}`),
+    sourceDirectory: join(NATIVE, "cpu"),
+    exclude: () => [],
+  },
+};
+
+const COMPILE_FLAGS = ["-std=c11", "-O3", "-fPIC", "-fvisibility=hidden", "-pthread", "-Wall", "-Wextra", "-Wno-unused-parameter"];
+const LINK_FLAGS = ["-shared", "-pthread", "-lm"];
+
+function notice(message: string): void {
+  console.log(`memra native build: ${message}`);
+}
+
+function modifiedAt(path: string): number {
+  try {
+    return statSync(path).mtimeMs;
+  } catch {
+    return Number.POSITIVE_INFINITY; // missing counts as newer than anything
+  }
+}
+
+/** The files a -MMD dependency file lists (the object's prerequisites). */
+function dependenciesOf(dependencyFile: string): string[] {
+  if (!existsSync(dependencyFile)) return [];
+  const text = readFileSync(dependencyFile, "utf8").replace(/\\\n/g, " ");
+  const colon = text.indexOf(": ");
+  if (colon < 0) return [];
+  return text
+    .slice(colon + 2)
+    .split(/\s+/)
+    .filter((path) => path.length > 0 && !path.endsWith(":"));
+}
+
+async function run(command: string[], verbose: boolean): Promise<{ ok: boolean; output: string }> {
+  if (verbose) console.log(command.join(" "));
+  const process_ = Bun.spawn(command, { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+  const [stdout, stderr, code] = await Promise.all([new Response(process_.stdout).text(), new Response(process_.stderr).text(), process_.exited]);
+  return { ok: code === 0, output: stdout + stderr };
+}
+
+/** Runs `tasks` with at most `limit` at a time. */
+async function inParallel<T>(tasks: readonly (() => Promise<T>)[], limit: number): Promise<T[]> {
+  const results: T[] = new Array(tasks.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < tasks.length) {
+      const index = next++;
+      results[index] = await tasks[index]!();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, worker));
+  return results;
+}
+
+async function build(target: Target, compiler: string, options: { clean: boolean; verbose: boolean }): Promise<boolean> {
+  const objectDirectory = join(BUILD, "obj", target.name);
+  if (options.clean) rmSync(objectDirectory, { recursive: true, force: true });
+  mkdirSync(objectDirectory, { recursive: true });
+
+  const files = readdirSync(target.sourceDirectory).filter((file) => file.endsWith(".c"));
+  const excluded = new Set(target.exclude(files));
+  const sources = files.filter((file) => !excluded.has(file)).sort();
+  const extraFlags = (process.env.MEMRA_NATIVE_CFLAGS ?? "").split(/\s+/).filter(Boolean);
+  const flags = [...COMPILE_FLAGS, ...extraFlags, `-I${relative(ROOT, join(NATIVE, "include"))}`, `-I${relative(ROOT, target.sourceDirectory)}`];
+
+  // A change of compiler, flags or source set invalidates everything the stamp covers.
+  const stampFile = join(objectDirectory, "build-stamp.json");
+  const stamp = JSON.stringify({ compiler, flags, linkFlags: LINK_FLAGS, sources });
+  const previousStamp = existsSync(stampFile) ? readFileSync(stampFile, "utf8") : "";
+  const flagsChanged = previousStamp === "" || JSON.parse(previousStamp).flags?.join(" ") !== flags.join(" ") || JSON.parse(previousStamp).compiler !== compiler;
+
+  const started = performance.now();
+  const jobs = sources.map((source) => {
+    const sourcePath = join(target.sourceDirectory, source);
+    const objectPath = join(objectDirectory, source.replace(/\.c$/, ".o"));
+    const dependencyPath = objectPath.replace(/\.o$/, ".d");
+    const objectTime = modifiedAt(objectPath);
+    const stale =
+      flagsChanged ||
+      objectTime === Number.POSITIVE_INFINITY ||
+      modifiedAt(sourcePath) > objectTime ||
+      dependenciesOf(dependencyPath).some((dependency) => modifiedAt(join(ROOT, dependency)) > objectTime);
+    return { sourcePath, objectPath, dependencyPath, stale };
+  });
+
+  const stale = jobs.filter((job) => job.stale);
+  const results = await inParallel(
+    stale.map((job) => () =>
+      run(
+        [compiler, ...flags, "-MMD", "-MF", relative(ROOT, job.dependencyPath), "-c", relative(ROOT, job.sourcePath), "-o", relative(ROOT, job.objectPath)],
+        options.verbose,
+      ).then((result) => ({ ...result, job })),
+    ),
+    availableParallelism(),
+  );
+  let failed = false;
+  for (const result of results) {
+    if (result.output.trim()) process.stderr.write(result.output);
+    if (!result.ok) {
+      failed = true;
+      console.error(`memra native build: compiling ${relative(ROOT, result.job.sourcePath)} failed`);
+    }
+  }
+  if (failed) return false;
+
+  const objects = jobs.map((job) => job.objectPath);
+  const libraryTime = modifiedAt(target.library);
+  const relink = stale.length > 0 || previousStamp !== stamp || libraryTime === Number.POSITIVE_INFINITY || objects.some((object) => modifiedAt(object) > libraryTime);
+  if (relink) {
+    const linked = await run([compiler, ...objects.map((object) => relative(ROOT, object)), ...LINK_FLAGS, "-o", relative(ROOT, target.library)], options.verbose);
+    if (linked.output.trim()) process.stderr.write(linked.output);
+    if (!linked.ok) {
+      console.error(`memra native build: linking ${relative(ROOT, target.library)} failed`);
+      return false;
+    }
+  }
+  writeFileSync(stampFile, stamp);
+  const milliseconds = Math.round(performance.now() - started);
+  if (stale.length === 0 && !relink) {
+    notice(`${relative(ROOT, target.library)} is up to date (${sources.length} sources)`);
+  } else {
+    notice(`compiled ${stale.length} of ${sources.length} sources, ${relink ? "linked" : "kept"} ${relative(ROOT, target.library)} in ${milliseconds} ms`);
+  }
+  return true;
+}
+
+async function main(): Promise<number> {
+  const args = process.argv.slice(2);
+  const names = args.filter((arg) => !arg.startsWith("-"));
+  const clean = args.includes("--clean");
+  const verbose = args.includes("--verbose");
+  const unknown = names.filter((name) => !(name in TARGETS));
+  if (names.length === 0 || unknown.length > 0) {
+    console.error(`usage: bun native/build.ts <${Object.keys(TARGETS).join("|")}> [--clean] [--verbose]${unknown.length ? ` (unknown: ${unknown.join(", ")})` : ""}`);
+    return 2;
+  }
+  if (process.platform === "win32") {
+    notice("native libraries are not built on Windows yet; Memra will use the reference backend");
+    return 0;
+  }
+  const compilerName = process.env.CC?.trim() || "cc";
+  const compiler = Bun.which(compilerName);
+  if (!compiler) {
+    notice(`no C compiler found (${process.env.CC ? `CC=${compilerName}` : "`cc` is not on PATH"}); skipping ${names.map((n) => basename(TARGETS[n]!.library)).join(", ")}.`);
+    notice("The native backend will be unavailable and Memra falls back to the reference (TypeScript) backend. Install a C compiler (e.g. gcc or clang) to build it.");
+    return 0;
+  }
+  for (const name of names) {
+    if (!(await build(TARGETS[name]!, compilerName, { clean, verbose }))) return 1;
+  }
+  return 0;
+}
+
+process.exit(await main());

@@ -1,0 +1,149 @@
+/*
+ * Causal scaled-dot-product attention over f32 K/V rows with grouped KV heads. One thread-pool
+ * chunk per (query row, KV head): each runs the query heads that
+ * share the KV head together, so every K and V row is read once per group. Scores q·k in f32,
+ * softmax with a double sum, then the probability-weighted sum of V rows in f32. The loops are
+ * written for the compiler to vectorize (clones per SIMD level, see MEMRA_VECTORIZED).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cpu-internal.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+/* The 64-byte vector helpers below are always inlined, so no call ever passes one by value. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+typedef struct {
+    float * out;
+    const float * q;
+    const float * keys;
+    const float * values;
+    int64_t rows, heads, kv_heads, head_dim, first_row;
+    float scale;
+    float * scratch; /* per thread: scratch_per_thread floats */
+    size_t scratch_per_thread;
+    int64_t score_stride; /* floats per head's score row (>= the longest visible span) */
+} attention_job;
+
+/* 16 floats as one vector value (GCC/Clang vector extensions): one 512-bit register in the avx512
+ * clone, two 256-bit or four 128-bit ones in the others; local vectors stay in registers. */
+typedef float f32x16 __attribute__((vector_size(64)));
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef float f32x4 __attribute__((vector_size(16)));
+
+static inline __attribute__((always_inline)) f32x16 load16(const float * p) {
+    f32x16 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline __attribute__((always_inline)) float sum16(const f32x16 * v) {
+    f32x8 low, high;
+    memcpy(&low, v, sizeof low);
+    memcpy(&high, (const char *)v + sizeof low, sizeof high);
+    low += high;
+    f32x4 quarter, upper;
+    memcpy(&quarter, &low, sizeof quarter);
+    memcpy(&upper, (const char *)&low + sizeof quarter, sizeof upper);
+    quarter += upper;
+    return (quarter[0] + quarter[2]) + (quarter[1] + quarter[3]);
+}
+
+/* q·k over n values: two 16-wide partial sums, then a tree reduction. */
+static inline __attribute__((always_inline)) float dot(const float * a, const float * b, int64_t n) {
+    f32x16 sum0 = { 0 }, sum1 = { 0 };
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        sum0 += load16(a + i) * load16(b + i);
+        sum1 += load16(a + i + 16) * load16(b + i + 16);
+    }
+    for (; i + 16 <= n; i += 16) sum0 += load16(a + i) * load16(b + i);
+    float tail = 0.0f;
+    for (; i < n; i++) tail += a[i] * b[i];
+    sum0 += sum1;
+    return sum16(&sum0) + tail;
+}
+
+/* out[0..64) = sum_t p[t] * v[t * v_stride + 0..64), four 16-wide accumulators in registers. */
+static inline __attribute__((always_inline)) void weighted_sum64(float * out, const float * p, const float * v, int64_t v_stride, int64_t count) {
+    f32x16 a0 = { 0 }, a1 = { 0 }, a2 = { 0 }, a3 = { 0 };
+    for (int64_t t = 0; t < count; t++, v += v_stride) {
+        const float weight = p[t];
+        a0 += weight * load16(v);
+        a1 += weight * load16(v + 16);
+        a2 += weight * load16(v + 32);
+        a3 += weight * load16(v + 48);
+    }
+    memcpy(out, &a0, sizeof a0);
+    memcpy(out + 16, &a1, sizeof a1);
+    memcpy(out + 32, &a2, sizeof a2);
+    memcpy(out + 48, &a3, sizeof a3);
+}
+
+static inline __attribute__((always_inline)) void attend_group(const attention_job * job, int64_t task, float * scratch) {
+    const int64_t group = job->heads / job->kv_heads;
+    const int64_t r = task / job->kv_heads;
+    const int64_t kv_head = task % job->kv_heads;
+    const int64_t head_dim = job->head_dim;
+    const int64_t kv_width = job->kv_heads * head_dim;
+    const int64_t visible = job->first_row + r + 1;
+    const int64_t stride = job->score_stride;
+    const float * q = job->q + (r * job->heads + kv_head * group) * head_dim; /* the group's heads are adjacent */
+    float * out = job->out + (r * job->heads + kv_head * group) * head_dim;
+    float * scores = scratch; /* [group, stride] */
+
+    for (int64_t t = 0; t < visible; t++) {
+        const float * k = job->keys + t * kv_width + kv_head * head_dim;
+        for (int64_t g = 0; g < group; g++) scores[g * stride + t] = dot(q + g * head_dim, k, head_dim) * job->scale;
+    }
+    for (int64_t g = 0; g < group; g++) {
+        float * s = scores + g * stride;
+        float max = -INFINITY;
+        for (int64_t t = 0; t < visible; t++) max = s[t] > max ? s[t] : max;
+        double sum = 0.0;
+        for (int64_t t = 0; t < visible; t++) {
+            s[t] = memra_exp(s[t] - max);
+            sum += s[t];
+        }
+        const float inverse = (float)(1.0 / sum);
+        for (int64_t t = 0; t < visible; t++) s[t] *= inverse;
+    }
+    /* out[g, d] = sum_t p[g, t] * V[t, d], 64 output values at a time. */
+    const float * values = job->values + kv_head * head_dim;
+    for (int64_t g = 0; g < group; g++) {
+        const float * p = scores + g * stride;
+        int64_t d = 0;
+        for (; d + 64 <= head_dim; d += 64) weighted_sum64(out + g * head_dim + d, p, values + d, kv_width, visible);
+        for (; d < head_dim; d++) {
+            float accumulator = 0.0f;
+            for (int64_t t = 0; t < visible; t++) accumulator += p[t] * values[t * kv_width + d];
+            out[g * head_dim + d] = accumulator;
+        }
+    }
+}
+
+MEMRA_VECTORIZED static void attend_task(void * argument, int64_t task, int thread_index) {
+    const attention_job * job = argument;
+    attend_group(job, task, job->scratch + (size_t)thread_index * job->scratch_per_thread);
+}
+
+size_t memra_attention_scratch(int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t visible) {
+    (void)head_dim;
+    const int64_t group = heads / kv_heads;
+    const int64_t stride = (visible + 15) / 16 * 16;
+    return (size_t)(group * stride);
+}
+
+void memra_attention(memra_cpu * cpu, float * out, const float * q, const float * keys, const float * values, int64_t rows, int64_t heads,
+                     int64_t kv_heads, int64_t head_dim, int64_t first_row, float scale) {
+    /* The caller reserved memra_attention_scratch(...) floats per thread (exports.c). */
+    attention_job job = {
+        .out = out, .q = q, .keys = keys, .values = values,
+        .rows = rows, .heads = heads, .kv_heads = kv_heads, .head_dim = head_dim, .first_row = first_row,
+        .scale = scale, .scratch = cpu->scores, .scratch_per_thread = cpu->scores_per_thread,
+        .score_stride = (first_row + rows + 15) / 16 * 16,
+    };
+    memra_run_chunks(cpu->pool, cpu->threads > 1, attend_task, &job, rows * kv_heads);
+}

@@ -1,0 +1,145 @@
+/*
+ * Declarations shared by the files of native/cpu (not part of the C ABI, see memra.h).
+ * Op files hold kernels that trust their arguments; exports.c checks every argument first.
+ */
+#ifndef MEMRA_CPU_INTERNAL_H
+#define MEMRA_CPU_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memra.h"
+#include "quant-dot.h"
+
+#define MEMRA_VERSION_STRING "0.1.0"
+
+/* Largest head dimension rope and attention accept (they keep per-head arrays on the stack). */
+#define MEMRA_MAX_HEAD_DIM 1024
+
+/* ---- error.c ---- */
+
+/* Records a printf-style message for memra_last_error() and returns `status`. */
+int memra_fail(int status, const char * format, ...) __attribute__((format(printf, 2, 3)));
+/* The ggml name of a type id ("q8_0"), or "type <id>" for an unknown one (thread-local buffer). */
+const char * memra_type_name(int type);
+
+/* ---- thread-pool.c ---- */
+
+typedef struct memra_pool memra_pool;
+/* One chunk of a run's work. `thread_index` (0 = the calling thread, < memra_pool_threads) is unique
+ * among the threads of a run at any moment: use it to pick per-thread scratch. */
+typedef void (*memra_task)(void * argument, int64_t chunk, int thread_index);
+
+/* NULL on failure, with the message recorded. */
+memra_pool * memra_pool_create(int threads);
+void memra_pool_destroy(memra_pool * pool);
+int memra_pool_threads(const memra_pool * pool);
+/* Runs task for every chunk in [0, chunks), spread over the workers that show up, and returns when all are done. */
+void memra_pool_run(memra_pool * pool, memra_task task, void * argument, int64_t chunks);
+/* memra_pool_run, or the chunks in order on the calling thread when `parallel` is false. */
+static inline void memra_run_chunks(memra_pool * pool, int parallel, memra_task task, void * argument, int64_t chunks) {
+    if (parallel) {
+        memra_pool_run(pool, task, argument, chunks);
+    } else {
+        for (int64_t chunk = 0; chunk < chunks; chunk++) task(argument, chunk, 0);
+    }
+}
+
+/* ---- context (context.c) ---- */
+
+struct memra_cpu {
+    memra_pool * pool;
+    int threads;
+    /* Activation rows converted to a weight type's vec_dot_type, grown on demand (never shrunk). */
+    void * converted;
+    size_t converted_bytes;
+    /* Attention scratch (scores and accumulators): `threads` rows of `scores_per_thread` floats, grown on demand. */
+    float * scores;
+    size_t scores_per_thread;
+};
+
+/* Makes cpu->converted at least `bytes` long (64-byte aligned). MEMRA_OK or MEMRA_ERROR_OUT_OF_MEMORY. */
+int memra_cpu_reserve_converted(memra_cpu * cpu, size_t bytes);
+/* Makes every thread's score row at least `count` floats. */
+int memra_cpu_reserve_scores(memra_cpu * cpu, size_t count);
+
+/* ---- half.h-like helpers (dequantize.c) ---- */
+
+float memra_f16_to_f32(uint16_t h);
+uint16_t memra_f32_to_f16(float f);
+float memra_bf16_to_f32(uint16_t h);
+uint16_t memra_f32_to_bf16(float f);
+
+/* ---- dequantize.c ---- */
+
+/* Values per block of `type` (1 for f32/f16/bf16), 0 when dequantize has no kernel for it. */
+int64_t memra_dequantize_block_size(int type);
+/* Bytes per block of `type`, 0 when unknown. */
+size_t memra_dequantize_block_bytes(int type);
+/* y[0..n) = dequantized x (n a multiple of the block size; type supported). */
+void memra_dequantize_row(int type, const void * x, float * y, int64_t n);
+
+/* ---- kernels (one file per op family) ---- */
+
+void memra_matmul(memra_cpu * cpu, float * out, const float * x, int64_t rows, int type, const void * weight, int64_t n_in, int64_t n_out);
+void memra_embedding(float * out, int type, const void * table, int64_t width, const int32_t * ids, int64_t count);
+void memra_rms_norm(memra_cpu * cpu, float * out, const float * x, const float * weight, int64_t rows, int64_t width, float eps);
+void memra_rope_neox(memra_cpu * cpu, float * x, const int32_t * positions, int64_t rows, int64_t heads, int64_t head_dim, float freq_base);
+/* Floats of per-thread scratch memra_attention needs when `visible` cache rows are visible at most. */
+size_t memra_attention_scratch(int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t visible);
+void memra_attention(memra_cpu * cpu, float * out, const float * q, const float * keys, const float * values, int64_t rows, int64_t heads,
+                     int64_t kv_heads, int64_t head_dim, int64_t first_row, float scale);
+void memra_swiglu(memra_cpu * cpu, float * out, const float * gate, const float * up, int64_t length);
+void memra_add(memra_cpu * cpu, float * out, const float * a, const float * b, int64_t length);
+void memra_moe_route(int32_t * ids, float * weights, const float * logits, int64_t rows, int64_t experts, int64_t k);
+void memra_gather_rows(float * out, const float * x, const int32_t * row_ids, int64_t count, int64_t width);
+void memra_scatter_add_rows(float * out, const float * x, const int32_t * row_ids, const float * scales, int64_t count, int64_t width);
+
+/*
+ * Kernels whose loops the compiler vectorizes get one clone per x86 SIMD level, chosen at load time
+ * (GCC/Clang target_clones over glibc's ifunc); elsewhere they are compiled once for the baseline.
+ */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && (defined(__GNUC__) || defined(__clang__))
+#define MEMRA_VECTORIZED __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define MEMRA_VECTORIZED
+#endif
+
+/*
+ * e^x in f32 for loops the compiler vectorizes: Cody-Waite reduction by ln 2 and Cephes' expf
+ * polynomial, scaled by 2^n through the exponent bits (no libm call, no branch). Within 2 ulp of
+ * expf over [-87, 88]; inputs are clamped to that range (e^-87 stands in for 0, e^88 for overflow).
+ */
+static inline float memra_exp(float x) {
+    x = x < -87.0f ? -87.0f : x;
+    x = x > 88.0f ? 88.0f : x;
+    const float shifter = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    const float shifted = x * 1.44269504088896341f + shifter;
+    const float n = shifted - shifter;
+    float r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    union { float f; uint32_t u; } shifted_bits = { shifted }, result = { p };
+    result.u += (shifted_bits.u - 0x4b400000u) << 23; /* 0x4b400000: the bits of `shifter`; wraps for n < 0 */
+    return result.f;
+}
+
+/* The range [begin, end) of chunk `chunk` when `count` items go in chunks of `per_chunk`. */
+static inline void memra_chunk_range(int64_t count, int64_t per_chunk, int64_t chunk, int64_t * begin, int64_t * end) {
+    *begin = chunk * per_chunk;
+    *end = *begin + per_chunk < count ? *begin + per_chunk : count;
+}
+
+/* Chunks of `per_chunk` items needed for `count` items. */
+static inline int64_t memra_chunk_count(int64_t count, int64_t per_chunk) {
+    return (count + per_chunk - 1) / per_chunk;
+}
+
+#endif

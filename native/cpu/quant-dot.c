@@ -1,0 +1,1592 @@
+/*
+ * Quantized dot products and activation conversion for the CPU backend (see quant-dot.h).
+ *
+ * Layout of this file:
+ *   1. byte access, f16/bf16 conversion, rounding helpers
+ *   2. type table (block sizes, row bytes, activation types)
+ *   3. scalar activation conversion (the definition of the roundings; SIMD paths reproduce it bit for bit)
+ *   4. scalar dot products, one function per block ("blk_*"): the per-block formula of ggml
+ *   5. x86 AVX2 (+FMA, F16C) kernels
+ *   6. x86 AVX-512 (F, BW, VL, DQ, VNNI) kernels
+ *   7. per-ISA kernel tables, run-time selection, public entry points
+ *
+ * Every SIMD kernel is compiled with __attribute__((target(...))), so the file builds with plain -O3
+ * (no -march) and the path is chosen at first use from CPUID (override: MEMRA_CPU_ISA=scalar|avx2|avx512vnni).
+ *
+ * Integer dot products: the weight's quant values are brought to unsigned bytes u = q + offset
+ * (q4_0: +8, q5_0: +16, K-quants: their natural unsigned codes; with VNNI also q8_0 and iq4: +128),
+ * multiplied with the signed activation bytes (vpdpbusd, or vpmaddubsw), and the offset is taken back
+ * exactly with the activation's per-block sums (q8_0/q8_1: computed once per activation block and shared
+ * by the rows, q8_K: its bsums). AVX2 multiplies the signed types (q8_0, iq4) as |w| * sign(a, w), as
+ * ggml does. All integer sums are exact, so every path differs from ggml's per-block formula only in the
+ * order of the float additions.
+ *
+ * Each multi-row kernel ("rows4") runs exactly the per-row instruction sequence of the one-row kernel,
+ * so memra_dot_rows4 returns bit for bit what four memra_dot_row calls return on the same path. The
+ * SIMD rows4 kernels also prefetch the next four rows (see prefetch_next_rows).
+ *
+ * Build switch: -DMEMRA_NO_SIMD compiles the portable path only.
+ */
+#include "quant-dot.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ============================================================================================== */
+/* 1. Byte access and number formats                                                              */
+/* ============================================================================================== */
+
+/* Blocks are byte arrays (little-endian fields, no alignment assumed): fields are read with memcpy. */
+static inline uint16_t ld_u16(const uint8_t * p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static inline int16_t  ld_i16(const uint8_t * p) { int16_t v;  memcpy(&v, p, 2); return v; }
+static inline uint32_t ld_u32(const uint8_t * p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline float    ld_f32(const uint8_t * p) { float v;    memcpy(&v, p, 4); return v; }
+static inline void st_u16(uint8_t * p, uint16_t v) { memcpy(p, &v, 2); }
+static inline void st_f32(uint8_t * p, float v)    { memcpy(p, &v, 4); }
+static inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline float abs_f32(float f) { return bits_f32(f32_bits(f) & 0x7fffffffu); }
+
+/* binary16 -> binary32, exact (subnormals included; NaNs come out quiet with their payload, as F16C).
+ * Branch-free so that loops over it vectorize. */
+static inline float f16_to_f32(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    const uint32_t em = h & 0x7fffu;
+    /* normal, infinity, NaN: the 5-bit exponent lands in the f32 exponent field, +224 maps 31 to 255
+     * (infinity/NaN) and the product with 2^-112 rebiases the others (15 -> 127) */
+    const float normal = bits_f32((em << 13) + (224u << 23)) * 0x1p-112f;
+    /* subnormal or zero: m * 2^-24 = (0.5 + m * 2^-24) - 0.5, exactly */
+    const float subnormal = bits_f32((126u << 23) | em) - 0.5f;
+    const uint32_t is_subnormal = 0u - (uint32_t)(em < 0x400u); /* all ones or zero: a select, not a branch */
+    return bits_f32(sign | (f32_bits(subnormal) & is_subnormal) | (f32_bits(normal) & ~is_subnormal));
+}
+
+/* binary32 -> binary16, round to nearest even, as F16C vcvtps2ph with imm 0 (and ggml's converters):
+ * subnormal halves, overflow to infinity from 65520 up, NaN kept quiet with the top of its payload. */
+static inline uint16_t f32_to_f16(float f) {
+    const uint32_t x = f32_bits(f);
+    const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    const uint32_t a = x & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 (and infinity) */
+    if (a >= 0x38800000u) {                                   /* normal half: [2^-14, 65520) */
+        const uint32_t r = a - 0x38000000u;                   /* rebias 127 -> 15 (in the top bits) */
+        return (uint16_t)(sign | ((r + 0x0fffu + ((r >> 13) & 1u)) >> 13));
+    }
+    if (a < 0x33000000u) return sign;                         /* below 2^-25: rounds to zero */
+    /* subnormal half: the value in units of 2^-24, rounded to an integer, ties to even */
+    const uint32_t mantissa = (a & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126u - (a >> 23);                  /* 14 .. 24 */
+    const uint32_t half = mantissa >> shift;
+    const uint32_t rest = mantissa & ((1u << shift) - 1u);
+    const uint32_t midpoint = 1u << (shift - 1u);
+    return (uint16_t)(sign | (half + (rest > midpoint || (rest == midpoint && (half & 1u)))));
+}
+
+/* binary32 -> bfloat16 as ggml_compute_fp32_to_bf16: round to nearest even (no flush of subnormals),
+ * a NaN keeps its top 16 bits and is forced quiet. */
+static inline uint16_t f32_to_bf16(float f) {
+    const uint32_t u = f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 64u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static inline float bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+
+/* v rounded to an integer, ties to even, for |v| < 2^22 (the default rounding mode, like ggml's
+ * nearest_int and _mm256_round_ps(_MM_ROUND_NEAREST)). */
+static inline float round_even(float v) {
+    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it leaves no fraction bits */
+    return (v + magic) - magic;
+}
+
+/* float -> int8 as cvtps_epi32 then signed saturation (NaN -> -128). */
+static inline int8_t sat_i8(float v) {
+    if (!(v >= -128.0f)) return -128;
+    if (v > 127.0f) return 127;
+    return (int8_t)(int)v;
+}
+
+/* ============================================================================================== */
+/* 2. Types                                                                                       */
+/* ============================================================================================== */
+
+#define TYPE_SLOTS 31 /* type ids 0..30 */
+
+/* Block layouts (bytes, little-endian):
+ *   q4_0   18 B / 32: d f16 | qs[16]            w[j] = d*((qs[j]&15)-8), w[j+16] = d*((qs[j]>>4)-8)
+ *   q4_1   20 B / 32: d f16 | m f16 | qs[16]    w = d*q + m (q the unsigned nibble)
+ *   q5_0   22 B / 32: d f16 | qh u32 | qs[16]   5th bit of w[j] = qh bit j; w = d*(q-16)
+ *   q5_1   24 B / 32: d f16 | m f16 | qh u32 | qs[16]           w = d*q + m
+ *   q8_0   34 B / 32: d f16 | qs[32] int8
+ *   q8_1   36 B / 32: d f16 | s f16 | qs[32] int8           s = f16(d * sum(qs))
+ *   iq4_nl 18 B / 32: d f16 | qs[16]            w[j] = d*kvalues[qs[j]&15], w[j+16] = d*kvalues[qs[j]>>4]
+ *   q2_K   84 B /256: scales[16] (lo nibble scale, hi nibble min) | qs[64] | d f16 | dmin f16
+ *   q3_K  110 B /256: hmask[32] | qs[64] | scales[12] (16 x 6 bits, offset 32) | d f16
+ *   q4_K  144 B /256: d f16 | dmin f16 | scales[12] (8 scales + 8 mins, 6 bits) | qs[128]
+ *   q5_K  176 B /256: d f16 | dmin f16 | scales[12] | qh[32] | qs[128]
+ *   q6_K  210 B /256: ql[128] | qh[64] | scales[16] int8 | d f16
+ *   iq4_xs 136 B/256: d f16 | scales_h u16 | scales_l[4] | qs[128]
+ *   q8_K  292 B /256: d f32 | qs[256] int8 | bsums[16] int16 (sum of each 16 qs)
+ * The per-type sections below describe where each value's bits are. */
+enum {
+    Q4_0_BYTES = 18, Q4_1_BYTES = 20, Q5_0_BYTES = 22, Q5_1_BYTES = 24, Q8_0_BYTES = 34, Q8_1_BYTES = 36,
+    IQ4_NL_BYTES = 18, Q2_K_BYTES = 84, Q3_K_BYTES = 110, Q4_K_BYTES = 144, Q5_K_BYTES = 176,
+    Q6_K_BYTES = 210, IQ4_XS_BYTES = 136, Q8_K_BYTES = 292,
+};
+/* q8_K field offsets */
+enum { Q8K_QS = 4, Q8K_BSUMS = 260 };
+
+/* ggml's kvalues_iq4nl: the 16 levels of iq4_nl / iq4_xs. */
+static const int8_t iq4nl_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
+
+static int block_values(int type) {
+    switch (type) {
+    case MEMRA_TYPE_F32: case MEMRA_TYPE_F16: case MEMRA_TYPE_BF16: return 1;
+    case MEMRA_TYPE_Q4_0: case MEMRA_TYPE_Q4_1: case MEMRA_TYPE_Q5_0: case MEMRA_TYPE_Q5_1:
+    case MEMRA_TYPE_Q8_0: case MEMRA_TYPE_Q8_1: case MEMRA_TYPE_IQ4_NL: return 32;
+    case MEMRA_TYPE_Q2_K: case MEMRA_TYPE_Q3_K: case MEMRA_TYPE_Q4_K: case MEMRA_TYPE_Q5_K:
+    case MEMRA_TYPE_Q6_K: case MEMRA_TYPE_Q8_K: case MEMRA_TYPE_IQ4_XS: return 256;
+    default: return 0;
+    }
+}
+
+static int block_bytes(int type) {
+    switch (type) {
+    case MEMRA_TYPE_F32: return 4;
+    case MEMRA_TYPE_F16: case MEMRA_TYPE_BF16: return 2;
+    case MEMRA_TYPE_Q4_0: return Q4_0_BYTES;
+    case MEMRA_TYPE_Q4_1: return Q4_1_BYTES;
+    case MEMRA_TYPE_Q5_0: return Q5_0_BYTES;
+    case MEMRA_TYPE_Q5_1: return Q5_1_BYTES;
+    case MEMRA_TYPE_Q8_0: return Q8_0_BYTES;
+    case MEMRA_TYPE_Q8_1: return Q8_1_BYTES;
+    case MEMRA_TYPE_IQ4_NL: return IQ4_NL_BYTES;
+    case MEMRA_TYPE_Q2_K: return Q2_K_BYTES;
+    case MEMRA_TYPE_Q3_K: return Q3_K_BYTES;
+    case MEMRA_TYPE_Q4_K: return Q4_K_BYTES;
+    case MEMRA_TYPE_Q5_K: return Q5_K_BYTES;
+    case MEMRA_TYPE_Q6_K: return Q6_K_BYTES;
+    case MEMRA_TYPE_Q8_K: return Q8_K_BYTES;
+    case MEMRA_TYPE_IQ4_XS: return IQ4_XS_BYTES;
+    default: return 0;
+    }
+}
+
+size_t memra_row_bytes(int type, int64_t n) {
+    const int values = block_values(type);
+    if (values == 0 || n < 0 || n % values != 0) return 0;
+    return (size_t)(n / values) * (size_t)block_bytes(type);
+}
+
+int memra_dot_activation_type(int type) {
+    switch (type) {
+    case MEMRA_TYPE_Q4_0: case MEMRA_TYPE_Q5_0: case MEMRA_TYPE_Q8_0: case MEMRA_TYPE_IQ4_NL: return MEMRA_TYPE_Q8_0;
+    case MEMRA_TYPE_Q4_1: case MEMRA_TYPE_Q5_1: return MEMRA_TYPE_Q8_1;
+    case MEMRA_TYPE_Q2_K: case MEMRA_TYPE_Q3_K: case MEMRA_TYPE_Q4_K: case MEMRA_TYPE_Q5_K:
+    case MEMRA_TYPE_Q6_K: case MEMRA_TYPE_IQ4_XS: return MEMRA_TYPE_Q8_K;
+    case MEMRA_TYPE_F16: return MEMRA_TYPE_F16;
+    case MEMRA_TYPE_BF16: return MEMRA_TYPE_BF16;
+    case MEMRA_TYPE_F32: return MEMRA_TYPE_F32;
+    default: return -1;
+    }
+}
+
+int memra_dot_supported(int type) { return memra_dot_activation_type(type) >= 0; }
+
+/* ============================================================================================== */
+/* 3. Scalar activation conversion                                                                */
+/* ============================================================================================== */
+
+/* q8_0 / q8_1 per 32 values, as ggml's AVX quantize_row_q8_0/q8_1: amax = max|x|, d = amax/127 (f32,
+ * stored f16), id = 127/amax (0 if amax is 0), q = round_even(x*id); q8_1 adds s = f16(d * sum(q)). */
+static void to_q8_0_or_1_scalar(const float * x, uint8_t * y, int64_t n, int with_sum) {
+    const int bytes = with_sum ? Q8_1_BYTES : Q8_0_BYTES;
+    for (int64_t ib = 0; ib < n / 32; ib++, x += 32, y += bytes) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) {
+            const float a = abs_f32(x[j]);
+            amax = amax > a ? amax : a;
+        }
+        const float d = amax / 127.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        int8_t * qs = (int8_t *)(y + (with_sum ? 4 : 2));
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            qs[j] = sat_i8(round_even(x[j] * id));
+            sum += qs[j];
+        }
+        st_u16(y, f32_to_f16(d));
+        if (with_sum) st_u16(y + 2, f32_to_f16(d * (float)sum));
+    }
+}
+
+/* q8_K per 256 values, as ggml's quantize_row_q8_K_ref: max = the first value of largest magnitude
+ * (signed), iscale = -127/max, q = min(127, round_even(iscale*x)), d = 1/iscale, bsums = sums of 16. */
+static void to_q8_K_scalar(const float * x, uint8_t * y, int64_t n) {
+    for (int64_t ib = 0; ib < n / 256; ib++, x += 256, y += Q8_K_BYTES) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < 256; j++) {
+            const float a = abs_f32(x[j]);
+            if (a > amax) { amax = a; max = x[j]; }
+        }
+        int8_t * qs = (int8_t *)(y + Q8K_QS);
+        if (amax == 0.0f) {
+            st_f32(y, 0.0f);
+            memset(y + Q8K_QS, 0, 256 + 32);
+            continue;
+        }
+        const float iscale = -127.0f / max;
+        for (int j = 0; j < 256; j++) {
+            const int8_t q = sat_i8(round_even(iscale * x[j]));
+            qs[j] = q;
+        }
+        for (int j = 0; j < 16; j++) {
+            int sum = 0;
+            for (int l = 0; l < 16; l++) sum += qs[16 * j + l];
+            const int16_t s16 = (int16_t)sum;
+            memcpy(y + Q8K_BSUMS + 2 * j, &s16, 2);
+        }
+        st_f32(y, 1.0f / iscale);
+    }
+}
+
+static void to_f16_scalar(const float * x, uint8_t * y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) st_u16(y + 2 * i, f32_to_f16(x[i]));
+}
+
+static void to_bf16_scalar(const float * x, uint8_t * y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) st_u16(y + 2 * i, f32_to_bf16(x[i]));
+}
+
+static void to_q8_0_scalar(const float * x, uint8_t * y, int64_t n) { to_q8_0_or_1_scalar(x, y, n, 0); }
+static void to_q8_1_scalar(const float * x, uint8_t * y, int64_t n) { to_q8_0_or_1_scalar(x, y, n, 1); }
+
+/* ============================================================================================== */
+/* 4. Scalar dot products: one block of weights with one block of activations                     */
+/* ============================================================================================== */
+
+static inline float fp16_at(const uint8_t * p) { return f16_to_f32(ld_u16(p)); }
+static inline int bsum_at(const uint8_t * q8k, int j) { return ld_i16(q8k + Q8K_BSUMS + 2 * j); }
+
+/* Decodes q4_K/q5_K's 12 scale bytes into 8 six-bit scales and 8 six-bit mins:
+ * j < 4: scale = s[j] & 63, min = s[j+4] & 63;
+ * j >= 4: scale = (s[j+4] & 15) | (s[j-4] >> 6) << 4, min = (s[j+4] >> 4) | (s[j] >> 6) << 4. */
+static inline void q4k_scales_mins(const uint8_t * s, uint64_t * scales, uint64_t * mins) {
+    const uint32_t a0 = ld_u32(s), a1 = ld_u32(s + 4), a2 = ld_u32(s + 8);
+    const uint32_t sc_lo = a0 & 0x3f3f3f3fu, mn_lo = a1 & 0x3f3f3f3fu;
+    const uint32_t sc_hi = (a2 & 0x0f0f0f0fu) | ((a0 >> 6) & 0x03030303u) << 4;
+    const uint32_t mn_hi = ((a2 >> 4) & 0x0f0f0f0fu) | ((a1 >> 6) & 0x03030303u) << 4;
+    *scales = sc_lo | (uint64_t)sc_hi << 32;
+    *mins = mn_lo | (uint64_t)mn_hi << 32;
+}
+
+/* Decodes q3_K's 12 scale bytes into 16 six-bit codes (the scale is code - 32):
+ * low 4 bits: j < 8: s[j] & 15, j >= 8: s[j-8] >> 4; high 2 bits: (s[8 + j%4] >> 2*(j/4)) & 3. */
+static inline void q3k_scales(const uint8_t * s, uint8_t out[16]) {
+    const uint32_t a0 = ld_u32(s), a1 = ld_u32(s + 4), t = ld_u32(s + 8);
+    const uint32_t v[4] = {
+        (a0 & 0x0f0f0f0fu) | ((t >> 0) & 0x03030303u) << 4,
+        (a1 & 0x0f0f0f0fu) | ((t >> 2) & 0x03030303u) << 4,
+        ((a0 >> 4) & 0x0f0f0f0fu) | ((t >> 4) & 0x03030303u) << 4,
+        ((a1 >> 4) & 0x0f0f0f0fu) | ((t >> 6) & 0x03030303u) << 4,
+    };
+    memcpy(out, v, 16);
+}
+
+/* iq4_xs sub-block scale code (scale = code - 32) of sub-block ib (0..7). */
+static inline int iq4xs_scale(const uint8_t * x, int ib) {
+    const int low = (x[4 + ib / 2] >> (4 * (ib % 2))) & 15;
+    const int high = (ld_u16(x + 2) >> (2 * ib)) & 3;
+    return low | high << 4;
+}
+
+/* The scalar kernels decode a block into small arrays of codes and take integer dot products over
+ * them: loops of that shape are vectorized by compilers (SSE2 at plain -O3 on x86-64, NEON on aarch64),
+ * which keeps the portable path usable where no hand-written SIMD path exists. */
+
+static inline int dot_u8_i8(const uint8_t * u, const int8_t * a, int len) {
+    int s = 0;
+    for (int i = 0; i < len; i++) s += u[i] * a[i];
+    return s;
+}
+
+static inline int dot_i8_i8(const int8_t * v, const int8_t * a, int len) {
+    int s = 0;
+    for (int i = 0; i < len; i++) s += v[i] * a[i];
+    return s;
+}
+
+static inline int sum_i8(const int8_t * a, int len) {
+    int s = 0;
+    for (int i = 0; i < len; i++) s += a[i];
+    return s;
+}
+
+/* 16 packed nibbles -> 32 codes: the low nibbles are values 0..15, the high nibbles values 16..31. */
+static inline void unpack_nibbles(const uint8_t * qs, uint8_t u[32]) {
+    for (int j = 0; j < 16; j++) {
+        u[j] = qs[j] & 15;
+        u[j + 16] = qs[j] >> 4;
+    }
+}
+
+/* q5_0/q5_1: bit j of qh is the fifth bit of value j. */
+static inline void add_fifth_bits(uint32_t qh, uint8_t u[32]) {
+    for (int j = 0; j < 32; j++) u[j] |= (uint8_t)(((qh >> j) & 1u) << 4);
+}
+
+/* --- 32-value blocks with q8_0 / q8_1 activations: d_w*d_a*sum(q_w*q_a) (+ m_w*s_a) --- */
+
+static inline float blk_q8_0(const uint8_t * x, const uint8_t * y) {
+    const int isum = dot_i8_i8((const int8_t *)(x + 2), (const int8_t *)(y + 2), 32);
+    return (float)isum * (fp16_at(x) * fp16_at(y));
+}
+
+/* q4_0: sum((u - 8) * a) = sum(u * a) - 8 * sum(a), u the nibble */
+static inline float blk_q4_0(const uint8_t * x, const uint8_t * y) {
+    const int8_t * qy = (const int8_t *)(y + 2);
+    uint8_t u[32];
+    unpack_nibbles(x + 2, u);
+    const int isum = dot_u8_i8(u, qy, 32) - 8 * sum_i8(qy, 32);
+    return (float)isum * (fp16_at(x) * fp16_at(y));
+}
+
+static inline float blk_q4_1(const uint8_t * x, const uint8_t * y) {
+    uint8_t u[32];
+    unpack_nibbles(x + 4, u);
+    const int isum = dot_u8_i8(u, (const int8_t *)(y + 4), 32);
+    return (float)isum * (fp16_at(x) * fp16_at(y)) + fp16_at(x + 2) * fp16_at(y + 2);
+}
+
+static inline float blk_q5_0(const uint8_t * x, const uint8_t * y) {
+    const int8_t * qy = (const int8_t *)(y + 2);
+    uint8_t u[32];
+    unpack_nibbles(x + 6, u);
+    add_fifth_bits(ld_u32(x + 2), u);
+    const int isum = dot_u8_i8(u, qy, 32) - 16 * sum_i8(qy, 32);
+    return (float)isum * (fp16_at(x) * fp16_at(y));
+}
+
+static inline float blk_q5_1(const uint8_t * x, const uint8_t * y) {
+    uint8_t u[32];
+    unpack_nibbles(x + 8, u);
+    add_fifth_bits(ld_u32(x + 4), u);
+    const int isum = dot_u8_i8(u, (const int8_t *)(y + 4), 32);
+    return (float)isum * (fp16_at(x) * fp16_at(y)) + fp16_at(x + 2) * fp16_at(y + 2);
+}
+
+static inline float blk_iq4_nl(const uint8_t * x, const uint8_t * y) {
+    uint8_t u[32];
+    int8_t v[32];
+    unpack_nibbles(x + 2, u);
+    for (int j = 0; j < 32; j++) v[j] = iq4nl_values[u[j]];
+    const int isum = dot_i8_i8(v, (const int8_t *)(y + 2), 32);
+    return (float)isum * (fp16_at(x) * fp16_at(y));
+}
+
+/* --- 256-value super-blocks with q8_K activations --- */
+
+/* q2_K: value at k*128 + 32*j + l (k < 2, j < 4, l < 32) is (qs[32k+l] >> 2j) & 3, in sub-block
+ * (k*128 + 32j + l)/16 with scale = scales[sb] & 15, min = scales[sb] >> 4; w = d*scale*q - dmin*min. */
+static inline float blk_q2_K(const uint8_t * x, const uint8_t * y) {
+    const uint8_t * sc = x, * qs = x + 16;
+    const int8_t * q8 = (const int8_t *)(y + Q8K_QS);
+    uint8_t u[256];
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 32; l++) u[128 * k + 32 * j + l] = (qs[32 * k + l] >> (2 * j)) & 3;
+    int isum = 0, msum = 0;
+    for (int sb = 0; sb < 16; sb++) {
+        isum += (sc[sb] & 15) * dot_u8_i8(u + 16 * sb, q8 + 16 * sb, 16);
+        msum += (sc[sb] >> 4) * bsum_at(y, sb);
+    }
+    const float da = ld_f32(y);
+    return fp16_at(x + 80) * da * (float)isum - fp16_at(x + 82) * da * (float)msum;
+}
+
+/* q3_K: value at k*128 + 32*j + l is ((qs[32k+l] >> 2j) & 3) - (hmask[l] bit (4k+j) ? 0 : 4), sub-block
+ * of 16 with scale code c (scale c - 32); w = d*(c-32)*q. Computed as sum((c-32)*(sum(u*a) - 4*bsum)) with
+ * u = q + 4 in 0..7. */
+static inline float blk_q3_K(const uint8_t * x, const uint8_t * y) {
+    uint8_t sc[16], u[256];
+    q3k_scales(x + 96, sc);
+    const uint8_t * hm = x, * qs = x + 32;
+    const int8_t * q8 = (const int8_t *)(y + Q8K_QS);
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 32; l++)
+                u[128 * k + 32 * j + l] = (uint8_t)(((qs[32 * k + l] >> (2 * j)) & 3) | ((hm[l] >> (4 * k + j)) & 1) << 2);
+    int isum = 0;
+    for (int sb = 0; sb < 16; sb++) isum += (sc[sb] - 32) * (dot_u8_i8(u + 16 * sb, q8 + 16 * sb, 16) - 4 * bsum_at(y, sb));
+    return fp16_at(x + 108) * ld_f32(y) * (float)isum;
+}
+
+/* q4_K / q5_K: value at 64*c + l (l < 32) is qs[32c+l] & 15 (sub-block 2c), at 64*c + 32 + l it is
+ * qs[32c+l] >> 4 (sub-block 2c+1); q5_K adds a fifth bit: qh[l] bit 2c, resp. bit 2c+1.
+ * w = d*scale*q - dmin*min. */
+static inline float blk_q4_5_K(const uint8_t * x, const uint8_t * y, const int five) {
+    uint64_t scales, mins;
+    q4k_scales_mins(x + 4, &scales, &mins);
+    const uint8_t * qh = x + 16, * qs = x + (five ? 48 : 16);
+    const int8_t * q8 = (const int8_t *)(y + Q8K_QS);
+    uint8_t u[256];
+    for (int c = 0; c < 4; c++) {
+        for (int l = 0; l < 32; l++) {
+            u[64 * c + l] = qs[32 * c + l] & 15;
+            u[64 * c + 32 + l] = qs[32 * c + l] >> 4;
+        }
+        if (five) {
+            for (int l = 0; l < 32; l++) {
+                u[64 * c + l] |= (uint8_t)(((qh[l] >> (2 * c)) & 1) << 4);
+                u[64 * c + 32 + l] |= (uint8_t)(((qh[l] >> (2 * c + 1)) & 1) << 4);
+            }
+        }
+    }
+    int isum = 0, msum = 0;
+    for (int s = 0; s < 8; s++) {
+        isum += (int)((scales >> (8 * s)) & 0xff) * dot_u8_i8(u + 32 * s, q8 + 32 * s, 32);
+        msum += (int)((mins >> (8 * s)) & 0xff) * (bsum_at(y, 2 * s) + bsum_at(y, 2 * s + 1));
+    }
+    const float da = ld_f32(y);
+    return fp16_at(x) * da * (float)isum - fp16_at(x + 2) * da * (float)msum;
+}
+
+static inline float blk_q4_K(const uint8_t * x, const uint8_t * y) { return blk_q4_5_K(x, y, 0); }
+static inline float blk_q5_K(const uint8_t * x, const uint8_t * y) { return blk_q4_5_K(x, y, 1); }
+
+/* q6_K: in half k (values k*128 ..), with L = ql + 64k, H = qh + 32k and l < 32:
+ *   +l: (L[l] & 15) | (H[l] & 3) << 4          +32+l: (L[32+l] & 15) | ((H[l] >> 2) & 3) << 4
+ *   +64+l: (L[l] >> 4) | ((H[l] >> 4) & 3) << 4   +96+l: (L[32+l] >> 4) | ((H[l] >> 6) & 3) << 4
+ * each minus 32; sub-blocks of 16 with int8 scales; w = d*scale*(u - 32). */
+static inline float blk_q6_K(const uint8_t * x, const uint8_t * y) {
+    const int8_t * sc = (const int8_t *)(x + 192);
+    const int8_t * q8 = (const int8_t *)(y + Q8K_QS);
+    uint8_t u[256];
+    for (int k = 0; k < 2; k++) {
+        const uint8_t * L = x + 64 * k, * H = x + 128 + 32 * k;
+        uint8_t * v = u + 128 * k;
+        for (int l = 0; l < 32; l++) {
+            v[l] = (uint8_t)((L[l] & 15) | (H[l] & 3) << 4);
+            v[32 + l] = (uint8_t)((L[32 + l] & 15) | ((H[l] >> 2) & 3) << 4);
+            v[64 + l] = (uint8_t)((L[l] >> 4) | ((H[l] >> 4) & 3) << 4);
+            v[96 + l] = (uint8_t)((L[32 + l] >> 4) | ((H[l] >> 6) & 3) << 4);
+        }
+    }
+    int isum = 0;
+    for (int sb = 0; sb < 16; sb++) isum += sc[sb] * (dot_u8_i8(u + 16 * sb, q8 + 16 * sb, 16) - 32 * bsum_at(y, sb));
+    return fp16_at(x + 208) * ld_f32(y) * (float)isum;
+}
+
+/* iq4_xs: sub-block ib (32 values) uses qs[16ib .. 16ib+15]: value j is kvalues[qs & 15], value 16+j is
+ * kvalues[qs >> 4]; scale = code - 32 (iq4xs_scale). */
+static inline float blk_iq4_xs(const uint8_t * x, const uint8_t * y) {
+    const int8_t * q8 = (const int8_t *)(y + Q8K_QS);
+    int isum = 0;
+    for (int ib = 0; ib < 8; ib++) {
+        uint8_t u[32];
+        int8_t v[32];
+        unpack_nibbles(x + 8 + 16 * ib, u);
+        for (int j = 0; j < 32; j++) v[j] = iq4nl_values[u[j]];
+        isum += (iq4xs_scale(x, ib) - 32) * dot_i8_i8(v, q8 + 32 * ib, 32);
+    }
+    return fp16_at(x) * ld_f32(y) * (float)isum;
+}
+
+/* --- row kernels --- */
+
+/* Kernel signature shared by every path: `nr` (1 or 4) rows `stride` bytes apart, results in out[0..nr). */
+typedef void dot_kernel(int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out);
+typedef void convert_kernel(const float * x, uint8_t * y, int64_t n);
+
+#define SCALAR_BLOCK_ROWS(name, wbytes, abytes, values)                                               \
+    static void name##_rows1_scalar(int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) { \
+        (void)stride;                                                                                 \
+        float sum = 0.0f;                                                                             \
+        for (int64_t ib = 0; ib < n / (values); ib++) sum += blk_##name(w + ib * (wbytes), a + ib * (abytes)); \
+        out[0] = sum;                                                                                 \
+    }                                                                                                 \
+    static void name##_rows4_scalar(int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) { \
+        for (int r = 0; r < 4; r++) name##_rows1_scalar(n, w + r * stride, 0, a, out + r);          \
+    }
+
+SCALAR_BLOCK_ROWS(q8_0, Q8_0_BYTES, Q8_0_BYTES, 32)
+SCALAR_BLOCK_ROWS(q4_0, Q4_0_BYTES, Q8_0_BYTES, 32)
+SCALAR_BLOCK_ROWS(q4_1, Q4_1_BYTES, Q8_1_BYTES, 32)
+SCALAR_BLOCK_ROWS(q5_0, Q5_0_BYTES, Q8_0_BYTES, 32)
+SCALAR_BLOCK_ROWS(q5_1, Q5_1_BYTES, Q8_1_BYTES, 32)
+SCALAR_BLOCK_ROWS(iq4_nl, IQ4_NL_BYTES, Q8_0_BYTES, 32)
+SCALAR_BLOCK_ROWS(q2_K, Q2_K_BYTES, Q8_K_BYTES, 256)
+SCALAR_BLOCK_ROWS(q3_K, Q3_K_BYTES, Q8_K_BYTES, 256)
+SCALAR_BLOCK_ROWS(q4_K, Q4_K_BYTES, Q8_K_BYTES, 256)
+SCALAR_BLOCK_ROWS(q5_K, Q5_K_BYTES, Q8_K_BYTES, 256)
+SCALAR_BLOCK_ROWS(q6_K, Q6_K_BYTES, Q8_K_BYTES, 256)
+SCALAR_BLOCK_ROWS(iq4_xs, IQ4_XS_BYTES, Q8_K_BYTES, 256)
+
+/* Float rows: f32 products summed in 8 interleaved f32 partial sums (a shape compilers vectorize). */
+#define SCALAR_FLOAT_ROWS(name, load)                                                                 \
+    static void name##_rows1_scalar(int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) { \
+        (void)stride;                                                                                 \
+        float acc[8] = { 0 }, tail = 0.0f;                                                            \
+        int64_t i = 0;                                                                                \
+        for (; i + 8 <= n; i += 8)                                                                    \
+            for (int k = 0; k < 8; k++) acc[k] += load(w, i + k) * load(a, i + k);                   \
+        for (; i < n; i++) tail += load(w, i) * load(a, i);                                          \
+        out[0] = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail; \
+    }                                                                                                 \
+    static void name##_rows4_scalar(int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) { \
+        for (int r = 0; r < 4; r++) name##_rows1_scalar(n, w + r * stride, 0, a, out + r);          \
+    }
+
+static inline float load_f32_at(const uint8_t * p, int64_t i) { return ld_f32(p + 4 * i); }
+static inline float load_f16_at(const uint8_t * p, int64_t i) { return f16_to_f32(ld_u16(p + 2 * i)); }
+static inline float load_bf16_at(const uint8_t * p, int64_t i) { return bf16_to_f32(ld_u16(p + 2 * i)); }
+
+SCALAR_FLOAT_ROWS(f32, load_f32_at)
+SCALAR_FLOAT_ROWS(f16, load_f16_at)
+SCALAR_FLOAT_ROWS(bf16, load_bf16_at)
+
+/* ============================================================================================== */
+/* 5. x86 AVX2 + FMA + F16C                                                                       */
+/* ============================================================================================== */
+
+/* (-DMEMRA_NO_SIMD builds the portable path only, e.g. to test it as a non-x86 build would run it) */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(MEMRA_NO_SIMD)
+#define MEMRA_X86 1
+#include <immintrin.h>
+#include <cpuid.h>
+
+#define TARGET_AVX2 "avx2,fma,f16c"
+#define TARGET_AVX512 "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"
+#define AVX2_FN static __attribute__((target(TARGET_AVX2)))
+#define AVX2_INLINE static inline __attribute__((target(TARGET_AVX2), always_inline))
+#define AVX512_FN static __attribute__((target(TARGET_AVX512)))
+#define AVX512_INLINE static inline __attribute__((target(TARGET_AVX512), always_inline))
+
+AVX2_INLINE float f16_at_avx2(const uint8_t * p) { return _cvtsh_ss(ld_u16(p)); }
+
+AVX2_INLINE float hsum_ps_avx2(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+AVX2_INLINE int hsum_epi32_sse(__m128i v) {
+    v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
+    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(v);
+}
+
+/* Four-row kernels read four rows side by side, which streams from DRAM much worse than one
+ * sequential read on some CPUs (measured on Zen 4: ~11 vs ~18 GB/s for q8_0). So while they compute rows
+ * 0..3, they pull rows 4..7 (the next group a matrix-vector loop asks for) into L2 in address order, in
+ * step with their progress: a step that consumed bytes [done, done+step) of each row prefetches bytes
+ * [4*done, 4*done + 4*step) of the next four rows taken as one span. Prefetches never fault, so running
+ * past the end of the matrix is harmless. */
+static inline void prefetch_next_rows(const uint8_t * w, size_t stride, int64_t row_bytes, int64_t done, int64_t step) {
+#ifndef MEMRA_NO_PREFETCH
+    const int64_t end = 4 * (done + step);
+    for (int64_t off = (4 * done) & ~(int64_t)63; off < end; off += 64) {
+        const int64_t row = (off >= row_bytes) + (off >= 2 * row_bytes) + (off >= 3 * row_bytes);
+        const char * line = (const char *)(w + (4 + row) * (int64_t)stride + (off - row * row_bytes));
+        /* (asm: GCC 12 deletes this loop as dead code when written with _mm_prefetch) */
+        __asm__ volatile("prefetcht1 %0" : : "m"(*line));
+    }
+#else
+    (void)w; (void)stride; (void)row_bytes; (void)done; (void)step;
+#endif
+}
+
+/* q3k_scales on SSE: the 16 scales (code - 32) as int8. */
+AVX2_INLINE __m128i q3k_scales_sse(const uint8_t * s) {
+    const __m128i a = _mm_loadl_epi64((const __m128i *)s); /* s[0..7] */
+    const __m128i low = _mm_and_si128(_mm_unpacklo_epi64(a, _mm_srli_epi32(a, 4)), _mm_set1_epi8(15));
+    const __m128i high = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)ld_u32(s + 8)), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+    return _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi32(high, 4)), _mm_set1_epi8(32));
+}
+
+/* 16 packed nibbles -> 32 bytes: [qs & 15 (values 0..15), qs >> 4 (values 16..31)]. */
+AVX2_INLINE __m256i nibbles32_avx2(const uint8_t * qs) {
+    const __m128i q = _mm_loadu_si128((const __m128i *)qs);
+    const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+    return _mm256_and_si256(both, _mm256_set1_epi8(15));
+}
+
+/* byte j (0..31) = (bits >> j) & 1 ? value : 0. */
+AVX2_INLINE __m256i bits32_to_bytes_avx2(uint32_t bits, char value) {
+    const __m256i spread = _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL, 0x0101010101010101LL, 0);
+    const __m256i select = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), spread), select);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(b, select), _mm256_set1_epi8(value));
+}
+
+/* In each 16-bit lane, bit `from` of each byte moved to bit `to` (other bits cleared). */
+#define MOVE_BIT_AVX2(v, from, to)                                                                 \
+    _mm256_and_si256((from) > (to) ? _mm256_srli_epi16((v), (from) - (to)) : _mm256_slli_epi16((v), (to) - (from)), \
+                     _mm256_set1_epi8((char)(1 << (to))))
+
+/* pshufb control giving, per 128-bit lane i, the 16-bit element e_i of that lane repeated 8 times. */
+AVX2_INLINE __m256i pick16_avx2(int e0, int e1) {
+    return _mm256_setr_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * e0)), _mm_set1_epi16((short)(0x0100 + 0x0202 * e1)));
+}
+
+/* --- activation conversion (the AVX-512 path uses these too: they are O(n) per activation row) --- */
+
+/* 32 floats -> 32 int8 as round_even(x * id) with signed saturation, in order. */
+AVX2_INLINE __m256i quantize32_avx2(const float * x, __m256 mul) {
+    __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 0), mul), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 8), mul), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 16), mul), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 24), mul), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    i0 = _mm256_packs_epi32(i0, i1);
+    i2 = _mm256_packs_epi32(i2, i3);
+    i0 = _mm256_packs_epi16(i0, i2);
+    return _mm256_permutevar8x32_epi32(i0, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+AVX2_INLINE float max_abs_avx2(const float * x, int count) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_setzero_ps();
+    for (int j = 0; j < count; j += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+AVX2_INLINE void to_q8_0_or_1_avx2(const float * x, uint8_t * y, int64_t n, int with_sum) {
+    const int bytes = with_sum ? Q8_1_BYTES : Q8_0_BYTES;
+    for (int64_t ib = 0; ib < n / 32; ib++, x += 32, y += bytes) {
+        const float amax = max_abs_avx2(x, 32);
+        const float d = amax / 127.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        const __m256i q = quantize32_avx2(x, _mm256_set1_ps(id));
+        _mm256_storeu_si256((__m256i *)(y + (with_sum ? 4 : 2)), q);
+        st_u16(y, f32_to_f16(d));
+        if (with_sum) {
+            const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), q);
+            const __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+            const int sum = hsum_epi32_sse(_mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1)));
+            st_u16(y + 2, f32_to_f16(d * (float)sum));
+        }
+    }
+}
+
+AVX2_FN void to_q8_0_avx2(const float * x, uint8_t * y, int64_t n) { to_q8_0_or_1_avx2(x, y, n, 0); }
+AVX2_FN void to_q8_1_avx2(const float * x, uint8_t * y, int64_t n) { to_q8_0_or_1_avx2(x, y, n, 1); }
+
+AVX2_FN void to_q8_K_avx2(const float * x, uint8_t * y, int64_t n) {
+    for (int64_t ib = 0; ib < n / 256; ib++, x += 256, y += Q8_K_BYTES) {
+        const float amax = max_abs_avx2(x, 256);
+        if (amax == 0.0f) {
+            st_f32(y, 0.0f);
+            memset(y + Q8K_QS, 0, 256 + 32);
+            continue;
+        }
+        int first = 0; /* the first value of largest magnitude gives the sign of the scale */
+        while (first < 255 && abs_f32(x[first]) != amax) first++; /* (bounded: NaN inputs) */
+        const float iscale = -127.0f / x[first];
+        const __m256 mul = _mm256_set1_ps(iscale);
+        for (int j = 0; j < 256; j += 32) {
+            /* min(127, .) is packs' saturation: round_even(iscale*x) never goes below -127 */
+            const __m256i q = quantize32_avx2(x + j, mul);
+            _mm256_storeu_si256((__m256i *)(y + Q8K_QS + j), q);
+            /* sums of 16 int8: sad of (q ^ 0x80) counts q + 128 */
+            const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(q, _mm256_set1_epi8((char)0x80)), _mm256_setzero_si256());
+            const __m256i pair = _mm256_add_epi64(sad, _mm256_shuffle_epi32(sad, _MM_SHUFFLE(1, 0, 3, 2)));
+            const int16_t s0 = (int16_t)(_mm256_extract_epi32(pair, 0) - 2048);
+            const int16_t s1 = (int16_t)(_mm256_extract_epi32(pair, 4) - 2048);
+            memcpy(y + Q8K_BSUMS + 2 * (j / 16), &s0, 2);
+            memcpy(y + Q8K_BSUMS + 2 * (j / 16 + 1), &s1, 2);
+        }
+        st_f32(y, 1.0f / iscale);
+    }
+}
+
+AVX2_FN void to_f16_avx2(const float * x, uint8_t * y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        _mm_storeu_si128((__m128i *)(y + 2 * i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; i++) st_u16(y + 2 * i, f32_to_f16(x[i]));
+}
+
+/* f32_to_bf16 on 8 lanes: the low 16 bits of each 32-bit lane hold the result. */
+AVX2_INLINE __m256i bf16x8_avx2(__m256 v) {
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd)), 16);
+    const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(64));
+    return _mm256_blendv_epi8(rounded, quiet, nan);
+}
+
+AVX2_FN void to_bf16_avx2(const float * x, uint8_t * y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256i lo = bf16x8_avx2(_mm256_loadu_ps(x + i)), hi = bf16x8_avx2(_mm256_loadu_ps(x + i + 8));
+        const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), _MM_SHUFFLE(3, 1, 2, 0));
+        _mm256_storeu_si256((__m256i *)(y + 2 * i), packed);
+    }
+    for (; i < n; i++) st_u16(y + 2 * i, f32_to_bf16(x[i]));
+}
+
+/* --- q8_0: sum(w*a) per block with vpmaddubsw on |w| and sign(a, w) --- */
+
+AVX2_INLINE void q8_0_avx2(const int nr, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
+    __m256 acc[4];
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        const uint8_t * ya = a + ib * Q8_0_BYTES;
+        const __m256i av = _mm256_loadu_si256((const __m256i *)(ya + 2));
+        const float da = f16_at_avx2(ya);
+        if (nr == 4) prefetch_next_rows(w, stride, n / 32 * Q8_0_BYTES, ib * Q8_0_BYTES, Q8_0_BYTES);
+        for (int r = 0; r < nr; r++) {
+            const uint8_t * xw = w + r * stride + ib * Q8_0_BYTES;
+            const __m256i wv = _mm256_loadu_si256((const __m256i *)(xw + 2));
+            const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(av, wv));
+            const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16_at_avx2(xw) * da), p, acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) out[r] = hsum_ps_avx2(acc[r]);
+}
+
+/* --- q4_0, q4_1, q5_0, q5_1, iq4_nl: one 32-value block per step --- */
+
+AVX2_INLINE void blocks32_avx2(const int type, const int nr, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
+    const int has_min = type == MEMRA_TYPE_Q4_1 || type == MEMRA_TYPE_Q5_1;
+    const int has_qh = type == MEMRA_TYPE_Q5_0 || type == MEMRA_TYPE_Q5_1;
+    const int wbytes = block_bytes(type), abytes = has_min ? Q8_1_BYTES : Q8_0_BYTES;
+    const int qh_at = has_min ? 4 : 2, qs_at = (has_min ? 4 : 2) + (has_qh ? 4 : 0), aq_at = has_min ? 4 : 2;
+    const int offset = type == MEMRA_TYPE_Q4_0 ? 8 : type == MEMRA_TYPE_Q5_0 ? 16 : 0;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_values));
+    __m256 acc[4];
+    float macc[4];
+    for (int r = 0; r < nr; r++) { acc[r] = _mm256_setzero_ps(); macc[r] = 0.0f; }
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        const uint8_t * ya = a + ib * abytes;
+        const __m256i av = _mm256_loadu_si256((const __m256i *)(ya + aq_at));
+        if (nr == 4) prefetch_next_rows(w, stride, n / 32 * wbytes, ib * wbytes, wbytes);
+        const float da = f16_at_avx2(ya);
+        const float sa = has_min ? f16_at_avx2(ya + 2) : 0.0f;
+        /* offset * (a[2i] + a[2i+1]) in 16-bit lanes, removed from the unsigned products below */
+        const __m256i corr = _mm256_maddubs_epi16(_mm256_set1_epi8((char)offset), av);
+        for (int r = 0; r < nr; r++) {
+            const uint8_t * xw = w + r * stride + ib * wbytes;
+            __m256i u = nibbles32_avx2(xw + qs_at);
+            __m256i p16;
+            if (type == MEMRA_TYPE_IQ4_NL) {
+                const __m256i v = _mm256_shuffle_epi8(table, u);
+                p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(av, v));
+            } else {
+                if (has_qh) u = _mm256_or_si256(u, bits32_to_bytes_avx2(ld_u32(xw + qh_at), 16));
+                p16 = _mm256_maddubs_epi16(u, av);
+                if (offset) p16 = _mm256_sub_epi16(p16, corr);
+            }
+            const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16_at_avx2(xw) * da), p, acc[r]);
+            if (has_min) macc[r] += f16_at_avx2(xw + 2) * sa;
+        }
+    }
+    for (int r = 0; r < nr; r++) out[r] = hsum_ps_avx2(acc[r]) + macc[r];
+}
+
+/* --- K-quants: 32 values per step, vpmaddubsw then vpmaddwd with the sub-block scales --- */
+
+/* q8_K activation values k*32 .. k*32+31 */
+#define Q8K_VEC_AVX2(ya, k) _mm256_loadu_si256((const __m256i *)((ya) + Q8K_QS + 32 * (k)))
+
+AVX2_INLINE void q4_K_avx2(const int nr, const int with_qh, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
+    const int wbytes = with_qh ? Q5_K_BYTES : Q4_K_BYTES, qs_at = with_qh ? 48 : 16;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256 acc[4];
+    __m128 macc[4];
+    for (int r = 0; r < nr; r++) { acc[r] = _mm256_setzero_ps(); macc[r] = _mm_setzero_ps(); }
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        const uint8_t * ya = a + ib * Q8_K_BYTES;
+        if (nr == 4) prefetch_next_rows(w, stride, n / 256 * wbytes, ib * wbytes, wbytes);
+        const float da = ld_f32(ya);
+        /* sums of 32 activations (16-bit: at most 32*127) for the mins */
+        const __m128i bs32 = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(ya + Q8K_BSUMS)), _mm_loadu_si128((const __m128i *)(ya + Q8K_BSUMS + 16)));
+        for (int r = 0; r < nr; r++) {
+            const uint8_t * xw = w + r * stride + ib * wbytes;
+            uint64_t scales, mins;
+            q4k_scales_mins(xw + 4, &scales, &mins);
+            const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)scales)));
+            const __m256i qh = with_qh ? _mm256_loadu_si256((const __m256i *)(xw + 16)) : _mm256_setzero_si256();
+            __m256i isum = _mm256_setzero_si256();
+            for (int c = 0; c < 4; c++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(xw + qs_at + 32 * c));
+                __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if (with_qh) {
+                    lo = _mm256_or_si256(lo, MOVE_BIT_AVX2(qh, 2 * c, 4));
+                    hi = _mm256_or_si256(hi, MOVE_BIT_AVX2(qh, 2 * c + 1, 4));
+                }
+                const __m256i plo = _mm256_maddubs_epi16(lo, Q8K_VEC_AVX2(ya, 2 * c));
+                const __m256i phi = _mm256_maddubs_epi16(hi, Q8K_VEC_AVX2(ya, 2 * c + 1));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(plo, _mm256_shuffle_epi8(sc, pick16_avx2(2 * c, 2 * c))));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(phi, _mm256_shuffle_epi8(sc, pick16_avx2(2 * c + 1, 2 * c + 1))));
+            }
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16_at_avx2(xw) * da), _mm256_cvtepi32_ps(isum), acc[r]);
+            const __m128i m = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mins)), bs32);
+            macc[r] = _mm_fmadd_ps(_mm_set1_ps(f16_at_avx2(xw + 2) * da), _mm_cvtepi32_ps(m), macc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) {
+        __m128 m = macc[r];
+        m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_add_ss(m, _mm_movehdup_ps(m));
+        out[r] = hsum_ps_avx2(acc[r]) - _mm_cvtss_f32(m);
+    }
+}
+
+AVX2_INLINE void q6_K_avx2(const int nr, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    __m256 acc[4];
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        const uint8_t * ya = a + ib * Q8_K_BYTES;
+        if (nr == 4) prefetch_next_rows(w, stride, n / 256 * Q6_K_BYTES, ib * Q6_K_BYTES, Q6_K_BYTES);
+        const float da = ld_f32(ya);
+        const __m256i bsums = _mm256_loadu_si256((const __m256i *)(ya + Q8K_BSUMS));
+        for (int r = 0; r < nr; r++) {
+            const uint8_t * xw = w + r * stride + ib * Q6_K_BYTES;
+            const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(xw + 192)));
+            /* the -32 offset: 32 * sum(scale * bsum) */
+            __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 5));
+            for (int k = 0; k < 2; k++) {
+                const __m256i L0 = _mm256_loadu_si256((const __m256i *)(xw + 64 * k));
+                const __m256i L1 = _mm256_loadu_si256((const __m256i *)(xw + 64 * k + 32));
+                const __m256i H = _mm256_loadu_si256((const __m256i *)(xw + 128 + 32 * k));
+                const __m256i sc = _mm256_broadcastsi128_si256(k ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
+                const __m256i u0 = _mm256_or_si256(_mm256_and_si256(L0, m4), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30));
+                const __m256i u1 = _mm256_or_si256(_mm256_and_si256(L1, m4), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30));
+                const __m256i u2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), m4), _mm256_and_si256(H, m30));
+                const __m256i u3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(u0, Q8K_VEC_AVX2(ya, 4 * k + 0)), _mm256_shuffle_epi8(sc, pick16_avx2(0, 1))));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(u1, Q8K_VEC_AVX2(ya, 4 * k + 1)), _mm256_shuffle_epi8(sc, pick16_avx2(2, 3))));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(u2, Q8K_VEC_AVX2(ya, 4 * k + 2)), _mm256_shuffle_epi8(sc, pick16_avx2(4, 5))));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(u3, Q8K_VEC_AVX2(ya, 4 * k + 3)), _mm256_shuffle_epi8(sc, pick16_avx2(6, 7))));
+            }
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16_at_avx2(xw + 208) * da), _mm256_cvtepi32_ps(isum), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) out[r] = hsum_ps_avx2(acc[r]);
+}
+
+/* q3_K (with_hmask) and q2_K: 2-bit fields (plus q3_K's third bit from hmask), sub-blocks of 16. */
+AVX2_INLINE void q2_3_K_avx2(const int nr, const int q3, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
+    const int wbytes = q3 ? Q3_K_BYTES : Q2_K_BYTES, qs_at = q3 ? 32 : 16;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    __m256 acc[4], macc[4];
+    for (int r = 0; r < nr; r++) { acc[r] = _mm256_setzero_ps(); macc[r] = _mm256_setzero_ps(); }
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        const uint8_t * ya = a + ib * Q8_K_BYTES;
+        if (nr == 4) prefetch_next_rows(w, stride, n / 256 * wbytes, ib * wbytes, wbytes);
+        const float da = ld_f32(ya);
+        const __m256i bsums = _mm256_loadu_si256((const __m256i *)(ya + Q8K_BSUMS));
+        for (int r = 0; r < nr; r++) {
+            const uint8_t * xw = w + r * stride + ib * wbytes;
+            __m256i sc16, isum;
+            if (q3) {
+                sc16 = _mm256_cvtepi8_epi16(q3k_scales_sse(xw + 96));
+                /* the -4 offset of u = q + 4: 4 * sum(scale * bsum) */
+                isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 2));
+            } else {
+                const __m128i raw = _mm_loadu_si128((const __m128i *)xw);
+                sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(15)));
+                const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(15)));
+                macc[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16_at_avx2(xw + 82) * da), _mm256_cvtepi32_ps(_mm256_madd_epi16(bsums, mins)), macc[r]);
+                isum = _mm256_setzero_si256();
+            }
+            const __m256i hm = q3 ? _mm256_loadu_si256((const __m256i *)xw) : _mm256_setzero_si256();
+            for (int k = 0; k < 2; k++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(xw + qs_at + 32 * k));
+                const __m256i sc = _mm256_broadcastsi128_si256(k ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
+                for (int j = 0; j < 4; j++) {
+                    __m256i u = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+                    if (q3) u = _mm256_or_si256(u, MOVE_BIT_AVX2(hm, 4 * k + j, 2));
+                    const __m256i p = _mm256_maddubs_epi16(u, Q8K_VEC_AVX2(ya, 4 * k + j));
+                    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, pick16_avx2(2 * j, 2 * j + 1))));
+                }
+            }
+            const float dw = f16_at_avx2(xw + (q3 ? 108 : 80));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * da), _mm256_cvtepi32_ps(isum), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) out[r] = hsum_ps_avx2(acc[r]) - (q3 ? 0.0f : hsum_ps_avx2(macc[r]));
+}
+
+AVX2_INLINE void iq4_xs_avx2(const int nr, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_values));
+    __m256 acc[4];
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        const uint8_t * ya = a + ib * Q8_K_BYTES;
+        if (nr == 4) prefetch_next_rows(w, stride, n / 256 * IQ4_XS_BYTES, ib * IQ4_XS_BYTES, IQ4_XS_BYTES);
+        const float da = ld_f32(ya);
+        for (int r = 0; r < nr; r++) {
+            const uint8_t * xw = w + r * stride + ib * IQ4_XS_BYTES;
+            __m256i isum = _mm256_setzero_si256();
+            for (int s = 0; s < 8; s++) {
+                const __m256i v = _mm256_shuffle_epi8(table, nibbles32_avx2(xw + 8 + 16 * s));
+                const __m256i av = Q8K_VEC_AVX2(ya, s);
+                const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(av, v));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_set1_epi16((short)(iq4xs_scale(xw, s) - 32))));
+            }
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16_at_avx2(xw) * da), _mm256_cvtepi32_ps(isum), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) out[r] = hsum_ps_avx2(acc[r]);
+}
+
+/* --- f32 / f16 / bf16: 32 values per step in four accumulators --- */
+
+AVX2_INLINE __m256 load8_avx2(const int type, const uint8_t * p, int64_t i) {
+    if (type == MEMRA_TYPE_F32) return _mm256_loadu_ps((const float *)(const void *)(p + 4 * i));
+    const __m128i h = _mm_loadu_si128((const __m128i *)(p + 2 * i));
+    if (type == MEMRA_TYPE_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+AVX2_INLINE float load1_float(const int type, const uint8_t * p, int64_t i) {
+    return type == MEMRA_TYPE_F32 ? load_f32_at(p, i) : type == MEMRA_TYPE_F16 ? load_f16_at(p, i) : load_bf16_at(p, i);
+}
+
+AVX2_INLINE void float_rows_avx2(const int type, const int nr, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
+    __m256 acc[4][4];
+    float tail[4];
+    for (int r = 0; r < nr; r++) {
+        for (int k = 0; k < 4; k++) acc[r][k] = _mm256_setzero_ps();
+        tail[r] = 0.0f;
+    }
+    int64_t i = 0;
+    const int64_t esize = type == MEMRA_TYPE_F32 ? 4 : 2;
+    for (; i + 32 <= n; i += 32) {
+        if (nr == 4) prefetch_next_rows(w, stride, n * esize, i * esize, 32 * esize);
+        __m256 av[4];
+        for (int k = 0; k < 4; k++) av[k] = load8_avx2(type, a, i + 8 * k);
+        for (int r = 0; r < nr; r++)
+            for (int k = 0; k < 4; k++) acc[r][k] = _mm256_fmadd_ps(load8_avx2(type, w + r * stride, i + 8 * k), av[k], acc[r][k]);
+    }
+    for (; i + 8 <= n; i += 8) {
+        const __m256 av = load8_avx2(type, a, i);
+        for (int r = 0; r < nr; r++) acc[r][0] = _mm256_fmadd_ps(load8_avx2(type, w + r * stride, i), av, acc[r][0]);
+    }
+    for (; i < n; i++)
+        for (int r = 0; r < nr; r++) tail[r] += load1_float(type, w + r * stride, i) * load1_float(type, a, i);
+    for (int r = 0; r < nr; r++) {
+        const __m256 s = _mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][1]), _mm256_add_ps(acc[r][2], acc[r][3]));
+        out[r] = hsum_ps_avx2(s) + tail[r];
+    }
+}
+
+/* --- one- and four-row entry points --- */
+
+#define ROWS_1_4(prefix, target_fn, call)                                                              \
+    target_fn void prefix##_rows1(int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) { \
+        (void)stride; enum { NR = 1 }; call;                                                           \
+    }                                                                                                  \
+    target_fn void prefix##_rows4(int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) { \
+        enum { NR = 4 }; call;                                                                         \
+    }
+
+ROWS_1_4(q8_0_avx2, AVX2_FN, q8_0_avx2(NR, n, w, stride, a, out))
+ROWS_1_4(q4_0_avx2, AVX2_FN, blocks32_avx2(MEMRA_TYPE_Q4_0, NR, n, w, stride, a, out))
+ROWS_1_4(q4_1_avx2, AVX2_FN, blocks32_avx2(MEMRA_TYPE_Q4_1, NR, n, w, stride, a, out))
+ROWS_1_4(q5_0_avx2, AVX2_FN, blocks32_avx2(MEMRA_TYPE_Q5_0, NR, n, w, stride, a, out))
+ROWS_1_4(q5_1_avx2, AVX2_FN, blocks32_avx2(MEMRA_TYPE_Q5_1, NR, n, w, stride, a, out))
+ROWS_1_4(iq4_nl_avx2, AVX2_FN, blocks32_avx2(MEMRA_TYPE_IQ4_NL, NR, n, w, stride, a, out))
+ROWS_1_4(q2_K_avx2, AVX2_FN, q2_3_K_avx2(NR, 0, n, w, stride, a, out))
+ROWS_1_4(q3_K_avx2, AVX2_FN, q2_3_K_avx2(NR, 1, n, w, stride, a, out))
+ROWS_1_4(q4_K_avx2, AVX2_FN, q4_K_avx2(NR, 0, n, w, stride, a, out))
+ROWS_1_4(q5_K_avx2, AVX2_FN, q4_K_avx2(NR, 1, n, w, stride, a, out))
+ROWS_1_4(q6_K_avx2, AVX2_FN, q6_K_avx2(NR, n, w, stride, a, out))
+ROWS_1_4(iq4_xs_avx2, AVX2_FN, iq4_xs_avx2(NR, n, w, stride, a, out))
+ROWS_1_4(f32_avx2, AVX2_FN, float_rows_avx2(MEMRA_TYPE_F32, NR, n, w, stride, a, out))
+ROWS_1_4(f16_avx2, AVX2_FN, float_rows_avx2(MEMRA_TYPE_F16, NR, n, w, stride, a, out))
+ROWS_1_4(bf16_avx2, AVX2_FN, float_rows_avx2(MEMRA_TYPE_BF16, NR, n, w, stride, a, out))
+
+/* ============================================================================================== */
+/* 6. x86 AVX-512 (F, BW, VL, DQ, VNNI)                                                           */
+/* ============================================================================================== */
+
+AVX512_INLINE float f16_at_avx512(const uint8_t * p) { return _cvtsh_ss(ld_u16(p)); }
+
+/* The f16 fields at p, p+step, p+2*step, p+3*step as 4 floats. */
+AVX512_INLINE __m128 f16x4_avx512(const uint8_t * p, size_t step) {
+    __m128i h = _mm_cvtsi32_si128(ld_u16(p));
+    h = _mm_insert_epi16(h, ld_u16(p + step), 1);
+    h = _mm_insert_epi16(h, ld_u16(p + 2 * step), 2);
+    h = _mm_insert_epi16(h, ld_u16(p + 3 * step), 3);
+    return _mm_cvtph_ps(h);
+}
+
+/* 16 bytes from each of p, p+step, p+2*step, p+3*step, in the four 128-bit lanes. */
+AVX512_INLINE __m512i load4x16_avx512(const uint8_t * p, size_t step) {
+    __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p));
+    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(p + step)), 1);
+    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(p + 2 * step)), 2);
+    return _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(p + 3 * step)), 3);
+}
+
+/* 32 bytes at p in the low half, 32 bytes at q in the high half. */
+AVX512_INLINE __m512i load2x32_avx512(const uint8_t * p, const uint8_t * q) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p)), _mm256_loadu_si256((const __m256i *)q), 1);
+}
+
+/* The same 32 bytes in both halves. */
+AVX512_INLINE __m512i load32_twice_avx512(const uint8_t * p) {
+    return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
+}
+
+/* pshufb control giving, per 128-bit lane i, 16-bit element e_i of that lane repeated 8 times. */
+AVX512_INLINE __m512i pick16_avx512(int e0, int e1, int e2, int e3) {
+    const int w0 = (0x0100 + 0x0202 * e0) * 0x10001, w1 = (0x0100 + 0x0202 * e1) * 0x10001;
+    const int w2 = (0x0100 + 0x0202 * e2) * 0x10001, w3 = (0x0100 + 0x0202 * e3) * 0x10001;
+    return _mm512_set_epi32(w3, w3, w3, w3, w2, w2, w2, w2, w1, w1, w1, w1, w0, w0, w0, w0);
+}
+
+/* Per-256-bit-half byte constants. */
+AVX512_INLINE __m512i halves_epi8(char lo, char hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(lo)), _mm256_set1_epi8(hi), 1);
+}
+AVX512_INLINE __m512i halves_epi16(short lo, short hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(lo)), _mm256_set1_epi16(hi), 1);
+}
+
+AVX512_INLINE float hsum128_ps(__m128 m) {
+    m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+/* --- q8_0: four blocks per step; w+128 (xor 0x80) times a with vpdpbusd, minus 128*sum(a) --- */
+
+AVX512_INLINE void q8_0_avx512(const int nr, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
+    const int64_t nb = n / 32, nb4 = nb & ~(int64_t)3;
+    const __m512i x80 = _mm512_set1_epi8((char)0x80);
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i lanes01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i lanes23 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+    __m512 acc[4];
+    for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t ib = 0; ib < nb4; ib += 4) {
+        const uint8_t * ya = a + ib * Q8_0_BYTES;
+        if (nr == 4) prefetch_next_rows(w, stride, nb * Q8_0_BYTES, ib * Q8_0_BYTES, 4 * Q8_0_BYTES);
+        const __m512i a01 = load2x32_avx512(ya + 2, ya + Q8_0_BYTES + 2);
+        const __m512i a23 = load2x32_avx512(ya + 2 * Q8_0_BYTES + 2, ya + 3 * Q8_0_BYTES + 2);
+        /* -128 * (sum of each 4 activations): vpdpbusd's starting value */
+        const __m512i base01 = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, x80, a01));
+        const __m512i base23 = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, x80, a23));
+        const __m128 da = f16x4_avx512(ya, Q8_0_BYTES);
+        for (int r = 0; r < nr; r++) {
+            const uint8_t * xw = w + r * stride + ib * Q8_0_BYTES;
+
+            const __m512i w01 = _mm512_xor_si512(load2x32_avx512(xw + 2, xw + Q8_0_BYTES + 2), x80);
+            const __m512i w23 = _mm512_xor_si512(load2x32_avx512(xw + 2 * Q8_0_BYTES + 2, xw + 3 * Q8_0_BYTES + 2), x80);
+            const __m512 d = _mm512_castps128_ps512(_mm_mul_ps(f16x4_avx512(xw, Q8_0_BYTES), da));
+            const __m512i s01 = _mm512_dpbusd_epi32(base01, w01, a01);
+            const __m512i s23 = _mm512_dpbusd_epi32(base23, w23, a23);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s01), _mm512_permutexvar_ps(lanes01, d), acc[r]);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s23), _mm512_permutexvar_ps(lanes23, d), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) {
+        float sum = _mm512_reduce_add_ps(acc[r]);
+        for (int64_t ib = nb4; ib < nb; ib++) sum += blk_q8_0(w + r * stride + ib * Q8_0_BYTES, a + ib * Q8_0_BYTES);
+        out[r] = sum;
+    }
+}
+
+/* --- q4_0, q4_1, q5_0, q5_1, iq4_nl: four blocks per step ---
+ * Lane i (128 bits) of `lo` holds block i's values 0..15 as unsigned bytes, of `hi` its values 16..31;
+ * the activations are rearranged the same way once per step and shared by the rows. */
+
+AVX512_INLINE void blocks32_avx512(const int type, const int nr, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
+    const int has_min = type == MEMRA_TYPE_Q4_1 || type == MEMRA_TYPE_Q5_1;
+    const int has_qh = type == MEMRA_TYPE_Q5_0 || type == MEMRA_TYPE_Q5_1;
+    const int wbytes = block_bytes(type), abytes = has_min ? Q8_1_BYTES : Q8_0_BYTES;
+    const int qh_at = has_min ? 4 : 2, qs_at = (has_min ? 4 : 2) + (has_qh ? 4 : 0), aq_at = has_min ? 4 : 2;
+    /* unsigned code = value + offset (iq4_nl: its level + 128) */
+    const int offset = type == MEMRA_TYPE_Q4_0 ? 8 : type == MEMRA_TYPE_Q5_0 ? 16 : type == MEMRA_TYPE_IQ4_NL ? 128 : 0;
+    const int64_t nb = n / 32, nb4 = nb & ~(int64_t)3;
+    const __m512i m4 = _mm512_set1_epi8(15), zero = _mm512_setzero_si512();
+    const __m512i lanes = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    const __m512i levels = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4nl_values)), _mm512_set1_epi8((char)0x80));
+    __m512 acc[4];
+    __m128 macc[4];
+    for (int r = 0; r < nr; r++) { acc[r] = _mm512_setzero_ps(); macc[r] = _mm_setzero_ps(); }
+    for (int64_t ib = 0; ib < nb4; ib += 4) {
+        const uint8_t * ya = a + ib * abytes;
+        if (nr == 4) prefetch_next_rows(w, stride, nb * wbytes, ib * wbytes, 4 * wbytes);
+        const __m512i a01 = load2x32_avx512(ya + aq_at, ya + abytes + aq_at);
+        const __m512i a23 = load2x32_avx512(ya + 2 * abytes + aq_at, ya + 3 * abytes + aq_at);
+        const __m512i alo = _mm512_shuffle_i64x2(a01, a23, _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512i ahi = _mm512_shuffle_i64x2(a01, a23, _MM_SHUFFLE(3, 1, 3, 1));
+        __m512i base = zero;
+        if (offset) {
+            const __m512i off = _mm512_set1_epi8((char)offset);
+            base = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, off, alo), off, ahi));
+        }
+        const __m128 da = f16x4_avx512(ya, abytes);
+        const __m128 sa = has_min ? f16x4_avx512(ya + 2, abytes) : _mm_setzero_ps();
+        for (int r = 0; r < nr; r++) {
+            const uint8_t * xw = w + r * stride + ib * wbytes;
+            const __m512i q = load4x16_avx512(xw + qs_at, wbytes);
+            __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            if (has_qh) {
+                uint64_t bits_lo = 0, bits_hi = 0;
+                for (int b = 0; b < 4; b++) {
+                    const uint32_t qh = ld_u32(xw + b * wbytes + qh_at);
+                    bits_lo |= (uint64_t)(qh & 0xffffu) << (16 * b);
+                    bits_hi |= (uint64_t)(qh >> 16) << (16 * b);
+                }
+                const __m512i sixteen = _mm512_set1_epi8(16);
+                lo = _mm512_mask_add_epi8(lo, (__mmask64)bits_lo, lo, sixteen);
+                hi = _mm512_mask_add_epi8(hi, (__mmask64)bits_hi, hi, sixteen);
+            }
+            if (type == MEMRA_TYPE_IQ4_NL) {
+                lo = _mm512_shuffle_epi8(levels, lo);
+                hi = _mm512_shuffle_epi8(levels, hi);
+            }
+            const __m512i isum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(base, lo, alo), hi, ahi);
+            const __m512 d = _mm512_castps128_ps512(_mm_mul_ps(f16x4_avx512(xw, wbytes), da));
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_permutexvar_ps(lanes, d), acc[r]);
+            if (has_min) macc[r] = _mm_fmadd_ps(f16x4_avx512(xw + 2, wbytes), sa, macc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) {
+        float sum = _mm512_reduce_add_ps(acc[r]) + (has_min ? hsum128_ps(macc[r]) : 0.0f);
+        for (int64_t ib = nb4; ib < nb; ib++) {
+            const uint8_t * xw = w + r * stride + ib * wbytes, * ya = a + ib * abytes;
+            switch (type) {
+            case MEMRA_TYPE_Q4_0: sum += blk_q4_0(xw, ya); break;
+            case MEMRA_TYPE_Q4_1: sum += blk_q4_1(xw, ya); break;
+            case MEMRA_TYPE_Q5_0: sum += blk_q5_0(xw, ya); break;
+            case MEMRA_TYPE_Q5_1: sum += blk_q5_1(xw, ya); break;
+            default: sum += blk_iq4_nl(xw, ya); break;
+            }
+        }
+        out[r] = sum;
+    }
+}
+
+/* --- K-quants: 64 unsigned codes per vector, vpmaddubsw with the activations, then vpdpwssd with the
+ * sub-block scales (broadcast per 128-bit lane with pshufb); the float scale is applied once per
+ * super-block. --- */
+
+/* q8_K activation values 64*k .. 64*k+63 */
+#define Q8K_VEC_AVX512(ya, k) _mm512_loadu_si512((const void *)((ya) + Q8K_QS + 64 * (k)))
+
+/* q4_K / q5_K. Codes of 64 qs bytes (values 128h .. 128h+127): the low nibbles are values
+ * [128h+0..31 | 128h+64..95] (sub-blocks 4h, 4h+2), the high nibbles [128h+32..63 | 128h+96..127]
+ * (sub-blocks 4h+1, 4h+3); the activations are rearranged to match. */
+AVX512_INLINE void q4_K_avx512(const int nr, const int with_qh, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
+    const int wbytes = with_qh ? Q5_K_BYTES : Q4_K_BYTES, qs_at = with_qh ? 48 : 16;
+    const __m512i m4 = _mm512_set1_epi8(15), sixteen = _mm512_set1_epi8(16);
+    __m512 acc[4];
+    __m128 macc[4];
+    for (int r = 0; r < nr; r++) { acc[r] = _mm512_setzero_ps(); macc[r] = _mm_setzero_ps(); }
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        const uint8_t * ya = a + ib * Q8_K_BYTES;
+        if (nr == 4) prefetch_next_rows(w, stride, n / 256 * wbytes, ib * wbytes, wbytes);
+        const float da = ld_f32(ya);
+        __m512i alo[2], ahi[2];
+        for (int h = 0; h < 2; h++) {
+            const __m512i z0 = Q8K_VEC_AVX512(ya, 2 * h), z1 = Q8K_VEC_AVX512(ya, 2 * h + 1);
+            alo[h] = _mm512_shuffle_i64x2(z0, z1, _MM_SHUFFLE(1, 0, 1, 0));
+            ahi[h] = _mm512_shuffle_i64x2(z0, z1, _MM_SHUFFLE(3, 2, 3, 2));
+        }
+        const __m128i bs32 = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(ya + Q8K_BSUMS)), _mm_loadu_si128((const __m128i *)(ya + Q8K_BSUMS + 16)));
+        for (int r = 0; r < nr; r++) {
+            const uint8_t * xw = w + r * stride + ib * wbytes;
+            uint64_t scales, mins;
+            q4k_scales_mins(xw + 4, &scales, &mins);
+            const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)scales)));
+            const __m512i qh = with_qh ? load32_twice_avx512(xw + 16) : _mm512_setzero_si512();
+            __m512i isum = _mm512_setzero_si512();
+            for (int h = 0; h < 2; h++) {
+                const __m512i q = _mm512_loadu_si512((const void *)(xw + qs_at + 64 * h));
+                __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+                if (with_qh) {
+                    /* fifth bit: qh bit 2c for values 64c..64c+31, bit 2c+1 for 64c+32..64c+63 */
+                    const __mmask64 mlo = _mm512_test_epi8_mask(qh, halves_epi8((char)(1 << (4 * h)), (char)(1 << (4 * h + 2))));
+                    const __mmask64 mhi = _mm512_test_epi8_mask(qh, halves_epi8((char)(1 << (4 * h + 1)), (char)(1 << (4 * h + 3))));
+                    lo = _mm512_mask_add_epi8(lo, mlo, lo, sixteen);
+                    hi = _mm512_mask_add_epi8(hi, mhi, hi, sixteen);
+                }
+                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(lo, alo[h]), _mm512_shuffle_epi8(sc, pick16_avx512(4 * h, 4 * h, 4 * h + 2, 4 * h + 2)));
+                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(hi, ahi[h]), _mm512_shuffle_epi8(sc, pick16_avx512(4 * h + 1, 4 * h + 1, 4 * h + 3, 4 * h + 3)));
+            }
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(f16_at_avx512(xw) * da), acc[r]);
+            const __m128i m = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mins)), bs32);
+            macc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(m), _mm_set1_ps(f16_at_avx512(xw + 2) * da), macc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) out[r] = _mm512_reduce_add_ps(acc[r]) - hsum128_ps(macc[r]);
+}
+
+/* q6_K. Half k: the 64 bytes ql[64k..] give values 128k+0..63 (low nibbles) and 128k+64..127 (high
+ * nibbles); the 2-bit high parts come from qh[32k..32k+31] shifted per 256-bit half. */
+AVX512_INLINE void q6_K_avx512(const int nr, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
+    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+    const __m512i shift_a = halves_epi16(4, 2), shift_b = halves_epi16(0, 2);
+    __m512 acc[4];
+    for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        const uint8_t * ya = a + ib * Q8_K_BYTES;
+        if (nr == 4) prefetch_next_rows(w, stride, n / 256 * Q6_K_BYTES, ib * Q6_K_BYTES, Q6_K_BYTES);
+        const float da = ld_f32(ya);
+        const __m256i bsums = _mm256_loadu_si256((const __m256i *)(ya + Q8K_BSUMS));
+        for (int r = 0; r < nr; r++) {
+            const uint8_t * xw = w + r * stride + ib * Q6_K_BYTES;
+            const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(xw + 192)));
+            /* the -32 offset: 32 * sum(scale * bsum) */
+            const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 5);
+            __m512i isum = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_sub_epi32(_mm256_setzero_si256(), offset), 0);
+            for (int k = 0; k < 2; k++) {
+                const __m512i L = _mm512_loadu_si512((const void *)(xw + 64 * k));
+                const __m512i H = load32_twice_avx512(xw + 128 + 32 * k);
+                const __m512i sc = _mm512_broadcast_i32x4(k ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
+                const __m512i ua = _mm512_or_si512(_mm512_and_si512(L, m4), _mm512_and_si512(_mm512_sllv_epi16(H, shift_a), m30));
+                const __m512i ub = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(H, shift_b), m30));
+                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(ua, Q8K_VEC_AVX512(ya, 2 * k)), _mm512_shuffle_epi8(sc, pick16_avx512(0, 1, 2, 3)));
+                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(ub, Q8K_VEC_AVX512(ya, 2 * k + 1)), _mm512_shuffle_epi8(sc, pick16_avx512(4, 5, 6, 7)));
+            }
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(f16_at_avx512(xw + 208) * da), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+/* q2_K and q3_K. Vector (k, h) holds values 128k + 64h + 0..63: 2-bit fields 2*(2h) (low 256 bits) and
+ * 2*(2h+1) (high 256 bits) of qs[32k..32k+31], plus for q3_K hmask bits 4k+2h / 4k+2h+1 as +4. */
+AVX512_INLINE void q2_3_K_avx512(const int nr, const int q3, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
+    const int wbytes = q3 ? Q3_K_BYTES : Q2_K_BYTES, qs_at = q3 ? 32 : 16;
+    const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+    __m512 acc[4];
+    __m256 macc[4];
+    for (int r = 0; r < nr; r++) { acc[r] = _mm512_setzero_ps(); macc[r] = _mm256_setzero_ps(); }
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        const uint8_t * ya = a + ib * Q8_K_BYTES;
+        if (nr == 4) prefetch_next_rows(w, stride, n / 256 * wbytes, ib * wbytes, wbytes);
+        const float da = ld_f32(ya);
+        const __m256i bsums = _mm256_loadu_si256((const __m256i *)(ya + Q8K_BSUMS));
+        for (int r = 0; r < nr; r++) {
+            const uint8_t * xw = w + r * stride + ib * wbytes;
+            __m256i sc16;
+            __m512i isum;
+            if (q3) {
+                sc16 = _mm256_cvtepi8_epi16(q3k_scales_sse(xw + 96));
+                const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 2);
+                isum = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_sub_epi32(_mm256_setzero_si256(), offset), 0);
+            } else {
+                const __m128i raw = _mm_loadu_si128((const __m128i *)xw);
+                sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(15)));
+                const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(15)));
+                macc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bsums, mins)), _mm256_set1_ps(f16_at_avx512(xw + 82) * da), macc[r]);
+                isum = _mm512_setzero_si512();
+            }
+            const __m512i hm = q3 ? load32_twice_avx512(xw) : _mm512_setzero_si512();
+            for (int k = 0; k < 2; k++) {
+                const __m512i q = load32_twice_avx512(xw + qs_at + 32 * k);
+                const __m512i sc = _mm512_broadcast_i32x4(k ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
+                for (int h = 0; h < 2; h++) {
+                    __m512i u = _mm512_and_si512(_mm512_srlv_epi16(q, halves_epi16((short)(4 * h), (short)(4 * h + 2))), m3);
+                    if (q3) {
+                        const __mmask64 hb = _mm512_test_epi8_mask(hm, halves_epi8((char)(1 << (4 * k + 2 * h)), (char)(1 << (4 * k + 2 * h + 1))));
+                        u = _mm512_mask_add_epi8(u, hb, u, four);
+                    }
+                    const __m512i p = _mm512_maddubs_epi16(u, Q8K_VEC_AVX512(ya, 2 * k + h));
+                    isum = _mm512_dpwssd_epi32(isum, p, _mm512_shuffle_epi8(sc, pick16_avx512(4 * h, 4 * h + 1, 4 * h + 2, 4 * h + 3)));
+                }
+            }
+            const float dw = f16_at_avx512(xw + (q3 ? 108 : 80));
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dw * da), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) {
+        float sum = _mm512_reduce_add_ps(acc[r]);
+        if (!q3) {
+            const __m256 m = macc[r];
+            sum -= hsum128_ps(_mm_add_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1)));
+        }
+        out[r] = sum;
+    }
+}
+
+/* iq4_xs. 64 qs bytes hold sub-blocks 4c..4c+3 (one per 128-bit lane): low nibbles their values 0..15,
+ * high nibbles values 16..31. Levels + 128 with vpdpbusd, minus 128*sum(a), times the sub-block scale. */
+AVX512_INLINE void iq4_xs_avx512(const int nr, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
+    const __m512i m4 = _mm512_set1_epi8(15), x80 = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
+    const __m512i levels = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4nl_values)), x80);
+    const __m256i low_shift = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), high_shift = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m512i lanes0 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    const __m512i lanes1 = _mm512_set_epi32(7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 5, 5, 4, 4, 4, 4);
+    __m512 acc[4];
+    for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        const uint8_t * ya = a + ib * Q8_K_BYTES;
+        if (nr == 4) prefetch_next_rows(w, stride, n / 256 * IQ4_XS_BYTES, ib * IQ4_XS_BYTES, IQ4_XS_BYTES);
+        const float da = ld_f32(ya);
+        __m512i alo[2], ahi[2], base[2];
+        for (int c = 0; c < 2; c++) {
+            const __m512i z0 = Q8K_VEC_AVX512(ya, 2 * c), z1 = Q8K_VEC_AVX512(ya, 2 * c + 1);
+            alo[c] = _mm512_shuffle_i64x2(z0, z1, _MM_SHUFFLE(2, 0, 2, 0));
+            ahi[c] = _mm512_shuffle_i64x2(z0, z1, _MM_SHUFFLE(3, 1, 3, 1));
+            base[c] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, x80, alo[c]), x80, ahi[c]));
+        }
+        for (int r = 0; r < nr; r++) {
+            const uint8_t * xw = w + r * stride + ib * IQ4_XS_BYTES;
+            /* the 8 scales: low 4 bits from scales_l nibble ib, high 2 bits from scales_h bits 2ib */
+            const __m256i low = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)ld_u32(xw + 4)), low_shift), _mm256_set1_epi32(15));
+            const __m256i high = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(ld_u16(xw + 2)), high_shift), _mm256_set1_epi32(3));
+            const __m512i ls = _mm512_castsi256_si512(_mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32)));
+            __m512i isum = _mm512_setzero_si512();
+            for (int c = 0; c < 2; c++) {
+                const __m512i q = _mm512_loadu_si512((const void *)(xw + 8 + 64 * c));
+                const __m512i lo = _mm512_shuffle_epi8(levels, _mm512_and_si512(q, m4));
+                const __m512i hi = _mm512_shuffle_epi8(levels, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
+                const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(base[c], lo, alo[c]), hi, ahi[c]);
+                isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(s, _mm512_permutexvar_epi32(c ? lanes1 : lanes0, ls)));
+            }
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(f16_at_avx512(xw) * da), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+/* --- f32 / f16 / bf16: 64 values per step in four accumulators, masked tail --- */
+
+AVX512_INLINE __m512 load16_avx512(const int type, const uint8_t * p, int64_t i, __mmask16 m) {
+    if (type == MEMRA_TYPE_F32) return _mm512_maskz_loadu_ps(m, p + 4 * i);
+    const __m256i h = _mm256_maskz_loadu_epi16(m, p + 2 * i);
+    if (type == MEMRA_TYPE_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+AVX512_INLINE void float_rows_avx512(const int type, const int nr, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
+    __m512 acc[4][4];
+    for (int r = 0; r < nr; r++)
+        for (int k = 0; k < 4; k++) acc[r][k] = _mm512_setzero_ps();
+    const __mmask16 all = 0xffff;
+    int64_t i = 0;
+    const int64_t esize = type == MEMRA_TYPE_F32 ? 4 : 2;
+    for (; i + 64 <= n; i += 64) {
+        if (nr == 4) prefetch_next_rows(w, stride, n * esize, i * esize, 64 * esize);
+        __m512 av[4];
+        for (int k = 0; k < 4; k++) av[k] = load16_avx512(type, a, i + 16 * k, all);
+        for (int r = 0; r < nr; r++)
+            for (int k = 0; k < 4; k++) acc[r][k] = _mm512_fmadd_ps(load16_avx512(type, w + r * stride, i + 16 * k, all), av[k], acc[r][k]);
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? all : (__mmask16)((1u << (n - i)) - 1u);
+        const __m512 av = load16_avx512(type, a, i, m);
+        for (int r = 0; r < nr; r++) acc[r][0] = _mm512_fmadd_ps(load16_avx512(type, w + r * stride, i, m), av, acc[r][0]);
+    }
+    for (int r = 0; r < nr; r++) {
+        const __m512 s = _mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]), _mm512_add_ps(acc[r][2], acc[r][3]));
+        out[r] = _mm512_reduce_add_ps(s);
+    }
+}
+
+ROWS_1_4(q8_0_avx512, AVX512_FN, q8_0_avx512(NR, n, w, stride, a, out))
+ROWS_1_4(q4_0_avx512, AVX512_FN, blocks32_avx512(MEMRA_TYPE_Q4_0, NR, n, w, stride, a, out))
+ROWS_1_4(q4_1_avx512, AVX512_FN, blocks32_avx512(MEMRA_TYPE_Q4_1, NR, n, w, stride, a, out))
+ROWS_1_4(q5_0_avx512, AVX512_FN, blocks32_avx512(MEMRA_TYPE_Q5_0, NR, n, w, stride, a, out))
+ROWS_1_4(q5_1_avx512, AVX512_FN, blocks32_avx512(MEMRA_TYPE_Q5_1, NR, n, w, stride, a, out))
+ROWS_1_4(iq4_nl_avx512, AVX512_FN, blocks32_avx512(MEMRA_TYPE_IQ4_NL, NR, n, w, stride, a, out))
+ROWS_1_4(q2_K_avx512, AVX512_FN, q2_3_K_avx512(NR, 0, n, w, stride, a, out))
+ROWS_1_4(q3_K_avx512, AVX512_FN, q2_3_K_avx512(NR, 1, n, w, stride, a, out))
+ROWS_1_4(q4_K_avx512, AVX512_FN, q4_K_avx512(NR, 0, n, w, stride, a, out))
+ROWS_1_4(q5_K_avx512, AVX512_FN, q4_K_avx512(NR, 1, n, w, stride, a, out))
+ROWS_1_4(q6_K_avx512, AVX512_FN, q6_K_avx512(NR, n, w, stride, a, out))
+ROWS_1_4(iq4_xs_avx512, AVX512_FN, iq4_xs_avx512(NR, n, w, stride, a, out))
+ROWS_1_4(f32_avx512, AVX512_FN, float_rows_avx512(MEMRA_TYPE_F32, NR, n, w, stride, a, out))
+ROWS_1_4(f16_avx512, AVX512_FN, float_rows_avx512(MEMRA_TYPE_F16, NR, n, w, stride, a, out))
+ROWS_1_4(bf16_avx512, AVX512_FN, float_rows_avx512(MEMRA_TYPE_BF16, NR, n, w, stride, a, out))
+
+/* CPUID: 0 = none, 1 = AVX2+FMA+F16C, 2 = that plus AVX-512 F/BW/VL/DQ/VNNI; OS support checked with XGETBV. */
+static int x86_level(void) {
+    unsigned int eax, ebx, ecx, edx;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
+    const int fma = (ecx >> 12) & 1, osxsave = (ecx >> 27) & 1, avx = (ecx >> 28) & 1, f16c = (ecx >> 29) & 1;
+    if (!(fma && osxsave && avx && f16c)) return 0;
+    unsigned int xcr0_lo, xcr0_hi;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    (void)xcr0_hi;
+    if ((xcr0_lo & 0x6u) != 0x6u) return 0; /* XMM and YMM state */
+    if (__get_cpuid_max(0, NULL) < 7) return 0;
+    __cpuid_count(7, 0, eax, ebx, ecx, edx);
+    if (!((ebx >> 5) & 1)) return 0; /* AVX2 */
+    const int avx512 = ((ebx >> 16) & 1) && ((ebx >> 17) & 1) && ((ebx >> 30) & 1) && ((ebx >> 31) & 1) && ((ecx >> 11) & 1);
+    if (avx512 && (xcr0_lo & 0xe6u) == 0xe6u) return 2; /* plus opmask, ZMM_Hi256, Hi16_ZMM state */
+    return 1;
+}
+
+#endif /* x86 */
+
+/* ============================================================================================== */
+/* 7. Kernel tables, run-time selection, entry points                                             */
+/* ============================================================================================== */
+
+typedef struct isa_kernels {
+    const char * name;
+    dot_kernel * rows1[TYPE_SLOTS];
+    dot_kernel * rows4[TYPE_SLOTS];
+    convert_kernel * to_q8_0, * to_q8_1, * to_q8_K, * to_f16, * to_bf16;
+} isa_kernels;
+
+#define KERNEL_ENTRIES(rows, sfx)                                                                     \
+    .rows = {                                                                                         \
+        [MEMRA_TYPE_F32] = f32_##rows##_##sfx, [MEMRA_TYPE_F16] = f16_##rows##_##sfx,                 \
+        [MEMRA_TYPE_BF16] = bf16_##rows##_##sfx, [MEMRA_TYPE_Q8_0] = q8_0_##rows##_##sfx,             \
+        [MEMRA_TYPE_Q4_0] = q4_0_##rows##_##sfx, [MEMRA_TYPE_Q4_1] = q4_1_##rows##_##sfx,             \
+        [MEMRA_TYPE_Q5_0] = q5_0_##rows##_##sfx, [MEMRA_TYPE_Q5_1] = q5_1_##rows##_##sfx,             \
+        [MEMRA_TYPE_IQ4_NL] = iq4_nl_##rows##_##sfx, [MEMRA_TYPE_Q2_K] = q2_K_##rows##_##sfx,         \
+        [MEMRA_TYPE_Q3_K] = q3_K_##rows##_##sfx, [MEMRA_TYPE_Q4_K] = q4_K_##rows##_##sfx,             \
+        [MEMRA_TYPE_Q5_K] = q5_K_##rows##_##sfx, [MEMRA_TYPE_Q6_K] = q6_K_##rows##_##sfx,             \
+        [MEMRA_TYPE_IQ4_XS] = iq4_xs_##rows##_##sfx,                                                  \
+    }
+
+/* The scalar kernels are named name_rowsN_scalar; the SIMD ones name_isa_rowsN. */
+#define SIMD_ENTRIES(rows, isa)                                                                       \
+    .rows = {                                                                                         \
+        [MEMRA_TYPE_F32] = f32_##isa##_##rows, [MEMRA_TYPE_F16] = f16_##isa##_##rows,                 \
+        [MEMRA_TYPE_BF16] = bf16_##isa##_##rows, [MEMRA_TYPE_Q8_0] = q8_0_##isa##_##rows,             \
+        [MEMRA_TYPE_Q4_0] = q4_0_##isa##_##rows, [MEMRA_TYPE_Q4_1] = q4_1_##isa##_##rows,             \
+        [MEMRA_TYPE_Q5_0] = q5_0_##isa##_##rows, [MEMRA_TYPE_Q5_1] = q5_1_##isa##_##rows,             \
+        [MEMRA_TYPE_IQ4_NL] = iq4_nl_##isa##_##rows, [MEMRA_TYPE_Q2_K] = q2_K_##isa##_##rows,         \
+        [MEMRA_TYPE_Q3_K] = q3_K_##isa##_##rows, [MEMRA_TYPE_Q4_K] = q4_K_##isa##_##rows,             \
+        [MEMRA_TYPE_Q5_K] = q5_K_##isa##_##rows, [MEMRA_TYPE_Q6_K] = q6_K_##isa##_##rows,             \
+        [MEMRA_TYPE_IQ4_XS] = iq4_xs_##isa##_##rows,                                                  \
+    }
+
+static const isa_kernels kernels_scalar = {
+    .name = "scalar",
+    KERNEL_ENTRIES(rows1, scalar),
+    KERNEL_ENTRIES(rows4, scalar),
+    .to_q8_0 = to_q8_0_scalar, .to_q8_1 = to_q8_1_scalar, .to_q8_K = to_q8_K_scalar,
+    .to_f16 = to_f16_scalar, .to_bf16 = to_bf16_scalar,
+};
+
+#ifdef MEMRA_X86
+static const isa_kernels kernels_avx2 = {
+    .name = "avx2",
+    SIMD_ENTRIES(rows1, avx2),
+    SIMD_ENTRIES(rows4, avx2),
+    .to_q8_0 = to_q8_0_avx2, .to_q8_1 = to_q8_1_avx2, .to_q8_K = to_q8_K_avx2,
+    .to_f16 = to_f16_avx2, .to_bf16 = to_bf16_avx2,
+};
+
+static const isa_kernels kernels_avx512vnni = {
+    .name = "avx512vnni",
+    SIMD_ENTRIES(rows1, avx512),
+    SIMD_ENTRIES(rows4, avx512),
+    /* activation conversion is O(n) per row: the AVX2 versions are plenty (and bit-identical) */
+    .to_q8_0 = to_q8_0_avx2, .to_q8_1 = to_q8_1_avx2, .to_q8_K = to_q8_K_avx2,
+    .to_f16 = to_f16_avx2, .to_bf16 = to_bf16_avx2,
+};
+#endif
+
+/* The table for a path name if this build and CPU can run it, else NULL. */
+static const isa_kernels * kernels_named(const char * isa) {
+    if (isa == NULL) return NULL;
+    if (strcmp(isa, "scalar") == 0) return &kernels_scalar;
+#ifdef MEMRA_X86
+    static int cached = -1; /* racing first calls all store the same value */
+    int level = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (level < 0) {
+        level = x86_level();
+        __atomic_store_n(&cached, level, __ATOMIC_RELAXED);
+    }
+    if (strcmp(isa, "avx2") == 0 && level >= 1) return &kernels_avx2;
+    if (strcmp(isa, "avx512vnni") == 0 && level >= 2) return &kernels_avx512vnni;
+#endif
+    return NULL;
+}
+
+static const isa_kernels * kernels_best(void) {
+    const isa_kernels * k;
+    if ((k = kernels_named("avx512vnni")) != NULL) return k;
+    if ((k = kernels_named("avx2")) != NULL) return k;
+    return &kernels_scalar;
+}
+
+/* Chosen once (MEMRA_CPU_ISA if it names an available path, else the best one); the pointer is
+ * published atomically, and racing first calls store the same value. */
+static const isa_kernels * kernels_active(void) {
+    static const isa_kernels * chosen;
+    const isa_kernels * k = __atomic_load_n(&chosen, __ATOMIC_ACQUIRE);
+    if (k != NULL) return k;
+    k = kernels_named(getenv("MEMRA_CPU_ISA"));
+    if (k == NULL) k = kernels_best();
+    __atomic_store_n(&chosen, k, __ATOMIC_RELEASE);
+    return k;
+}
+
+static void quantize_with(const isa_kernels * k, int weight_type, const float * x, void * out, int64_t n) {
+    uint8_t * y = (uint8_t *)out;
+    switch (memra_dot_activation_type(weight_type)) {
+    case MEMRA_TYPE_Q8_0: k->to_q8_0(x, y, n); break;
+    case MEMRA_TYPE_Q8_1: k->to_q8_1(x, y, n); break;
+    case MEMRA_TYPE_Q8_K: k->to_q8_K(x, y, n); break;
+    case MEMRA_TYPE_F16: k->to_f16(x, y, n); break;
+    case MEMRA_TYPE_BF16: k->to_bf16(x, y, n); break;
+    case MEMRA_TYPE_F32: memcpy(y, x, (size_t)n * sizeof(float)); break;
+    default: break;
+    }
+}
+
+static float dot_with(const isa_kernels * k, int type, int64_t n, const void * w, const void * a) {
+    if (type < 0 || type >= TYPE_SLOTS || k->rows1[type] == NULL) return __builtin_nanf("");
+    float out = 0.0f;
+    k->rows1[type](n, (const uint8_t *)w, 0, (const uint8_t *)a, &out);
+    return out;
+}
+
+static void dot4_with(const isa_kernels * k, int type, int64_t n, const void * w, size_t stride, const void * a, float * out) {
+    if (type < 0 || type >= TYPE_SLOTS || k->rows4[type] == NULL) {
+        for (int r = 0; r < 4; r++) out[r] = __builtin_nanf("");
+        return;
+    }
+    k->rows4[type](n, (const uint8_t *)w, stride, (const uint8_t *)a, out);
+}
+
+void memra_quantize_activation_row(int weight_type, const float * x, void * out, int64_t n) {
+    quantize_with(kernels_active(), weight_type, x, out, n);
+}
+
+float memra_dot_row(int type, int64_t n, const void * weight_row, const void * activation_row) {
+    return dot_with(kernels_active(), type, n, weight_row, activation_row);
+}
+
+void memra_dot_rows4(int type, int64_t n, const void * weight_rows, size_t row_stride, const void * activation_row, float * out) {
+    dot4_with(kernels_active(), type, n, weight_rows, row_stride, activation_row, out);
+}
+
+const char * memra_dot_isa(void) { return kernels_active()->name; }
+
+int memra_dot_isa_available(const char * isa) { return kernels_named(isa) != NULL; }
+
+static const isa_kernels * kernels_or_scalar(const char * isa) {
+    const isa_kernels * k = kernels_named(isa);
+    return k != NULL ? k : &kernels_scalar;
+}
+
+void memra_quantize_activation_row_isa(const char * isa, int weight_type, const float * x, void * out, int64_t n) {
+    quantize_with(kernels_or_scalar(isa), weight_type, x, out, n);
+}
+
+float memra_dot_row_isa(const char * isa, int type, int64_t n, const void * weight_row, const void * activation_row) {
+    return dot_with(kernels_or_scalar(isa), type, n, weight_row, activation_row);
+}
+
+void memra_dot_rows4_isa(const char * isa, int type, int64_t n, const void * weight_rows, size_t row_stride, const void * activation_row, float * out) {
+    dot4_with(kernels_or_scalar(isa), type, n, weight_rows, row_stride, activation_row, out);
+}

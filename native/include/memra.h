@@ -1,0 +1,164 @@
+/*
+ * memra.h — the whole C ABI of Memra's native CPU library (libmemra_cpu).
+ *
+ * Plain C functions over opaque handles; nothing here allocates on the caller's behalf except
+ * memra_cpu_create. Every entry point that can fail returns an int status (MEMRA_OK = 0) and, on
+ * failure, leaves a message naming the problem in memra_last_error() (thread-local, valid until
+ * the next failing call on the same thread). No entry point aborts the process.
+ *
+ * Activations are f32, token-major: a buffer of `rows` rows of `width` values holds row r at
+ * [r * width, (r + 1) * width). Every buffer argument comes with its length in elements, which the
+ * library checks against the sizes the operation needs.
+ *
+ * Weights stay in ggml layout, wherever the caller keeps them (typically a pointer straight into
+ * a memory-mapped GGUF file: zero copy). A weight matrix is described by its ggml type id (the
+ * values of ggml.h's enum ggml_type), n_in (values per row, GGUF's ne0), n_out (rows, ne1) and,
+ * for a 3-D weight, experts (ne2); weight_bytes is the size of the memory the pointer addresses,
+ * checked against what the shape needs.
+ *
+ * Threads: a memra_cpu context owns a persistent thread pool (the calling thread is worker 0).
+ * A context must not be used from two threads at once; distinct contexts are independent.
+ */
+#ifndef MEMRA_H
+#define MEMRA_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define MEMRA_API __declspec(dllexport)
+#else
+#define MEMRA_API __attribute__((visibility("default")))
+#endif
+
+/* Incremented on every incompatible change of this header. */
+#define MEMRA_ABI_VERSION 1
+
+/* ---- status codes ---- */
+enum memra_status {
+    MEMRA_OK = 0,
+    MEMRA_ERROR_INVALID_ARGUMENT = 1, /* null pointer, negative or inconsistent size, buffer too short */
+    MEMRA_ERROR_UNSUPPORTED_TYPE = 2, /* a ggml type the operation has no kernel for */
+    MEMRA_ERROR_OUT_OF_RANGE = 3,     /* an index (token id, row id, expert) outside its table */
+    MEMRA_ERROR_OUT_OF_MEMORY = 4,
+    MEMRA_ERROR_THREAD = 5,           /* a worker thread could not be started */
+};
+
+/* ---- operations, for memra_cpu_supports ---- */
+enum memra_op {
+    MEMRA_OP_EMBEDDING = 0,
+    MEMRA_OP_RMS_NORM = 1,
+    MEMRA_OP_MATMUL = 2,
+    MEMRA_OP_ROPE_NEOX = 3,
+    MEMRA_OP_ATTENTION = 4,
+    MEMRA_OP_SWIGLU = 5,
+    MEMRA_OP_ADD = 6,
+    MEMRA_OP_MOE_ROUTE = 7,
+    MEMRA_OP_EXPERT_MATMUL = 8,
+    MEMRA_OP_GATHER_ROWS = 9,
+    MEMRA_OP_SCATTER_ADD_ROWS = 10,
+    MEMRA_OP_COUNT = 11,
+};
+
+/* Pass as weight_type to memra_cpu_supports for an operation without a weight. */
+#define MEMRA_NO_WEIGHT_TYPE (-1)
+
+/* ---- library ---- */
+
+/* The library version, "MAJOR.MINOR.PATCH". */
+MEMRA_API const char * memra_version(void);
+/* MEMRA_ABI_VERSION as the library was built. */
+MEMRA_API int memra_abi_version(void);
+/* The message of the last failing call on this thread ("" when none). */
+MEMRA_API const char * memra_last_error(void);
+/* The SIMD path the dot-product kernels chose at run time ("avx512vnni", "avx2", "neon", "scalar"). */
+MEMRA_API const char * memra_cpu_isa(void);
+/* 1 when `op` (enum memra_op) runs with weights of ggml type `weight_type` (or with
+ * MEMRA_NO_WEIGHT_TYPE: runs at all), 0 otherwise. Never fails. */
+MEMRA_API int memra_cpu_supports(int op, int weight_type);
+/* Number of processors online (at least 1). */
+MEMRA_API int memra_cpu_processor_count(void);
+
+/* ---- context ---- */
+
+typedef struct memra_cpu memra_cpu;
+
+/* A context with `threads` workers (the calling thread included; 0 = one per processor online).
+ * NULL on failure (see memra_last_error). */
+MEMRA_API memra_cpu * memra_cpu_create(int threads);
+/* Stops the workers and frees the context. NULL is ignored. */
+MEMRA_API void memra_cpu_destroy(memra_cpu * cpu);
+/* The number of workers, the calling thread included (0 when cpu is NULL). */
+MEMRA_API int memra_cpu_thread_count(const memra_cpu * cpu);
+
+/* ---- ops (output first) ---- */
+
+/* out[r] = table row ids[r], dequantized. table: [rows_in_table, width] of ggml type `type`.
+ * out: [id_count, width]. An id outside [0, rows_in_table) is MEMRA_ERROR_OUT_OF_RANGE. */
+MEMRA_API int memra_cpu_embedding(memra_cpu * cpu, float * out, int64_t out_length,
+                                  int type, const void * table, int64_t table_bytes, int64_t width, int64_t rows_in_table,
+                                  const int32_t * ids, int64_t id_count);
+
+/* Dequantizes `count` values of ggml type `type` (count a multiple of the type's block size). */
+MEMRA_API int memra_cpu_dequantize(memra_cpu * cpu, float * out, int64_t out_length,
+                                   int type, const void * data, int64_t data_bytes, int64_t count);
+
+/* As ggml's rms_norm followed by mul: out[r] = x[r] * (1 / sqrt(mean(x[r]^2) + eps)) * weight, the
+ * sum of squares accumulated in double. x, out: [rows, width] (out may equal x); weight: [width] f32. */
+MEMRA_API int memra_cpu_rms_norm(memra_cpu * cpu, float * out, int64_t out_length, const float * x, int64_t x_length,
+                                 const float * weight, int64_t weight_length, int64_t rows, int64_t width, float eps);
+
+/* out[r, o] = sum_i x[r, i] * W[o, i]. x: [rows, n_in] f32, out: [rows, n_out] f32 (out must not
+ * overlap x); W: [n_out, n_in] of ggml type `type`. Activations are converted to the weight type's
+ * ggml vec_dot_type first, as llama.cpp's CPU backend does. */
+MEMRA_API int memra_cpu_matmul(memra_cpu * cpu, float * out, int64_t out_length, const float * x, int64_t x_length, int64_t rows,
+                               int type, const void * weight, int64_t weight_bytes, int64_t n_in, int64_t n_out);
+
+/* memra_cpu_matmul with matrix `expert` of a 3-D weight [experts, n_out, n_in]. */
+MEMRA_API int memra_cpu_expert_matmul(memra_cpu * cpu, float * out, int64_t out_length, const float * x, int64_t x_length, int64_t rows,
+                                      int type, const void * weight, int64_t weight_bytes, int64_t n_in, int64_t n_out,
+                                      int64_t experts, int64_t expert);
+
+/* NEOX rotary embedding in place, as ggml: theta_scale = powf(freq_base, -2.0f / head_dim), theta
+ * starts at the position and is multiplied by theta_scale pair by pair; each head rotates
+ * (i, i + head_dim / 2). x: [rows, heads * head_dim]; positions: [rows]. */
+MEMRA_API int memra_cpu_rope_neox(memra_cpu * cpu, float * x, int64_t x_length, const int32_t * positions, int64_t rows,
+                                  int64_t heads, int64_t head_dim, float freq_base);
+
+/* Causal scaled-dot-product attention with grouped KV heads. q, out: [rows, heads * head_dim];
+ * keys, values: [>= kv_rows, kv_heads * head_dim]. Query row r attends to cache rows
+ * [0, first_row + r], which must be < kv_rows. heads is a multiple of kv_heads. */
+MEMRA_API int memra_cpu_attention(memra_cpu * cpu, float * out, int64_t out_length, const float * q, int64_t q_length,
+                                  const float * keys, const float * values, int64_t kv_length, int64_t kv_rows,
+                                  int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t first_row, float scale);
+
+/* out = silu(gate) * up over `length` values (out may equal gate or up). */
+MEMRA_API int memra_cpu_swiglu(memra_cpu * cpu, float * out, int64_t out_length, const float * gate, int64_t gate_length,
+                               const float * up, int64_t up_length, int64_t length);
+
+/* out = a + b over `length` values (out may equal a or b). */
+MEMRA_API int memra_cpu_add(memra_cpu * cpu, float * out, int64_t out_length, const float * a, int64_t a_length,
+                            const float * b, int64_t b_length, int64_t length);
+
+/* Qwen3-MoE routing, as llama.cpp: softmax over each row's `experts` logits, the k largest
+ * probabilities (ties to the lower id), weights renormalised to sum to one.
+ * logits: [rows, experts]; ids_out, weights_out: [rows, k]. */
+MEMRA_API int memra_cpu_moe_route(memra_cpu * cpu, int32_t * ids_out, float * weights_out, int64_t out_length,
+                                  const float * logits, int64_t logits_length, int64_t rows, int64_t experts, int64_t k);
+
+/* out[i] = x[row_ids[i]] for i < count, rows of `width`. */
+MEMRA_API int memra_cpu_gather_rows(memra_cpu * cpu, float * out, int64_t out_length, const float * x, int64_t x_length,
+                                    const int32_t * row_ids, int64_t count, int64_t width);
+
+/* out[row_ids[i]] += scales[i] * x[i] for i < count, rows of `width` (in order of i). */
+MEMRA_API int memra_cpu_scatter_add_rows(memra_cpu * cpu, float * out, int64_t out_length, const float * x, int64_t x_length,
+                                         const int32_t * row_ids, const float * scales, int64_t count, int64_t width);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

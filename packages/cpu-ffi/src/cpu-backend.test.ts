@@ -1,0 +1,343 @@
+/**
+ * Every native op against the reference backend's op on the same seeded random inputs, by
+ * normalised mean squared error: NMSE = Σ(native − reference)² / Σ reference².
+ *
+ * Bounds, with the largest NMSE measured here on each SIMD path (avx512vnni / avx2 / scalar, forced
+ * with MEMRA_CPU_ISA):
+ * - f32 row and elementwise ops (rmsNorm, ropeNeox, attention, swiglu, add, moeRoute weights,
+ *   scatter-add): 1e-12. Measured ≤ 2e-14: the native ops compute in f32 (attention and silu with a
+ *   polynomial e^x) where the reference uses double; f32 rounding alone gives ~1e-14.
+ * - embedding and gatherRows: exact. Both sides dequantize with ggml's formulas.
+ * - matmul / expertMatmul, every weight type the library supports: 1e-10. Measured ≤ 4.1e-14 /
+ *   6.0e-14 / 2.7e-14. Both sides round activations identically (ggml's vec_dot_type conversion),
+ *   so only f32 summation order against the reference's double sums remains. One activation that
+ *   rounds to a neighbouring integer would cost ~1e-8 on these shapes, so the bound also catches a
+ *   conversion that drifts from ggml's. MEMRA_PRINT_NMSE=1 prints the matmul NMSE per type.
+ */
+import { type Backend, type DeviceBuffer, ReferenceBackend, UnsupportedTensorTypeError, type WeightHandle } from "@memra/core";
+import { GGMLType, type GGUFTensorInfo, canQuantize, f32ToF16Bits, ggmlTypeInfo, ggmlTypeName, quantize } from "@memra/gguf";
+import { ptr } from "bun:ffi";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CpuBackend } from "./cpu-backend";
+import { BackendDisposedError, NativeError } from "./errors";
+import { nativeLibraryUnavailableReason } from "./native-availability";
+
+const unavailable = nativeLibraryUnavailableReason();
+
+const ELEMENTWISE_BOUND = 1e-12;
+const MATMUL_BOUND = 1e-10;
+
+/** mulberry32: small seeded PRNG. */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function normals(count: number, seed: number, scale = 1): Float32Array {
+  const random = seeded(seed);
+  const out = new Float32Array(count);
+  for (let i = 0; i < count; i++) out[i] = scale * Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
+  return out;
+}
+
+function nmse(actual: Float32Array, expected: Float32Array): number {
+  expect(actual.length).toBe(expected.length);
+  let error = 0;
+  let energy = 0;
+  for (let i = 0; i < expected.length; i++) {
+    const d = actual[i]! - expected[i]!;
+    error += d * d;
+    energy += expected[i]! * expected[i]!;
+  }
+  return energy === 0 ? error : error / energy;
+}
+
+/** Random valid blocks for a type `quantize` cannot produce (iq4_nl, iq4_xs): random bytes, sane f16 scale. */
+function randomBlocks(type: GGMLType, elementCount: number, seed: number): Uint8Array {
+  const info = ggmlTypeInfo(type)!;
+  const blocks = elementCount / info.blockSize;
+  const random = seeded(seed);
+  const bytes = new Uint8Array(blocks * info.bytesPerBlock);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = Math.floor(random() * 256);
+  for (let b = 0; b < blocks; b++) {
+    const d = f32ToF16Bits(0.001 + 0.002 * random());
+    bytes[b * info.bytesPerBlock] = d & 0xff;
+    bytes[b * info.bytesPerBlock + 1] = d >>> 8;
+  }
+  return bytes;
+}
+
+function weightBytes(type: GGMLType, values: Float32Array, seed: number): Uint8Array {
+  if (canQuantize(type)) return quantize(type, values);
+  if (type === GGMLType.IQ4_NL || type === GGMLType.IQ4_XS) return randomBlocks(type, values.length, seed);
+  throw new Error(`the native backend supports ${ggmlTypeName(type)}, but this test cannot build weights of that type: add a way`);
+}
+
+function tensorInfo(name: string, type: GGMLType, shape: number[], data: Uint8Array): GGUFTensorInfo {
+  return { name, type, shape, elementCount: shape.reduce((a, b) => a * b, 1), offset: 0, byteSize: data.byteLength };
+}
+
+/** Runs the same op on both backends and returns both outputs. */
+class Pair {
+  constructor(
+    readonly native: Backend,
+    readonly reference: Backend,
+  ) {}
+
+  buffers(values: Float32Array): [DeviceBuffer, DeviceBuffer] {
+    const a = this.native.allocate(values.length);
+    const b = this.reference.allocate(values.length);
+    this.native.write(a, values);
+    this.reference.write(b, values);
+    return [a, b];
+  }
+
+  weights(info: GGUFTensorInfo, data: Uint8Array): [WeightHandle, WeightHandle] {
+    return [this.native.uploadWeight(info, data), this.reference.uploadWeight(info, data)];
+  }
+
+  read(buffers: [DeviceBuffer, DeviceBuffer]): [Float32Array, Float32Array] {
+    return [this.native.read(buffers[0]), this.reference.read(buffers[1])];
+  }
+}
+
+/** Every ggml type id, to ask the library which it supports. */
+const ALL_TYPES = Object.values(GGMLType).filter((value): value is GGMLType => typeof value === "number");
+
+describe.skipIf(unavailable !== undefined)(`CpuBackend ops against the reference backend${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
+  let backend: CpuBackend;
+  let pair: Pair;
+  beforeAll(() => {
+    backend = CpuBackend.create({ threads: 2 });
+    pair = new Pair(backend, new ReferenceBackend());
+  });
+  afterAll(() => backend?.dispose());
+
+  const matmulTypes = () => ALL_TYPES.filter((type) => backend.supportsOp("matmul", type));
+
+  it("reports its library, SIMD path and threads", () => {
+    expect(backend.library.version).toMatch(/^\d+\.\d+\.\d+$/);
+    expect(["avx512vnni", "avx2", "neon", "scalar"]).toContain(backend.isa);
+    expect(backend.threads).toBe(2);
+  });
+
+  it("supports matmul for the types it has kernels for (asked from the library)", () => {
+    const supported = matmulTypes().map(ggmlTypeName);
+    expect(supported).toEqual(expect.arrayContaining(["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K"]));
+    expect(backend.supportsOp("matmul", GGMLType.IQ2_XXS)).toBe(false);
+    expect(backend.supportsOp("add")).toBe(true);
+  });
+
+  it.each([
+    [1, "decode"],
+    [5, "small batch"],
+    [70, "prefill over two activation tiles"],
+  ])("matmul, every supported weight type, %i row(s) (%s): NMSE ≤ 1e-10", (rows) => {
+    const nIn = 512;
+    const nOut = 37; // not a multiple of 4: exercises the single-row tail
+    const results: Record<string, number> = {};
+    for (const type of matmulTypes()) {
+      const values = normals(nIn * nOut, 1000 + type, 0.05);
+      const data = weightBytes(type, values, 2000 + type);
+      const [w, wRef] = pair.weights(tensorInfo(`w.${ggmlTypeName(type)}`, type, [nIn, nOut], data), data);
+      const [x, xRef] = pair.buffers(normals(rows * nIn, 3000 + rows));
+      const out = pair.native.allocate(rows * nOut);
+      const outRef = pair.reference.allocate(rows * nOut);
+      pair.native.matmul(out, x, w, rows);
+      pair.reference.matmul(outRef, xRef, wRef, rows);
+      results[ggmlTypeName(type)] = nmse(pair.native.read(out), pair.reference.read(outRef));
+    }
+    if (process.env.MEMRA_PRINT_NMSE) console.log(rows, results);
+    for (const [type, error] of Object.entries(results)) expect(error, `matmul ${type} NMSE`).toBeLessThanOrEqual(MATMUL_BOUND);
+  });
+
+  it("expertMatmul picks the expert's matrix of a 3-D weight: NMSE ≤ 1e-10", () => {
+    const [nIn, nOut, experts, rows] = [256, 24, 3, 4];
+    for (const type of [GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.F16]) {
+      const data = weightBytes(type, normals(nIn * nOut * experts, 40 + type, 0.05), 50);
+      const [w, wRef] = pair.weights(tensorInfo("experts", type, [nIn, nOut, experts], data), data);
+      const [x, xRef] = pair.buffers(normals(rows * nIn, 41));
+      for (let expert = 0; expert < experts; expert++) {
+        const out = pair.native.allocate(rows * nOut);
+        const outRef = pair.reference.allocate(rows * nOut);
+        pair.native.expertMatmul(out, x, w, expert, rows);
+        pair.reference.expertMatmul(outRef, xRef, wRef, expert, rows);
+        expect(nmse(pair.native.read(out), pair.reference.read(outRef)), `${ggmlTypeName(type)} expert ${expert}`).toBeLessThanOrEqual(MATMUL_BOUND);
+      }
+    }
+  });
+
+  it("embedding dequantizes table rows exactly like the reference, for every supported type", () => {
+    const [width, vocabulary] = [256, 10];
+    const tokens = Int32Array.from([3, 0, 9, 3]);
+    for (const type of ALL_TYPES.filter((t) => backend.supportsOp("embedding", t) && (canQuantize(t) || t === GGMLType.IQ4_NL || t === GGMLType.IQ4_XS))) {
+      const data = weightBytes(type, normals(width * vocabulary, 60 + type, 0.1), 61);
+      const [table, tableRef] = pair.weights(tensorInfo("token_embd.weight", type, [width, vocabulary], data), data);
+      const out = pair.native.allocate(tokens.length * width);
+      const outRef = pair.reference.allocate(tokens.length * width);
+      pair.native.embedding(out, table, tokens);
+      pair.reference.embedding(outRef, tableRef, tokens);
+      expect(pair.native.read(out), `embedding ${ggmlTypeName(type)}`).toEqual(pair.reference.read(outRef));
+    }
+  });
+
+  it("rmsNorm (in place and out of place; f32 and f16 weights): NMSE ≤ 1e-12", () => {
+    const [rows, width] = [40, 1024]; // 40 × 1024 values: the threaded path
+    for (const type of [GGMLType.F32, GGMLType.F16]) {
+      const data = quantize(type, normals(width, 70, 0.5));
+      const [w, wRef] = pair.weights(tensorInfo("norm", type, [width], data), data);
+      const input = normals(rows * width, 71, 2);
+      const [x, xRef] = pair.buffers(input);
+      const out = pair.native.allocate(rows * width);
+      const outRef = pair.reference.allocate(rows * width);
+      pair.native.rmsNorm(out, x, w, rows, 1e-6);
+      pair.reference.rmsNorm(outRef, xRef, wRef, rows, 1e-6);
+      expect(nmse(pair.native.read(out), pair.reference.read(outRef))).toBeLessThanOrEqual(ELEMENTWISE_BOUND);
+      // per-head QK-norm style: in place over rows of the weight's width
+      pair.native.rmsNorm(x, x, w, rows, 1e-6);
+      pair.reference.rmsNorm(xRef, xRef, wRef, rows, 1e-6);
+      expect(nmse(pair.native.read(x), pair.reference.read(xRef))).toBeLessThanOrEqual(ELEMENTWISE_BOUND);
+    }
+  });
+
+  it("ropeNeox: NMSE ≤ 1e-12", () => {
+    for (const [heads, headDim, freqBase] of [
+      [4, 64, 10000],
+      [8, 128, 1000000],
+    ] as const) {
+      const positions = Int32Array.from([0, 1, 2, 7, 100, 4095, 30000]);
+      const [x, xRef] = pair.buffers(normals(positions.length * heads * headDim, 80 + headDim));
+      pair.native.ropeNeox(x, positions, heads, headDim, freqBase);
+      pair.reference.ropeNeox(xRef, positions, heads, headDim, freqBase);
+      expect(nmse(pair.native.read(x), pair.reference.read(xRef)), `rope headDim ${headDim}`).toBeLessThanOrEqual(ELEMENTWISE_BOUND);
+    }
+  });
+
+  it("attention, causal with grouped KV heads, decode and prefill: NMSE ≤ 1e-12", () => {
+    const [heads, kvHeads, headDim, capacity] = [4, 2, 64, 40];
+    const kvWidth = kvHeads * headDim;
+    const [keys, keysRef] = pair.buffers(normals(capacity * kvWidth, 90));
+    const [values, valuesRef] = pair.buffers(normals(capacity * kvWidth, 91));
+    for (const [rows, firstRow] of [
+      [1, 0],
+      [1, 29],
+      [7, 5],
+      [30, 0],
+    ] as const) {
+      const [q, qRef] = pair.buffers(normals(rows * heads * headDim, 92 + rows));
+      const out = pair.native.allocate(rows * heads * headDim);
+      const outRef = pair.reference.allocate(rows * heads * headDim);
+      const shape = { rows, heads, kvHeads, headDim, firstRow, scale: 1 / Math.sqrt(headDim) };
+      pair.native.attention(out, q, { keys, values, length: firstRow + rows }, shape);
+      pair.reference.attention(outRef, qRef, { keys: keysRef, values: valuesRef, length: firstRow + rows }, shape);
+      expect(nmse(pair.native.read(out), pair.reference.read(outRef)), `attention rows ${rows} first ${firstRow}`).toBeLessThanOrEqual(ELEMENTWISE_BOUND);
+    }
+  });
+
+  it("swiglu and add, small and threaded lengths, in place: NMSE ≤ 1e-12", () => {
+    for (const length of [100, 200_000]) {
+      const [gate, gateRef] = pair.buffers(normals(length, 100, 3));
+      const [up, upRef] = pair.buffers(normals(length, 101));
+      pair.native.swiglu(gate, gate, up, length);
+      pair.reference.swiglu(gateRef, gateRef, upRef, length);
+      expect(nmse(...pair.read([gate, gateRef])), `swiglu ${length}`).toBeLessThanOrEqual(ELEMENTWISE_BOUND);
+      pair.native.add(up, up, gate, length);
+      pair.reference.add(upRef, upRef, gateRef, length);
+      expect(nmse(...pair.read([up, upRef])), `add ${length}`).toBeLessThanOrEqual(ELEMENTWISE_BOUND);
+    }
+  });
+
+  it("moeRoute: same experts and weights (NMSE ≤ 1e-12)", () => {
+    const [rows, experts, k] = [9, 16, 4];
+    const [logits, logitsRef] = pair.buffers(normals(rows * experts, 110, 2));
+    const native = pair.native.moeRoute(logits, rows, experts, k);
+    const reference = pair.reference.moeRoute(logitsRef, rows, experts, k);
+    expect(native.ids).toEqual(reference.ids);
+    expect(nmse(native.weights, reference.weights)).toBeLessThanOrEqual(ELEMENTWISE_BOUND);
+  });
+
+  it("gatherRows and scatterAddRows: NMSE ≤ 1e-12", () => {
+    const [rows, width] = [6, 33];
+    const [x, xRef] = pair.buffers(normals(rows * width, 120));
+    const ids = Int32Array.from([4, 0, 4, 2]);
+    const gathered = pair.native.allocate(ids.length * width);
+    const gatheredRef = pair.reference.allocate(ids.length * width);
+    pair.native.gatherRows(gathered, x, ids, width);
+    pair.reference.gatherRows(gatheredRef, xRef, ids, width);
+    expect(pair.native.read(gathered)).toEqual(pair.reference.read(gatheredRef));
+    const scales = Float32Array.from([0.5, -1, 0.25, 2]);
+    pair.native.scatterAddRows(x, gathered, ids, scales, width);
+    pair.reference.scatterAddRows(xRef, gatheredRef, ids, scales, width);
+    expect(nmse(...pair.read([x, xRef]))).toBeLessThanOrEqual(ELEMENTWISE_BOUND);
+  });
+
+  describe("errors", () => {
+    it("a weight type without kernels: uploadWeight refuses it, the library names it", () => {
+      const data = new Uint8Array(66 * 4);
+      expect(() => backend.uploadWeight(tensorInfo("w", GGMLType.IQ2_XXS, [256, 4], data), data)).toThrow(UnsupportedTensorTypeError);
+      const out = new Float32Array(4);
+      const x = new Float32Array(256);
+      for (const [type, name] of [
+        [GGMLType.IQ2_XXS, "iq2_xxs"],
+        [99, "type 99"],
+      ] as const) {
+        let error: unknown;
+        try {
+          backend.library.call("memra_cpu_matmul", backend["context"](), ptr(out), 4, ptr(x), 256, 1, type, ptr(data), data.length, 256, 4);
+        } catch (caught) {
+          error = caught;
+        }
+        expect(error).toBeInstanceOf(NativeError);
+        expect((error as NativeError).message).toContain(`weight type ${name}`);
+        expect((error as NativeError).status).toBe(2);
+        expect((error as NativeError).symbol).toBe("memra_cpu_matmul");
+      }
+    });
+
+    it("sizes are checked against buffer lengths, naming the buffer", () => {
+      const data = quantize(GGMLType.Q8_0, normals(64 * 8, 130));
+      const w = backend.uploadWeight(tensorInfo("w", GGMLType.Q8_0, [64, 8], data), data);
+      const x = backend.allocate(64 * 2);
+      const out = backend.allocate(8);
+      expect(() => backend.matmul(out, x, w, 2)).toThrow(/memra_cpu_matmul: out holds 8 elements, 16 needed/);
+      expect(() => backend.matmul(out, x, w, 3)).toThrow(/x holds 128 elements, 192 needed/);
+      expect(() => backend.add(out, x, x, 9)).toThrow(/memra_cpu_add: out holds 8 elements, 9 needed/);
+      const truncated = backend.uploadWeight(tensorInfo("w", GGMLType.Q8_0, [64, 8], data.subarray(0, 34)), data.subarray(0, 34));
+      expect(() => backend.matmul(backend.allocate(8), backend.allocate(64), truncated, 1)).toThrow(/weight has 34 bytes, its shape needs 544/);
+    });
+
+    it("indices out of range are errors, not crashes", () => {
+      const data = quantize(GGMLType.F16, normals(32 * 4, 140));
+      const table = backend.uploadWeight(tensorInfo("token_embd.weight", GGMLType.F16, [32, 4], data), data);
+      expect(() => backend.embedding(backend.allocate(32), table, Int32Array.from([4]))).toThrow(/token id 4 at position 0 is outside the table \(0..3\)/);
+      expect(() => backend.gatherRows(backend.allocate(32), backend.allocate(64), Int32Array.from([-1]), 32)).toThrow(/row id -1/);
+      const q = backend.allocate(64);
+      const kv = { keys: backend.allocate(64), values: backend.allocate(64), length: 1 };
+      expect(() => backend.attention(backend.allocate(64), q, kv, { rows: 1, heads: 1, kvHeads: 1, headDim: 64, firstRow: 1, scale: 1 })).toThrow(
+        /query rows reach cache row 1, but the cache holds 1 rows/,
+      );
+    });
+
+    it("a NULL context is an error", () => {
+      expect(() => backend.library.call("memra_cpu_add", null, null, 0, null, 0, null, 0, 0)).toThrow(/memra_cpu_add: cpu is NULL/);
+    });
+
+    it("dispose is safe twice; use after dispose throws", () => {
+      const other = CpuBackend.create({ threads: 3 });
+      const buffer = other.allocate(4);
+      other.dispose();
+      other.dispose();
+      expect(() => other.add(buffer, buffer, buffer, 4)).toThrow(BackendDisposedError);
+      {
+        using scoped = CpuBackend.create({ threads: 1 });
+        expect(scoped.threads).toBe(1);
+      }
+    });
+  });
+});
