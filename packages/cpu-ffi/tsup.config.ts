@@ -1,12 +1,4 @@
-import { defineConfig } from "tsup";
+import { packageBuildConfig } from "../../tsup.base";
 
-export default defineConfig({
-  entry: ["src/index.ts"],
-  format: ["esm"],
-  dts: true,
-  clean: true,
-  sourcemap: true,
-  target: "es2022",
-  // Bun's built-in module: resolved at run time by Bun, never bundled.
-  external: ["bun:ffi"],
-});
+// Bun's built-in module: resolved at run time by Bun, never bundled.
+export default packageBuildConfig({ external: ["bun:ffi"] });

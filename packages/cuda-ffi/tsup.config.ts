@@ -1,10 +1,3 @@
-import { defineConfig } from "tsup";
+import { packageBuildConfig } from "../../tsup.base";
 
-export default defineConfig({
-  entry: ["src/index.ts"],
-  format: ["esm"],
-  dts: true,
-  clean: true,
-  sourcemap: true,
-  target: "es2022",
-});
+export default packageBuildConfig();
