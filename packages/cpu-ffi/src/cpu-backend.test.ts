@@ -21,26 +21,16 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CpuBackend } from "./cpu-backend";
 import { BackendDisposedError, NativeError } from "./errors";
 import { nativeLibraryUnavailableReason } from "./native-availability";
+import { mulberry32 } from "@memra/synthetic";
 
 const unavailable = nativeLibraryUnavailableReason();
 
 const ELEMENTWISE_BOUND = 1e-12;
 const MATMUL_BOUND = 1e-10;
 
-/** mulberry32: small seeded PRNG. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function normals(count: number, seed: number, scale = 1): Float32Array {
-  const random = seeded(seed);
+  const random = mulberry32(seed);
   const out = new Float32Array(count);
   for (let i = 0; i < count; i++) out[i] = scale * Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
   return out;
@@ -62,7 +52,7 @@ function nmse(actual: Float32Array, expected: Float32Array): number {
 function randomBlocks(type: GGMLType, elementCount: number, seed: number): Uint8Array {
   const info = ggmlTypeInfo(type)!;
   const blocks = elementCount / info.blockSize;
-  const random = seeded(seed);
+  const random = mulberry32(seed);
   const bytes = new Uint8Array(blocks * info.bytesPerBlock);
   for (let i = 0; i < bytes.length; i++) bytes[i] = Math.floor(random() * 256);
   for (let b = 0; b < blocks; b++) {

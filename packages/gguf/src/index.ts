@@ -14,7 +14,7 @@ export {
 } from "./gguf-value";
 export { GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_MAX_ARRAY_DEPTH, GGUF_MAX_DIMS, openGGUF, readGGUF } from "./read-gguf";
 export { type GGUFTensorToWrite, type GGUFToWrite, writeGGUF, writeGGUFFile } from "./write-gguf";
-export { ARCHITECTURE_KEYS, GENERAL_KEYS, TOKENIZER_KEYS, architectureKey } from "./metadata-keys";
+export { ARCHITECTURE_KEYS, GENERAL_KEYS, TOKENIZER_KEYS, TokenType, architectureKey } from "./metadata-keys";
 export {
   type ModelConfig,
   type Qwen3Config,

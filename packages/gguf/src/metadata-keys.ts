@@ -54,3 +54,14 @@ export type ArchitectureKeyTemplate = (typeof ARCHITECTURE_KEYS)[keyof typeof AR
 export function architectureKey(template: ArchitectureKeyTemplate | string, architecture: string): string {
   return template.replace("{arch}", architecture);
 }
+
+/** `tokenizer.ggml.token_type` values (gguf-py `TokenType`, llama.cpp `llama_token_type`). */
+export const TokenType = {
+  UNDEFINED: 0,
+  NORMAL: 1,
+  UNKNOWN: 2,
+  CONTROL: 3,
+  USER_DEFINED: 4,
+  UNUSED: 5,
+  BYTE: 6,
+} as const;

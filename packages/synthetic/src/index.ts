@@ -1,5 +1,5 @@
-export { SeededRandom, hashString } from "./random";
-export { QWEN3_VOCAB_SIZE, type Qwen3Vocabulary, TokenType, loadQwen3Vocabulary, qwen3TokenizerMetadata } from "./qwen3-vocabulary";
+export { SeededRandom, hashString, mulberry32 } from "./random";
+export { QWEN3_VOCAB_SIZE, type Qwen3Vocabulary, loadQwen3Vocabulary, qwen3TokenizerMetadata } from "./qwen3-vocabulary";
 export {
   GENERATOR_VERSION,
   PRESETS,

@@ -1,15 +1,5 @@
 import { createRequire } from "node:module";
-import { type GGUFValue, TOKENIZER_KEYS, ggufValue } from "@memra/gguf";
-
-/** llama.cpp's token types (llama_token_type / gguf-py TokenType). */
-export const TokenType = {
-  NORMAL: 1,
-  UNKNOWN: 2,
-  CONTROL: 3,
-  USER_DEFINED: 4,
-  UNUSED: 5,
-  BYTE: 6,
-} as const;
+import { type GGUFValue, TOKENIZER_KEYS, TokenType, ggufValue } from "@memra/gguf";
 
 /** Qwen3's vocabulary size in its config.json; the tokenizer defines fewer, the rest are padding. */
 export const QWEN3_VOCAB_SIZE = 151936;

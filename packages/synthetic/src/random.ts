@@ -71,3 +71,18 @@ export function hashString(text: string): number {
   }
   return hash >>> 0;
 }
+
+/**
+ * mulberry32: a tiny seeded generator of uniform numbers in [0, 1), for tests and benchmarks that
+ * need reproducible inputs without the cost of SeededRandom's setup.
+ */
+export function mulberry32(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}

@@ -1,6 +1,6 @@
-import { GGMLType, ggmlTypeName, readGGUF, readModelConfig, writeGGUF } from "@memra/gguf";
+import { GGMLType, TokenType, ggmlTypeName, readGGUF, readModelConfig, writeGGUF } from "@memra/gguf";
 import { describe, expect, it } from "vitest";
-import { QWEN3_VOCAB_SIZE, TokenType, loadQwen3Vocabulary } from "./qwen3-vocabulary";
+import { QWEN3_VOCAB_SIZE, loadQwen3Vocabulary } from "./qwen3-vocabulary";
 import { buildSyntheticModel, resolveOptions } from "./synthetic-model";
 
 function typesByName(preset: Parameters<typeof resolveOptions>[0], overrides: Parameters<typeof resolveOptions>[1]) {

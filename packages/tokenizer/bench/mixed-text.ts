@@ -1,16 +1,6 @@
 import type { TokenizerVocabulary } from "../src/tokenizer-vocabulary";
+import { mulberry32 } from "@memra/synthetic";
 
-/** mulberry32 */
-function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const BYTE_LEVEL_SPACE = "Ġ";
 
@@ -42,7 +32,7 @@ function vocabularyText(token: string): string | undefined {
  * whitespace runs. Words follow a Zipf-like distribution, so that repeats are as common as in text.
  */
 export function mixedText(vocabulary: TokenizerVocabulary, bytes = 1 << 20, seed = 1): string {
-  const random = seededRandom(seed);
+  const random = mulberry32(seed);
   const english: string[] = [];
   const cjk: string[] = [];
   const otherScripts: string[] = [];

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { findPreTokenizer, PRE_TOKENIZERS } from "./pre-tokenizers";
 import { TokenizerError } from "./tokenizer-error";
+import { mulberry32 } from "@memra/synthetic";
 
 /** The words a pre-tokenizer splits `text` into. */
 function split(name: string, text: string): string[] {
@@ -25,16 +26,6 @@ const ORACLES: Record<string, RegExp> = {
   "gpt-2": /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu,
 };
 
-function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe("pre-tokenizers", () => {
   it("has one entry per pre-tokenizer, and every tokenizer.ggml.pre name maps to one", () => {
@@ -77,7 +68,7 @@ describe("pre-tokenizers", () => {
   for (const [name, regex] of Object.entries(ORACLES)) {
     it(`${name} splits random ASCII text where the regex does`, () => {
       const alphabet = ["a", "b", "Z", "s", "S", "t", "l", "L", "e", "E", "r", "v", "m", "d", "D", "0", "7", "'", " ", " ", "  ", "\t", "\n", "\r", "\r\n", ".", "!", "-", "_", "\u000b", "\u000c", "\u001c"];
-      const random = seededRandom(name.length * 7919);
+      const random = mulberry32(name.length * 7919);
       for (let i = 0; i < 3000; i++) {
         let text = "";
         for (let j = 0, n = 1 + Math.floor(random() * 24); j < n; j++) text += alphabet[Math.floor(random() * alphabet.length)];

@@ -1,15 +1,7 @@
+import { TokenType } from "@memra/gguf";
 import type { TokenizerVocabulary } from "./tokenizer-vocabulary";
 
-/** `tokenizer.ggml.token_type` values (gguf-py `TokenType`, llama.cpp `llama_token_type`). */
-export const TokenType = {
-  UNDEFINED: 0,
-  NORMAL: 1,
-  UNKNOWN: 2,
-  CONTROL: 3,
-  USER_DEFINED: 4,
-  UNUSED: 5,
-  BYTE: 6,
-} as const;
+export { TokenType };
 
 /** llama.cpp's `llama_token_attr` bits, which the tokenizer actually works with. */
 export const TokenAttribute = {

@@ -1,4 +1,5 @@
 import { Candidates } from "../candidates";
+import { mulberry32 } from "@memra/synthetic";
 
 /** Candidates whose logits are logf(p) of the given probabilities, as llama.cpp's test-sampling.cpp builds them. */
 export function candidatesFromProbabilities(probabilities: readonly number[]): Candidates {
@@ -20,13 +21,4 @@ export function idsOf(candidates: Candidates): number[] {
 }
 
 /** A deterministic stream of numbers in [0, 1) for building test inputs (mulberry32). */
-export function testRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export const testRandom = mulberry32;
