@@ -83,6 +83,10 @@ void memra_dequantize_row(int type, const void * x, float * y, int64_t n);
 /* ---- kernels (one file per op family) ---- */
 
 void memra_matmul(memra_cpu * cpu, float * out, const float * x, int64_t rows, int type, const void * weight, int64_t n_in, int64_t n_out);
+/* Bytes per activation row memra_matmul needs in cpu->converted (0: it reads x directly). */
+size_t memra_matmul_scratch_row_bytes(int type, int64_t rows, int64_t n_in);
+/* Bytes of a packed row when memra_matmul takes the GEMM path for this call, else 0. */
+size_t memra_matmul_packed_row_bytes(int type, int64_t rows, int64_t n_in);
 void memra_embedding(float * out, int type, const void * table, int64_t width, const int32_t * ids, int64_t count);
 void memra_rms_norm(memra_cpu * cpu, float * out, const float * x, const float * weight, int64_t rows, int64_t width, float eps);
 void memra_rope_neox(memra_cpu * cpu, float * x, const int32_t * positions, int64_t rows, int64_t heads, int64_t head_dim, float freq_base);

@@ -188,7 +188,7 @@ static int matmul_checked(const char * function, memra_cpu * cpu, float * out, i
     if (rows == 0) return MEMRA_OK;
     const int activation_type = memra_dot_activation_type(type);
     if (activation_type != MEMRA_TYPE_F32) {
-        const size_t converted_row_bytes = memra_row_bytes(activation_type, n_in);
+        const size_t converted_row_bytes = memra_matmul_scratch_row_bytes(type, rows, n_in);
         if (converted_row_bytes == 0) FAIL(MEMRA_ERROR_UNSUPPORTED_TYPE, "%s: no row size for activation type %s", function, memra_type_name(activation_type));
         int64_t converted_bytes;
         CHECK(check_product(function, "converted activations", rows, (int64_t)converted_row_bytes, &converted_bytes));

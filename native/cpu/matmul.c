@@ -11,12 +11,15 @@
  * weight block, so a block is read from memory about once while the workers cover its row tiles.
  */
 #include "cpu-internal.h"
+#include "gemm.h"
 
 /* Activation rows per tile: converted rows of one tile should sit comfortably in L2. */
 #define TILE_ACTIVATION_BYTES (192 * 1024)
 #define MAX_ROWS_PER_TILE 64
 /* From this many activation rows on, tiles use the four-row kernel (it reuses each loaded activation). */
 #define ROWS4_MIN_ROWS 4
+/* From this many activation rows on, the GEMM kernels run when there is one for the type (gemm.h). */
+#define GEMM_MIN_ROWS 4
 
 typedef struct {
     float * out;
@@ -32,6 +35,8 @@ typedef struct {
     uint8_t * converted_out;
     /* Tiling. */
     int64_t outputs_per_tile, rows_per_tile, row_tiles, tiles;
+    /* 1: activations are in the GEMM kernels' packed layout and tiles run memra_gemm_tile. */
+    int gemm;
 } matmul_job;
 
 /* Converts activation rows [chunk * ROWS_PER_CONVERSION, ...). */
@@ -43,7 +48,12 @@ static void convert_rows(void * argument, int64_t chunk, int thread_index) {
     int64_t begin, end;
     memra_chunk_range(job->rows, ROWS_PER_CONVERSION, chunk, &begin, &end);
     for (int64_t r = begin; r < end; r++) {
-        memra_quantize_activation_row(job->type, job->x + r * job->n_in, job->converted_out + (size_t)r * job->converted_row_bytes, job->n_in);
+        uint8_t * converted = job->converted_out + (size_t)r * job->converted_row_bytes;
+        if (job->gemm) {
+            memra_gemm_pack_row(job->type, job->x + r * job->n_in, converted, job->n_in);
+        } else {
+            memra_quantize_activation_row(job->type, job->x + r * job->n_in, converted, job->n_in);
+        }
     }
 }
 
@@ -57,6 +67,17 @@ static void multiply_tile(const matmul_job * job, int64_t tile) {
     const size_t wrb = job->weight_row_bytes;
     const size_t crb = job->converted_row_bytes;
     const int64_t n_out = job->n_out;
+    if (job->gemm) {
+        for (int64_t o = o_begin; o < o_end; o += MEMRA_GEMM_TILE_W) {
+            const int w_rows = o_end - o < MEMRA_GEMM_TILE_W ? (int)(o_end - o) : MEMRA_GEMM_TILE_W;
+            for (int64_t r = r_begin; r < r_end; r += MEMRA_GEMM_TILE_A) {
+                const int a_rows = r_end - r < MEMRA_GEMM_TILE_A ? (int)(r_end - r) : MEMRA_GEMM_TILE_A;
+                memra_gemm_tile(job->type, job->n_in, job->weight + (size_t)o * wrb, wrb, w_rows, job->converted + (size_t)r * crb, crb, a_rows,
+                                job->out + r * n_out + o, n_out);
+            }
+        }
+        return;
+    }
     int64_t o = o_begin;
     /* Few activation rows (decode): one weight row at a time, a single sequential stream from memory,
      * which the hardware prefetchers follow better than four interleaved ones (measured ~15% faster
@@ -82,6 +103,17 @@ static void multiply_tile(const matmul_job * job, int64_t tile) {
     }
 }
 
+size_t memra_matmul_packed_row_bytes(int type, int64_t rows, int64_t n_in) {
+    return rows >= GEMM_MIN_ROWS ? memra_gemm_packed_row_bytes(type, n_in) : 0;
+}
+
+size_t memra_matmul_scratch_row_bytes(int type, int64_t rows, int64_t n_in) {
+    const size_t packed = memra_matmul_packed_row_bytes(type, rows, n_in);
+    const int activation_type = memra_dot_activation_type(type);
+    const size_t converted = activation_type == MEMRA_TYPE_F32 ? 0 : memra_row_bytes(activation_type, n_in);
+    return packed > converted ? packed : converted;
+}
+
 static void multiply_tiles(void * argument, int64_t tile, int thread_index) {
     (void)thread_index;
     multiply_tile(argument, tile);
@@ -100,7 +132,14 @@ void memra_matmul(memra_cpu * cpu, float * out, const float * x, int64_t rows, i
     };
     const int activation_type = memra_dot_activation_type(type);
     const int threads = cpu->threads;
-    if (activation_type == MEMRA_TYPE_F32) {
+    const size_t packed_row_bytes = memra_matmul_packed_row_bytes(type, rows, n_in);
+    if (packed_row_bytes != 0) {
+        job.gemm = 1;
+        job.converted_row_bytes = packed_row_bytes;
+        job.converted_out = cpu->converted;
+        job.converted = cpu->converted;
+        memra_run_chunks(cpu->pool, rows > ROWS_PER_CONVERSION && threads > 1, convert_rows, &job, memra_chunk_count(rows, ROWS_PER_CONVERSION));
+    } else if (activation_type == MEMRA_TYPE_F32) {
         job.converted = (const uint8_t *)x;
         job.converted_row_bytes = (size_t)n_in * sizeof(float);
     } else {

@@ -1,0 +1,41 @@
+/*
+ * Blocked matrix-matrix kernels for prefill and batched decode (internal to native/cpu).
+ *
+ * The dot-product kernels of quant-dot.h compute one weight row against one activation row and
+ * redo the weight's unpacking (nibbles, scales, layout) for every activation row. A GEMM kernel
+ * instead takes a tile of up to 4 weight rows x 4 activation rows: it unpacks each weight block once
+ * per tile and keeps 16 accumulators in registers, and the activations come pre-arranged in a
+ * "packed" layout made once per row (so the inner loop reads them with plain vector loads).
+ *
+ * The integer sums are exact, as in quant-dot.c: results differ from the dot-product path only in
+ * the order of float additions. memra_gemm_packed_row_bytes returns 0 when no GEMM kernel applies
+ * (type, shape, CPU, or MEMRA_GEMM=0 in the environment); the caller then uses the dot products.
+ */
+#ifndef MEMRA_GEMM_H
+#define MEMRA_GEMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Largest tile: weight rows x activation rows per memra_gemm_tile call. */
+#define MEMRA_GEMM_TILE_W 4
+#define MEMRA_GEMM_TILE_A 4
+
+/* Bytes of one packed activation row of `n` values for weights of `type`, or 0 when there is no
+ * GEMM kernel for it on this CPU. */
+size_t memra_gemm_packed_row_bytes(int type, int64_t n);
+
+/* Quantizes one activation row of n floats into the packed layout (memra_gemm_packed_row_bytes bytes).
+ * The quantization is the one memra_quantize_activation_row does (same values, same scales). */
+void memra_gemm_pack_row(int type, const float * x, void * out, int64_t n);
+
+/* out[c * out_stride + r] = dot(weight row r, activation row c) for r < w_rows, c < a_rows, where
+ * 1 <= w_rows <= MEMRA_GEMM_TILE_W and 1 <= a_rows <= MEMRA_GEMM_TILE_A; weight rows are w_stride
+ * bytes apart (ggml layout), packed activation rows a_stride bytes apart. */
+void memra_gemm_tile(int type, int64_t n, const void * weight, size_t w_stride, int w_rows, const void * packed, size_t a_stride, int a_rows,
+                     float * out, int64_t out_stride);
+
+/* The kernel family in use ("avx512vbmi" or "none"), for benchmarks and tests. */
+const char * memra_gemm_isa(void);
+
+#endif

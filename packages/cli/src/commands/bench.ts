@@ -1,0 +1,175 @@
+import { parseArgs } from "node:util";
+import { loadModel } from "@memra/core";
+import { chooseBackend, describeBackend } from "../backend-choice";
+import { CliError } from "../cli-error";
+import type { CliIO } from "../cli-io";
+import { defaultModelPath } from "../default-model";
+import { parsePositiveInteger } from "./model-arguments";
+
+export const benchUsage = `usage: memra bench [-m MODEL] [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json]
+
+Measures prompt processing and generation speed the way llama-bench does:
+  ppN  one forward pass over N prompt tokens in an empty cache (tokens/s)
+  tgN  N single-token forward passes in an empty cache, each fed the greedy pick of the last (tokens/s)
+Each test runs once untimed (warm-up) and then REPS times; the table shows mean ± standard deviation.
+Also reports the time to first token for a one-token prompt (ttft) and the process's peak resident memory.
+
+options:
+  -m, --model FILE     GGUF model (default: the built-in demo model)
+  -p, --prompt N       prompt tokens for pp (default 512; 0 skips pp)
+  -n, --gen N          generated tokens for tg (default 128; 0 skips tg)
+  -t, --threads N      threads of the native backend (default: one per processor)
+  -r, --reps N         timed repetitions of each test (default 5)
+  --json               one JSON object: {"pp": {"tokens", "tps", ...}, "tg": {...}, "ttft_ms", "peak_rss_bytes", ...}
+
+examples:
+  memra bench -m qwen3-0.6b-q8_0.gguf -t 2
+  memra bench -m qwen3-0.6b-q8_0.gguf -p 128 -n 32 -r 3 --json`;
+
+export interface BenchTest {
+  readonly tokens: number;
+  /** Mean tokens per second over the repetitions. */
+  readonly tps: number;
+  readonly stddev: number;
+  readonly median: number;
+  readonly samples: readonly number[];
+}
+
+function nonNegativeInteger(value: string | undefined, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  const parsed = Number(value);
+  if (value.trim() === "" || !Number.isInteger(parsed) || parsed < 0) throw new CliError(`${name} must be a non-negative integer, got "${value}"`);
+  return parsed;
+}
+
+export function summarize(tokens: number, samples: readonly number[]): BenchTest {
+  const mean = samples.reduce((sum, value) => sum + value, 0) / samples.length;
+  const variance = samples.length > 1 ? samples.reduce((sum, value) => sum + (value - mean) ** 2, 0) / (samples.length - 1) : 0;
+  const sorted = [...samples].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  const median = sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+  return { tokens, tps: mean, stddev: Math.sqrt(variance), median, samples };
+}
+
+/** Deterministic token ids from the middle of the vocabulary (no special tokens), as llama-bench uses random ones. */
+function benchTokens(count: number, vocabulary: number): Int32Array {
+  let state = 0x2545f491;
+  const span = Math.max(1, Math.min(vocabulary, 150000) - 1000);
+  return Int32Array.from({ length: count }, () => {
+    state = (Math.imul(state, 1103515245) + 12345) >>> 0;
+    return Math.min(vocabulary - 1, 1000 + (state % span));
+  });
+}
+
+function argmax(logits: Float32Array): number {
+  let best = 0;
+  for (let i = 1; i < logits.length; i++) if (logits[i]! > logits[best]!) best = i;
+  return best;
+}
+
+function peakRssBytes(): number {
+  return process.resourceUsage().maxRSS * 1024;
+}
+
+export async function benchCommand(args: string[], io: CliIO): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      model: { type: "string", short: "m" },
+      prompt: { type: "string", short: "p" },
+      gen: { type: "string", short: "n" },
+      threads: { type: "string", short: "t" },
+      reps: { type: "string", short: "r" },
+      json: { type: "boolean", default: false },
+      quiet: { type: "boolean", short: "q", default: false },
+      help: { type: "boolean", short: "h", default: false },
+    },
+  });
+  if (values.help) {
+    io.stdout(`${benchUsage}\n`);
+    return;
+  }
+  const promptTokens = nonNegativeInteger(values.prompt, "--prompt", 512);
+  const genTokens = nonNegativeInteger(values.gen, "--gen", 128);
+  const reps = parsePositiveInteger(values.reps, "--reps", 5);
+  const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
+  if (promptTokens === 0 && genTokens === 0) throw new CliError("nothing to measure: --prompt and --gen are both 0");
+
+  const path = values.model ?? (await defaultModelPath(io, values.quiet || values.json));
+  const backend = await chooseBackend(threads);
+  const loadStarted = performance.now();
+  const model = loadModel(path, { backend, maxBatchTokens: Math.max(promptTokens, 1) });
+  const loadMs = performance.now() - loadStarted;
+  try {
+    const vocabulary = model.vocabularySize;
+    const prompt = benchTokens(Math.max(promptTokens, 1), vocabulary);
+    const contextTokens = Math.max(promptTokens, genTokens + 1, 2);
+
+    const runPrompt = (): number => {
+      const cache = model.createCache(contextTokens);
+      try {
+        const started = performance.now();
+        model.forward(prompt.subarray(0, promptTokens), cache);
+        return performance.now() - started;
+      } finally {
+        cache.dispose();
+      }
+    };
+    const runGeneration = (count: number): number => {
+      const cache = model.createCache(contextTokens);
+      try {
+        let token = prompt[0]!;
+        const started = performance.now();
+        for (let i = 0; i < count; i++) token = argmax(model.forward([token], cache));
+        return performance.now() - started;
+      } finally {
+        cache.dispose();
+      }
+    };
+
+    const pp: number[] = [];
+    const tg: number[] = [];
+    const ttft: number[] = [];
+    if (promptTokens > 0) {
+      runPrompt(); // warm-up: pages the weights in
+      for (let rep = 0; rep < reps; rep++) pp.push((promptTokens / runPrompt()) * 1000);
+    }
+    if (genTokens > 0) {
+      runGeneration(Math.min(genTokens, 8));
+      for (let rep = 0; rep < reps; rep++) tg.push((genTokens / runGeneration(genTokens)) * 1000);
+    }
+    for (let rep = 0; rep < reps; rep++) ttft.push(runGeneration(1));
+
+    const results = {
+      model: path,
+      backend: describeBackend(backend),
+      threads: (backend as { threads?: number }).threads ?? 1,
+      reps,
+      load_ms: loadMs,
+      ...(pp.length ? { pp: summarize(promptTokens, pp) } : {}),
+      ...(tg.length ? { tg: summarize(genTokens, tg) } : {}),
+      ttft_ms: summarize(1, ttft).median,
+      peak_rss_bytes: peakRssBytes(),
+      weight_bytes: model.memory.weightBytes,
+    };
+    if (values.json) {
+      io.stdout(`${JSON.stringify(results)}\n`);
+      return;
+    }
+    const config = model.config;
+    const name = `${config.architecture} ${config.blockCount}x${config.embeddingLength}`;
+    const size = `${(model.memory.weightBytes / 2 ** 20).toFixed(0)} MiB`;
+    const rows: string[][] = [["model", "size", "backend", "test", "t/s"]];
+    const row = (test: string, result: BenchTest) =>
+      rows.push([name, size, results.backend, test, `${result.tps.toFixed(2)} ± ${result.stddev.toFixed(2)}`]);
+    if (results.pp) row(`pp${promptTokens}`, results.pp);
+    if (results.tg) row(`tg${genTokens}`, results.tg);
+    const widths = rows[0]!.map((_, column) => Math.max(...rows.map((cells) => cells[column]!.length)));
+    const line = (cells: string[]) => `| ${cells.map((cell, column) => (column === cells.length - 1 ? cell.padStart(widths[column]!) : cell.padEnd(widths[column]!))).join(" | ")} |`;
+    io.stdout(`${line(rows[0]!)}\n| ${widths.map((w, column) => (column === widths.length - 1 ? `${"-".repeat(w - 1)}:` : "-".repeat(w))).join(" | ")} |\n`);
+    for (const cells of rows.slice(1)) io.stdout(`${line(cells)}\n`);
+    io.stdout(`ttft (one-token prompt): ${results.ttft_ms.toFixed(2)} ms; peak RSS ${(results.peak_rss_bytes / 2 ** 20).toFixed(0)} MiB; load ${loadMs.toFixed(0)} ms\n`);
+  } finally {
+    model.dispose();
+  }
+}
