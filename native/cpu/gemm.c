@@ -169,6 +169,218 @@ VBMI_INLINE void q8_0_tile(const int WR, const int AR, int64_t n, const uint8_t 
     }
 }
 
+/* ---- q4_K, q5_K, q6_K ----
+ * Activations are q8_K (one f32 scale per 256 values). Packed group (384 bytes per 256 values):
+ *   [  0..255] the activation bytes in the order the weight's code vectors come in:
+ *              q4_K/q5_K: [0..31 64..95] [32..63 96..127] [128..159 192..223] [160..191 224..255]
+ *              (a qs byte's low nibble and high nibble are 32 values apart), q6_K: natural order
+ *   [256..319] int16 sums: q4_K/q5_K the eight 32-value sums four times, q6_K the sixteen 16-value sums twice
+ *   [320..383] the f32 scale, 16 times
+ * Per tile pair and super-block: four vpmaddubsw (codes x activations) and four vpdpwssd (times the
+ * sub-block scales) into one int32 vector, converted once and scaled by d_w * d_a. The per-sub-block
+ * constant terms (q4_K/q5_K: dmin * min * sum(a), q6_K: d * scale * 32 * sum(a)) are integer dot
+ * products of the weight's mins/scales with the activation sums, done for four weight rows at once. */
+
+enum { Q4_K_BYTES = 144, Q5_K_BYTES = 176, Q6_K_BYTES = 210, Q8_K_BYTES = 292, PACKED_K_GROUP = 384 };
+enum { KIND_Q4_K = 0, KIND_Q5_K = 1, KIND_Q6_K = 2 };
+
+static inline uint32_t load_u32(const uint8_t * p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint16_t load_u16(const uint8_t * p) { uint16_t v; memcpy(&v, p, 2); return v; }
+
+VBMI_FN void pack_k(int kind, const float * x, uint8_t * out, int64_t n) {
+    static const int order[8] = { 0, 2, 1, 3, 4, 6, 5, 7 }; /* 32-value pieces, q4_K/q5_K order */
+    uint8_t q8k[Q8_K_BYTES];
+    for (int64_t g = 0; g < n / 256; g++, x += 256, out += PACKED_K_GROUP) {
+        memra_quantize_activation_row(MEMRA_TYPE_Q4_K, x, q8k, 256); /* q8_K, as for every K type */
+        const uint8_t * qs = q8k + 4;
+        int16_t sums[32];
+        if (kind == KIND_Q6_K) {
+            memcpy(out, qs, 256);
+            memcpy(sums, q8k + 260, 32);
+            memcpy(sums + 16, q8k + 260, 32);
+        } else {
+            for (int piece = 0; piece < 8; piece++) memcpy(out + 32 * piece, qs + 32 * order[piece], 32);
+            for (int j = 0; j < 8; j++) {
+                int16_t a, b;
+                memcpy(&a, q8k + 260 + 4 * j, 2);
+                memcpy(&b, q8k + 262 + 4 * j, 2);
+                for (int copy = 0; copy < 4; copy++) sums[8 * copy + j] = (int16_t)(a + b);
+            }
+        }
+        memcpy(out + 256, sums, 64);
+        float d;
+        memcpy(&d, q8k, 4);
+        for (int k = 0; k < 16; k++) memcpy(out + 320 + 4 * k, &d, 4);
+    }
+}
+
+/* q4_K/q5_K's 12 scale bytes -> 8 six-bit scales and 8 six-bit mins (bytes). */
+static inline void q4k_scales_mins(const uint8_t * s, uint64_t * scales, uint64_t * mins) {
+    const uint32_t a0 = load_u32(s), a1 = load_u32(s + 4), a2 = load_u32(s + 8);
+    const uint32_t sc_lo = a0 & 0x3f3f3f3fu, mn_lo = a1 & 0x3f3f3f3fu;
+    const uint32_t sc_hi = (a2 & 0x0f0f0f0fu) | ((a0 >> 6) & 0x03030303u) << 4;
+    const uint32_t mn_hi = ((a2 >> 4) & 0x0f0f0f0fu) | ((a1 >> 6) & 0x03030303u) << 4;
+    *scales = sc_lo | (uint64_t)sc_hi << 32;
+    *mins = mn_lo | (uint64_t)mn_hi << 32;
+}
+
+/* vpermw controls: int16 lane i of code vector v -> its sub-block's scale (q4_K/q5_K: 32-value
+ * sub-blocks, two per vector; q6_K: 16-value sub-blocks, four per vector). */
+VBMI_INLINE void k_scale_index(int kind, __m512i index[4]) {
+    static const int pieces[4][2] = { { 0, 2 }, { 1, 3 }, { 4, 6 }, { 5, 7 } };
+    for (int v = 0; v < 4; v++) {
+        uint16_t lanes[32];
+        for (int i = 0; i < 32; i++) lanes[i] = (uint16_t)(kind == KIND_Q6_K ? 4 * v + i / 8 : pieces[v][i / 16]);
+        index[v] = _mm512_loadu_si512(lanes);
+    }
+}
+
+VBMI_INLINE __m512i halves8(char lo, char hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(lo)), _mm256_set1_epi8(hi), 1);
+}
+VBMI_INLINE __m512i halves16(short lo, short hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(lo)), _mm256_set1_epi16(hi), 1);
+}
+
+/* One weight super-block: code vectors u[4] (unsigned bytes), sub-block scale vectors s[4] (int16),
+ * the int16 vector whose products with the activation sums give the constant term (q4_K/q5_K: 8 mins,
+ * q6_K: 16 scales), and the float factors d (main) and c (constant term, subtracted). */
+VBMI_INLINE void k_unpack(const int kind, const uint8_t * x, const __m512i index[4], __m512i u[4], __m512i s[4], __m128i * cterm_lo, __m128i * cterm_hi,
+                          float * d, float * c) {
+    const __m512i m4 = _mm512_set1_epi8(15);
+    if (kind == KIND_Q6_K) {
+        const __m512i m30 = _mm512_set1_epi8(0x30);
+        const __m512i shift_a = halves16(4, 2), shift_b = halves16(0, 2);
+        for (int k = 0; k < 2; k++) {
+            const __m512i L = _mm512_loadu_si512(x + 64 * k);
+            const __m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x + 128 + 32 * k)));
+            u[2 * k] = _mm512_or_si512(_mm512_and_si512(L, m4), _mm512_and_si512(_mm512_sllv_epi16(H, shift_a), m30));
+            u[2 * k + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(H, shift_b), m30));
+        }
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + 192)));
+        const __m512i sc = _mm512_castsi256_si512(sc16);
+        for (int v = 0; v < 4; v++) s[v] = _mm512_permutexvar_epi16(index[v], sc);
+        *cterm_lo = _mm256_castsi256_si128(sc16);
+        *cterm_hi = _mm256_extracti128_si256(sc16, 1);
+        *d = _cvtsh_ss(load_u16(x + 208));
+        *c = 32.0f * *d;
+    } else {
+        const int qs_at = kind == KIND_Q5_K ? 48 : 16;
+        const __m512i q0 = _mm512_loadu_si512(x + qs_at), q1 = _mm512_loadu_si512(x + qs_at + 64);
+        u[0] = _mm512_and_si512(q0, m4);
+        u[1] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
+        u[2] = _mm512_and_si512(q1, m4);
+        u[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4);
+        if (kind == KIND_Q5_K) {
+            /* fifth bit: qh[l] bit 2j for the low nibbles of 64-value chunk j, bit 2j+1 for the high */
+            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x + 16)));
+            const __m512i sixteen = _mm512_set1_epi8(16);
+            static const int bits[4][2] = { { 0, 2 }, { 1, 3 }, { 4, 6 }, { 5, 7 } };
+            for (int v = 0; v < 4; v++) {
+                const __mmask64 m = _mm512_test_epi8_mask(qh, halves8((char)(1 << bits[v][0]), (char)(1 << bits[v][1])));
+                u[v] = _mm512_mask_add_epi8(u[v], m, u[v], sixteen);
+            }
+        }
+        uint64_t scales, mins;
+        q4k_scales_mins(x + 4, &scales, &mins);
+        const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)scales)));
+        for (int v = 0; v < 4; v++) s[v] = _mm512_permutexvar_epi16(index[v], sc);
+        *cterm_lo = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mins));
+        *cterm_hi = _mm_setzero_si128();
+        *d = _cvtsh_ss(load_u16(x));
+        *c = _cvtsh_ss(load_u16(x + 2));
+    }
+}
+
+VBMI_INLINE void k_tile(const int kind, const int WR, const int AR, int64_t n, const uint8_t * w, size_t w_stride, const uint8_t * a, size_t a_stride,
+                        float * out, int64_t out_stride) {
+    const int block_bytes = kind == KIND_Q6_K ? Q6_K_BYTES : kind == KIND_Q5_K ? Q5_K_BYTES : Q4_K_BYTES;
+    __m512i index[4];
+    k_scale_index(kind, index);
+    __m512 acc[MEMRA_GEMM_TILE_W][MEMRA_GEMM_TILE_A];
+    /* constant terms: q4_K/q5_K one vector per activation row (lanes 4r..4r+3: weight row r);
+     * q6_K two (rows 0-1 and rows 2-3, eight lanes each) */
+    __m512 constant[2][MEMRA_GEMM_TILE_A];
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < AR; c++) {
+        constant[0][c] = constant[1][c] = _mm512_setzero_ps();
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < WR; r++) acc[r][c] = _mm512_setzero_ps();
+    }
+    for (int64_t g = 0; g < n / 256; g++) {
+        __m128i cterm[2 * MEMRA_GEMM_TILE_W];
+        float cscale[MEMRA_GEMM_TILE_W];
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < MEMRA_GEMM_TILE_W; r++) {
+            cterm[2 * r] = cterm[2 * r + 1] = _mm_setzero_si128();
+            cscale[r] = 0.0f;
+        }
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < WR; r++) {
+            __m512i u[4], s[4];
+            float d;
+            k_unpack(kind, w + r * w_stride + g * block_bytes, index, u, s, &cterm[2 * r], &cterm[2 * r + 1], &d, &cscale[r]);
+            const __m512 dw = _mm512_set1_ps(d);
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < AR; c++) {
+                const uint8_t * q = a + c * a_stride + g * PACKED_K_GROUP;
+                __m512i isum = _mm512_setzero_si512();
+                _Pragma("GCC unroll 4")
+                for (int v = 0; v < 4; v++) isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u[v], _mm512_loadu_si512(q + 64 * v)), s[v]);
+                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_loadu_ps(q + 320)), acc[r][c]);
+            }
+        }
+        /* constant terms of the four weight rows against each activation row */
+        if (kind == KIND_Q6_K) {
+            const __m512i t01 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(cterm[0], cterm[1])), _mm256_setr_m128i(cterm[2], cterm[3]), 1);
+            const __m512i t23 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(cterm[4], cterm[5])), _mm256_setr_m128i(cterm[6], cterm[7]), 1);
+            const __m512 f01 = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(cscale[0])), _mm256_set1_ps(cscale[1]), 1);
+            const __m512 f23 = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(cscale[2])), _mm256_set1_ps(cscale[3]), 1);
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < AR; c++) {
+                const uint8_t * q = a + c * a_stride + g * PACKED_K_GROUP;
+                const __m512i sums = _mm512_loadu_si512(q + 256);
+                const __m512 da = _mm512_loadu_ps(q + 320);
+                constant[0][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(t01, sums)), _mm512_mul_ps(f01, da), constant[0][c]);
+                if (WR > 2) constant[1][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(t23, sums)), _mm512_mul_ps(f23, da), constant[1][c]);
+            }
+        } else {
+            const __m512i t = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(cterm[0], cterm[2])), _mm256_setr_m128i(cterm[4], cterm[6]), 1);
+            const __m512 f = _mm512_setr_ps(cscale[0], cscale[0], cscale[0], cscale[0], cscale[1], cscale[1], cscale[1], cscale[1], cscale[2], cscale[2],
+                                            cscale[2], cscale[2], cscale[3], cscale[3], cscale[3], cscale[3]);
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < AR; c++) {
+                const uint8_t * q = a + c * a_stride + g * PACKED_K_GROUP;
+                const __m512 da = _mm512_loadu_ps(q + 320);
+                constant[0][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(t, _mm512_loadu_si512(q + 256))), _mm512_mul_ps(f, da), constant[0][c]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < AR; c++) {
+        float lanes[32];
+        _mm512_storeu_ps(lanes, constant[0][c]);
+        _mm512_storeu_ps(lanes + 16, constant[1][c]);
+        const int per_row = kind == KIND_Q6_K ? 8 : 4;
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < WR; r++) {
+            float term = 0.0f;
+            for (int k = 0; k < per_row; k++) term += lanes[per_row * r + k];
+            out[c * out_stride + r] = _mm512_reduce_add_ps(acc[r][c]) - term;
+        }
+    }
+}
+
+VBMI_INLINE void q4_K_tile(const int WR, const int AR, int64_t n, const uint8_t * w, size_t ws, const uint8_t * a, size_t as, float * out, int64_t os) {
+    k_tile(KIND_Q4_K, WR, AR, n, w, ws, a, as, out, os);
+}
+VBMI_INLINE void q5_K_tile(const int WR, const int AR, int64_t n, const uint8_t * w, size_t ws, const uint8_t * a, size_t as, float * out, int64_t os) {
+    k_tile(KIND_Q5_K, WR, AR, n, w, ws, a, as, out, os);
+}
+VBMI_INLINE void q6_K_tile(const int WR, const int AR, int64_t n, const uint8_t * w, size_t ws, const uint8_t * a, size_t as, float * out, int64_t os) {
+    k_tile(KIND_Q6_K, WR, AR, n, w, ws, a, as, out, os);
+}
+
 /* One function per tile shape, so that every loop above has constant bounds. */
 #define TILE_FN(name, kernel, WR, AR)                                                                                  \
     VBMI_FN void name##_##WR##x##AR(int64_t n, const uint8_t * w, size_t ws, const uint8_t * a, size_t as, float * out, int64_t os) { \
@@ -188,7 +400,13 @@ VBMI_INLINE void q8_0_tile(const int WR, const int AR, int64_t n, const uint8_t 
 typedef void tile_kernel(int64_t n, const uint8_t * w, size_t ws, const uint8_t * a, size_t as, float * out, int64_t os);
 
 TILE_FNS(q8_0_vbmi, q8_0_tile)
+TILE_FNS(q4_K_vbmi, q4_K_tile)
+TILE_FNS(q5_K_vbmi, q5_K_tile)
+TILE_FNS(q6_K_vbmi, q6_K_tile)
 static tile_kernel * const q8_0_tiles[4][4] = TILE_TABLE(q8_0_vbmi);
+static tile_kernel * const q4_K_tiles[4][4] = TILE_TABLE(q4_K_vbmi);
+static tile_kernel * const q5_K_tiles[4][4] = TILE_TABLE(q5_K_vbmi);
+static tile_kernel * const q6_K_tiles[4][4] = TILE_TABLE(q6_K_vbmi);
 
 #endif /* x86 */
 
@@ -214,14 +432,27 @@ const char * memra_gemm_isa(void) { return gemm_enabled() ? "avx512vbmi" : "none
 size_t memra_gemm_packed_row_bytes(int type, int64_t n) {
     if (!gemm_enabled() || n <= 0) return 0;
 #ifdef MEMRA_GEMM_X86
-    if (type == MEMRA_TYPE_Q8_0 && n % 256 == 0) return (size_t)(n / 256) * PACKED_Q8_0_GROUP;
+    if (n % 256 != 0) return 0;
+    switch (type) {
+    case MEMRA_TYPE_Q8_0: return (size_t)(n / 256) * PACKED_Q8_0_GROUP;
+    case MEMRA_TYPE_Q4_K:
+    case MEMRA_TYPE_Q5_K:
+    case MEMRA_TYPE_Q6_K: return (size_t)(n / 256) * PACKED_K_GROUP;
+    default: break;
+    }
 #endif
     return 0;
 }
 
 void memra_gemm_pack_row(int type, const float * x, void * out, int64_t n) {
 #ifdef MEMRA_GEMM_X86
-    if (type == MEMRA_TYPE_Q8_0) pack_q8_0(x, out, n);
+    switch (type) {
+    case MEMRA_TYPE_Q8_0: pack_q8_0(x, out, n); break;
+    case MEMRA_TYPE_Q4_K: pack_k(KIND_Q4_K, x, out, n); break;
+    case MEMRA_TYPE_Q5_K: pack_k(KIND_Q5_K, x, out, n); break;
+    case MEMRA_TYPE_Q6_K: pack_k(KIND_Q6_K, x, out, n); break;
+    default: break;
+    }
 #else
     (void)type; (void)x; (void)out; (void)n;
 #endif
@@ -230,7 +461,12 @@ void memra_gemm_pack_row(int type, const float * x, void * out, int64_t n) {
 void memra_gemm_tile(int type, int64_t n, const void * weight, size_t w_stride, int w_rows, const void * packed, size_t a_stride, int a_rows,
                      float * out, int64_t out_stride) {
 #ifdef MEMRA_GEMM_X86
-    if (type == MEMRA_TYPE_Q8_0) q8_0_tiles[w_rows - 1][a_rows - 1](n, weight, w_stride, packed, a_stride, out, out_stride);
+    tile_kernel * const(*table)[4] = type == MEMRA_TYPE_Q8_0 ? q8_0_tiles
+                                   : type == MEMRA_TYPE_Q4_K ? q4_K_tiles
+                                   : type == MEMRA_TYPE_Q5_K ? q5_K_tiles
+                                   : type == MEMRA_TYPE_Q6_K ? q6_K_tiles
+                                                             : NULL;
+    if (table) table[w_rows - 1][a_rows - 1](n, weight, w_stride, packed, a_stride, out, out_stride);
 #else
     (void)type; (void)n; (void)weight; (void)w_stride; (void)w_rows; (void)packed; (void)a_stride; (void)a_rows; (void)out; (void)out_stride;
 #endif
