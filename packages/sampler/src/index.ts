@@ -20,3 +20,23 @@ export { argmax, logSumExp } from "./log-sum-exp";
 export { SeededRandom, randomSeed } from "./seeded-random";
 export { type StopSequenceStep, StopSequenceMatcher } from "./stop-sequence-matcher";
 export { InvalidSamplingOptionError, SamplerError } from "./sampler-error";
+export { type CharacterClass, type Grammar, type GrammarSymbol } from "./grammar/grammar";
+export { GrammarError, GrammarSyntaxError, JsonSchemaError } from "./grammar/grammar-error";
+export { MAX_GRAMMAR_SYMBOLS, MAX_REPETITION, type ParseGbnfOptions, parseGbnf } from "./grammar/parse-gbnf";
+export { validateGrammar } from "./grammar/validate-grammar";
+export { GrammarAutomaton, MAX_STACKS_PER_STATE } from "./grammar/grammar-automaton";
+export { TokenTrie } from "./grammar/token-trie";
+export { type AllowedTokens, type GrammarPosition, GrammarMatcher } from "./grammar/grammar-matcher";
+export { type ConstrainedSampler, type GrammarMode, createConstrainedSampler } from "./grammar/constrained-sampler";
+export { gbnfLiteral, grammarFromJsonSchema, jsonSchemaToGbnf } from "./grammar/json-schema-to-gbnf";
+export {
+  type OutputConstraint,
+  type ResponseFormat,
+  constraintFromGbnf,
+  constraintFromJsonSchema,
+  constraintFromResponseFormat,
+  constraintFromSchema,
+  constraintFromZod,
+  isZodSchema,
+  zodToJsonSchema,
+} from "./grammar/structured-output";

@@ -1,0 +1,328 @@
+import { JsonSchemaError } from "./grammar-error";
+import type { Grammar } from "./grammar";
+import { MAX_REPETITION, parseGbnf } from "./parse-gbnf";
+
+/** Integer ranges up to this many values become an alternation of the allowed numbers. */
+const MAX_ENUMERATED_INTEGERS = 1000;
+const SAFE_BOUND = Number.MAX_SAFE_INTEGER;
+
+/**
+ * Shared rules, as llama.cpp's json-schema-to-grammar writes them. Whitespace is bounded (one
+ * space, or a newline and up to 20 indentation characters) so that a model cannot pad forever;
+ * numbers have at most 16 digits per part for the same reason.
+ */
+const PRIMITIVES: Record<string, string> = {
+  space: '| " " | "\\n" [ \\t]{0,20}',
+  boolean: '("true" | "false") space',
+  null: '"null" space',
+  char: '[^"\\\\\\x7F\\x00-\\x1F] | [\\\\] (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4})',
+  string: '"\\"" char* "\\"" space',
+  "integral-part": "[0] | [1-9] [0-9]{0,15}",
+  "decimal-part": "[0-9]{1,16}",
+  number: '("-"? integral-part) ("." decimal-part)? ([eE] [-+]? integral-part)? space',
+  integer: '("-"? integral-part) space',
+  value: "object | array | string | number | boolean | null",
+  object: '"{" space ( string ":" space value ("," space string ":" space value)* )? "}" space',
+  array: '"[" space ( value ("," space value)* )? "]" space',
+};
+const PRIMITIVE_DEPENDENCIES: Record<string, string[]> = {
+  boolean: ["space"],
+  null: ["space"],
+  string: ["char", "space"],
+  number: ["integral-part", "decimal-part", "space"],
+  integer: ["integral-part", "space"],
+  value: ["object", "array", "string", "number", "boolean", "null"],
+  object: ["string", "value", "space"],
+  array: ["value", "space"],
+};
+
+/** Keywords whose constraint a grammar cannot enforce here: rejected rather than silently ignored. */
+const UNSUPPORTED_KEYWORDS = ["pattern", "not", "if", "then", "else", "uniqueItems", "contains", "patternProperties", "multipleOf", "minProperties", "maxProperties", "dependentSchemas", "dependentRequired", "propertyNames"];
+/** String formats are validated by zod and JSON schema validators; none is enforced by the grammar yet. */
+const KNOWN_TYPES = ["object", "array", "string", "number", "integer", "boolean", "null"];
+
+type Schema = Record<string, unknown> | boolean;
+
+/** A GBNF literal for `text` (quotes, backslashes and control characters escaped). */
+export function gbnfLiteral(text: string): string {
+  let out = '"';
+  for (const character of text) {
+    const code = character.codePointAt(0)!;
+    if (character === '"' || character === "\\") out += `\\${character}`;
+    else if (character === "\n") out += "\\n";
+    else if (character === "\r") out += "\\r";
+    else if (character === "\t") out += "\\t";
+    else if (code < 0x20 || code === 0x7f) out += `\\x${code.toString(16).padStart(2, "0")}`;
+    else out += character;
+  }
+  return `${out}"`;
+}
+
+function escapePointer(key: string): string {
+  return key.replaceAll("~", "~0").replaceAll("/", "~1");
+}
+
+/**
+ * GBNF for the JSON values a schema allows: objects (properties in declaration order, required
+ * first then any subset of the optional ones; no other keys unless the object declares no
+ * properties), arrays (items, prefixItems, minItems/maxItems), strings (minLength/maxLength),
+ * enum, const, numbers and integers (small integer ranges enumerated, non-negative bounds kept),
+ * booleans, null, `anyOf`/`oneOf`, `type` lists, and `$ref` into `$defs`/`definitions` (recursion
+ * allowed). What it cannot enforce (`pattern`, `format`, `uniqueItems`, ...) is an error naming the
+ * JSON pointer, so that an output never silently fails validation.
+ */
+export function jsonSchemaToGbnf(schema: unknown): string {
+  return new SchemaConverter(schema).convert();
+}
+
+/** `jsonSchemaToGbnf` parsed into a grammar. */
+export function grammarFromJsonSchema(schema: unknown): Grammar {
+  return parseGbnf(jsonSchemaToGbnf(schema));
+}
+
+class SchemaConverter {
+  private readonly rules = new Map<string, string>();
+  private readonly references = new Map<string, string>();
+
+  constructor(private readonly root: unknown) {}
+
+  convert(): string {
+    const body = this.visit(this.root, "", "root");
+    this.rules.set("root", body);
+    const lines = [...this.rules].map(([name, rule]) => `${name} ::= ${rule}`);
+    return `${lines.join("\n")}\n`;
+  }
+
+  private fail(pointer: string, reason: string): never {
+    throw new JsonSchemaError(pointer, reason);
+  }
+
+  private primitive(name: string): string {
+    if (!this.rules.has(name)) {
+      this.rules.set(name, PRIMITIVES[name]!);
+      for (const dependency of PRIMITIVE_DEPENDENCIES[name] ?? []) this.primitive(dependency);
+    }
+    return name;
+  }
+
+  /** A fresh rule name from a hint (property path), characters GBNF does not allow replaced. */
+  private ruleName(hint: string): string {
+    const base = hint.replace(/[^a-zA-Z0-9-]+/g, "-").replace(/^-+|-+$/g, "") || "rule";
+    let name = base;
+    for (let i = 1; this.rules.has(name) || PRIMITIVES[name] !== undefined || name === "root"; i++) name = `${base}-${i}`;
+    this.rules.set(name, ""); // reserved; filled by the caller
+    return name;
+  }
+
+  /** A rule for the subschema, for use where a single symbol is needed. */
+  private ruleFor(schema: unknown, pointer: string, hint: string): string {
+    const body = this.visit(schema, pointer, hint);
+    if (/^[a-zA-Z0-9-]+$/.test(body)) return body;
+    const name = this.ruleName(hint);
+    this.rules.set(name, body);
+    return name;
+  }
+
+  /** The right-hand side of a rule matching the schema (followed by optional space). */
+  private visit(schema: unknown, pointer: string, hint: string): string {
+    if (schema === true) return this.primitive("value");
+    if (schema === false) this.fail(pointer, "the schema `false` allows no value");
+    if (typeof schema !== "object" || schema === null || Array.isArray(schema)) this.fail(pointer, `a schema must be an object or a boolean, got ${Array.isArray(schema) ? "an array" : JSON.stringify(schema)}`);
+    const node = schema as Record<string, unknown>;
+    for (const keyword of UNSUPPORTED_KEYWORDS) {
+      if (node[keyword] !== undefined) this.fail(`${pointer}/${keyword}`, `"${keyword}" is not supported in a schema for constrained generation`);
+    }
+    if (node.format !== undefined) this.fail(`${pointer}/format`, `string format ${JSON.stringify(node.format)} is not supported in a schema for constrained generation`);
+
+    if (node.$ref !== undefined) return this.reference(node.$ref, `${pointer}/$ref`);
+    if (node.const !== undefined) return `${gbnfLiteral(JSON.stringify(node.const))} ${this.primitive("space")}`;
+    if (node.enum !== undefined) {
+      if (!Array.isArray(node.enum) || node.enum.length === 0) this.fail(`${pointer}/enum`, "enum must be a non-empty array");
+      this.primitive("space");
+      return `(${node.enum.map((value) => gbnfLiteral(JSON.stringify(value))).join(" | ")}) space`;
+    }
+    for (const keyword of ["anyOf", "oneOf"] as const) {
+      const options = node[keyword];
+      if (options === undefined) continue;
+      if (!Array.isArray(options) || options.length === 0) this.fail(`${pointer}/${keyword}`, `${keyword} must be a non-empty array`);
+      if (node.properties !== undefined) this.fail(pointer, `${keyword} beside properties is not supported`);
+      return options.map((option, i) => this.ruleFor(option, `${pointer}/${keyword}/${i}`, `${hint}-${i}`)).join(" | ");
+    }
+    if (node.allOf !== undefined) {
+      if (!Array.isArray(node.allOf) || node.allOf.length !== 1) this.fail(`${pointer}/allOf`, "allOf is supported only with a single schema");
+      return this.visit(node.allOf[0], `${pointer}/allOf/0`, hint);
+    }
+
+    let type = node.type;
+    if (type === undefined) {
+      if (node.properties !== undefined || node.additionalProperties !== undefined || node.required !== undefined) type = "object";
+      else if (node.items !== undefined || node.prefixItems !== undefined) type = "array";
+      else return this.primitive("value");
+    }
+    if (Array.isArray(type)) {
+      if (type.length === 0) this.fail(`${pointer}/type`, "type must not be an empty list");
+      return type.map((single, i) => this.ruleFor({ ...node, type: single }, pointer, `${hint}-${String(single ?? i)}`)).join(" | ");
+    }
+    if (typeof type !== "string" || !KNOWN_TYPES.includes(type)) this.fail(`${pointer}/type`, `unknown type ${JSON.stringify(type)} (expected one of ${KNOWN_TYPES.join(", ")})`);
+    switch (type) {
+      case "object":
+        return this.object(node, pointer, hint);
+      case "array":
+        return this.array(node, pointer, hint);
+      case "string":
+        return this.string(node, pointer);
+      case "integer":
+        return this.integer(node, pointer);
+      case "number":
+        return this.number(node, pointer);
+      default:
+        return this.primitive(type);
+    }
+  }
+
+  private reference(reference: unknown, pointer: string): string {
+    if (typeof reference !== "string" || !reference.startsWith("#")) this.fail(pointer, `only local references ("#/$defs/Name") are supported, got ${JSON.stringify(reference)}`);
+    const known = this.references.get(reference);
+    if (known) return known;
+    let target: unknown = this.root;
+    const path = reference.slice(1);
+    if (path !== "" && !path.startsWith("/")) this.fail(pointer, `reference ${JSON.stringify(reference)} is not a JSON pointer`);
+    for (const part of path === "" ? [] : path.slice(1).split("/")) {
+      const key = decodeURIComponent(part).replaceAll("~1", "/").replaceAll("~0", "~");
+      if (typeof target !== "object" || target === null || !(key in target)) this.fail(pointer, `reference ${JSON.stringify(reference)} points at nothing`);
+      target = (target as Record<string, unknown>)[key];
+    }
+    // Named before it is visited, so that a recursive schema refers to itself.
+    const name = path === "" ? "root" : this.ruleName(`ref-${path.split("/").pop()}`);
+    this.references.set(reference, name);
+    if (path !== "") this.rules.set(name, this.visit(target, path, name));
+    return name;
+  }
+
+  private bound(node: Record<string, unknown>, keyword: string, pointer: string): number | undefined {
+    const value = node[keyword];
+    if (value === undefined) return undefined;
+    if (typeof value !== "number" || !Number.isInteger(value) || value < 0) this.fail(`${pointer}/${keyword}`, `${keyword} must be a non-negative integer, got ${JSON.stringify(value)}`);
+    if (value > MAX_REPETITION) this.fail(`${pointer}/${keyword}`, `${keyword} ${value} is above the supported ${MAX_REPETITION}`);
+    return value;
+  }
+
+  private bounds(node: Record<string, unknown>, minimumKeyword: string, maximumKeyword: string, pointer: string): [number, number | undefined] {
+    const minimum = this.bound(node, minimumKeyword, pointer) ?? 0;
+    const maximum = this.bound(node, maximumKeyword, pointer);
+    if (maximum !== undefined && maximum < minimum) this.fail(`${pointer}/${maximumKeyword}`, `${maximumKeyword} (${maximum}) is below ${minimumKeyword} (${minimum})`);
+    return [minimum, maximum];
+  }
+
+  private string(node: Record<string, unknown>, pointer: string): string {
+    const [minimum, maximum] = this.bounds(node, "minLength", "maxLength", pointer);
+    if (minimum === 0 && maximum === undefined) return this.primitive("string");
+    this.primitive("char");
+    this.primitive("space");
+    const repetition = maximum === undefined ? `{${minimum},}` : `{${minimum},${maximum}}`;
+    return `"\\"" char${repetition} "\\"" space`;
+  }
+
+  private numericBounds(node: Record<string, unknown>, pointer: string): { low: number; high: number } {
+    let low = Number.NEGATIVE_INFINITY;
+    let high = Number.POSITIVE_INFINITY;
+    for (const keyword of ["minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"]) {
+      const value = node[keyword];
+      if (value === undefined) continue;
+      if (typeof value !== "number" || !Number.isFinite(value)) this.fail(`${pointer}/${keyword}`, `${keyword} must be a finite number`);
+      if (keyword === "minimum") low = Math.max(low, value);
+      if (keyword === "maximum") high = Math.min(high, value);
+      if (keyword === "exclusiveMinimum") low = Math.max(low, node.type === "integer" ? Math.floor(value) + 1 : value);
+      if (keyword === "exclusiveMaximum") high = Math.min(high, node.type === "integer" ? Math.ceil(value) - 1 : value);
+    }
+    if (low > high) this.fail(pointer, `no number is between the minimum (${low}) and the maximum (${high})`);
+    return { low, high };
+  }
+
+  private integer(node: Record<string, unknown>, pointer: string): string {
+    let { low, high } = this.numericBounds(node, pointer);
+    low = Math.ceil(low);
+    high = Math.floor(high);
+    if (low > high) this.fail(pointer, "no integer is between the minimum and the maximum");
+    if (Number.isFinite(low) && Number.isFinite(high) && high - low < MAX_ENUMERATED_INTEGERS) {
+      const values: string[] = [];
+      for (let value = low; value <= high; value++) values.push(gbnfLiteral(String(value)));
+      this.primitive("space");
+      return `(${values.join(" | ")}) space`;
+    }
+    const unboundedBelow = low <= -SAFE_BOUND;
+    const unboundedAbove = high >= SAFE_BOUND;
+    if (low === 0 && unboundedAbove) {
+      this.primitive("integral-part");
+      this.primitive("space");
+      return "integral-part space";
+    }
+    if (unboundedBelow && unboundedAbove) return this.primitive("integer");
+    return this.fail(pointer, `integer bounds [${low}, ${high}] are supported only as a range of at most ${MAX_ENUMERATED_INTEGERS} values or as a minimum of 0`);
+  }
+
+  private number(node: Record<string, unknown>, pointer: string): string {
+    const { low, high } = this.numericBounds(node, pointer);
+    const unboundedAbove = high >= SAFE_BOUND;
+    if (low <= -SAFE_BOUND && unboundedAbove) return this.primitive("number");
+    if (low === 0 && unboundedAbove && node.exclusiveMinimum === undefined) {
+      this.primitive("number");
+      return 'integral-part ("." decimal-part)? ([eE] [-+]? integral-part)? space';
+    }
+    return this.fail(pointer, "bounds on numbers are not supported except minimum 0 (use an integer range or no bounds)");
+  }
+
+  private array(node: Record<string, unknown>, pointer: string, hint: string): string {
+    const space = this.primitive("space");
+    const prefix = node.prefixItems;
+    if (prefix !== undefined) {
+      if (!Array.isArray(prefix)) this.fail(`${pointer}/prefixItems`, "prefixItems must be an array");
+      if (node.items !== undefined && node.items !== false) this.fail(`${pointer}/items`, "items beside prefixItems is not supported");
+      if (prefix.length === 0) return `"[" ${space} "]" ${space}`;
+      const parts = prefix.map((item, i) => this.ruleFor(item, `${pointer}/prefixItems/${i}`, `${hint}-${i}`));
+      return `"[" ${space} ${parts.join(` "," ${space} `)} "]" ${space}`;
+    }
+    const item = node.items === undefined ? this.primitive("value") : this.ruleFor(node.items, `${pointer}/items`, `${hint}-item`);
+    const [minimum, maximum] = this.bounds(node, "minItems", "maxItems", pointer);
+    if (maximum === 0) return `"[" ${space} "]" ${space}`;
+    const rest = (low: number, high: number | undefined) => (high === undefined ? `{${low},}` : `{${low},${high}}`);
+    if (minimum === 0) return `"[" ${space} ( ${item} ("," ${space} ${item})${rest(0, maximum === undefined ? undefined : maximum - 1)} )? "]" ${space}`;
+    return `"[" ${space} ${item} ("," ${space} ${item})${rest(minimum - 1, maximum === undefined ? undefined : maximum - 1)} "]" ${space}`;
+  }
+
+  private object(node: Record<string, unknown>, pointer: string, hint: string): string {
+    const space = this.primitive("space");
+    const properties = node.properties ?? {};
+    if (typeof properties !== "object" || properties === null || Array.isArray(properties)) this.fail(`${pointer}/properties`, "properties must be an object");
+    const required = node.required ?? [];
+    if (!Array.isArray(required) || required.some((key) => typeof key !== "string")) this.fail(`${pointer}/required`, "required must be an array of strings");
+    const declared = properties as Record<string, unknown>;
+    const names = [...new Set([...Object.keys(declared), ...(required as string[])])];
+    if (names.length === 0) {
+      // No declared keys: any keys, with values of additionalProperties (any value by default).
+      const extra = node.additionalProperties;
+      if (extra === false) return `"{" ${space} "}" ${space}`;
+      if (extra === undefined || extra === true) return this.primitive("object");
+      const value = this.ruleFor(extra, `${pointer}/additionalProperties`, `${hint}-value`);
+      const key = this.primitive("string");
+      return `"{" ${space} ( ${key} ":" ${space} ${value} ("," ${space} ${key} ":" ${space} ${value})* )? "}" ${space}`;
+    }
+    const keyValue = (name: string) => {
+      const rule = this.ruleFor(declared[name] ?? true, `${pointer}/properties/${escapePointer(name)}`, `${hint}-${name}`);
+      return `${gbnfLiteral(JSON.stringify(name))} ${space} ":" ${space} ${rule}`;
+    };
+    const requiredSet = new Set(required as string[]);
+    const mandatory = names.filter((name) => requiredSet.has(name)).map(keyValue);
+    const optional = names.filter((name) => !requiredSet.has(name)).map(keyValue);
+    // Optional keys in declaration order, any subset: chain_i ::= kv_i ("," chain_{i+1})? | chain_{i+1}.
+    let chain: string | undefined;
+    for (let i = optional.length - 1; i >= 0; i--) {
+      const name = this.ruleName(`${hint}-optional-${i}`);
+      this.rules.set(name, chain === undefined ? optional[i]! : `${optional[i]} ( "," ${space} ${chain} )? | ${chain}`);
+      chain = name;
+    }
+    const head = mandatory.join(` "," ${space} `);
+    if (mandatory.length === 0) return `"{" ${space} ( ${chain} )? "}" ${space}`;
+    return `"{" ${space} ${head}${chain === undefined ? "" : ` ( "," ${space} ${chain} )?`} "}" ${space}`;
+  }
+}
