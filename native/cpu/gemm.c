@@ -173,13 +173,17 @@ VBMI_INLINE void q8_0_tile(const int WR, const int AR, int64_t n, const uint8_t 
  * Activations are q8_K (one f32 scale per 256 values). Packed group (384 bytes per 256 values):
  *   [  0..255] the activation bytes in the order the weight's code vectors come in:
  *              q4_K/q5_K: [0..31 64..95] [32..63 96..127] [128..159 192..223] [160..191 224..255]
- *              (a qs byte's low nibble and high nibble are 32 values apart), q6_K: natural order
- *   [256..319] int16 sums: q4_K/q5_K the eight 32-value sums four times, q6_K the sixteen 16-value sums twice
+ *              (a qs byte's low nibble and high nibble are 32 values apart), signed;
+ *              q6_K: natural order, as a + 128 (unsigned)
+ *   [256..319] q4_K/q5_K: the eight 32-value sums (int16) four times
  *   [320..383] the f32 scale, 16 times
- * Per tile pair and super-block: four vpmaddubsw (codes x activations) and four vpdpwssd (times the
- * sub-block scales) into one int32 vector, converted once and scaled by d_w * d_a. The per-sub-block
- * constant terms (q4_K/q5_K: dmin * min * sum(a), q6_K: d * scale * 32 * sum(a)) are integer dot
- * products of the weight's mins/scales with the activation sums, done for four weight rows at once. */
+ * Per tile pair and super-block: four vpmaddubsw and four vpdpwssd (times the sub-block scales) into
+ * one int32 vector, converted once and scaled by d_w * d_a.
+ *   q4_K/q5_K: unsigned codes x signed activations; the mins term dmin * min * sum(a) (kept apart in
+ *   float, as ggml does) is an integer dot product of four weight rows' mins with the activation sums.
+ *   q6_K: signed values (code - 32) x (a + 128); the 128 * sum(scale * value) this adds depends on the
+ *   weight only, is computed once per weight super-block and starts each pair's integer sum, so the
+ *   sum stays exact (as in the dot-product path; taking a separate float term off would cancel). */
 
 enum { Q4_K_BYTES = 144, Q5_K_BYTES = 176, Q6_K_BYTES = 210, Q8_K_BYTES = 292, PACKED_K_GROUP = 384 };
 enum { KIND_Q4_K = 0, KIND_Q5_K = 1, KIND_Q6_K = 2 };
@@ -195,9 +199,8 @@ VBMI_FN void pack_k(int kind, const float * x, uint8_t * out, int64_t n) {
         const uint8_t * qs = q8k + 4;
         int16_t sums[32];
         if (kind == KIND_Q6_K) {
-            memcpy(out, qs, 256);
-            memcpy(sums, q8k + 260, 32);
-            memcpy(sums + 16, q8k + 260, 32);
+            for (int j = 0; j < 256; j++) out[j] = (uint8_t)(qs[j] ^ 0x80); /* a + 128, unsigned */
+            memset(sums, 0, sizeof sums);
         } else {
             for (int piece = 0; piece < 8; piece++) memcpy(out + 32 * piece, qs + 32 * order[piece], 32);
             for (int j = 0; j < 8; j++) {
@@ -246,7 +249,7 @@ VBMI_INLINE __m512i halves16(short lo, short hi) {
  * the int16 vector whose products with the activation sums give the constant term (q4_K/q5_K: 8 mins,
  * q6_K: 16 scales), and the float factors d (main) and c (constant term, subtracted). */
 VBMI_INLINE void k_unpack(const int kind, const uint8_t * x, const __m512i index[4], __m512i u[4], __m512i s[4], __m128i * cterm_lo, __m128i * cterm_hi,
-                          float * d, float * c) {
+                          float * d, float * c, __m512i * base) {
     const __m512i m4 = _mm512_set1_epi8(15);
     if (kind == KIND_Q6_K) {
         const __m512i m30 = _mm512_set1_epi8(0x30);
@@ -259,11 +262,17 @@ VBMI_INLINE void k_unpack(const int kind, const uint8_t * x, const __m512i index
         }
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + 192)));
         const __m512i sc = _mm512_castsi256_si512(sc16);
-        for (int v = 0; v < 4; v++) s[v] = _mm512_permutexvar_epi16(index[v], sc);
-        *cterm_lo = _mm256_castsi256_si128(sc16);
-        *cterm_hi = _mm256_extracti128_si256(sc16, 1);
+        const __m512i thirty_two = _mm512_set1_epi8(32), ones = _mm512_set1_epi8(1);
+        __m512i sum = _mm512_setzero_si512();
+        for (int v = 0; v < 4; v++) {
+            s[v] = _mm512_permutexvar_epi16(index[v], sc);
+            u[v] = _mm512_sub_epi8(u[v], thirty_two); /* signed values -32..31 */
+            sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(ones, u[v]), s[v]);
+        }
+        *base = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7)); /* -128 * sum(scale * value) */
+        *cterm_lo = *cterm_hi = _mm_setzero_si128();
         *d = _cvtsh_ss(load_u16(x + 208));
-        *c = 32.0f * *d;
+        *c = 0.0f;
     } else {
         const int qs_at = kind == KIND_Q5_K ? 48 : 16;
         const __m512i q0 = _mm512_loadu_si512(x + qs_at), q1 = _mm512_loadu_si512(x + qs_at + 64);
@@ -289,6 +298,7 @@ VBMI_INLINE void k_unpack(const int kind, const uint8_t * x, const __m512i index
         *cterm_hi = _mm_setzero_si128();
         *d = _cvtsh_ss(load_u16(x));
         *c = _cvtsh_ss(load_u16(x + 2));
+        *base = _mm512_setzero_si512();
     }
 }
 
@@ -298,8 +308,7 @@ VBMI_INLINE void k_tile(const int kind, const int WR, const int AR, int64_t n, c
     __m512i index[4];
     k_scale_index(kind, index);
     __m512 acc[MEMRA_GEMM_TILE_W][MEMRA_GEMM_TILE_A];
-    /* constant terms: q4_K/q5_K one vector per activation row (lanes 4r..4r+3: weight row r);
-     * q6_K two (rows 0-1 and rows 2-3, eight lanes each) */
+    /* mins terms (q4_K/q5_K): one vector per activation row, lanes 4r..4r+3 for weight row r */
     __m512 constant[2][MEMRA_GEMM_TILE_A];
     _Pragma("GCC unroll 4")
     for (int c = 0; c < AR; c++) {
@@ -317,34 +326,26 @@ VBMI_INLINE void k_tile(const int kind, const int WR, const int AR, int64_t n, c
         }
         _Pragma("GCC unroll 4")
         for (int r = 0; r < WR; r++) {
-            __m512i u[4], s[4];
+            __m512i u[4], s[4], base;
             float d;
-            k_unpack(kind, w + r * w_stride + g * block_bytes, index, u, s, &cterm[2 * r], &cterm[2 * r + 1], &d, &cscale[r]);
+            k_unpack(kind, w + r * w_stride + g * block_bytes, index, u, s, &cterm[2 * r], &cterm[2 * r + 1], &d, &cscale[r], &base);
             const __m512 dw = _mm512_set1_ps(d);
             _Pragma("GCC unroll 4")
             for (int c = 0; c < AR; c++) {
                 const uint8_t * q = a + c * a_stride + g * PACKED_K_GROUP;
-                __m512i isum = _mm512_setzero_si512();
+                __m512i isum = base;
                 _Pragma("GCC unroll 4")
-                for (int v = 0; v < 4; v++) isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u[v], _mm512_loadu_si512(q + 64 * v)), s[v]);
+                for (int v = 0; v < 4; v++) {
+                    const __m512i av = _mm512_loadu_si512(q + 64 * v);
+                    /* vpmaddubsw multiplies unsigned (first) by signed (second) bytes */
+                    const __m512i p = kind == KIND_Q6_K ? _mm512_maddubs_epi16(av, u[v]) : _mm512_maddubs_epi16(u[v], av);
+                    isum = _mm512_dpwssd_epi32(isum, p, s[v]);
+                }
                 acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_loadu_ps(q + 320)), acc[r][c]);
             }
         }
-        /* constant terms of the four weight rows against each activation row */
-        if (kind == KIND_Q6_K) {
-            const __m512i t01 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(cterm[0], cterm[1])), _mm256_setr_m128i(cterm[2], cterm[3]), 1);
-            const __m512i t23 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(cterm[4], cterm[5])), _mm256_setr_m128i(cterm[6], cterm[7]), 1);
-            const __m512 f01 = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(cscale[0])), _mm256_set1_ps(cscale[1]), 1);
-            const __m512 f23 = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(cscale[2])), _mm256_set1_ps(cscale[3]), 1);
-            _Pragma("GCC unroll 4")
-            for (int c = 0; c < AR; c++) {
-                const uint8_t * q = a + c * a_stride + g * PACKED_K_GROUP;
-                const __m512i sums = _mm512_loadu_si512(q + 256);
-                const __m512 da = _mm512_loadu_ps(q + 320);
-                constant[0][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(t01, sums)), _mm512_mul_ps(f01, da), constant[0][c]);
-                if (WR > 2) constant[1][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(t23, sums)), _mm512_mul_ps(f23, da), constant[1][c]);
-            }
-        } else {
+        /* the mins terms of the four weight rows against each activation row (q4_K/q5_K) */
+        if (kind != KIND_Q6_K) {
             const __m512i t = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(cterm[0], cterm[2])), _mm256_setr_m128i(cterm[4], cterm[6]), 1);
             const __m512 f = _mm512_setr_ps(cscale[0], cscale[0], cscale[0], cscale[0], cscale[1], cscale[1], cscale[1], cscale[1], cscale[2], cscale[2],
                                             cscale[2], cscale[2], cscale[3], cscale[3], cscale[3], cscale[3]);
@@ -361,7 +362,7 @@ VBMI_INLINE void k_tile(const int kind, const int WR, const int AR, int64_t n, c
         float lanes[32];
         _mm512_storeu_ps(lanes, constant[0][c]);
         _mm512_storeu_ps(lanes + 16, constant[1][c]);
-        const int per_row = kind == KIND_Q6_K ? 8 : 4;
+        const int per_row = 4;
         _Pragma("GCC unroll 4")
         for (int r = 0; r < WR; r++) {
             float term = 0.0f;
