@@ -147,3 +147,162 @@ void memra_attention(memra_cpu * cpu, float * out, const float * q, const float 
     };
     memra_run_chunks(cpu->pool, cpu->threads > 1, attend_task, &job, rows * kv_heads);
 }
+
+/* ---- paged attention: K/V through per-sequence block tables, f32 / f16 / q8_0 storage ---- */
+
+/* Query rows of one sequence that one task runs together, so a converted K/V block serves them all. */
+#define PAGED_TILE_ROWS 8
+
+typedef struct {
+    float * out;
+    const float * q;
+    int type;
+    const uint8_t * keys;
+    const uint8_t * values;
+    size_t row_bytes;
+    int64_t block_tokens, heads, kv_heads, head_dim;
+    float scale;
+    const int32_t * block_tables;
+    const memra_attention_sequence * sequences;
+    const int64_t * tiles; /* [tiles, 2]: (sequence, first row of the sequence) */
+    float * scratch;
+    size_t scratch_per_thread;
+    int64_t score_stride;
+} paged_attention_job;
+
+/* out[0..64) += sum_t p[t] * v[t * v_stride + 0..64). */
+static inline __attribute__((always_inline)) void accumulate64(float * out, const float * p, const float * v, int64_t v_stride, int64_t count) {
+    f32x16 a0 = load16(out), a1 = load16(out + 16), a2 = load16(out + 32), a3 = load16(out + 48);
+    for (int64_t t = 0; t < count; t++, v += v_stride) {
+        const float weight = p[t];
+        a0 += weight * load16(v);
+        a1 += weight * load16(v + 16);
+        a2 += weight * load16(v + 32);
+        a3 += weight * load16(v + 48);
+    }
+    memcpy(out, &a0, sizeof a0);
+    memcpy(out + 16, &a1, sizeof a1);
+    memcpy(out + 32, &a2, sizeof a2);
+    memcpy(out + 48, &a3, sizeof a3);
+}
+
+/* The head segment of `count` block rows as f32: straight from f32 storage, else converted into `buffer`. */
+static inline __attribute__((always_inline)) const float * block_rows(const paged_attention_job * job, const uint8_t * storage, int64_t block,
+                                                                      int64_t kv_head, int64_t count, float * buffer, int64_t * stride) {
+    const int64_t kv_width = job->kv_heads * job->head_dim;
+    const uint8_t * first = storage + (size_t)(block * job->block_tokens) * job->row_bytes;
+    if (job->type == MEMRA_KV_F32) {
+        *stride = kv_width;
+        return (const float *)first + kv_head * job->head_dim;
+    }
+    const size_t segment = memra_kv_row_bytes(job->type, job->head_dim) * (size_t)kv_head;
+    for (int64_t t = 0; t < count; t++) memra_kv_read(job->type, first + (size_t)t * job->row_bytes + segment, buffer + t * job->head_dim, job->head_dim);
+    *stride = job->head_dim;
+    return buffer;
+}
+
+static inline __attribute__((always_inline)) void attend_tile(const paged_attention_job * job, int64_t task, float * scratch) {
+    const int64_t group = job->heads / job->kv_heads;
+    const int64_t head_dim = job->head_dim;
+    const int64_t kv_head = task % job->kv_heads;
+    const int64_t * tile = job->tiles + (task / job->kv_heads) * 2;
+    const memra_attention_sequence * sequence = job->sequences + tile[0];
+    const int64_t first = tile[1];
+    const int64_t tile_rows = sequence->rows - first < PAGED_TILE_ROWS ? sequence->rows - first : PAGED_TILE_ROWS;
+    const int64_t start = sequence->position + first; /* cache position of the tile's first row */
+    const int64_t visible_end = start + tile_rows;    /* tokens [0, visible_end) are seen by some row */
+    const int32_t * table = job->block_tables + sequence->table_offset;
+    const int64_t bt = job->block_tokens;
+    const int64_t stride = job->score_stride;
+    const int64_t lanes = tile_rows * group;
+    float * scores = scratch;                        /* [lanes, stride] */
+    float * buffer = scores + PAGED_TILE_ROWS * group * stride; /* [block_tokens, head_dim] */
+    float * accumulators = buffer + bt * head_dim;  /* [lanes, head_dim] */
+    const int64_t row0 = sequence->query_row + first;
+
+    for (int64_t t0 = 0; t0 < visible_end; t0 += bt) {
+        const int64_t count = visible_end - t0 < bt ? visible_end - t0 : bt;
+        int64_t k_stride;
+        const float * k = block_rows(job, job->keys, table[t0 / bt], kv_head, count, buffer, &k_stride);
+        for (int64_t i = 0; i < tile_rows; i++) {
+            const int64_t visible = start + i + 1;
+            const int64_t end = visible - t0 < count ? visible - t0 : count;
+            const float * q = job->q + ((row0 + i) * job->heads + kv_head * group) * head_dim;
+            for (int64_t t = 0; t < end; t++) {
+                for (int64_t g = 0; g < group; g++) scores[(i * group + g) * stride + t0 + t] = dot(q + g * head_dim, k + t * k_stride, head_dim) * job->scale;
+            }
+        }
+    }
+    for (int64_t lane = 0; lane < lanes; lane++) {
+        const int64_t visible = start + lane / group + 1;
+        float * s = scores + lane * stride;
+        float max = -INFINITY;
+        for (int64_t t = 0; t < visible; t++) max = s[t] > max ? s[t] : max;
+        double sum = 0.0;
+        for (int64_t t = 0; t < visible; t++) {
+            s[t] = memra_exp(s[t] - max);
+            sum += s[t];
+        }
+        const float inverse = (float)(1.0 / sum);
+        for (int64_t t = 0; t < visible; t++) s[t] *= inverse;
+    }
+    memset(accumulators, 0, (size_t)(lanes * head_dim) * sizeof(float));
+    for (int64_t t0 = 0; t0 < visible_end; t0 += bt) {
+        const int64_t count = visible_end - t0 < bt ? visible_end - t0 : bt;
+        int64_t v_stride;
+        const float * v = block_rows(job, job->values, table[t0 / bt], kv_head, count, buffer, &v_stride);
+        for (int64_t lane = 0; lane < lanes; lane++) {
+            const int64_t visible = start + lane / group + 1;
+            const int64_t end = visible - t0 < count ? visible - t0 : count;
+            if (end <= 0) continue;
+            const float * p = scores + lane * stride + t0;
+            float * accumulator = accumulators + lane * head_dim;
+            int64_t d = 0;
+            for (; d + 64 <= head_dim; d += 64) accumulate64(accumulator + d, p, v + d, v_stride, end);
+            for (; d < head_dim; d++) {
+                float sum = accumulator[d];
+                for (int64_t t = 0; t < end; t++) sum += p[t] * v[t * v_stride + d];
+                accumulator[d] = sum;
+            }
+        }
+    }
+    for (int64_t i = 0; i < tile_rows; i++) {
+        float * out = job->out + ((row0 + i) * job->heads + kv_head * group) * head_dim;
+        memcpy(out, accumulators + i * group * head_dim, (size_t)(group * head_dim) * sizeof(float));
+    }
+}
+
+MEMRA_VECTORIZED static void attend_tile_task(void * argument, int64_t task, int thread_index) {
+    const paged_attention_job * job = argument;
+    attend_tile(job, task, job->scratch + (size_t)thread_index * job->scratch_per_thread);
+}
+
+size_t memra_paged_attention_scratch(int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t block_tokens, int64_t tile_rows, int64_t visible) {
+    (void)tile_rows;
+    const int64_t group = heads / kv_heads;
+    const int64_t stride = (visible + 15) / 16 * 16;
+    return (size_t)(PAGED_TILE_ROWS * group * stride + block_tokens * head_dim + PAGED_TILE_ROWS * group * head_dim);
+}
+
+int64_t memra_paged_attention_tile_rows(void) {
+    return PAGED_TILE_ROWS;
+}
+
+void memra_paged_attention(memra_cpu * cpu, float * out, const float * q, int type, const void * keys, const void * values, int64_t block_tokens,
+                           const int32_t * block_tables, const memra_attention_sequence * sequences, int64_t sequence_count, int64_t heads,
+                           int64_t kv_heads, int64_t head_dim, float scale, int64_t * tiles, int64_t tile_count) {
+    int64_t visible = 0;
+    for (int64_t s = 0; s < sequence_count; s++) {
+        const int64_t end = (int64_t)sequences[s].position + sequences[s].rows;
+        visible = end > visible ? end : visible;
+    }
+    paged_attention_job job = {
+        .out = out, .q = q, .type = type, .keys = keys, .values = values,
+        .row_bytes = memra_kv_row_bytes(type, kv_heads * head_dim),
+        .block_tokens = block_tokens, .heads = heads, .kv_heads = kv_heads, .head_dim = head_dim, .scale = scale,
+        .block_tables = block_tables, .sequences = sequences, .tiles = tiles,
+        .scratch = cpu->scores, .scratch_per_thread = cpu->scores_per_thread,
+        .score_stride = (visible + 15) / 16 * 16,
+    };
+    memra_run_chunks(cpu->pool, cpu->threads > 1, attend_tile_task, &job, tile_count * kv_heads);
+}

@@ -94,6 +94,22 @@ void memra_rope_neox(memra_cpu * cpu, float * x, const int32_t * positions, int6
 size_t memra_attention_scratch(int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t visible);
 void memra_attention(memra_cpu * cpu, float * out, const float * q, const float * keys, const float * values, int64_t rows, int64_t heads,
                      int64_t kv_heads, int64_t head_dim, int64_t first_row, float scale);
+/* KV cache element types: the ggml type ids of f32, f16 and q8_0. */
+enum { MEMRA_KV_F32 = 0, MEMRA_KV_F16 = 1, MEMRA_KV_Q8_0 = 8 };
+/* Bytes of one stored row of `width` values of KV type `type`, 0 for another type (kv-cache.c). */
+size_t memra_kv_row_bytes(int type, int64_t width);
+/* Stores source rows [0, count) ([count, width] f32) at slots[i] of `storage`, converted to `type`. */
+void memra_kv_write(int type, void * storage, int64_t width, const int32_t * slots, int64_t count, const float * source);
+/* out[0, n) = n values of a stored row (n a multiple of 32 for q8_0, starting on a block). */
+void memra_kv_read(int type, const void * row, float * out, int64_t n);
+/* One sequence of a paged attention call (memra_cpu_paged_attention's `sequences`). */
+typedef struct { int32_t query_row, rows, position, table_offset; } memra_attention_sequence;
+/* Query rows of one sequence a paged attention task runs together. */
+int64_t memra_paged_attention_tile_rows(void);
+size_t memra_paged_attention_scratch(int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t block_tokens, int64_t tile_rows, int64_t visible);
+void memra_paged_attention(memra_cpu * cpu, float * out, const float * q, int type, const void * keys, const void * values, int64_t block_tokens,
+                           const int32_t * block_tables, const memra_attention_sequence * sequences, int64_t sequence_count, int64_t heads,
+                           int64_t kv_heads, int64_t head_dim, float scale, int64_t * tasks, int64_t task_count);
 void memra_swiglu(memra_cpu * cpu, float * out, const float * gate, const float * up, int64_t length);
 void memra_add(memra_cpu * cpu, float * out, const float * a, const float * b, int64_t length);
 void memra_moe_route(int32_t * ids, float * weights, const float * logits, int64_t rows, int64_t experts, int64_t k);

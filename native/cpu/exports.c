@@ -4,6 +4,7 @@
  * the op's kernel. Nothing here aborts.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu-internal.h"
@@ -268,6 +269,123 @@ int memra_cpu_attention(memra_cpu * cpu, float * out, int64_t out_length, const 
         FAIL(MEMRA_ERROR_OUT_OF_MEMORY, "%s: out of memory for %zu floats of attention scratch per thread", function, scratch);
     }
     memra_attention(cpu, out, q, keys, values, rows, heads, kv_heads, head_dim, first_row, scale);
+    return MEMRA_OK;
+}
+
+/* A KV type this library stores, and its row size for `width` values. */
+static int check_kv_type(const char * function, int type, int64_t width, size_t * row_bytes) {
+    if (type != MEMRA_KV_F32 && type != MEMRA_KV_F16 && type != MEMRA_KV_Q8_0) {
+        FAIL(MEMRA_ERROR_UNSUPPORTED_TYPE, "%s: KV type %s is not supported (f32, f16, q8_0)", function, memra_type_name(type));
+    }
+    if (type == MEMRA_KV_Q8_0 && width % 32 != 0) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: q8_0 KV rows of %lld values are not whole blocks of 32", function, (long long)width);
+    *row_bytes = memra_kv_row_bytes(type, width);
+    return MEMRA_OK;
+}
+
+int memra_cpu_kv_write(memra_cpu * cpu, int type, void * storage, int64_t storage_bytes, int64_t width, const int32_t * slots, int64_t count,
+                       const float * source, int64_t source_length) {
+    static const char function[] = "memra_cpu_kv_write";
+    CHECK(check_cpu(function, cpu));
+    CHECK(check_size(function, "width", width, 1));
+    CHECK(check_size(function, "count", count, 0));
+    CHECK(check_size(function, "storage_bytes", storage_bytes, 0));
+    size_t row_bytes = 0;
+    CHECK(check_kv_type(function, type, width, &row_bytes));
+    int64_t values;
+    CHECK(check_product(function, "count * width", count, width, &values));
+    CHECK(check_buffer(function, "source", source, source_length, values));
+    CHECK(check_buffer(function, "slots", slots, count, count));
+    if (count > 0 && !storage) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: storage is NULL", function);
+    const int64_t slot_count = storage_bytes / (int64_t)row_bytes;
+    for (int64_t i = 0; i < count; i++) {
+        if (slots[i] < 0 || slots[i] >= slot_count) {
+            FAIL(MEMRA_ERROR_OUT_OF_RANGE, "%s: slot %d (row %lld) outside the storage's %lld slots", function, slots[i], (long long)i, (long long)slot_count);
+        }
+    }
+    memra_kv_write(type, storage, width, slots, count, source);
+    return MEMRA_OK;
+}
+
+int memra_cpu_paged_attention(memra_cpu * cpu, float * out, int64_t out_length, const float * q, int64_t q_length, int type, const void * keys,
+                              const void * values, int64_t storage_bytes, int64_t block_tokens, const int32_t * block_tables, int64_t table_length,
+                              const int32_t * sequences, int64_t sequence_count, int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                              float scale) {
+    static const char function[] = "memra_cpu_paged_attention";
+    CHECK(check_cpu(function, cpu));
+    CHECK(check_size(function, "rows", rows, 0));
+    CHECK(check_size(function, "heads", heads, 1));
+    CHECK(check_size(function, "kv_heads", kv_heads, 1));
+    CHECK(check_size(function, "head_dim", head_dim, 1));
+    CHECK(check_size(function, "block_tokens", block_tokens, 1));
+    CHECK(check_size(function, "table_length", table_length, 0));
+    CHECK(check_size(function, "sequence_count", sequence_count, 0));
+    CHECK(check_size(function, "storage_bytes", storage_bytes, 0));
+    if (head_dim > MEMRA_MAX_HEAD_DIM) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: head_dim is %lld, at most %d supported", function, (long long)head_dim, MEMRA_MAX_HEAD_DIM);
+    if (heads % kv_heads != 0) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: heads (%lld) is not a multiple of kv_heads (%lld)", function, (long long)heads, (long long)kv_heads);
+    if (type == MEMRA_KV_Q8_0 && head_dim % 32 != 0) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: q8_0 KV needs head_dim a multiple of 32, got %lld", function, (long long)head_dim);
+    int64_t q_width, kv_width, q_values, sequence_values;
+    CHECK(check_product(function, "heads * head_dim", heads, head_dim, &q_width));
+    CHECK(check_product(function, "kv_heads * head_dim", kv_heads, head_dim, &kv_width));
+    CHECK(check_product(function, "rows * heads * head_dim", rows, q_width, &q_values));
+    CHECK(check_product(function, "sequence_count * 4", sequence_count, 4, &sequence_values));
+    size_t row_bytes = 0;
+    CHECK(check_kv_type(function, type, kv_width, &row_bytes));
+    CHECK(check_buffer(function, "q", q, q_length, q_values));
+    CHECK(check_buffer(function, "out", out, out_length, q_values));
+    CHECK(check_buffer(function, "block_tables", block_tables, table_length, table_length));
+    CHECK(check_buffer(function, "sequences", sequences, sequence_values, sequence_values));
+    if (rows > 0 && (!keys || !values)) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: keys or values is NULL", function);
+    if (!(scale == scale)) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: scale is NaN", function);
+    if (out != q && overlaps(out, (size_t)q_values * 4, q, (size_t)q_values * 4)) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: out overlaps q without being q", function);
+    if (overlaps(out, (size_t)q_values * 4, keys, (size_t)storage_bytes) || overlaps(out, (size_t)q_values * 4, values, (size_t)storage_bytes)) {
+        FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: out overlaps the keys or values", function);
+    }
+    /* Every sequence: its query rows inside [0, rows), in order without overlap; its block table inside
+     * block_tables and long enough for every visible token; every block id inside the storage. */
+    const int64_t storage_blocks = storage_bytes / (int64_t)row_bytes / block_tokens;
+    const memra_attention_sequence * list = (const memra_attention_sequence *)sequences;
+    int64_t next_row = 0, tile_count = 0, visible = 0;
+    for (int64_t s = 0; s < sequence_count; s++) {
+        const memra_attention_sequence * sequence = &list[s];
+        if (sequence->query_row != next_row || sequence->rows < 1 || sequence->position < 0 || sequence->table_offset < 0) {
+            FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: sequence %lld (query row %d, rows %d, position %d, table offset %d) is not the next rows of the batch",
+                 function, (long long)s, sequence->query_row, sequence->rows, sequence->position, sequence->table_offset);
+        }
+        next_row += sequence->rows;
+        if (next_row > rows) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: sequences hold more than the %lld query rows", function, (long long)rows);
+        const int64_t end = (int64_t)sequence->position + sequence->rows;
+        const int64_t blocks = (end + block_tokens - 1) / block_tokens;
+        if (sequence->table_offset + blocks > table_length) {
+            FAIL(MEMRA_ERROR_OUT_OF_RANGE, "%s: sequence %lld needs %lld blocks from table offset %d, block_tables holds %lld", function, (long long)s,
+                 (long long)blocks, sequence->table_offset, (long long)table_length);
+        }
+        for (int64_t b = 0; b < blocks; b++) {
+            const int32_t block = block_tables[sequence->table_offset + b];
+            if (block < 0 || block >= storage_blocks) {
+                FAIL(MEMRA_ERROR_OUT_OF_RANGE, "%s: sequence %lld block %lld is %d, outside the storage's %lld blocks", function, (long long)s, (long long)b, block,
+                     (long long)storage_blocks);
+            }
+        }
+        tile_count += (sequence->rows + memra_paged_attention_tile_rows() - 1) / memra_paged_attention_tile_rows();
+        visible = end > visible ? end : visible;
+    }
+    if (next_row != rows) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: sequences hold %lld query rows, rows is %lld", function, (long long)next_row, (long long)rows);
+    if (rows == 0) return MEMRA_OK;
+    const size_t scratch = memra_paged_attention_scratch(heads, kv_heads, head_dim, block_tokens, memra_paged_attention_tile_rows(), visible);
+    if (memra_cpu_reserve_scores(cpu, scratch) != MEMRA_OK) {
+        FAIL(MEMRA_ERROR_OUT_OF_MEMORY, "%s: out of memory for %zu floats of attention scratch per thread", function, scratch);
+    }
+    int64_t * tiles = malloc((size_t)tile_count * 2 * sizeof(int64_t));
+    if (!tiles) FAIL(MEMRA_ERROR_OUT_OF_MEMORY, "%s: out of memory for %lld attention tiles", function, (long long)tile_count);
+    int64_t tile = 0;
+    for (int64_t s = 0; s < sequence_count; s++) {
+        for (int64_t first = 0; first < list[s].rows; first += memra_paged_attention_tile_rows(), tile++) {
+            tiles[tile * 2] = s;
+            tiles[tile * 2 + 1] = first;
+        }
+    }
+    memra_paged_attention(cpu, out, q, type, keys, values, block_tokens, block_tables, list, sequence_count, heads, kv_heads, head_dim, scale, tiles, tile_count);
+    free(tiles);
     return MEMRA_OK;
 }
 

@@ -135,6 +135,29 @@ MEMRA_API int memra_cpu_attention(memra_cpu * cpu, float * out, int64_t out_leng
                                   const float * keys, const float * values, int64_t kv_length, int64_t kv_rows,
                                   int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t first_row, float scale);
 
+/* ---- paged KV cache ---- */
+
+/* KV storage element types (ggml type ids): f32 = 0, f16 = 1, q8_0 = 8 (34 bytes per 32 values).
+ * Storage is `storage_bytes` of rows ("slots") of kv_heads * head_dim values of that type; a
+ * paged cache puts block b's token t at slot b * block_tokens + t. */
+
+/* Stores rows [0, count) of source ([count, width] f32) at slots[i], converted to `type` (f16 rounds
+ * to nearest even, q8_0 as ggml's quantize_row_q8_0). A slot outside the storage is
+ * MEMRA_ERROR_OUT_OF_RANGE. */
+MEMRA_API int memra_cpu_kv_write(memra_cpu * cpu, int type, void * storage, int64_t storage_bytes, int64_t width, const int32_t * slots,
+                                 int64_t count, const float * source, int64_t source_length);
+
+/* Causal attention with grouped KV heads for a batch of sequences, each reading K/V through its
+ * block table (converted to f32 a block at a time, never the whole cache). q, out: [rows, heads *
+ * head_dim]. sequences: [sequence_count, 4] of (first query row, query rows, cache position of the
+ * first query row, offset of its table in block_tables); the sequences' rows follow each other and
+ * make up all `rows`. Query row r of a sequence attends to its positions [0, position + r], which
+ * must already be written. */
+MEMRA_API int memra_cpu_paged_attention(memra_cpu * cpu, float * out, int64_t out_length, const float * q, int64_t q_length, int type,
+                                        const void * keys, const void * values, int64_t storage_bytes, int64_t block_tokens,
+                                        const int32_t * block_tables, int64_t table_length, const int32_t * sequences, int64_t sequence_count,
+                                        int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim, float scale);
+
 /* out = silu(gate) * up over `length` values (out may equal gate or up). */
 MEMRA_API int memra_cpu_swiglu(memra_cpu * cpu, float * out, int64_t out_length, const float * gate, int64_t gate_length,
                                const float * up, int64_t up_length, int64_t length);

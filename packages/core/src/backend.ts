@@ -6,7 +6,7 @@
  */
 import type { GGMLType, GGUFTensorInfo } from "@memra/gguf";
 
-export const BACKEND_CONTRACT_VERSION = 1;
+export const BACKEND_CONTRACT_VERSION = 2;
 
 /** An f32 activation buffer owned by a backend (host memory, device memory, ...). Opaque. */
 export interface DeviceBuffer {
@@ -36,22 +36,51 @@ export type BackendOp =
   | "gatherRows"
   | "scatterAddRows";
 
-/** The keys and values one layer's attention reads: `length` token rows of `kvHeads * headDim`. */
+/** Element type of KV cache storage: f16 by default, f32 exact, q8_0 (34 bytes per 32 values) smallest. */
+export type KVType = "f32" | "f16" | "q8_0";
+
+/** Bytes of one stored row of `width` values (width a multiple of 32 for q8_0). */
+export function kvRowBytes(type: KVType, width: number): number {
+  if (type === "f32") return width * 4;
+  if (type === "f16") return width * 2;
+  return (width / 32) * 34;
+}
+
+/**
+ * KV cache storage owned by a backend: `rows` rows ("slots") of `width` values of `type`. A paged
+ * cache puts block b's token t at slot b * blockTokens + t. Opaque beyond these fields.
+ */
+export interface KVStorage {
+  readonly type: KVType;
+  readonly rows: number;
+  readonly width: number;
+}
+
+/**
+ * What one layer's attention reads, for a batch of sequences that each have their own block table
+ * into shared storage. Query rows of a call are the sequences' rows back to back.
+ */
 export interface KVLayerView {
-  readonly keys: DeviceBuffer;
-  readonly values: DeviceBuffer;
-  /** Tokens visible to attention (already stored plus the ones being added). */
-  readonly length: number;
+  readonly keys: KVStorage;
+  readonly values: KVStorage;
+  /** Tokens per block. */
+  readonly blockTokens: number;
+  /** Every sequence's block table, concatenated: block ids into the storage. */
+  readonly blockTables: Int32Array;
+  /**
+   * [sequences, 4]: per sequence (first query row in this call, query rows, cache position of
+   * its first query row, offset of its block table in `blockTables`). Query row r of the sequence
+   * attends to its cache positions [0, position + r]; all of them are already written.
+   */
+  readonly sequences: Int32Array;
 }
 
 export interface AttentionShape {
-  /** Query rows (tokens) in this call. */
+  /** Query rows (tokens) in this call, all sequences together. */
   readonly rows: number;
   readonly heads: number;
   readonly kvHeads: number;
   readonly headDim: number;
-  /** Cache index of the first query row: row r attends to cache rows [0, firstRow + r]. */
-  readonly firstRow: number;
   readonly scale: number;
 }
 
@@ -82,7 +111,16 @@ export interface Backend {
   matmul(out: DeviceBuffer, x: DeviceBuffer, weight: WeightHandle, rows: number): void;
   /** NEOX rotary embedding in place: each head rotates pairs (i, i + headDim / 2). x: [rows, heads * headDim] */
   ropeNeox(x: DeviceBuffer, positions: Int32Array, heads: number, headDim: number, freqBase: number): void;
-  /** Causal scaled-dot-product attention with grouped KV heads. q/out: [rows, heads * headDim] */
+  /** KV storage of `rows` slots of `width` values of `type` (zeroed). */
+  allocateKV(type: KVType, rows: number, width: number): KVStorage;
+  /** Stores rows [0, slots.length) of `source` ([rows, width] f32) at `slots`, converting to the storage type. */
+  writeKV(storage: KVStorage, slots: Int32Array, source: DeviceBuffer): void;
+  /** Copies `rows` slots from `sourceSlot` to `targetSlot` (copy-on-write of a block). */
+  copyKV(storage: KVStorage, targetSlot: number, sourceSlot: number, rows: number): void;
+  /**
+   * Causal scaled-dot-product attention with grouped KV heads, per sequence through its block
+   * table (KVLayerView). q/out: [rows, heads * headDim]
+   */
   attention(out: DeviceBuffer, q: DeviceBuffer, kv: KVLayerView, shape: AttentionShape): void;
   /** out = silu(gate) * up, elementwise over `length`. */
   swiglu(out: DeviceBuffer, gate: DeviceBuffer, up: DeviceBuffer, length: number): void;

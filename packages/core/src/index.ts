@@ -5,13 +5,17 @@ export {
   type BackendOp,
   type DeviceBuffer,
   type KVLayerView,
+  type KVStorage,
+  type KVType,
   type WeightHandle,
+  kvRowBytes,
 } from "./backend";
 export { type CpuBackendModule, type DefaultBackendOptions, createDefaultBackend } from "./backend-discovery";
 export { ModelTensorError, UnsupportedArchitectureError, UnsupportedTensorTypeError } from "./errors";
-export { ContiguousKVCache, type KVCache, KVCacheFullError } from "./kv-cache";
+export { KVBlocksExhaustedError, type KVCache, KVCacheFullError, type KVPoolStorage } from "./kv-cache";
+export { DEFAULT_BLOCK_TOKENS, KVBlockPool, type KVBlockPoolOptions, PagedKVCache } from "./paged-kv-cache";
 export { type LoadModelOptions, Model, type ModelMemory, loadModel } from "./load-model";
-export { type ForwardOptions, type ModelDimensions, Transformer } from "./models/qwen3";
+export { type BatchEntry, type ForwardOptions, type ModelDimensions, Transformer } from "./models/qwen3";
 export { ReferenceBackend, routeTopK } from "./reference-backend";
 export { type LogprobsResult, type PerplexityResult, type TokenLogprob, computeLogprobs, computePerplexity, logSumExp, topLogprobs } from "./evaluation";
 export { type ChatResult, ChatSession, type ChatSessionOptions, type ChatStream } from "./generation/chat-session";
@@ -22,4 +26,6 @@ export {
   chatOptionsSchema,
   generateOptionsSchema,
 } from "./generation/generation-options";
-export type { FinishReason, GenerationChunk, GenerationResult, GenerationStream, GenerationTimings } from "./generation/generation-types";
+export type { FinishReason, GenerationChunk, GenerationResult, GenerationStream, GenerationTimings, StructuredGenerationResult } from "./generation/generation-types";
+export { type GenerationConstraint, StructuredOutputError, createGenerationConstraint, modelTokenTrie, prepareOutputConstraint } from "./generation/output-constraint";
+export { GrammarError, GrammarSyntaxError, JsonSchemaError } from "@memra/sampler";

@@ -49,8 +49,9 @@ describe("loadModel", () => {
     const model = loadModel(await syntheticModelFile(resolveOptions("tiny-moe", { weightType: "q8_0" })));
     expect(model.config).toMatchObject({ architecture: "qwen3moe", blockCount: 2, expertCount: 8, expertUsedCount: 2 });
     expect(model.vocabularySize).toBe(151936);
-    // 2 layers × (K and V) × 2 KV heads × head_dim 16 × 4 bytes
-    expect(model.memory.kvBytesPerToken).toBe(2 * 2 * 2 * 16 * 4);
+    // 2 layers × (K and V) × 2 KV heads × head_dim 16 × 2 bytes (f16, the default KV type)
+    expect(model.memory.kvBytesPerToken).toBe(2 * 2 * 2 * 16 * 2);
+    expect(model.memory.kvType).toBe("f16");
     expect(model.memory.weightBytes).toBeGreaterThan(151936 * 64 * 4);
     expect(model.memory.fileBytes).toBeGreaterThan(0);
   });

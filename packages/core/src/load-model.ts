@@ -2,14 +2,18 @@ import { type GGUFFile, GGUFError, type ModelConfig, SUPPORTED_ARCHITECTURES, TO
 import { type ChatMessage, Tokenizer } from "@memra/tokenizer";
 import type { Backend } from "./backend";
 import { UnsupportedArchitectureError } from "./errors";
-import { ContiguousKVCache, type KVCache } from "./kv-cache";
+import { type KVType, kvRowBytes } from "./backend";
+import type { KVCache } from "./kv-cache";
+import { DEFAULT_BLOCK_TOKENS, KVBlockPool, PagedKVCache } from "./paged-kv-cache";
+import { InferenceEngine } from "./engine/inference-engine";
 import { type FeedForwardFactory, type ForwardOptions, Transformer, denseFeedForward, modelDimensions } from "./models/qwen3";
 import { moeFeedForward } from "./models/qwen3-moe";
 import { ReferenceBackend } from "./reference-backend";
 import { type ChatResult, ChatSession, type ChatSessionOptions, type ChatStream, withReasoning } from "./generation/chat-session";
 import { generateTokens } from "./generation/generate-tokens";
 import { type ChatOptions, type GenerateOptions, chatOptionsSchema, generateOptionsSchema, parseOptions } from "./generation/generation-options";
-import type { GenerationResult, GenerationStream } from "./generation/generation-types";
+import type { GenerationResult, GenerationStream, StructuredGenerationResult } from "./generation/generation-types";
+import type { z } from "zod";
 
 export interface LoadModelOptions {
   /** The backend to compute on; the reference (TypeScript) backend when absent. */
@@ -18,6 +22,14 @@ export interface LoadModelOptions {
   readonly maxBatchTokens?: number;
   /** Called as weights are loaded, with the tensor bytes read so far and in all (for a progress bar). */
   readonly onProgress?: (readBytes: number, totalBytes: number) => void;
+  /** Element type of KV caches: f16 (default), f32 or q8_0. */
+  readonly kvType?: KVType;
+  /** Tokens per KV block. Default 16. */
+  readonly kvBlockTokens?: number;
+  /** Tokens the shared KV pool of concurrent generation holds, all sequences together. Default: the context length, at most 8192. */
+  readonly kvCacheTokens?: number;
+  /** Most sequences one batched step runs. Default 16. */
+  readonly maxSequences?: number;
 }
 
 export interface ModelMemory {
@@ -25,18 +37,22 @@ export interface ModelMemory {
   readonly fileBytes: number;
   /** Bytes the backend holds for the weights (the reference backend keeps them as f32). */
   readonly weightBytes: number;
-  /** Bytes of KV cache per token of context (all layers, K and V, f32). */
+  /** Bytes of KV cache per token of context (all layers, K and V, in the cache's element type). */
   readonly kvBytesPerToken: number;
+  /** The KV element type. */
+  readonly kvType: KVType;
 }
 
 /** A loaded model: config, memory figures, and a forward pass over a KV cache passed in. */
 export class Model {
   private tokenizerInstance: Tokenizer | undefined;
+  private engineInstance: InferenceEngine | undefined;
 
   private constructor(
     readonly file: GGUFFile,
     readonly config: ModelConfig,
     readonly transformer: Transformer,
+    private readonly loadOptions: LoadModelOptions = {},
   ) {}
 
   static create(file: GGUFFile, options: LoadModelOptions = {}): Model {
@@ -61,7 +77,7 @@ export class Model {
       maxBatchTokens: options.maxBatchTokens ?? 512,
       ...(options.onProgress ? { onProgress: options.onProgress } : {}),
     });
-    return new Model(file, config, transformer);
+    return new Model(file, config, transformer, options);
   }
 
   /** The tokenizer built from the file's `tokenizer.*` metadata (on first use). */
@@ -72,17 +88,62 @@ export class Model {
 
   get memory(): ModelMemory {
     const d = this.transformer.dimensions;
-    return { fileBytes: this.file.bytes.byteLength, weightBytes: this.transformer.weightBytes, kvBytesPerToken: d.layers * 2 * d.kvWidth * 4 };
+    const kvType = this.kvType;
+    return { fileBytes: this.file.bytes.byteLength, weightBytes: this.transformer.weightBytes, kvBytesPerToken: d.layers * 2 * kvRowBytes(kvType, d.kvWidth), kvType };
+  }
+
+  /** The KV element type of this model's caches. */
+  get kvType(): KVType {
+    return this.loadOptions.kvType ?? "f16";
   }
 
   get vocabularySize(): number {
     return this.transformer.dimensions.vocabulary;
   }
 
-  /** A contiguous KV cache for one sequence of up to `capacity` tokens (default: the model's context length). */
-  createCache(capacity = this.config.contextLength): KVCache {
+  /**
+   * A paged KV cache for one sequence of up to `capacity` tokens (default: the model's context
+   * length), over a pool of its own. `type` overrides the model's KV element type.
+   */
+  createCache(capacity = this.config.contextLength, options: { readonly type?: KVType } = {}): PagedKVCache {
     const d = this.transformer.dimensions;
-    return new ContiguousKVCache(this.transformer.backend, d.layers, d.kvWidth, capacity);
+    return PagedKVCache.standalone(this.transformer.backend, {
+      layers: d.layers,
+      kvWidth: d.kvWidth,
+      capacity,
+      type: options.type ?? this.kvType,
+      blockTokens: this.loadOptions.kvBlockTokens ?? DEFAULT_BLOCK_TOKENS,
+    });
+  }
+
+  /** A pool of `blocks` KV blocks that many sequences share (see KVBlockPool.createSequence). */
+  createKVPool(blocks: number, options: { readonly type?: KVType; readonly blockTokens?: number } = {}): KVBlockPool {
+    const d = this.transformer.dimensions;
+    return new KVBlockPool(this.transformer.backend, {
+      layers: d.layers,
+      kvWidth: d.kvWidth,
+      blocks,
+      type: options.type ?? this.kvType,
+      blockTokens: options.blockTokens ?? this.loadOptions.kvBlockTokens ?? DEFAULT_BLOCK_TOKENS,
+    });
+  }
+
+  /**
+   * The engine that runs every generate/chat call of this model in shared batched steps, over one
+   * KV pool of `kvCacheTokens` tokens (created on first use).
+   */
+  get engine(): InferenceEngine {
+    if (!this.engineInstance) {
+      const blockTokens = this.loadOptions.kvBlockTokens ?? DEFAULT_BLOCK_TOKENS;
+      const tokens = this.loadOptions.kvCacheTokens ?? Math.min(this.config.contextLength, 8192);
+      this.engineInstance = new InferenceEngine(this.transformer, {
+        blocks: Math.ceil(tokens / blockTokens),
+        blockTokens,
+        kvType: this.kvType,
+        maxSequences: this.loadOptions.maxSequences ?? 16,
+      });
+    }
+    return this.engineInstance;
   }
 
   /** See Transformer.forward: runs tokens after what the cache holds, returns logits. */
@@ -97,16 +158,23 @@ export class Model {
    * messages are rendered with the chat template first. `await stream.result` afterwards gives the
    * whole text, finish reason, usage and timings.
    */
+  generate<Schema extends z.ZodType>(
+    prompt: string | readonly number[] | readonly ChatMessage[],
+    options: (GenerateOptions | ChatOptions) & { readonly schema: Schema },
+  ): GenerationStream<StructuredGenerationResult<z.output<Schema>>>;
+  generate(prompt: string | readonly number[] | readonly ChatMessage[], options?: GenerateOptions | ChatOptions): GenerationStream;
   generate(prompt: string | readonly number[] | readonly ChatMessage[], options: GenerateOptions | ChatOptions = {}): GenerationStream {
     const isMessages = Array.isArray(prompt) && prompt.length > 0 && typeof prompt[0] === "object";
     const resolved = isMessages ? parseOptions(chatOptionsSchema, options) : parseOptions(generateOptionsSchema, options);
     const enableThinking = (resolved as { enableThinking?: boolean }).enableThinking ?? true;
     const promptTokens = this.promptTokens(prompt, resolved.special, enableThinking);
-    const cache = this.createCache(Math.min(this.config.contextLength, promptTokens.length + resolved.maxTokens));
-    return generateTokens({ model: this, promptTokens, cache, cachedTokens: 0, options: resolved, onFinish: () => cache.dispose() });
+    const sequence = this.engine.createSequence(Math.min(this.config.contextLength, promptTokens.length + resolved.maxTokens));
+    return generateTokens({ model: this, promptTokens, sequence, cachedTokens: 0, options: resolved, onFinish: () => sequence.release() });
   }
 
   /** `generate`, awaited: the whole result. */
+  complete<Schema extends z.ZodType>(prompt: string | readonly number[], options: GenerateOptions & { readonly schema: Schema }): Promise<StructuredGenerationResult<z.output<Schema>>>;
+  complete(prompt: string | readonly number[], options?: GenerateOptions): Promise<GenerationResult>;
   async complete(prompt: string | readonly number[], options: GenerateOptions = {}): Promise<GenerationResult> {
     const stream = this.generate(prompt, options);
     for await (const _chunk of stream) {
@@ -139,6 +207,7 @@ export class Model {
   }
 
   dispose(): void {
+    this.engineInstance?.dispose();
     this.transformer.backend.dispose();
   }
 }

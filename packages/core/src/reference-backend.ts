@@ -3,7 +3,7 @@
  * @memra/gguf's reference code. Readable rather than fast; it is the oracle native backends are
  * tested against. Sums accumulate in double precision.
  */
-import { GGMLType, type GGUFTensorInfo, canDequantize, dequantize, f16BitsToF32, ggmlTypeName } from "@memra/gguf";
+import { GGMLType, type GGUFTensorInfo, canDequantize, dequantize, f16BitsToF32, ggmlTypeName, quantize } from "@memra/gguf";
 import {
   type AttentionShape,
   BACKEND_CONTRACT_VERSION,
@@ -11,7 +11,10 @@ import {
   type BackendOp,
   type DeviceBuffer,
   type KVLayerView,
+  type KVStorage,
+  type KVType,
   type WeightHandle,
+  kvRowBytes,
 } from "./backend";
 import { activationRoundingFor, q8_1SumCorrections, roundActivations } from "./activation-rounding";
 import { UnsupportedTensorTypeError } from "./errors";
@@ -21,6 +24,33 @@ class HostBuffer implements DeviceBuffer {
   get length(): number {
     return this.data.length;
   }
+}
+
+const KV_GGML_TYPES: Record<KVType, GGMLType> = { f32: GGMLType.F32, f16: GGMLType.F16, q8_0: GGMLType.Q8_0 };
+
+/** KV slots as the bytes ggml would store (f32, f16 or q8_0 rows), converted on write and read. */
+class HostKVStorage implements KVStorage {
+  readonly rowBytes: number;
+  readonly bytes: Uint8Array; // [rows, rowBytes]
+
+  constructor(
+    readonly type: KVType,
+    readonly rows: number,
+    readonly width: number,
+  ) {
+    this.rowBytes = kvRowBytes(type, width);
+    this.bytes = new Uint8Array(rows * this.rowBytes);
+  }
+
+  /** Slot `slot` as f32, into out[0, width). */
+  readRow(slot: number, out: Float32Array): void {
+    dequantize(KV_GGML_TYPES[this.type], this.bytes.subarray(slot * this.rowBytes, (slot + 1) * this.rowBytes), this.width, out);
+  }
+}
+
+function hostKV(storage: KVStorage): HostKVStorage {
+  if (!(storage instanceof HostKVStorage)) throw new TypeError("the KV storage was not allocated by a ReferenceBackend");
+  return storage;
 }
 
 class ReferenceWeight implements WeightHandle {
@@ -197,43 +227,81 @@ export class ReferenceBackend implements Backend {
     }
   }
 
+  allocateKV(type: KVType, rows: number, width: number): KVStorage {
+    if (!Number.isInteger(rows) || rows < 0) throw new RangeError(`KV rows must be a non-negative integer, got ${rows}`);
+    if (type === "q8_0" && width % 32 !== 0) throw new RangeError(`q8_0 KV rows need a width that is a multiple of 32, got ${width}`);
+    return new HostKVStorage(type, rows, width);
+  }
+
+  writeKV(storage: KVStorage, slots: Int32Array, source: DeviceBuffer): void {
+    const kv = hostKV(storage);
+    const x = host(source);
+    for (let i = 0; i < slots.length; i++) {
+      const slot = slots[i]!;
+      if (!Number.isInteger(slot) || slot < 0 || slot >= kv.rows) throw new RangeError(`KV slot ${slot} outside [0, ${kv.rows})`);
+      const row = x.subarray(i * kv.width, (i + 1) * kv.width);
+      const encoded = kv.type === "f32" ? new Uint8Array(row.slice().buffer) : quantize(KV_GGML_TYPES[kv.type], row);
+      kv.bytes.set(encoded, slot * kv.rowBytes);
+    }
+  }
+
+  copyKV(storage: KVStorage, targetSlot: number, sourceSlot: number, rows: number): void {
+    const kv = hostKV(storage);
+    if (sourceSlot < 0 || targetSlot < 0 || sourceSlot + rows > kv.rows || targetSlot + rows > kv.rows) throw new RangeError("copyKV outside the storage");
+    kv.bytes.copyWithin(targetSlot * kv.rowBytes, sourceSlot * kv.rowBytes, (sourceSlot + rows) * kv.rowBytes);
+  }
+
+  /** Per sequence: gathers its visible K/V rows through the block table as f32, then plain causal attention. */
   attention(out: DeviceBuffer, q: DeviceBuffer, kv: KVLayerView, shape: AttentionShape): void {
-    const { rows, heads, kvHeads, headDim, firstRow, scale } = shape;
+    const { heads, kvHeads, headDim, scale } = shape;
     const query = host(q);
-    const keys = host(kv.keys);
-    const values = host(kv.values);
     const o = host(out);
+    const keyStorage = hostKV(kv.keys);
+    const valueStorage = hostKV(kv.values);
     const groupSize = heads / kvHeads;
     const kvWidth = kvHeads * headDim;
-    const scores = new Float64Array(kv.length);
     const accumulator = new Float64Array(headDim);
-    for (let r = 0; r < rows; r++) {
-      const visible = firstRow + r + 1;
-      for (let h = 0; h < heads; h++) {
-        const kvHead = Math.floor(h / groupSize);
-        const qBase = (r * heads + h) * headDim;
-        let max = -Infinity;
-        for (let t = 0; t < visible; t++) {
-          const kBase = t * kvWidth + kvHead * headDim;
-          let dot = 0;
-          for (let d = 0; d < headDim; d++) dot += query[qBase + d]! * keys[kBase + d]!;
-          const score = dot * scale;
-          scores[t] = score;
-          if (score > max) max = score;
+    const sequenceCount = kv.sequences.length / 4;
+    for (let sequence = 0; sequence < sequenceCount; sequence++) {
+      const [queryStart, rows, position, tableStart] = Array.from(kv.sequences.subarray(sequence * 4, sequence * 4 + 4)) as [number, number, number, number];
+      const visibleAll = position + rows;
+      const keys = new Float32Array(visibleAll * kvWidth);
+      const values = new Float32Array(visibleAll * kvWidth);
+      for (let t = 0; t < visibleAll; t++) {
+        const block = kv.blockTables[tableStart + Math.floor(t / kv.blockTokens)]!;
+        const slot = block * kv.blockTokens + (t % kv.blockTokens);
+        keyStorage.readRow(slot, keys.subarray(t * kvWidth, (t + 1) * kvWidth));
+        valueStorage.readRow(slot, values.subarray(t * kvWidth, (t + 1) * kvWidth));
+      }
+      const scores = new Float64Array(visibleAll);
+      for (let r = 0; r < rows; r++) {
+        const visible = position + r + 1;
+        for (let h = 0; h < heads; h++) {
+          const kvHead = Math.floor(h / groupSize);
+          const qBase = ((queryStart + r) * heads + h) * headDim;
+          let max = -Infinity;
+          for (let t = 0; t < visible; t++) {
+            const kBase = t * kvWidth + kvHead * headDim;
+            let dot = 0;
+            for (let d = 0; d < headDim; d++) dot += query[qBase + d]! * keys[kBase + d]!;
+            const score = dot * scale;
+            scores[t] = score;
+            if (score > max) max = score;
+          }
+          let sum = 0;
+          for (let t = 0; t < visible; t++) {
+            const e = Math.exp(scores[t]! - max);
+            scores[t] = e;
+            sum += e;
+          }
+          accumulator.fill(0);
+          for (let t = 0; t < visible; t++) {
+            const p = scores[t]! / sum;
+            const vBase = t * kvWidth + kvHead * headDim;
+            for (let d = 0; d < headDim; d++) accumulator[d] = accumulator[d]! + p * values[vBase + d]!;
+          }
+          for (let d = 0; d < headDim; d++) o[qBase + d] = accumulator[d]!;
         }
-        let sum = 0;
-        for (let t = 0; t < visible; t++) {
-          const e = Math.exp(scores[t]! - max);
-          scores[t] = e;
-          sum += e;
-        }
-        accumulator.fill(0);
-        for (let t = 0; t < visible; t++) {
-          const p = scores[t]! / sum;
-          const vBase = t * kvWidth + kvHead * headDim;
-          for (let d = 0; d < headDim; d++) accumulator[d] = accumulator[d]! + p * values[vBase + d]!;
-        }
-        for (let d = 0; d < headDim; d++) o[qBase + d] = accumulator[d]!;
       }
     }
   }

@@ -209,25 +209,103 @@ describe.skipIf(unavailable !== undefined)(`CpuBackend ops against the reference
     }
   });
 
-  it("attention, causal with grouped KV heads, decode and prefill: NMSE ≤ 1e-12", () => {
-    const [heads, kvHeads, headDim, capacity] = [4, 2, 64, 40];
+  it("paged attention, several sequences at different positions through block tables, f32/f16/q8_0 KV: NMSE ≤ 1e-12", () => {
+    const [heads, kvHeads, headDim, blockTokens, blocks] = [4, 2, 64, 4, 40];
     const kvWidth = kvHeads * headDim;
-    const [keys, keysRef] = pair.buffers(normals(capacity * kvWidth, 90));
-    const [values, valuesRef] = pair.buffers(normals(capacity * kvWidth, 91));
-    for (const [rows, firstRow] of [
-      [1, 0],
-      [1, 29],
-      [7, 5],
-      [30, 0],
-    ] as const) {
-      const [q, qRef] = pair.buffers(normals(rows * heads * headDim, 92 + rows));
+    const random = mulberry32(93);
+    for (const type of ["f32", "f16", "q8_0"] as const) {
+      const keys = pair.native.allocateKV(type, blocks * blockTokens, kvWidth);
+      const values = pair.native.allocateKV(type, blocks * blockTokens, kvWidth);
+      const keysRef = pair.reference.allocateKV(type, blocks * blockTokens, kvWidth);
+      const valuesRef = pair.reference.allocateKV(type, blocks * blockTokens, kvWidth);
+      // Every slot written with random rows, the same on both backends.
+      const slots = Int32Array.from({ length: blocks * blockTokens }, (_, i) => i);
+      const [k, kRef] = pair.buffers(normals(slots.length * kvWidth, 90));
+      const [v, vRef] = pair.buffers(normals(slots.length * kvWidth, 91));
+      pair.native.writeKV(keys, slots, k);
+      pair.native.writeKV(values, slots, v);
+      pair.reference.writeKV(keysRef, slots, kRef);
+      pair.reference.writeKV(valuesRef, slots, vRef);
+      const bytes = (storage: unknown) => (storage as { bytes: Uint8Array }).bytes;
+      expect(Buffer.compare(bytes(keys), bytes(keysRef)), `${type} stored bytes`).toBe(0);
+      // Sequences (query rows, position): decode at 0 and 29, a prefill chunk after 5 tokens, a prefill from 0.
+      const shapes = [
+        [1, 0],
+        [1, 29],
+        [7, 5],
+        [30, 0],
+      ] as const;
+      const sequences = new Int32Array(shapes.length * 4);
+      const tables: number[] = [];
+      let rows = 0;
+      for (let i = 0; i < shapes.length; i++) {
+        const [queryRows, position] = shapes[i]!;
+        sequences.set([rows, queryRows, position, tables.length], i * 4);
+        for (let b = 0; b < Math.ceil((position + queryRows) / blockTokens); b++) tables.push(Math.floor(random() * blocks));
+        rows += queryRows;
+      }
+      const [q, qRef] = pair.buffers(normals(rows * heads * headDim, 92));
       const out = pair.native.allocate(rows * heads * headDim);
       const outRef = pair.reference.allocate(rows * heads * headDim);
-      const shape = { rows, heads, kvHeads, headDim, firstRow, scale: 1 / Math.sqrt(headDim) };
-      pair.native.attention(out, q, { keys, values, length: firstRow + rows }, shape);
-      pair.reference.attention(outRef, qRef, { keys: keysRef, values: valuesRef, length: firstRow + rows }, shape);
-      expect(nmse(pair.native.read(out), pair.reference.read(outRef)), `attention rows ${rows} first ${firstRow}`).toBeLessThanOrEqual(ELEMENTWISE_BOUND);
+      const shape = { rows, heads, kvHeads, headDim, scale: 1 / Math.sqrt(headDim) };
+      const blockTables = Int32Array.from(tables);
+      pair.native.attention(out, q, { keys, values, blockTokens, blockTables, sequences }, shape);
+      pair.reference.attention(outRef, qRef, { keys: keysRef, values: valuesRef, blockTokens, blockTables, sequences }, shape);
+      expect(nmse(pair.native.read(out), pair.reference.read(outRef)), `paged attention ${type}`).toBeLessThanOrEqual(ELEMENTWISE_BOUND);
+      // One sequence alone gives the same rows as inside the batch (batch invariance of the kernel).
+      const [q1] = pair.buffers(pair.native.read(q, 2 * heads * headDim, 7 * heads * headDim));
+      const out1 = pair.native.allocate(7 * heads * headDim);
+      const single = Int32Array.from([0, 7, 5, sequences[2 * 4 + 3]!]);
+      pair.native.attention(out1, q1, { keys, values, blockTokens, blockTables, sequences: single }, { ...shape, rows: 7 });
+      expect(pair.native.read(out1)).toEqual(pair.native.read(out, 2 * heads * headDim, 7 * heads * headDim));
     }
+  });
+
+  it("paged f32 attention is bit-identical to the contiguous kernel for one sequence (no drift from paging)", () => {
+    const [heads, kvHeads, headDim, rows, position] = [16, 8, 128, 37, 20];
+    const kvWidth = kvHeads * headDim;
+    const visible = position + rows;
+    const keys = normals(visible * kvWidth, 94);
+    const values = normals(visible * kvWidth, 95);
+    const q = normals(rows * heads * headDim, 96);
+    const contiguous = new Float32Array(rows * heads * headDim);
+    (pair.native as CpuBackend).library.call(
+      "memra_cpu_attention",
+      (pair.native as unknown as { context(): never }).context(),
+      ptr(contiguous),
+      contiguous.length,
+      ptr(q),
+      q.length,
+      ptr(keys),
+      ptr(values),
+      keys.length,
+      visible,
+      rows,
+      heads,
+      kvHeads,
+      headDim,
+      position,
+      1 / Math.sqrt(headDim),
+    );
+    const blockTokens = 16;
+    const blocks = Math.ceil(visible / blockTokens);
+    const storageKeys = pair.native.allocateKV("f32", blocks * blockTokens * 2, kvWidth);
+    const storageValues = pair.native.allocateKV("f32", blocks * blockTokens * 2, kvWidth);
+    const table = Int32Array.from({ length: blocks }, (_, b) => 2 * b + 1); // scattered blocks
+    const slots = Int32Array.from({ length: visible }, (_, t) => table[Math.floor(t / blockTokens)]! * blockTokens + (t % blockTokens));
+    const [k] = pair.buffers(keys);
+    const [v] = pair.buffers(values);
+    pair.native.writeKV(storageKeys, slots, k);
+    pair.native.writeKV(storageValues, slots, v);
+    const [query] = pair.buffers(q);
+    const out = pair.native.allocate(rows * heads * headDim);
+    pair.native.attention(
+      out,
+      query,
+      { keys: storageKeys, values: storageValues, blockTokens, blockTables: table, sequences: Int32Array.from([0, rows, position, 0]) },
+      { rows, heads, kvHeads, headDim, scale: 1 / Math.sqrt(headDim) },
+    );
+    expect(pair.native.read(out)).toEqual(contiguous);
   });
 
   it("swiglu and add, small and threaded lengths, in place: NMSE ≤ 1e-12", () => {
@@ -308,10 +386,20 @@ describe.skipIf(unavailable !== undefined)(`CpuBackend ops against the reference
       expect(() => backend.embedding(backend.allocate(32), table, Int32Array.from([4]))).toThrow(/token id 4 at position 0 is outside the table \(0..3\)/);
       expect(() => backend.gatherRows(backend.allocate(32), backend.allocate(64), Int32Array.from([-1]), 32)).toThrow(/row id -1/);
       const q = backend.allocate(64);
-      const kv = { keys: backend.allocate(64), values: backend.allocate(64), length: 1 };
-      expect(() => backend.attention(backend.allocate(64), q, kv, { rows: 1, heads: 1, kvHeads: 1, headDim: 64, firstRow: 1, scale: 1 })).toThrow(
-        /query rows reach cache row 1, but the cache holds 1 rows/,
-      );
+      const storage = backend.allocateKV("f16", 8, 64);
+      const view = (blockTables: number[], sequence: number[]) => ({
+        keys: storage,
+        values: storage,
+        blockTokens: 4,
+        blockTables: Int32Array.from(blockTables),
+        sequences: Int32Array.from(sequence),
+      });
+      const shape = { rows: 1, heads: 1, kvHeads: 1, headDim: 64, scale: 1 };
+      expect(() => backend.attention(backend.allocate(64), q, view([2], [0, 1, 0, 0]), shape)).toThrow(/sequence 0 block 0 is 2, outside the storage's 2 blocks/);
+      expect(() => backend.attention(backend.allocate(64), q, view([0], [0, 1, 4, 0]), shape)).toThrow(/sequence 0 needs 2 blocks from table offset 0, block_tables holds 1/);
+      expect(() => backend.attention(backend.allocate(64), q, view([0], [0, 2, 0, 0]), shape)).toThrow(/sequences hold more than the 1 query rows/);
+      expect(() => backend.writeKV(storage, Int32Array.from([8]), backend.allocate(64))).toThrow(/slot 8 \(row 0\) outside the storage's 8 slots/);
+      expect(() => backend.allocateKV("q8_0", 8, 48)).toThrow(/multiple of 32/);
     });
 
     it("a NULL context is an error", () => {

@@ -11,8 +11,11 @@ import {
   type BackendOp,
   type DeviceBuffer,
   type KVLayerView,
+  type KVStorage,
+  type KVType,
   UnsupportedTensorTypeError,
   type WeightHandle,
+  kvRowBytes,
 } from "@memra/core";
 import { GGMLType, type GGUFTensorInfo, ggmlTypeName } from "@memra/gguf";
 import { type Pointer, ptr } from "bun:ffi";
@@ -40,6 +43,27 @@ class CpuBuffer implements DeviceBuffer {
 
   get length(): number {
     return this.data.length;
+  }
+}
+
+/** ggml type ids of the KV element types (memra.h). */
+const KV_TYPE_IDS: Record<KVType, number> = { f32: 0, f16: 1, q8_0: 8 };
+
+/** KV slots in host memory as the native kernels store them (f32, f16 or q8_0 rows). */
+class CpuKVStorage implements KVStorage {
+  readonly bytes: Uint8Array;
+  readonly pointer: Pointer;
+  readonly rowBytes: number;
+
+  constructor(
+    readonly type: KVType,
+    readonly rows: number,
+    readonly width: number,
+  ) {
+    this.rowBytes = kvRowBytes(type, width);
+    const storage = new ArrayBuffer(Math.max(64, rows * this.rowBytes));
+    this.bytes = new Uint8Array(storage, 0, rows * this.rowBytes);
+    this.pointer = ptr(storage);
   }
 }
 
@@ -211,27 +235,65 @@ export class CpuBackend implements Backend {
     this.library.call("memra_cpu_rope_neox", this.context(), b.pointer, b.length, pointerOf(positions), positions.length, heads, headDim, freqBase);
   }
 
+  allocateKV(type: KVType, rows: number, width: number): KVStorage {
+    if (!Number.isInteger(rows) || rows < 0) throw new RangeError(`KV rows must be a non-negative integer, got ${rows}`);
+    if (!(type in KV_TYPE_IDS)) throw new RangeError(`unknown KV type "${type}" (f32, f16, q8_0)`);
+    if (type === "q8_0" && width % 32 !== 0) throw new RangeError(`q8_0 KV rows need a width that is a multiple of 32, got ${width}`);
+    return new CpuKVStorage(type, rows, width);
+  }
+
+  writeKV(storage: KVStorage, slots: Int32Array, source: DeviceBuffer): void {
+    if (slots.length === 0) return;
+    const kv = asKV(storage);
+    const x = asBuffer(source);
+    this.library.call(
+      "memra_cpu_kv_write",
+      this.context(),
+      KV_TYPE_IDS[kv.type],
+      kv.pointer,
+      kv.bytes.byteLength,
+      kv.width,
+      pointerOf(slots),
+      slots.length,
+      x.pointer,
+      x.length,
+    );
+  }
+
+  copyKV(storage: KVStorage, targetSlot: number, sourceSlot: number, rows: number): void {
+    const kv = asKV(storage);
+    if (sourceSlot < 0 || targetSlot < 0 || sourceSlot + rows > kv.rows || targetSlot + rows > kv.rows) throw new RangeError("copyKV outside the storage");
+    kv.bytes.copyWithin(targetSlot * kv.rowBytes, sourceSlot * kv.rowBytes, (sourceSlot + rows) * kv.rowBytes);
+  }
+
   attention(out: DeviceBuffer, q: DeviceBuffer, kv: KVLayerView, shape: AttentionShape): void {
     const o = asBuffer(out);
     const query = asBuffer(q);
-    const keys = asBuffer(kv.keys);
-    const values = asBuffer(kv.values);
+    const keys = asKV(kv.keys);
+    const values = asKV(kv.values);
+    if (keys.type !== values.type || keys.bytes.byteLength !== values.bytes.byteLength) throw new RangeError("attention: keys and values storage differ in type or size");
+    // bun:ffi needs a non-empty typed array for a pointer.
+    const tables = kv.blockTables.length > 0 ? kv.blockTables : new Int32Array(1);
     this.library.call(
-      "memra_cpu_attention",
+      "memra_cpu_paged_attention",
       this.context(),
       o.pointer,
       o.length,
       query.pointer,
       query.length,
+      KV_TYPE_IDS[keys.type],
       keys.pointer,
       values.pointer,
-      Math.min(keys.length, values.length),
-      kv.length,
+      keys.bytes.byteLength,
+      kv.blockTokens,
+      pointerOf(tables),
+      kv.blockTables.length,
+      pointerOf(kv.sequences.length > 0 ? kv.sequences : new Int32Array(4)),
+      kv.sequences.length / 4,
       shape.rows,
       shape.heads,
       shape.kvHeads,
       shape.headDim,
-      shape.firstRow,
       shape.scale,
     );
   }
@@ -317,6 +379,11 @@ export class CpuBackend implements Backend {
 function asBuffer(buffer: DeviceBuffer): CpuBuffer {
   if (!(buffer instanceof CpuBuffer)) throw new TypeError("the buffer was not allocated by a CpuBackend");
   return buffer;
+}
+
+function asKV(storage: KVStorage): CpuKVStorage {
+  if (!(storage instanceof CpuKVStorage)) throw new TypeError("the KV storage was not allocated by a CpuBackend");
+  return storage;
 }
 
 function asWeight(weight: WeightHandle): CpuWeight {

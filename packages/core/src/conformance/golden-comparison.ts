@@ -60,7 +60,7 @@ export function compareWithGolden(model: Model, golden: GoldenModelFile, marginB
     const input = [...prompt.promptTokens, ...prompt.continuation.slice(0, stepCount - 1)];
     const first = prompt.promptTokens.length - 1;
     const rows = Array.from({ length: stepCount }, (_, i) => first + i);
-    const cache = model.createCache(input.length);
+    const cache = model.createCache(input.length, { type: "f32" }); // the goldens were recorded with an f32 KV cache
     const logits = model.forward(input, cache, { logits: rows });
     cache.dispose();
     for (let step = 0; step < stepCount; step++) {

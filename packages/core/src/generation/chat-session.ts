@@ -1,5 +1,5 @@
 import { type ChatMessage, splitReasoning } from "@memra/tokenizer";
-import type { KVCache } from "../kv-cache";
+import type { EngineSequence } from "../engine/inference-engine";
 import type { Model } from "../load-model";
 import { type ChatOptions, chatOptionsSchema, parseOptions } from "./generation-options";
 import { generateTokens } from "./generate-tokens";
@@ -33,9 +33,7 @@ function withReasoning(result: GenerationResult): ChatResult {
  */
 export class ChatSession {
   readonly messages: ChatMessage[] = [];
-  private readonly cache: KVCache;
-  /** The tokens whose keys and values the cache holds, in order. */
-  private cachedTokens: number[] = [];
+  private readonly sequence: EngineSequence;
   private busy = false;
 
   constructor(
@@ -43,7 +41,7 @@ export class ChatSession {
     options: ChatSessionOptions = {},
   ) {
     if (options.system !== undefined) this.messages.push({ role: "system", content: options.system });
-    this.cache = model.createCache(options.contextLength ?? Math.min(model.config.contextLength, 4096));
+    this.sequence = model.engine.createSequence(options.contextLength ?? Math.min(model.config.contextLength, 4096));
   }
 
   /** Sends a user message; streams the answer. The answer joins the history when the stream ends. */
@@ -54,19 +52,18 @@ export class ChatSession {
     const prompt = this.model.tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, enableThinking: resolved.enableThinking });
     const promptTokens = this.model.tokenizer.encode(prompt, { special: true });
     let shared = 0;
-    const limit = Math.min(this.cachedTokens.length, promptTokens.length - 1);
-    while (shared < limit && this.cachedTokens[shared] === promptTokens[shared]) shared++;
+    const known = this.sequence.tokens; // what the sequence holds (or recomputes after a preemption)
+    const limit = Math.min(known.length, promptTokens.length - 1);
+    while (shared < limit && known[shared] === promptTokens[shared]) shared++;
     this.busy = true;
     const stream = generateTokens({
       model: this.model,
       promptTokens,
-      cache: this.cache,
+      sequence: this.sequence,
       cachedTokens: shared,
       options: resolved,
       onFinish: (result) => {
         this.busy = false;
-        // The last sampled token was never fed back, so the cache holds all but it.
-        this.cachedTokens = [...promptTokens, ...result.tokens.slice(0, -1)];
         this.messages.push({ role: "user", content }, { role: "assistant", content: result.text });
       },
     });
@@ -74,7 +71,7 @@ export class ChatSession {
   }
 
   dispose(): void {
-    this.cache.dispose();
+    this.sequence.release();
   }
 }
 

@@ -1,18 +1,16 @@
 import { StopSequenceMatcher, createSampler } from "@memra/sampler";
-import { logSumExp } from "../evaluation";
-import type { KVCache } from "../kv-cache";
+import type { EngineSequence } from "../engine/inference-engine";
+import { logSumExp, topLogprobs } from "../evaluation";
 import type { Model } from "../load-model";
 import type { ResolvedGenerateOptions } from "./generation-options";
+import { createGenerationConstraint } from "./output-constraint";
 import type { FinishReason, GenerationChunk, GenerationResult, GenerationStream } from "./generation-types";
-
-/** Lets timers and abort events run between forward steps (the reference backend is synchronous). */
-const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 export interface GenerationRequest {
   readonly model: Model;
   readonly promptTokens: readonly number[];
-  /** A cache whose first `cachedTokens` rows already hold promptTokens[0..cachedTokens). */
-  readonly cache: KVCache;
+  /** The engine sequence to run on; its first `cachedTokens` tokens are promptTokens[0..cachedTokens). */
+  readonly sequence: EngineSequence;
   readonly cachedTokens: number;
   readonly options: ResolvedGenerateOptions;
   /** Called with the result (to update a chat session) before `result` resolves. */
@@ -25,11 +23,11 @@ export interface GenerationRequest {
  * string, maxTokens or an abort. Leaving the iteration early ends generation as an abort.
  */
 export function generateTokens(request: GenerationRequest): GenerationStream {
-  const { model, promptTokens, cache, options } = request;
+  const { model, promptTokens, sequence, options } = request;
   if (promptTokens.length === 0) throw new RangeError("the prompt has no tokens");
   if (request.cachedTokens >= promptTokens.length) throw new RangeError("at least the last prompt token must be evaluated");
-  if (promptTokens.length + options.maxTokens > cache.capacity) {
-    throw new RangeError(`prompt (${promptTokens.length} tokens) + maxTokens (${options.maxTokens}) exceeds the context of ${cache.capacity} tokens`);
+  if (promptTokens.length + options.maxTokens > sequence.capacity) {
+    throw new RangeError(`prompt (${promptTokens.length} tokens) + maxTokens (${options.maxTokens}) exceeds the context of ${sequence.capacity} tokens`);
   }
 
   let settle!: { resolve: (result: GenerationResult) => void; reject: (error: unknown) => void };
@@ -46,11 +44,15 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
   let stopString: string | undefined;
   let prefillMs = 0;
   let decodeStarted = 0;
-  const sampler = createSampler(options, { vocabularySize: model.vocabularySize, tokenText: (id) => tokenizer.tokenText(id) });
+  const constraint = createGenerationConstraint(model, options);
+  const baseSampler = createSampler(options, { vocabularySize: model.vocabularySize, tokenText: (id) => tokenizer.tokenText(id) });
+  const sampler = constraint ? constraint.wrap(baseSampler) : baseSampler;
 
+  // Prompt tokens the engine found in its prefix cache (a recompute after preemption may find more).
+  const reused = () => Math.min(sequence.reusedTokens, promptTokens.length - 1 - request.cachedTokens);
   const finish = (): GenerationResult => {
     const decodeMs = decodeStarted === 0 ? 0 : performance.now() - decodeStarted;
-    const evaluated = promptTokens.length - request.cachedTokens;
+    const evaluated = promptTokens.length - request.cachedTokens - reused();
     const final: GenerationResult = {
       text,
       promptTokens: [...promptTokens],
@@ -58,7 +60,7 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
       finishReason,
       seed: sampler.seed,
       ...(stopString === undefined ? {} : { stop: stopString }),
-      usage: { promptTokens: promptTokens.length, completionTokens: generated.length, cachedPromptTokens: request.cachedTokens },
+      usage: { promptTokens: promptTokens.length, completionTokens: generated.length, cachedPromptTokens: request.cachedTokens + reused() },
       timings: {
         prefillMs,
         decodeMs,
@@ -67,6 +69,8 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
       },
     };
     request.onFinish?.(final);
+    // Parsed after onFinish, so that a session is released even when the output is no value.
+    if (constraint) return { ...final, value: constraint.parse(text, finishReason) };
     return final;
   };
 
@@ -75,19 +79,14 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
     const decoder = tokenizer.createStreamingDecoder();
     const history: number[] = [...promptTokens];
     const aborted = () => options.signal?.aborted === true;
-    cache.trim(request.cachedTokens);
+    sequence.rewind(request.cachedTokens);
 
-    // Prefill, a chunk at a time so that an abort is seen within one chunk.
+    // Prefill: the engine runs the prompt in chunks, batched with other sequences' steps, and
+    // answers undefined when the signal aborts between two of them.
     const prefillStarted = performance.now();
-    let logits: Float32Array = new Float32Array(0);
-    const rest = promptTokens.slice(request.cachedTokens);
-    for (let start = 0; start < rest.length && !aborted(); start += options.prefillChunkTokens) {
-      const chunk = rest.slice(start, start + options.prefillChunkTokens);
-      logits = model.forward(chunk, cache, { logits: start + chunk.length >= rest.length ? "last" : [] });
-      await yieldToEventLoop();
-    }
+    let logits: Float32Array | undefined = await sequence.evaluate(promptTokens.slice(request.cachedTokens), options.signal, options.prefillChunkTokens);
     prefillMs = performance.now() - prefillStarted;
-    if (aborted()) {
+    if (logits === undefined || aborted()) {
       finishReason = "abort";
       return;
     }
@@ -104,19 +103,28 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
       }
       const step = matcher.push(decoder.push(token));
       text += step.text;
-      yield options.logprobs ? { text: step.text, token, logprob: logits[token]! - logSumExp(logits) } : { text: step.text, token };
+      yield options.logprobs
+        ? { text: step.text, token, logprob: logits[token]! - logSumExp(logits), ...(options.topLogprobs > 0 ? { topLogprobs: topLogprobs(logits, options.topLogprobs) } : {}) }
+        : { text: step.text, token };
       if (step.stopped) {
         finishReason = "stop";
         stopString = step.stop;
         return;
       }
+      if (constraint?.isFinished()) {
+        finishReason = "stop"; // the grammar is complete: nothing but end of generation could follow
+        break;
+      }
       if (generated.length >= options.maxTokens) break;
-      await yieldToEventLoop();
       if (aborted()) {
         finishReason = "abort";
         break;
       }
-      logits = model.forward([token], cache);
+      logits = await sequence.evaluate([token], options.signal);
+      if (logits === undefined) {
+        finishReason = "abort";
+        break;
+      }
     }
     // Text held back (an incomplete character, a possible start of a stop string) is final now.
     const tail = matcher.push(decoder.flush()).text + matcher.flush();

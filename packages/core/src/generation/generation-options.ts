@@ -11,8 +11,19 @@ export const generateOptionsSchema = samplingOptionsSchema.extend({
   special: z.boolean().default(true),
   /** Report each token's log-probability under the model (softmax of the raw logits). */
   logprobs: z.boolean().default(false),
+  /** With logprobs: also the `topLogprobs` most likely tokens at each step (0 to 20). */
+  topLogprobs: z.number().int("topLogprobs must be an integer").min(0).max(20, "topLogprobs must be at most 20").default(0),
   /** Stops generation, during prefill too. */
   signal: z.instanceof(AbortSignal, { message: "signal must be an AbortSignal" }).optional(),
+  /**
+   * Constrains the output to a schema: a zod schema (the result's `value` is zod's parsed value)
+   * or a JSON schema object (`value` is the parsed JSON). Generation ends when the value is complete.
+   */
+  schema: z.custom<unknown>((value) => (typeof value === "object" && value !== null) || typeof value === "boolean", "schema must be a zod schema or a JSON schema object").optional(),
+  /** Constrains the output to a GBNF grammar (llama.cpp's format); `value` is the text. */
+  grammar: z.string().min(1, "grammar must not be empty").optional(),
+  /** "lazy": mask the logits only when the sampled token breaks the grammar (llama.cpp's way); "full": mask every step. */
+  grammarMode: z.enum(["lazy", "full"]).default("lazy"),
   /** Prompt tokens per forward step during prefill (abort is checked between steps). Default 64. */
   prefillChunkTokens: z.number().int().positive("prefillChunkTokens must be at least 1").default(64),
 });

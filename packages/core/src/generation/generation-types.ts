@@ -1,3 +1,5 @@
+import type { TokenLogprob } from "../evaluation";
+
 export type FinishReason = "stop" | "length" | "abort";
 
 /** One generated token as it streams. */
@@ -8,6 +10,8 @@ export interface GenerationChunk {
   readonly token?: number;
   /** log p(token) under the model (softmax of the raw logits), when `logprobs` was asked for. */
   readonly logprob?: number;
+  /** The most likely tokens at this step with their log-probabilities, when `topLogprobs` was asked for. */
+  readonly topLogprobs?: readonly TokenLogprob[];
 }
 
 export interface GenerationTimings {
@@ -31,9 +35,16 @@ export interface GenerationResult {
   readonly stop?: string;
   readonly usage: { readonly promptTokens: number; readonly completionTokens: number; readonly cachedPromptTokens: number };
   readonly timings: GenerationTimings;
+  /** With a `schema` or `grammar` option: the parsed value (zod's output, the JSON, or the grammar's text). */
+  readonly value?: unknown;
+}
+
+/** A result whose `value` has the type a zod schema gives it. */
+export interface StructuredGenerationResult<Value> extends GenerationResult {
+  readonly value: Value;
 }
 
 /** An async iterable of chunks whose `result` resolves once the iteration has ended. */
-export interface GenerationStream extends AsyncIterable<GenerationChunk> {
-  readonly result: Promise<GenerationResult>;
+export interface GenerationStream<Result extends GenerationResult = GenerationResult> extends AsyncIterable<GenerationChunk> {
+  readonly result: Promise<Result>;
 }

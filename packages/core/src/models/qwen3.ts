@@ -7,6 +7,14 @@
 import type { GGUFFile, Qwen3Config, Qwen3MoeConfig } from "@memra/gguf";
 import type { Backend, DeviceBuffer, WeightHandle } from "../backend";
 import type { KVCache } from "../kv-cache";
+
+/** One sequence's part of a batched forward: its new tokens, its cache, the rows to return logits for. */
+export interface BatchEntry {
+  readonly tokens: Int32Array;
+  readonly cache: KVCache;
+  /** The last row (default), all rows, or given indices of `tokens`. */
+  readonly logits?: "last" | "all" | readonly number[];
+}
 import { ModelWeights } from "./model-weights";
 
 export type TransformerConfig = Qwen3Config | Qwen3MoeConfig;
@@ -106,7 +114,16 @@ function loadAttention(weights: ModelWeights, layer: number): AttentionWeights {
   };
 }
 
-/** hidden += attention(RMSNorm(hidden)), appending this chunk's K/V to the cache. */
+/** Where a batch's attention reads and writes: every sequence's slots and block tables in one pool. */
+interface BatchLayout {
+  readonly cache: KVCache; // any of the batch's caches: they share one storage
+  /** The pool slot of every row of the batch. */
+  readonly slots: Int32Array; // [rows]
+  readonly blockTables: Int32Array;
+  readonly sequences: Int32Array; // [sequences, 4]
+}
+
+/** hidden += attention(RMSNorm(hidden)), writing this step's K/V into the cache's blocks first. */
 function attentionBlock(
   backend: Backend,
   d: ModelDimensions,
@@ -114,7 +131,7 @@ function attentionBlock(
   s: Scratch,
   rows: number,
   positions: Int32Array,
-  cache: KVCache,
+  layout: BatchLayout,
   layer: number,
 ): void {
   backend.rmsNorm(s.normed, s.hidden, w.attn_norm, rows, d.eps);
@@ -126,16 +143,15 @@ function attentionBlock(
   backend.rmsNorm(s.key, s.key, w.attn_k_norm, rows * d.kvHeads, d.eps);
   backend.ropeNeox(s.query, positions, d.heads, d.headDim, d.ropeFreqBase);
   backend.ropeNeox(s.key, positions, d.kvHeads, d.headDim, d.ropeFreqBase);
-  const firstRow = cache.length;
-  const kv = cache.append(layer, s.key, s.value, rows);
-  backend.attention(s.attention, s.query, kv, {
-    rows,
-    heads: d.heads,
-    kvHeads: d.kvHeads,
-    headDim: d.headDim,
-    firstRow,
-    scale: 1 / Math.sqrt(d.headDim),
-  });
+  const storage = layout.cache.storage;
+  backend.writeKV(storage.keys[layer]!, layout.slots, s.key);
+  backend.writeKV(storage.values[layer]!, layout.slots, s.value);
+  backend.attention(
+    s.attention,
+    s.query,
+    { keys: storage.keys[layer]!, values: storage.values[layer]!, blockTokens: storage.blockTokens, blockTables: layout.blockTables, sequences: layout.sequences },
+    { rows, heads: d.heads, kvHeads: d.kvHeads, headDim: d.headDim, scale: 1 / Math.sqrt(d.headDim) },
+  );
   backend.matmul(s.projected, s.attention, w.attn_output, rows);
   backend.add(s.hidden, s.hidden, s.projected, rows * d.embedding);
 }
@@ -247,45 +263,100 @@ export class Transformer {
     this.weightBytes = weights.loadedBytes;
   }
 
+  /** Most tokens one forward step (one batch) can hold. */
+  get maxBatchTokens(): number {
+    return this.scratch.rows;
+  }
+
   /**
    * Runs `tokens` at positions cache.length, cache.length + 1, ... (prefill when there are many,
-   * decode when there is one), appends their keys and values to `cache`, and returns logits for
-   * the requested rows: [requested rows, vocabulary].
+   * decode when there is one), in steps of at most maxBatchTokens, appends their keys and values
+   * to `cache`, and returns logits for the requested rows: [requested rows, vocabulary].
    */
   forward(tokens: Int32Array, cache: KVCache, options: ForwardOptions = {}): Float32Array {
-    const d = this.dimensions;
     const requested = options.logits ?? "last";
-    const wanted =
-      requested === "last" ? [tokens.length - 1] : requested === "all" ? Array.from(tokens, (_, i) => i) : [...requested];
-    for (const row of wanted) {
-      if (!Number.isInteger(row) || row < 0 || row >= tokens.length) throw new RangeError(`logits requested for row ${row} of ${tokens.length}`);
-    }
-    const result = new Float32Array(wanted.length * d.vocabulary);
-    const s = this.scratch;
-    for (let start = 0; start < tokens.length; start += s.rows) {
-      const chunk = tokens.subarray(start, Math.min(tokens.length, start + s.rows));
-      const rows = chunk.length;
-      const positions = new Int32Array(rows);
-      for (let r = 0; r < rows; r++) positions[r] = cache.length + r;
-
-      this.backend.embedding(s.hidden, this.tokenEmbedding, chunk);
-      for (let layer = 0; layer < this.layers.length; layer++) {
-        const { attention, feedForward } = this.layers[layer]!;
-        attentionBlock(this.backend, d, attention, s, rows, positions, cache, layer);
-        feedForward.forward(this.backend, s, rows);
-      }
-      cache.advance(rows);
-
-      const inChunk = wanted.map((row, index) => ({ row: row - start, index })).filter(({ row }) => row >= 0 && row < rows);
-      if (inChunk.length === 0) continue;
-      this.backend.rmsNorm(s.normed, s.hidden, this.outputNorm, rows, d.eps);
-      // Only the requested rows go through the LM head, packed to the front of `projected`.
-      for (let i = 0; i < inChunk.length; i++) this.backend.copy(s.projected, i * d.embedding, s.normed, inChunk[i]!.row * d.embedding, d.embedding);
-      this.backend.matmul(s.logits, s.projected, this.output, inChunk.length);
-      for (let i = 0; i < inChunk.length; i++) {
-        result.set(this.backend.read(s.logits, i * d.vocabulary, d.vocabulary), inChunk[i]!.index * d.vocabulary);
-      }
+    const wanted = requestedRows(requested, tokens.length);
+    const vocabulary = this.dimensions.vocabulary;
+    const result = new Float32Array(wanted.length * vocabulary);
+    const step = this.scratch.rows;
+    for (let start = 0; start < tokens.length; start += step) {
+      const end = Math.min(tokens.length, start + step);
+      const inChunk = wanted.map((row, index) => ({ row: row - start, index })).filter(({ row }) => row >= 0 && row < end - start);
+      const [logits] = this.forwardBatch([{ tokens: tokens.subarray(start, end), cache, logits: inChunk.map(({ row }) => row) }]);
+      for (let i = 0; i < inChunk.length; i++) result.set(logits!.subarray(i * vocabulary, (i + 1) * vocabulary), inChunk[i]!.index * vocabulary);
     }
     return result;
   }
+
+  /**
+   * One forward step over several sequences at once (the seed's ForwardBatch): every entry's
+   * tokens run at its own cache's positions; the weights see one matrix of all rows, attention
+   * runs per sequence through its block table. All caches must share one pool, and the entries
+   * hold at most maxBatchTokens tokens together. Returns each entry's requested logits rows.
+   */
+  forwardBatch(entries: readonly BatchEntry[]): Float32Array[] {
+    const d = this.dimensions;
+    const s = this.scratch;
+    if (entries.length === 0) return [];
+    const rows = entries.reduce((sum, entry) => sum + entry.tokens.length, 0);
+    if (rows > s.rows) throw new RangeError(`a batch of ${rows} tokens exceeds maxBatchTokens (${s.rows})`);
+    const storage = entries[0]!.cache.storage;
+    const wanted = entries.map((entry) => requestedRows(entry.logits ?? "last", entry.tokens.length));
+    for (const entry of entries) {
+      if (entry.cache.storage !== storage) throw new Error("the caches of one batch must share one KV pool");
+      if (entry.tokens.length === 0) throw new RangeError("a batch entry has no tokens");
+    }
+    if (new Set(entries.map((entry) => entry.cache)).size !== entries.length) throw new Error("a cache appears twice in one batch");
+
+    // Reserve every sequence's slots first, so a full cache fails before any compute.
+    const tokens = new Int32Array(rows);
+    const positions = new Int32Array(rows);
+    const slots = new Int32Array(rows);
+    const sequences = new Int32Array(entries.length * 4);
+    const tables: number[] = [];
+    let row = 0;
+    for (let i = 0; i < entries.length; i++) {
+      const { tokens: entryTokens, cache } = entries[i]!;
+      const entrySlots = cache.prepare(entryTokens.length);
+      tokens.set(entryTokens, row);
+      slots.set(entrySlots, row);
+      for (let r = 0; r < entryTokens.length; r++) positions[row + r] = cache.length + r;
+      sequences.set([row, entryTokens.length, cache.length, tables.length], i * 4);
+      for (const block of cache.blockTable) tables.push(block);
+      row += entryTokens.length;
+    }
+    const layout: BatchLayout = { cache: entries[0]!.cache, slots, blockTables: Int32Array.from(tables), sequences };
+
+    this.backend.embedding(s.hidden, this.tokenEmbedding, tokens);
+    for (let layer = 0; layer < this.layers.length; layer++) {
+      const { attention, feedForward } = this.layers[layer]!;
+      attentionBlock(this.backend, d, attention, s, rows, positions, layout, layer);
+      feedForward.forward(this.backend, s, rows);
+    }
+    for (const entry of entries) entry.cache.advance(entry.tokens);
+
+    // Only the requested rows go through the LM head, packed to the front of `projected`.
+    const picked: number[] = [];
+    for (let i = 0; i < entries.length; i++) for (const r of wanted[i]!) picked.push(sequences[i * 4]! + r);
+    const results = wanted.map((rowsOfEntry) => new Float32Array(rowsOfEntry.length * d.vocabulary));
+    if (picked.length === 0) return results;
+    this.backend.rmsNorm(s.normed, s.hidden, this.outputNorm, rows, d.eps);
+    for (let i = 0; i < picked.length; i++) this.backend.copy(s.projected, i * d.embedding, s.normed, picked[i]! * d.embedding, d.embedding);
+    this.backend.matmul(s.logits, s.projected, this.output, picked.length);
+    const all = this.backend.read(s.logits, 0, picked.length * d.vocabulary);
+    let offset = 0;
+    for (let i = 0; i < entries.length; i++) {
+      results[i]!.set(all.subarray(offset * d.vocabulary, (offset + wanted[i]!.length) * d.vocabulary));
+      offset += wanted[i]!.length;
+    }
+    return results;
+  }
+}
+
+function requestedRows(requested: "last" | "all" | readonly number[], count: number): number[] {
+  const wanted = requested === "last" ? [count - 1] : requested === "all" ? Array.from({ length: count }, (_, i) => i) : [...requested];
+  for (const row of wanted) {
+    if (!Number.isInteger(row) || row < 0 || row >= count) throw new RangeError(`logits requested for row ${row} of ${count}`);
+  }
+  return wanted;
 }

@@ -1,0 +1,89 @@
+import { basename } from "node:path";
+import { parseArgs } from "node:util";
+import { type KVType, loadModel } from "@memra/core";
+import { openGGUF, readModelConfig } from "@memra/gguf";
+import { chooseBackend, describeBackend } from "../backend-choice";
+import { CliError } from "../cli-error";
+import type { CliIO } from "../cli-io";
+import { defaultModelPath } from "../default-model";
+import { progressBar } from "../progress-bar";
+import { startOpenAIServer } from "../server/openai-server";
+import { parsePositiveInteger } from "./model-arguments";
+
+export const serveUsage = `usage: memra serve [-m MODEL] [options]
+
+An OpenAI-compatible HTTP server: POST /v1/chat/completions and /v1/completions (streaming with
+server-sent events or not), GET /v1/models, /health and /metrics (Prometheus). Requests run
+concurrently: every decode step runs one token of each active request as one batch (continuous
+batching) over a paged KV cache shared by all of them, with prefix caching.
+
+options:
+  -m, --model FILE      GGUF model (default: the built-in demo model)
+  --host HOST           address to listen on (default 127.0.0.1)
+  --port PORT           (default 8080; 0 picks a free one)
+  --parallel N          most requests decoded together (default 4)
+  --ctx N               most tokens of one request, prompt and completion (default: the model's, at most 4096)
+  --kv-type TYPE        KV cache element type: f16 (default), f32, q8_0
+  --threads N           threads for the native CPU backend
+  --quiet               no progress bar, no notices
+
+The KV pool holds --parallel × --ctx tokens; requests beyond it wait, and a running request may be
+preempted (and recomputed later) when the pool runs out.
+
+examples:
+  memra serve -m qwen3-0.6b-q8_0.gguf --parallel 8
+  curl http://127.0.0.1:8080/v1/chat/completions -d '{"messages":[{"role":"user","content":"Hi"}]}'`;
+
+const KV_TYPES: readonly KVType[] = ["f16", "f32", "q8_0"];
+
+export async function serveCommand(args: string[], io: CliIO): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      model: { type: "string", short: "m" },
+      host: { type: "string", default: "127.0.0.1" },
+      port: { type: "string", default: "8080" },
+      parallel: { type: "string" },
+      ctx: { type: "string" },
+      "kv-type": { type: "string", default: "f16" },
+      threads: { type: "string" },
+      quiet: { type: "boolean", short: "q", default: false },
+      help: { type: "boolean", short: "h", default: false },
+    },
+  });
+  if (values.help) {
+    io.stdout(`${serveUsage}\n`);
+    return;
+  }
+  const port = Number(values.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new CliError(`--port must be 0 to 65535, got "${values.port}"`);
+  const parallel = parsePositiveInteger(values.parallel, "--parallel", 4);
+  const kvType = values["kv-type"] as KVType;
+  if (!KV_TYPES.includes(kvType)) throw new CliError(`--kv-type must be one of ${KV_TYPES.join(", ")}, got "${values["kv-type"]}"`);
+  const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
+  const path = values.model ?? (await defaultModelPath(io, values.quiet));
+
+  // The KV pool is sized from the context, read from the header before the weights load.
+  const modelContext = readModelConfig(openGGUF(path)).contextLength;
+  const contextLength = Math.min(parsePositiveInteger(values.ctx, "--ctx", Math.min(modelContext, 4096)), modelContext);
+  const backend = await chooseBackend(threads);
+  const bar = progressBar(io, "loading", io.stderrIsTerminal && !values.quiet);
+  const model = loadModel(path, { backend, onProgress: bar.update, maxSequences: parallel, kvCacheTokens: parallel * contextLength, kvType });
+  bar.end();
+  const server = startOpenAIServer({ model, modelId: basename(path), hostname: values.host, port, contextLength });
+  if (!values.quiet) {
+    const pool = model.engine.pool;
+    io.stderr(
+      `memra serve: ${basename(path)} on ${describeBackend(backend)}; ${parallel} parallel, context ${contextLength}, ` +
+        `KV pool ${pool.blocks} blocks of ${pool.blockTokens} tokens (${kvType}, ${(pool.bytes / 2 ** 20).toFixed(1)} MiB)\n`,
+    );
+  }
+  io.stdout(`listening on ${server.url}\n`);
+  await new Promise<void>((resolve) => {
+    const stop = () => resolve();
+    process.once("SIGINT", stop);
+    process.once("SIGTERM", stop);
+  });
+  await server.stop();
+  model.dispose();
+}

@@ -1,0 +1,124 @@
+/**
+ * memra serve against the official `openai` client, on a synthetic model with the real Qwen3
+ * vocabulary (reference backend, so the test needs no native build).
+ */
+import { type Model, loadModel } from "@memra/core";
+import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type OpenAIServer, startOpenAIServer } from "./openai-server";
+
+let model: Model;
+let server: OpenAIServer;
+let client: OpenAI;
+
+beforeAll(async () => {
+  model = loadModel(await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" })), { maxSequences: 4, kvCacheTokens: 4 * 512 });
+  server = startOpenAIServer({ model, modelId: "tiny-q8_0.gguf", port: 0, contextLength: 512 });
+  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "unused", maxRetries: 0 });
+});
+
+afterAll(async () => {
+  await server.stop();
+  model.dispose();
+});
+
+const messages = [{ role: "user" as const, content: "Say hello" }];
+
+/** Waits until the engine holds no blocks (a cancelled request releases them as its stream ends). */
+async function blocksReleased(): Promise<number> {
+  for (let i = 0; i < 100 && model.engine.pool.usedBlocks > 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+  return model.engine.pool.usedBlocks;
+}
+
+describe("memra serve with the openai client", () => {
+  it("lists the model and answers /health and /metrics", async () => {
+    const models = await client.models.list();
+    expect(models.data.map((m) => m.id)).toEqual(["tiny-q8_0.gguf"]);
+    expect(await (await fetch(`${server.url}/health`)).json()).toEqual({ status: "ok" });
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    expect(metrics).toMatch(/^memra_kv_blocks_free \d+$/m);
+    expect(metrics).toMatch(/^memra_queue_waiting 0$/m);
+  });
+
+  it("chat completion, whole and streamed, gives the greedy tokens model.generate gives", async () => {
+    const expected = await model.chat(messages, { temperature: 0, maxTokens: 12 });
+    const whole = await client.chat.completions.create({ model: "tiny-q8_0.gguf", messages, temperature: 0, max_tokens: 12 });
+    expect(whole.choices[0]!.message.content).toBe(expected.text);
+    expect(whole.choices[0]!.finish_reason).toBe(expected.finishReason === "length" ? "length" : "stop");
+    expect(whole.usage).toMatchObject({ prompt_tokens: expected.usage.promptTokens, completion_tokens: expected.usage.completionTokens });
+
+    const stream = await client.chat.completions.create({ messages, temperature: 0, max_tokens: 12, stream: true, stream_options: { include_usage: true }, model: "x" });
+    let text = "";
+    let usage: OpenAI.CompletionUsage | undefined | null;
+    let finish: string | null = null;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? "";
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(text).toBe(expected.text);
+    expect(finish).toBe(whole.choices[0]!.finish_reason);
+    expect(usage?.completion_tokens).toBe(expected.usage.completionTokens);
+  });
+
+  it("completions with stop, seed and logprobs; chat with top_logprobs", async () => {
+    const first = await client.completions.create({ model: "m", prompt: "Once upon a time", max_tokens: 10, temperature: 0.9, seed: 7, logprobs: 3 });
+    const again = await client.completions.create({ model: "m", prompt: "Once upon a time", max_tokens: 10, temperature: 0.9, seed: 7, logprobs: 3 });
+    expect(again.choices[0]!.text).toBe(first.choices[0]!.text);
+    const logprobs = first.choices[0]!.logprobs!;
+    expect(logprobs.tokens!.length).toBe(first.usage!.completion_tokens);
+    expect(logprobs.token_logprobs!.every((lp) => lp <= 0)).toBe(true);
+    expect(Object.keys(logprobs.top_logprobs![0]!).length).toBeGreaterThan(0);
+
+    const text = first.choices[0]!.text;
+    const stopAt = text.slice(3, 5);
+    if (stopAt.length === 2 && text.indexOf(stopAt) === 3) {
+      const stopped = await client.completions.create({ model: "m", prompt: "Once upon a time", max_tokens: 10, temperature: 0.9, seed: 7, stop: [stopAt] });
+      expect(stopped.choices[0]!.text).toBe(text.slice(0, 3));
+      expect(stopped.choices[0]!.finish_reason).toBe("stop");
+    }
+
+    const chat = await client.chat.completions.create({ model: "m", messages, max_tokens: 4, temperature: 0, logprobs: true, top_logprobs: 3 });
+    const content = chat.choices[0]!.logprobs!.content!;
+    expect(content.length).toBe(chat.usage!.completion_tokens - (chat.choices[0]!.finish_reason === "stop" ? 1 : 0));
+    expect(content[0]!.top_logprobs).toHaveLength(3);
+    expect(content[0]!.top_logprobs[0]!.logprob).toBeGreaterThanOrEqual(content[0]!.logprob);
+  });
+
+  it("bad requests get 400 with an OpenAI error body, and the server keeps serving", async () => {
+    await expect(client.chat.completions.create({ model: "m", messages, temperature: 5 })).rejects.toMatchObject({ status: 400, error: { param: "temperature" } });
+    await expect(client.chat.completions.create({ model: "m", messages: [] })).rejects.toMatchObject({ status: 400 });
+    await expect(client.completions.create({ model: "m", prompt: "hi", max_tokens: 100_000 })).rejects.toMatchObject({ status: 400, error: { param: "max_tokens" } });
+    await expect(client.completions.create({ model: "m", prompt: [999_999_999] })).rejects.toMatchObject({ status: 400, error: { param: "prompt" } });
+    const malformed = await fetch(`${server.url}/v1/chat/completions`, { method: "POST", body: "{not json" });
+    expect(malformed.status).toBe(400);
+    expect(await malformed.json()).toMatchObject({ error: { type: "invalid_request_error", message: "the request body is not valid JSON" } });
+    expect((await fetch(`${server.url}/v1/nothing`)).status).toBe(404);
+    expect((await fetch(`${server.url}/v1/completions`)).status).toBe(405);
+    const ok = await client.completions.create({ model: "m", prompt: "hi", max_tokens: 2, temperature: 0 });
+    expect(ok.choices[0]!.finish_reason).toBeDefined();
+  });
+
+  it("runs concurrent streams; a client that disconnects frees its blocks and the others complete", async () => {
+    const abort = new AbortController();
+    const cancelled = (async () => {
+      const stream = await client.chat.completions.create({ model: "m", messages, max_tokens: 200, temperature: 1, stream: true }, { signal: abort.signal });
+      let chunks = 0;
+      try {
+        for await (const _ of stream) if (++chunks === 3) abort.abort();
+      } catch {
+        // the abort ends the iteration with an error
+      }
+      return chunks;
+    })();
+    const others = Array.from({ length: 3 }, (_, i) =>
+      client.chat.completions.create({ model: "m", messages: [{ role: "user", content: `Count to ${i + 3}` }], max_tokens: 16, temperature: 0 }),
+    );
+    expect(await cancelled).toBeGreaterThanOrEqual(3);
+    for (const result of await Promise.all(others)) expect(result.usage!.completion_tokens).toBeGreaterThan(0);
+    expect(await blocksReleased()).toBe(0);
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    expect(metrics).toMatch(/memra_requests_total\{endpoint="\/v1\/chat\/completions",status="aborted"\} 1/);
+  });
+});

@@ -1,0 +1,332 @@
+/**
+ * An OpenAI-compatible HTTP server over one Model (Bun.serve): /v1/chat/completions and
+ * /v1/completions (streamed as server-sent events or whole), /v1/models, /health and /metrics.
+ * Every request is one sequence of the model's engine, so concurrent requests decode together in
+ * batched steps (continuous batching). A client that disconnects aborts its sequence, which frees
+ * its KV blocks. A bad request is a 400 with an OpenAI-style error body; nothing a client sends
+ * can take the server down.
+ */
+import type { ChatMessage } from "@memra/tokenizer";
+import type { GenerateOptions, GenerationChunk, GenerationResult, Model } from "@memra/core";
+import type { z } from "zod";
+import { ServerMetrics } from "./server-metrics";
+import {
+  type ChatCompletionRequest,
+  type ChatMessageInput,
+  type CompletionRequest,
+  chatCompletionRequestSchema,
+  completionRequestSchema,
+  describeIssue,
+} from "./openai-schemas";
+
+export interface OpenAIServerOptions {
+  readonly model: Model;
+  /** The id /v1/models reports (the file name). */
+  readonly modelId: string;
+  readonly hostname?: string;
+  /** 0 picks a free port. */
+  readonly port?: number;
+  /** Most tokens one request may hold (prompt and completion). */
+  readonly contextLength: number;
+  /** Largest request body accepted, bytes. Default 4 MiB. */
+  readonly maxBodyBytes?: number;
+}
+
+export interface OpenAIServer {
+  readonly url: string;
+  readonly port: number;
+  readonly metrics: ServerMetrics;
+  /** Stops accepting connections and aborts running requests. */
+  stop(): Promise<void>;
+}
+
+class RequestError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly param: string | null = null,
+    readonly type = "invalid_request_error",
+  ) {
+    super(message);
+  }
+}
+
+const json = (body: unknown, status = 200) => Response.json(body, { status, headers: { "access-control-allow-origin": "*" } });
+
+function errorResponse(error: unknown): Response {
+  if (error instanceof RequestError) return json({ error: { message: error.message, type: error.type, param: error.param, code: null } }, error.status);
+  const message = error instanceof Error ? error.message : String(error);
+  return json({ error: { message, type: "server_error", param: null, code: null } }, 500);
+}
+
+/** One request turned into what the model runs: prompt tokens and generation options. */
+interface PreparedRequest {
+  readonly promptTokens: number[];
+  readonly options: GenerateOptions;
+  readonly stream: boolean;
+  readonly includeUsage: boolean;
+  readonly logprobs: boolean;
+  readonly topLogprobs: number;
+}
+
+export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
+  const { model, modelId, contextLength } = options;
+  const metrics = new ServerMetrics(model);
+  const maxBodyBytes = options.maxBodyBytes ?? 4 * 1024 * 1024;
+  const running = new Set<AbortController>();
+  const created = Math.floor(Date.now() / 1000);
+  let nextId = 0;
+
+  const readBody = async <T extends z.ZodType>(request: Request, schema: T): Promise<z.output<T>> => {
+    const length = Number(request.headers.get("content-length") ?? 0);
+    if (length > maxBodyBytes) throw new RequestError(413, `request body of ${length} bytes exceeds ${maxBodyBytes}`);
+    const text = await request.text();
+    if (text.length > maxBodyBytes) throw new RequestError(413, `request body exceeds ${maxBodyBytes} bytes`);
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      throw new RequestError(400, "the request body is not valid JSON");
+    }
+    const parsed = schema.safeParse(body);
+    if (!parsed.success) {
+      const { message, param } = describeIssue(parsed.error);
+      throw new RequestError(400, message, param);
+    }
+    return parsed.data;
+  };
+
+  /** Tokens of the prompt, and max_tokens fitted to the context (an error when nothing fits). */
+  const prepare = (promptTokens: number[], body: ChatCompletionRequest | CompletionRequest, logprobs: boolean, topLogprobs: number): PreparedRequest => {
+    if (promptTokens.length >= contextLength) {
+      throw new RequestError(400, `the prompt has ${promptTokens.length} tokens, the context holds ${contextLength}`, "messages", "invalid_request_error");
+    }
+    const room = contextLength - promptTokens.length;
+    const asked = body.max_completion_tokens ?? body.max_tokens ?? undefined;
+    if (asked !== undefined && asked > room) {
+      throw new RequestError(400, `max_tokens is ${asked}, but only ${room} tokens fit after the ${promptTokens.length}-token prompt (context ${contextLength})`, "max_tokens");
+    }
+    const generateOptions: GenerateOptions = {
+      maxTokens: asked ?? room,
+      temperature: body.temperature ?? 1,
+      topP: body.top_p ?? 1,
+      ...(body.seed === undefined || body.seed === null ? {} : { seed: body.seed >>> 0 }),
+      ...(body.stop ? { stop: body.stop } : {}),
+      logprobs,
+      topLogprobs,
+    };
+    return { promptTokens, options: generateOptions, stream: body.stream ?? false, includeUsage: body.stream_options?.include_usage ?? false, logprobs, topLogprobs };
+  };
+
+  const messageText = (message: ChatMessageInput): string =>
+    typeof message.content === "string" ? message.content : (message.content ?? []).map((part) => part.text).join("");
+
+  const chatRequest = (body: ChatCompletionRequest): PreparedRequest => {
+    const messages: ChatMessage[] = body.messages.map((message) => ({
+      role: message.role === "developer" ? "system" : message.role,
+      content: messageText(message),
+    }));
+    const enableThinking = body.chat_template_kwargs?.enable_thinking ?? true;
+    let text: string;
+    try {
+      text = model.tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, enableThinking });
+    } catch (error) {
+      throw new RequestError(400, `the chat template failed on these messages: ${(error as Error).message}`, "messages");
+    }
+    const logprobs = body.logprobs ?? false;
+    if (!logprobs && (body.top_logprobs ?? 0) > 0) throw new RequestError(400, "top_logprobs needs logprobs: true", "top_logprobs");
+    return prepare(model.tokenizer.encode(text, { special: true }), body, logprobs, body.top_logprobs ?? 0);
+  };
+
+  const completionRequest = (body: CompletionRequest): PreparedRequest => {
+    const prompt = body.prompt;
+    let tokens: number[];
+    if (typeof prompt === "string") tokens = model.tokenizer.encode(prompt, { special: true });
+    else if (typeof prompt[0] === "string") tokens = model.tokenizer.encode(prompt[0], { special: true });
+    else tokens = prompt as number[];
+    if (tokens.length === 0) throw new RequestError(400, "the prompt is empty", "prompt");
+    const vocabulary = model.vocabularySize;
+    const bad = tokens.find((token) => token >= vocabulary);
+    if (bad !== undefined) throw new RequestError(400, `token id ${bad} is outside the vocabulary (0..${vocabulary - 1})`, "prompt");
+    const logprobs = body.logprobs !== undefined && body.logprobs !== null;
+    return prepare(tokens, body, logprobs, body.logprobs ?? 0);
+  };
+
+  const tokenText = (id: number) => model.tokenizer.decode([id]);
+  const bytesOf = (text: string) => Array.from(new TextEncoder().encode(text));
+
+  const chatLogprobs = (chunk: GenerationChunk, topLogprobs: number) =>
+    chunk.token === undefined || chunk.logprob === undefined
+      ? null
+      : {
+          content: [
+            {
+              token: tokenText(chunk.token),
+              logprob: chunk.logprob,
+              bytes: bytesOf(tokenText(chunk.token)),
+              top_logprobs: (chunk.topLogprobs ?? []).slice(0, topLogprobs).map((top) => ({ token: tokenText(top.id), logprob: top.logprob, bytes: bytesOf(tokenText(top.id)) })),
+            },
+          ],
+        };
+
+  const completionLogprobs = (chunks: readonly GenerationChunk[], topLogprobs: number) => {
+    const withToken = chunks.filter((chunk) => chunk.token !== undefined && chunk.logprob !== undefined);
+    let offset = 0;
+    const textOffset: number[] = [];
+    for (const chunk of withToken) {
+      textOffset.push(offset);
+      offset += tokenText(chunk.token!).length;
+    }
+    return {
+      tokens: withToken.map((chunk) => tokenText(chunk.token!)),
+      token_logprobs: withToken.map((chunk) => chunk.logprob!),
+      top_logprobs: withToken.map((chunk) => Object.fromEntries((chunk.topLogprobs ?? []).slice(0, topLogprobs).map((top) => [tokenText(top.id), top.logprob]))),
+      text_offset: textOffset,
+    };
+  };
+
+  const usageOf = (result: GenerationResult) => ({
+    prompt_tokens: result.usage.promptTokens,
+    completion_tokens: result.usage.completionTokens,
+    total_tokens: result.usage.promptTokens + result.usage.completionTokens,
+    prompt_tokens_details: { cached_tokens: result.usage.cachedPromptTokens },
+  });
+
+  const finishReason = (result: GenerationResult) => (result.finishReason === "length" ? "length" : "stop");
+
+  /** Runs one request, whole or streamed, aborting it when the client goes away. */
+  const run = async (kind: "chat" | "completion", prepared: PreparedRequest, request: Request): Promise<Response> => {
+    const id = `${kind === "chat" ? "chatcmpl" : "cmpl"}-${Date.now().toString(36)}${(nextId++).toString(36)}`;
+    const object = kind === "chat" ? "chat.completion" : "text_completion";
+    const controller = new AbortController();
+    running.add(controller);
+    const onDisconnect = () => controller.abort();
+    request.signal.addEventListener("abort", onDisconnect);
+    const stream = model.generate(prepared.promptTokens, { ...prepared.options, signal: controller.signal });
+    metrics.requestStarted(prepared.promptTokens.length);
+    let finished = false;
+    const done = (result: GenerationResult | undefined, status: string) => {
+      if (finished) return;
+      finished = true;
+      running.delete(controller);
+      request.signal.removeEventListener("abort", onDisconnect);
+      metrics.requestFinished(kind, status, result?.usage.completionTokens ?? 0);
+    };
+
+    if (!prepared.stream) {
+      {
+        const chunks: GenerationChunk[] = [];
+        try {
+          for await (const chunk of stream) chunks.push(chunk);
+          const result = await stream.result;
+          done(result, result.finishReason === "abort" ? "aborted" : "ok");
+          if (result.finishReason === "abort") return new Response(null, { status: 499 });
+          const choice =
+            kind === "chat"
+              ? {
+                  index: 0,
+                  message: { role: "assistant", content: result.text },
+                  finish_reason: finishReason(result),
+                  logprobs: prepared.logprobs ? { content: chunks.flatMap((chunk) => chatLogprobs(chunk, prepared.topLogprobs)?.content ?? []) } : null,
+                }
+              : { index: 0, text: result.text, finish_reason: finishReason(result), logprobs: prepared.logprobs ? completionLogprobs(chunks, prepared.topLogprobs) : null };
+          return json({ id, object, created: Math.floor(Date.now() / 1000), model: modelId, choices: [choice], usage: usageOf(result) });
+        } catch (error) {
+          done(undefined, "error");
+          return errorResponse(error);
+        }
+      }
+    }
+
+    const encoder = new TextEncoder();
+    const chunkObject = kind === "chat" ? "chat.completion.chunk" : "text_completion";
+    const event = (data: unknown) => encoder.encode(`data: ${JSON.stringify(data)}\n\n`);
+    const body = new ReadableStream<Uint8Array>({
+      async start(sink) {
+        const now = () => Math.floor(Date.now() / 1000);
+        const send = (choice: Record<string, unknown>) => sink.enqueue(event({ id, object: chunkObject, created: now(), model: modelId, choices: [choice] }));
+        try {
+          if (kind === "chat") send({ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null });
+          for await (const chunk of stream) {
+            if (controller.signal.aborted) break;
+            if (chunk.text === "" && chunk.logprob === undefined) continue;
+            if (kind === "chat") send({ index: 0, delta: { content: chunk.text }, finish_reason: null, logprobs: prepared.logprobs ? chatLogprobs(chunk, prepared.topLogprobs) : null });
+            else send({ index: 0, text: chunk.text, finish_reason: null, logprobs: prepared.logprobs ? completionLogprobs([chunk], prepared.topLogprobs) : null });
+          }
+          const result = await stream.result;
+          done(result, result.finishReason === "abort" ? "aborted" : "ok");
+          if (result.finishReason === "abort") {
+            sink.close();
+            return;
+          }
+          if (kind === "chat") send({ index: 0, delta: {}, finish_reason: finishReason(result), logprobs: null });
+          else send({ index: 0, text: "", finish_reason: finishReason(result), logprobs: null });
+          if (prepared.includeUsage) sink.enqueue(event({ id, object: chunkObject, created: now(), model: modelId, choices: [], usage: usageOf(result) }));
+          sink.enqueue(encoder.encode("data: [DONE]\n\n"));
+          sink.close();
+        } catch (error) {
+          done(undefined, controller.signal.aborted ? "aborted" : "error");
+          if (controller.signal.aborted) return;
+          try {
+            sink.enqueue(event({ error: { message: error instanceof Error ? error.message : String(error), type: "server_error", param: null, code: null } }));
+            sink.close();
+          } catch {
+            // the client is gone
+          }
+        }
+      },
+      cancel() {
+        controller.abort();
+      },
+    });
+    return new Response(body, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive", "access-control-allow-origin": "*" } });
+  };
+
+  const server = Bun.serve({
+    hostname: options.hostname ?? "127.0.0.1",
+    port: options.port ?? 8080,
+    idleTimeout: 0, // a long generation may send nothing for a while (a long prefill)
+    async fetch(request) {
+      const url = new URL(request.url);
+      try {
+        if (request.method === "OPTIONS") {
+          return new Response(null, { headers: { "access-control-allow-origin": "*", "access-control-allow-headers": "*", "access-control-allow-methods": "GET, POST, OPTIONS" } });
+        }
+        const route = `${request.method} ${url.pathname.replace(/\/+$/, "")}`;
+        switch (route) {
+          case "GET /health":
+            return json({ status: "ok" });
+          case "GET /metrics":
+            return new Response(metrics.render(), { headers: { "content-type": "text/plain; version=0.0.4" } });
+          case "GET /v1/models":
+            return json({ object: "list", data: [{ id: modelId, object: "model", created, owned_by: "memra" }] });
+          case "POST /v1/chat/completions":
+            return await run("chat", chatRequest(await readBody(request, chatCompletionRequestSchema)), request);
+          case "POST /v1/completions":
+            return await run("completion", completionRequest(await readBody(request, completionRequestSchema)), request);
+          default:
+            if (["/health", "/metrics", "/v1/models", "/v1/chat/completions", "/v1/completions"].includes(url.pathname)) {
+              throw new RequestError(405, `${request.method} is not allowed on ${url.pathname}`);
+            }
+            throw new RequestError(404, `no route ${request.method} ${url.pathname}`, null, "not_found_error");
+        }
+      } catch (error) {
+        if (error instanceof RequestError) metrics.requestRejected(url.pathname, error.status);
+        return errorResponse(error);
+      }
+    },
+    error(error) {
+      return errorResponse(error);
+    },
+  });
+
+  return {
+    url: `http://${server.hostname}:${server.port}`,
+    port: server.port ?? 0,
+    metrics,
+    async stop() {
+      for (const controller of running) controller.abort();
+      await server.stop(true);
+    },
+  };
+}

@@ -1,0 +1,354 @@
+/**
+ * The engine: many sequences over one model and one paged KV pool, run together in batched steps
+ * (continuous batching, as vLLM's scheduler). Every caller drives its own sequence — it asks for
+ * tokens to be evaluated and samples from the logits it gets back — and the engine runs whatever
+ * work is pending as one forward step at a time: decode tokens first, then prompt chunks (chunked
+ * prefill) in the step's remaining token budget. Sequences join and leave between steps. A
+ * sequence is admitted when the pool has the blocks its prompt needs (after reusing cached prefix
+ * blocks); when blocks run out mid-generation, the most recently admitted sequence is preempted:
+ * its blocks are released and its tokens recomputed when it is admitted again.
+ */
+import type { KVType } from "../backend";
+import { KVBlocksExhaustedError, KVCacheFullError } from "../kv-cache";
+import type { BatchEntry, Transformer } from "../models/qwen3";
+import { KVBlockPool, type PagedKVCache } from "../paged-kv-cache";
+
+export interface InferenceEngineOptions {
+  /** Blocks in the shared KV pool. */
+  readonly blocks: number;
+  readonly blockTokens?: number;
+  readonly kvType?: KVType;
+  /** Most sequences in one step. Default 16. */
+  readonly maxSequences?: number;
+  /** Most tokens in one step (at most the transformer's maxBatchTokens). */
+  readonly maxBatchTokens?: number;
+  /** Reuse cached blocks of earlier sequences' prompts. Default true. */
+  readonly prefixCaching?: boolean;
+}
+
+/** Counters for metrics (monotonic unless noted). */
+export interface EngineStatistics {
+  steps: number;
+  /** Tokens evaluated by forward steps (prompt chunks and decode tokens). */
+  evaluatedTokens: number;
+  /** Prompt tokens found in the prefix cache instead of being evaluated. */
+  reusedTokens: number;
+  preemptions: number;
+  /** Milliseconds spent in forward steps. */
+  busyMs: number;
+}
+
+interface Work {
+  /** Most tokens of this sequence per step (chunked prefill). */
+  readonly chunkTokens: number;
+  readonly resolve: (logits: Float32Array | undefined) => void;
+  readonly reject: (error: unknown) => void;
+  readonly signal: AbortSignal | undefined;
+}
+
+const nextTick = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** One sequence of the engine: the tokens it has been given and, while admitted, its KV cache. */
+export class EngineSequence {
+  /** Every token given to the sequence, in order; the cache holds a prefix of them. */
+  readonly tokens: number[] = [];
+  /** The KV cache while admitted (undefined while waiting or after preemption). */
+  cache: PagedKVCache | undefined;
+  work: Work | undefined;
+  /** Tokens found in the prefix cache when the sequence was admitted. */
+  reusedTokens = 0;
+  admittedAt = 0;
+  released = false;
+
+  constructor(
+    private readonly engine: InferenceEngine,
+    /** Most tokens the sequence may hold. */
+    readonly capacity: number,
+  ) {}
+
+  /** Tokens whose keys and values are in the cache. */
+  get cachedTokens(): number {
+    return this.cache?.length ?? 0;
+  }
+
+  /**
+   * Appends `tokens` and resolves with the logits after the last of them once every known token is
+   * in the cache ([vocabulary]); resolves with undefined when `signal` aborts first.
+   */
+  evaluate(tokens: readonly number[], signal?: AbortSignal, chunkTokens = Number.POSITIVE_INFINITY): Promise<Float32Array | undefined> {
+    return this.engine.evaluate(this, tokens, signal, chunkTokens);
+  }
+
+  /** Forgets tokens from `length` on (their cache rows too): to continue from a shorter history. */
+  rewind(length: number): void {
+    if (this.work) throw new Error("cannot rewind a sequence while it is being evaluated");
+    if (!Number.isInteger(length) || length < 0 || length > this.tokens.length) throw new RangeError(`cannot rewind a sequence of ${this.tokens.length} tokens to ${length}`);
+    this.tokens.length = length;
+    if (this.cache && this.cache.length > length) this.cache.trim(length);
+    this.reusedTokens = 0;
+  }
+
+  /** Releases the sequence's blocks (full ones stay in the prefix cache) and leaves the engine. */
+  release(): void {
+    this.engine.release(this);
+  }
+}
+
+export class InferenceEngine {
+  readonly pool: KVBlockPool;
+  readonly maxSequences: number;
+  readonly maxBatchTokens: number;
+  readonly statistics: EngineStatistics = { steps: 0, evaluatedTokens: 0, reusedTokens: 0, preemptions: 0, busyMs: 0 };
+  private readonly prefixCaching: boolean;
+  /** Admitted sequences, in order of admission. */
+  private readonly running: EngineSequence[] = [];
+  /** Sequences with work and no cache, first come first served (preempted ones go first). */
+  private readonly waiting: EngineSequence[] = [];
+  private stepScheduled = false;
+  private admissions = 0;
+  private lastStep = new Set<EngineSequence>();
+
+  constructor(
+    readonly transformer: Transformer,
+    options: InferenceEngineOptions,
+  ) {
+    const d = transformer.dimensions;
+    this.pool = new KVBlockPool(transformer.backend, {
+      layers: d.layers,
+      kvWidth: d.kvWidth,
+      blocks: options.blocks,
+      ...(options.blockTokens === undefined ? {} : { blockTokens: options.blockTokens }),
+      ...(options.kvType === undefined ? {} : { type: options.kvType }),
+    });
+    this.maxSequences = options.maxSequences ?? 16;
+    this.maxBatchTokens = Math.min(options.maxBatchTokens ?? transformer.maxBatchTokens, transformer.maxBatchTokens);
+    this.prefixCaching = options.prefixCaching ?? true;
+    if (!Number.isInteger(this.maxSequences) || this.maxSequences < 1) throw new RangeError(`maxSequences must be a positive integer, got ${this.maxSequences}`);
+  }
+
+  /** A new sequence of up to `capacity` tokens. */
+  createSequence(capacity: number): EngineSequence {
+    const blocks = Math.ceil(capacity / this.pool.blockTokens);
+    if (blocks > this.pool.blocks) {
+      throw new KVCacheFullError(capacity, this.pool.blocks * this.pool.blockTokens, "KV pool size");
+    }
+    return new EngineSequence(this, capacity);
+  }
+
+  /** Sequences admitted (holding blocks) and waiting for blocks. */
+  get queue(): { readonly running: number; readonly waiting: number } {
+    return { running: this.running.length, waiting: this.waiting.length };
+  }
+
+  evaluate(sequence: EngineSequence, tokens: readonly number[], signal: AbortSignal | undefined, chunkTokens: number): Promise<Float32Array | undefined> {
+    if (!(chunkTokens >= 1)) throw new RangeError(`chunkTokens must be at least 1, got ${chunkTokens}`);
+    if (sequence.released) throw new Error("the sequence was released");
+    if (sequence.work) throw new Error("the sequence is already being evaluated");
+    if (tokens.length === 0 && sequence.cachedTokens === sequence.tokens.length) throw new RangeError("nothing to evaluate");
+    const vocabulary = this.transformer.dimensions.vocabulary;
+    for (const token of tokens) {
+      if (!Number.isInteger(token) || token < 0 || token >= vocabulary) throw new RangeError(`token id ${token} is outside the vocabulary (0..${vocabulary - 1})`);
+    }
+    if (sequence.tokens.length + tokens.length > sequence.capacity) throw new KVCacheFullError(sequence.tokens.length + tokens.length, sequence.capacity);
+    for (const token of tokens) sequence.tokens.push(token);
+    return new Promise((resolve, reject) => {
+      sequence.work = { resolve, reject, signal, chunkTokens };
+      if (!sequence.cache && !this.waiting.includes(sequence)) this.waiting.push(sequence);
+      this.scheduleStep();
+    });
+  }
+
+  release(sequence: EngineSequence): void {
+    if (sequence.released) return;
+    sequence.released = true;
+    sequence.work?.resolve(undefined);
+    sequence.work = undefined;
+    this.drop(sequence);
+  }
+
+  private drop(sequence: EngineSequence): void {
+    sequence.cache?.dispose();
+    sequence.cache = undefined;
+    remove(this.running, sequence);
+    remove(this.waiting, sequence);
+  }
+
+  private scheduleStep(): void {
+    if (this.stepScheduled) return;
+    this.stepScheduled = true;
+    void this.runSteps();
+  }
+
+  /** Runs steps while there is work; yields to the event loop between them so callers can submit. */
+  private async runSteps(): Promise<void> {
+    try {
+      let deferred = false;
+      while (true) {
+        await nextTick();
+        this.cancelAborted();
+        if (!this.hasWork()) break;
+        // Give sequences of the last step one more turn of the event loop to submit their next token.
+        const late = [...this.lastStep].some((sequence) => !sequence.released && !sequence.work && sequence.cache);
+        if (late && !deferred) {
+          deferred = true;
+          continue;
+        }
+        deferred = false;
+        this.step();
+      }
+    } finally {
+      this.stepScheduled = false;
+      if (this.hasWork()) this.scheduleStep();
+    }
+  }
+
+  private hasWork(): boolean {
+    return this.running.some((sequence) => sequence.work) || this.waiting.length > 0;
+  }
+
+  private cancelAborted(): void {
+    for (const sequence of [...this.running, ...this.waiting]) {
+      if (sequence.work?.signal?.aborted) {
+        sequence.work.resolve(undefined);
+        sequence.work = undefined;
+        remove(this.waiting, sequence);
+      }
+    }
+  }
+
+  /** Admits waiting sequences, first come first served, while sequences and blocks allow. */
+  private admit(): void {
+    while (this.waiting.length > 0 && this.running.length < this.maxSequences) {
+      const sequence = this.waiting[0]!;
+      const cache = this.pool.createSequence(sequence.capacity);
+      const reused = this.prefixCaching ? cache.reusePrefix(sequence.tokens) : 0;
+      // Blocks for the rest of the known tokens plus one token of decode.
+      const needed = cache.blocksNeeded(sequence.tokens.length - reused + 1);
+      if (needed > this.pool.freeBlocks && !this.preemptIdle(needed)) {
+        cache.dispose();
+        if (this.running.length === 0) {
+          this.waiting.shift();
+          sequence.work?.reject(new KVBlocksExhaustedError(needed, this.pool.freeBlocks));
+          sequence.work = undefined;
+          continue;
+        }
+        return;
+      }
+      this.waiting.shift();
+      sequence.cache = cache;
+      sequence.reusedTokens += reused;
+      this.statistics.reusedTokens += reused;
+      sequence.admittedAt = ++this.admissions;
+      this.running.push(sequence);
+    }
+  }
+
+  /** Frees blocks of admitted sequences without work (an idle chat session), newest first. */
+  private preemptIdle(needed: number): boolean {
+    for (let i = this.running.length - 1; i >= 0 && this.pool.freeBlocks < needed; i--) {
+      const sequence = this.running[i]!;
+      if (!sequence.work) this.preempt(sequence);
+    }
+    return this.pool.freeBlocks >= needed;
+  }
+
+  private preempt(sequence: EngineSequence): void {
+    this.statistics.preemptions++;
+    sequence.cache?.dispose();
+    sequence.cache = undefined;
+    remove(this.running, sequence);
+    if (sequence.work) this.waiting.unshift(sequence);
+  }
+
+  private step(): void {
+    this.admit();
+    const candidates = this.running.filter((sequence) => sequence.work);
+    // Decode first (one token each), then prompt chunks, oldest first.
+    candidates.sort((a, b) => remaining(a) - remaining(b) || a.admittedAt - b.admittedAt);
+    let budget = this.maxBatchTokens;
+    let reserved = 0;
+    const batch: { sequence: EngineSequence; count: number }[] = [];
+    for (const sequence of candidates) {
+      if (budget === 0) break;
+      if (!sequence.cache) continue; // preempted for an earlier one of this step
+      const count = Math.min(remaining(sequence), budget, sequence.work!.chunkTokens);
+      // Blocks are taken when the forward prepares each cache: count what this step already claimed.
+      const needed = sequence.cache.blocksNeeded(count);
+      while (needed > this.pool.freeBlocks - reserved) {
+        const victim = this.newestPreemptible(batch);
+        if (!victim) break;
+        this.preempt(victim);
+      }
+      if (!sequence.cache) continue; // it was the newest, and preempted itself
+      if (needed > this.pool.freeBlocks - reserved) continue;
+      batch.push({ sequence, count });
+      budget -= count;
+      reserved += needed;
+    }
+    if (batch.length === 0) {
+      // Nothing could run: with nothing else holding blocks, the work can never fit.
+      for (const sequence of candidates) {
+        if (sequence.cache && this.running.length === 1) {
+          sequence.work?.reject(new KVBlocksExhaustedError(sequence.cache.blocksNeeded(remaining(sequence)), this.pool.freeBlocks));
+          sequence.work = undefined;
+        }
+      }
+      return;
+    }
+
+    const entries: BatchEntry[] = batch.map(({ sequence, count }) => {
+      const cache = sequence.cache!;
+      const tokens = Int32Array.from(sequence.tokens.slice(cache.length, cache.length + count));
+      return { tokens, cache, logits: cache.length + count === sequence.tokens.length ? "last" : [] };
+    });
+    const started = performance.now();
+    let logits: Float32Array[];
+    try {
+      logits = this.transformer.forwardBatch(entries);
+    } catch (error) {
+      for (const { sequence } of batch) {
+        sequence.work?.reject(error);
+        sequence.work = undefined;
+        this.drop(sequence);
+      }
+      return;
+    } finally {
+      this.statistics.busyMs += performance.now() - started;
+    }
+    this.statistics.steps++;
+    this.lastStep = new Set();
+    for (let i = 0; i < batch.length; i++) {
+      const { sequence, count } = batch[i]!;
+      this.statistics.evaluatedTokens += count;
+      if (remaining(sequence) === 0) {
+        const work = sequence.work!;
+        sequence.work = undefined;
+        this.lastStep.add(sequence);
+        work.resolve(logits[i]!);
+      }
+    }
+  }
+
+  /** The most recently admitted running sequence not already in this step's batch. */
+  private newestPreemptible(batch: readonly { sequence: EngineSequence }[]): EngineSequence | undefined {
+    for (let i = this.running.length - 1; i >= 0; i--) {
+      const sequence = this.running[i]!;
+      if (!batch.some((entry) => entry.sequence === sequence)) return sequence;
+    }
+    return undefined;
+  }
+
+  dispose(): void {
+    for (const sequence of [...this.running, ...this.waiting]) this.release(sequence);
+    this.pool.dispose();
+  }
+}
+
+function remaining(sequence: EngineSequence): number {
+  return sequence.tokens.length - (sequence.cache?.length ?? 0);
+}
+
+function remove<T>(list: T[], item: T): void {
+  const index = list.indexOf(item);
+  if (index >= 0) list.splice(index, 1);
+}

@@ -1,0 +1,142 @@
+import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
+import { beforeAll, describe, expect, it } from "vitest";
+import { kvRowBytes } from "./backend";
+import { KVBlocksExhaustedError, KVCacheFullError } from "./kv-cache";
+import { type Model, loadModel } from "./load-model";
+import { KVBlockPool } from "./paged-kv-cache";
+import { ReferenceBackend } from "./reference-backend";
+
+const tokens = (count: number, start = 1000) => Int32Array.from({ length: count }, (_, i) => start + ((i * 7919) % 5000));
+
+describe("KVBlockPool", () => {
+  const backend = new ReferenceBackend();
+  const pool = (blocks: number, type: "f32" | "f16" | "q8_0" = "f16") => new KVBlockPool(backend, { layers: 2, kvWidth: 64, blocks, blockTokens: 4, type });
+
+  it("reports exact memory per element type", () => {
+    for (const [type, rowBytes] of [
+      ["f32", 256],
+      ["f16", 128],
+      ["q8_0", 68],
+    ] as const) {
+      expect(kvRowBytes(type, 64)).toBe(rowBytes);
+      const p = pool(10, type);
+      // 10 blocks × 2 layers × (K and V) × 4 tokens × row bytes
+      expect(p.bytes).toBe(10 * 2 * 2 * 4 * rowBytes);
+      expect(p.bytesPerBlock).toBe(2 * 2 * 4 * rowBytes);
+      const stored = (p.keys[0] as unknown as { bytes: Uint8Array }).bytes.byteLength * 2 * 2;
+      expect(stored).toBe(p.bytes);
+    }
+  });
+
+  it("allocates blocks as sequences grow, frees them on dispose, and fails when the pool is exhausted", () => {
+    const p = pool(3);
+    const a = p.createSequence(100);
+    expect(a.prepare(5)).toEqual(Int32Array.from([0, 1, 2, 3, 4].map((i) => a.blockTable[Math.floor(i / 4)]! * 4 + (i % 4))));
+    a.advance(tokens(5));
+    expect(a.blockTable).toHaveLength(2);
+    expect(p.usedBlocks).toBe(2);
+    const b = p.createSequence(100);
+    expect(() => b.prepare(8)).toThrow(KVBlocksExhaustedError);
+    expect(() => b.prepare(8)).toThrow(/KV cache full: 2 blocks needed, 1 free/);
+    expect(() => p.createSequence(3).prepare(4)).toThrow(KVCacheFullError);
+    a.dispose();
+    a.dispose();
+    expect(p.usedBlocks).toBe(0);
+  });
+
+  it("finds a prefix by its block keys, shares it by reference count, and evicts least recently used cached blocks first", () => {
+    const p = pool(4);
+    const prompt = Array.from(tokens(9));
+    const a = p.createSequence(100);
+    a.prepare(9);
+    a.advance(Int32Array.from(prompt));
+    const [a0, a1] = a.blockTable;
+    const b = p.createSequence(100);
+    // Whole blocks only, and the last token is always left to evaluate: 8 of 9 tokens.
+    expect(b.reusePrefix(prompt)).toBe(8);
+    expect(b.blockTable).toEqual([a0, a1]);
+    expect(p.referenceCount(a0!)).toBe(2);
+    // A different second block: only the first one matches.
+    const c = p.createSequence(100);
+    expect(c.reusePrefix([...prompt.slice(0, 4), 1, 2, 3, 4, 5])).toBe(4);
+    c.dispose();
+    b.dispose();
+    a.dispose();
+    expect(p.usedBlocks).toBe(0);
+    expect(p.cachedBlocks).toBe(2); // a0, a1 stay findable; the partial third block does not
+    // 3 blocks: the 2 never-keyed free ones first, then the least recently released cached one. A
+    // sequence releases its blocks last first, so the tail of a prefix (a1) goes before its head.
+    const d = p.createSequence(100);
+    d.prepare(12);
+    expect(p.cachedBlocks).toBe(1);
+    expect(d.blockTable).toContain(a1);
+    expect(d.blockTable).not.toContain(a0);
+    d.dispose();
+    expect(p.createSequence(100).reusePrefix(prompt)).toBe(4);
+  });
+
+  it("copies a shared block before writing into it (copy-on-write)", () => {
+    const p = pool(6, "f32");
+    const a = p.createSequence(100);
+    a.prepare(6);
+    a.advance(tokens(6));
+    const b = a.fork();
+    expect(b.blockTable).toEqual(a.blockTable);
+    expect(b.blocksNeeded(1)).toBe(1); // the shared, partly filled second block is copied
+    b.prepare(1);
+    expect(b.blockTable[0]).toBe(a.blockTable[0]);
+    expect(b.blockTable[1]).not.toBe(a.blockTable[1]);
+    expect(p.referenceCount(a.blockTable[1]!)).toBe(1);
+  });
+});
+
+describe("paged attention in the model", () => {
+  let model: Model;
+  beforeAll(async () => {
+    model = loadModel(await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" })));
+  });
+
+  it("one batched forward of sequences at different positions equals each run alone, for f32, f16 and q8_0 KV", () => {
+    const vocabulary = model.vocabularySize;
+    for (const type of ["f32", "f16", "q8_0"] as const) {
+      const pool = model.createKVPool(64, { type, blockTokens: 4 });
+      const histories = [tokens(1, 3000), tokens(9, 4000), tokens(23, 5000)];
+      const alone = histories.map((history) => {
+        const cache = model.createCache(64, { type });
+        model.forward(history.subarray(0, -1), cache, { logits: [] });
+        return model.forward(history.subarray(-1), cache);
+      });
+      // The batch: a prefill of the first, decodes of the others after their prefixes.
+      const caches = histories.map(() => pool.createSequence(64));
+      for (let i = 1; i < histories.length; i++) model.transformer.forward(histories[i]!.subarray(0, -1), caches[i]!, { logits: [] });
+      const batched = model.transformer.forwardBatch(histories.map((history, i) => ({ tokens: i === 0 ? history : history.subarray(-1), cache: caches[i]! })));
+      for (let i = 0; i < histories.length; i++) {
+        expect(batched[i]!.length).toBe(vocabulary);
+        expect(batched[i], `${type} sequence ${i}`).toEqual(alone[i]);
+      }
+      pool.dispose();
+    }
+  });
+
+  it("gives the same logits whatever the block size, and forked sequences continue independently", () => {
+    const history = tokens(21);
+    const reference = model.forward(history, model.createCache(40, { type: "f32" }), { logits: "all" });
+    const pool = model.createKVPool(40, { type: "f32", blockTokens: 8 });
+    const cache = pool.createSequence(40);
+    expect(model.forward(history, cache, { logits: "all" })).toEqual(reference);
+    const fork = cache.fork();
+    const a = model.forward([7], cache);
+    const b = model.forward([8], fork);
+    const fresh = (last: number) => model.forward(Int32Array.from([...history, last]), model.createCache(40, { type: "f32" }));
+    expect(a).toEqual(fresh(7));
+    expect(b).toEqual(fresh(8));
+  });
+
+  it("rejects a batch over maxBatchTokens, a cache twice, and caches of different pools", () => {
+    const pool = model.createKVPool(8);
+    const a = pool.createSequence(32);
+    expect(() => model.transformer.forwardBatch([{ tokens: tokens(2), cache: a }, { tokens: tokens(1), cache: a }])).toThrow(/twice/);
+    expect(() => model.transformer.forwardBatch([{ tokens: tokens(2), cache: a }, { tokens: tokens(1), cache: model.createCache(8) }])).toThrow(/share one KV pool/);
+    expect(() => model.transformer.forwardBatch([{ tokens: tokens(600), cache: a }])).toThrow(/exceeds maxBatchTokens/);
+  });
+});

@@ -1,0 +1,360 @@
+/**
+ * The paged KV cache (vLLM's PagedAttention layout): a pool of fixed-size blocks per layer, a block
+ * table per sequence, reference counts so that sequences share blocks, copy-on-write when a shared
+ * block is about to be written, and automatic prefix caching: a full block is keyed by the hash of
+ * its parent block's key and its tokens, and stays findable after its last sequence lets go of it,
+ * until it is evicted (least recently used first) to make room.
+ */
+import { type Backend, type KVStorage, type KVType, kvRowBytes } from "./backend";
+import { KVBlocksExhaustedError, type KVCache, KVCacheFullError, type KVPoolStorage } from "./kv-cache";
+
+export interface KVBlockPoolOptions {
+  readonly layers: number;
+  /** kvHeads * headDim */
+  readonly kvWidth: number;
+  readonly blocks: number;
+  /** Tokens per block. Default 16. */
+  readonly blockTokens?: number;
+  /** Element type of the stored keys and values. Default f16. */
+  readonly type?: KVType;
+}
+
+export const DEFAULT_BLOCK_TOKENS = 16;
+
+/** A block's key for prefix caching: a 64-bit hash chained from the parent block's key. */
+export function blockKey(parent: bigint, tokens: ArrayLike<number>): bigint {
+  return BigInt.asUintN(64, BigInt(Bun.hash.wyhash(Int32Array.from(tokens), parent)));
+}
+
+const ROOT_KEY = 0x6d656d7261n; // "memra"
+
+export class KVBlockPool implements KVPoolStorage {
+  readonly keys: KVStorage[] = []; // per layer: [blocks * blockTokens, kvWidth]
+  readonly values: KVStorage[] = []; // per layer: [blocks * blockTokens, kvWidth]
+  readonly blockTokens: number;
+  readonly type: KVType;
+  readonly blocks: number;
+  readonly layers: number;
+  readonly kvWidth: number;
+  private readonly referenceCounts: Int32Array; // [blocks]
+  /** Free blocks without a prefix key (used first). */
+  private readonly free: number[] = [];
+  /** Free blocks that keep a prefix key, least recently used first (Map keeps insertion order). */
+  private readonly cachedFree = new Map<number, true>();
+  private readonly blockByKey = new Map<bigint, number>();
+  private readonly keyOfBlock: (bigint | undefined)[];
+  private disposed = false;
+  /** Prefix-cache lookups that found a block, and tokens they saved. */
+  prefixHits = 0;
+
+  constructor(
+    readonly backend: Backend,
+    options: KVBlockPoolOptions,
+  ) {
+    const blockTokens = options.blockTokens ?? DEFAULT_BLOCK_TOKENS;
+    if (!Number.isInteger(blockTokens) || blockTokens < 1) throw new RangeError(`blockTokens must be a positive integer, got ${blockTokens}`);
+    if (!Number.isInteger(options.blocks) || options.blocks < 1) throw new RangeError(`a KV pool needs at least one block, got ${options.blocks}`);
+    this.blockTokens = blockTokens;
+    this.type = options.type ?? "f16";
+    this.blocks = options.blocks;
+    this.layers = options.layers;
+    this.kvWidth = options.kvWidth;
+    if (this.type === "q8_0" && this.kvWidth % 32 !== 0) throw new RangeError(`a q8_0 KV cache needs kvHeads * headDim to be a multiple of 32, got ${this.kvWidth}`);
+    const slots = this.blocks * blockTokens;
+    for (let layer = 0; layer < this.layers; layer++) {
+      this.keys.push(backend.allocateKV(this.type, slots, this.kvWidth));
+      this.values.push(backend.allocateKV(this.type, slots, this.kvWidth));
+    }
+    this.referenceCounts = new Int32Array(this.blocks);
+    this.keyOfBlock = new Array<bigint | undefined>(this.blocks).fill(undefined);
+    for (let block = this.blocks - 1; block >= 0; block--) this.free.push(block);
+  }
+
+  /** Bytes of one block across all layers, K and V. */
+  get bytesPerBlock(): number {
+    return this.layers * 2 * this.blockTokens * kvRowBytes(this.type, this.kvWidth);
+  }
+
+  /** Bytes the pool holds on its backend (exact: every layer's K and V storage). */
+  get bytes(): number {
+    return this.blocks * this.bytesPerBlock;
+  }
+
+  /** Blocks a sequence could get now: never used, or free and only kept for prefix reuse. */
+  get freeBlocks(): number {
+    return this.free.length + this.cachedFree.size;
+  }
+
+  /** Blocks held by at least one sequence. */
+  get usedBlocks(): number {
+    return this.blocks - this.freeBlocks;
+  }
+
+  /** Free blocks that still hold a reusable prefix. */
+  get cachedBlocks(): number {
+    return this.cachedFree.size;
+  }
+
+  /** A new sequence over this pool, of up to `capacity` tokens. */
+  createSequence(capacity: number): PagedKVCache {
+    return new PagedKVCache(this, capacity, false);
+  }
+
+  /** A block for exclusive use (reference count 1), evicting the least recently used cached prefix when needed. */
+  allocateBlock(): number {
+    let block = this.free.pop();
+    if (block === undefined) {
+      const oldest = this.cachedFree.keys().next();
+      if (oldest.done) throw new KVBlocksExhaustedError(1, 0);
+      block = oldest.value;
+      this.cachedFree.delete(block);
+      this.forgetKey(block);
+    }
+    this.referenceCounts[block] = 1;
+    return block;
+  }
+
+  retain(block: number): void {
+    if (this.referenceCounts[block] === 0) this.cachedFree.delete(block);
+    this.referenceCounts[block]!++;
+  }
+
+  release(block: number): void {
+    const count = --this.referenceCounts[block]!;
+    if (count > 0) return;
+    if (count < 0) throw new Error(`KV block ${block} released more often than retained`);
+    if (this.keyOfBlock[block] !== undefined) this.cachedFree.set(block, true);
+    else this.free.push(block);
+  }
+
+  referenceCount(block: number): number {
+    return this.referenceCounts[block]!;
+  }
+
+  /** The block holding the tokens of `key`, retained for the caller, or undefined. */
+  lookup(key: bigint): number | undefined {
+    const block = this.blockByKey.get(key);
+    if (block === undefined) return undefined;
+    this.retain(block);
+    this.prefixHits++;
+    return block;
+  }
+
+  /** Makes a full block findable by its key (a block of the same key already there wins). */
+  register(block: number, key: bigint): void {
+    if (this.keyOfBlock[block] !== undefined || this.blockByKey.has(key)) return;
+    this.blockByKey.set(key, block);
+    this.keyOfBlock[block] = key;
+  }
+
+  isRegistered(block: number): boolean {
+    return this.keyOfBlock[block] !== undefined;
+  }
+
+  /** Removes a block's prefix key (before its contents change). */
+  forgetKey(block: number): void {
+    const key = this.keyOfBlock[block];
+    if (key === undefined) return;
+    this.keyOfBlock[block] = undefined;
+    if (this.blockByKey.get(key) === block) this.blockByKey.delete(key);
+  }
+
+  /** Copies a block's slots (all layers, K and V) to another block. */
+  copyBlock(target: number, source: number): void {
+    for (let layer = 0; layer < this.layers; layer++) {
+      this.backend.copyKV(this.keys[layer]!, target * this.blockTokens, source * this.blockTokens, this.blockTokens);
+      this.backend.copyKV(this.values[layer]!, target * this.blockTokens, source * this.blockTokens, this.blockTokens);
+    }
+  }
+
+  /** Drops every cached prefix (blocks in use keep theirs until released). */
+  clearPrefixCache(): void {
+    for (const block of this.cachedFree.keys()) {
+      this.forgetKey(block);
+      this.free.push(block);
+    }
+    this.cachedFree.clear();
+  }
+
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    this.keys.length = 0;
+    this.values.length = 0;
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}
+
+/**
+ * One sequence's block table over a KVBlockPool. Full blocks are registered for prefix reuse as
+ * they fill; `reusePrefix` attaches blocks other sequences left behind.
+ */
+export class PagedKVCache implements KVCache {
+  private readonly table: number[] = [];
+  /** Tokens whose keys and values are stored, in order (to key full blocks). */
+  private readonly tokens: number[] = [];
+  /** Prefix key of each full block, in order. */
+  private readonly keys: bigint[] = [];
+  private stored = 0;
+  private disposed = false;
+
+  constructor(
+    readonly pool: KVBlockPool,
+    readonly capacity: number,
+    /** Whether disposing the sequence disposes the pool (a cache made alone by Model.createCache). */
+    private readonly ownsPool: boolean,
+  ) {
+    if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`KV cache capacity must be a positive integer, got ${capacity}`);
+  }
+
+  /** A cache over a pool of its own, just big enough for `capacity` tokens. */
+  static standalone(backend: Backend, options: Omit<KVBlockPoolOptions, "blocks"> & { readonly capacity: number }): PagedKVCache {
+    const blockTokens = options.blockTokens ?? DEFAULT_BLOCK_TOKENS;
+    const pool = new KVBlockPool(backend, { ...options, blockTokens, blocks: Math.ceil(options.capacity / blockTokens) });
+    return new PagedKVCache(pool, options.capacity, true);
+  }
+
+  get length(): number {
+    return this.stored;
+  }
+
+  get storage(): KVPoolStorage {
+    return this.pool;
+  }
+
+  get blockTable(): readonly number[] {
+    return this.table;
+  }
+
+  get bytes(): number {
+    return this.table.length * this.pool.bytesPerBlock;
+  }
+
+  /** The tokens whose keys and values the sequence holds. */
+  get storedTokens(): readonly number[] {
+    return this.tokens;
+  }
+
+  /** Blocks `prepare(rows)` would take from the pool (new ones and copies of shared ones). */
+  blocksNeeded(rows: number): number {
+    const blockTokens = this.pool.blockTokens;
+    const needed = Math.ceil((this.stored + rows) / blockTokens) - this.table.length;
+    const first = Math.floor(this.stored / blockTokens);
+    const copy = rows > 0 && first < this.table.length && this.pool.referenceCount(this.table[first]!) > 1 ? 1 : 0;
+    return Math.max(0, needed) + copy;
+  }
+
+  prepare(rows: number): Int32Array {
+    if (this.disposed) throw new Error("the KV cache was disposed");
+    const needed = this.stored + rows;
+    if (needed > this.capacity) throw new KVCacheFullError(needed, this.capacity);
+    const blocks = this.blocksNeeded(rows);
+    if (blocks > this.pool.freeBlocks) throw new KVBlocksExhaustedError(blocks, this.pool.freeBlocks);
+    const blockTokens = this.pool.blockTokens;
+    // The block the first new row lands in may be shared or hold a registered prefix: copy it or unkey it.
+    const first = Math.floor(this.stored / blockTokens);
+    if (rows > 0 && first < this.table.length) {
+      const block = this.table[first]!;
+      if (this.pool.referenceCount(block) > 1) {
+        const copy = this.pool.allocateBlock();
+        this.pool.copyBlock(copy, block);
+        this.pool.release(block);
+        this.table[first] = copy;
+      } else {
+        this.pool.forgetKey(block);
+      }
+    }
+    while (this.table.length * blockTokens < needed) this.table.push(this.pool.allocateBlock());
+    const slots = new Int32Array(rows);
+    for (let i = 0; i < rows; i++) {
+      const position = this.stored + i;
+      slots[i] = this.table[Math.floor(position / blockTokens)]! * blockTokens + (position % blockTokens);
+    }
+    return slots;
+  }
+
+  advance(tokens: Int32Array): void {
+    const length = this.stored + tokens.length;
+    if (length > this.table.length * this.pool.blockTokens) throw new KVCacheFullError(length, this.table.length * this.pool.blockTokens, "prepared");
+    for (const token of tokens) this.tokens.push(token);
+    this.stored = length;
+    this.registerFullBlocks();
+  }
+
+  /**
+   * On an empty sequence: attaches the cached blocks that hold a prefix of `tokens` (whole blocks,
+   * leaving at least the last token to evaluate) and returns the number of tokens they hold.
+   */
+  reusePrefix(tokens: readonly number[]): number {
+    if (this.stored !== 0 || this.table.length !== 0) throw new Error("reusePrefix needs an empty sequence");
+    const blockTokens = this.pool.blockTokens;
+    let parent = ROOT_KEY;
+    for (let block = 0; (block + 1) * blockTokens <= Math.min(tokens.length - 1, this.capacity); block++) {
+      const content = tokens.slice(block * blockTokens, (block + 1) * blockTokens);
+      const key = blockKey(parent, content);
+      const found = this.pool.lookup(key);
+      if (found === undefined) break;
+      this.table.push(found);
+      this.keys.push(key);
+      for (const token of content) this.tokens.push(token);
+      this.stored += blockTokens;
+      parent = key;
+    }
+    return this.stored;
+  }
+
+  trim(length: number): void {
+    if (!Number.isInteger(length) || length < 0 || length > this.stored) throw new RangeError(`cannot trim a cache of ${this.stored} tokens to ${length}`);
+    const blockTokens = this.pool.blockTokens;
+    const keep = Math.ceil(length / blockTokens);
+    while (this.table.length > keep) this.pool.release(this.table.pop()!);
+    this.tokens.length = length;
+    this.keys.length = Math.min(this.keys.length, Math.floor(length / blockTokens));
+    this.stored = length;
+  }
+
+  /** A sequence sharing every block of this one (copy-on-write when either writes into a shared block). */
+  fork(capacity = this.capacity): PagedKVCache {
+    if (this.ownsPool) throw new Error("a standalone KV cache cannot be forked; create sequences from a KVBlockPool");
+    const copy = new PagedKVCache(this.pool, capacity, false);
+    if (this.stored > capacity) throw new KVCacheFullError(this.stored, capacity);
+    for (const block of this.table) {
+      this.pool.retain(block);
+      copy.table.push(block);
+    }
+    copy.tokens.push(...this.tokens);
+    copy.keys.push(...this.keys);
+    copy.stored = this.stored;
+    return copy;
+  }
+
+  /** Releases every block (the cache can be used again from empty). */
+  clear(): void {
+    this.trim(0);
+  }
+
+  dispose(): void {
+    if (this.disposed) return;
+    this.clear();
+    this.disposed = true;
+    if (this.ownsPool) this.pool.dispose();
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+
+  private registerFullBlocks(): void {
+    const blockTokens = this.pool.blockTokens;
+    const full = Math.floor(this.stored / blockTokens);
+    for (let block = this.keys.length; block < full; block++) {
+      const parent = block === 0 ? ROOT_KEY : this.keys[block - 1]!;
+      const key = blockKey(parent, this.tokens.slice(block * blockTokens, (block + 1) * blockTokens));
+      this.keys.push(key);
+      this.pool.register(this.table[block]!, key);
+    }
+  }
+}
