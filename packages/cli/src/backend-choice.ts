@@ -1,11 +1,34 @@
-import { type Backend, createDefaultBackend } from "@memra/core";
+import { type Backend, ReferenceBackend, createDefaultBackend } from "@memra/core";
+import { CliError } from "./cli-error";
+
+export type BackendChoice = "auto" | "cpu" | "reference";
+
+/** `--backend` as given, named in the error when it is not one of the choices. */
+export function parseBackendChoice(value: string | undefined): BackendChoice {
+  if (value === undefined) return "auto";
+  if (value === "auto" || value === "cpu" || value === "reference") return value;
+  throw new CliError(`--backend must be auto, cpu or reference, got "${value}"`);
+}
+
+export const backendOptionHelp = `  --backend B             auto (default: the native CPU backend when its library is built, else the
+                          reference backend with a warning), cpu, or reference (TypeScript, slow)`;
 
 /**
- * The backend the CLI computes on: the native CPU backend (@memra/cpu-ffi, a dependency of the CLI)
- * when its library is built, else the reference backend with core's one-line warning. The import is
- * passed from here because core cannot see @memra/cpu-ffi in an isolated install.
+ * The backend the CLI computes on. "auto": the native CPU backend (@memra/cpu-ffi, a dependency of
+ * the CLI) when its library is built, else the reference backend with core's one-line warning; the
+ * import is passed from here because core cannot see @memra/cpu-ffi in an isolated install.
+ * "cpu" fails when the native backend is unavailable; "reference" is the TypeScript backend.
  */
-export function chooseBackend(threads: number | undefined): Promise<Backend> {
+export async function chooseBackend(threads: number | undefined, choice: BackendChoice = "auto"): Promise<Backend> {
+  if (choice === "reference") return new ReferenceBackend();
+  if (choice === "cpu") {
+    try {
+      const { CpuBackend } = await import("@memra/cpu-ffi");
+      return CpuBackend.create(threads === undefined ? {} : { threads });
+    } catch (error) {
+      throw new CliError(`--backend cpu: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
   return createDefaultBackend({
     ...(threads === undefined ? {} : { threads }),
     importCpuBackend: () => import("@memra/cpu-ffi"),

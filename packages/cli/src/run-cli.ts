@@ -13,6 +13,7 @@ const COMMANDS: Record<string, { load: () => Promise<Command>; summary: string }
   logprobs: { load: async () => (await import("./commands/logprobs")).logprobsCommand, summary: "top-K next-token log-probabilities at every position" },
   perplexity: { load: async () => (await import("./commands/perplexity")).perplexityCommand, summary: "perplexity of a model over a text file" },
   bench: { load: async () => (await import("./commands/bench")).benchCommand, summary: "prompt and generation speed, llama-bench style (pp512, tg128)" },
+  serve: { load: async () => (await import("./commands/serve")).serveCommand, summary: "an OpenAI-compatible HTTP server with continuous batching" },
 };
 
 export const usage = `usage: memra <command> [options]

@@ -1,6 +1,6 @@
 import { parseArgs } from "node:util";
 import { loadModel } from "@memra/core";
-import { chooseBackend, describeBackend } from "../backend-choice";
+import { backendOptionHelp, chooseBackend, describeBackend, parseBackendChoice } from "../backend-choice";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
@@ -20,6 +20,7 @@ options:
   -n, --gen N          generated tokens for tg (default 128; 0 skips tg)
   -t, --threads N      threads of the native backend (default: one per processor)
   -r, --reps N         timed repetitions of each test (default 5)
+${backendOptionHelp}
   --json               one JSON object: {"pp": {"tokens", "tps", ...}, "tg": {...}, "ttft_ms", "peak_rss_bytes", ...}
 
 examples:
@@ -80,6 +81,7 @@ export async function benchCommand(args: string[], io: CliIO): Promise<void> {
       gen: { type: "string", short: "n" },
       threads: { type: "string", short: "t" },
       reps: { type: "string", short: "r" },
+      backend: { type: "string" },
       json: { type: "boolean", default: false },
       quiet: { type: "boolean", short: "q", default: false },
       help: { type: "boolean", short: "h", default: false },
@@ -96,7 +98,7 @@ export async function benchCommand(args: string[], io: CliIO): Promise<void> {
   if (promptTokens === 0 && genTokens === 0) throw new CliError("nothing to measure: --prompt and --gen are both 0");
 
   const path = values.model ?? (await defaultModelPath(io, values.quiet || values.json));
-  const backend = await chooseBackend(threads);
+  const backend = await chooseBackend(threads, parseBackendChoice(values.backend));
   const loadStarted = performance.now();
   const model = loadModel(path, { backend, maxBatchTokens: Math.max(promptTokens, 1) });
   const loadMs = performance.now() - loadStarted;

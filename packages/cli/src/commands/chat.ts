@@ -2,6 +2,7 @@ import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { type ChatSession, loadModel } from "@memra/core";
 import { ReasoningSplitter } from "@memra/tokenizer";
+import { backendOptionHelp, chooseBackend, parseBackendChoice } from "../backend-choice";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
@@ -22,6 +23,8 @@ options:
   --no-think           Qwen3's non-thinking mode (enable_thinking = false)
   -n, --max-tokens N   most tokens per answer (default 512)
   --temp T, --seed S   sampling (default temperature 0.8)
+  -t, --threads N      threads of the native CPU backend (default: one per processor)
+${backendOptionHelp}
   --quiet              no progress bar, no reasoning, no notices
 
 examples:
@@ -39,6 +42,8 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
       "max-tokens": { type: "string", short: "n" },
       temp: { type: "string" },
       seed: { type: "string" },
+      threads: { type: "string", short: "t" },
+      backend: { type: "string" },
       quiet: { type: "boolean", short: "q", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -47,9 +52,12 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
     io.stdout(`${chatUsage}\n`);
     return;
   }
+  const choice = parseBackendChoice(values.backend);
+  const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
   const path = values.model ?? (await defaultModelPath(io, values.quiet));
+  const backend = await chooseBackend(threads, choice);
   const bar = progressBar(io, "loading", io.stderrIsTerminal && !values.quiet);
-  const model = loadModel(path, { onProgress: bar.update });
+  const model = loadModel(path, { backend, onProgress: bar.update });
   bar.end();
   const session = model.createChatSession(values.system === undefined ? {} : { system: values.system });
   const number = (value: string | undefined, name: string) => {

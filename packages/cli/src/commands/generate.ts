@@ -1,5 +1,7 @@
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { loadModel } from "@memra/core";
+import { GrammarError, GrammarSyntaxError, JsonSchemaError, StructuredOutputError, loadModel, prepareOutputConstraint } from "@memra/core";
+import { backendOptionHelp, chooseBackend, parseBackendChoice } from "../backend-choice";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
@@ -23,7 +25,10 @@ options:
   --repeat-penalty R      (default 1 = off)
   --seed S                sampling seed (default: random; the one used is in --json output)
   --stop S                stop string; repeat for several
-  --threads N             threads for native backends (the reference backend uses one)
+  --json-schema FILE      constrain the output to the JSON schema in FILE (--json adds the parsed "value")
+  --grammar FILE          constrain the output to the GBNF grammar in FILE (llama.cpp's format)
+  -t, --threads N         threads of the native CPU backend (default: one per processor)
+${backendOptionHelp}
   --no-special            treat special-token text in the prompt as plain text
   --json                  print one JSON object at the end instead of streaming
   --quiet                 no progress bar, no notices
@@ -53,7 +58,10 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
       "repeat-penalty": { type: "string" },
       seed: { type: "string" },
       stop: { type: "string", multiple: true },
-      threads: { type: "string" },
+      "json-schema": { type: "string" },
+      grammar: { type: "string" },
+      threads: { type: "string", short: "t" },
+      backend: { type: "string" },
       "no-special": { type: "boolean", default: false },
       json: { type: "boolean", default: false },
       quiet: { type: "boolean", short: "q", default: false },
@@ -65,10 +73,12 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
     return;
   }
   if (values.prompt === undefined) throw new CliError(`missing -p PROMPT\n${generateUsage}`);
-  parsePositiveInteger(values.threads, "--threads", 1);
+  const choice = parseBackendChoice(values.backend);
+  const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
+  const constraint = readConstraint(values["json-schema"], values.grammar);
   const path = values.model ?? (await defaultModelPath(io, values.quiet));
   const bar = progressBar(io, "loading", io.stderrIsTerminal && !values.quiet);
-  const model = loadModel(path, { onProgress: bar.update });
+  const model = loadModel(path, { backend: await chooseBackend(threads, choice), onProgress: bar.update });
   bar.end();
 
   const seed = parseNumber(values.seed, "--seed");
@@ -82,6 +92,7 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
     seed,
     stop: values.stop,
     special: !values["no-special"],
+    ...constraint,
   };
   const defined = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
   const abort = new AbortController();
@@ -89,8 +100,14 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
   process.once("SIGINT", onInterrupt);
   try {
     const stream = model.generate(values.prompt, { ...defined, signal: abort.signal });
-    for await (const chunk of stream) if (!values.json) io.stdout(chunk.text);
-    const result = await stream.result;
+    let result: Awaited<typeof stream.result>;
+    try {
+      for await (const chunk of stream) if (!values.json) io.stdout(chunk.text);
+      result = await stream.result;
+    } catch (error) {
+      if (error instanceof StructuredOutputError) throw new CliError(`${error.message} (raise --max-tokens?)`);
+      throw error;
+    }
     if (values.json) {
       io.stdout(
         `${JSON.stringify({
@@ -98,6 +115,7 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
           tokens: result.tokens,
           text: result.text,
           finish_reason: result.finishReason,
+          ...(constraint.schema !== undefined ? { value: result.value } : {}),
           seed: result.seed,
           timings: { prefill_tps: result.timings.prefillTokensPerSecond, decode_tps: result.timings.decodeTokensPerSecond },
         })}\n`,
@@ -116,4 +134,39 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
     process.off("SIGINT", onInterrupt);
     model.dispose();
   }
+}
+
+/** Reads and compiles --json-schema / --grammar before the model loads, so that a bad file fails fast with its name. */
+function readConstraint(schemaPath: string | undefined, grammarPath: string | undefined): { schema?: object; grammar?: string } {
+  if (schemaPath !== undefined && grammarPath !== undefined) throw new CliError("give --json-schema or --grammar, not both");
+  const read = (path: string, flag: string) => {
+    try {
+      return readFileSync(path, "utf8");
+    } catch (error: unknown) {
+      throw new CliError(`${flag}: cannot read "${path}": ${error instanceof Error ? error.message : String(error)}`);
+    }
+  };
+  try {
+    if (schemaPath !== undefined) {
+      const text = read(schemaPath, "--json-schema");
+      let schema: object;
+      try {
+        schema = JSON.parse(text) as object;
+      } catch (error: unknown) {
+        throw new CliError(`--json-schema: "${schemaPath}" is not JSON: ${error instanceof Error ? error.message : String(error)}`);
+      }
+      prepareOutputConstraint({ schema });
+      return { schema };
+    }
+    if (grammarPath !== undefined) {
+      const grammar = read(grammarPath, "--grammar");
+      prepareOutputConstraint({ grammar });
+      return { grammar };
+    }
+  } catch (error) {
+    if (error instanceof JsonSchemaError) throw new CliError(`--json-schema "${schemaPath}": ${error.message}`);
+    if (error instanceof GrammarSyntaxError || error instanceof GrammarError) throw new CliError(`--grammar "${grammarPath}": ${error.message}`);
+    throw error;
+  }
+  return {};
 }

@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
 import { computeLogprobs, loadModel } from "@memra/core";
+import { backendOptionHelp, chooseBackend, parseBackendChoice } from "../backend-choice";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { parsePositiveInteger, parseTokenList, requireModelPath } from "./model-arguments";
@@ -9,6 +10,10 @@ export const logprobsUsage = `usage: memra logprobs -m MODEL (--tokens 1,2,3 | -
 One prefill over the whole sequence; for each position i, the top-K (default 5) next-token
 log-probabilities after tokens 0..i. --text is tokenized with special tokens parsed.
 --json prints {"tokens": [...], "positions": [{"top": [{"id": n, "logprob": x}, ...]}, ...]}.
+
+options:
+  -t, --threads N         threads of the native CPU backend (default: one per processor)
+${backendOptionHelp}
 
 examples:
   memra logprobs -m Qwen3-0.6B-Q8_0.gguf --text "The capital of France is" --top 3
@@ -22,6 +27,8 @@ export async function logprobsCommand(args: string[], io: CliIO): Promise<void> 
       tokens: { type: "string" },
       text: { type: "string" },
       top: { type: "string" },
+      threads: { type: "string", short: "t" },
+      backend: { type: "string" },
       json: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -33,7 +40,8 @@ export async function logprobsCommand(args: string[], io: CliIO): Promise<void> 
   const path = requireModelPath(values.model, logprobsUsage);
   if ((values.tokens === undefined) === (values.text === undefined)) throw new CliError(`give exactly one of --tokens and --text\n${logprobsUsage}`);
   const topK = parsePositiveInteger(values.top, "--top", 5);
-  const model = loadModel(path);
+  const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
+  const model = loadModel(path, { backend: await chooseBackend(threads, parseBackendChoice(values.backend)) });
   const tokens = values.tokens !== undefined ? parseTokenList(values.tokens) : model.tokenizer.encode(values.text!, { special: true });
   if (tokens.length === 0) throw new CliError("the text has no tokens");
   const result = computeLogprobs(model, tokens, topK);

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { computePerplexity, loadModel } from "@memra/core";
+import { backendOptionHelp, chooseBackend, parseBackendChoice } from "../backend-choice";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { parsePositiveInteger, requireModelPath } from "./model-arguments";
@@ -9,6 +10,10 @@ export const perplexityUsage = `usage: memra perplexity -m MODEL -f FILE [--ctx 
 
 Perplexity over a text file as llama.cpp's perplexity tool computes it: windows of --ctx tokens,
 each from an empty cache, scoring the second half of each window's predictions.
+
+options:
+  -t, --threads N         threads of the native CPU backend (default: one per processor)
+${backendOptionHelp}
 
 examples:
   memra perplexity -m Qwen3-0.6B-Q8_0.gguf -f wiki.test.raw --ctx 512`;
@@ -20,6 +25,8 @@ export async function perplexityCommand(args: string[], io: CliIO): Promise<void
       model: { type: "string", short: "m" },
       file: { type: "string", short: "f" },
       ctx: { type: "string", short: "c" },
+      threads: { type: "string", short: "t" },
+      backend: { type: "string" },
       json: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -37,7 +44,8 @@ export async function perplexityCommand(args: string[], io: CliIO): Promise<void
     throw new CliError(`cannot read ${values.file}: ${error instanceof Error ? error.message : String(error)}`);
   }
   const context = parsePositiveInteger(values.ctx, "--ctx", 512);
-  const model = loadModel(path);
+  const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
+  const model = loadModel(path, { backend: await chooseBackend(threads, parseBackendChoice(values.backend)) });
   const tokens = model.tokenizer.encode(text, { special: false });
   if (tokens.length < context) throw new CliError(`${values.file} has ${tokens.length} tokens, fewer than one window of --ctx ${context}`);
   const started = performance.now();
