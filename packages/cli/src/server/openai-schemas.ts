@@ -21,6 +21,8 @@ const sampling = {
   presence_penalty: z.number().min(-2).max(2).nullish(),
   frequency_penalty: z.number().min(-2).max(2).nullish(),
   user: z.string().optional(),
+  /** {type: "text" | "json_object" | "json_schema", ...}: checked by @memra/sampler's constraintFromResponseFormat. */
+  response_format: z.unknown().optional(),
 };
 
 const contentPart = z.object({ type: z.literal("text"), text: z.string() });

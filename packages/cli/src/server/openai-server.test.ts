@@ -86,6 +86,40 @@ describe("memra serve with the openai client", () => {
     expect(content[0]!.top_logprobs[0]!.logprob).toBeGreaterThanOrEqual(content[0]!.logprob);
   });
 
+  it("response_format json_schema: every sampled answer parses and validates", async () => {
+    const schema = {
+      type: "object",
+      properties: { name: { type: "string", maxLength: 12 }, age: { type: "integer", minimum: 0, maximum: 120 }, tags: { type: "array", items: { enum: ["a", "b"] }, maxItems: 3 } },
+      required: ["name", "age", "tags"],
+      additionalProperties: false,
+    };
+    for (const seed of [1, 2, 3]) {
+      const answer = await client.chat.completions.create({
+        model: "x",
+        messages,
+        temperature: 1,
+        seed,
+        max_tokens: 200,
+        response_format: { type: "json_schema", json_schema: { name: "person", schema } },
+      });
+      const value = JSON.parse(answer.choices[0]!.message.content!);
+      expect(Object.keys(value).sort()).toEqual(["age", "name", "tags"]);
+      expect(typeof value.name).toBe("string");
+      expect(value.name.length).toBeLessThanOrEqual(12);
+      expect(Number.isInteger(value.age) && value.age >= 0 && value.age <= 120).toBe(true);
+      expect(value.tags.every((tag: string) => tag === "a" || tag === "b")).toBe(true);
+    }
+    const bad = await fetch(`${server.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ messages, response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "string", pattern: "a+" } } } }),
+    });
+    expect(bad.status).toBe(400);
+    const body = await bad.json();
+    expect(body.error.param).toBe("response_format");
+    expect(body.error.message).toMatch(/pattern/);
+  });
+
   it("bad requests get 400 with an OpenAI error body, and the server keeps serving", async () => {
     await expect(client.chat.completions.create({ model: "m", messages, temperature: 5 })).rejects.toMatchObject({ status: 400, error: { param: "temperature" } });
     await expect(client.chat.completions.create({ model: "m", messages: [] })).rejects.toMatchObject({ status: 400 });

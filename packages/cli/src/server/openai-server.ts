@@ -9,6 +9,7 @@
 import type { ChatMessage } from "@memra/tokenizer";
 import type { GenerateOptions, GenerationChunk, GenerationResult, Model } from "@memra/core";
 import type { z } from "zod";
+import { constraintFromResponseFormat } from "@memra/sampler";
 import { ServerMetrics } from "./server-metrics";
 import {
   type ChatCompletionRequest,
@@ -106,8 +107,18 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     if (asked !== undefined && asked > room) {
       throw new RequestError(400, `max_tokens is ${asked}, but only ${room} tokens fit after the ${promptTokens.length}-token prompt (context ${contextLength})`, "max_tokens");
     }
+    // response_format: the JSON schema becomes a grammar the sampler follows (a bad one is a 400)
+    let grammar: string | undefined;
+    if (body.response_format !== undefined && body.response_format !== null) {
+      try {
+        grammar = constraintFromResponseFormat(body.response_format)?.gbnf;
+      } catch (error) {
+        throw new RequestError(400, (error as Error).message, "response_format");
+      }
+    }
     const generateOptions: GenerateOptions = {
       maxTokens: asked ?? room,
+      ...(grammar === undefined ? {} : { grammar }),
       temperature: body.temperature ?? 1,
       topP: body.top_p ?? 1,
       ...(body.seed === undefined || body.seed === null ? {} : { seed: body.seed >>> 0 }),
@@ -126,7 +137,9 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       role: message.role === "developer" ? "system" : message.role,
       content: messageText(message),
     }));
-    const enableThinking = body.chat_template_kwargs?.enable_thinking ?? true;
+    // With a response_format the answer must start as JSON, so thinking is off unless asked for.
+    const structured = body.response_format !== undefined && body.response_format !== null && (body.response_format as { type?: unknown }).type !== "text";
+    const enableThinking = body.chat_template_kwargs?.enable_thinking ?? !structured;
     let text: string;
     try {
       text = model.tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, enableThinking });
