@@ -5,16 +5,23 @@
  *   bun native/build.ts cpu            native/cpu/*.c → native/build/libmemra_cpu.so (.dylib on macOS)
  *   bun native/build.ts cpu --clean    the same from scratch
  *   bun native/build.ts cpu --verbose  prints every compiler command
+ *   bun native/build.ts cuda           native/cuda/*.cu (nvcc) + *.c (cc) → native/build/libmemra_cuda.so
+ *   bun native/build.ts all            both
  *
  * Incremental: each source compiles to native/build/obj/cpu/<name>.o and is recompiled only when
  * it, a header it includes (from the compiler's -MMD dependency file) or the flags changed; the
  * library is relinked only when an object or the set of sources changed. Sources compile in
  * parallel. Without a C compiler (CC, else `cc`) it prints a notice and exits 0: the native
  * library is optional, and Memra falls back to the reference backend.
+ *
+ * The cuda target compiles each .cu with nvcc (NVCC, else `nvcc` on PATH, else
+ * /usr/local/cuda/bin/nvcc) for sm_80, sm_89 and sm_90 plus compute_90 PTX, and links the CUDA
+ * runtime statically, so the library needs only the driver at run time. Without nvcc it prints a
+ * notice and exits 0: @memra/cuda-ffi then reports CudaUnavailableError on use.
  */
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
-import { basename, join, relative } from "node:path";
+import { basename, isAbsolute, join, relative } from "node:path";
 
 const ROOT = join(import.meta.dir, "..");
 const NATIVE = import.meta.dir;
@@ -27,6 +34,8 @@ interface Target {
   readonly sourceDirectory: string;
   /** Sources to leave out, given the directory's file names. */
   readonly exclude: (files: readonly string[]) => readonly string[];
+  /** CUDA sources (.cu), compiled with nvcc, besides the .c files; nvcc also links. */
+  readonly cuda?: boolean;
 }
 
 const TARGETS: Record<string, Target> = {
@@ -36,7 +45,41 @@ const TARGETS: Record<string, Target> = {
     sourceDirectory: join(NATIVE, "cpu"),
     exclude: () => [],
   },
+  cuda: {
+    name: "cuda",
+    library: join(BUILD, `libmemra_cuda.${LIBRARY_SUFFIX}`),
+    sourceDirectory: join(NATIVE, "cuda"),
+    exclude: () => [],
+    cuda: true,
+  },
 };
+
+/** `all` builds every target. */
+const ALIASES: Record<string, readonly string[]> = { all: ["cpu", "cuda"] };
+
+const NVCC_FLAGS = [
+  "-std=c++17",
+  "-O3",
+  "-Xcompiler",
+  "-fPIC",
+  "-Xcompiler",
+  "-fvisibility=hidden",
+  "-Xcompiler",
+  "-Wall",
+  "-gencode=arch=compute_80,code=sm_80",
+  "-gencode=arch=compute_89,code=sm_89",
+  "-gencode=arch=compute_90,code=[sm_90,compute_90]",
+];
+const NVCC_LINK_FLAGS = ["-shared", "-cudart", "static"];
+/** C sources of the cuda target (launch-plan.c): plain C11, no CUDA. */
+const CUDA_C_FLAGS = ["-std=c11", "-O2", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra"];
+
+/** nvcc from NVCC, PATH or /usr/local/cuda; undefined when absent. */
+function findNvcc(): string | undefined {
+  const named = process.env.NVCC?.trim();
+  if (named) return Bun.which(named) ?? (existsSync(named) ? named : undefined);
+  return Bun.which("nvcc") ?? (existsSync("/usr/local/cuda/bin/nvcc") ? "/usr/local/cuda/bin/nvcc" : undefined);
+}
 
 const COMPILE_FLAGS = ["-std=c11", "-O3", "-fPIC", "-fvisibility=hidden", "-pthread", "-Wall", "-Wextra", "-Wno-unused-parameter"];
 const LINK_FLAGS = ["-shared", "-pthread", "-lm"];
@@ -86,34 +129,42 @@ async function inParallel<T>(tasks: readonly (() => Promise<T>)[], limit: number
   return results;
 }
 
-async function build(target: Target, compiler: string, options: { clean: boolean; verbose: boolean }): Promise<boolean> {
+async function build(target: Target, compiler: string, options: { clean: boolean; verbose: boolean; nvcc?: string }): Promise<boolean> {
   const objectDirectory = join(BUILD, "obj", target.name);
   if (options.clean) rmSync(objectDirectory, { recursive: true, force: true });
   mkdirSync(objectDirectory, { recursive: true });
 
-  const files = readdirSync(target.sourceDirectory).filter((file) => file.endsWith(".c"));
+  const files = readdirSync(target.sourceDirectory).filter((file) => file.endsWith(".c") || (target.cuda === true && file.endsWith(".cu")));
   const excluded = new Set(target.exclude(files));
   const sources = files.filter((file) => !excluded.has(file)).sort();
   const extraFlags = (process.env.MEMRA_NATIVE_CFLAGS ?? "").split(/\s+/).filter(Boolean);
-  const flags = [...COMPILE_FLAGS, ...extraFlags, `-I${relative(ROOT, join(NATIVE, "include"))}`, `-I${relative(ROOT, target.sourceDirectory)}`];
+  const includes = [`-I${relative(ROOT, join(NATIVE, "include"))}`, `-I${relative(ROOT, target.sourceDirectory)}`];
+  const flags = target.cuda ? [...CUDA_C_FLAGS, ...includes] : [...COMPILE_FLAGS, ...extraFlags, ...includes];
+  const nvccFlags = [...NVCC_FLAGS, ...(process.env.MEMRA_NVCC_FLAGS ?? "").split(/\s+/).filter(Boolean), ...includes];
+  const linkFlags = target.cuda ? NVCC_LINK_FLAGS : LINK_FLAGS;
 
   // A change of compiler, flags or source set invalidates everything the stamp covers.
   const stampFile = join(objectDirectory, "build-stamp.json");
-  const stamp = JSON.stringify({ compiler, flags, linkFlags: LINK_FLAGS, sources });
+  const stamp = JSON.stringify({ compiler, flags, linkFlags, sources, ...(target.cuda ? { nvcc: options.nvcc, nvccFlags } : {}) });
   const previousStamp = existsSync(stampFile) ? readFileSync(stampFile, "utf8") : "";
-  const flagsChanged = previousStamp === "" || JSON.parse(previousStamp).flags?.join(" ") !== flags.join(" ") || JSON.parse(previousStamp).compiler !== compiler;
+  const flagsChanged =
+    previousStamp === "" ||
+    JSON.parse(previousStamp).flags?.join(" ") !== flags.join(" ") ||
+    JSON.parse(previousStamp).compiler !== compiler ||
+    (target.cuda === true && (JSON.parse(previousStamp).nvccFlags?.join(" ") !== nvccFlags.join(" ") || JSON.parse(previousStamp).nvcc !== options.nvcc));
 
   const started = performance.now();
   const jobs = sources.map((source) => {
     const sourcePath = join(target.sourceDirectory, source);
-    const objectPath = join(objectDirectory, source.replace(/\.c$/, ".o"));
+    const objectPath = join(objectDirectory, source.replace(/\.cu?$/, ".o"));
     const dependencyPath = objectPath.replace(/\.o$/, ".d");
     const objectTime = modifiedAt(objectPath);
     const stale =
       flagsChanged ||
       objectTime === Number.POSITIVE_INFINITY ||
       modifiedAt(sourcePath) > objectTime ||
-      dependenciesOf(dependencyPath).some((dependency) => modifiedAt(join(ROOT, dependency)) > objectTime);
+      // nvcc lists the CUDA headers by absolute path (cc's -MMD lists only relative project headers).
+      dependenciesOf(dependencyPath).some((dependency) => modifiedAt(isAbsolute(dependency) ? dependency : join(ROOT, dependency)) > objectTime);
     return { sourcePath, objectPath, dependencyPath, stale };
   });
 
@@ -121,7 +172,9 @@ async function build(target: Target, compiler: string, options: { clean: boolean
   const results = await inParallel(
     stale.map((job) => () =>
       run(
-        [compiler, ...flags, "-MMD", "-MF", relative(ROOT, job.dependencyPath), "-c", relative(ROOT, job.sourcePath), "-o", relative(ROOT, job.objectPath)],
+        job.sourcePath.endsWith(".cu")
+          ? [options.nvcc!, ...nvccFlags, "-MMD", "-MF", relative(ROOT, job.dependencyPath), "-c", relative(ROOT, job.sourcePath), "-o", relative(ROOT, job.objectPath)]
+          : [compiler, ...flags, "-MMD", "-MF", relative(ROOT, job.dependencyPath), "-c", relative(ROOT, job.sourcePath), "-o", relative(ROOT, job.objectPath)],
         options.verbose,
       ).then((result) => ({ ...result, job })),
     ),
@@ -141,7 +194,8 @@ async function build(target: Target, compiler: string, options: { clean: boolean
   const libraryTime = modifiedAt(target.library);
   const relink = stale.length > 0 || previousStamp !== stamp || libraryTime === Number.POSITIVE_INFINITY || objects.some((object) => modifiedAt(object) > libraryTime);
   if (relink) {
-    const linked = await run([compiler, ...objects.map((object) => relative(ROOT, object)), ...LINK_FLAGS, "-o", relative(ROOT, target.library)], options.verbose);
+    const linker = target.cuda ? options.nvcc! : compiler;
+    const linked = await run([linker, ...objects.map((object) => relative(ROOT, object)), ...linkFlags, "-o", relative(ROOT, target.library)], options.verbose);
     if (linked.output.trim()) process.stderr.write(linked.output);
     if (!linked.ok) {
       console.error(`memra native build: linking ${relative(ROOT, target.library)} failed`);
@@ -160,12 +214,12 @@ async function build(target: Target, compiler: string, options: { clean: boolean
 
 async function main(): Promise<number> {
   const args = process.argv.slice(2);
-  const names = args.filter((arg) => !arg.startsWith("-"));
+  const names = args.filter((arg) => !arg.startsWith("-")).flatMap((name) => ALIASES[name] ?? [name]);
   const clean = args.includes("--clean");
   const verbose = args.includes("--verbose");
   const unknown = names.filter((name) => !(name in TARGETS));
   if (names.length === 0 || unknown.length > 0) {
-    console.error(`usage: bun native/build.ts <${Object.keys(TARGETS).join("|")}> [--clean] [--verbose]${unknown.length ? ` (unknown: ${unknown.join(", ")})` : ""}`);
+    console.error(`usage: bun native/build.ts <${[...Object.keys(TARGETS), ...Object.keys(ALIASES)].join("|")}> [--clean] [--verbose]${unknown.length ? ` (unknown: ${unknown.join(", ")})` : ""}`);
     return 2;
   }
   if (process.platform === "win32") {
@@ -180,7 +234,17 @@ async function main(): Promise<number> {
     return 0;
   }
   for (const name of names) {
-    if (!(await build(TARGETS[name]!, compilerName, { clean, verbose }))) return 1;
+    const target = TARGETS[name]!;
+    let nvcc: string | undefined;
+    if (target.cuda) {
+      nvcc = findNvcc();
+      if (!nvcc) {
+        notice(`nvcc not found (${process.env.NVCC ? `NVCC=${process.env.NVCC}` : "not on PATH nor in /usr/local/cuda/bin"}); skipping ${basename(target.library)}.`);
+        notice("@memra/cuda-ffi will report CudaUnavailableError when used. Install the CUDA toolkit (nvcc) to build it.");
+        continue;
+      }
+    }
+    if (!(await build(target, compilerName, { clean, verbose, nvcc }))) return 1;
   }
   return 0;
 }

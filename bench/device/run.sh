@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The one prepared script for a GPU session (issue 8): builds libmemra_cuda, runs the native and
+# TypeScript CUDA tests, the golden suite on CUDA, then tg128 / pp512 benchmarks on synthetic
+# Qwen3-0.6B, Qwen3-8B-shaped (8 of 36 layers, scaled) and the scaled Qwen3-30B-A3B shapes.
+# Logs and summary.json go to $OUT (default bench/device/out). Every step has a timeout, a failing
+# step does not stop the next, and the summary is always written. Budget: ~8 minutes.
+#   bash bench/device/run.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT="${OUT:-bench/device/out}"
+mkdir -p "$OUT"
+SUMMARY="$OUT/summary.json"
+STEPS=()
+START=$(date +%s)
+
+step() { # step NAME TIMEOUT_SECONDS COMMAND...
+  local name=$1 limit=$2; shift 2
+  local log="$OUT/$name.log" began=$(date +%s) status=0
+  echo "== $name (limit ${limit}s)"
+  timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1 || status=$?
+  local seconds=$(( $(date +%s) - began ))
+  tail -n 5 "$log" | sed 's/^/   /'
+  STEPS+=("{\"step\":\"$name\",\"status\":$status,\"seconds\":$seconds,\"log\":\"$log\"}")
+  return 0
+}
+
+write_summary() {
+  local benches="[]"
+  if ls "$OUT"/bench-*.json >/dev/null 2>&1; then benches="[$(cat "$OUT"/bench-*.json | paste -sd, -)]"; fi
+  local gpu; gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1 || echo "none")
+  printf '{"gpu":"%s","seconds":%d,"steps":[%s],"benchmarks":%s}\n' "$gpu" $(( $(date +%s) - START )) "$(IFS=,; echo "${STEPS[*]:-}")" "$benches" >"$SUMMARY"
+  echo "summary: $SUMMARY"; cat "$SUMMARY"
+}
+trap write_summary EXIT
+
+nvidia-smi >"$OUT/nvidia-smi.log" 2>&1 || true
+step build 240 bun native/build.ts all
+step native-tests 60 bash native/cuda/tests/run.sh
+step op-tests 120 env MEMRA_PRINT_NMSE=1 bun --bun vitest run packages/cuda-ffi/src/cuda-backend.test.ts
+step golden-suite 180 bun --bun vitest run packages/cuda-ffi/src/golden-suite.test.ts
+
+bench() { # bench NAME ARGS...
+  local name=$1; shift
+  step "bench-$name" 150 bash -c "bun packages/cuda-ffi/bench/forward.bench.ts --json $* | tail -1 > '$OUT/bench-$name.json.tmp' && mv '$OUT/bench-$name.json.tmp' '$OUT/bench-$name.json'"
+}
+bench qwen3-0.6b-q8_0 --preset qwen3-0.6b --type q8_0 --prompt 512 --decode 128
+bench qwen3-8b-shape-q8_0 --preset qwen3-0.6b --type q8_0 --layers 8 --full-layers 36 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 512 --decode 128
+bench qwen3-30b-a3b-scaled-q8_0 --preset qwen3-30b-a3b-scaled --type q8_0 --prompt 512 --decode 128

@@ -1,0 +1,139 @@
+/*
+ * attention.cu — launchers of memra_cuda_kv_write and memra_cuda_paged_attention (kernels in
+ * kernels/attention.cuh). Every block id, slot and sequence is checked on the host before the
+ * arrays are staged, so a kernel never reads outside the storage.
+ */
+#include <math.h>
+
+#include "cuda-internal.cuh"
+#include "kernels/attention.cuh"
+
+using namespace memra_cuda_kernels;
+
+static int check_kv_type(const char * function, int type, int64_t width, int64_t * row_bytes) {
+    *row_bytes = memra_cuda_kv_row_bytes(type, width);
+    if (type != MEMRA_CUDA_TYPE_F32 && type != MEMRA_CUDA_TYPE_F16 && type != MEMRA_CUDA_TYPE_Q8_0) {
+        FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED_TYPE, "%s: KV type %d is not f32 (0), f16 (1) or q8_0 (8)", function, type);
+    }
+    if (*row_bytes == 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: KV rows of %lld values (q8_0 needs a multiple of 32)", function, (long long)width);
+    return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_kv_write(memra_cuda * cuda, int type, void * storage, int64_t storage_bytes, int64_t width, const int32_t * slots, int64_t count,
+                                   const float * source, int64_t source_length) {
+    static const char function[] = "memra_cuda_kv_write";
+    CHECK(memra_cuda_enter(function, cuda));
+    CHECK(memra_cuda_check_size(function, "count", count, 0));
+    CHECK(memra_cuda_check_size(function, "width", width, 1));
+    int64_t row_bytes = 0, needed = 0;
+    CHECK(check_kv_type(function, type, width, &row_bytes));
+    CHECK(memra_cuda_check_product(function, "count * width", count, width, &needed));
+    CHECK(memra_cuda_check_buffer(function, "source", source, source_length, needed));
+    if (storage_bytes < 0 || (storage_bytes > 0 && !storage)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: storage is NULL", function);
+    if (count > 0 && !slots) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: slots is NULL", function);
+    const int64_t storage_slots = storage_bytes / row_bytes;
+    for (int64_t i = 0; i < count; i++) {
+        if (slots[i] < 0 || slots[i] >= storage_slots) {
+            FAIL(MEMRA_CUDA_ERROR_OUT_OF_RANGE, "%s: slot %d (row %lld) outside the storage's %lld slots", function, slots[i], (long long)i, (long long)storage_slots);
+        }
+    }
+    if (count == 0) return MEMRA_CUDA_OK;
+    const void * device_slots = NULL;
+    CHECK(memra_cuda_stage(function, cuda, slots, count * 4, &device_slots));
+    const memra_cuda_launch launch = memra_cuda_plan_kv_write(count, width);
+    const dim3 grid = memra_grid(launch);
+    const int32_t * s = (const int32_t *)device_slots;
+    if (type == MEMRA_CUDA_TYPE_F32) kv_write_kernel<MEMRA_CUDA_TYPE_F32><<<grid, launch.threads, 0, cuda->stream>>>((uint8_t *)storage, row_bytes, width, s, count, source);
+    else if (type == MEMRA_CUDA_TYPE_F16) kv_write_kernel<MEMRA_CUDA_TYPE_F16><<<grid, launch.threads, 0, cuda->stream>>>((uint8_t *)storage, row_bytes, width, s, count, source);
+    else kv_write_kernel<MEMRA_CUDA_TYPE_Q8_0><<<grid, launch.threads, 0, cuda->stream>>>((uint8_t *)storage, row_bytes, width, s, count, source);
+    LAUNCH_CHECK(function, "kv_write_kernel");
+    return MEMRA_CUDA_OK;
+}
+
+template <int KV>
+static void launch_attention(const memra_cuda_launch & launch, cudaStream_t stream, int chunks, float * out, const float * q, const uint8_t * keys,
+                             const uint8_t * values, int64_t row_bytes, int block_tokens, const int32_t * tables, const int32_t * sequences, int sequence_count,
+                             int heads, int kv_heads, int head_dim, float scale) {
+    const dim3 grid = memra_grid(launch);
+#define MEMRA_ATTENTION_CASE(N) \
+    case N: paged_attention_kernel<KV, N><<<grid, 32, 0, stream>>>(out, q, keys, values, row_bytes, block_tokens, tables, sequences, sequence_count, heads, kv_heads, head_dim, scale); break;
+    switch (chunks) {
+        MEMRA_ATTENTION_CASE(1) MEMRA_ATTENTION_CASE(2) MEMRA_ATTENTION_CASE(3) MEMRA_ATTENTION_CASE(4)
+        MEMRA_ATTENTION_CASE(5) MEMRA_ATTENTION_CASE(6) MEMRA_ATTENTION_CASE(7) MEMRA_ATTENTION_CASE(8)
+        default: break;
+    }
+#undef MEMRA_ATTENTION_CASE
+}
+
+extern "C" int memra_cuda_paged_attention(memra_cuda * cuda, float * out, int64_t out_length, const float * q, int64_t q_length, int type, const void * keys,
+                                          const void * values, int64_t storage_bytes, int64_t block_tokens, const int32_t * block_tables, int64_t table_length,
+                                          const int32_t * sequences, int64_t sequence_count, int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                                          float scale) {
+    static const char function[] = "memra_cuda_paged_attention";
+    CHECK(memra_cuda_enter(function, cuda));
+    CHECK(memra_cuda_check_size(function, "rows", rows, 0));
+    CHECK(memra_cuda_check_size(function, "block_tokens", block_tokens, 1));
+    CHECK(memra_cuda_check_size(function, "table_length", table_length, 0));
+    CHECK(memra_cuda_check_size(function, "sequence_count", sequence_count, 0));
+    CHECK(memra_cuda_check_size(function, "storage_bytes", storage_bytes, 0));
+    memra_cuda_launch launch;
+    char message[512];
+    const int planned = memra_cuda_plan_attention(rows, heads, kv_heads, head_dim, &launch, message, sizeof message);
+    if (planned != MEMRA_CUDA_OK) FAIL(planned, "%s: %s", function, message);
+    int64_t q_values = 0, kv_width = 0, row_bytes = 0;
+    CHECK(memra_cuda_check_product(function, "rows * heads * head_dim", rows, heads * head_dim, &q_values));
+    CHECK(memra_cuda_check_product(function, "kv_heads * head_dim", kv_heads, head_dim, &kv_width));
+    CHECK(check_kv_type(function, type, kv_width, &row_bytes));
+    CHECK(memra_cuda_check_buffer(function, "q", q, q_length, q_values));
+    CHECK(memra_cuda_check_buffer(function, "out", out, out_length, q_values));
+    if (table_length > 0 && !block_tables) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: block_tables is NULL", function);
+    if (sequence_count > 0 && !sequences) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: sequences is NULL", function);
+    if (rows > 0 && (!keys || !values)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: keys or values is NULL", function);
+    if (!(scale == scale)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: scale is NaN", function);
+    if (out == q) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: out must not be q on CUDA (blocks of other heads still read it)", function);
+    const int64_t storage_blocks = storage_bytes / row_bytes / block_tokens;
+    int64_t next_row = 0;
+    for (int64_t s = 0; s < sequence_count; s++) {
+        const int32_t * sequence = sequences + s * 4;
+        if (sequence[0] != next_row || sequence[1] < 1 || sequence[2] < 0 || sequence[3] < 0) {
+            FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: sequence %lld (query row %d, rows %d, position %d, table offset %d) is not the next rows of the batch",
+                 function, (long long)s, sequence[0], sequence[1], sequence[2], sequence[3]);
+        }
+        next_row += sequence[1];
+        if (next_row > rows) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: sequences hold more than the %lld query rows", function, (long long)rows);
+        const int64_t end = (int64_t)sequence[2] + sequence[1];
+        const int64_t blocks = (end + block_tokens - 1) / block_tokens;
+        if (sequence[3] + blocks > table_length) {
+            FAIL(MEMRA_CUDA_ERROR_OUT_OF_RANGE, "%s: sequence %lld needs %lld blocks from table offset %d, block_tables holds %lld", function, (long long)s,
+                 (long long)blocks, sequence[3], (long long)table_length);
+        }
+        for (int64_t b = 0; b < blocks; b++) {
+            const int32_t block = block_tables[sequence[3] + b];
+            if (block < 0 || block >= storage_blocks) {
+                FAIL(MEMRA_CUDA_ERROR_OUT_OF_RANGE, "%s: sequence %lld block %lld is %d, outside the storage's %lld blocks", function, (long long)s, (long long)b,
+                     block, (long long)storage_blocks);
+            }
+        }
+    }
+    if (next_row != rows) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: sequences hold %lld query rows, rows is %lld", function, (long long)next_row, (long long)rows);
+    if (rows == 0) return MEMRA_CUDA_OK;
+    const void * hosts[2] = {block_tables, sequences};
+    const int64_t sizes[2] = {table_length * 4, sequence_count * 16};
+    const void * devices[2];
+    CHECK(memra_cuda_stage_many(function, cuda, 2, hosts, sizes, devices));
+    const int chunks = (int)((head_dim + 31) / 32);
+    const int32_t * tables = devices[0] ? (const int32_t *)devices[0] : (const int32_t *)devices[1];
+    if (type == MEMRA_CUDA_TYPE_F32) {
+        launch_attention<MEMRA_CUDA_TYPE_F32>(launch, cuda->stream, chunks, out, q, (const uint8_t *)keys, (const uint8_t *)values, row_bytes, (int)block_tokens,
+                                              tables, (const int32_t *)devices[1], (int)sequence_count, (int)heads, (int)kv_heads, (int)head_dim, scale);
+    } else if (type == MEMRA_CUDA_TYPE_F16) {
+        launch_attention<MEMRA_CUDA_TYPE_F16>(launch, cuda->stream, chunks, out, q, (const uint8_t *)keys, (const uint8_t *)values, row_bytes, (int)block_tokens,
+                                              tables, (const int32_t *)devices[1], (int)sequence_count, (int)heads, (int)kv_heads, (int)head_dim, scale);
+    } else {
+        launch_attention<MEMRA_CUDA_TYPE_Q8_0>(launch, cuda->stream, chunks, out, q, (const uint8_t *)keys, (const uint8_t *)values, row_bytes,
+                                               (int)block_tokens, tables, (const int32_t *)devices[1], (int)sequence_count, (int)heads, (int)kv_heads,
+                                               (int)head_dim, scale);
+    }
+    LAUNCH_CHECK(function, "paged_attention_kernel");
+    return MEMRA_CUDA_OK;
+}

@@ -1,0 +1,386 @@
+/*
+ * context.cu — the library's entry points that are not kernels: version, errors, support table,
+ * devices, the context (stream, caching allocator, pinned staging), memory and copies.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <new>
+
+#include "cuda-internal.cuh"
+
+static thread_local char last_error[1024];
+static thread_local int last_status = MEMRA_CUDA_OK;
+
+int memra_cuda_fail(int status, const char * format, ...) {
+    va_list arguments;
+    va_start(arguments, format);
+    vsnprintf(last_error, sizeof last_error, format, arguments);
+    va_end(arguments);
+    last_status = status;
+    return status;
+}
+
+static int status_of(cudaError_t error) {
+    switch (error) {
+        case cudaErrorMemoryAllocation: return MEMRA_CUDA_ERROR_OUT_OF_MEMORY;
+        case cudaErrorInsufficientDriver:
+        case cudaErrorNoDevice:
+        case cudaErrorInvalidDevice:
+        case cudaErrorDevicesUnavailable:
+        case cudaErrorSystemDriverMismatch:
+        case cudaErrorCompatNotSupportedOnDevice:
+        case cudaErrorNoKernelImageForDevice:
+        case cudaErrorStubLibrary:
+        case cudaErrorSystemNotReady:
+        case cudaErrorInitializationError: return MEMRA_CUDA_ERROR_NO_DEVICE;
+        default: return MEMRA_CUDA_ERROR_CUDA;
+    }
+}
+
+int memra_cuda_fail_cuda(cudaError_t error, const char * function, const char * call) {
+    return memra_cuda_fail(status_of(error), "%s: %s failed: %s (%s)", function, call, cudaGetErrorString(error), cudaGetErrorName(error));
+}
+
+extern "C" const char * memra_cuda_version(void) { return "0.1.0"; }
+extern "C" int memra_cuda_abi_version(void) { return MEMRA_CUDA_ABI_VERSION; }
+extern "C" const char * memra_cuda_last_error(void) { return last_error; }
+extern "C" int memra_cuda_last_status(void) { return last_status; }
+
+extern "C" int memra_cuda_supports(int op, int weight_type) {
+    switch (op) {
+        case MEMRA_CUDA_OP_MATMUL:
+        case MEMRA_CUDA_OP_EXPERT_MATMUL:
+        case MEMRA_CUDA_OP_EMBEDDING: return memra_cuda_weight_type_supported(weight_type);
+        case MEMRA_CUDA_OP_RMS_NORM:
+        case MEMRA_CUDA_OP_ROPE_NEOX:
+        case MEMRA_CUDA_OP_ATTENTION:
+        case MEMRA_CUDA_OP_SWIGLU:
+        case MEMRA_CUDA_OP_ADD:
+        case MEMRA_CUDA_OP_MOE_ROUTE:
+        case MEMRA_CUDA_OP_GATHER_ROWS:
+        case MEMRA_CUDA_OP_SCATTER_ADD_ROWS: return weight_type == MEMRA_CUDA_NO_WEIGHT_TYPE || weight_type == MEMRA_CUDA_TYPE_F32 ? 1 : 0;
+        default: return 0;
+    }
+}
+
+extern "C" int memra_cuda_plan_matmul(int type, int64_t rows, int64_t n_in, int64_t n_out, int64_t * plan, int64_t plan_length) {
+    static const char function[] = "memra_cuda_plan_matmul";
+    if (!plan || plan_length < 7) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: plan holds %lld values, 7 needed", function, (long long)plan_length);
+    memra_cuda_matmul_plan chosen;
+    char message[512];
+    const int status = memra_cuda_plan_matmul_for(type, rows, n_in, n_out, &chosen, message, sizeof message);
+    if (status != MEMRA_CUDA_OK) FAIL(status, "%s: %s", function, message);
+    plan[0] = chosen.kernel;
+    plan[1] = chosen.launch.grid_x;
+    plan[2] = chosen.launch.grid_y;
+    plan[3] = chosen.launch.grid_z;
+    plan[4] = chosen.launch.threads;
+    plan[5] = chosen.launch.shared_bytes;
+    plan[6] = chosen.rows_per_launch;
+    return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_device_count(int32_t * count) {
+    static const char function[] = "memra_cuda_device_count";
+    if (!count) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: count is NULL", function);
+    *count = 0;
+    int devices = 0;
+    const cudaError_t error = cudaGetDeviceCount(&devices);
+    if (error != cudaSuccess) {
+        cudaGetLastError(); /* not sticky: clear it */
+        return memra_cuda_fail(MEMRA_CUDA_ERROR_NO_DEVICE, "%s: no usable CUDA device: %s (%s)", function, cudaGetErrorString(error), cudaGetErrorName(error));
+    }
+    if (devices == 0) FAIL(MEMRA_CUDA_ERROR_NO_DEVICE, "%s: no CUDA-capable device is detected", function);
+    *count = devices;
+    return MEMRA_CUDA_OK;
+}
+
+/* ---- helpers shared by the launchers ---- */
+
+int memra_cuda_enter(const char * function, memra_cuda * cuda) {
+    if (!cuda) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: cuda is NULL", function);
+    CUDA_CHECK(function, cudaSetDevice(cuda->device));
+    return MEMRA_CUDA_OK;
+}
+
+int memra_cuda_check_size(const char * function, const char * name, int64_t value, int64_t minimum) {
+    if (value < minimum || value > ((int64_t)1 << 40)) {
+        FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %s is %lld, must be in %lld..2^40", function, name, (long long)value, (long long)minimum);
+    }
+    return MEMRA_CUDA_OK;
+}
+
+int memra_cuda_check_product(const char * function, const char * what, int64_t a, int64_t b, int64_t * product) {
+    if (a < 0 || b < 0 || (a > 0 && b > ((int64_t)1 << 46) / a)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %s is too large", function, what);
+    *product = a * b;
+    return MEMRA_CUDA_OK;
+}
+
+int memra_cuda_check_buffer(const char * function, const char * name, const void * pointer, int64_t length, int64_t needed) {
+    if (length < 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %s has a negative length", function, name);
+    if (needed > 0 && !pointer) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", function, name);
+    if (length < needed) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %s holds %lld elements, %lld needed", function, name, (long long)length, (long long)needed);
+    return MEMRA_CUDA_OK;
+}
+
+int memra_cuda_wait(const char * function, memra_cuda * cuda) {
+    CUDA_CHECK(function, cudaStreamSynchronize(cuda->stream));
+    memra_cuda_arena_reset(&cuda->arena);
+    return MEMRA_CUDA_OK;
+}
+
+int memra_cuda_stage_many(const char * function, memra_cuda * cuda, int count, const void * const * hosts, const int64_t * bytes, const void ** devices) {
+    /* All arrays in one reservation: a synchronisation (arena full) can never separate them. */
+    int64_t offsets[8];
+    int64_t total = 0;
+    if (count > 8) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: too many index arrays", function);
+    for (int i = 0; i < count; i++) {
+        devices[i] = NULL;
+        if (bytes[i] < 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: negative index array size", function);
+        if (bytes[i] > 0 && !hosts[i]) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: a host index array is NULL", function);
+        offsets[i] = total;
+        total += (bytes[i] + MEMRA_CUDA_ARENA_ALIGNMENT - 1) / MEMRA_CUDA_ARENA_ALIGNMENT * MEMRA_CUDA_ARENA_ALIGNMENT;
+    }
+    if (total == 0) return MEMRA_CUDA_OK;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        int64_t offset = 0;
+        const int result = memra_cuda_arena_reserve(&cuda->arena, total, &offset);
+        if (result == MEMRA_CUDA_ARENA_FITS) {
+            uint8_t * host = (uint8_t *)cuda->arena_host + offset;
+            for (int i = 0; i < count; i++) {
+                if (bytes[i] > 0) memcpy(host + offsets[i], hosts[i], (size_t)bytes[i]);
+            }
+            CUDA_CHECK(function, cudaMemcpyAsync((uint8_t *)cuda->arena_device + offset, host, (size_t)total, cudaMemcpyHostToDevice, cuda->stream));
+            for (int i = 0; i < count; i++) devices[i] = bytes[i] > 0 ? (const uint8_t *)cuda->arena_device + offset + offsets[i] : NULL;
+            return MEMRA_CUDA_OK;
+        }
+        CHECK(memra_cuda_wait(function, cuda));
+        if (result == MEMRA_CUDA_ARENA_GROW) {
+            const int64_t capacity = offset;
+            if (cuda->arena_host) cudaFreeHost(cuda->arena_host);
+            if (cuda->arena_device) cudaFree(cuda->arena_device);
+            cuda->arena_host = cuda->arena_device = NULL;
+            cuda->arena.capacity = 0;
+            CUDA_CHECK(function, cudaMallocHost(&cuda->arena_host, (size_t)capacity));
+            CUDA_CHECK(function, cudaMalloc(&cuda->arena_device, (size_t)capacity));
+            cuda->arena.capacity = capacity;
+        }
+    }
+    FAIL(MEMRA_CUDA_ERROR_OUT_OF_MEMORY, "%s: cannot stage %lld bytes of indices", function, (long long)total);
+}
+
+int memra_cuda_stage(const char * function, memra_cuda * cuda, const void * host, int64_t bytes, const void ** device) {
+    return memra_cuda_stage_many(function, cuda, 1, &host, &bytes, device);
+}
+
+/* ---- context ---- */
+
+static void release(memra_cuda * cuda) {
+    cudaSetDevice(cuda->device);
+    if (cuda->stream) cudaStreamSynchronize(cuda->stream);
+    if (cuda->live) {
+        for (auto & entry : *cuda->live) cudaFree(entry.first);
+        delete cuda->live;
+    }
+    int64_t bytes = 0;
+    for (void * block; (block = memra_cuda_cache_pop(&cuda->cache, &bytes)) != NULL;) cudaFree(block);
+    memra_cuda_cache_dispose(&cuda->cache);
+    for (int i = 0; i < 2; i++) {
+        if (cuda->upload_pinned[i]) cudaFreeHost(cuda->upload_pinned[i]);
+        if (cuda->upload_done[i]) cudaEventDestroy(cuda->upload_done[i]);
+    }
+    if (cuda->arena_host) cudaFreeHost(cuda->arena_host);
+    if (cuda->arena_device) cudaFree(cuda->arena_device);
+    if (cuda->stream) cudaStreamDestroy(cuda->stream);
+    free(cuda);
+}
+
+static int create_into(memra_cuda * cuda, int device) {
+    static const char function[] = "memra_cuda_create";
+    int32_t count = 0;
+    CHECK(memra_cuda_device_count(&count));
+    if (device < 0 || device >= count) FAIL(MEMRA_CUDA_ERROR_NO_DEVICE, "%s: device %d does not exist (%d CUDA devices)", function, device, count);
+    cuda->device = device;
+    CUDA_CHECK(function, cudaSetDevice(device));
+    cudaDeviceProp properties;
+    CUDA_CHECK(function, cudaGetDeviceProperties(&properties, device));
+    snprintf(cuda->device_name, sizeof cuda->device_name, "%s", properties.name);
+    cuda->compute_capability = properties.major * 10 + properties.minor;
+    cuda->multiprocessors = properties.multiProcessorCount;
+    if (cuda->compute_capability < 80) {
+        FAIL(MEMRA_CUDA_ERROR_NO_DEVICE, "%s: %s has compute capability %d.%d; libmemra_cuda is built for 8.0 and newer", function, properties.name,
+             properties.major, properties.minor);
+    }
+    CUDA_CHECK(function, cudaStreamCreateWithFlags(&cuda->stream, cudaStreamNonBlocking));
+    cuda->live = new (std::nothrow) std::unordered_map<void *, int64_t>();
+    if (!cuda->live) FAIL(MEMRA_CUDA_ERROR_OUT_OF_MEMORY, "%s: out of host memory", function);
+    for (int i = 0; i < 2; i++) {
+        CUDA_CHECK(function, cudaMallocHost(&cuda->upload_pinned[i], (size_t)MEMRA_CUDA_UPLOAD_CHUNK));
+        CUDA_CHECK(function, cudaEventCreateWithFlags(&cuda->upload_done[i], cudaEventDisableTiming));
+    }
+    cuda->arena.capacity = 1 << 20;
+    CUDA_CHECK(function, cudaMallocHost(&cuda->arena_host, (size_t)cuda->arena.capacity));
+    CUDA_CHECK(function, cudaMalloc(&cuda->arena_device, (size_t)cuda->arena.capacity));
+    return MEMRA_CUDA_OK;
+}
+
+extern "C" memra_cuda * memra_cuda_create(int device) {
+    memra_cuda * cuda = (memra_cuda *)calloc(1, sizeof(memra_cuda));
+    if (!cuda) {
+        memra_cuda_fail(MEMRA_CUDA_ERROR_OUT_OF_MEMORY, "memra_cuda_create: out of host memory");
+        return NULL;
+    }
+    if (create_into(cuda, device) != MEMRA_CUDA_OK) {
+        if (cuda->stream || cuda->live) release(cuda);
+        else free(cuda);
+        return NULL;
+    }
+    last_status = MEMRA_CUDA_OK;
+    return cuda;
+}
+
+extern "C" void memra_cuda_destroy(memra_cuda * cuda) {
+    if (cuda) release(cuda);
+}
+
+extern "C" int memra_cuda_device_info(memra_cuda * cuda, char * name, int64_t name_bytes, int32_t * compute_capability, int32_t * multiprocessors) {
+    static const char function[] = "memra_cuda_device_info";
+    if (!cuda) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: cuda is NULL", function);
+    if (name && name_bytes > 0) snprintf(name, (size_t)name_bytes, "%s", cuda->device_name);
+    if (compute_capability) *compute_capability = cuda->compute_capability;
+    if (multiprocessors) *multiprocessors = cuda->multiprocessors;
+    return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_memory_info(memra_cuda * cuda, int64_t * free_bytes, int64_t * total_bytes, int64_t * cached_bytes) {
+    static const char function[] = "memra_cuda_memory_info";
+    CHECK(memra_cuda_enter(function, cuda));
+    size_t free_memory = 0, total_memory = 0;
+    CUDA_CHECK(function, cudaMemGetInfo(&free_memory, &total_memory));
+    if (free_bytes) *free_bytes = (int64_t)free_memory;
+    if (total_bytes) *total_bytes = (int64_t)total_memory;
+    if (cached_bytes) *cached_bytes = cuda->cache.cached_bytes;
+    return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_synchronize(memra_cuda * cuda) {
+    static const char function[] = "memra_cuda_synchronize";
+    CHECK(memra_cuda_enter(function, cuda));
+    return memra_cuda_wait(function, cuda);
+}
+
+/* ---- memory ---- */
+
+extern "C" int memra_cuda_release_cached(memra_cuda * cuda) {
+    static const char function[] = "memra_cuda_release_cached";
+    CHECK(memra_cuda_enter(function, cuda));
+    CHECK(memra_cuda_wait(function, cuda));
+    int64_t bytes = 0;
+    for (void * block; (block = memra_cuda_cache_pop(&cuda->cache, &bytes)) != NULL;) CUDA_CHECK(function, cudaFree(block));
+    return MEMRA_CUDA_OK;
+}
+
+extern "C" void * memra_cuda_alloc(memra_cuda * cuda, int64_t bytes) {
+    static const char function[] = "memra_cuda_alloc";
+    if (memra_cuda_enter(function, cuda) != MEMRA_CUDA_OK) return NULL;
+    if (bytes < 0 || bytes > ((int64_t)1 << 44)) {
+        memra_cuda_fail(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %lld bytes", function, (long long)bytes);
+        return NULL;
+    }
+    const int64_t size_class = memra_cuda_allocation_class(bytes);
+    void * pointer = memra_cuda_cache_take(&cuda->cache, size_class);
+    if (!pointer) {
+        cudaError_t error = cudaMalloc(&pointer, (size_t)size_class);
+        if (error == cudaErrorMemoryAllocation) {
+            cudaGetLastError();
+            if (memra_cuda_release_cached(cuda) != MEMRA_CUDA_OK) return NULL;
+            error = cudaMalloc(&pointer, (size_t)size_class);
+        }
+        if (error != cudaSuccess) {
+            cudaGetLastError();
+            memra_cuda_fail(status_of(error), "%s: cudaMalloc of %lld bytes failed: %s", function, (long long)size_class, cudaGetErrorString(error));
+            return NULL;
+        }
+    }
+    try {
+        cuda->live->emplace(pointer, size_class);
+    } catch (...) {
+        cudaFree(pointer);
+        memra_cuda_fail(MEMRA_CUDA_ERROR_OUT_OF_MEMORY, "%s: out of host memory", function);
+        return NULL;
+    }
+    return pointer;
+}
+
+extern "C" int memra_cuda_free(memra_cuda * cuda, void * device) {
+    static const char function[] = "memra_cuda_free";
+    if (!device) return MEMRA_CUDA_OK;
+    CHECK(memra_cuda_enter(function, cuda));
+    auto found = cuda->live->find(device);
+    if (found == cuda->live->end()) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %p was not allocated by this context (or freed twice)", function, device);
+    const int64_t size_class = found->second;
+    cuda->live->erase(found);
+    /* Stream-ordered reuse: the block is handed out again only to ops queued after this point on
+     * the same stream, which run after every op that used it before. */
+    if (memra_cuda_cache_put(&cuda->cache, device, size_class) != 0) {
+        CHECK(memra_cuda_wait(function, cuda));
+        CUDA_CHECK(function, cudaFree(device));
+    }
+    return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_upload(memra_cuda * cuda, void * device, const void * host, int64_t bytes) {
+    static const char function[] = "memra_cuda_upload";
+    CHECK(memra_cuda_enter(function, cuda));
+    if (bytes < 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: negative size", function);
+    if (bytes == 0) return MEMRA_CUDA_OK;
+    if (!device || !host) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: device or host is NULL", function);
+    const int64_t chunks = memra_cuda_staging_chunks(bytes, MEMRA_CUDA_UPLOAD_CHUNK);
+    for (int64_t chunk = 0; chunk < chunks; chunk++) {
+        const int half = (int)(chunk & 1);
+        const int64_t offset = chunk * MEMRA_CUDA_UPLOAD_CHUNK;
+        const int64_t size = bytes - offset < MEMRA_CUDA_UPLOAD_CHUNK ? bytes - offset : MEMRA_CUDA_UPLOAD_CHUNK;
+        if (chunk >= 2) CUDA_CHECK(function, cudaEventSynchronize(cuda->upload_done[half]));
+        memcpy(cuda->upload_pinned[half], (const uint8_t *)host + offset, (size_t)size);
+        CUDA_CHECK(function, cudaMemcpyAsync((uint8_t *)device + offset, cuda->upload_pinned[half], (size_t)size, cudaMemcpyHostToDevice, cuda->stream));
+        CUDA_CHECK(function, cudaEventRecord(cuda->upload_done[half], cuda->stream));
+    }
+    /* The pinned halves are reused by the next upload: wait for the last copies out of them. */
+    CUDA_CHECK(function, cudaEventSynchronize(cuda->upload_done[(chunks - 1) & 1]));
+    return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_download(memra_cuda * cuda, void * host, const void * device, int64_t bytes) {
+    static const char function[] = "memra_cuda_download";
+    CHECK(memra_cuda_enter(function, cuda));
+    if (bytes < 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: negative size", function);
+    if (bytes == 0) return MEMRA_CUDA_OK;
+    if (!device || !host) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: device or host is NULL", function);
+    /* Pageable destination: cudaMemcpyAsync stages it itself; waiting on the stream afterwards
+     * makes the bytes visible and also resets the index arena. */
+    CUDA_CHECK(function, cudaMemcpyAsync(host, device, (size_t)bytes, cudaMemcpyDeviceToHost, cuda->stream));
+    return memra_cuda_wait(function, cuda);
+}
+
+extern "C" int memra_cuda_copy(memra_cuda * cuda, void * target, const void * source, int64_t bytes) {
+    static const char function[] = "memra_cuda_copy";
+    CHECK(memra_cuda_enter(function, cuda));
+    if (bytes < 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: negative size", function);
+    if (bytes == 0) return MEMRA_CUDA_OK;
+    if (!target || !source) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: target or source is NULL", function);
+    CUDA_CHECK(function, cudaMemcpyAsync(target, source, (size_t)bytes, cudaMemcpyDeviceToDevice, cuda->stream));
+    return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_zero(memra_cuda * cuda, void * device, int64_t bytes) {
+    static const char function[] = "memra_cuda_zero";
+    CHECK(memra_cuda_enter(function, cuda));
+    if (bytes < 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: negative size", function);
+    if (bytes == 0) return MEMRA_CUDA_OK;
+    if (!device) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: device is NULL", function);
+    CUDA_CHECK(function, cudaMemsetAsync(device, 0, (size_t)bytes, cuda->stream));
+    return MEMRA_CUDA_OK;
+}

@@ -1,0 +1,76 @@
+/*
+ * cuda-internal.cuh — what the launchers of libmemra_cuda share: the context, error reporting
+ * (FAIL, CUDA_CHECK: a status and a message, never an abort), argument checks and host-array
+ * staging. Kernels live in the kernels/ headers; the .cu files next to this one launch them.
+ */
+#pragma once
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include <unordered_map>
+
+#include "launch-plan.h"
+#include "memra_cuda.h"
+
+/* Bytes of each of the two pinned halves an upload is staged through. */
+#define MEMRA_CUDA_UPLOAD_CHUNK (8LL << 20)
+
+struct memra_cuda {
+    int device;
+    cudaStream_t stream;
+    memra_cuda_block_cache cache;                  /* unused allocations by size class */
+    std::unordered_map<void *, int64_t> * live;    /* allocation → size class */
+    void * upload_pinned[2];                       /* pinned halves for memra_cuda_upload */
+    cudaEvent_t upload_done[2];                    /* the copy out of each half has finished */
+    memra_cuda_arena arena;                        /* staging of host index arrays */
+    void * arena_host;                             /* pinned, arena.capacity bytes */
+    void * arena_device;                           /* device, arena.capacity bytes */
+    char device_name[256];
+    int compute_capability;
+    int multiprocessors;
+};
+
+int memra_cuda_fail(int status, const char * format, ...) __attribute__((format(printf, 2, 3)));
+/* A failed CUDA call: MEMRA_CUDA_ERROR_OUT_OF_MEMORY for cudaErrorMemoryAllocation, NO_DEVICE for
+ * driver/device errors, else MEMRA_CUDA_ERROR_CUDA; the message names the function, the call and
+ * the runtime's description. */
+int memra_cuda_fail_cuda(cudaError_t error, const char * function, const char * call);
+
+#define FAIL(status, ...) return memra_cuda_fail(status, __VA_ARGS__)
+#define CHECK(call)                           \
+    do {                                      \
+        const int status_ = (call);           \
+        if (status_ != MEMRA_CUDA_OK) return status_; \
+    } while (0)
+#define CUDA_CHECK(function, call)                                              \
+    do {                                                                        \
+        const cudaError_t error_ = (call);                                      \
+        if (error_ != cudaSuccess) return memra_cuda_fail_cuda(error_, function, #call); \
+    } while (0)
+/* After a kernel launch: a launch error (bad configuration, no device) becomes a status. */
+#define LAUNCH_CHECK(function, kernel)                                                      \
+    do {                                                                                    \
+        const cudaError_t error_ = cudaGetLastError();                                      \
+        if (error_ != cudaSuccess) return memra_cuda_fail_cuda(error_, function, "launching " kernel); \
+    } while (0)
+
+/* Makes the context's device current; fails on a NULL context. */
+int memra_cuda_enter(const char * function, memra_cuda * cuda);
+/* `length` elements at `pointer` hold at least `needed`; pointer non-NULL when needed > 0. */
+int memra_cuda_check_buffer(const char * function, const char * name, const void * pointer, int64_t length, int64_t needed);
+int memra_cuda_check_size(const char * function, const char * name, int64_t value, int64_t minimum);
+int memra_cuda_check_product(const char * function, const char * what, int64_t a, int64_t b, int64_t * product);
+/* Copies `bytes` of host memory into the context's device staging arena (stream-ordered); *device
+ * points at the copy, valid for ops queued before the next synchronisation. */
+int memra_cuda_stage(const char * function, memra_cuda * cuda, const void * host, int64_t bytes, const void ** device);
+/* Several arrays in one reservation (so that staging the second cannot recycle the first's space). */
+int memra_cuda_stage_many(const char * function, memra_cuda * cuda, int count, const void * const * hosts, const int64_t * bytes, const void ** devices);
+/* Weight checks shared by the launchers (elementwise.cu). */
+int memra_cuda_check_weight_type(const char * function, int type);
+int memra_cuda_check_weight(const char * function, const char * name, int type, const void * data, int64_t bytes, int64_t rows, int64_t n,
+                            int64_t * row_bytes);
+/* Waits for the stream and resets the staging arena. */
+int memra_cuda_wait(const char * function, memra_cuda * cuda);
+/* A dim3 from a planned launch. */
+static inline dim3 memra_grid(const memra_cuda_launch & launch) { return dim3((unsigned)launch.grid_x, (unsigned)launch.grid_y, (unsigned)launch.grid_z); }

@@ -1,0 +1,230 @@
+/*
+ * elementwise.cu — launchers of the row and elementwise ops (kernels in kernels/elementwise.cuh):
+ * argument checks on the host, index arrays validated and staged, launch sizes from launch-plan.c.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cuda-internal.cuh"
+#include "kernels/elementwise.cuh"
+
+using namespace memra_cuda_kernels;
+
+static const char * type_name(int type) {
+    switch (type) {
+        case 0: return "f32"; case 1: return "f16"; case 2: return "q4_0"; case 3: return "q4_1"; case 6: return "q5_0"; case 7: return "q5_1";
+        case 8: return "q8_0"; case 9: return "q8_1"; case 10: return "q2_K"; case 11: return "q3_K"; case 12: return "q4_K"; case 13: return "q5_K";
+        case 14: return "q6_K"; case 15: return "q8_K"; case 20: return "iq4_nl"; case 23: return "iq4_xs"; case 30: return "bf16";
+        default: return NULL;
+    }
+}
+
+int memra_cuda_check_weight_type(const char * function, int type) {
+    if (memra_cuda_weight_type_supported(type)) return MEMRA_CUDA_OK;
+    const char * name = type_name(type);
+    if (name) FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED_TYPE, "%s: weight type %s has no CUDA kernel", function, name);
+    FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED_TYPE, "%s: weight type type %d has no CUDA kernel", function, type);
+}
+
+/* Row bytes of a [rows, n] weight of `type`, checked against `bytes` and the 8-value groups. */
+int memra_cuda_check_weight(const char * function, const char * name, int type, const void * data, int64_t bytes, int64_t rows, int64_t n,
+                            int64_t * row_bytes) {
+    CHECK(memra_cuda_check_weight_type(function, type));
+    const int64_t block = memra_cuda_type_block_values(type);
+    if (n <= 0 || n % block != 0 || n % 8 != 0) {
+        FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: rows of %lld values: the CUDA kernels need a multiple of %lld for %s", function, (long long)n,
+             (long long)(block > 8 ? block : 8), type_name(type));
+    }
+    *row_bytes = memra_cuda_row_bytes(type, n);
+    int64_t needed = 0;
+    CHECK(memra_cuda_check_product(function, "weight size", rows, *row_bytes, &needed));
+    if (needed > 0 && !data) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", function, name);
+    if (bytes < needed) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %s has %lld bytes, its shape needs %lld", function, name, (long long)bytes, (long long)needed);
+    return MEMRA_CUDA_OK;
+}
+
+static int check_ids(const char * function, const char * what, const int32_t * ids, int64_t count, int64_t available) {
+    if (count > 0 && !ids) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", function, what);
+    for (int64_t i = 0; i < count; i++) {
+        if (ids[i] < 0 || ids[i] >= available) {
+            FAIL(MEMRA_CUDA_ERROR_OUT_OF_RANGE, "%s: %s %d at position %lld is outside the table (0..%lld)", function, what, ids[i], (long long)i,
+                 (long long)available - 1);
+        }
+    }
+    return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_embedding(memra_cuda * cuda, float * out, int64_t out_length, int type, const void * table, int64_t table_bytes, int64_t width,
+                                    int64_t rows_in_table, const int32_t * ids, int64_t id_count) {
+    static const char function[] = "memra_cuda_embedding";
+    CHECK(memra_cuda_enter(function, cuda));
+    CHECK(memra_cuda_check_size(function, "id_count", id_count, 0));
+    CHECK(memra_cuda_check_size(function, "rows_in_table", rows_in_table, 1));
+    int64_t row_bytes = 0, needed = 0;
+    CHECK(memra_cuda_check_weight(function, "table", type, table, table_bytes, rows_in_table, width, &row_bytes));
+    CHECK(memra_cuda_check_product(function, "id_count * width", id_count, width, &needed));
+    CHECK(memra_cuda_check_buffer(function, "out", out, out_length, needed));
+    CHECK(check_ids(function, "token id", ids, id_count, rows_in_table));
+    if (id_count == 0) return MEMRA_CUDA_OK;
+    const void * device_ids = NULL;
+    CHECK(memra_cuda_stage(function, cuda, ids, id_count * 4, &device_ids));
+    const memra_cuda_launch launch = memra_cuda_plan_groups(id_count * (width / 8));
+    MEMRA_CUDA_DISPATCH_TYPE(type, (embedding_kernel<T><<<memra_grid(launch), launch.threads, 0, cuda->stream>>>(
+                                       out, (const uint8_t *)table, row_bytes, width, (const int32_t *)device_ids, id_count)));
+    LAUNCH_CHECK(function, "embedding_kernel");
+    return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_dequantize(memra_cuda * cuda, float * out, int64_t out_length, int type, const void * data, int64_t data_bytes, int64_t count) {
+    static const char function[] = "memra_cuda_dequantize";
+    CHECK(memra_cuda_enter(function, cuda));
+    int64_t row_bytes = 0;
+    CHECK(memra_cuda_check_weight(function, "data", type, data, data_bytes, 1, count, &row_bytes));
+    CHECK(memra_cuda_check_buffer(function, "out", out, out_length, count));
+    /* One "row" of `count` values, looked up once: the embedding kernel with the id 0. */
+    const int32_t zero = 0;
+    const void * device_ids = NULL;
+    CHECK(memra_cuda_stage(function, cuda, &zero, 4, &device_ids));
+    const memra_cuda_launch launch = memra_cuda_plan_groups(count / 8);
+    MEMRA_CUDA_DISPATCH_TYPE(type, (embedding_kernel<T><<<memra_grid(launch), launch.threads, 0, cuda->stream>>>(
+                                       out, (const uint8_t *)data, row_bytes, count, (const int32_t *)device_ids, 1)));
+    LAUNCH_CHECK(function, "embedding_kernel");
+    return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_rms_norm(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, const float * weight,
+                                   int64_t weight_length, int64_t rows, int64_t width, float eps) {
+    static const char function[] = "memra_cuda_rms_norm";
+    CHECK(memra_cuda_enter(function, cuda));
+    CHECK(memra_cuda_check_size(function, "rows", rows, 0));
+    CHECK(memra_cuda_check_size(function, "width", width, 1));
+    int64_t needed = 0;
+    CHECK(memra_cuda_check_product(function, "rows * width", rows, width, &needed));
+    CHECK(memra_cuda_check_buffer(function, "x", x, x_length, needed));
+    CHECK(memra_cuda_check_buffer(function, "out", out, out_length, needed));
+    CHECK(memra_cuda_check_buffer(function, "weight", weight, weight_length, width));
+    if (!(eps >= 0.0f)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: eps must be non-negative", function);
+    if (rows == 0) return MEMRA_CUDA_OK;
+    const memra_cuda_launch launch = memra_cuda_plan_rows(rows, width);
+    rms_norm_kernel<<<memra_grid(launch), launch.threads, 0, cuda->stream>>>(out, x, weight, rows, width, eps);
+    LAUNCH_CHECK(function, "rms_norm_kernel");
+    return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_rope_neox(memra_cuda * cuda, float * x, int64_t x_length, const int32_t * positions, int64_t rows, int64_t heads, int64_t head_dim,
+                                    float freq_base) {
+    static const char function[] = "memra_cuda_rope_neox";
+    CHECK(memra_cuda_enter(function, cuda));
+    CHECK(memra_cuda_check_size(function, "rows", rows, 0));
+    CHECK(memra_cuda_check_size(function, "heads", heads, 1));
+    CHECK(memra_cuda_check_size(function, "head_dim", head_dim, 2));
+    if (head_dim % 2 != 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: head_dim %lld is odd", function, (long long)head_dim);
+    if (!(freq_base > 0.0f)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: freq_base must be positive", function);
+    int64_t width = 0, needed = 0;
+    CHECK(memra_cuda_check_product(function, "heads * head_dim", heads, head_dim, &width));
+    CHECK(memra_cuda_check_product(function, "rows * heads * head_dim", rows, width, &needed));
+    CHECK(memra_cuda_check_buffer(function, "x", x, x_length, needed));
+    if (rows > 0 && !positions) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: positions is NULL", function);
+    if (rows == 0) return MEMRA_CUDA_OK;
+    /* The host's powf, as the CPU backend computes it, so both rotate by the same angles. */
+    const float theta_scale = powf(freq_base, -2.0f / (float)head_dim);
+    const void * device_positions = NULL;
+    CHECK(memra_cuda_stage(function, cuda, positions, rows * 4, &device_positions));
+    const memra_cuda_launch launch = memra_cuda_plan_elementwise(rows * heads * (head_dim / 2));
+    rope_neox_kernel<<<memra_grid(launch), launch.threads, 0, cuda->stream>>>(x, (const int32_t *)device_positions, rows, heads, head_dim, theta_scale);
+    LAUNCH_CHECK(function, "rope_neox_kernel");
+    return MEMRA_CUDA_OK;
+}
+
+static int overlaps(const void * a, int64_t a_bytes, const void * b, int64_t b_bytes) {
+    const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x < y + (uintptr_t)b_bytes && y < x + (uintptr_t)a_bytes;
+}
+
+static int check_elementwise(const char * function, const float * out, int64_t out_length, const char * a_name, const float * a, int64_t a_length,
+                             const char * b_name, const float * b, int64_t b_length, int64_t length) {
+    CHECK(memra_cuda_check_size(function, "length", length, 0));
+    CHECK(memra_cuda_check_buffer(function, "out", out, out_length, length));
+    CHECK(memra_cuda_check_buffer(function, a_name, a, a_length, length));
+    CHECK(memra_cuda_check_buffer(function, b_name, b, b_length, length));
+    if ((out != a && overlaps(out, length * 4, a, length * 4)) || (out != b && overlaps(out, length * 4, b, length * 4))) {
+        FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: out partly overlaps an input", function);
+    }
+    return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_swiglu(memra_cuda * cuda, float * out, int64_t out_length, const float * gate, int64_t gate_length, const float * up,
+                                 int64_t up_length, int64_t length) {
+    static const char function[] = "memra_cuda_swiglu";
+    CHECK(memra_cuda_enter(function, cuda));
+    CHECK(check_elementwise(function, out, out_length, "gate", gate, gate_length, "up", up, up_length, length));
+    if (length == 0) return MEMRA_CUDA_OK;
+    const memra_cuda_launch launch = memra_cuda_plan_elementwise(length);
+    swiglu_kernel<<<memra_grid(launch), launch.threads, 0, cuda->stream>>>(out, gate, up, length);
+    LAUNCH_CHECK(function, "swiglu_kernel");
+    return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_add(memra_cuda * cuda, float * out, int64_t out_length, const float * a, int64_t a_length, const float * b, int64_t b_length,
+                              int64_t length) {
+    static const char function[] = "memra_cuda_add";
+    CHECK(memra_cuda_enter(function, cuda));
+    CHECK(check_elementwise(function, out, out_length, "a", a, a_length, "b", b, b_length, length));
+    if (length == 0) return MEMRA_CUDA_OK;
+    const memra_cuda_launch launch = memra_cuda_plan_elementwise(length);
+    add_kernel<<<memra_grid(launch), launch.threads, 0, cuda->stream>>>(out, a, b, length);
+    LAUNCH_CHECK(function, "add_kernel");
+    return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_gather_rows(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, const int32_t * row_ids,
+                                      int64_t count, int64_t width) {
+    static const char function[] = "memra_cuda_gather_rows";
+    CHECK(memra_cuda_enter(function, cuda));
+    CHECK(memra_cuda_check_size(function, "count", count, 0));
+    CHECK(memra_cuda_check_size(function, "width", width, 1));
+    int64_t needed = 0;
+    CHECK(memra_cuda_check_product(function, "count * width", count, width, &needed));
+    CHECK(memra_cuda_check_buffer(function, "out", out, out_length, needed));
+    if (!x && x_length > 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: x is NULL", function);
+    CHECK(check_ids(function, "row id", row_ids, count, x_length / width));
+    if (count == 0) return MEMRA_CUDA_OK;
+    if (overlaps(out, needed * 4, x, x_length * 4)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: out overlaps x", function);
+    const void * device_ids = NULL;
+    CHECK(memra_cuda_stage(function, cuda, row_ids, count * 4, &device_ids));
+    const memra_cuda_launch launch = memra_cuda_plan_elementwise(needed);
+    gather_rows_kernel<<<memra_grid(launch), launch.threads, 0, cuda->stream>>>(out, x, (const int32_t *)device_ids, count, width);
+    LAUNCH_CHECK(function, "gather_rows_kernel");
+    return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_scatter_add_rows(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, const int32_t * row_ids,
+                                           const float * scales, int64_t count, int64_t width) {
+    static const char function[] = "memra_cuda_scatter_add_rows";
+    CHECK(memra_cuda_enter(function, cuda));
+    CHECK(memra_cuda_check_size(function, "count", count, 0));
+    CHECK(memra_cuda_check_size(function, "width", width, 1));
+    int64_t needed = 0;
+    CHECK(memra_cuda_check_product(function, "count * width", count, width, &needed));
+    CHECK(memra_cuda_check_buffer(function, "x", x, x_length, needed));
+    if (!out && out_length > 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: out is NULL", function);
+    CHECK(check_ids(function, "row id", row_ids, count, out_length / width));
+    if (count > 0 && !scales) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: scales is NULL", function);
+    if (count == 0) return MEMRA_CUDA_OK;
+    if (overlaps(out, out_length * 4, x, needed * 4)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: out overlaps x", function);
+    const void * device_ids = NULL;
+    const void * device_scales = NULL;
+    {
+        const void * hosts[2] = {row_ids, scales};
+        const int64_t sizes[2] = {count * 4, count * 4};
+        const void * devices[2];
+        CHECK(memra_cuda_stage_many(function, cuda, 2, hosts, sizes, devices));
+        device_ids = devices[0];
+        device_scales = devices[1];
+    }
+    const memra_cuda_launch launch = memra_cuda_plan_elementwise(width);
+    scatter_add_rows_kernel<<<memra_grid(launch), launch.threads, 0, cuda->stream>>>(out, x, (const int32_t *)device_ids, (const float *)device_scales,
+                                                                                     count, width);
+    LAUNCH_CHECK(function, "scatter_add_rows_kernel");
+    return MEMRA_CUDA_OK;
+}

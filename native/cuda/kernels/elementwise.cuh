@@ -1,0 +1,101 @@
+/*
+ * elementwise.cuh — row and elementwise kernels: embedding, dequantize, RMSNorm, NEOX RoPE,
+ * SwiGLU, add, gather and scatter-add of rows. Grid-stride loops: any grid the plan chooses covers
+ * the whole problem.
+ */
+#pragma once
+
+#include "quant.cuh"
+
+namespace memra_cuda_kernels {
+
+/* out[r, :] = dequantized table row ids[r]. One thread per 8-value group. */
+template <int TYPE>
+__global__ void embedding_kernel(float * __restrict__ out, const uint8_t * __restrict__ table, int64_t row_bytes, int64_t width,
+                                 const int32_t * __restrict__ ids, int64_t id_count) {
+    const int64_t groups_per_row = width / 8;
+    const int64_t total = id_count * groups_per_row;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / groups_per_row, g = i % groups_per_row;
+        float v[8];
+        dequantize_group<TYPE>(table + (int64_t)ids[r] * row_bytes, g, v);
+        float * o = out + r * width + g * 8;
+#pragma unroll
+        for (int k = 0; k < 8; k++) o[k] = v[k];
+    }
+}
+
+/* Rows of `width` values: as ggml's rms_norm + mul, the sum of squares in double. */
+__global__ void rms_norm_kernel(float * out, const float * x, const float * __restrict__ weight, int64_t rows, int64_t width, float eps) {
+    __shared__ double partial[32];
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float * xr = x + r * width;
+        double sum = 0.0;
+        for (int64_t i = threadIdx.x; i < width; i += blockDim.x) sum += (double)xr[i] * (double)xr[i];
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+        if (warps > 1) {
+            if (lane == 0) partial[warp] = sum;
+            __syncthreads();
+            sum = 0.0;
+            for (int w = 0; w < warps; w++) sum += partial[w];
+            __syncthreads();
+        }
+        const float mean = (float)(sum / (double)width);
+        const float scale = 1.0f / sqrtf(mean + eps);
+        float * o = out + r * width;
+        for (int64_t i = threadIdx.x; i < width; i += blockDim.x) o[i] = __fmul_rn(__fmul_rn(xr[i], scale), weight[i]);
+    }
+}
+
+/* NEOX RoPE in place; one thread per (row, head, pair). theta as ggml: the position times
+ * theta_scale, pair by pair, in f32. */
+__global__ void rope_neox_kernel(float * x, const int32_t * __restrict__ positions, int64_t rows, int64_t heads, int64_t head_dim, float theta_scale) {
+    const int64_t half = head_dim / 2;
+    const int64_t total = rows * heads * half;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t pair = i % half;
+        const int64_t head_row = i / half; /* row * heads + head */
+        const int64_t row = head_row / heads;
+        float theta = (float)positions[row];
+        for (int64_t k = 0; k < pair; k++) theta = __fmul_rn(theta, theta_scale);
+        const float c = cosf(theta), s = sinf(theta);
+        float * v = x + head_row * head_dim;
+        const float x0 = v[pair], x1 = v[pair + half];
+        v[pair] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+        v[pair + half] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+    }
+}
+
+__global__ void swiglu_kernel(float * out, const float * gate, const float * up, int64_t length) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < length; i += (int64_t)gridDim.x * blockDim.x) {
+        const float g = gate[i];
+        out[i] = __fmul_rn(g / (1.0f + expf(-g)), up[i]);
+    }
+}
+
+__global__ void add_kernel(float * out, const float * a, const float * b, int64_t length) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < length; i += (int64_t)gridDim.x * blockDim.x) out[i] = a[i] + b[i];
+}
+
+__global__ void gather_rows_kernel(float * __restrict__ out, const float * __restrict__ x, const int32_t * __restrict__ row_ids, int64_t count, int64_t width) {
+    const int64_t total = count * width;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        out[i] = x[(int64_t)row_ids[i / width] * width + i % width];
+    }
+}
+
+/* One thread per column: the rows are added in order of i, as the CPU does (deterministic even
+ * when a row id repeats). */
+__global__ void scatter_add_rows_kernel(float * out, const float * __restrict__ x, const int32_t * __restrict__ row_ids, const float * __restrict__ scales,
+                                        int64_t count, int64_t width) {
+    for (int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c < width; c += (int64_t)gridDim.x * blockDim.x) {
+        for (int64_t i = 0; i < count; i++) {
+            float * o = out + (int64_t)row_ids[i] * width + c;
+            *o = __fadd_rn(*o, __fmul_rn(scales[i], x[i * width + c]));
+        }
+    }
+}
+
+}  // namespace memra_cuda_kernels

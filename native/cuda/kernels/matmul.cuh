@@ -1,0 +1,160 @@
+/*
+ * matmul.cuh — out[r, o] = Σ_i x[r, i] · W[o, i] for ggml weights.
+ *
+ * matrix_vector_kernel<TYPE, ROWS>: decode and small batches. One warp per output feature; lane l
+ * reads 8-value groups l, l + 32, ... of the weight row (adjacent lanes read adjacent bytes, so a
+ * warp streams the row coalesced), dequantizes them in registers and multiplies them with up to
+ * ROWS activation rows in f32; a warp shuffle sums the lanes.
+ *
+ * gemm_kernel<TYPE>: prefill. A 64 × 64 output tile per block of 4 warps (2 × 2, each 32 × 32 =
+ * 2 × 4 mma.sync.m16n8k16 tiles, f16 inputs, f32 accumulators). Per 32-wide step of the inner
+ * dimension, the activation tile (f32 → f16) and the weight tile (dequantized → f16) go to shared
+ * memory, rows padded by 16 bytes so that the fragment loads of a warp hit 32 distinct banks.
+ * Correctness first: no cp.async pipelining, no ldmatrix yet.
+ */
+#pragma once
+
+#include "quant.cuh"
+
+namespace memra_cuda_kernels {
+
+template <int TYPE, int ROWS>
+__global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_kernel(float * __restrict__ out, const float * __restrict__ x,
+                                                                                  const uint8_t * __restrict__ weight, int64_t row_bytes, int rows,
+                                                                                  int64_t n_in, int64_t n_out) {
+    const int lane = threadIdx.x & 31;
+    const int64_t o = blockIdx.x * (int64_t)MEMRA_CUDA_MMV_WARPS + (threadIdx.x >> 5);
+    if (o >= n_out) return;
+    const uint8_t * w = weight + o * row_bytes;
+    const int64_t groups = n_in / 8;
+    float sum[ROWS];
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) sum[r] = 0.0f;
+    for (int64_t g = lane; g < groups; g += 32) {
+        float v[8];
+        dequantize_group<TYPE>(w, g, v);
+#pragma unroll
+        for (int r = 0; r < ROWS; r++) {
+            if (r < rows) {
+                const float4 * xr = reinterpret_cast<const float4 *>(x + r * n_in + g * 8);
+                const float4 a = __ldg(xr), b = __ldg(xr + 1);
+                sum[r] += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z + v[7] * b.w;
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) {
+        float s = sum[r];
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
+        if (lane == 0 && r < rows) out[r * n_out + o] = s;
+    }
+}
+
+__device__ __forceinline__ void mma_m16n8k16(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ __forceinline__ uint4 pack_half8(const float v[8]) {
+    uint4 packed;
+    uint32_t * word = reinterpret_cast<uint32_t *>(&packed);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const __half2 h = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+        word[i] = *reinterpret_cast<const uint32_t *>(&h);
+    }
+    return packed;
+}
+
+template <int TYPE>
+__global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_kernel(float * __restrict__ out, const float * __restrict__ x,
+                                                                       const uint8_t * __restrict__ weight, int64_t row_bytes, int64_t rows,
+                                                                       int64_t n_in, int64_t n_out) {
+    constexpr int TM = MEMRA_CUDA_GEMM_TILE_M, TN = MEMRA_CUDA_GEMM_TILE_N, TK = MEMRA_CUDA_GEMM_TILE_K, STRIDE = TK + MEMRA_CUDA_GEMM_PAD;
+    __shared__ __align__(16) __half a_tile[TM * STRIDE];
+    __shared__ __align__(16) __half b_tile[TN * STRIDE];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int warp_m = warp >> 1, warp_n = warp & 1;
+    const int group = lane >> 2, quad = lane & 3;
+    const int64_t tile_m = blockIdx.y * (int64_t)TM, tile_n = blockIdx.x * (int64_t)TN;
+
+    float acc[2][4][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) acc[i][j][k] = 0.0f;
+
+    for (int64_t k0 = 0; k0 < n_in; k0 += TK) {
+        /* 64 rows × 4 groups of 8 per tile: 256 groups, 2 per thread, for A and for B. */
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int index = tid + i * MEMRA_CUDA_GEMM_THREADS;
+            const int r = index >> 2, c = (index & 3) * 8;
+            float v[8];
+            const int64_t m = tile_m + r;
+            if (m < rows) {
+                const float4 * source = reinterpret_cast<const float4 *>(x + m * n_in + k0 + c);
+                const float4 p = __ldg(source), q = __ldg(source + 1);
+                v[0] = p.x; v[1] = p.y; v[2] = p.z; v[3] = p.w; v[4] = q.x; v[5] = q.y; v[6] = q.z; v[7] = q.w;
+            } else {
+#pragma unroll
+                for (int k = 0; k < 8; k++) v[k] = 0.0f;
+            }
+            *reinterpret_cast<uint4 *>(&a_tile[r * STRIDE + c]) = pack_half8(v);
+            const int64_t n = tile_n + r;
+            if (n < n_out) {
+                dequantize_group<TYPE>(weight + n * row_bytes, (k0 + c) / 8, v);
+            } else {
+#pragma unroll
+                for (int k = 0; k < 8; k++) v[k] = 0.0f;
+            }
+            *reinterpret_cast<uint4 *>(&b_tile[r * STRIDE + c]) = pack_half8(v);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < TK; kk += 16) {
+            uint32_t a[2][4], b[4][2];
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++) {
+                const __half * base = a_tile + (warp_m * 32 + mi * 16 + group) * STRIDE + kk + quad * 2;
+                a[mi][0] = *reinterpret_cast<const uint32_t *>(base);
+                a[mi][1] = *reinterpret_cast<const uint32_t *>(base + 8 * STRIDE);
+                a[mi][2] = *reinterpret_cast<const uint32_t *>(base + 8);
+                a[mi][3] = *reinterpret_cast<const uint32_t *>(base + 8 * STRIDE + 8);
+            }
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++) {
+                const __half * base = b_tile + (warp_n * 32 + ni * 8 + group) * STRIDE + kk + quad * 2;
+                b[ni][0] = *reinterpret_cast<const uint32_t *>(base);
+                b[ni][1] = *reinterpret_cast<const uint32_t *>(base + 8);
+            }
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++) mma_m16n8k16(acc[mi][ni], a[mi], b[ni]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++) {
+#pragma unroll
+        for (int ni = 0; ni < 4; ni++) {
+            const int64_t row = tile_m + warp_m * 32 + mi * 16 + group;
+            const int64_t column = tile_n + warp_n * 32 + ni * 8 + quad * 2;
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                const int64_t r = row + half * 8;
+                if (r >= rows) continue;
+                if (column < n_out) out[r * n_out + column] = acc[mi][ni][half * 2];
+                if (column + 1 < n_out) out[r * n_out + column + 1] = acc[mi][ni][half * 2 + 1];
+            }
+        }
+    }
+}
+
+}  // namespace memra_cuda_kernels

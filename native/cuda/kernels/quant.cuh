@@ -1,0 +1,226 @@
+/*
+ * quant.cuh — device dequantization of ggml weight blocks, 8 consecutive values at a time (one
+ * "group": the unit every matrix kernel reads). Layouts and formulas as native/cpu/dequantize.c
+ * (bit-exact with ggml): products and sums are written with __fmul_rn / __fadd_rn where the C code
+ * multiplies then adds, so that the compiler cannot contract them into an FMA and the values equal
+ * the CPU's.
+ *
+ * dequantize_group<TYPE>(row, group, v): v[0..8) = values [group * 8, group * 8 + 8) of a row that
+ * starts at `row` (a row starts at a block boundary).
+ */
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "../launch-plan.h"
+
+namespace memra_cuda_kernels {
+
+__device__ __forceinline__ float half_at(const uint8_t * p) {
+    return __half2float(__ushort_as_half(*reinterpret_cast<const unsigned short *>(p)));
+}
+
+/* 8 bytes from a 2-byte aligned address. */
+__device__ __forceinline__ void load8(const uint8_t * p, uint8_t b[8]) {
+    const unsigned short * s = reinterpret_cast<const unsigned short *>(p);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const unsigned short v = s[i];
+        b[2 * i] = (uint8_t)(v & 0xff);
+        b[2 * i + 1] = (uint8_t)(v >> 8);
+    }
+}
+
+__device__ __forceinline__ void scale_min_k4(int j, const uint8_t * q, int & d, int & m) {
+    if (j < 4) {
+        d = q[j] & 63;
+        m = q[j + 4] & 63;
+    } else {
+        d = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+        m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+template <int TYPE>
+__device__ __forceinline__ void dequantize_group(const uint8_t * row, int64_t group, float v[8]);
+
+template <>
+__device__ __forceinline__ void dequantize_group<MEMRA_CUDA_TYPE_F32>(const uint8_t * row, int64_t group, float v[8]) {
+    const float4 * p = reinterpret_cast<const float4 *>(row) + group * 2;
+    const float4 a = p[0], b = p[1];
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+}
+
+template <>
+__device__ __forceinline__ void dequantize_group<MEMRA_CUDA_TYPE_F16>(const uint8_t * row, int64_t group, float v[8]) {
+    const uint4 raw = reinterpret_cast<const uint4 *>(row)[group];
+    const __half2 * h = reinterpret_cast<const __half2 *>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float2 f = __half22float2(h[i]);
+        v[2 * i] = f.x;
+        v[2 * i + 1] = f.y;
+    }
+}
+
+template <>
+__device__ __forceinline__ void dequantize_group<MEMRA_CUDA_TYPE_BF16>(const uint8_t * row, int64_t group, float v[8]) {
+    const uint4 raw = reinterpret_cast<const uint4 *>(row)[group];
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        v[2 * i] = __uint_as_float(w[i] << 16);
+        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+
+template <>
+__device__ __forceinline__ void dequantize_group<MEMRA_CUDA_TYPE_Q8_0>(const uint8_t * row, int64_t group, float v[8]) {
+    const uint8_t * block = row + (group >> 2) * 34;
+    const float d = half_at(block);
+    uint8_t b[8];
+    load8(block + 2 + (group & 3) * 8, b);
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = (float)(int8_t)b[i] * d;
+}
+
+template <>
+__device__ __forceinline__ void dequantize_group<MEMRA_CUDA_TYPE_Q4_0>(const uint8_t * row, int64_t group, float v[8]) {
+    const uint8_t * block = row + (group >> 2) * 18;
+    const int part = (int)(group & 3);
+    const float d = half_at(block);
+    uint8_t b[8];
+    load8(block + 2 + (part & 1) * 8, b);
+    const int shift = part >= 2 ? 4 : 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = (float)(((b[i] >> shift) & 0x0f) - 8) * d;
+}
+
+template <>
+__device__ __forceinline__ void dequantize_group<MEMRA_CUDA_TYPE_Q4_1>(const uint8_t * row, int64_t group, float v[8]) {
+    const uint8_t * block = row + (group >> 2) * 20;
+    const int part = (int)(group & 3);
+    const float d = half_at(block), m = half_at(block + 2);
+    uint8_t b[8];
+    load8(block + 4 + (part & 1) * 8, b);
+    const int shift = part >= 2 ? 4 : 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = __fadd_rn(__fmul_rn((float)((b[i] >> shift) & 0x0f), d), m);
+}
+
+__device__ __forceinline__ uint32_t load_qh(const uint8_t * p) { /* 2-byte aligned */
+    const unsigned short * s = reinterpret_cast<const unsigned short *>(p);
+    return (uint32_t)s[0] | ((uint32_t)s[1] << 16);
+}
+
+template <>
+__device__ __forceinline__ void dequantize_group<MEMRA_CUDA_TYPE_Q5_0>(const uint8_t * row, int64_t group, float v[8]) {
+    const uint8_t * block = row + (group >> 2) * 22;
+    const int part = (int)(group & 3);
+    const float d = half_at(block);
+    const uint32_t qh = load_qh(block + 2);
+    uint8_t b[8];
+    load8(block + 6 + (part & 1) * 8, b);
+    const int shift = part >= 2 ? 4 : 0;
+    const int first = (part & 1) * 8 + (part >= 2 ? 16 : 0); /* the bit of qh for value 0 of the group */
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int q = ((b[i] >> shift) & 0x0f) | (((qh >> (first + i)) & 1) << 4);
+        v[i] = (float)(q - 16) * d;
+    }
+}
+
+template <>
+__device__ __forceinline__ void dequantize_group<MEMRA_CUDA_TYPE_Q5_1>(const uint8_t * row, int64_t group, float v[8]) {
+    const uint8_t * block = row + (group >> 2) * 24;
+    const int part = (int)(group & 3);
+    const float d = half_at(block), m = half_at(block + 2);
+    const uint32_t qh = load_qh(block + 4);
+    uint8_t b[8];
+    load8(block + 8 + (part & 1) * 8, b);
+    const int shift = part >= 2 ? 4 : 0;
+    const int first = (part & 1) * 8 + (part >= 2 ? 16 : 0);
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int q = ((b[i] >> shift) & 0x0f) | (((qh >> (first + i)) & 1) << 4);
+        v[i] = __fadd_rn(__fmul_rn((float)q, d), m);
+    }
+}
+
+template <>
+__device__ __forceinline__ void dequantize_group<MEMRA_CUDA_TYPE_Q4_K>(const uint8_t * row, int64_t group, float v[8]) {
+    const uint8_t * block = row + (group >> 5) * 144;
+    const int first = (int)(group & 31) * 8; /* value index in the super-block */
+    const int j = first >> 5;                /* sub-block of 32 */
+    const int l = first & 31;
+    int sc, m;
+    scale_min_k4(j, block + 4, sc, m);
+    const float d1 = __fmul_rn(half_at(block), (float)sc), m1 = __fmul_rn(half_at(block + 2), (float)m);
+    uint8_t b[8];
+    load8(block + 16 + (j >> 1) * 32 + l, b);
+    const int shift = (j & 1) * 4;
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = __fsub_rn(__fmul_rn(d1, (float)((b[i] >> shift) & 0xf)), m1);
+}
+
+template <>
+__device__ __forceinline__ void dequantize_group<MEMRA_CUDA_TYPE_Q5_K>(const uint8_t * row, int64_t group, float v[8]) {
+    const uint8_t * block = row + (group >> 5) * 176;
+    const int first = (int)(group & 31) * 8;
+    const int j = first >> 5;
+    const int l = first & 31;
+    int sc, m;
+    scale_min_k4(j, block + 4, sc, m);
+    const float d1 = __fmul_rn(half_at(block), (float)sc), m1 = __fmul_rn(half_at(block + 2), (float)m);
+    uint8_t ql[8], qh[8];
+    load8(block + 48 + (j >> 1) * 32 + l, ql);
+    load8(block + 16 + l, qh);
+    const int shift = (j & 1) * 4;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int q = ((ql[i] >> shift) & 0xf) + ((qh[i] >> j) & 1 ? 16 : 0);
+        v[i] = __fsub_rn(__fmul_rn(d1, (float)q), m1);
+    }
+}
+
+template <>
+__device__ __forceinline__ void dequantize_group<MEMRA_CUDA_TYPE_Q6_K>(const uint8_t * row, int64_t group, float v[8]) {
+    const uint8_t * block = row + (group >> 5) * 210;
+    const int first = (int)(group & 31) * 8;
+    const int half = first >> 7;         /* 128-value half */
+    const int quarter = (first & 127) >> 5;
+    const int l = first & 31;
+    uint8_t ql[8], qh[8];
+    load8(block + half * 64 + (quarter & 1) * 32 + l, ql);
+    load8(block + 128 + half * 32 + l, qh);
+    const int low_shift = (quarter >> 1) * 4, high_shift = quarter * 2;
+    const float d = half_at(block + 208);
+    const float scale = __fmul_rn(d, (float)(int8_t)block[192 + half * 8 + (l >> 4) + quarter * 2]);
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int q = (((ql[i] >> low_shift) & 0xf) | (((qh[i] >> high_shift) & 3) << 4)) - 32;
+        v[i] = __fmul_rn(scale, (float)q);
+    }
+}
+
+}  // namespace memra_cuda_kernels
+
+/* Calls F::template run<TYPE>(...) for a supported runtime type; returns false for others. */
+#define MEMRA_CUDA_DISPATCH_TYPE(type, CALL)                              \
+    switch (type) {                                                       \
+        case MEMRA_CUDA_TYPE_F32: { constexpr int T = MEMRA_CUDA_TYPE_F32; CALL; } break;   \
+        case MEMRA_CUDA_TYPE_F16: { constexpr int T = MEMRA_CUDA_TYPE_F16; CALL; } break;   \
+        case MEMRA_CUDA_TYPE_BF16: { constexpr int T = MEMRA_CUDA_TYPE_BF16; CALL; } break; \
+        case MEMRA_CUDA_TYPE_Q8_0: { constexpr int T = MEMRA_CUDA_TYPE_Q8_0; CALL; } break; \
+        case MEMRA_CUDA_TYPE_Q4_0: { constexpr int T = MEMRA_CUDA_TYPE_Q4_0; CALL; } break; \
+        case MEMRA_CUDA_TYPE_Q4_1: { constexpr int T = MEMRA_CUDA_TYPE_Q4_1; CALL; } break; \
+        case MEMRA_CUDA_TYPE_Q5_0: { constexpr int T = MEMRA_CUDA_TYPE_Q5_0; CALL; } break; \
+        case MEMRA_CUDA_TYPE_Q5_1: { constexpr int T = MEMRA_CUDA_TYPE_Q5_1; CALL; } break; \
+        case MEMRA_CUDA_TYPE_Q4_K: { constexpr int T = MEMRA_CUDA_TYPE_Q4_K; CALL; } break; \
+        case MEMRA_CUDA_TYPE_Q5_K: { constexpr int T = MEMRA_CUDA_TYPE_Q5_K; CALL; } break; \
+        case MEMRA_CUDA_TYPE_Q6_K: { constexpr int T = MEMRA_CUDA_TYPE_Q6_K; CALL; } break; \
+        default: break;                                                   \
+    }

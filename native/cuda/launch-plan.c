@@ -1,0 +1,235 @@
+/*
+ * launch-plan.c — launch decisions and allocator/arena bookkeeping of libmemra_cuda, as plain C
+ * (see launch-plan.h). Status values are memra_cuda.h's.
+ */
+#include "launch-plan.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "memra_cuda.h"
+
+int64_t memra_cuda_type_block_values(int type) {
+    switch (type) {
+        case MEMRA_CUDA_TYPE_F32: case MEMRA_CUDA_TYPE_F16: case MEMRA_CUDA_TYPE_BF16: return 1;
+        case MEMRA_CUDA_TYPE_Q4_0: case MEMRA_CUDA_TYPE_Q4_1: case MEMRA_CUDA_TYPE_Q5_0: case MEMRA_CUDA_TYPE_Q5_1:
+        case MEMRA_CUDA_TYPE_Q8_0: return 32;
+        case MEMRA_CUDA_TYPE_Q4_K: case MEMRA_CUDA_TYPE_Q5_K: case MEMRA_CUDA_TYPE_Q6_K: return 256;
+        default: return 0;
+    }
+}
+
+int64_t memra_cuda_type_block_bytes(int type) {
+    switch (type) {
+        case MEMRA_CUDA_TYPE_F32: return 4;
+        case MEMRA_CUDA_TYPE_F16: case MEMRA_CUDA_TYPE_BF16: return 2;
+        case MEMRA_CUDA_TYPE_Q4_0: return 18;
+        case MEMRA_CUDA_TYPE_Q4_1: return 20;
+        case MEMRA_CUDA_TYPE_Q5_0: return 22;
+        case MEMRA_CUDA_TYPE_Q5_1: return 24;
+        case MEMRA_CUDA_TYPE_Q8_0: return 34;
+        case MEMRA_CUDA_TYPE_Q4_K: return 144;
+        case MEMRA_CUDA_TYPE_Q5_K: return 176;
+        case MEMRA_CUDA_TYPE_Q6_K: return 210;
+        default: return 0;
+    }
+}
+
+int memra_cuda_weight_type_supported(int type) { return memra_cuda_type_block_values(type) > 0; }
+
+int64_t memra_cuda_row_bytes(int type, int64_t n) {
+    const int64_t values = memra_cuda_type_block_values(type);
+    if (values == 0 || n < 0 || n % values != 0) return 0;
+    return n / values * memra_cuda_type_block_bytes(type);
+}
+
+int64_t memra_cuda_kv_row_bytes(int type, int64_t width) {
+    if (width <= 0) return 0;
+    switch (type) {
+        case MEMRA_CUDA_TYPE_F32: return width * 4;
+        case MEMRA_CUDA_TYPE_F16: return width * 2;
+        case MEMRA_CUDA_TYPE_Q8_0: return width % 32 == 0 ? width / 32 * 34 : 0;
+        default: return 0;
+    }
+}
+
+static int fail(char * message, size_t message_bytes, int status, const char * format, ...) {
+    if (message && message_bytes > 0) {
+        va_list arguments;
+        va_start(arguments, format);
+        vsnprintf(message, message_bytes, format, arguments);
+        va_end(arguments);
+    }
+    return status;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+static memra_cuda_launch launch_of(int64_t x, int64_t y, int64_t z, int32_t threads, int32_t shared) {
+    memra_cuda_launch launch = {x, y, z, threads, shared};
+    return launch;
+}
+
+int32_t memra_cuda_gemm_shared_bytes(void) {
+    return (MEMRA_CUDA_GEMM_TILE_M + MEMRA_CUDA_GEMM_TILE_N) * (MEMRA_CUDA_GEMM_TILE_K + MEMRA_CUDA_GEMM_PAD) * 2;
+}
+
+int memra_cuda_plan_matmul_for(int type, int64_t rows, int64_t n_in, int64_t n_out, memra_cuda_matmul_plan * plan, char * message,
+                               size_t message_bytes) {
+    memra_cuda_matmul_plan none = {MEMRA_CUDA_MATMUL_NONE, {0, 0, 0, 0, 0}, 0, 0};
+    *plan = none;
+    if (!memra_cuda_weight_type_supported(type)) {
+        return fail(message, message_bytes, MEMRA_CUDA_ERROR_UNSUPPORTED_TYPE, "weight type %d has no CUDA matmul kernel", type);
+    }
+    if (rows < 0 || n_in <= 0 || n_out <= 0) {
+        return fail(message, message_bytes, MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "rows %lld, n_in %lld, n_out %lld: sizes must be positive", (long long)rows,
+                    (long long)n_in, (long long)n_out);
+    }
+    const int64_t block = memra_cuda_type_block_values(type);
+    const int64_t multiple = block > MEMRA_CUDA_GROUP_VALUES ? block : MEMRA_CUDA_GROUP_VALUES;
+    if (n_in % multiple != 0) {
+        return fail(message, message_bytes, MEMRA_CUDA_ERROR_UNSUPPORTED, "n_in %lld is not a multiple of %lld (the CUDA kernels read %lld values at a time)",
+                    (long long)n_in, (long long)multiple, (long long)multiple);
+    }
+    if (rows == 0) return MEMRA_CUDA_OK;
+    if (rows >= MEMRA_CUDA_GEMM_MIN_ROWS && n_in % MEMRA_CUDA_GEMM_TILE_K == 0) {
+        plan->kernel = MEMRA_CUDA_MATMUL_GEMM;
+        const int64_t row_tiles = ceil_div(rows, MEMRA_CUDA_GEMM_TILE_M);
+        const int64_t tiles_per_launch = min64(row_tiles, MEMRA_CUDA_MAX_GRID_YZ);
+        plan->launch = launch_of(ceil_div(n_out, MEMRA_CUDA_GEMM_TILE_N), tiles_per_launch, 1, MEMRA_CUDA_GEMM_THREADS, 0);
+        plan->rows_per_launch = tiles_per_launch * MEMRA_CUDA_GEMM_TILE_M;
+        plan->launches = ceil_div(rows, plan->rows_per_launch);
+        return MEMRA_CUDA_OK;
+    }
+    plan->kernel = MEMRA_CUDA_MATMUL_VECTOR;
+    plan->rows_per_launch = min64(rows, MEMRA_CUDA_MMV_MAX_ROWS);
+    plan->launches = ceil_div(rows, plan->rows_per_launch);
+    plan->launch = launch_of(ceil_div(n_out, MEMRA_CUDA_MMV_WARPS), 1, 1, MEMRA_CUDA_MMV_WARPS * 32, 0);
+    if (plan->launch.grid_x > MEMRA_CUDA_MAX_GRID_X) {
+        return fail(message, message_bytes, MEMRA_CUDA_ERROR_UNSUPPORTED, "n_out %lld needs more blocks than a grid holds", (long long)n_out);
+    }
+    return MEMRA_CUDA_OK;
+}
+
+memra_cuda_launch memra_cuda_plan_elementwise(int64_t count) {
+    const int64_t blocks = ceil_div(count > 0 ? count : 1, 256);
+    return launch_of(min64(blocks, 65535LL * 16), 1, 1, 256, 0);
+}
+
+memra_cuda_launch memra_cuda_plan_rows(int64_t rows, int64_t width) {
+    const int32_t threads = width >= 2048 ? 256 : width >= 256 ? 128 : 32;
+    return launch_of(min64(rows > 0 ? rows : 1, 65535LL * 16), 1, 1, threads, 0);
+}
+
+memra_cuda_launch memra_cuda_plan_groups(int64_t groups) {
+    return launch_of(min64(ceil_div(groups > 0 ? groups : 1, 128), 65535LL * 16), 1, 1, 128, 0);
+}
+
+memra_cuda_launch memra_cuda_plan_kv_write(int64_t count, int64_t width) {
+    const int64_t warps_per_row = ceil_div(width > 0 ? width : 1, 32);
+    return launch_of(ceil_div(warps_per_row, 4), min64(count > 0 ? count : 1, MEMRA_CUDA_MAX_GRID_YZ), 1, 128, 0);
+}
+
+int memra_cuda_plan_attention(int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim, memra_cuda_launch * launch, char * message,
+                              size_t message_bytes) {
+    *launch = launch_of(0, 0, 0, 0, 0);
+    if (heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0) {
+        return fail(message, message_bytes, MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "heads %lld is not a positive multiple of kv_heads %lld", (long long)heads,
+                    (long long)kv_heads);
+    }
+    if (head_dim <= 0 || head_dim > MEMRA_CUDA_ATTENTION_MAX_HEAD_DIM) {
+        return fail(message, message_bytes, MEMRA_CUDA_ERROR_UNSUPPORTED, "head_dim %lld: the CUDA attention kernel handles 1..%d",
+                    (long long)head_dim, MEMRA_CUDA_ATTENTION_MAX_HEAD_DIM);
+    }
+    if (heads > MEMRA_CUDA_MAX_GRID_YZ) return fail(message, message_bytes, MEMRA_CUDA_ERROR_UNSUPPORTED, "%lld heads exceed a grid's y", (long long)heads);
+    if (rows < 0 || rows > MEMRA_CUDA_MAX_GRID_X) return fail(message, message_bytes, MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "rows %lld", (long long)rows);
+    *launch = launch_of(rows, heads, 1, 32, 0);
+    return MEMRA_CUDA_OK;
+}
+
+int memra_cuda_plan_moe_route(int64_t rows, int64_t experts, int64_t k, memra_cuda_launch * launch, char * message, size_t message_bytes) {
+    *launch = launch_of(0, 0, 0, 0, 0);
+    if (experts <= 0 || experts > MEMRA_CUDA_MOE_MAX_EXPERTS) {
+        return fail(message, message_bytes, MEMRA_CUDA_ERROR_UNSUPPORTED, "%lld experts: the CUDA router handles 1..%d", (long long)experts,
+                    MEMRA_CUDA_MOE_MAX_EXPERTS);
+    }
+    if (k <= 0 || k > experts || k > MEMRA_CUDA_MOE_MAX_K) {
+        return fail(message, message_bytes, MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "k %lld must be in 1..min(experts %lld, %d)", (long long)k, (long long)experts,
+                    MEMRA_CUDA_MOE_MAX_K);
+    }
+    const int warps = 4;
+    *launch = launch_of(min64(ceil_div(rows > 0 ? rows : 1, warps), MEMRA_CUDA_MAX_GRID_X), 1, 1, warps * 32, (int32_t)(warps * experts * 4));
+    return MEMRA_CUDA_OK;
+}
+
+int64_t memra_cuda_allocation_class(int64_t bytes) {
+    const int64_t small = 512, large = 2LL << 20;
+    if (bytes <= small) return small;
+    if (bytes < (1LL << 20)) return ceil_div(bytes, small) * small;
+    return ceil_div(bytes, large) * large;
+}
+
+void * memra_cuda_cache_take(memra_cuda_block_cache * cache, int64_t bytes) {
+    for (int64_t i = cache->count - 1; i >= 0; i--) {
+        if (cache->blocks[i].bytes == bytes) {
+            void * pointer = cache->blocks[i].pointer;
+            cache->blocks[i] = cache->blocks[cache->count - 1];
+            cache->count--;
+            cache->cached_bytes -= bytes;
+            return pointer;
+        }
+    }
+    return NULL;
+}
+
+int memra_cuda_cache_put(memra_cuda_block_cache * cache, void * pointer, int64_t bytes) {
+    if (cache->count == cache->capacity) {
+        const int64_t capacity = cache->capacity ? cache->capacity * 2 : 64;
+        memra_cuda_cached_block * blocks = (memra_cuda_cached_block *)realloc(cache->blocks, (size_t)capacity * sizeof *blocks);
+        if (!blocks) return -1;
+        cache->blocks = blocks;
+        cache->capacity = capacity;
+    }
+    cache->blocks[cache->count].pointer = pointer;
+    cache->blocks[cache->count].bytes = bytes;
+    cache->count++;
+    cache->cached_bytes += bytes;
+    return 0;
+}
+
+void * memra_cuda_cache_pop(memra_cuda_block_cache * cache, int64_t * bytes) {
+    if (cache->count == 0) return NULL;
+    cache->count--;
+    *bytes = cache->blocks[cache->count].bytes;
+    cache->cached_bytes -= *bytes;
+    return cache->blocks[cache->count].pointer;
+}
+
+void memra_cuda_cache_dispose(memra_cuda_block_cache * cache) {
+    free(cache->blocks);
+    cache->blocks = NULL;
+    cache->count = cache->capacity = cache->cached_bytes = 0;
+}
+
+int memra_cuda_arena_reserve(memra_cuda_arena * arena, int64_t bytes, int64_t * offset) {
+    if (bytes > arena->capacity) {
+        int64_t capacity = arena->capacity > 0 ? arena->capacity * 2 : (1LL << 20);
+        while (capacity < bytes) capacity *= 2;
+        *offset = capacity;
+        return MEMRA_CUDA_ARENA_GROW;
+    }
+    const int64_t start = ceil_div(arena->used, MEMRA_CUDA_ARENA_ALIGNMENT) * MEMRA_CUDA_ARENA_ALIGNMENT;
+    if (start + bytes > arena->capacity) return MEMRA_CUDA_ARENA_SYNCHRONIZE;
+    *offset = start;
+    arena->used = start + bytes;
+    return MEMRA_CUDA_ARENA_FITS;
+}
+
+void memra_cuda_arena_reset(memra_cuda_arena * arena) { arena->used = 0; }
+
+int64_t memra_cuda_staging_chunks(int64_t bytes, int64_t chunk_bytes) {
+    if (bytes <= 0 || chunk_bytes <= 0) return 0;
+    return ceil_div(bytes, chunk_bytes);
+}

@@ -1,0 +1,154 @@
+/*
+ * launch-plan.h — every launch decision of libmemra_cuda as plain host arithmetic: ggml block
+ * layouts, grid and block sizes, shared-memory and workspace sizes, tile choices, and the
+ * bookkeeping of the caching allocator and of the staging arena. No CUDA here: this file and
+ * launch-plan.c compile with the system C/C++ compiler alone, so the launch logic is unit-tested
+ * on machines without a GPU (native/cuda/tests/test-launch-plan.c).
+ */
+#ifndef MEMRA_CUDA_LAUNCH_PLAN_H
+#define MEMRA_CUDA_LAUNCH_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ggml type ids (ggml.h enum ggml_type). */
+enum {
+    MEMRA_CUDA_TYPE_F32 = 0,
+    MEMRA_CUDA_TYPE_F16 = 1,
+    MEMRA_CUDA_TYPE_Q4_0 = 2,
+    MEMRA_CUDA_TYPE_Q4_1 = 3,
+    MEMRA_CUDA_TYPE_Q5_0 = 6,
+    MEMRA_CUDA_TYPE_Q5_1 = 7,
+    MEMRA_CUDA_TYPE_Q8_0 = 8,
+    MEMRA_CUDA_TYPE_Q4_K = 12,
+    MEMRA_CUDA_TYPE_Q5_K = 13,
+    MEMRA_CUDA_TYPE_Q6_K = 14,
+    MEMRA_CUDA_TYPE_BF16 = 30,
+};
+
+/* Values per block and bytes per block of a weight type this library has kernels for; 0 for others. */
+int64_t memra_cuda_type_block_values(int type);
+int64_t memra_cuda_type_block_bytes(int type);
+/* 1 when the matmul, embedding and dequantize kernels handle `type`. */
+int memra_cuda_weight_type_supported(int type);
+/* Bytes of one row of n values of `type` (n a multiple of the block size); 0 when not. */
+int64_t memra_cuda_row_bytes(int type, int64_t n);
+/* Bytes of one KV slot of `width` values: f32 (0), f16 (1), q8_0 (8, width a multiple of 32); 0 otherwise. */
+int64_t memra_cuda_kv_row_bytes(int type, int64_t width);
+
+/* Largest grid.y / grid.z, and grid.x of these kernels (grid-stride loops cover the rest). */
+#define MEMRA_CUDA_MAX_GRID_YZ 65535
+#define MEMRA_CUDA_MAX_GRID_X 2147483647LL
+/* Values every thread of the matrix kernels dequantizes at once (one 16-byte f16 store). */
+#define MEMRA_CUDA_GROUP_VALUES 8
+
+typedef struct memra_cuda_launch {
+    int64_t grid_x, grid_y, grid_z;
+    int32_t threads;
+    int32_t shared_bytes; /* dynamic shared memory */
+} memra_cuda_launch;
+
+/* ---- matmul ---- */
+enum memra_cuda_matmul_kernel { MEMRA_CUDA_MATMUL_NONE = 0, MEMRA_CUDA_MATMUL_VECTOR = 1, MEMRA_CUDA_MATMUL_GEMM = 2 };
+
+/* Matrix-vector kernel: one warp per output feature, MEMRA_CUDA_MMV_WARPS warps per block, up to
+ * MEMRA_CUDA_MMV_MAX_ROWS activation rows per launch (more rows: several launches). */
+#define MEMRA_CUDA_MMV_WARPS 4
+#define MEMRA_CUDA_MMV_MAX_ROWS 8
+/* Tensor-core GEMM tile: TILE_M activation rows × TILE_N output features × TILE_K inputs per step,
+ * 4 warps in a 2 × 2 arrangement, each 32 × 32 (2 × 4 m16n8k16 tiles). Rows of the shared tiles are
+ * padded by 8 halves (16 bytes) so that fragment loads hit 32 distinct banks. */
+#define MEMRA_CUDA_GEMM_TILE_M 64
+#define MEMRA_CUDA_GEMM_TILE_N 64
+#define MEMRA_CUDA_GEMM_TILE_K 32
+#define MEMRA_CUDA_GEMM_THREADS 128
+#define MEMRA_CUDA_GEMM_PAD 8
+/* Rows from which the GEMM is used instead of the matrix-vector kernel. */
+#define MEMRA_CUDA_GEMM_MIN_ROWS 9
+
+typedef struct memra_cuda_matmul_plan {
+    int kernel;            /* enum memra_cuda_matmul_kernel */
+    memra_cuda_launch launch;
+    int64_t rows_per_launch; /* activation rows one launch covers (grid covers them all for GEMM) */
+    int64_t launches;
+} memra_cuda_matmul_plan;
+
+/* 0 and the plan, or a status (memra_cuda.h) with a message in `message` (message_bytes long). */
+int memra_cuda_plan_matmul_for(int type, int64_t rows, int64_t n_in, int64_t n_out, memra_cuda_matmul_plan * plan, char * message,
+                               size_t message_bytes);
+/* Static shared bytes of the GEMM tiles (A and B, f16, padded). */
+int32_t memra_cuda_gemm_shared_bytes(void);
+
+/* ---- row and elementwise kernels ---- */
+/* Elementwise over `count` items: 256 threads, grid capped (grid-stride loop). */
+memra_cuda_launch memra_cuda_plan_elementwise(int64_t count);
+/* One block per row (grid-stride over rows past the cap), threads a multiple of 32 fitted to width. */
+memra_cuda_launch memra_cuda_plan_rows(int64_t rows, int64_t width);
+/* Embedding / dequantize: one thread per 8-value group. */
+memra_cuda_launch memra_cuda_plan_groups(int64_t groups);
+/* KV write: one warp per 32 values of a row (q8_0 blocks), rows in grid.y (grid-stride past the cap). */
+memra_cuda_launch memra_cuda_plan_kv_write(int64_t count, int64_t width);
+
+/* ---- attention ---- */
+/* One warp per (query row, head); each lane holds head_dim / 32 values of q and of the output. */
+#define MEMRA_CUDA_ATTENTION_MAX_HEAD_DIM 256
+int memra_cuda_plan_attention(int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim, memra_cuda_launch * launch, char * message,
+                              size_t message_bytes);
+
+/* ---- MoE routing ---- */
+#define MEMRA_CUDA_MOE_MAX_K 64
+#define MEMRA_CUDA_MOE_MAX_EXPERTS 1024
+/* One warp per row; the row's probabilities in shared memory (experts floats per warp). */
+int memra_cuda_plan_moe_route(int64_t rows, int64_t experts, int64_t k, memra_cuda_launch * launch, char * message, size_t message_bytes);
+
+/* ---- caching allocator bookkeeping ---- */
+/* The size class of a request: 512-byte steps below 1 MiB, 2 MiB steps above. */
+int64_t memra_cuda_allocation_class(int64_t bytes);
+
+typedef struct memra_cuda_cached_block {
+    void * pointer;
+    int64_t bytes; /* its size class */
+} memra_cuda_cached_block;
+
+typedef struct memra_cuda_block_cache {
+    memra_cuda_cached_block * blocks; /* unused allocations, any order */
+    int64_t count, capacity;
+    int64_t cached_bytes;
+} memra_cuda_block_cache;
+
+/* A cached block of exactly size class `bytes` (removed from the cache), or NULL. */
+void * memra_cuda_cache_take(memra_cuda_block_cache * cache, int64_t bytes);
+/* Adds an unused block; 0, or -1 when the list cannot grow (the caller frees the block instead). */
+int memra_cuda_cache_put(memra_cuda_block_cache * cache, void * pointer, int64_t bytes);
+/* Removes and returns any block (for releasing the cache), or NULL when empty. */
+void * memra_cuda_cache_pop(memra_cuda_block_cache * cache, int64_t * bytes);
+void memra_cuda_cache_dispose(memra_cuda_block_cache * cache);
+
+/* ---- staging arena (host index arrays → device, reset at stream synchronisation) ---- */
+#define MEMRA_CUDA_ARENA_ALIGNMENT 256
+typedef struct memra_cuda_arena {
+    int64_t capacity; /* bytes of both the pinned host and the device ring */
+    int64_t used;
+} memra_cuda_arena;
+
+enum memra_cuda_arena_result {
+    MEMRA_CUDA_ARENA_FITS = 0,       /* *offset is where the bytes go */
+    MEMRA_CUDA_ARENA_SYNCHRONIZE = 1, /* full: wait for the stream, memra_cuda_arena_reset, try again */
+    MEMRA_CUDA_ARENA_GROW = 2,       /* larger than the capacity: wait, grow to *offset bytes, try again */
+};
+int memra_cuda_arena_reserve(memra_cuda_arena * arena, int64_t bytes, int64_t * offset);
+void memra_cuda_arena_reset(memra_cuda_arena * arena);
+
+/* ---- upload staging: chunks of a host→device copy through two pinned halves ---- */
+/* The number of chunks of `chunk_bytes` a copy of `bytes` takes. */
+int64_t memra_cuda_staging_chunks(int64_t bytes, int64_t chunk_bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

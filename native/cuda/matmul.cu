@@ -1,0 +1,69 @@
+/*
+ * matmul.cu — launchers of memra_cuda_matmul / memra_cuda_expert_matmul (kernels in
+ * kernels/matmul.cuh; the choice of kernel, grid and rows per launch in launch-plan.c).
+ */
+#include "cuda-internal.cuh"
+#include "kernels/matmul.cuh"
+
+using namespace memra_cuda_kernels;
+
+template <int TYPE>
+static void launch_matrix_vector(const memra_cuda_matmul_plan & plan, cudaStream_t stream, float * out, const float * x, const uint8_t * w, int64_t row_bytes,
+                                 int rows, int64_t n_in, int64_t n_out) {
+    const dim3 grid = memra_grid(plan.launch);
+    if (rows <= 1) matrix_vector_kernel<TYPE, 1><<<grid, plan.launch.threads, 0, stream>>>(out, x, w, row_bytes, rows, n_in, n_out);
+    else if (rows <= 2) matrix_vector_kernel<TYPE, 2><<<grid, plan.launch.threads, 0, stream>>>(out, x, w, row_bytes, rows, n_in, n_out);
+    else if (rows <= 4) matrix_vector_kernel<TYPE, 4><<<grid, plan.launch.threads, 0, stream>>>(out, x, w, row_bytes, rows, n_in, n_out);
+    else matrix_vector_kernel<TYPE, 8><<<grid, plan.launch.threads, 0, stream>>>(out, x, w, row_bytes, rows, n_in, n_out);
+}
+
+static int matmul_checked(const char * function, memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, int64_t rows, int type,
+                          const void * weight, int64_t weight_bytes, int64_t n_in, int64_t n_out, int64_t experts, int64_t expert) {
+    CHECK(memra_cuda_enter(function, cuda));
+    CHECK(memra_cuda_check_size(function, "rows", rows, 0));
+    CHECK(memra_cuda_check_size(function, "n_in", n_in, 1));
+    CHECK(memra_cuda_check_size(function, "n_out", n_out, 1));
+    CHECK(memra_cuda_check_size(function, "experts", experts, 1));
+    if (expert < 0 || expert >= experts) FAIL(MEMRA_CUDA_ERROR_OUT_OF_RANGE, "%s: expert %lld is outside 0..%lld", function, (long long)expert, (long long)experts - 1);
+    int64_t row_bytes = 0, matrices_rows = 0, x_needed = 0, out_needed = 0;
+    CHECK(memra_cuda_check_product(function, "experts * n_out", experts, n_out, &matrices_rows));
+    CHECK(memra_cuda_check_weight(function, "weight", type, weight, weight_bytes, matrices_rows, n_in, &row_bytes));
+    CHECK(memra_cuda_check_product(function, "rows * n_in", rows, n_in, &x_needed));
+    CHECK(memra_cuda_check_product(function, "rows * n_out", rows, n_out, &out_needed));
+    CHECK(memra_cuda_check_buffer(function, "x", x, x_length, x_needed));
+    CHECK(memra_cuda_check_buffer(function, "out", out, out_length, out_needed));
+    const uintptr_t o = (uintptr_t)out, i = (uintptr_t)x;
+    if (rows > 0 && o < i + (uintptr_t)x_needed * 4 && i < o + (uintptr_t)out_needed * 4) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: out overlaps x", function);
+    if ((uintptr_t)x % 16 != 0 || (uintptr_t)weight % 16 != 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: x and weight must be 16-byte aligned", function);
+    memra_cuda_matmul_plan plan;
+    char message[512];
+    const int status = memra_cuda_plan_matmul_for(type, rows, n_in, n_out, &plan, message, sizeof message);
+    if (status != MEMRA_CUDA_OK) FAIL(status, "%s: %s", function, message);
+    if (plan.kernel == MEMRA_CUDA_MATMUL_NONE) return MEMRA_CUDA_OK;
+    const uint8_t * w = (const uint8_t *)weight + expert * n_out * row_bytes;
+    for (int64_t first = 0; first < rows; first += plan.rows_per_launch) {
+        const int64_t count = rows - first < plan.rows_per_launch ? rows - first : plan.rows_per_launch;
+        const float * xs = x + first * n_in;
+        float * os = out + first * n_out;
+        if (plan.kernel == MEMRA_CUDA_MATMUL_GEMM) {
+            dim3 grid = memra_grid(plan.launch);
+            grid.y = (unsigned)((count + MEMRA_CUDA_GEMM_TILE_M - 1) / MEMRA_CUDA_GEMM_TILE_M);
+            MEMRA_CUDA_DISPATCH_TYPE(type, (gemm_kernel<T><<<grid, plan.launch.threads, 0, cuda->stream>>>(os, xs, w, row_bytes, count, n_in, n_out)));
+            LAUNCH_CHECK(function, "gemm_kernel");
+        } else {
+            MEMRA_CUDA_DISPATCH_TYPE(type, (launch_matrix_vector<T>(plan, cuda->stream, os, xs, w, row_bytes, (int)count, n_in, n_out)));
+            LAUNCH_CHECK(function, "matrix_vector_kernel");
+        }
+    }
+    return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_matmul(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, int64_t rows, int type,
+                                 const void * weight, int64_t weight_bytes, int64_t n_in, int64_t n_out) {
+    return matmul_checked("memra_cuda_matmul", cuda, out, out_length, x, x_length, rows, type, weight, weight_bytes, n_in, n_out, 1, 0);
+}
+
+extern "C" int memra_cuda_expert_matmul(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, int64_t rows, int type,
+                                        const void * weight, int64_t weight_bytes, int64_t n_in, int64_t n_out, int64_t experts, int64_t expert) {
+    return matmul_checked("memra_cuda_expert_matmul", cuda, out, out_length, x, x_length, rows, type, weight, weight_bytes, n_in, n_out, experts, expert);
+}

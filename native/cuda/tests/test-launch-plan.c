@@ -1,0 +1,189 @@
+/*
+ * Unit tests of native/cuda/launch-plan.c: the launch decisions of libmemra_cuda, checked without
+ * a GPU (built with the system C compiler, and as C++ by run.sh).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "launch-plan.h"
+#include "memra_cuda.h"
+
+static int failures = 0;
+#define EXPECT(condition)                                                         \
+    do {                                                                          \
+        if (!(condition)) {                                                       \
+            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #condition); \
+            failures++;                                                           \
+        }                                                                         \
+    } while (0)
+
+static void test_type_tables(void) {
+    const int types[] = {0, 1, 30, 2, 3, 6, 7, 8, 12, 13, 14};
+    const int64_t values[] = {1, 1, 1, 32, 32, 32, 32, 32, 256, 256, 256};
+    const int64_t bytes[] = {4, 2, 2, 18, 20, 22, 24, 34, 144, 176, 210};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        EXPECT(memra_cuda_type_block_values(types[i]) == values[i]);
+        EXPECT(memra_cuda_type_block_bytes(types[i]) == bytes[i]);
+        EXPECT(memra_cuda_weight_type_supported(types[i]));
+    }
+    EXPECT(!memra_cuda_weight_type_supported(10)); /* q2_K: no kernel, so no claim */
+    EXPECT(!memra_cuda_weight_type_supported(16)); /* iq2_xxs */
+    EXPECT(!memra_cuda_weight_type_supported(-1));
+    EXPECT(memra_cuda_row_bytes(8, 4096) == 4096 / 32 * 34);
+    EXPECT(memra_cuda_row_bytes(14, 4096) == 16 * 210);
+    EXPECT(memra_cuda_row_bytes(14, 100) == 0);
+    EXPECT(memra_cuda_kv_row_bytes(0, 1024) == 4096);
+    EXPECT(memra_cuda_kv_row_bytes(1, 1024) == 2048);
+    EXPECT(memra_cuda_kv_row_bytes(8, 1024) == 32 * 34);
+    EXPECT(memra_cuda_kv_row_bytes(8, 48) == 0);
+    EXPECT(memra_cuda_kv_row_bytes(2, 64) == 0);
+}
+
+/* Every output tile the problem has is covered by exactly one block of the plan's launches. */
+static void expect_matmul_covers(const memra_cuda_matmul_plan * plan, int64_t rows, int64_t n_out) {
+    if (plan->kernel == MEMRA_CUDA_MATMUL_GEMM) {
+        EXPECT(plan->launch.grid_x * MEMRA_CUDA_GEMM_TILE_N >= n_out);
+        EXPECT((plan->launch.grid_x - 1) * MEMRA_CUDA_GEMM_TILE_N < n_out);
+        EXPECT(plan->launch.grid_y <= MEMRA_CUDA_MAX_GRID_YZ);
+        EXPECT(plan->rows_per_launch == plan->launch.grid_y * MEMRA_CUDA_GEMM_TILE_M);
+        EXPECT(plan->launch.threads == MEMRA_CUDA_GEMM_THREADS);
+    } else {
+        EXPECT(plan->kernel == MEMRA_CUDA_MATMUL_VECTOR);
+        EXPECT(plan->launch.grid_x * MEMRA_CUDA_MMV_WARPS >= n_out);
+        EXPECT((plan->launch.grid_x - 1) * MEMRA_CUDA_MMV_WARPS < n_out);
+        EXPECT(plan->rows_per_launch >= 1 && plan->rows_per_launch <= MEMRA_CUDA_MMV_MAX_ROWS);
+        EXPECT(plan->launch.threads == MEMRA_CUDA_MMV_WARPS * 32);
+    }
+    EXPECT(plan->launches * plan->rows_per_launch >= rows);
+    EXPECT((plan->launches - 1) * plan->rows_per_launch < rows);
+}
+
+static void test_matmul_plans(void) {
+    memra_cuda_matmul_plan plan;
+    char message[256];
+    EXPECT(memra_cuda_plan_matmul_for(8, 1, 4096, 4096, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.kernel == MEMRA_CUDA_MATMUL_VECTOR && plan.launch.grid_x == 1024 && plan.rows_per_launch == 1 && plan.launches == 1);
+    expect_matmul_covers(&plan, 1, 4096);
+    EXPECT(memra_cuda_plan_matmul_for(12, 8, 4096, 151937, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.kernel == MEMRA_CUDA_MATMUL_VECTOR && plan.rows_per_launch == 8 && plan.launch.grid_x == 37985);
+    expect_matmul_covers(&plan, 8, 151937);
+    EXPECT(memra_cuda_plan_matmul_for(8, 9, 1024, 3072, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.kernel == MEMRA_CUDA_MATMUL_GEMM && plan.launch.grid_x == 48 && plan.launch.grid_y == 1 && plan.launches == 1);
+    expect_matmul_covers(&plan, 9, 3072);
+    EXPECT(memra_cuda_plan_matmul_for(14, 512, 4096, 151936, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.kernel == MEMRA_CUDA_MATMUL_GEMM && plan.launch.grid_x == 2374 && plan.launch.grid_y == 8);
+    expect_matmul_covers(&plan, 512, 151936);
+    const int64_t huge = (int64_t)MEMRA_CUDA_MAX_GRID_YZ * MEMRA_CUDA_GEMM_TILE_M + 1;
+    EXPECT(memra_cuda_plan_matmul_for(1, huge, 64, 10, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.kernel == MEMRA_CUDA_MATMUL_GEMM && plan.launches == 2 && plan.launch.grid_y == MEMRA_CUDA_MAX_GRID_YZ);
+    expect_matmul_covers(&plan, huge, 10);
+    /* f16 rows of 520 values: a multiple of 8 but not of the GEMM's 32: the vector kernel, 8 rows a launch. */
+    EXPECT(memra_cuda_plan_matmul_for(1, 20, 520, 37, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.kernel == MEMRA_CUDA_MATMUL_VECTOR && plan.launches == 3 && plan.rows_per_launch == 8);
+    expect_matmul_covers(&plan, 20, 37);
+    EXPECT(memra_cuda_plan_matmul_for(8, 0, 64, 64, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.kernel == MEMRA_CUDA_MATMUL_NONE);
+    /* Errors carry a status and a message. */
+    EXPECT(memra_cuda_plan_matmul_for(10, 1, 256, 4, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_UNSUPPORTED_TYPE);
+    EXPECT(strstr(message, "weight type 10") != NULL);
+    EXPECT(memra_cuda_plan_matmul_for(8, 1, 100, 4, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_UNSUPPORTED);
+    EXPECT(strstr(message, "n_in 100 is not a multiple of 32") != NULL);
+    EXPECT(memra_cuda_plan_matmul_for(0, 1, 12, 4, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_UNSUPPORTED);
+    EXPECT(memra_cuda_plan_matmul_for(0, -1, 64, 4, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
+    EXPECT(memra_cuda_gemm_shared_bytes() == 128 * 40 * 2);
+    EXPECT(memra_cuda_gemm_shared_bytes() <= 48 * 1024);
+}
+
+static void test_row_and_elementwise_plans(void) {
+    memra_cuda_launch launch = memra_cuda_plan_elementwise(0);
+    EXPECT(launch.grid_x == 1 && launch.threads == 256);
+    launch = memra_cuda_plan_elementwise(1000);
+    EXPECT(launch.grid_x == 4);
+    launch = memra_cuda_plan_elementwise((int64_t)1 << 40);
+    EXPECT(launch.grid_x == 65535LL * 16); /* capped: the kernels loop over the rest */
+    launch = memra_cuda_plan_rows(40, 1024);
+    EXPECT(launch.grid_x == 40 && launch.threads == 128);
+    EXPECT(memra_cuda_plan_rows(3, 128).threads == 32);
+    EXPECT(memra_cuda_plan_rows(3, 4096).threads == 256);
+    EXPECT(memra_cuda_plan_rows((int64_t)1 << 30, 128).grid_x == 65535LL * 16);
+    EXPECT(memra_cuda_plan_groups(129).grid_x == 2 && memra_cuda_plan_groups(129).threads == 128);
+    launch = memra_cuda_plan_kv_write(100, 1024);
+    EXPECT(launch.grid_x == 8 && launch.grid_y == 100 && launch.threads == 128);
+    launch = memra_cuda_plan_kv_write(1 << 20, 48);
+    EXPECT(launch.grid_x == 1 && launch.grid_y == MEMRA_CUDA_MAX_GRID_YZ);
+}
+
+static void test_attention_and_moe_plans(void) {
+    memra_cuda_launch launch;
+    char message[256];
+    EXPECT(memra_cuda_plan_attention(37, 32, 8, 128, &launch, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(launch.grid_x == 37 && launch.grid_y == 32 && launch.threads == 32);
+    EXPECT(memra_cuda_plan_attention(1, 6, 4, 128, &launch, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
+    EXPECT(memra_cuda_plan_attention(1, 4, 2, 16, &launch, message, sizeof message) == MEMRA_CUDA_OK); /* tiny models: lanes past 16 idle */
+    EXPECT(memra_cuda_plan_attention(1, 8, 8, 512, &launch, message, sizeof message) == MEMRA_CUDA_ERROR_UNSUPPORTED);
+    EXPECT(strstr(message, "head_dim 512") != NULL);
+    EXPECT(memra_cuda_plan_moe_route(10, 128, 8, &launch, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(launch.grid_x == 3 && launch.threads == 128 && launch.shared_bytes == 4 * 128 * 4);
+    EXPECT(memra_cuda_plan_moe_route(10, 128, 129, &launch, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
+    EXPECT(memra_cuda_plan_moe_route(10, 4096, 8, &launch, message, sizeof message) == MEMRA_CUDA_ERROR_UNSUPPORTED);
+    EXPECT(memra_cuda_plan_moe_route(1, MEMRA_CUDA_MOE_MAX_EXPERTS, 8, &launch, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(launch.shared_bytes <= 48 * 1024);
+}
+
+static void test_allocator_cache(void) {
+    EXPECT(memra_cuda_allocation_class(0) == 512);
+    EXPECT(memra_cuda_allocation_class(1) == 512);
+    EXPECT(memra_cuda_allocation_class(513) == 1024);
+    EXPECT(memra_cuda_allocation_class((1 << 20) - 1) == 1 << 20);
+    EXPECT(memra_cuda_allocation_class((1 << 20) + 1) == 2 << 20);
+    EXPECT(memra_cuda_allocation_class(5 << 20) == 6 << 20);
+    memra_cuda_block_cache cache = {NULL, 0, 0, 0};
+    int a, b, c;
+    EXPECT(memra_cuda_cache_take(&cache, 512) == NULL);
+    EXPECT(memra_cuda_cache_put(&cache, &a, 512) == 0);
+    EXPECT(memra_cuda_cache_put(&cache, &b, 1024) == 0);
+    EXPECT(memra_cuda_cache_put(&cache, &c, 512) == 0);
+    EXPECT(cache.cached_bytes == 2048 && cache.count == 3);
+    EXPECT(memra_cuda_cache_take(&cache, 2048) == NULL);
+    void * taken = memra_cuda_cache_take(&cache, 512);
+    EXPECT(taken == &a || taken == &c);
+    EXPECT(memra_cuda_cache_take(&cache, 1024) == &b);
+    EXPECT(cache.cached_bytes == 512 && cache.count == 1);
+    for (int i = 0; i < 200; i++) EXPECT(memra_cuda_cache_put(&cache, &a, 4096) == 0); /* grows */
+    int64_t bytes = 0, popped = 0;
+    while (memra_cuda_cache_pop(&cache, &bytes)) popped++;
+    EXPECT(popped == 201 && cache.cached_bytes == 0);
+    memra_cuda_cache_dispose(&cache);
+    EXPECT(cache.blocks == NULL);
+}
+
+static void test_arena(void) {
+    memra_cuda_arena arena = {1024, 0};
+    int64_t offset = -1;
+    EXPECT(memra_cuda_arena_reserve(&arena, 100, &offset) == MEMRA_CUDA_ARENA_FITS && offset == 0);
+    EXPECT(memra_cuda_arena_reserve(&arena, 100, &offset) == MEMRA_CUDA_ARENA_FITS && offset == 256);
+    EXPECT(memra_cuda_arena_reserve(&arena, 512, &offset) == MEMRA_CUDA_ARENA_FITS && offset == 512);
+    EXPECT(memra_cuda_arena_reserve(&arena, 1, &offset) == MEMRA_CUDA_ARENA_SYNCHRONIZE);
+    memra_cuda_arena_reset(&arena);
+    EXPECT(memra_cuda_arena_reserve(&arena, 1024, &offset) == MEMRA_CUDA_ARENA_FITS && offset == 0);
+    EXPECT(memra_cuda_arena_reserve(&arena, 3000, &offset) == MEMRA_CUDA_ARENA_GROW && offset == 4096);
+    EXPECT(memra_cuda_staging_chunks(0, 8) == 0);
+    EXPECT(memra_cuda_staging_chunks(16, 8) == 2);
+    EXPECT(memra_cuda_staging_chunks(17, 8) == 3);
+}
+
+int main(void) {
+    test_type_tables();
+    test_matmul_plans();
+    test_row_and_elementwise_plans();
+    test_attention_and_moe_plans();
+    test_allocator_cache();
+    test_arena();
+    if (failures) {
+        fprintf(stderr, "test-launch-plan: %d failure(s)\n", failures);
+        return 1;
+    }
+    printf("test-launch-plan: all checks passed\n");
+    return 0;
+}

@@ -1,0 +1,214 @@
+/*
+ * memra_cuda.h — the whole C ABI of Memra's CUDA library (libmemra_cuda).
+ *
+ * Plain C functions over opaque handles, in the style of memra.h. Every entry point that can fail
+ * returns an int status (MEMRA_CUDA_OK = 0) and, on failure, leaves a message in
+ * memra_cuda_last_error() (thread-local, valid until the next failing call on the same thread).
+ * Every CUDA runtime call is checked and turned into a status; no entry point aborts the process.
+ * The library links the CUDA runtime statically, so loading it needs no CUDA installation: on a
+ * machine without a driver or a GPU it loads, and memra_cuda_device_count / memra_cuda_create fail
+ * with MEMRA_CUDA_ERROR_NO_DEVICE and the runtime's message.
+ *
+ * Memory: buffers (f32 activations, weights in ggml layout, KV storage) live in device memory that
+ * memra_cuda_alloc hands out from a per-context caching allocator. Device pointers are plain
+ * addresses; `pointer + bytes` addresses inside an allocation are valid arguments.
+ *
+ * Ops: output first; float buffers are device pointers followed by their length in elements,
+ * checked against what the operation needs. Small index arrays (token ids, positions, KV slots,
+ * block tables, sequences, row ids, scales) are HOST pointers: the library checks them on the host
+ * (so an index out of range is an error code, never a device fault) and stages them to the device
+ * through pinned memory on the context's stream. Ops are asynchronous on the context's one stream;
+ * memra_cuda_download, memra_cuda_moe_route and memra_cuda_synchronize wait for it.
+ *
+ * A context must not be used from two threads at once; distinct contexts are independent.
+ */
+#ifndef MEMRA_CUDA_H
+#define MEMRA_CUDA_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define MEMRA_CUDA_API __declspec(dllexport)
+#else
+#define MEMRA_CUDA_API __attribute__((visibility("default")))
+#endif
+
+/* Incremented on every incompatible change of this header. */
+#define MEMRA_CUDA_ABI_VERSION 1
+
+/* ---- status codes (1..4 as memra.h) ---- */
+enum memra_cuda_status {
+    MEMRA_CUDA_OK = 0,
+    MEMRA_CUDA_ERROR_INVALID_ARGUMENT = 1, /* null pointer, negative or inconsistent size, buffer too short */
+    MEMRA_CUDA_ERROR_UNSUPPORTED_TYPE = 2, /* a ggml type the operation has no kernel for */
+    MEMRA_CUDA_ERROR_OUT_OF_RANGE = 3,     /* an index (token id, row id, slot, block id) outside its table */
+    MEMRA_CUDA_ERROR_OUT_OF_MEMORY = 4,    /* device or pinned host memory exhausted */
+    MEMRA_CUDA_ERROR_UNSUPPORTED = 6,      /* an operation or shape this library has no kernel for */
+    MEMRA_CUDA_ERROR_NO_DEVICE = 7,        /* no driver, no GPU, or the device index does not exist */
+    MEMRA_CUDA_ERROR_CUDA = 8,             /* a CUDA runtime call or a kernel launch failed */
+};
+
+/* ---- operations, for memra_cuda_supports (the values of memra.h's enum memra_op) ---- */
+enum memra_cuda_op {
+    MEMRA_CUDA_OP_EMBEDDING = 0,
+    MEMRA_CUDA_OP_RMS_NORM = 1,
+    MEMRA_CUDA_OP_MATMUL = 2,
+    MEMRA_CUDA_OP_ROPE_NEOX = 3,
+    MEMRA_CUDA_OP_ATTENTION = 4,
+    MEMRA_CUDA_OP_SWIGLU = 5,
+    MEMRA_CUDA_OP_ADD = 6,
+    MEMRA_CUDA_OP_MOE_ROUTE = 7,
+    MEMRA_CUDA_OP_EXPERT_MATMUL = 8,
+    MEMRA_CUDA_OP_GATHER_ROWS = 9,
+    MEMRA_CUDA_OP_SCATTER_ADD_ROWS = 10,
+    MEMRA_CUDA_OP_COUNT = 11,
+};
+
+/* Pass as weight_type to memra_cuda_supports for an operation without a weight. */
+#define MEMRA_CUDA_NO_WEIGHT_TYPE (-1)
+
+/* ---- library (never touch the GPU) ---- */
+
+/* The library version, "MAJOR.MINOR.PATCH". */
+MEMRA_CUDA_API const char * memra_cuda_version(void);
+/* MEMRA_CUDA_ABI_VERSION as the library was built. */
+MEMRA_CUDA_API int memra_cuda_abi_version(void);
+/* The message of the last failing call on this thread ("" when none). */
+MEMRA_CUDA_API const char * memra_cuda_last_error(void);
+/* 1 when `op` (enum memra_cuda_op) has a kernel for weights of ggml type `weight_type` (or, with
+ * MEMRA_CUDA_NO_WEIGHT_TYPE, at all); 0 otherwise. Never fails, never touches the GPU. */
+MEMRA_CUDA_API int memra_cuda_supports(int op, int weight_type);
+/* The ggml type ids of the KV storage element types: f32 = 0, f16 = 1, q8_0 = 8. */
+
+/* ---- devices ---- */
+
+/* Writes the number of CUDA devices to *count. MEMRA_CUDA_ERROR_NO_DEVICE (with the runtime's
+ * message, e.g. "CUDA driver version is insufficient" or "no CUDA-capable device is detected")
+ * when there is no usable driver or device. */
+MEMRA_CUDA_API int memra_cuda_device_count(int32_t * count);
+
+/* ---- context ---- */
+
+typedef struct memra_cuda memra_cuda;
+
+/* A context on device `device`: its stream, caching allocator and pinned staging buffers.
+ * NULL on failure (see memra_cuda_last_error; its status is memra_cuda_last_status()). */
+MEMRA_CUDA_API memra_cuda * memra_cuda_create(int device);
+/* The status of the last failing call on this thread (MEMRA_CUDA_OK when none). */
+MEMRA_CUDA_API int memra_cuda_last_status(void);
+/* Waits for the stream, frees every allocation and the context. NULL is ignored. */
+MEMRA_CUDA_API void memra_cuda_destroy(memra_cuda * cuda);
+/* Writes the device's name (NUL-terminated, truncated to name_bytes) and compute capability. */
+MEMRA_CUDA_API int memra_cuda_device_info(memra_cuda * cuda, char * name, int64_t name_bytes, int32_t * compute_capability,
+                                          int32_t * multiprocessors);
+/* Free and total device memory in bytes, and the bytes this context's allocator holds cached. */
+MEMRA_CUDA_API int memra_cuda_memory_info(memra_cuda * cuda, int64_t * free_bytes, int64_t * total_bytes, int64_t * cached_bytes);
+/* Waits until every op queued on the context's stream has finished; reports a kernel's fault. */
+MEMRA_CUDA_API int memra_cuda_synchronize(memra_cuda * cuda);
+
+/* ---- memory ---- */
+
+/* `bytes` of device memory (at least 256-byte aligned) from the caching allocator; NULL on failure.
+ * On out-of-memory the cache is released and the allocation retried once. */
+MEMRA_CUDA_API void * memra_cuda_alloc(memra_cuda * cuda, int64_t bytes);
+/* Returns an allocation to the cache (reused by a later memra_cuda_alloc of the same size class).
+ * Stream-ordered: ops queued before still see valid memory. NULL is ignored. */
+MEMRA_CUDA_API int memra_cuda_free(memra_cuda * cuda, void * device);
+/* Frees every cached (unused) allocation back to the device. */
+MEMRA_CUDA_API int memra_cuda_release_cached(memra_cuda * cuda);
+/* Copies `bytes` from host memory to the device through pinned staging buffers (double-buffered);
+ * returns once `host` may be reused. */
+MEMRA_CUDA_API int memra_cuda_upload(memra_cuda * cuda, void * device, const void * host, int64_t bytes);
+/* Copies `bytes` from the device to host memory; waits for the stream first. */
+MEMRA_CUDA_API int memra_cuda_download(memra_cuda * cuda, void * host, const void * device, int64_t bytes);
+/* Device-to-device copy on the stream (the regions must not overlap). */
+MEMRA_CUDA_API int memra_cuda_copy(memra_cuda * cuda, void * target, const void * source, int64_t bytes);
+/* Sets `bytes` of device memory to zero on the stream. */
+MEMRA_CUDA_API int memra_cuda_zero(memra_cuda * cuda, void * device, int64_t bytes);
+
+/* ---- ops (output first; see the top of this file for host index arrays) ---- */
+
+/* out[r] = table row ids[r], dequantized. table: [rows_in_table, width] of ggml type `type`.
+ * out: [id_count, width]. An id outside [0, rows_in_table) is MEMRA_CUDA_ERROR_OUT_OF_RANGE. */
+MEMRA_CUDA_API int memra_cuda_embedding(memra_cuda * cuda, float * out, int64_t out_length, int type, const void * table, int64_t table_bytes,
+                                        int64_t width, int64_t rows_in_table, const int32_t * ids, int64_t id_count);
+
+/* Dequantizes `count` values of ggml type `type` (count a multiple of the type's block size). */
+MEMRA_CUDA_API int memra_cuda_dequantize(memra_cuda * cuda, float * out, int64_t out_length, int type, const void * data, int64_t data_bytes,
+                                         int64_t count);
+
+/* out[r] = x[r] * (1 / sqrt(mean(x[r]^2) + eps)) * weight, the sum of squares in double.
+ * x, out: [rows, width] (out may equal x); weight: [width] f32. */
+MEMRA_CUDA_API int memra_cuda_rms_norm(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length,
+                                       const float * weight, int64_t weight_length, int64_t rows, int64_t width, float eps);
+
+/* out[r, o] = sum_i x[r, i] * W[o, i]. x: [rows, n_in] f32, out: [rows, n_out] f32 (no overlap);
+ * W: [n_out, n_in] of ggml type `type`. Few rows: a matrix-vector kernel in f32 arithmetic over the
+ * dequantized weight. Many rows: a tensor-core GEMM (mma.sync m16n8k16), weight tiles dequantized
+ * to f16 in shared memory, activations rounded to f16, f32 accumulation. */
+MEMRA_CUDA_API int memra_cuda_matmul(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, int64_t rows,
+                                     int type, const void * weight, int64_t weight_bytes, int64_t n_in, int64_t n_out);
+
+/* memra_cuda_matmul with matrix `expert` of a 3-D weight [experts, n_out, n_in]. */
+MEMRA_CUDA_API int memra_cuda_expert_matmul(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length,
+                                            int64_t rows, int type, const void * weight, int64_t weight_bytes, int64_t n_in, int64_t n_out,
+                                            int64_t experts, int64_t expert);
+
+/* NEOX rotary embedding in place, as ggml (theta_scale = powf(freq_base, -2 / head_dim) computed on
+ * the host, theta multiplied by it pair by pair in f32). x: [rows, heads * head_dim]; positions: [rows] (host). */
+MEMRA_CUDA_API int memra_cuda_rope_neox(memra_cuda * cuda, float * x, int64_t x_length, const int32_t * positions, int64_t rows, int64_t heads,
+                                        int64_t head_dim, float freq_base);
+
+/* Stores rows [0, count) of source ([count, width] f32, device) at slots[i] (host) of KV storage of
+ * element type `type` (f32 = 0, f16 = 1 round-to-nearest-even, q8_0 = 8 as ggml's quantize_row_q8_0
+ * reference). A slot outside the storage is MEMRA_CUDA_ERROR_OUT_OF_RANGE. */
+MEMRA_CUDA_API int memra_cuda_kv_write(memra_cuda * cuda, int type, void * storage, int64_t storage_bytes, int64_t width, const int32_t * slots,
+                                       int64_t count, const float * source, int64_t source_length);
+
+/* Causal attention with grouped KV heads for a batch of sequences, each reading K/V through its
+ * block table; arguments as memra_cpu_paged_attention (block_tables and sequences are host arrays;
+ * sequences: [sequence_count, 4] of (first query row, query rows, cache position of the first
+ * query row, table offset)). head_dim at most 256. */
+MEMRA_CUDA_API int memra_cuda_paged_attention(memra_cuda * cuda, float * out, int64_t out_length, const float * q, int64_t q_length, int type,
+                                              const void * keys, const void * values, int64_t storage_bytes, int64_t block_tokens,
+                                              const int32_t * block_tables, int64_t table_length, const int32_t * sequences,
+                                              int64_t sequence_count, int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim, float scale);
+
+/* out = silu(gate) * up over `length` values (out may equal gate or up). */
+MEMRA_CUDA_API int memra_cuda_swiglu(memra_cuda * cuda, float * out, int64_t out_length, const float * gate, int64_t gate_length,
+                                     const float * up, int64_t up_length, int64_t length);
+
+/* out = a + b over `length` values (out may equal a or b). */
+MEMRA_CUDA_API int memra_cuda_add(memra_cuda * cuda, float * out, int64_t out_length, const float * a, int64_t a_length, const float * b,
+                                  int64_t b_length, int64_t length);
+
+/* Qwen3-MoE routing as llama.cpp: softmax over each row's logits (device), the k largest
+ * probabilities (ties to the lower id), renormalised. ids_out, weights_out: [rows, k], HOST
+ * memory; waits for the stream. k at most 64. */
+MEMRA_CUDA_API int memra_cuda_moe_route(memra_cuda * cuda, int32_t * ids_out, float * weights_out, int64_t out_length, const float * logits,
+                                        int64_t logits_length, int64_t rows, int64_t experts, int64_t k);
+
+/* out[i] = x[row_ids[i]] for i < count, rows of `width`; row_ids on the host. */
+MEMRA_CUDA_API int memra_cuda_gather_rows(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length,
+                                          const int32_t * row_ids, int64_t count, int64_t width);
+
+/* out[row_ids[i]] += scales[i] * x[i] for i < count (in order of i); row_ids and scales on the host. */
+MEMRA_CUDA_API int memra_cuda_scatter_add_rows(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length,
+                                               const int32_t * row_ids, const float * scales, int64_t count, int64_t width);
+
+/* ---- launch plans (pure host arithmetic, no GPU; for tests and tools) ---- */
+
+/* The plan memra_cuda_matmul would use: plan[0] = kernel (0 none, 1 matrix-vector, 2 tensor-core
+ * GEMM), plan[1..3] = grid x, y, z, plan[4] = threads per block, plan[5] = dynamic shared bytes,
+ * plan[6] = activation rows per launch. Status as memra_cuda_matmul's shape checks. */
+MEMRA_CUDA_API int memra_cuda_plan_matmul(int type, int64_t rows, int64_t n_in, int64_t n_out, int64_t * plan, int64_t plan_length);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

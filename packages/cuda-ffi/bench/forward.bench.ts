@@ -1,0 +1,98 @@
+/**
+ * Prefill and decode speed of a whole model forward on the CUDA backend, llama-bench style
+ * (ppN: one forward over N prompt tokens; tgN: N single-token forwards after it):
+ *
+ *   bun packages/cuda-ffi/bench/forward.bench.ts [--preset qwen3-0.6b] [--type q8_0] [--layers N]
+ *       [--hidden H --heads A --kv-heads K --head-dim D --ffn F] [--prompt 512] [--decode 128] [--runs 2] [--json]
+ *
+ * Shape overrides build e.g. a Qwen3-8B-shaped model (--hidden 4096 --heads 32 --kv-heads 8
+ * --head-dim 128 --ffn 12288) with fewer layers, to keep the synthetic file small: then tokens/s
+ * is reported as measured and as scaled to --full-layers (per-layer time × full layer count).
+ */
+import { parseArgs } from "node:util";
+import { loadModel } from "@memra/core";
+import { type PresetName, type WeightType, resolveOptions, syntheticModelFile } from "@memra/synthetic";
+import { CudaBackend } from "../src/index";
+
+const { values } = parseArgs({
+  options: {
+    preset: { type: "string", default: "qwen3-0.6b" },
+    type: { type: "string", default: "q8_0" },
+    layers: { type: "string" },
+    "full-layers": { type: "string" },
+    hidden: { type: "string" },
+    heads: { type: "string" },
+    "kv-heads": { type: "string" },
+    "head-dim": { type: "string" },
+    ffn: { type: "string" },
+    prompt: { type: "string", default: "512" },
+    decode: { type: "string", default: "128" },
+    runs: { type: "string", default: "2" },
+    json: { type: "boolean", default: false },
+  },
+});
+
+const overrides: Record<string, number | string> = { weightType: values.type as WeightType };
+for (const [flag, key] of [
+  ["layers", "layers"],
+  ["hidden", "hidden"],
+  ["heads", "heads"],
+  ["kv-heads", "kvHeads"],
+  ["head-dim", "headDim"],
+  ["ffn", "ffn"],
+] as const) {
+  if (values[flag] !== undefined) overrides[key] = Number(values[flag]);
+}
+const options = resolveOptions(values.preset as PresetName, overrides);
+const promptTokens = Number(values.prompt);
+const decodeTokens = Number(values.decode);
+const runs = Number(values.runs);
+const path = await syntheticModelFile(options);
+const backend = CudaBackend.create();
+const model = loadModel(path, { backend, maxBatchTokens: Math.max(promptTokens, 1) });
+
+let state = 12345;
+const randomToken = () => {
+  state = (Math.imul(state, 1103515245) + 12345) >>> 0;
+  return 1000 + (state % 50000);
+};
+const prompt = Int32Array.from({ length: promptTokens }, randomToken);
+const argmax = (logits: Float32Array) => {
+  let best = 0;
+  for (let i = 1; i < logits.length; i++) if (logits[i]! > logits[best]!) best = i;
+  return best;
+};
+
+{
+  const cache = model.createCache(16);
+  model.forward(prompt.subarray(0, Math.min(8, promptTokens)), cache);
+  cache.dispose();
+}
+let bestPrefill = Number.POSITIVE_INFINITY;
+let bestDecode = Number.POSITIVE_INFINITY;
+for (let run = 0; run < runs; run++) {
+  const cache = model.createCache(promptTokens + decodeTokens + 1);
+  let started = performance.now();
+  let token = argmax(model.forward(prompt, cache));
+  bestPrefill = Math.min(bestPrefill, performance.now() - started);
+  started = performance.now();
+  for (let i = 0; i < decodeTokens; i++) token = argmax(model.forward([token], cache));
+  bestDecode = Math.min(bestDecode, performance.now() - started);
+  cache.dispose();
+}
+const fullLayers = values["full-layers"] ? Number(values["full-layers"]) : options.layers;
+const scale = options.layers / fullLayers; // time per token grows ~linearly with layers
+const result = {
+  preset: values.preset,
+  type: values.type,
+  layers: options.layers,
+  fullLayers,
+  device: backend.deviceInfo().name,
+  [`pp${promptTokens}`]: (promptTokens / bestPrefill) * 1000,
+  [`tg${decodeTokens}`]: (decodeTokens / bestDecode) * 1000,
+  [`pp${promptTokens}Scaled`]: (promptTokens / bestPrefill) * 1000 * scale,
+  [`tg${decodeTokens}Scaled`]: (decodeTokens / bestDecode) * 1000 * scale,
+};
+if (values.json) console.log(JSON.stringify(result));
+else console.log(result);
+model.dispose();

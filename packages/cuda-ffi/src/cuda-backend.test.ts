@@ -1,0 +1,348 @@
+/**
+ * CudaBackend. Without a GPU (this file's first part, run everywhere): importing the package loads
+ * nothing, and using it fails with CudaUnavailableError carrying the driver's message; the launch
+ * plans answer through the library. With a GPU (the second part, skipped with the reason
+ * otherwise): every op against the reference backend on the same seeded random inputs, by
+ * NMSE = Σ(cuda − reference)² / Σ reference². The reference runs without ggml's activation
+ * rounding: the CUDA kernels multiply f32 activations (matrix-vector) or f16 activations
+ * (tensor-core GEMM), not ggml's q8_0/q8_K.
+ *
+ * Bounds (not yet measured on a GPU: set from the arithmetic, to be tightened by a GPU session):
+ * - f32 row and elementwise ops, attention, routing weights: 1e-10 (f32 arithmetic against the
+ *   reference's double: ~1e-14 expected).
+ * - embedding, gatherRows: exact (same dequantization formulas, no FMA contraction).
+ * - matmul, matrix-vector kernel (≤ 8 rows): 1e-10 (f32 sums of the exact dequantized weights).
+ * - matmul, GEMM (≥ 9 rows): 1e-5 (weights and activations rounded to f16: ~2e-7 expected).
+ */
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { type Backend, type DeviceBuffer, ReferenceBackend, type WeightHandle } from "@memra/core";
+import { GGMLType, type GGUFTensorInfo, canQuantize, ggmlTypeName, quantize } from "@memra/gguf";
+import { mulberry32 } from "@memra/synthetic";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cudaUnavailableReason } from "./cuda-availability";
+import { CudaBackend } from "./cuda-backend";
+import { CudaBackendDisposedError, CudaError, CudaUnavailableError } from "./errors";
+import { cudaLibraryCandidates, openMemraCudaLibrary } from "./native-library";
+
+const libraryBuilt = (() => {
+  try {
+    openMemraCudaLibrary();
+    return true;
+  } catch {
+    return false;
+  }
+})();
+const unavailable = cudaUnavailableReason();
+
+describe("without a GPU", () => {
+  it("importing the package loads nothing; cudaAvailable() and create() report the missing library", () => {
+    const index = fileURLToPath(new URL("./index.ts", import.meta.url));
+    const script = `const m = await import(${JSON.stringify(index)}); console.log(typeof m.CudaBackend, m.cudaAvailable());
+      try { m.CudaBackend.create(); } catch (e) { console.log(e.name, e.kind, e.message); }`;
+    const result = spawnSync(process.execPath.includes("bun") ? process.execPath : "bun", ["-e", script], {
+      env: { ...process.env, MEMRA_CUDA_LIBRARY: "/nonexistent/libmemra_cuda.so" },
+      encoding: "utf8",
+    });
+    expect(result.stderr).toBe("");
+    const [first, second] = result.stdout.trim().split("\n");
+    expect(first).toBe("function false");
+    expect(second).toMatch(/^CudaUnavailableError library-missing CUDA is unavailable: \/nonexistent\/libmemra_cuda.so not found; MEMRA_CUDA_LIBRARY names a file/);
+  });
+
+  it("create() with a library path that does not exist throws CudaUnavailableError", () => {
+    expect(() => CudaBackend.create({ libraryPath: "/nonexistent/libmemra_cuda.so" })).toThrow(CudaUnavailableError);
+    expect(() => CudaBackend.create({ device: -1 })).toThrow(RangeError);
+  });
+
+  it.skipIf(!libraryBuilt)(`the built library loads and plans launches without a GPU${libraryBuilt ? "" : ` (skipped: ${cudaLibraryCandidates().join(", ")} not built)`}`, () => {
+    const library = openMemraCudaLibrary();
+    expect(library.version).toMatch(/^\d+\.\d+\.\d+$/);
+    const plan = new BigInt64Array(7);
+    library.call("memra_cuda_plan_matmul", GGMLType.Q8_0, 1, 4096, 4096, plan, 7);
+    expect(Array.from(plan, Number)).toEqual([1, 1024, 1, 1, 128, 0, 1]); // matrix-vector, 4 output rows per block
+    library.call("memra_cuda_plan_matmul", GGMLType.Q4_K, 512, 4096, 12288, plan, 7);
+    expect(Array.from(plan, Number)).toEqual([2, 192, 8, 1, 128, 0, 512]); // tensor-core GEMM, 64 × 64 tiles
+    let error: unknown;
+    try {
+      library.call("memra_cuda_plan_matmul", GGMLType.IQ2_XXS, 1, 256, 4, plan, 7);
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(CudaError);
+    expect((error as CudaError).status).toBe(2);
+    expect((error as CudaError).message).toMatch(/memra_cuda_plan_matmul: weight type 16 has no CUDA matmul kernel/);
+  });
+
+  it.skipIf(!libraryBuilt || unavailable === undefined)("create() on a machine without a driver or GPU: CudaUnavailableError with the driver's message", () => {
+    let error: unknown;
+    try {
+      CudaBackend.create();
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(CudaUnavailableError);
+    expect((error as CudaUnavailableError).kind).toBe("no-device");
+    expect((error as Error).message).toMatch(/CUDA is unavailable: memra_cuda_device_count: no usable CUDA device: .*(driver|device)/i);
+    expect(unavailable).toBe((error as Error).message);
+  });
+});
+
+// ---- with a GPU ----
+
+const EXACT_ELEMENTWISE_BOUND = 1e-10;
+const VECTOR_MATMUL_BOUND = 1e-10;
+const GEMM_BOUND = 1e-5;
+
+function normals(count: number, seed: number, scale = 1): Float32Array {
+  const random = mulberry32(seed);
+  const out = new Float32Array(count);
+  for (let i = 0; i < count; i++) out[i] = scale * Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
+  return out;
+}
+
+function nmse(actual: Float32Array, expected: Float32Array): number {
+  expect(actual.length).toBe(expected.length);
+  let error = 0;
+  let energy = 0;
+  for (let i = 0; i < expected.length; i++) {
+    const d = actual[i]! - expected[i]!;
+    error += d * d;
+    energy += expected[i]! * expected[i]!;
+  }
+  return energy === 0 ? error : error / energy;
+}
+
+function tensorInfo(name: string, type: GGMLType, shape: number[], data: Uint8Array): GGUFTensorInfo {
+  return { name, type, shape, elementCount: shape.reduce((a, b) => a * b, 1), offset: 0, byteSize: data.byteLength };
+}
+
+const ALL_TYPES = Object.values(GGMLType).filter((value): value is GGMLType => typeof value === "number");
+
+class Pair {
+  constructor(
+    readonly cuda: Backend,
+    readonly reference: Backend,
+  ) {}
+  buffers(values: Float32Array): [DeviceBuffer, DeviceBuffer] {
+    const a = this.cuda.allocate(values.length);
+    const b = this.reference.allocate(values.length);
+    this.cuda.write(a, values);
+    this.reference.write(b, values);
+    return [a, b];
+  }
+  weights(info: GGUFTensorInfo, data: Uint8Array): [WeightHandle, WeightHandle] {
+    return [this.cuda.uploadWeight(info, data), this.reference.uploadWeight(info, data)];
+  }
+  read(buffers: [DeviceBuffer, DeviceBuffer]): [Float32Array, Float32Array] {
+    return [this.cuda.read(buffers[0]), this.reference.read(buffers[1])];
+  }
+}
+
+describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the reference backend${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
+  let backend: CudaBackend;
+  let pair: Pair;
+  beforeAll(() => {
+    backend = CudaBackend.create();
+    pair = new Pair(backend, new ReferenceBackend({ ggmlActivationRounding: false }));
+  });
+  afterAll(() => backend?.dispose());
+
+  const matmulTypes = () => ALL_TYPES.filter((type) => backend.supportsOp("matmul", type));
+
+  it("reports its device and supports the weight types it has kernels for", () => {
+    const info = backend.deviceInfo();
+    expect(info.computeCapability).toBeGreaterThanOrEqual(80);
+    expect(info.name.length).toBeGreaterThan(0);
+    expect(matmulTypes().map(ggmlTypeName)).toEqual(expect.arrayContaining(["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K"]));
+    expect(backend.supportsOp("matmul", GGMLType.IQ2_XXS)).toBe(false);
+    expect(backend.supportsOp("attention")).toBe(true);
+  });
+
+  it.each([
+    [1, "decode, matrix-vector", VECTOR_MATMUL_BOUND],
+    [5, "small batch, matrix-vector", VECTOR_MATMUL_BOUND],
+    [70, "prefill, tensor-core GEMM over two row tiles", GEMM_BOUND],
+  ])("matmul, every supported weight type, %i row(s) (%s)", (rows, _what, bound) => {
+    const [nIn, nOut] = [512, 37];
+    const results: Record<string, number> = {};
+    for (const type of matmulTypes().filter(canQuantize)) {
+      const data = quantize(type, normals(nIn * nOut, 1000 + type, 0.05));
+      const [w, wRef] = pair.weights(tensorInfo(`w.${ggmlTypeName(type)}`, type, [nIn, nOut], data), data);
+      const [x, xRef] = pair.buffers(normals(rows * nIn, 3000 + rows));
+      const out = pair.cuda.allocate(rows * nOut);
+      const outRef = pair.reference.allocate(rows * nOut);
+      pair.cuda.matmul(out, x, w, rows);
+      pair.reference.matmul(outRef, xRef, wRef, rows);
+      results[ggmlTypeName(type)] = nmse(pair.cuda.read(out), pair.reference.read(outRef));
+    }
+    if (process.env.MEMRA_PRINT_NMSE) console.log(rows, results);
+    expect(Object.keys(results).length).toBeGreaterThanOrEqual(10);
+    for (const [type, error] of Object.entries(results)) expect(error, `matmul ${type} NMSE`).toBeLessThanOrEqual(bound);
+  });
+
+  it("expertMatmul picks the expert's matrix of a 3-D weight", () => {
+    const [nIn, nOut, experts] = [256, 24, 3];
+    for (const rows of [4, 40]) {
+      for (const type of [GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.F16]) {
+        const data = quantize(type, normals(nIn * nOut * experts, 40 + type, 0.05));
+        const [w, wRef] = pair.weights(tensorInfo("experts", type, [nIn, nOut, experts], data), data);
+        const [x, xRef] = pair.buffers(normals(rows * nIn, 41));
+        for (let expert = 0; expert < experts; expert++) {
+          const out = pair.cuda.allocate(rows * nOut);
+          const outRef = pair.reference.allocate(rows * nOut);
+          pair.cuda.expertMatmul(out, x, w, expert, rows);
+          pair.reference.expertMatmul(outRef, xRef, wRef, expert, rows);
+          expect(nmse(pair.cuda.read(out), pair.reference.read(outRef)), `${ggmlTypeName(type)} expert ${expert}`).toBeLessThanOrEqual(rows > 8 ? GEMM_BOUND : VECTOR_MATMUL_BOUND);
+        }
+      }
+    }
+  });
+
+  it("embedding dequantizes table rows exactly like the reference", () => {
+    const [width, vocabulary] = [256, 10];
+    const tokens = Int32Array.from([3, 0, 9, 3]);
+    for (const type of ALL_TYPES.filter((t) => backend.supportsOp("embedding", t) && canQuantize(t))) {
+      const data = quantize(type, normals(width * vocabulary, 60 + type, 0.1));
+      const [table, tableRef] = pair.weights(tensorInfo("token_embd.weight", type, [width, vocabulary], data), data);
+      const out = pair.cuda.allocate(tokens.length * width);
+      const outRef = pair.reference.allocate(tokens.length * width);
+      pair.cuda.embedding(out, table, tokens);
+      pair.reference.embedding(outRef, tableRef, tokens);
+      expect(pair.cuda.read(out), `embedding ${ggmlTypeName(type)}`).toEqual(pair.reference.read(outRef));
+    }
+  });
+
+  it("rmsNorm (in place, f32 and f16 weights), ropeNeox, swiglu, add", () => {
+    const [rows, width] = [40, 1024];
+    for (const type of [GGMLType.F32, GGMLType.F16]) {
+      const data = quantize(type, normals(width, 70, 0.5));
+      const [w, wRef] = pair.weights(tensorInfo("norm", type, [width], data), data);
+      const [x, xRef] = pair.buffers(normals(rows * width, 71, 2));
+      pair.cuda.rmsNorm(x, x, w, rows, 1e-6);
+      pair.reference.rmsNorm(xRef, xRef, wRef, rows, 1e-6);
+      expect(nmse(...pair.read([x, xRef])), `rmsNorm ${ggmlTypeName(type)}`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
+    }
+    for (const [heads, headDim, freqBase] of [
+      [4, 64, 10000],
+      [8, 128, 1000000],
+    ] as const) {
+      const positions = Int32Array.from([0, 1, 2, 7, 100, 4095, 30000]);
+      const [x, xRef] = pair.buffers(normals(positions.length * heads * headDim, 80 + headDim));
+      pair.cuda.ropeNeox(x, positions, heads, headDim, freqBase);
+      pair.reference.ropeNeox(xRef, positions, heads, headDim, freqBase);
+      expect(nmse(...pair.read([x, xRef])), `rope headDim ${headDim}`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
+    }
+    for (const length of [100, 200_000]) {
+      const [gate, gateRef] = pair.buffers(normals(length, 100, 3));
+      const [up, upRef] = pair.buffers(normals(length, 101));
+      pair.cuda.swiglu(gate, gate, up, length);
+      pair.reference.swiglu(gateRef, gateRef, upRef, length);
+      expect(nmse(...pair.read([gate, gateRef])), `swiglu ${length}`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
+      pair.cuda.add(up, up, gate, length);
+      pair.reference.add(upRef, upRef, gateRef, length);
+      expect(nmse(...pair.read([up, upRef])), `add ${length}`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
+    }
+  });
+
+  it("paged attention, several sequences through block tables, f32/f16/q8_0 KV", () => {
+    const [heads, kvHeads, headDim, blockTokens, blocks] = [4, 2, 64, 4, 40];
+    const kvWidth = kvHeads * headDim;
+    const random = mulberry32(93);
+    for (const type of ["f32", "f16", "q8_0"] as const) {
+      const keys = pair.cuda.allocateKV(type, blocks * blockTokens, kvWidth);
+      const values = pair.cuda.allocateKV(type, blocks * blockTokens, kvWidth);
+      const keysRef = pair.reference.allocateKV(type, blocks * blockTokens, kvWidth);
+      const valuesRef = pair.reference.allocateKV(type, blocks * blockTokens, kvWidth);
+      const slots = Int32Array.from({ length: blocks * blockTokens }, (_, i) => i);
+      const [k, kRef] = pair.buffers(normals(slots.length * kvWidth, 90));
+      const [v, vRef] = pair.buffers(normals(slots.length * kvWidth, 91));
+      pair.cuda.writeKV(keys, slots, k);
+      pair.cuda.writeKV(values, slots, v);
+      pair.reference.writeKV(keysRef, slots, kRef);
+      pair.reference.writeKV(valuesRef, slots, vRef);
+      const shapes = [
+        [1, 0],
+        [1, 29],
+        [7, 5],
+        [30, 0],
+      ] as const;
+      const sequences = new Int32Array(shapes.length * 4);
+      const tables: number[] = [];
+      let rows = 0;
+      for (let i = 0; i < shapes.length; i++) {
+        const [queryRows, position] = shapes[i]!;
+        sequences.set([rows, queryRows, position, tables.length], i * 4);
+        for (let b = 0; b < Math.ceil((position + queryRows) / blockTokens); b++) tables.push(Math.floor(random() * blocks));
+        rows += queryRows;
+      }
+      const [q, qRef] = pair.buffers(normals(rows * heads * headDim, 92));
+      const out = pair.cuda.allocate(rows * heads * headDim);
+      const outRef = pair.reference.allocate(rows * heads * headDim);
+      const shape = { rows, heads, kvHeads, headDim, scale: 1 / Math.sqrt(headDim) };
+      const blockTables = Int32Array.from(tables);
+      pair.cuda.attention(out, q, { keys, values, blockTokens, blockTables, sequences }, shape);
+      pair.reference.attention(outRef, qRef, { keys: keysRef, values: valuesRef, blockTokens, blockTables, sequences }, shape);
+      expect(nmse(pair.cuda.read(out), pair.reference.read(outRef)), `paged attention ${type}`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
+      // copy-on-write of a block, then the copied slots read back the same through attention
+      pair.cuda.copyKV(keys, 0, 4, 4);
+      pair.reference.copyKV(keysRef, 0, 4, 4);
+      pair.cuda.copyKV(values, 0, 4, 4);
+      pair.reference.copyKV(valuesRef, 0, 4, 4);
+      const single = Int32Array.from([0, 1, 3, 0]);
+      const [q1, q1Ref] = pair.buffers(normals(heads * headDim, 96));
+      const o1 = pair.cuda.allocate(heads * headDim);
+      const o1Ref = pair.reference.allocate(heads * headDim);
+      pair.cuda.attention(o1, q1, { keys, values, blockTokens, blockTables: Int32Array.from([0]), sequences: single }, { ...shape, rows: 1 });
+      pair.reference.attention(o1Ref, q1Ref, { keys: keysRef, values: valuesRef, blockTokens, blockTables: Int32Array.from([0]), sequences: single }, { ...shape, rows: 1 });
+      expect(nmse(pair.cuda.read(o1), pair.reference.read(o1Ref)), `attention after copyKV ${type}`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
+    }
+  });
+
+  it("moeRoute, gatherRows, scatterAddRows", () => {
+    const [rows, experts, k] = [9, 16, 4];
+    const [logits, logitsRef] = pair.buffers(normals(rows * experts, 110, 2));
+    const routed = pair.cuda.moeRoute(logits, rows, experts, k);
+    const routedRef = pair.reference.moeRoute(logitsRef, rows, experts, k);
+    expect(routed.ids).toEqual(routedRef.ids);
+    expect(nmse(routed.weights, routedRef.weights)).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
+    const width = 33;
+    const [x, xRef] = pair.buffers(normals(6 * width, 120));
+    const ids = Int32Array.from([4, 0, 4, 2]);
+    const gathered = pair.cuda.allocate(ids.length * width);
+    const gatheredRef = pair.reference.allocate(ids.length * width);
+    pair.cuda.gatherRows(gathered, x, ids, width);
+    pair.reference.gatherRows(gatheredRef, xRef, ids, width);
+    expect(pair.cuda.read(gathered)).toEqual(pair.reference.read(gatheredRef));
+    const scales = Float32Array.from([0.5, -1, 0.25, 2]);
+    pair.cuda.scatterAddRows(x, gathered, ids, scales, width);
+    pair.reference.scatterAddRows(xRef, gatheredRef, ids, scales, width);
+    expect(nmse(...pair.read([x, xRef]))).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
+  });
+
+  it("errors: sizes, indices and unsupported types are CudaErrors with the library's message, not crashes", () => {
+    const data = quantize(GGMLType.Q8_0, normals(64 * 8, 130));
+    const w = backend.uploadWeight(tensorInfo("w", GGMLType.Q8_0, [64, 8], data), data);
+    expect(() => backend.matmul(backend.allocate(8), backend.allocate(128), w, 2)).toThrow(/memra_cuda_matmul: out holds 8 elements, 16 needed/);
+    expect(() => backend.add(backend.allocate(8), backend.allocate(9), backend.allocate(9), 9)).toThrow(/memra_cuda_add: out holds 8 elements, 9 needed/);
+    const table = backend.uploadWeight(tensorInfo("token_embd.weight", GGMLType.Q8_0, [64, 8], data), data);
+    expect(() => backend.embedding(backend.allocate(64), table, Int32Array.from([8]))).toThrow(/token id 8 at position 0 is outside the table \(0..7\)/);
+    const storage = backend.allocateKV("f16", 8, 64);
+    expect(() => backend.writeKV(storage, Int32Array.from([8]), backend.allocate(64))).toThrow(/slot 8 \(row 0\) outside the storage's 8 slots/);
+    const view = { keys: storage, values: storage, blockTokens: 4, blockTables: Int32Array.from([2]), sequences: Int32Array.from([0, 1, 0, 0]) };
+    expect(() => backend.attention(backend.allocate(64), backend.allocate(64), view, { rows: 1, heads: 1, kvHeads: 1, headDim: 64, scale: 1 })).toThrow(
+      /sequence 0 block 0 is 2, outside the storage's 2 blocks/,
+    );
+    const bad = new Uint8Array(66 * 4);
+    expect(() => backend.uploadWeight(tensorInfo("w", GGMLType.IQ2_XXS, [256, 4], bad), bad)).toThrow(/iq2_xxs/);
+    backend.synchronize(); // nothing faulted on the device
+  });
+
+  it("dispose is safe twice; use after dispose throws", () => {
+    const other = CudaBackend.create();
+    const buffer = other.allocate(4);
+    other.dispose();
+    other.dispose();
+    expect(() => other.add(buffer, buffer, buffer, 4)).toThrow(CudaBackendDisposedError);
+  });
+});

@@ -1,0 +1,426 @@
+/**
+ * CudaBackend: the Backend contract on libmemra_cuda. Buffers, weights and KV storage live in
+ * device memory (the context's caching allocator); write/read copy through pinned staging; ops are
+ * queued on the context's stream and run asynchronously until a read (or moeRoute) waits for them.
+ * Small index arrays (tokens, positions, slots, block tables) are passed from the host: the library
+ * checks them and stages them to the device.
+ */
+import {
+  type AttentionShape,
+  BACKEND_CONTRACT_VERSION,
+  type Backend,
+  type BackendOp,
+  type DeviceBuffer,
+  type KVLayerView,
+  type KVStorage,
+  type KVType,
+  UnsupportedTensorTypeError,
+  type WeightHandle,
+  kvRowBytes,
+} from "@memra/core";
+import { GGMLType, type GGUFTensorInfo, ggmlTypeName } from "@memra/gguf";
+import { type Pointer, ptr } from "bun:ffi";
+import { CudaBackendDisposedError } from "./errors";
+import { CUDA_NO_WEIGHT_TYPE, MEMRA_CUDA_OPS, type MemraCudaLibrary, openMemraCudaLibrary } from "./native-library";
+
+export interface CudaBackendOptions {
+  /** CUDA device index. Default 0. */
+  readonly device?: number;
+  /** The library file to load instead of MEMRA_CUDA_LIBRARY / native/build. */
+  readonly libraryPath?: string;
+}
+
+/** An f32 buffer in device memory. */
+class CudaBuffer implements DeviceBuffer {
+  constructor(
+    /** Device address. */
+    readonly pointer: number,
+    readonly length: number,
+  ) {}
+}
+
+const KV_TYPE_IDS: Record<KVType, number> = { f32: 0, f16: 1, q8_0: 8 };
+
+class CudaKVStorage implements KVStorage {
+  readonly rowBytes: number;
+  constructor(
+    readonly type: KVType,
+    readonly rows: number,
+    readonly width: number,
+    /** Device address of rows * rowBytes bytes. */
+    readonly pointer: number,
+  ) {
+    this.rowBytes = kvRowBytes(type, width);
+  }
+  get bytes(): number {
+    return this.rows * this.rowBytes;
+  }
+}
+
+class CudaWeight implements WeightHandle {
+  /** f32 copy of a norm weight stored in another type (dequantized on the device on first use). */
+  f32Pointer: number | undefined;
+  constructor(
+    readonly name: string,
+    readonly type: GGMLType,
+    readonly shape: readonly number[],
+    readonly elementCount: number,
+    readonly byteLength: number,
+    /** Device address. */
+    readonly pointer: number,
+  ) {}
+}
+
+/** bun:ffi needs a non-empty typed array for a pointer. */
+function hostPointer(array: Int32Array | Float32Array): Pointer {
+  return array.length > 0 ? ptr(array) : ptr(new Int32Array(1));
+}
+
+export class CudaBackend implements Backend {
+  readonly contractVersion = BACKEND_CONTRACT_VERSION;
+  readonly name = "cuda";
+  private handle: Pointer | null;
+  private readonly supportCache = new Map<string, boolean>();
+
+  private constructor(
+    readonly library: MemraCudaLibrary,
+    handle: Pointer,
+    /** The CUDA device index. */
+    readonly device: number,
+  ) {
+    this.handle = handle;
+  }
+
+  /**
+   * Loads libmemra_cuda (once per process) and creates a context on the device.
+   * @throws CudaUnavailableError when the library is not built, or there is no driver, GPU or such device (with the driver's message).
+   */
+  static create(options: CudaBackendOptions = {}): CudaBackend {
+    const device = options.device ?? 0;
+    if (!Number.isInteger(device) || device < 0) throw new RangeError(`device must be a non-negative integer, got ${device}`);
+    const library = openMemraCudaLibrary(options.libraryPath);
+    return new CudaBackend(library, library.createContext(device), device);
+  }
+
+  /** The device's name, compute capability (e.g. 90) and multiprocessor count. */
+  deviceInfo(): { name: string; computeCapability: number; multiprocessors: number } {
+    const name = new Uint8Array(256);
+    const numbers = new Int32Array(2);
+    this.library.call("memra_cuda_device_info", this.context(), ptr(name), name.length, ptr(numbers), ptr(numbers, 4));
+    const end = name.indexOf(0);
+    return { name: new TextDecoder().decode(name.subarray(0, end < 0 ? name.length : end)), computeCapability: numbers[0]!, multiprocessors: numbers[1]! };
+  }
+
+  /** Free and total device memory, and the bytes the allocator keeps cached. */
+  memoryInfo(): { freeBytes: number; totalBytes: number; cachedBytes: number } {
+    const values = new BigInt64Array(3);
+    this.library.call("memra_cuda_memory_info", this.context(), ptr(values), ptr(values, 8), ptr(values, 16));
+    return { freeBytes: Number(values[0]), totalBytes: Number(values[1]), cachedBytes: Number(values[2]) };
+  }
+
+  /** Waits for every queued op (reports a kernel fault as a CudaError). */
+  synchronize(): void {
+    this.library.call("memra_cuda_synchronize", this.context());
+  }
+
+  supportsOp(op: BackendOp, weightType?: GGMLType): boolean {
+    const key = `${op}:${weightType ?? ""}`;
+    let supported = this.supportCache.get(key);
+    if (supported === undefined) {
+      const id = MEMRA_CUDA_OPS[op];
+      supported = id !== undefined && this.library.symbols.memra_cuda_supports(id, weightType ?? CUDA_NO_WEIGHT_TYPE) === 1;
+      this.supportCache.set(key, supported);
+    }
+    return supported;
+  }
+
+  uploadWeight(info: GGUFTensorInfo, data: Uint8Array): WeightHandle {
+    if (!this.supportsOp("matmul", info.type) && !this.supportsOp("embedding", info.type)) {
+      throw new UnsupportedTensorTypeError(info.name, ggmlTypeName(info.type), this.name);
+    }
+    if (data.byteLength < info.byteSize) throw new RangeError(`tensor "${info.name}": ${data.byteLength} bytes given, ${info.byteSize} needed`);
+    const pointer = this.deviceAlloc(info.byteSize);
+    if (info.byteSize > 0) this.library.call("memra_cuda_upload", this.context(), pointer as Pointer, ptr(data), info.byteSize);
+    return new CudaWeight(info.name, info.type, info.shape, info.elementCount, info.byteSize, pointer);
+  }
+
+  weightBytes(weight: WeightHandle): number {
+    return asWeight(weight).byteLength;
+  }
+
+  allocate(length: number): DeviceBuffer {
+    if (!Number.isInteger(length) || length < 0) throw new RangeError(`buffer length must be a non-negative integer, got ${length}`);
+    return new CudaBuffer(this.deviceAlloc(Math.max(1, length) * 4), length);
+  }
+
+  write(buffer: DeviceBuffer, data: Float32Array, offset = 0): void {
+    const b = asBuffer(buffer);
+    if (offset < 0 || offset + data.length > b.length) throw new RangeError(`write of ${data.length} values at ${offset} outside a buffer of ${b.length}`);
+    if (data.length === 0) return;
+    this.library.call("memra_cuda_upload", this.context(), (b.pointer + offset * 4) as Pointer, ptr(data), data.byteLength);
+  }
+
+  read(buffer: DeviceBuffer, offset = 0, length = buffer.length - offset): Float32Array {
+    const b = asBuffer(buffer);
+    if (offset < 0 || length < 0 || offset + length > b.length) throw new RangeError(`read of ${length} values at ${offset} outside a buffer of ${b.length}`);
+    const out = new Float32Array(length);
+    if (length > 0) this.library.call("memra_cuda_download", this.context(), ptr(out), (b.pointer + offset * 4) as Pointer, length * 4);
+    return out;
+  }
+
+  copy(out: DeviceBuffer, outOffset: number, source: DeviceBuffer, sourceOffset: number, length: number): void {
+    const o = asBuffer(out);
+    const s = asBuffer(source);
+    if (outOffset < 0 || sourceOffset < 0 || length < 0 || outOffset + length > o.length || sourceOffset + length > s.length) throw new RangeError("copy outside a buffer");
+    if (length === 0) return;
+    this.library.call("memra_cuda_copy", this.context(), (o.pointer + outOffset * 4) as Pointer, (s.pointer + sourceOffset * 4) as Pointer, length * 4);
+  }
+
+  embedding(out: DeviceBuffer, table: WeightHandle, tokens: Int32Array): void {
+    if (tokens.length === 0) return;
+    const o = asBuffer(out);
+    const t = asWeight(table);
+    this.library.call(
+      "memra_cuda_embedding",
+      this.context(),
+      o.pointer as Pointer,
+      o.length,
+      t.type,
+      t.pointer as Pointer,
+      t.byteLength,
+      t.shape[0]!,
+      t.shape[1] ?? 1,
+      hostPointer(tokens),
+      tokens.length,
+    );
+  }
+
+  rmsNorm(out: DeviceBuffer, x: DeviceBuffer, weight: WeightHandle, rows: number, eps: number): void {
+    const o = asBuffer(out);
+    const input = asBuffer(x);
+    const w = asWeight(weight);
+    const pointer = this.f32Weight(w);
+    this.library.call("memra_cuda_rms_norm", this.context(), o.pointer as Pointer, o.length, input.pointer as Pointer, input.length, pointer as Pointer, w.elementCount, rows, w.elementCount, eps);
+  }
+
+  matmul(out: DeviceBuffer, x: DeviceBuffer, weight: WeightHandle, rows: number): void {
+    const o = asBuffer(out);
+    const input = asBuffer(x);
+    const w = asWeight(weight);
+    this.library.call(
+      "memra_cuda_matmul",
+      this.context(),
+      o.pointer as Pointer,
+      o.length,
+      input.pointer as Pointer,
+      input.length,
+      rows,
+      w.type,
+      w.pointer as Pointer,
+      w.byteLength,
+      w.shape[0]!,
+      w.shape[1] ?? 1,
+    );
+  }
+
+  expertMatmul(out: DeviceBuffer, x: DeviceBuffer, weight: WeightHandle, expert: number, rows: number): void {
+    const o = asBuffer(out);
+    const input = asBuffer(x);
+    const w = asWeight(weight);
+    this.library.call(
+      "memra_cuda_expert_matmul",
+      this.context(),
+      o.pointer as Pointer,
+      o.length,
+      input.pointer as Pointer,
+      input.length,
+      rows,
+      w.type,
+      w.pointer as Pointer,
+      w.byteLength,
+      w.shape[0]!,
+      w.shape[1] ?? 1,
+      w.shape[2] ?? 1,
+      expert,
+    );
+  }
+
+  ropeNeox(x: DeviceBuffer, positions: Int32Array, heads: number, headDim: number, freqBase: number): void {
+    if (positions.length === 0) return;
+    const b = asBuffer(x);
+    this.library.call("memra_cuda_rope_neox", this.context(), b.pointer as Pointer, b.length, hostPointer(positions), positions.length, heads, headDim, freqBase);
+  }
+
+  allocateKV(type: KVType, rows: number, width: number): KVStorage {
+    if (!Number.isInteger(rows) || rows < 0) throw new RangeError(`KV rows must be a non-negative integer, got ${rows}`);
+    if (!(type in KV_TYPE_IDS)) throw new RangeError(`unknown KV type "${type}" (f32, f16, q8_0)`);
+    if (type === "q8_0" && width % 32 !== 0) throw new RangeError(`q8_0 KV rows need a width that is a multiple of 32, got ${width}`);
+    const bytes = rows * kvRowBytes(type, width);
+    const pointer = this.deviceAlloc(Math.max(64, bytes));
+    this.library.call("memra_cuda_zero", this.context(), pointer as Pointer, Math.max(64, bytes));
+    return new CudaKVStorage(type, rows, width, pointer);
+  }
+
+  writeKV(storage: KVStorage, slots: Int32Array, source: DeviceBuffer): void {
+    if (slots.length === 0) return;
+    const kv = asKV(storage);
+    const x = asBuffer(source);
+    this.library.call(
+      "memra_cuda_kv_write",
+      this.context(),
+      KV_TYPE_IDS[kv.type],
+      kv.pointer as Pointer,
+      kv.bytes,
+      kv.width,
+      hostPointer(slots),
+      slots.length,
+      x.pointer as Pointer,
+      x.length,
+    );
+  }
+
+  copyKV(storage: KVStorage, targetSlot: number, sourceSlot: number, rows: number): void {
+    const kv = asKV(storage);
+    if (sourceSlot < 0 || targetSlot < 0 || rows < 0 || sourceSlot + rows > kv.rows || targetSlot + rows > kv.rows) throw new RangeError("copyKV outside the storage");
+    if (rows === 0 || sourceSlot === targetSlot) return;
+    if (Math.abs(targetSlot - sourceSlot) < rows) throw new RangeError("copyKV: source and target slots overlap");
+    this.library.call(
+      "memra_cuda_copy",
+      this.context(),
+      (kv.pointer + targetSlot * kv.rowBytes) as Pointer,
+      (kv.pointer + sourceSlot * kv.rowBytes) as Pointer,
+      rows * kv.rowBytes,
+    );
+  }
+
+  attention(out: DeviceBuffer, q: DeviceBuffer, kv: KVLayerView, shape: AttentionShape): void {
+    const o = asBuffer(out);
+    const query = asBuffer(q);
+    const keys = asKV(kv.keys);
+    const values = asKV(kv.values);
+    if (keys.type !== values.type || keys.bytes !== values.bytes) throw new RangeError("attention: keys and values storage differ in type or size");
+    this.library.call(
+      "memra_cuda_paged_attention",
+      this.context(),
+      o.pointer as Pointer,
+      o.length,
+      query.pointer as Pointer,
+      query.length,
+      KV_TYPE_IDS[keys.type],
+      keys.pointer as Pointer,
+      values.pointer as Pointer,
+      keys.bytes,
+      kv.blockTokens,
+      hostPointer(kv.blockTables),
+      kv.blockTables.length,
+      hostPointer(kv.sequences),
+      kv.sequences.length / 4,
+      shape.rows,
+      shape.heads,
+      shape.kvHeads,
+      shape.headDim,
+      shape.scale,
+    );
+  }
+
+  swiglu(out: DeviceBuffer, gate: DeviceBuffer, up: DeviceBuffer, length: number): void {
+    const o = asBuffer(out);
+    const g = asBuffer(gate);
+    const u = asBuffer(up);
+    this.library.call("memra_cuda_swiglu", this.context(), o.pointer as Pointer, o.length, g.pointer as Pointer, g.length, u.pointer as Pointer, u.length, length);
+  }
+
+  add(out: DeviceBuffer, a: DeviceBuffer, b: DeviceBuffer, length: number): void {
+    const o = asBuffer(out);
+    const x = asBuffer(a);
+    const y = asBuffer(b);
+    this.library.call("memra_cuda_add", this.context(), o.pointer as Pointer, o.length, x.pointer as Pointer, x.length, y.pointer as Pointer, y.length, length);
+  }
+
+  moeRoute(logits: DeviceBuffer, rows: number, experts: number, k: number): { ids: Int32Array; weights: Float32Array } {
+    const ids = new Int32Array(Math.max(1, rows * k)).subarray(0, rows * k);
+    const weights = new Float32Array(Math.max(1, rows * k)).subarray(0, rows * k);
+    if (rows === 0) return { ids, weights };
+    const l = asBuffer(logits);
+    this.library.call("memra_cuda_moe_route", this.context(), ptr(ids), ptr(weights), rows * k, l.pointer as Pointer, l.length, rows, experts, k);
+    return { ids, weights };
+  }
+
+  gatherRows(out: DeviceBuffer, x: DeviceBuffer, rows: Int32Array, width: number): void {
+    if (rows.length === 0) return;
+    const o = asBuffer(out);
+    const input = asBuffer(x);
+    this.library.call("memra_cuda_gather_rows", this.context(), o.pointer as Pointer, o.length, input.pointer as Pointer, input.length, hostPointer(rows), rows.length, width);
+  }
+
+  scatterAddRows(out: DeviceBuffer, x: DeviceBuffer, rows: Int32Array, scales: Float32Array, width: number): void {
+    if (rows.length === 0) return;
+    if (scales.length < rows.length) throw new RangeError(`scatterAddRows: ${rows.length} rows but ${scales.length} scales`);
+    const o = asBuffer(out);
+    const input = asBuffer(x);
+    this.library.call(
+      "memra_cuda_scatter_add_rows",
+      this.context(),
+      o.pointer as Pointer,
+      o.length,
+      input.pointer as Pointer,
+      input.length,
+      hostPointer(rows),
+      hostPointer(scales),
+      rows.length,
+      width,
+    );
+  }
+
+  /** Destroys the context: waits for the stream and frees every device allocation. Safe twice. */
+  dispose(): void {
+    if (this.handle === null) return;
+    const handle = this.handle;
+    this.handle = null;
+    this.library.symbols.memra_cuda_destroy(handle);
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+
+  private context(): Pointer {
+    if (this.handle === null) throw new CudaBackendDisposedError();
+    return this.handle;
+  }
+
+  private deviceAlloc(bytes: number): number {
+    const pointer = this.library.symbols.memra_cuda_alloc(this.context(), bytes);
+    if (pointer === null || pointer === 0) {
+      this.library.call("memra_cuda_synchronize", this.context()); // surfaces a sticky fault first
+      throw new RangeError(`cuda: allocating ${bytes} bytes failed: ${this.library.lastError()}`);
+    }
+    return pointer as number;
+  }
+
+  /** A norm weight as f32 on the device: the upload itself when f32, else dequantized once. */
+  private f32Weight(weight: CudaWeight): number {
+    if (weight.type === GGMLType.F32) return weight.pointer;
+    if (weight.f32Pointer === undefined) {
+      const pointer = this.deviceAlloc(weight.elementCount * 4);
+      this.library.call("memra_cuda_dequantize", this.context(), pointer as Pointer, weight.elementCount, weight.type, weight.pointer as Pointer, weight.byteLength, weight.elementCount);
+      weight.f32Pointer = pointer;
+    }
+    return weight.f32Pointer;
+  }
+}
+
+function asBuffer(buffer: DeviceBuffer): CudaBuffer {
+  if (!(buffer instanceof CudaBuffer)) throw new TypeError("the buffer was not allocated by a CudaBackend");
+  return buffer;
+}
+
+function asKV(storage: KVStorage): CudaKVStorage {
+  if (!(storage instanceof CudaKVStorage)) throw new TypeError("the KV storage was not allocated by a CudaBackend");
+  return storage;
+}
+
+function asWeight(weight: WeightHandle): CudaWeight {
+  if (!(weight instanceof CudaWeight)) throw new TypeError(`weight "${weight.name}" was not uploaded to a CudaBackend`);
+  return weight;
+}
