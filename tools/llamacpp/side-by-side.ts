@@ -16,7 +16,7 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { type PresetName, type WeightType, resolveOptions, syntheticModelFile } from "@memra/synthetic";
+import { type PresetName, type WeightType, resolveOptions, syntheticModelFile } from "../../packages/synthetic/src/index";
 
 const { values } = parseArgs({
   options: {

@@ -61,8 +61,15 @@ export interface Scratch {
   readonly value: DeviceBuffer; // [rows, kvWidth]
   readonly attention: DeviceBuffer; // [rows, queryWidth]
   readonly projected: DeviceBuffer; // [rows, embedding]
-  readonly logits: DeviceBuffer; // [rows, vocabulary]
+  readonly logits: DeviceBuffer; // [min(rows, LOGIT_ROWS), vocabulary]
 }
+
+/**
+ * Rows the LM head computes per matmul: logits of more rows (perplexity asks for every row) go
+ * through it in chunks, so the scratch holds LOGIT_ROWS x vocabulary floats (19 MiB for Qwen3)
+ * instead of maxBatchTokens x vocabulary (311 MiB at 512 rows).
+ */
+const LOGIT_ROWS = 32;
 
 function createScratch(backend: Backend, d: ModelDimensions, rows: number): Scratch {
   return {
@@ -74,7 +81,7 @@ function createScratch(backend: Backend, d: ModelDimensions, rows: number): Scra
     value: backend.allocate(rows * d.kvWidth),
     attention: backend.allocate(rows * d.queryWidth),
     projected: backend.allocate(rows * d.embedding),
-    logits: backend.allocate(rows * d.vocabulary),
+    logits: backend.allocate(Math.min(rows, LOGIT_ROWS) * d.vocabulary),
   };
 }
 
@@ -342,12 +349,19 @@ export class Transformer {
     if (picked.length === 0) return results;
     this.backend.rmsNorm(s.normed, s.hidden, this.outputNorm, rows, d.eps);
     for (let i = 0; i < picked.length; i++) this.backend.copy(s.projected, i * d.embedding, s.normed, picked[i]! * d.embedding, d.embedding);
-    this.backend.matmul(s.logits, s.projected, this.output, picked.length);
-    const all = this.backend.read(s.logits, 0, picked.length * d.vocabulary);
-    let offset = 0;
-    for (let i = 0; i < entries.length; i++) {
-      results[i]!.set(all.subarray(offset * d.vocabulary, (offset + wanted[i]!.length) * d.vocabulary));
-      offset += wanted[i]!.length;
+    // logits of picked row p go to results[entry of p] at the entry's own row index
+    const destination: [Float32Array, number][] = [];
+    for (let i = 0; i < entries.length; i++) for (let j = 0; j < wanted[i]!.length; j++) destination.push([results[i]!, j]);
+    const chunkRows = Math.min(LOGIT_ROWS, s.rows);
+    for (let first = 0; first < picked.length; first += chunkRows) {
+      const count = Math.min(chunkRows, picked.length - first);
+      if (first > 0) this.backend.copy(s.projected, 0, s.projected, first * d.embedding, count * d.embedding);
+      this.backend.matmul(s.logits, s.projected, this.output, count);
+      const chunk = this.backend.read(s.logits, 0, count * d.vocabulary);
+      for (let k = 0; k < count; k++) {
+        const [target, row] = destination[first + k]!;
+        target.set(chunk.subarray(k * d.vocabulary, (k + 1) * d.vocabulary), row * d.vocabulary);
+      }
     }
     return results;
   }
