@@ -272,16 +272,182 @@ static inline __attribute__((always_inline)) void attend_tile(const paged_attent
     }
 }
 
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(MEMRA_NO_SIMD)
+#include <immintrin.h>
+#define MEMRA_ATTENTION_AVX512 1
+#define AVX512_ATTENTION __attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma")))
+
+/* e^x on 16 lanes: memra_exp's range reduction and polynomial. */
+static inline AVX512_ATTENTION __attribute__((always_inline)) __m512 exp16(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+    const __m512 shifter = _mm512_set1_ps(12582912.0f);
+    const __m512 shifted = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), shifter);
+    const __m512 n = _mm512_sub_ps(shifted, shifter);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    const __m512i exponent = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(exponent));
+}
+
+/*
+ * attend_tile with AVX-512 and FMA, for head_dim a multiple of 16 (at most 256). Scores: each run of
+ * 16 keys is transposed into kt[head_dim][16], so a query's 16 scores are head_dim broadcast FMAs with
+ * no horizontal sums, four query lanes at a time sharing every kt load. Softmax on 16 lanes. Values:
+ * every lane's accumulators stay in registers over a block's keys.
+ */
+static AVX512_ATTENTION void attend_tile_avx512(const paged_attention_job * job, int64_t task, float * scratch) {
+    const int64_t group = job->heads / job->kv_heads;
+    const int64_t head_dim = job->head_dim;
+    const int64_t kv_head = task % job->kv_heads;
+    const int64_t * tile = job->tiles + (task / job->kv_heads) * 2;
+    const memra_attention_sequence * sequence = job->sequences + tile[0];
+    const int64_t first = tile[1];
+    const int64_t tile_rows = sequence->rows - first < PAGED_TILE_ROWS ? sequence->rows - first : PAGED_TILE_ROWS;
+    const int64_t start = sequence->position + first;
+    const int64_t visible_end = start + tile_rows;
+    const int32_t * table = job->block_tables + sequence->table_offset;
+    const int64_t bt = job->block_tokens;
+    const int64_t stride = job->score_stride;
+    const int64_t lanes = tile_rows * group;
+    const int64_t vectors = head_dim / 16;
+    float * scores = scratch;                                     /* [lanes, stride] */
+    float * buffer = scores + PAGED_TILE_ROWS * group * stride;   /* [block_tokens, head_dim] */
+    float * accumulators = buffer + bt * head_dim;                /* [lanes, head_dim] */
+    float * kt = accumulators + PAGED_TILE_ROWS * group * head_dim; /* [head_dim, 16] */
+    const int64_t row0 = sequence->query_row + first;
+    const __m512 scale = _mm512_set1_ps(job->scale);
+    /* lane -> its query vector; query lane = (row i, head g of the group) */
+    const float * queries[PAGED_TILE_ROWS * 16];
+    for (int64_t lane = 0; lane < lanes; lane++) {
+        const int64_t i = lane / group, g = lane % group;
+        queries[lane] = job->q + ((row0 + i) * job->heads + kv_head * group + g) * head_dim;
+    }
+
+    for (int64_t t0 = 0; t0 < visible_end; t0 += bt) {
+        const int64_t count = visible_end - t0 < bt ? visible_end - t0 : bt;
+        int64_t k_stride;
+        const float * k = block_rows(job, job->keys, table[t0 / bt], kv_head, count, buffer, &k_stride);
+        for (int64_t sub = 0; sub < count; sub += 16) {
+            const int64_t n = count - sub < 16 ? count - sub : 16;
+            for (int64_t d = 0; d < head_dim; d++) {
+                float * column = kt + d * 16;
+                for (int64_t t = 0; t < n; t++) column[t] = k[(sub + t) * k_stride + d];
+                for (int64_t t = n; t < 16; t++) column[t] = 0.0f;
+            }
+            const int64_t key0 = t0 + sub;
+            /* lanes whose row sees key0: rows i with start + i >= key0 */
+            int64_t lane = 0;
+            while (lane < lanes && start + lane / group < key0) lane++;
+            for (; lane < lanes; lane += 4) {
+                const int64_t width = lanes - lane < 4 ? lanes - lane : 4;
+                __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+                const float * q0 = queries[lane];
+                const float * q1 = queries[lane + (width > 1 ? 1 : 0)];
+                const float * q2 = queries[lane + (width > 2 ? 2 : 0)];
+                const float * q3 = queries[lane + (width > 3 ? 3 : 0)];
+                for (int64_t d = 0; d < head_dim; d++) {
+                    const __m512 kv = _mm512_loadu_ps(kt + d * 16);
+                    acc0 = _mm512_fmadd_ps(_mm512_set1_ps(q0[d]), kv, acc0);
+                    acc1 = _mm512_fmadd_ps(_mm512_set1_ps(q1[d]), kv, acc1);
+                    acc2 = _mm512_fmadd_ps(_mm512_set1_ps(q2[d]), kv, acc2);
+                    acc3 = _mm512_fmadd_ps(_mm512_set1_ps(q3[d]), kv, acc3);
+                }
+                _mm512_storeu_ps(scores + lane * stride + key0, _mm512_mul_ps(acc0, scale));
+                if (width > 1) _mm512_storeu_ps(scores + (lane + 1) * stride + key0, _mm512_mul_ps(acc1, scale));
+                if (width > 2) _mm512_storeu_ps(scores + (lane + 2) * stride + key0, _mm512_mul_ps(acc2, scale));
+                if (width > 3) _mm512_storeu_ps(scores + (lane + 3) * stride + key0, _mm512_mul_ps(acc3, scale));
+            }
+        }
+    }
+    for (int64_t lane = 0; lane < lanes; lane++) {
+        const int64_t visible = start + lane / group + 1;
+        float * s = scores + lane * stride;
+        __m512 max16 = _mm512_set1_ps(-INFINITY);
+        int64_t t = 0;
+        for (; t + 16 <= visible; t += 16) max16 = _mm512_max_ps(max16, _mm512_loadu_ps(s + t));
+        const __mmask16 tail = (__mmask16)((1u << (visible - t)) - 1u);
+        if (visible > t) max16 = _mm512_mask_max_ps(max16, tail, max16, _mm512_maskz_loadu_ps(tail, s + t));
+        const __m512 max = _mm512_set1_ps(_mm512_reduce_max_ps(max16));
+        __m512d sum_lo = _mm512_setzero_pd(), sum_hi = sum_lo;
+        for (t = 0; t + 16 <= visible; t += 16) {
+            const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + t), max));
+            _mm512_storeu_ps(s + t, e);
+            sum_lo = _mm512_add_pd(sum_lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+            sum_hi = _mm512_add_pd(sum_hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+        }
+        if (visible > t) {
+            const __m512 e = _mm512_maskz_mov_ps(tail, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, s + t), max)));
+            _mm512_mask_storeu_ps(s + t, tail, e);
+            sum_lo = _mm512_add_pd(sum_lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+            sum_hi = _mm512_add_pd(sum_hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+        }
+        const __m512 inverse = _mm512_set1_ps((float)(1.0 / _mm512_reduce_add_pd(_mm512_add_pd(sum_lo, sum_hi))));
+        for (t = 0; t + 16 <= visible; t += 16) _mm512_storeu_ps(s + t, _mm512_mul_ps(_mm512_loadu_ps(s + t), inverse));
+        if (visible > t) _mm512_mask_storeu_ps(s + t, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, s + t), inverse));
+    }
+    memset(accumulators, 0, (size_t)(lanes * head_dim) * sizeof(float));
+    for (int64_t t0 = 0; t0 < visible_end; t0 += bt) {
+        const int64_t count = visible_end - t0 < bt ? visible_end - t0 : bt;
+        int64_t v_stride;
+        const float * v = block_rows(job, job->values, table[t0 / bt], kv_head, count, buffer, &v_stride);
+        for (int64_t lane = 0; lane < lanes; lane++) {
+            const int64_t visible = start + lane / group + 1;
+            const int64_t end = visible - t0 < count ? visible - t0 : count;
+            if (end <= 0) continue;
+            const float * p = scores + lane * stride + t0;
+            float * accumulator = accumulators + lane * head_dim;
+            __m512 acc[16];
+            for (int64_t j = 0; j < vectors; j++) acc[j] = _mm512_loadu_ps(accumulator + 16 * j);
+            for (int64_t t = 0; t < end; t++) {
+                const __m512 weight = _mm512_set1_ps(p[t]);
+                const float * row = v + t * v_stride;
+                for (int64_t j = 0; j < vectors; j++) acc[j] = _mm512_fmadd_ps(weight, _mm512_loadu_ps(row + 16 * j), acc[j]);
+            }
+            for (int64_t j = 0; j < vectors; j++) _mm512_storeu_ps(accumulator + 16 * j, acc[j]);
+        }
+    }
+    for (int64_t i = 0; i < tile_rows; i++) {
+        float * out = job->out + ((row0 + i) * job->heads + kv_head * group) * head_dim;
+        memcpy(out, accumulators + i * group * head_dim, (size_t)(group * head_dim) * sizeof(float));
+    }
+}
+
+static AVX512_ATTENTION void attend_tile_task_avx512(void * argument, int64_t task, int thread_index) {
+    const paged_attention_job * job = argument;
+    attend_tile_avx512(job, task, job->scratch + (size_t)thread_index * job->scratch_per_thread);
+}
+#endif
+
 MEMRA_VECTORIZED static void attend_tile_task(void * argument, int64_t task, int thread_index) {
     const paged_attention_job * job = argument;
     attend_tile(job, task, job->scratch + (size_t)thread_index * job->scratch_per_thread);
+}
+
+/* The AVX-512 tile when this CPU has it and head_dim suits it (MEMRA_CPU_ISA=avx2|scalar turns it off). */
+static memra_task paged_attention_task(int64_t head_dim, int64_t group, int64_t block_tokens) {
+#ifdef MEMRA_ATTENTION_AVX512
+    static int usable = -1;
+    if (usable < 0) usable = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && strcmp(memra_dot_isa(), "avx512vnni") == 0;
+    /* (score runs of 16 keys start at multiples of 16, inside the padded score rows) */
+    if (usable && head_dim % 16 == 0 && head_dim <= 256 && group <= 16 && block_tokens % 16 == 0) return attend_tile_task_avx512;
+#endif
+    (void)head_dim; (void)group; (void)block_tokens;
+    return attend_tile_task;
 }
 
 size_t memra_paged_attention_scratch(int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t block_tokens, int64_t tile_rows, int64_t visible) {
     (void)tile_rows;
     const int64_t group = heads / kv_heads;
     const int64_t stride = (visible + 15) / 16 * 16;
-    return (size_t)(PAGED_TILE_ROWS * group * stride + block_tokens * head_dim + PAGED_TILE_ROWS * group * head_dim);
+    /* scores, one converted block, accumulators, and a transposed run of 16 keys */
+    return (size_t)(PAGED_TILE_ROWS * group * stride + block_tokens * head_dim + PAGED_TILE_ROWS * group * head_dim + 16 * head_dim);
 }
 
 int64_t memra_paged_attention_tile_rows(void) {
@@ -304,5 +470,5 @@ void memra_paged_attention(memra_cpu * cpu, float * out, const float * q, int ty
         .scratch = cpu->scores, .scratch_per_thread = cpu->scores_per_thread,
         .score_stride = (visible + 15) / 16 * 16,
     };
-    memra_run_chunks(cpu->pool, cpu->threads > 1, attend_tile_task, &job, tile_count * kv_heads);
+    memra_run_chunks(cpu->pool, cpu->threads > 1, paged_attention_task(head_dim, heads / kv_heads, block_tokens), &job, tile_count * kv_heads);
 }

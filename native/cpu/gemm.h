@@ -35,6 +35,15 @@ void memra_gemm_pack_row(int type, const float * x, void * out, int64_t n);
 void memra_gemm_tile(int type, int64_t n, const void * weight, size_t w_stride, int w_rows, const void * packed, size_t a_stride, int a_rows,
                      float * out, int64_t out_stride);
 
+/* Weight rows can be unpacked once into the layout the tiles compute with, and that buffer reused for
+ * every group of activation rows (prefill runs many): bytes of the buffer for up to
+ * MEMRA_GEMM_TILE_W rows of n values (0 when the type has no such route: then use memra_gemm_tile),
+ * the unpacking, and the tile on unpacked rows (the same results as memra_gemm_tile, bit for bit). */
+size_t memra_gemm_unpacked_bytes(int type, int64_t n);
+void memra_gemm_unpack(int type, int64_t n, const void * weight, size_t w_stride, int w_rows, void * unpacked);
+void memra_gemm_tile_unpacked(int type, int64_t n, const void * unpacked, int w_rows, const void * packed, size_t a_stride, int a_rows, float * out,
+                              int64_t out_stride);
+
 /* The kernel family in use ("avx512vbmi" or "none"), for benchmarks and tests. */
 const char * memra_gemm_isa(void);
 

@@ -37,6 +37,10 @@ typedef struct {
     int64_t outputs_per_tile, rows_per_tile, row_tiles, tiles;
     /* 1: activations are in the GEMM kernels' packed layout and tiles run memra_gemm_tile. */
     int gemm;
+    /* When > 0: per-thread buffers (this many bytes each, at `unpacked`) into which a tile unpacks
+     * each group of four weight rows once for all its activation rows (memra_gemm_unpack). */
+    size_t unpacked_bytes;
+    uint8_t * unpacked;
 } matmul_job;
 
 /* Converts activation rows [chunk * ROWS_PER_CONVERSION, ...). */
@@ -57,7 +61,7 @@ static void convert_rows(void * argument, int64_t chunk, int thread_index) {
     }
 }
 
-static void multiply_tile(const matmul_job * job, int64_t tile) {
+static void multiply_tile(const matmul_job * job, int64_t tile, int thread_index) {
     const int64_t output_tile = tile / job->row_tiles;
     const int64_t row_tile = tile % job->row_tiles;
     const int64_t o_begin = output_tile * job->outputs_per_tile;
@@ -68,8 +72,19 @@ static void multiply_tile(const matmul_job * job, int64_t tile) {
     const size_t crb = job->converted_row_bytes;
     const int64_t n_out = job->n_out;
     if (job->gemm) {
+        /* unpack once when more than one group of activation rows will use the weight rows */
+        uint8_t * unpacked = job->unpacked_bytes && r_end - r_begin > MEMRA_GEMM_TILE_A ? job->unpacked + (size_t)thread_index * job->unpacked_bytes : NULL;
         for (int64_t o = o_begin; o < o_end; o += MEMRA_GEMM_TILE_W) {
             const int w_rows = o_end - o < MEMRA_GEMM_TILE_W ? (int)(o_end - o) : MEMRA_GEMM_TILE_W;
+            if (unpacked) {
+                memra_gemm_unpack(job->type, job->n_in, job->weight + (size_t)o * wrb, wrb, w_rows, unpacked);
+                for (int64_t r = r_begin; r < r_end; r += MEMRA_GEMM_TILE_A) {
+                    const int a_rows = r_end - r < MEMRA_GEMM_TILE_A ? (int)(r_end - r) : MEMRA_GEMM_TILE_A;
+                    memra_gemm_tile_unpacked(job->type, job->n_in, unpacked, w_rows, job->converted + (size_t)r * crb, crb, a_rows, job->out + r * n_out + o,
+                                             n_out);
+                }
+                continue;
+            }
             for (int64_t r = r_begin; r < r_end; r += MEMRA_GEMM_TILE_A) {
                 const int a_rows = r_end - r < MEMRA_GEMM_TILE_A ? (int)(r_end - r) : MEMRA_GEMM_TILE_A;
                 memra_gemm_tile(job->type, job->n_in, job->weight + (size_t)o * wrb, wrb, w_rows, job->converted + (size_t)r * crb, crb, a_rows,
@@ -114,9 +129,17 @@ size_t memra_matmul_scratch_row_bytes(int type, int64_t rows, int64_t n_in) {
     return packed > converted ? packed : converted;
 }
 
+/* Where the per-thread unpacked weight buffers start in cpu->converted: after the activation rows, 64-byte aligned. */
+static size_t unpacked_offset(size_t activation_bytes) {
+    return (activation_bytes + 63) / 64 * 64;
+}
+
+size_t memra_matmul_unpacked_bytes(int type, int64_t rows, int64_t n_in) {
+    return memra_matmul_packed_row_bytes(type, rows, n_in) != 0 && rows > MEMRA_GEMM_TILE_A ? memra_gemm_unpacked_bytes(type, n_in) : 0;
+}
+
 static void multiply_tiles(void * argument, int64_t tile, int thread_index) {
-    (void)thread_index;
-    multiply_tile(argument, tile);
+    multiply_tile(argument, tile, thread_index);
 }
 
 void memra_matmul(memra_cpu * cpu, float * out, const float * x, int64_t rows, int type, const void * weight, int64_t n_in, int64_t n_out) {
@@ -138,6 +161,9 @@ void memra_matmul(memra_cpu * cpu, float * out, const float * x, int64_t rows, i
         job.converted_row_bytes = packed_row_bytes;
         job.converted_out = cpu->converted;
         job.converted = cpu->converted;
+        /* (exports.c reserved rows * packed_row_bytes + threads * unpacked bytes, see memra_matmul_unpacked_bytes) */
+        job.unpacked_bytes = memra_matmul_unpacked_bytes(type, rows, n_in);
+        job.unpacked = (uint8_t *)cpu->converted + unpacked_offset((size_t)rows * packed_row_bytes);
         memra_run_chunks(cpu->pool, rows > ROWS_PER_CONVERSION && threads > 1, convert_rows, &job, memra_chunk_count(rows, ROWS_PER_CONVERSION));
     } else if (activation_type == MEMRA_TYPE_F32) {
         job.converted = (const uint8_t *)x;

@@ -85,6 +85,7 @@ static void check_type(const type_info * t) {
         uint8_t * a = malloc(4 * a_stride);
         uint8_t * converted = malloc(4 * act_bytes);
         float * x = malloc(4 * n * sizeof(float));
+        uint8_t * unpacked = malloc(memra_gemm_unpacked_bytes(t->type, n) + 1);
         for (int trial = 0; trial < 3; trial++) {
             random_rows(t, w, 4, w_stride, n);
             for (int64_t i = 0; i < 4 * n; i++) x[i] = normal() * (trial == 2 ? 50.0f : 1.0f);
@@ -99,9 +100,15 @@ static void check_type(const type_info * t) {
              * bound uses the largest |expected| of the tile plus the row length */
             for (int wr = 1; wr <= MEMRA_GEMM_TILE_W; wr++) {
                 for (int ar = 1; ar <= MEMRA_GEMM_TILE_A; ar++) {
-                    float out[4 * 8];
-                    for (int i = 0; i < 32; i++) out[i] = NAN;
+                    float out[4 * 8], unpacked_out[4 * 8];
+                    for (int i = 0; i < 32; i++) out[i] = unpacked_out[i] = NAN;
                     memra_gemm_tile(t->type, n, w, w_stride, wr, a, a_stride, ar, out, 8);
+                    /* the unpacked route gives the same bits */
+                    if (memra_gemm_unpacked_bytes(t->type, n) != 0) {
+                        memra_gemm_unpack(t->type, n, w, w_stride, wr, unpacked);
+                        memra_gemm_tile_unpacked(t->type, n, unpacked, wr, a, a_stride, ar, unpacked_out, 8);
+                        if (memcmp(out, unpacked_out, sizeof out) != 0) FAIL("%s n=%lld tile %dx%d: unpacked tile differs from the tile", t->name, (long long)n, wr, ar);
+                    }
                     for (int c = 0; c < 4; c++) {
                         for (int r = 0; r < 8; r++) {
                             const float got = out[c * 8 + r];
@@ -130,6 +137,7 @@ static void check_type(const type_info * t) {
         free(a);
         free(converted);
         free(x);
+        free(unpacked);
     }
     if (checked == 0) {
         printf("gemm %-5s: no kernel on this CPU\n", t->name);
@@ -165,13 +173,22 @@ static int bench(void) {
             if (packed) memra_gemm_pack_row(t->type, x + c * n, a + c * packed, n);
             memra_quantize_activation_row(t->type, x + c * n, converted + c * act_bytes, n);
         }
-        double best_gemm = 1e9, best_dot = 1e9;
+        double best_gemm = 1e9, best_dot = 1e9, best_unpacked = 1e9;
+        uint8_t * unpacked = memra_gemm_unpacked_bytes(t->type, n) ? malloc(memra_gemm_unpacked_bytes(t->type, n)) : NULL;
         for (int rep = 0; rep < 5; rep++) {
             double start = thread_seconds();
             if (packed) {
                 for (int r = 0; r < W; r += 4)
                     for (int c = 0; c < A; c += 4) memra_gemm_tile(t->type, n, w + r * row_bytes, row_bytes, 4, a + c * packed, packed, 4, out + c * W + r, W);
                 best_gemm = fmin(best_gemm, thread_seconds() - start);
+            }
+            if (unpacked) {
+                double start = thread_seconds();
+                for (int r = 0; r < W; r += 4) {
+                    memra_gemm_unpack(t->type, n, w + r * row_bytes, row_bytes, 4, unpacked);
+                    for (int c = 0; c < A; c += 4) memra_gemm_tile_unpacked(t->type, n, unpacked, 4, a + c * packed, packed, 4, out + c * W + r, W);
+                }
+                best_unpacked = fmin(best_unpacked, thread_seconds() - start);
             }
             start = thread_seconds();
             for (int r = 0; r < W; r += 4)
@@ -181,8 +198,9 @@ static int bench(void) {
         const double macs = (double)W * A * n;
         printf("%-5s dot rows4 %6.1f GMAC/s", t->name, macs / best_dot * 1e-9);
         if (packed) printf("   gemm %6.1f GMAC/s (%.2fx)", macs / best_gemm * 1e-9, best_dot / best_gemm);
+        if (unpacked) printf("   unpacked once per 64 rows %6.1f GMAC/s (%.2fx)", macs / best_unpacked * 1e-9, best_dot / best_unpacked);
         printf("\n");
-        free(w); free(a); free(converted); free(x); free(out);
+        free(w); free(a); free(converted); free(x); free(out); free(unpacked);
     }
     return 0;
 }

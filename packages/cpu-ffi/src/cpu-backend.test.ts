@@ -209,8 +209,11 @@ describe.skipIf(unavailable !== undefined)(`CpuBackend ops against the reference
     }
   });
 
-  it("paged attention, several sequences at different positions through block tables, f32/f16/q8_0 KV: NMSE ≤ 1e-12", () => {
-    const [heads, kvHeads, headDim, blockTokens, blocks] = [4, 2, 64, 4, 40];
+  it.each([
+    [4, "portable tile"],
+    [16, "AVX-512 tile where the CPU has it (blocks of 16 keys)"],
+  ])("paged attention, several sequences at different positions through block tables, f32/f16/q8_0 KV, blocks of %i (%s): NMSE ≤ 1e-12", (blockTokens) => {
+    const [heads, kvHeads, headDim, blocks] = [4, 2, 64, 48];
     const kvWidth = kvHeads * headDim;
     const random = mulberry32(93);
     for (const type of ["f32", "f16", "q8_0"] as const) {
@@ -261,7 +264,10 @@ describe.skipIf(unavailable !== undefined)(`CpuBackend ops against the reference
     }
   });
 
-  it("paged f32 attention is bit-identical to the contiguous kernel for one sequence (no drift from paging)", () => {
+  // Paging adds no drift: the paged kernel over scattered f32 blocks gives the contiguous kernel's
+  // result (bit for bit on the portable path; with the AVX-512 tile, which fuses multiply-adds and
+  // sums in another order, within the elementwise bound).
+  it("paged f32 attention matches the contiguous kernel for one sequence (no drift from paging)", () => {
     const [heads, kvHeads, headDim, rows, position] = [16, 8, 128, 37, 20];
     const kvWidth = kvHeads * headDim;
     const visible = position + rows;
@@ -305,7 +311,8 @@ describe.skipIf(unavailable !== undefined)(`CpuBackend ops against the reference
       { keys: storageKeys, values: storageValues, blockTokens, blockTables: table, sequences: Int32Array.from([0, rows, position, 0]) },
       { rows, heads, kvHeads, headDim, scale: 1 / Math.sqrt(headDim) },
     );
-    expect(pair.native.read(out)).toEqual(contiguous);
+    if ((pair.native as CpuBackend).isa === "avx512vnni") expect(nmse(pair.native.read(out), contiguous)).toBeLessThanOrEqual(ELEMENTWISE_BOUND);
+    else expect(pair.native.read(out)).toEqual(contiguous);
   });
 
   it("swiglu and add, small and threaded lengths, in place: NMSE ≤ 1e-12", () => {
