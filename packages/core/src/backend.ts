@@ -100,6 +100,8 @@ export interface Backend {
   write(buffer: DeviceBuffer, data: Float32Array, offset?: number): void;
   /** Copies `length` elements starting at `offset` out of the buffer. */
   read(buffer: DeviceBuffer, offset?: number, length?: number): Float32Array;
+  /** Copies `length` elements starting at `offset` into `target` at `targetOffset`, without an intermediate array (optional: read() + set() otherwise). */
+  readInto?(buffer: DeviceBuffer, offset: number, length: number, target: Float32Array, targetOffset: number): void;
   /** Copies `length` elements between buffers of this backend. */
   copy(out: DeviceBuffer, outOffset: number, source: DeviceBuffer, sourceOffset: number, length: number): void;
 

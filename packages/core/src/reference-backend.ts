@@ -129,6 +129,10 @@ export class ReferenceBackend implements Backend {
     return host(buffer).slice(offset, offset + length);
   }
 
+  readInto(buffer: DeviceBuffer, offset: number, length: number, target: Float32Array, targetOffset: number): void {
+    target.set(host(buffer).subarray(offset, offset + length), targetOffset);
+  }
+
   copy(out: DeviceBuffer, outOffset: number, source: DeviceBuffer, sourceOffset: number, length: number): void {
     host(out).set(host(source).subarray(sourceOffset, sourceOffset + length), outOffset);
   }

@@ -157,6 +157,10 @@ export class CpuBackend implements Backend {
     return asBuffer(buffer).data.slice(offset, offset + length);
   }
 
+  readInto(buffer: DeviceBuffer, offset: number, length: number, target: Float32Array, targetOffset: number): void {
+    target.set(asBuffer(buffer).data.subarray(offset, offset + length), targetOffset);
+  }
+
   copy(out: DeviceBuffer, outOffset: number, source: DeviceBuffer, sourceOffset: number, length: number): void {
     asBuffer(out).data.set(asBuffer(source).data.subarray(sourceOffset, sourceOffset + length), outOffset);
   }

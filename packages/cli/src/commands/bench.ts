@@ -132,14 +132,19 @@ export async function benchCommand(args: string[], io: CliIO): Promise<void> {
     const pp: number[] = [];
     const tg: number[] = [];
     const ttft: number[] = [];
+    // Each phase starts from a collected heap, so the peak RSS is the engine's, not the garbage
+    // (logits arrays, disposed caches) a previous phase left for the collector.
+    const collect = () => Bun.gc(true);
     if (promptTokens > 0) {
       runPrompt(); // warm-up: pages the weights in
       for (let rep = 0; rep < reps; rep++) pp.push((promptTokens / runPrompt()) * 1000);
     }
+    collect();
     if (genTokens > 0) {
       runGeneration(Math.min(genTokens, 8));
       for (let rep = 0; rep < reps; rep++) tg.push((genTokens / runGeneration(genTokens)) * 1000);
     }
+    collect();
     for (let rep = 0; rep < reps; rep++) ttft.push(runGeneration(1));
 
     const results = {

@@ -357,10 +357,13 @@ export class Transformer {
       const count = Math.min(chunkRows, picked.length - first);
       if (first > 0) this.backend.copy(s.projected, 0, s.projected, first * d.embedding, count * d.embedding);
       this.backend.matmul(s.logits, s.projected, this.output, count);
-      const chunk = this.backend.read(s.logits, 0, count * d.vocabulary);
+      // straight into the results when the backend can (decode makes one of these per token)
+      const backend = this.backend;
+      const chunk = backend.readInto ? undefined : backend.read(s.logits, 0, count * d.vocabulary);
       for (let k = 0; k < count; k++) {
         const [target, row] = destination[first + k]!;
-        target.set(chunk.subarray(k * d.vocabulary, (k + 1) * d.vocabulary), row * d.vocabulary);
+        if (chunk) target.set(chunk.subarray(k * d.vocabulary, (k + 1) * d.vocabulary), row * d.vocabulary);
+        else backend.readInto!(s.logits, k * d.vocabulary, d.vocabulary, target, row * d.vocabulary);
       }
     }
     return results;
