@@ -151,7 +151,7 @@ void memra_attention(memra_cpu * cpu, float * out, const float * q, const float 
 /* ---- paged attention: K/V through per-sequence block tables, f32 / f16 / q8_0 storage ---- */
 
 /* Query rows of one sequence that one task runs together, so a converted K/V block serves them all. */
-#define PAGED_TILE_ROWS 8
+#define PAGED_TILE_ROWS 16
 
 typedef struct {
     float * out;
