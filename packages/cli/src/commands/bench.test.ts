@@ -2,6 +2,7 @@ import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
 import { beforeAll, describe, expect, it } from "vitest";
 // (a relative import: the CLI's tests may look at the native library the CLI itself would use)
 import { nativeLibraryUnavailableReason } from "../../../cpu-ffi/src/native-availability";
+import { cudaAvailable } from "../../../cuda-ffi/src/index";
 import { summarize } from "./bench";
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
@@ -37,7 +38,7 @@ describe("memra bench", () => {
   });
 
   it("prints a table with ppN and tgN rows", () => {
-    const result = run(["bench", "-m", model, "-p", "8", "-n", "2", "-r", "1", "--backend", "reference"]);
+    const result = run(["bench", "-m", model, "-p", "8", "-n", "2", "-r", "1", "--device", "reference"]);
     expect(result.code).toBe(0);
     expect(result.stdout).toMatch(/\| pp8 +\| +[\d.]+ ± [\d.]+ \|/);
     expect(result.stdout).toMatch(/\| tg2 +\| +[\d.]+ ± [\d.]+ \|/);
@@ -47,8 +48,14 @@ describe("memra bench", () => {
   it("rejects bad options by name", () => {
     expect(run(["bench", "-m", model, "--prompt=-3"]).stderr).toMatch(/--prompt must be a non-negative integer/);
     expect(run(["bench", "-m", model, "-p", "0", "-n", "0"]).stderr).toMatch(/nothing to measure/);
-    expect(run(["bench", "-m", model, "--backend", "gpu"]).stderr).toMatch(/--backend must be auto, cpu or reference/);
+    expect(run(["bench", "-m", model, "--device", "gpu"]).stderr).toMatch(/--device must be auto, cuda, cpu or reference/);
     expect(run(["bench", "-m", model, "-r", "0"]).code).toBe(1);
+  });
+
+  it.skipIf(cudaAvailable())("--device cuda without a GPU or driver fails with the driver's reason, before loading", () => {
+    const result = run(["bench", "-m", model, "-p", "4", "-n", "0", "--device", "cuda"]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/^memra bench: --device cuda: CUDA is unavailable: .+/);
   });
 
   it("summarizes samples as mean, sample standard deviation and median", () => {

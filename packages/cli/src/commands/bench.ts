@@ -81,7 +81,7 @@ export async function benchCommand(args: string[], io: CliIO): Promise<void> {
       gen: { type: "string", short: "n" },
       threads: { type: "string", short: "t" },
       reps: { type: "string", short: "r" },
-      backend: { type: "string" },
+      device: { type: "string" },
       json: { type: "boolean", default: false },
       quiet: { type: "boolean", short: "q", default: false },
       help: { type: "boolean", short: "h", default: false },
@@ -98,7 +98,7 @@ export async function benchCommand(args: string[], io: CliIO): Promise<void> {
   if (promptTokens === 0 && genTokens === 0) throw new CliError("nothing to measure: --prompt and --gen are both 0");
 
   const path = values.model ?? (await defaultModelPath(io, values.quiet || values.json));
-  const backend = await chooseBackend(threads, parseBackendChoice(values.backend));
+  const backend = await chooseBackend(threads, parseBackendChoice(values.device));
   const loadStarted = performance.now();
   const model = loadModel(path, { backend, maxBatchTokens: Math.max(promptTokens, 1) });
   const loadMs = performance.now() - loadStarted;

@@ -43,7 +43,7 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
       temp: { type: "string" },
       seed: { type: "string" },
       threads: { type: "string", short: "t" },
-      backend: { type: "string" },
+      device: { type: "string" },
       quiet: { type: "boolean", short: "q", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -52,7 +52,7 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
     io.stdout(`${chatUsage}\n`);
     return;
   }
-  const choice = parseBackendChoice(values.backend);
+  const choice = parseBackendChoice(values.device);
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
   const path = values.model ?? (await defaultModelPath(io, values.quiet));
   const backend = await chooseBackend(threads, choice);

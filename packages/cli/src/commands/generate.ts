@@ -61,7 +61,7 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
       "json-schema": { type: "string" },
       grammar: { type: "string" },
       threads: { type: "string", short: "t" },
-      backend: { type: "string" },
+      device: { type: "string" },
       "no-special": { type: "boolean", default: false },
       json: { type: "boolean", default: false },
       quiet: { type: "boolean", short: "q", default: false },
@@ -73,7 +73,7 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
     return;
   }
   if (values.prompt === undefined) throw new CliError(`missing -p PROMPT\n${generateUsage}`);
-  const choice = parseBackendChoice(values.backend);
+  const choice = parseBackendChoice(values.device);
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
   const constraint = readConstraint(values["json-schema"], values.grammar);
   const path = values.model ?? (await defaultModelPath(io, values.quiet));

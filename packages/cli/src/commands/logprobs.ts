@@ -28,7 +28,7 @@ export async function logprobsCommand(args: string[], io: CliIO): Promise<void> 
       text: { type: "string" },
       top: { type: "string" },
       threads: { type: "string", short: "t" },
-      backend: { type: "string" },
+      device: { type: "string" },
       json: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -41,7 +41,7 @@ export async function logprobsCommand(args: string[], io: CliIO): Promise<void> 
   if ((values.tokens === undefined) === (values.text === undefined)) throw new CliError(`give exactly one of --tokens and --text\n${logprobsUsage}`);
   const topK = parsePositiveInteger(values.top, "--top", 5);
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
-  const model = loadModel(path, { backend: await chooseBackend(threads, parseBackendChoice(values.backend)) });
+  const model = loadModel(path, { backend: await chooseBackend(threads, parseBackendChoice(values.device)) });
   const tokens = values.tokens !== undefined ? parseTokenList(values.tokens) : model.tokenizer.encode(values.text!, { special: true });
   if (tokens.length === 0) throw new CliError("the text has no tokens");
   const result = computeLogprobs(model, tokens, topK);

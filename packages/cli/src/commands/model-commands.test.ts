@@ -59,7 +59,7 @@ describe("memra tokenize", () => {
 describe("memra logprobs", () => {
   it("prints one entry per input token with the top-K log-probabilities of the library call", () => {
     // the reference backend on both sides, so that the values are the same bit for bit
-    const result = run(["logprobs", "-m", model, "--backend", "reference", "--tokens", QUICK_FOX_IDS.join(","), "--top", "3", "--json"]);
+    const result = run(["logprobs", "-m", model, "--device", "reference", "--tokens", QUICK_FOX_IDS.join(","), "--top", "3", "--json"]);
     expect(result.stderr).toBe("");
     const parsed = JSON.parse(result.stdout);
     expect(parsed.tokens).toEqual(QUICK_FOX_IDS);
@@ -71,7 +71,7 @@ describe("memra logprobs", () => {
       expect(position.top[0].logprob).toBeGreaterThanOrEqual(position.top[1].logprob);
       expect(position.top[0].logprob).toBeLessThanOrEqual(0);
     }
-    const fromText = JSON.parse(run(["logprobs", "-m", model, "--backend", "reference", "--text", QUICK_FOX, "--top", "3", "--json"]).stdout);
+    const fromText = JSON.parse(run(["logprobs", "-m", model, "--device", "reference", "--text", QUICK_FOX, "--top", "3", "--json"]).stdout);
     expect(fromText).toEqual(parsed);
   });
 

@@ -26,7 +26,7 @@ export async function perplexityCommand(args: string[], io: CliIO): Promise<void
       file: { type: "string", short: "f" },
       ctx: { type: "string", short: "c" },
       threads: { type: "string", short: "t" },
-      backend: { type: "string" },
+      device: { type: "string" },
       json: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -45,7 +45,7 @@ export async function perplexityCommand(args: string[], io: CliIO): Promise<void
   }
   const context = parsePositiveInteger(values.ctx, "--ctx", 512);
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
-  const model = loadModel(path, { backend: await chooseBackend(threads, parseBackendChoice(values.backend)) });
+  const model = loadModel(path, { backend: await chooseBackend(threads, parseBackendChoice(values.device)) });
   const tokens = model.tokenizer.encode(text, { special: false });
   if (tokens.length < context) throw new CliError(`${values.file} has ${tokens.length} tokens, fewer than one window of --ctx ${context}`);
   const started = performance.now();

@@ -2,7 +2,7 @@ import { basename } from "node:path";
 import { parseArgs } from "node:util";
 import { type KVType, loadModel } from "@memra/core";
 import { openGGUF, readModelConfig } from "@memra/gguf";
-import { chooseBackend, describeBackend } from "../backend-choice";
+import { backendOptionHelp, chooseBackend, describeBackend, parseBackendChoice } from "../backend-choice";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
@@ -25,6 +25,7 @@ options:
   --ctx N               most tokens of one request, prompt and completion (default: the model's, at most 4096)
   --kv-type TYPE        KV cache element type: f16 (default), f32, q8_0
   --threads N           threads for the native CPU backend
+${backendOptionHelp}
   --quiet               no progress bar, no notices
 
 The KV pool holds --parallel × --ctx tokens; requests beyond it wait, and a running request may be
@@ -47,6 +48,7 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
       ctx: { type: "string" },
       "kv-type": { type: "string", default: "f16" },
       threads: { type: "string" },
+      device: { type: "string" },
       quiet: { type: "boolean", short: "q", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -66,7 +68,7 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
   // The KV pool is sized from the context, read from the header before the weights load.
   const modelContext = readModelConfig(openGGUF(path)).contextLength;
   const contextLength = Math.min(parsePositiveInteger(values.ctx, "--ctx", Math.min(modelContext, 4096)), modelContext);
-  const backend = await chooseBackend(threads);
+  const backend = await chooseBackend(threads, parseBackendChoice(values.device));
   const bar = progressBar(io, "loading", io.stderrIsTerminal && !values.quiet);
   const model = loadModel(path, { backend, onProgress: bar.update, maxSequences: parallel, kvCacheTokens: parallel * contextLength, kvType });
   bar.end();
