@@ -1,3 +1,4 @@
 import { packageBuildConfig } from "../../tsup.base";
 
-export default packageBuildConfig();
+// Bun's built-in module: resolved at run time by Bun, never bundled.
+export default packageBuildConfig({ external: ["bun:ffi"] });
