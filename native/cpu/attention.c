@@ -66,9 +66,9 @@ static inline __attribute__((always_inline)) float dot(const float * a, const fl
     return sum16(&sum0) + tail;
 }
 
-/* out[0..64) = sum_t p[t] * v[t * v_stride + 0..64), four 16-wide accumulators in registers. */
-static inline __attribute__((always_inline)) void weighted_sum64(float * out, const float * p, const float * v, int64_t v_stride, int64_t count) {
-    f32x16 a0 = { 0 }, a1 = { 0 }, a2 = { 0 }, a3 = { 0 };
+/* out[0..64) += sum_t p[t] * v[t * v_stride + 0..64), four 16-wide accumulators in registers. */
+static inline __attribute__((always_inline)) void accumulate64(float * out, const float * p, const float * v, int64_t v_stride, int64_t count) {
+    f32x16 a0 = load16(out), a1 = load16(out + 16), a2 = load16(out + 32), a3 = load16(out + 48);
     for (int64_t t = 0; t < count; t++, v += v_stride) {
         const float weight = p[t];
         a0 += weight * load16(v);
@@ -115,7 +115,10 @@ static inline __attribute__((always_inline)) void attend_group(const attention_j
     for (int64_t g = 0; g < group; g++) {
         const float * p = scores + g * stride;
         int64_t d = 0;
-        for (; d + 64 <= head_dim; d += 64) weighted_sum64(out + g * head_dim + d, p, values + d, kv_width, visible);
+        for (; d + 64 <= head_dim; d += 64) {
+            memset(out + g * head_dim + d, 0, 64 * sizeof(float));
+            accumulate64(out + g * head_dim + d, p, values + d, kv_width, visible);
+        }
         for (; d < head_dim; d++) {
             float accumulator = 0.0f;
             for (int64_t t = 0; t < visible; t++) accumulator += p[t] * values[t * kv_width + d];
@@ -169,22 +172,6 @@ typedef struct {
     size_t scratch_per_thread;
     int64_t score_stride;
 } paged_attention_job;
-
-/* out[0..64) += sum_t p[t] * v[t * v_stride + 0..64). */
-static inline __attribute__((always_inline)) void accumulate64(float * out, const float * p, const float * v, int64_t v_stride, int64_t count) {
-    f32x16 a0 = load16(out), a1 = load16(out + 16), a2 = load16(out + 32), a3 = load16(out + 48);
-    for (int64_t t = 0; t < count; t++, v += v_stride) {
-        const float weight = p[t];
-        a0 += weight * load16(v);
-        a1 += weight * load16(v + 16);
-        a2 += weight * load16(v + 32);
-        a3 += weight * load16(v + 48);
-    }
-    memcpy(out, &a0, sizeof a0);
-    memcpy(out + 16, &a1, sizeof a1);
-    memcpy(out + 32, &a2, sizeof a2);
-    memcpy(out + 48, &a3, sizeof a3);
-}
 
 /* The head segment of `count` block rows as f32: straight from f32 storage, else converted into `buffer`. */
 static inline __attribute__((always_inline)) const float * block_rows(const paged_attention_job * job, const uint8_t * storage, int64_t block,

@@ -85,9 +85,9 @@ void memra_dequantize_row(int type, const void * x, float * y, int64_t n);
 void memra_matmul(memra_cpu * cpu, float * out, const float * x, int64_t rows, int type, const void * weight, int64_t n_in, int64_t n_out);
 /* Bytes per activation row memra_matmul needs in cpu->converted (0: it reads x directly). */
 size_t memra_matmul_scratch_row_bytes(int type, int64_t rows, int64_t n_in);
-/* Bytes of each thread's unpacked-weight buffer memra_matmul needs after the rows (0: none); the
- * caller reserves rows * scratch_row_bytes, rounded up to 64, plus threads * this. */
-size_t memra_matmul_unpacked_bytes(int type, int64_t rows, int64_t n_in);
+/* All the bytes memra_matmul needs in cpu->converted, given activation_bytes = rows * scratch_row_bytes:
+ * the rows, then (64-byte aligned) one unpacked-weight buffer per thread when its tiles use them. */
+size_t memra_matmul_scratch_bytes(int type, int64_t rows, int64_t n_in, int threads, size_t activation_bytes);
 /* Bytes of a packed row when memra_matmul takes the GEMM path for this call, else 0. */
 size_t memra_matmul_packed_row_bytes(int type, int64_t rows, int64_t n_in);
 void memra_embedding(float * out, int type, const void * table, int64_t width, const int32_t * ids, int64_t count);

@@ -193,8 +193,7 @@ static int matmul_checked(const char * function, memra_cpu * cpu, float * out, i
         if (converted_row_bytes == 0) FAIL(MEMRA_ERROR_UNSUPPORTED_TYPE, "%s: no row size for activation type %s", function, memra_type_name(activation_type));
         int64_t converted_bytes;
         CHECK(check_product(function, "converted activations", rows, (int64_t)converted_row_bytes, &converted_bytes));
-        const size_t unpacked = memra_matmul_unpacked_bytes(type, rows, n_in);
-        if (unpacked > 0) converted_bytes = (converted_bytes + 63) / 64 * 64 + (int64_t)unpacked * cpu->threads;
+        converted_bytes = (int64_t)memra_matmul_scratch_bytes(type, rows, n_in, cpu->threads, (size_t)converted_bytes);
         if (memra_cpu_reserve_converted(cpu, (size_t)converted_bytes) != MEMRA_OK) {
             FAIL(MEMRA_ERROR_OUT_OF_MEMORY, "%s: out of memory for %lld bytes of converted activations", function, (long long)converted_bytes);
         }

@@ -268,11 +268,12 @@ VBMI_INLINE __m512i halves16(short lo, short hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(lo)), _mm256_set1_epi16(hi), 1);
 }
 
-/* One weight super-block: code vectors u[4] (unsigned bytes), sub-block scale vectors s[4] (int16),
- * the int16 vector whose products with the activation sums give the constant term (q4_K/q5_K: 8 mins,
- * q6_K: 16 scales), and the float factors d (main) and c (constant term, subtracted). */
-VBMI_INLINE void k_unpack(const int kind, const uint8_t * x, const __m512i index[4], __m512i u[4], __m512i s[4], __m128i * cterm_lo, __m128i * cterm_hi,
-                          float * d, float * c, __m512i * base) {
+/* One weight super-block: code vectors u[4] (q4_K/q5_K unsigned, q6_K signed bytes), sub-block scale
+ * vectors s[4] (int16), the start of each pair's integer sum (q6_K's weight-only term, else zero), the
+ * scale d, and for q4_K/q5_K the 8 mins (int16) and dmin, whose products with the activation sums are
+ * taken off (zero for q6_K). */
+VBMI_INLINE void k_unpack(const int kind, const uint8_t * x, const __m512i index[4], __m512i u[4], __m512i s[4], __m128i * mins, float * d, float * dmin,
+                          __m512i * base) {
     const __m512i m4 = _mm512_set1_epi8(15);
     if (kind == KIND_Q6_K) {
         const __m512i m30 = _mm512_set1_epi8(0x30);
@@ -293,9 +294,9 @@ VBMI_INLINE void k_unpack(const int kind, const uint8_t * x, const __m512i index
             sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(ones, u[v]), s[v]);
         }
         *base = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7)); /* -128 * sum(scale * value) */
-        *cterm_lo = *cterm_hi = _mm_setzero_si128();
+        *mins = _mm_setzero_si128();
         *d = _cvtsh_ss(load_u16(x + 208));
-        *c = 0.0f;
+        *dmin = 0.0f;
     } else {
         const int qs_at = kind == KIND_Q5_K ? 48 : 16;
         const __m512i q0 = _mm512_loadu_si512(x + qs_at), q1 = _mm512_loadu_si512(x + qs_at + 64);
@@ -313,14 +314,13 @@ VBMI_INLINE void k_unpack(const int kind, const uint8_t * x, const __m512i index
                 u[v] = _mm512_mask_add_epi8(u[v], m, u[v], sixteen);
             }
         }
-        uint64_t scales, mins;
-        q4k_scales_mins(x + 4, &scales, &mins);
+        uint64_t scales, min_codes;
+        q4k_scales_mins(x + 4, &scales, &min_codes);
         const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)scales)));
         for (int v = 0; v < 4; v++) s[v] = _mm512_permutexvar_epi16(index[v], sc);
-        *cterm_lo = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mins));
-        *cterm_hi = _mm_setzero_si128();
+        *mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)min_codes));
         *d = _cvtsh_ss(load_u16(x));
-        *c = _cvtsh_ss(load_u16(x + 2));
+        *dmin = _cvtsh_ss(load_u16(x + 2));
         *base = _mm512_setzero_si512();
     }
 }
@@ -332,26 +332,26 @@ VBMI_INLINE void k_tile(const int kind, const int WR, const int AR, int64_t n, c
     k_scale_index(kind, index);
     __m512 acc[MEMRA_GEMM_TILE_W][MEMRA_GEMM_TILE_A];
     /* mins terms (q4_K/q5_K): one vector per activation row, lanes 4r..4r+3 for weight row r */
-    __m512 constant[2][MEMRA_GEMM_TILE_A];
+    __m512 min_terms[MEMRA_GEMM_TILE_A];
     _Pragma("GCC unroll 4")
     for (int c = 0; c < AR; c++) {
-        constant[0][c] = constant[1][c] = _mm512_setzero_ps();
+        min_terms[c] = _mm512_setzero_ps();
         _Pragma("GCC unroll 4")
         for (int r = 0; r < WR; r++) acc[r][c] = _mm512_setzero_ps();
     }
     for (int64_t g = 0; g < n / 256; g++) {
-        __m128i cterm[2 * MEMRA_GEMM_TILE_W];
-        float cscale[MEMRA_GEMM_TILE_W];
+        __m128i mins[MEMRA_GEMM_TILE_W];
+        float dmin[MEMRA_GEMM_TILE_W];
         _Pragma("GCC unroll 4")
         for (int r = 0; r < MEMRA_GEMM_TILE_W; r++) {
-            cterm[2 * r] = cterm[2 * r + 1] = _mm_setzero_si128();
-            cscale[r] = 0.0f;
+            mins[r] = _mm_setzero_si128();
+            dmin[r] = 0.0f;
         }
         _Pragma("GCC unroll 4")
         for (int r = 0; r < WR; r++) {
             __m512i u[4], s[4], base;
             float d;
-            k_unpack(kind, w + r * w_stride + g * block_bytes, index, u, s, &cterm[2 * r], &cterm[2 * r + 1], &d, &cscale[r], &base);
+            k_unpack(kind, w + r * w_stride + g * block_bytes, index, u, s, &mins[r], &d, &dmin[r], &base);
             const __m512 dw = _mm512_set1_ps(d);
             _Pragma("GCC unroll 4")
             for (int c = 0; c < AR; c++) {
@@ -369,27 +369,24 @@ VBMI_INLINE void k_tile(const int kind, const int WR, const int AR, int64_t n, c
         }
         /* the mins terms of the four weight rows against each activation row (q4_K/q5_K) */
         if (kind != KIND_Q6_K) {
-            const __m512i t = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(cterm[0], cterm[2])), _mm256_setr_m128i(cterm[4], cterm[6]), 1);
-            const __m512 f = _mm512_setr_ps(cscale[0], cscale[0], cscale[0], cscale[0], cscale[1], cscale[1], cscale[1], cscale[1], cscale[2], cscale[2],
-                                            cscale[2], cscale[2], cscale[3], cscale[3], cscale[3], cscale[3]);
+            const __m512i t = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(mins[0], mins[1])), _mm256_setr_m128i(mins[2], mins[3]), 1);
+            const __m512 f = _mm512_setr_ps(dmin[0], dmin[0], dmin[0], dmin[0], dmin[1], dmin[1], dmin[1], dmin[1], dmin[2], dmin[2],
+                                            dmin[2], dmin[2], dmin[3], dmin[3], dmin[3], dmin[3]);
             _Pragma("GCC unroll 4")
             for (int c = 0; c < AR; c++) {
                 const uint8_t * q = a + c * a_stride + g * PACKED_K_GROUP;
                 const __m512 da = _mm512_loadu_ps(q + 320);
-                constant[0][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(t, _mm512_loadu_si512(q + 256))), _mm512_mul_ps(f, da), constant[0][c]);
+                min_terms[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(t, _mm512_loadu_si512(q + 256))), _mm512_mul_ps(f, da), min_terms[c]);
             }
         }
     }
     _Pragma("GCC unroll 4")
     for (int c = 0; c < AR; c++) {
-        float lanes[32];
-        _mm512_storeu_ps(lanes, constant[0][c]);
-        _mm512_storeu_ps(lanes + 16, constant[1][c]);
-        const int per_row = 4;
+        float lanes[16];
+        _mm512_storeu_ps(lanes, min_terms[c]);
         _Pragma("GCC unroll 4")
         for (int r = 0; r < WR; r++) {
-            float term = 0.0f;
-            for (int k = 0; k < per_row; k++) term += lanes[per_row * r + k];
+            const float term = lanes[4 * r] + lanes[4 * r + 1] + lanes[4 * r + 2] + lanes[4 * r + 3];
             out[c * out_stride + r] = _mm512_reduce_add_ps(acc[r][c]) - term;
         }
     }

@@ -134,8 +134,14 @@ static size_t unpacked_offset(size_t activation_bytes) {
     return (activation_bytes + 63) / 64 * 64;
 }
 
-size_t memra_matmul_unpacked_bytes(int type, int64_t rows, int64_t n_in) {
+/* Bytes of each thread's unpacked-weight buffer (0: the tiles read the weight rows directly). */
+static size_t unpacked_bytes(int type, int64_t rows, int64_t n_in) {
     return memra_matmul_packed_row_bytes(type, rows, n_in) != 0 && rows > MEMRA_GEMM_TILE_A ? memra_gemm_unpacked_bytes(type, n_in) : 0;
+}
+
+size_t memra_matmul_scratch_bytes(int type, int64_t rows, int64_t n_in, int threads, size_t activation_bytes) {
+    const size_t per_thread = unpacked_bytes(type, rows, n_in);
+    return per_thread ? unpacked_offset(activation_bytes) + per_thread * (size_t)threads : activation_bytes;
 }
 
 static void multiply_tiles(void * argument, int64_t tile, int thread_index) {
@@ -161,8 +167,8 @@ void memra_matmul(memra_cpu * cpu, float * out, const float * x, int64_t rows, i
         job.converted_row_bytes = packed_row_bytes;
         job.converted_out = cpu->converted;
         job.converted = cpu->converted;
-        /* (exports.c reserved rows * packed_row_bytes + threads * unpacked bytes, see memra_matmul_unpacked_bytes) */
-        job.unpacked_bytes = memra_matmul_unpacked_bytes(type, rows, n_in);
+        /* (exports.c reserved memra_matmul_scratch_bytes) */
+        job.unpacked_bytes = unpacked_bytes(type, rows, n_in);
         job.unpacked = (uint8_t *)cpu->converted + unpacked_offset((size_t)rows * packed_row_bytes);
         memra_run_chunks(cpu->pool, rows > ROWS_PER_CONVERSION && threads > 1, convert_rows, &job, memra_chunk_count(rows, ROWS_PER_CONVERSION));
     } else if (activation_type == MEMRA_TYPE_F32) {
