@@ -10,6 +10,15 @@ export function parseBackendChoice(value: string | undefined): BackendChoice {
   throw new CliError(`--device must be auto, cuda, cpu or reference, got "${value}"`);
 }
 
+/**
+ * `--device` of the commands that place layers (generate, chat, serve, bench, plan): the choices
+ * above, and "cpu+reference" (for testing a split on a machine without a GPU: the native CPU
+ * backend stands in for the GPU, the reference backend for the host).
+ */
+export function parsePlacementDeviceChoice(value: string | undefined): BackendChoice | "cpu+reference" {
+  return value === "cpu+reference" ? value : parseBackendChoice(value);
+}
+
 export const backendOptionHelp = `  --device D              auto (default: a CUDA GPU when there is one, else the native CPU backend
                           when its library is built, else the reference backend with a warning),
                           cuda, cpu, or reference (the TypeScript backend, slow)`;
@@ -42,6 +51,14 @@ export async function chooseBackend(threads: number | undefined, choice: Backend
       throw new CliError(`--device cpu: ${error instanceof Error ? error.message : String(error)}`);
     }
   }
+  return createDefaultBackend({
+    ...(threads === undefined ? {} : { threads }),
+    importCpuBackend: () => import("@memra/cpu-ffi"),
+  });
+}
+
+/** The host backend of a split: the native CPU backend when its library is built, else the reference backend (warning once). */
+export function chooseHostBackend(threads: number | undefined): Promise<Backend> {
   return createDefaultBackend({
     ...(threads === undefined ? {} : { threads }),
     importCpuBackend: () => import("@memra/cpu-ffi"),

@@ -29,3 +29,16 @@ export {
 export type { FinishReason, GenerationChunk, GenerationResult, GenerationStream, GenerationTimings, StructuredGenerationResult } from "./generation/generation-types";
 export { type GenerationConstraint, StructuredOutputError, createGenerationConstraint, modelTokenTrie, prepareOutputConstraint } from "./generation/output-constraint";
 export { GrammarError, GrammarSyntaxError, JsonSchemaError } from "@memra/sampler";
+export { type FootprintTensor, type LayerFootprint, type ModelFootprint, type ModelShape, type TensorBytes, footprintFromTensors, modelFootprint, modelShape } from "./placement/model-footprint";
+export {
+  DEFAULT_ACCELERATOR_RESERVE_BYTES,
+  type DeviceUsage,
+  type PlacementDevice,
+  type PlacementDeviceKind,
+  type PlacementOptions,
+  type PlacementPlan,
+  type PlannedLayer,
+  planPlacement,
+} from "./placement/plan-placement";
+export { PlacementError, type PlacementShortfall, formatBytes } from "./placement/placement-error";
+export { type BackendPlacement, bindPlacement, devicesInUse, hostAvailableBytes } from "./placement/backend-placement";

@@ -9,6 +9,7 @@ import { InferenceEngine } from "./engine/inference-engine";
 import { type FeedForwardFactory, type ForwardOptions, Transformer, denseFeedForward, modelDimensions } from "./models/qwen3";
 import { moeFeedForward } from "./models/qwen3-moe";
 import { ReferenceBackend } from "./reference-backend";
+import type { BackendPlacement } from "./placement/backend-placement";
 import { type ChatResult, ChatSession, type ChatSessionOptions, type ChatStream, withReasoning } from "./generation/chat-session";
 import { generateTokens } from "./generation/generate-tokens";
 import { type ChatOptions, type GenerateOptions, chatOptionsSchema, generateOptionsSchema, parseOptions } from "./generation/generation-options";
@@ -18,6 +19,11 @@ import type { z } from "zod";
 export interface LoadModelOptions {
   /** The backend to compute on; the reference (TypeScript) backend when absent. */
   readonly backend?: Backend;
+  /**
+   * A backend per layer (and per layer's experts) instead of one backend: see planPlacement and
+   * bindPlacement. Takes precedence over `backend`. The model disposes every backend it uses.
+   */
+  readonly placement?: BackendPlacement;
   /** Most tokens one forward step processes (scratch buffers are sized for it). Default 512. */
   readonly maxBatchTokens?: number;
   /** Called as weights are loaded, with the tensor bytes read so far and in all (for a progress bar). */
@@ -72,7 +78,7 @@ export class Model {
     } else {
       feedForward = denseFeedForward(dimensions, config.feedForwardLength);
     }
-    const backend = options.backend ?? new ReferenceBackend();
+    const backend = options.placement ?? options.backend ?? new ReferenceBackend();
     const transformer = new Transformer(backend, file, dimensions, feedForward, {
       maxBatchTokens: options.maxBatchTokens ?? 512,
       ...(options.onProgress ? { onProgress: options.onProgress } : {}),
@@ -108,6 +114,7 @@ export class Model {
   createCache(capacity = this.config.contextLength, options: { readonly type?: KVType } = {}): PagedKVCache {
     const d = this.transformer.dimensions;
     return PagedKVCache.standalone(this.transformer.backend, {
+      layerBackends: this.transformer.layerBackends,
       layers: d.layers,
       kvWidth: d.kvWidth,
       capacity,
@@ -120,6 +127,7 @@ export class Model {
   createKVPool(blocks: number, options: { readonly type?: KVType; readonly blockTokens?: number } = {}): KVBlockPool {
     const d = this.transformer.dimensions;
     return new KVBlockPool(this.transformer.backend, {
+      layerBackends: this.transformer.layerBackends,
       layers: d.layers,
       kvWidth: d.kvWidth,
       blocks,
@@ -208,7 +216,7 @@ export class Model {
 
   dispose(): void {
     this.engineInstance?.dispose();
-    this.transformer.backend.dispose();
+    for (const backend of this.transformer.backends) backend.dispose();
   }
 }
 

@@ -4,6 +4,7 @@
  * with that expert's weights, scattered back scaled by the routing weight.
  */
 import type { Backend, DeviceBuffer, WeightHandle } from "./backend";
+import { transferBetweenBackends } from "./placement/transfer-between-backends";
 
 export interface RoutedExpertsWeights {
   readonly embedding: number;
@@ -22,19 +23,32 @@ export interface RoutedExperts {
   forward(out: DeviceBuffer, x: DeviceBuffer, rows: number): void;
 }
 
-export function routedExperts(backend: Backend, w: RoutedExpertsWeights): RoutedExperts {
+/**
+ * `backend` runs the router; `expertBackend` (default: the same) holds the expert weights and runs
+ * them. When they differ, the normed input goes to the expert backend and the result comes back:
+ * two transfers of [rows, embedding] per layer, nothing when they are the same.
+ */
+export function routedExperts(backend: Backend, w: RoutedExpertsWeights, expertBackend: Backend = backend): RoutedExperts {
   const { embedding, experts, expertsUsed, expertFeedForwardLength: ffn, maxRows } = w;
+  const eb = expertBackend;
+  const split = eb !== backend;
   const routerLogits = backend.allocate(maxRows * experts); // [rows, experts]
-  const gathered = backend.allocate(maxRows * embedding); // [rows routed to one expert, embedding]
-  const gate = backend.allocate(maxRows * ffn); // [rows, ffn]
-  const up = backend.allocate(maxRows * ffn); // [rows, ffn]
-  const down = backend.allocate(maxRows * embedding); // [rows, embedding]
+  const gathered = eb.allocate(maxRows * embedding); // [rows routed to one expert, embedding]
+  const gate = eb.allocate(maxRows * ffn); // [rows, ffn]
+  const up = eb.allocate(maxRows * ffn); // [rows, ffn]
+  const down = eb.allocate(maxRows * embedding); // [rows, embedding]
+  const input = split ? eb.allocate(maxRows * embedding) : undefined; // [rows, embedding] x on the expert backend
+  const output = split ? eb.allocate(maxRows * embedding) : undefined; // [rows, embedding] out on the expert backend
+  const staging = new Float32Array(split ? maxRows * embedding : 0);
   const zeros = new Float32Array(maxRows * embedding);
   return {
     forward(out, x, rows) {
       backend.matmul(routerLogits, x, w.ffn_gate_inp, rows);
       const { ids, weights } = backend.moeRoute(routerLogits, rows, experts, expertsUsed);
-      backend.write(out, zeros.subarray(0, rows * embedding));
+      const expertInput = input ?? x;
+      const expertOutput = output ?? out;
+      if (input) transferBetweenBackends(backend, x, eb, input, rows * embedding, staging);
+      eb.write(expertOutput, zeros.subarray(0, rows * embedding));
       for (let expert = 0; expert < experts; expert++) {
         const routedRows: number[] = [];
         const routedWeights: number[] = [];
@@ -47,13 +61,14 @@ export function routedExperts(backend: Backend, w: RoutedExpertsWeights): Routed
         if (routedRows.length === 0) continue;
         const count = routedRows.length;
         const rowIds = Int32Array.from(routedRows);
-        backend.gatherRows(gathered, x, rowIds, embedding);
-        backend.expertMatmul(gate, gathered, w.ffn_gate_exps, expert, count);
-        backend.expertMatmul(up, gathered, w.ffn_up_exps, expert, count);
-        backend.swiglu(gate, gate, up, count * ffn);
-        backend.expertMatmul(down, gate, w.ffn_down_exps, expert, count);
-        backend.scatterAddRows(out, down, rowIds, Float32Array.from(routedWeights), embedding);
+        eb.gatherRows(gathered, expertInput, rowIds, embedding);
+        eb.expertMatmul(gate, gathered, w.ffn_gate_exps, expert, count);
+        eb.expertMatmul(up, gathered, w.ffn_up_exps, expert, count);
+        eb.swiglu(gate, gate, up, count * ffn);
+        eb.expertMatmul(down, gate, w.ffn_down_exps, expert, count);
+        eb.scatterAddRows(expertOutput, down, rowIds, Float32Array.from(routedWeights), embedding);
       }
+      if (output) transferBetweenBackends(eb, output, backend, out, rows * embedding, staging);
     },
   };
 }

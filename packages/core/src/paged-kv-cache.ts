@@ -17,6 +17,8 @@ export interface KVBlockPoolOptions {
   readonly blockTokens?: number;
   /** Element type of the stored keys and values. Default f16. */
   readonly type?: KVType;
+  /** The backend of each layer's K and V storage, when the model is split across backends (default: the pool's backend for all). */
+  readonly layerBackends?: readonly Backend[];
 }
 
 export const DEFAULT_BLOCK_TOKENS = 16;
@@ -36,6 +38,8 @@ export class KVBlockPool implements KVPoolStorage {
   readonly blocks: number;
   readonly layers: number;
   readonly kvWidth: number;
+  /** The backend each layer's storage lives on. */
+  readonly layerBackends: readonly Backend[];
   private readonly referenceCounts: Int32Array; // [blocks]
   /** Free blocks without a prefix key (used first). */
   private readonly free: number[] = [];
@@ -60,10 +64,12 @@ export class KVBlockPool implements KVPoolStorage {
     this.layers = options.layers;
     this.kvWidth = options.kvWidth;
     if (this.type === "q8_0" && this.kvWidth % 32 !== 0) throw new RangeError(`a q8_0 KV cache needs kvHeads * headDim to be a multiple of 32, got ${this.kvWidth}`);
+    if (options.layerBackends && options.layerBackends.length !== this.layers) throw new RangeError(`layerBackends names ${options.layerBackends.length} layers, the pool has ${this.layers}`);
+    this.layerBackends = options.layerBackends ?? Array.from({ length: this.layers }, () => backend);
     const slots = this.blocks * blockTokens;
     for (let layer = 0; layer < this.layers; layer++) {
-      this.keys.push(backend.allocateKV(this.type, slots, this.kvWidth));
-      this.values.push(backend.allocateKV(this.type, slots, this.kvWidth));
+      this.keys.push(this.layerBackends[layer]!.allocateKV(this.type, slots, this.kvWidth));
+      this.values.push(this.layerBackends[layer]!.allocateKV(this.type, slots, this.kvWidth));
     }
     this.referenceCounts = new Int32Array(this.blocks);
     this.keyOfBlock = new Array<bigint | undefined>(this.blocks).fill(undefined);
@@ -162,8 +168,9 @@ export class KVBlockPool implements KVPoolStorage {
   /** Copies a block's slots (all layers, K and V) to another block. */
   copyBlock(target: number, source: number): void {
     for (let layer = 0; layer < this.layers; layer++) {
-      this.backend.copyKV(this.keys[layer]!, target * this.blockTokens, source * this.blockTokens, this.blockTokens);
-      this.backend.copyKV(this.values[layer]!, target * this.blockTokens, source * this.blockTokens, this.blockTokens);
+      const backend = this.layerBackends[layer]!;
+      backend.copyKV(this.keys[layer]!, target * this.blockTokens, source * this.blockTokens, this.blockTokens);
+      backend.copyKV(this.values[layer]!, target * this.blockTokens, source * this.blockTokens, this.blockTokens);
     }
   }
 

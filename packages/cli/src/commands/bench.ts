@@ -1,9 +1,10 @@
 import { parseArgs } from "node:util";
 import { loadModel } from "@memra/core";
-import { backendOptionHelp, chooseBackend, describeBackend, parseBackendChoice } from "../backend-choice";
+import { backendOptionHelp, describeBackend } from "../backend-choice";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
+import { placeModel, placementOptionHelp, placementParseOptions } from "../placement-arguments";
 import { parsePositiveInteger } from "./model-arguments";
 
 export const benchUsage = `usage: memra bench [-m MODEL] [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json]
@@ -21,6 +22,8 @@ options:
   -t, --threads N      threads of the native backend (default: one per processor)
   -r, --reps N         timed repetitions of each test (default 5)
 ${backendOptionHelp}
+  --ctx N              tokens of KV cache the plan reserves (default: what the tests need)
+${placementOptionHelp}
   --json               one JSON object: {"pp": {"tokens", "tps", ...}, "tg": {...}, "ttft_ms", "peak_rss_bytes", ...}
 
 examples:
@@ -82,6 +85,8 @@ export async function benchCommand(args: string[], io: CliIO): Promise<void> {
       threads: { type: "string", short: "t" },
       reps: { type: "string", short: "r" },
       device: { type: "string" },
+      ctx: { type: "string" },
+      ...placementParseOptions,
       json: { type: "boolean", default: false },
       quiet: { type: "boolean", short: "q", default: false },
       help: { type: "boolean", short: "h", default: false },
@@ -98,14 +103,17 @@ export async function benchCommand(args: string[], io: CliIO): Promise<void> {
   if (promptTokens === 0 && genTokens === 0) throw new CliError("nothing to measure: --prompt and --gen are both 0");
 
   const path = values.model ?? (await defaultModelPath(io, values.quiet || values.json));
-  const backend = await chooseBackend(threads, parseBackendChoice(values.device));
+  const contextTokens = Math.max(promptTokens, genTokens + 1, 2);
+  const notice = (message: string) => values.quiet || values.json || io.stderr(`${message}\n`);
+  const maxBatchTokens = Math.max(promptTokens, 1);
+  const placed = await placeModel(path, values, threads, { defaultContext: contextTokens, maxBatchTokens }, notice);
+  const backend = placed.primary;
   const loadStarted = performance.now();
-  const model = loadModel(path, { backend, maxBatchTokens: Math.max(promptTokens, 1) });
+  const model = loadModel(path, { ...placed.load, maxBatchTokens });
   const loadMs = performance.now() - loadStarted;
   try {
     const vocabulary = model.vocabularySize;
     const prompt = benchTokens(Math.max(promptTokens, 1), vocabulary);
-    const contextTokens = Math.max(promptTokens, genTokens + 1, 2);
 
     const runPrompt = (): number => {
       const cache = model.createCache(contextTokens);

@@ -2,10 +2,11 @@ import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { type ChatSession, loadModel } from "@memra/core";
 import { ReasoningSplitter } from "@memra/tokenizer";
-import { backendOptionHelp, chooseBackend, parseBackendChoice } from "../backend-choice";
+import { backendOptionHelp, parsePlacementDeviceChoice } from "../backend-choice";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
+import { placeModel, placementOptionHelp, placementParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
 import { parsePositiveInteger } from "./model-arguments";
 
@@ -25,6 +26,8 @@ options:
   --temp T, --seed S   sampling (default temperature 0.8)
   -t, --threads N      threads of the native CPU backend (default: one per processor)
 ${backendOptionHelp}
+  --ctx N              tokens of KV cache (default: the model's context length, at most 8192)
+${placementOptionHelp}
   --quiet              no progress bar, no reasoning, no notices
 
 examples:
@@ -44,6 +47,8 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
       seed: { type: "string" },
       threads: { type: "string", short: "t" },
       device: { type: "string" },
+      ctx: { type: "string" },
+      ...placementParseOptions,
       quiet: { type: "boolean", short: "q", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -52,12 +57,13 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
     io.stdout(`${chatUsage}\n`);
     return;
   }
-  const choice = parseBackendChoice(values.device);
+  parsePlacementDeviceChoice(values.device);
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
   const path = values.model ?? (await defaultModelPath(io, values.quiet));
-  const backend = await chooseBackend(threads, choice);
+  const notice = (message: string) => values.quiet || io.stderr(`${message}\n`);
+  const placed = await placeModel(path, values, threads, {}, notice);
   const bar = progressBar(io, "loading", io.stderrIsTerminal && !values.quiet);
-  const model = loadModel(path, { backend, onProgress: bar.update });
+  const model = loadModel(path, { ...placed.load, kvCacheTokens: placed.contextTokens, onProgress: bar.update });
   bar.end();
   const session = model.createChatSession(values.system === undefined ? {} : { system: values.system });
   const number = (value: string | undefined, name: string) => {

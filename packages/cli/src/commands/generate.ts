@@ -1,10 +1,11 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { GrammarError, GrammarSyntaxError, JsonSchemaError, StructuredOutputError, loadModel, prepareOutputConstraint } from "@memra/core";
-import { backendOptionHelp, chooseBackend, parseBackendChoice } from "../backend-choice";
+import { backendOptionHelp, parsePlacementDeviceChoice } from "../backend-choice";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
+import { placeModel, placementOptionHelp, placementParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
 import { parsePositiveInteger } from "./model-arguments";
 
@@ -29,6 +30,8 @@ options:
   --grammar FILE          constrain the output to the GBNF grammar in FILE (llama.cpp's format)
   -t, --threads N         threads of the native CPU backend (default: one per processor)
 ${backendOptionHelp}
+  --ctx N                 tokens of KV cache (default: the model's context length, at most 8192)
+${placementOptionHelp}
   --no-special            treat special-token text in the prompt as plain text
   --json                  print one JSON object at the end instead of streaming
   --quiet                 no progress bar, no notices
@@ -62,6 +65,8 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
       grammar: { type: "string" },
       threads: { type: "string", short: "t" },
       device: { type: "string" },
+      ctx: { type: "string" },
+      ...placementParseOptions,
       "no-special": { type: "boolean", default: false },
       json: { type: "boolean", default: false },
       quiet: { type: "boolean", short: "q", default: false },
@@ -73,12 +78,14 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
     return;
   }
   if (values.prompt === undefined) throw new CliError(`missing -p PROMPT\n${generateUsage}`);
-  const choice = parseBackendChoice(values.device);
+  parsePlacementDeviceChoice(values.device);
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
   const constraint = readConstraint(values["json-schema"], values.grammar);
   const path = values.model ?? (await defaultModelPath(io, values.quiet));
+  const notice = (message: string) => values.quiet || io.stderr(`${message}\n`);
+  const placed = await placeModel(path, values, threads, {}, notice);
   const bar = progressBar(io, "loading", io.stderrIsTerminal && !values.quiet);
-  const model = loadModel(path, { backend: await chooseBackend(threads, choice), onProgress: bar.update });
+  const model = loadModel(path, { ...placed.load, kvCacheTokens: placed.contextTokens, onProgress: bar.update });
   bar.end();
 
   const seed = parseNumber(values.seed, "--seed");

@@ -1,11 +1,11 @@
 import { basename } from "node:path";
 import { parseArgs } from "node:util";
 import { type KVType, loadModel } from "@memra/core";
-import { openGGUF, readModelConfig } from "@memra/gguf";
-import { backendOptionHelp, chooseBackend, describeBackend, parseBackendChoice } from "../backend-choice";
+import { backendOptionHelp, describeBackend, parsePlacementDeviceChoice } from "../backend-choice";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
+import { placeModel, placementOptionHelp, placementParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
 import { startOpenAIServer } from "../server/openai-server";
 import { parsePositiveInteger } from "./model-arguments";
@@ -26,6 +26,7 @@ options:
   --kv-type TYPE        KV cache element type: f16 (default), f32, q8_0
   --threads N           threads for the native CPU backend
 ${backendOptionHelp}
+${placementOptionHelp}
   --quiet               no progress bar, no notices
 
 The KV pool holds --parallel × --ctx tokens; requests beyond it wait, and a running request may be
@@ -49,6 +50,7 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
       "kv-type": { type: "string", default: "f16" },
       threads: { type: "string" },
       device: { type: "string" },
+      ...placementParseOptions,
       quiet: { type: "boolean", short: "q", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -63,14 +65,17 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
   const kvType = values["kv-type"] as KVType;
   if (!KV_TYPES.includes(kvType)) throw new CliError(`--kv-type must be one of ${KV_TYPES.join(", ")}, got "${values["kv-type"]}"`);
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
+  parsePlacementDeviceChoice(values.device);
   const path = values.model ?? (await defaultModelPath(io, values.quiet));
 
-  // The KV pool is sized from the context, read from the header before the weights load.
-  const modelContext = readModelConfig(openGGUF(path)).contextLength;
-  const contextLength = Math.min(parsePositiveInteger(values.ctx, "--ctx", Math.min(modelContext, 4096)), modelContext);
-  const backend = await chooseBackend(threads, parseBackendChoice(values.device));
+  // The KV pool is sized from the context, read from the header before the weights load; the
+  // plan checks that it and the weights fit before any is read.
+  const notice = (message: string) => values.quiet || io.stderr(`${message}\n`);
+  const placed = await placeModel(path, values, threads, { defaultContext: 4096, sequences: parallel, kvType }, notice);
+  const contextLength = placed.contextTokens;
+  const backend = placed.primary;
   const bar = progressBar(io, "loading", io.stderrIsTerminal && !values.quiet);
-  const model = loadModel(path, { backend, onProgress: bar.update, maxSequences: parallel, kvCacheTokens: parallel * contextLength, kvType });
+  const model = loadModel(path, { ...placed.load, onProgress: bar.update, maxSequences: parallel, kvCacheTokens: parallel * contextLength, kvType });
   bar.end();
   const server = startOpenAIServer({ model, modelId: basename(path), hostname: values.host, port, contextLength });
   if (!values.quiet) {

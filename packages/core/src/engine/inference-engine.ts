@@ -119,6 +119,7 @@ export class InferenceEngine {
       blocks: options.blocks,
       ...(options.blockTokens === undefined ? {} : { blockTokens: options.blockTokens }),
       ...(options.kvType === undefined ? {} : { type: options.kvType }),
+      layerBackends: transformer.layerBackends,
     });
     this.maxSequences = options.maxSequences ?? 16;
     this.maxBatchTokens = Math.min(options.maxBatchTokens ?? transformer.maxBatchTokens, transformer.maxBatchTokens);

@@ -9,16 +9,17 @@ import { routedExperts } from "../moe";
 
 export function moeFeedForward(d: ModelDimensions, experts: number, expertsUsed: number, expertFeedForwardLength: number): FeedForwardFactory {
   return {
-    check(weights: ModelWeights, layer: number) {
+    check(weights: ModelWeights, layer: number, backend, expertBackend) {
       const blk = `blk.${layer}`;
-      weights.check(`${blk}.ffn_norm.weight`, [d.embedding]);
-      weights.check(`${blk}.ffn_gate_inp.weight`, [d.embedding, experts]);
-      weights.check(`${blk}.ffn_gate_exps.weight`, [d.embedding, expertFeedForwardLength, experts]);
-      weights.check(`${blk}.ffn_up_exps.weight`, [d.embedding, expertFeedForwardLength, experts]);
-      weights.check(`${blk}.ffn_down_exps.weight`, [expertFeedForwardLength, d.embedding, experts]);
+      weights.check(`${blk}.ffn_norm.weight`, [d.embedding], backend);
+      weights.check(`${blk}.ffn_gate_inp.weight`, [d.embedding, experts], backend);
+      weights.check(`${blk}.ffn_gate_exps.weight`, [d.embedding, expertFeedForwardLength, experts], expertBackend);
+      weights.check(`${blk}.ffn_up_exps.weight`, [d.embedding, expertFeedForwardLength, experts], expertBackend);
+      weights.check(`${blk}.ffn_down_exps.weight`, [expertFeedForwardLength, d.embedding, experts], expertBackend);
     },
-    create(backend, weights, layer, maxRows) {
-      const load = (name: string) => weights.load(`blk.${layer}.${name}.weight`);
+    create(backend, weights, layer, maxRows, expertBackend) {
+      // the router runs with the layer; the experts (the bulk of the weights) may sit elsewhere
+      const load = (name: string, on = backend) => weights.load(`blk.${layer}.${name}.weight`, on);
       const ffn_norm = load("ffn_norm");
       const experts_ = routedExperts(backend, {
         embedding: d.embedding,
@@ -27,10 +28,10 @@ export function moeFeedForward(d: ModelDimensions, experts: number, expertsUsed:
         expertFeedForwardLength,
         maxRows,
         ffn_gate_inp: load("ffn_gate_inp"),
-        ffn_gate_exps: load("ffn_gate_exps"),
-        ffn_up_exps: load("ffn_up_exps"),
-        ffn_down_exps: load("ffn_down_exps"),
-      });
+        ffn_gate_exps: load("ffn_gate_exps", expertBackend),
+        ffn_up_exps: load("ffn_up_exps", expertBackend),
+        ffn_down_exps: load("ffn_down_exps", expertBackend),
+      }, expertBackend);
       return {
         ffn_norm,
         forward(b, s, rows) {

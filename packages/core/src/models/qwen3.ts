@@ -7,6 +7,8 @@
 import type { GGUFFile, Qwen3Config, Qwen3MoeConfig } from "@memra/gguf";
 import type { Backend, DeviceBuffer, WeightHandle } from "../backend";
 import type { KVCache } from "../kv-cache";
+import type { BackendPlacement } from "../placement/backend-placement";
+import { transferBetweenBackends } from "../placement/transfer-between-backends";
 
 /** One sequence's part of a batched forward: its new tokens, its cache, the rows to return logits for. */
 export interface BatchEntry {
@@ -51,7 +53,10 @@ export function modelDimensions(config: TransformerConfig, vocabulary: number): 
   };
 }
 
-/** Buffers a forward pass works in, allocated once for up to `rows` tokens at a time. */
+/**
+ * Buffers a forward pass works in, allocated once for up to `rows` tokens at a time, one set on
+ * every backend that runs a layer (the residual stream moves between them at device boundaries).
+ */
 export interface Scratch {
   readonly rows: number;
   readonly hidden: DeviceBuffer; // [rows, embedding] the residual stream
@@ -61,7 +66,6 @@ export interface Scratch {
   readonly value: DeviceBuffer; // [rows, kvWidth]
   readonly attention: DeviceBuffer; // [rows, queryWidth]
   readonly projected: DeviceBuffer; // [rows, embedding]
-  readonly logits: DeviceBuffer; // [min(rows, LOGIT_ROWS), vocabulary]
 }
 
 /**
@@ -81,7 +85,6 @@ function createScratch(backend: Backend, d: ModelDimensions, rows: number): Scra
     value: backend.allocate(rows * d.kvWidth),
     attention: backend.allocate(rows * d.queryWidth),
     projected: backend.allocate(rows * d.embedding),
-    logits: backend.allocate(Math.min(rows, LOGIT_ROWS) * d.vocabulary),
   };
 }
 
@@ -97,19 +100,19 @@ export interface AttentionWeights {
   readonly attn_output: WeightHandle;
 }
 
-function checkAttention(weights: ModelWeights, d: ModelDimensions, layer: number): void {
+function checkAttention(weights: ModelWeights, d: ModelDimensions, layer: number, backend: Backend): void {
   const blk = `blk.${layer}`;
-  weights.check(`${blk}.attn_norm.weight`, [d.embedding]);
-  weights.check(`${blk}.attn_q.weight`, [d.embedding, d.queryWidth]);
-  weights.check(`${blk}.attn_k.weight`, [d.embedding, d.kvWidth]);
-  weights.check(`${blk}.attn_v.weight`, [d.embedding, d.kvWidth]);
-  weights.check(`${blk}.attn_q_norm.weight`, [d.headDim]);
-  weights.check(`${blk}.attn_k_norm.weight`, [d.headDim]);
-  weights.check(`${blk}.attn_output.weight`, [d.queryWidth, d.embedding]);
+  weights.check(`${blk}.attn_norm.weight`, [d.embedding], backend);
+  weights.check(`${blk}.attn_q.weight`, [d.embedding, d.queryWidth], backend);
+  weights.check(`${blk}.attn_k.weight`, [d.embedding, d.kvWidth], backend);
+  weights.check(`${blk}.attn_v.weight`, [d.embedding, d.kvWidth], backend);
+  weights.check(`${blk}.attn_q_norm.weight`, [d.headDim], backend);
+  weights.check(`${blk}.attn_k_norm.weight`, [d.headDim], backend);
+  weights.check(`${blk}.attn_output.weight`, [d.queryWidth, d.embedding], backend);
 }
 
-function loadAttention(weights: ModelWeights, layer: number): AttentionWeights {
-  const load = (name: string) => weights.load(`blk.${layer}.${name}.weight`);
+function loadAttention(weights: ModelWeights, layer: number, backend: Backend): AttentionWeights {
+  const load = (name: string) => weights.load(`blk.${layer}.${name}.weight`, backend);
   return {
     attn_norm: load("attn_norm"),
     attn_q: load("attn_q"),
@@ -172,23 +175,24 @@ export interface FeedForward {
 }
 
 export interface FeedForwardFactory {
-  /** Checks shapes and types (no allocation). */
-  check(weights: ModelWeights, layer: number): void;
-  create(backend: Backend, weights: ModelWeights, layer: number, maxRows: number): FeedForward;
+  /** Checks shapes and types (no allocation): the layer's tensors on `backend`, routed experts on `expertBackend`. */
+  check(weights: ModelWeights, layer: number, backend: Backend, expertBackend: Backend): void;
+  /** Loads the layer's FFN onto `backend` (routed experts onto `expertBackend`) with its buffers. */
+  create(backend: Backend, weights: ModelWeights, layer: number, maxRows: number, expertBackend: Backend): FeedForward;
 }
 
 /** SwiGLU: down(silu(gate(x)) * up(x)). */
 export function denseFeedForward(d: ModelDimensions, feedForwardLength: number): FeedForwardFactory {
   return {
-    check(weights, layer) {
+    check(weights, layer, backend) {
       const blk = `blk.${layer}`;
-      weights.check(`${blk}.ffn_norm.weight`, [d.embedding]);
-      weights.check(`${blk}.ffn_gate.weight`, [d.embedding, feedForwardLength]);
-      weights.check(`${blk}.ffn_up.weight`, [d.embedding, feedForwardLength]);
-      weights.check(`${blk}.ffn_down.weight`, [feedForwardLength, d.embedding]);
+      weights.check(`${blk}.ffn_norm.weight`, [d.embedding], backend);
+      weights.check(`${blk}.ffn_gate.weight`, [d.embedding, feedForwardLength], backend);
+      weights.check(`${blk}.ffn_up.weight`, [d.embedding, feedForwardLength], backend);
+      weights.check(`${blk}.ffn_down.weight`, [feedForwardLength, d.embedding], backend);
     },
     create(backend, weights, layer, maxRows) {
-      const load = (name: string) => weights.load(`blk.${layer}.${name}.weight`);
+      const load = (name: string) => weights.load(`blk.${layer}.${name}.weight`, backend);
       const ffn_norm = load("ffn_norm");
       const ffn_gate = load("ffn_gate");
       const ffn_up = load("ffn_up");
@@ -231,16 +235,39 @@ export interface TransformerOptions {
 
 export class Transformer {
   readonly dimensions: ModelDimensions;
+  /** The token embedding's backend (the only backend when the model is not split). */
+  readonly backend: Backend;
+  /** The backend of each layer: its weights, buffers and KV blocks live there. */
+  readonly layerBackends: readonly Backend[];
+  /** The backend of each layer's routed experts (the layer's own unless split). */
+  readonly expertBackends: readonly Backend[];
+  /** The final norm's and LM head's backend. */
+  readonly outputBackend: Backend;
+  /** Every backend the model uses, each once, in order of first use. */
+  readonly backends: readonly Backend[];
   private readonly layers: DecoderLayer[] = [];
   private readonly tokenEmbedding: WeightHandle;
   private readonly outputNorm: WeightHandle;
   private readonly output: WeightHandle;
-  private readonly scratch: Scratch;
-  /** Bytes of weights held by the backend. */
+  /** Scratch of each layer's backend (one object per backend, shared by its layers). */
+  private readonly layerScratch: Scratch[];
+  private readonly embeddingScratch: Scratch;
+  private readonly outputScratch: Scratch;
+  private readonly logits: DeviceBuffer; // [min(rows, LOGIT_ROWS), vocabulary] on the output backend
+  /** Host memory the residual stream passes through at device boundaries (empty when not split). */
+  private readonly staging: Float32Array;
+  private readonly maxRows: number;
+  /** Bytes of weights held by the backends, all together. */
   readonly weightBytes: number;
+  /** Bytes of weights held by each backend. */
+  readonly weightBytesByBackend: ReadonlyMap<Backend, number>;
 
+  /**
+   * `placement`: one backend for everything, or a backend per layer (and per layer's experts, and
+   * for the embedding and LM head: see BackendPlacement).
+   */
   constructor(
-    readonly backend: Backend,
+    placement: Backend | BackendPlacement,
     file: GGUFFile,
     dimensions: ModelDimensions,
     feedForward: FeedForwardFactory,
@@ -248,31 +275,58 @@ export class Transformer {
   ) {
     const d = dimensions;
     this.dimensions = d;
-    const weights = new ModelWeights(file, backend, options.onProgress);
+    const split = isBackendPlacement(placement) ? placement : undefined;
+    if (split && split.layers.length !== d.layers) throw new RangeError(`the placement names ${split.layers.length} layers, the model has ${d.layers}`);
+    if (split?.experts && split.experts.length !== d.layers) throw new RangeError(`the placement names experts of ${split.experts.length} layers, the model has ${d.layers}`);
+    const single = split ? undefined : (placement as Backend);
+    this.layerBackends = split ? [...split.layers] : Array.from({ length: d.layers }, () => single!);
+    this.expertBackends = split?.experts ? [...split.experts] : this.layerBackends;
+    this.backend = split ? (split.embedding ?? split.layers[0]!) : single!;
+    this.outputBackend = split ? (split.output ?? split.layers[d.layers - 1] ?? this.backend) : single!;
+    this.backends = [...new Set([this.backend, ...this.layerBackends, ...this.expertBackends, this.outputBackend])];
+
+    const weights = new ModelWeights(file, this.backend, options.onProgress);
     // Check everything before loading anything, so a bad file fails before any large allocation.
-    weights.check("token_embd.weight", [d.embedding, d.vocabulary]);
-    weights.check("output_norm.weight", [d.embedding]);
+    weights.check("token_embd.weight", [d.embedding, d.vocabulary], this.backend);
+    weights.check("output_norm.weight", [d.embedding], this.outputBackend);
     const tied = !weights.has("output.weight");
-    if (!tied) weights.check("output.weight", [d.embedding, d.vocabulary]);
+    weights.check(tied ? "token_embd.weight" : "output.weight", [d.embedding, d.vocabulary], this.outputBackend);
     for (let layer = 0; layer < d.layers; layer++) {
-      checkAttention(weights, d, layer);
-      feedForward.check(weights, layer);
+      checkAttention(weights, d, layer, this.layerBackends[layer]!);
+      feedForward.check(weights, layer, this.layerBackends[layer]!, this.expertBackends[layer]!);
     }
 
     const maxRows = options.maxBatchTokens ?? 512;
-    this.tokenEmbedding = weights.load("token_embd.weight");
-    this.outputNorm = weights.load("output_norm.weight");
-    this.output = tied ? this.tokenEmbedding : weights.load("output.weight");
+    this.maxRows = maxRows;
+    this.tokenEmbedding = weights.load("token_embd.weight", this.backend);
+    this.outputNorm = weights.load("output_norm.weight", this.outputBackend);
+    // a tied LM head is the token embedding, uploaded again when the head runs on another backend
+    this.output = !tied ? weights.load("output.weight", this.outputBackend) : this.outputBackend === this.backend ? this.tokenEmbedding : weights.load("token_embd.weight", this.outputBackend);
+    const scratchOf = new Map<Backend, Scratch>();
+    const scratch = (backend: Backend) => {
+      let found = scratchOf.get(backend);
+      if (!found) scratchOf.set(backend, (found = createScratch(backend, d, maxRows)));
+      return found;
+    };
+    this.embeddingScratch = scratch(this.backend);
     for (let layer = 0; layer < d.layers; layer++) {
-      this.layers.push({ attention: loadAttention(weights, layer), feedForward: feedForward.create(backend, weights, layer, maxRows) });
+      const backend = this.layerBackends[layer]!;
+      this.layers.push({
+        attention: loadAttention(weights, layer, backend),
+        feedForward: feedForward.create(backend, weights, layer, maxRows, this.expertBackends[layer]!),
+      });
     }
-    this.scratch = createScratch(backend, d, maxRows);
+    this.layerScratch = this.layerBackends.map(scratch);
+    this.outputScratch = scratch(this.outputBackend);
+    this.logits = this.outputBackend.allocate(Math.min(maxRows, LOGIT_ROWS) * d.vocabulary);
+    this.staging = new Float32Array(scratchOf.size > 1 ? maxRows * d.embedding : 0);
     this.weightBytes = weights.loadedBytes;
+    this.weightBytesByBackend = weights.loadedBytesByBackend;
   }
 
   /** Most tokens one forward step (one batch) can hold. */
   get maxBatchTokens(): number {
-    return this.scratch.rows;
+    return this.maxRows;
   }
 
   /**
@@ -285,7 +339,7 @@ export class Transformer {
     const wanted = requestedRows(requested, tokens.length);
     const vocabulary = this.dimensions.vocabulary;
     const result = new Float32Array(wanted.length * vocabulary);
-    const step = this.scratch.rows;
+    const step = this.maxRows;
     for (let start = 0; start < tokens.length; start += step) {
       const end = Math.min(tokens.length, start + step);
       const inChunk = wanted.map((row, index) => ({ row: row - start, index })).filter(({ row }) => row >= 0 && row < end - start);
@@ -293,6 +347,14 @@ export class Transformer {
       for (let i = 0; i < inChunk.length; i++) result.set(logits!.subarray(i * vocabulary, (i + 1) * vocabulary), inChunk[i]!.index * vocabulary);
     }
     return result;
+  }
+
+  /** A split model's KV blocks must live on their layers' backends (Model.createCache and the engine see to it). */
+  private checkStorageBackends(storage: KVCache["storage"]): void {
+    const backends = (storage as { readonly layerBackends?: readonly Backend[] }).layerBackends;
+    if (backends && backends.some((backend, layer) => backend !== this.layerBackends[layer])) {
+      throw new Error("the KV pool's layers are not on the model's layer backends: create caches with model.createCache / createKVPool");
+    }
   }
 
   /**
@@ -303,10 +365,9 @@ export class Transformer {
    */
   forwardBatch(entries: readonly BatchEntry[]): Float32Array[] {
     const d = this.dimensions;
-    const s = this.scratch;
     if (entries.length === 0) return [];
     const rows = entries.reduce((sum, entry) => sum + entry.tokens.length, 0);
-    if (rows > s.rows) throw new RangeError(`a batch of ${rows} tokens exceeds maxBatchTokens (${s.rows})`);
+    if (rows > this.maxRows) throw new RangeError(`a batch of ${rows} tokens exceeds maxBatchTokens (${this.maxRows})`);
     const storage = entries[0]!.cache.storage;
     const wanted = entries.map((entry) => requestedRows(entry.logits ?? "last", entry.tokens.length));
     for (const entry of entries) {
@@ -314,6 +375,7 @@ export class Transformer {
       if (entry.tokens.length === 0) throw new RangeError("a batch entry has no tokens");
     }
     if (new Set(entries.map((entry) => entry.cache)).size !== entries.length) throw new Error("a cache appears twice in one batch");
+    if (this.staging.length > 0) this.checkStorageBackends(storage);
 
     // Reserve every sequence's slots first, so a full cache fails before any compute.
     const tokens = new Int32Array(rows);
@@ -334,11 +396,26 @@ export class Transformer {
     }
     const layout: BatchLayout = { cache: entries[0]!.cache, slots, blockTables: Int32Array.from(tables), sequences };
 
-    this.backend.embedding(s.hidden, this.tokenEmbedding, tokens);
+    // The residual stream moves only where consecutive layers sit on different backends.
+    let backend = this.backend;
+    let s = this.embeddingScratch;
+    backend.embedding(s.hidden, this.tokenEmbedding, tokens);
     for (let layer = 0; layer < this.layers.length; layer++) {
+      const layerBackend = this.layerBackends[layer]!;
+      if (layerBackend !== backend) {
+        const target = this.layerScratch[layer]!;
+        transferBetweenBackends(backend, s.hidden, layerBackend, target.hidden, rows * d.embedding, this.staging);
+        backend = layerBackend;
+        s = target;
+      }
       const { attention, feedForward } = this.layers[layer]!;
-      attentionBlock(this.backend, d, attention, s, rows, positions, layout, layer);
-      feedForward.forward(this.backend, s, rows);
+      attentionBlock(backend, d, attention, s, rows, positions, layout, layer);
+      feedForward.forward(backend, s, rows);
+    }
+    if (this.outputBackend !== backend) {
+      transferBetweenBackends(backend, s.hidden, this.outputBackend, this.outputScratch.hidden, rows * d.embedding, this.staging);
+      backend = this.outputBackend;
+      s = this.outputScratch;
     }
     for (const entry of entries) entry.cache.advance(entry.tokens);
 
@@ -347,27 +424,30 @@ export class Transformer {
     for (let i = 0; i < entries.length; i++) for (const r of wanted[i]!) picked.push(sequences[i * 4]! + r);
     const results = wanted.map((rowsOfEntry) => new Float32Array(rowsOfEntry.length * d.vocabulary));
     if (picked.length === 0) return results;
-    this.backend.rmsNorm(s.normed, s.hidden, this.outputNorm, rows, d.eps);
-    for (let i = 0; i < picked.length; i++) this.backend.copy(s.projected, i * d.embedding, s.normed, picked[i]! * d.embedding, d.embedding);
+    backend.rmsNorm(s.normed, s.hidden, this.outputNorm, rows, d.eps);
+    for (let i = 0; i < picked.length; i++) backend.copy(s.projected, i * d.embedding, s.normed, picked[i]! * d.embedding, d.embedding);
     // logits of picked row p go to results[entry of p] at the entry's own row index
     const destination: [Float32Array, number][] = [];
     for (let i = 0; i < entries.length; i++) for (let j = 0; j < wanted[i]!.length; j++) destination.push([results[i]!, j]);
-    const chunkRows = Math.min(LOGIT_ROWS, s.rows);
+    const chunkRows = Math.min(LOGIT_ROWS, this.maxRows);
     for (let first = 0; first < picked.length; first += chunkRows) {
       const count = Math.min(chunkRows, picked.length - first);
-      if (first > 0) this.backend.copy(s.projected, 0, s.projected, first * d.embedding, count * d.embedding);
-      this.backend.matmul(s.logits, s.projected, this.output, count);
+      if (first > 0) backend.copy(s.projected, 0, s.projected, first * d.embedding, count * d.embedding);
+      backend.matmul(this.logits, s.projected, this.output, count);
       // straight into the results when the backend can (decode makes one of these per token)
-      const backend = this.backend;
-      const chunk = backend.readInto ? undefined : backend.read(s.logits, 0, count * d.vocabulary);
+      const chunk = backend.readInto ? undefined : backend.read(this.logits, 0, count * d.vocabulary);
       for (let k = 0; k < count; k++) {
         const [target, row] = destination[first + k]!;
         if (chunk) target.set(chunk.subarray(k * d.vocabulary, (k + 1) * d.vocabulary), row * d.vocabulary);
-        else backend.readInto!(s.logits, k * d.vocabulary, d.vocabulary, target, row * d.vocabulary);
+        else backend.readInto!(this.logits, k * d.vocabulary, d.vocabulary, target, row * d.vocabulary);
       }
     }
     return results;
   }
+}
+
+function isBackendPlacement(placement: Backend | BackendPlacement): placement is BackendPlacement {
+  return Array.isArray((placement as BackendPlacement).layers);
 }
 
 function requestedRows(requested: "last" | "all" | readonly number[], count: number): number[] {
