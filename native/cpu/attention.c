@@ -188,6 +188,15 @@ static inline __attribute__((always_inline)) const float * block_rows(const page
     return buffer;
 }
 
+static inline __attribute__((always_inline)) void block_prefetch(const paged_attention_job * job, const uint8_t * storage, int64_t block, int64_t kv_head,
+                                                                   int64_t count) {
+    const size_t bytes = memra_kv_row_bytes(job->type, job->head_dim);
+    const uint8_t * first = storage + (size_t)(block * job->block_tokens) * job->row_bytes + bytes * (size_t)kv_head;
+    for (int64_t t = 0; t < count; t++) {
+        for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(first + (size_t)t * job->row_bytes + b, 0, 3);
+    }
+}
+
 static inline __attribute__((always_inline)) void attend_tile(const paged_attention_job * job, int64_t task, float * scratch) {
     const int64_t group = job->heads / job->kv_heads;
     const int64_t head_dim = job->head_dim;
@@ -320,6 +329,9 @@ static AVX512_ATTENTION void attend_tile_avx512(const paged_attention_job * job,
     for (int64_t t0 = 0; t0 < visible_end; t0 += bt) {
         const int64_t count = visible_end - t0 < bt ? visible_end - t0 : bt;
         int64_t k_stride;
+        /* A head's rows of a block are a few hundred bytes each, a block apart from the next
+         * block's: fetch the next block while this one is worked on (f16 KV, batched decode). */
+        if (t0 + bt < visible_end) block_prefetch(job, job->keys, table[t0 / bt + 1], kv_head, visible_end - (t0 + bt) < bt ? visible_end - (t0 + bt) : bt);
         const float * k = block_rows(job, job->keys, table[t0 / bt], kv_head, count, buffer, &k_stride);
         for (int64_t sub = 0; sub < count; sub += 16) {
             const int64_t n = count - sub < 16 ? count - sub : 16;
@@ -353,6 +365,7 @@ static AVX512_ATTENTION void attend_tile_avx512(const paged_attention_job * job,
             }
         }
     }
+    block_prefetch(job, job->values, table[0], kv_head, visible_end < bt ? visible_end : bt); /* during the softmax */
     for (int64_t lane = 0; lane < lanes; lane++) {
         const int64_t visible = start + lane / group + 1;
         float * s = scores + lane * stride;
@@ -383,6 +396,7 @@ static AVX512_ATTENTION void attend_tile_avx512(const paged_attention_job * job,
     for (int64_t t0 = 0; t0 < visible_end; t0 += bt) {
         const int64_t count = visible_end - t0 < bt ? visible_end - t0 : bt;
         int64_t v_stride;
+        if (t0 + bt < visible_end) block_prefetch(job, job->values, table[t0 / bt + 1], kv_head, visible_end - (t0 + bt) < bt ? visible_end - (t0 + bt) : bt);
         const float * v = block_rows(job, job->values, table[t0 / bt], kv_head, count, buffer, &v_stride);
         for (int64_t lane = 0; lane < lanes; lane++) {
             const int64_t visible = start + lane / group + 1;

@@ -74,21 +74,31 @@ static void multiply_tile(const matmul_job * job, int64_t tile, int thread_index
     if (job->gemm) {
         /* unpack once when more than one group of activation rows will use the weight rows */
         uint8_t * unpacked = job->unpacked_bytes && r_end - r_begin > MEMRA_GEMM_TILE_A ? job->unpacked + (size_t)thread_index * job->unpacked_bytes : NULL;
+        /* While the tiles compute on one group of weight rows, the next group is fetched: a group
+         * is a few kilobytes, too short a stream for the hardware prefetchers to get ahead, and
+         * without this every group waits on memory (16-row decode of the 0.6B q8_0 shape: layer
+         * matmuls 75-90 ms -> 52-54 ms a step). The prefetches are spread over the group's tiles. */
+        const int64_t a_tiles = (r_end - r_begin + MEMRA_GEMM_TILE_A - 1) / MEMRA_GEMM_TILE_A;
         for (int64_t o = o_begin; o < o_end; o += MEMRA_GEMM_TILE_W) {
             const int w_rows = o_end - o < MEMRA_GEMM_TILE_W ? (int)(o_end - o) : MEMRA_GEMM_TILE_W;
-            if (unpacked) {
-                memra_gemm_unpack(job->type, job->n_in, job->weight + (size_t)o * wrb, wrb, w_rows, unpacked);
-                for (int64_t r = r_begin; r < r_end; r += MEMRA_GEMM_TILE_A) {
-                    const int a_rows = r_end - r < MEMRA_GEMM_TILE_A ? (int)(r_end - r) : MEMRA_GEMM_TILE_A;
-                    memra_gemm_tile_unpacked(job->type, job->n_in, unpacked, w_rows, job->converted + (size_t)r * crb, crb, a_rows, job->out + r * n_out + o,
-                                             n_out);
-                }
-                continue;
-            }
+            const int64_t next_rows = o_end - (o + MEMRA_GEMM_TILE_W) < MEMRA_GEMM_TILE_W ? o_end - (o + MEMRA_GEMM_TILE_W) : MEMRA_GEMM_TILE_W;
+            const uint8_t * next = job->weight + (size_t)(o + MEMRA_GEMM_TILE_W) * wrb;
+            const size_t next_bytes = next_rows > 0 ? (size_t)next_rows * wrb : 0;
+            const size_t per_tile = (next_bytes / (size_t)a_tiles + 63) & ~(size_t)63;
+            size_t fetched = 0;
+            if (unpacked) memra_gemm_unpack(job->type, job->n_in, job->weight + (size_t)o * wrb, wrb, w_rows, unpacked);
             for (int64_t r = r_begin; r < r_end; r += MEMRA_GEMM_TILE_A) {
                 const int a_rows = r_end - r < MEMRA_GEMM_TILE_A ? (int)(r_end - r) : MEMRA_GEMM_TILE_A;
-                memra_gemm_tile(job->type, job->n_in, job->weight + (size_t)o * wrb, wrb, w_rows, job->converted + (size_t)r * crb, crb, a_rows,
-                                job->out + r * n_out + o, n_out);
+                for (const size_t stop = fetched + per_tile < next_bytes ? fetched + per_tile : next_bytes; fetched < stop; fetched += 64) {
+                    __builtin_prefetch(next + fetched, 0, 3);
+                }
+                if (unpacked) {
+                    memra_gemm_tile_unpacked(job->type, job->n_in, unpacked, w_rows, job->converted + (size_t)r * crb, crb, a_rows, job->out + r * n_out + o,
+                                             n_out);
+                } else {
+                    memra_gemm_tile(job->type, job->n_in, job->weight + (size_t)o * wrb, wrb, w_rows, job->converted + (size_t)r * crb, crb, a_rows,
+                                    job->out + r * n_out + o, n_out);
+                }
             }
         }
         return;
