@@ -32,8 +32,9 @@ const backend: Backend = values.backend === "reference" ? new ReferenceBackend()
 const parallel = Number(values.parallel);
 const contextLength = Number(values.ctx);
 const model = loadModel(path, { backend, maxSequences: parallel, kvCacheTokens: parallel * contextLength });
-const server = startOpenAIServer({ model, modelId: values.preset, port: 0, contextLength });
 const pool = model.engine.pool;
+pool.prefault(); // as memra serve does
+const server = startOpenAIServer({ model, modelId: values.preset, port: 0, contextLength });
 console.log(`${values.preset} ${values.type} on ${backend.name}; ${values.clients} clients for ${values.seconds} s; ${parallel} parallel; pool ${pool.blocks} blocks`);
 
 const rss: number[] = [];

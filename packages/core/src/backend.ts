@@ -54,6 +54,12 @@ export interface KVStorage {
   readonly type: KVType;
   readonly rows: number;
   readonly width: number;
+  /**
+   * Makes the storage resident now (writes every page), as llama.cpp clears its KV buffers when a
+   * context is created: a server then holds its memory from the start instead of growing while
+   * blocks are used for the first time. Optional: storage that is resident when allocated has none.
+   */
+  prefault?(): void;
 }
 
 /**

@@ -28,6 +28,17 @@ describe("KVBlockPool", () => {
     }
   });
 
+  it("prefault makes the whole pool resident at once (its memory then stays flat under load)", () => {
+    // 2 layers × K and V × 512 blocks × 4 tokens × 6,144-wide f16 rows = 96 MiB: enough to see
+    // against the noise of the process's own allocations; without prefault it is never touched.
+    const big = new KVBlockPool(backend, { layers: 2, kvWidth: 6144, blocks: 512, blockTokens: 4, type: "f16" });
+    expect(big.bytes).toBe(96 * 2 ** 20);
+    const before = process.memoryUsage().rss;
+    expect(big.prefault()).toBe(big.bytes);
+    const grown = process.memoryUsage().rss - before;
+    expect(grown).toBeGreaterThan(0.9 * big.bytes);
+  });
+
   it("allocates blocks as sequences grow, frees them on dispose, and fails when the pool is exhausted", () => {
     const p = pool(3);
     const a = p.createSequence(100);

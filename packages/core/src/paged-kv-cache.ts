@@ -76,6 +76,12 @@ export class KVBlockPool implements KVPoolStorage {
     for (let block = this.blocks - 1; block >= 0; block--) this.free.push(block);
   }
 
+  /** Makes every layer's K and V storage resident now (see KVStorage.prefault); returns the bytes. */
+  prefault(): number {
+    for (const storage of [...this.keys, ...this.values]) storage.prefault?.();
+    return this.bytes;
+  }
+
   /** Bytes of one block across all layers, K and V. */
   get bytesPerBlock(): number {
     return this.layers * 2 * this.blockTokens * kvRowBytes(this.type, this.kvWidth);

@@ -42,6 +42,10 @@ class HostKVStorage implements KVStorage {
     this.bytes = new Uint8Array(rows * this.rowBytes);
   }
 
+  prefault(): void {
+    this.bytes.fill(0);
+  }
+
   /** Slot `slot` as f32, into out[0, width). */
   readRow(slot: number, out: Float32Array): void {
     dequantize(KV_GGML_TYPES[this.type], this.bytes.subarray(slot * this.rowBytes, (slot + 1) * this.rowBytes), this.width, out);

@@ -409,6 +409,13 @@ describe.skipIf(unavailable !== undefined)(`CpuBackend ops against the reference
       expect(() => backend.allocateKV("q8_0", 8, 48)).toThrow(/multiple of 32/);
     });
 
+    it("KV storage is mapped lazily and prefault makes it resident", () => {
+      const storage = backend.allocateKV("f16", 64 * 1024, 768); // 96 MiB
+      const before = process.memoryUsage().rss;
+      storage.prefault!();
+      expect(process.memoryUsage().rss - before).toBeGreaterThan(0.9 * 96 * 2 ** 20);
+    });
+
     it("a NULL context is an error", () => {
       expect(() => backend.library.call("memra_cpu_add", null, null, 0, null, 0, null, 0, 0)).toThrow(/memra_cpu_add: cpu is NULL/);
     });

@@ -65,6 +65,11 @@ class CpuKVStorage implements KVStorage {
     this.bytes = new Uint8Array(storage, 0, rows * this.rowBytes);
     this.pointer = ptr(storage);
   }
+
+  prefault(): void {
+    // A large ArrayBuffer is mapped lazily; writing it makes every page resident.
+    this.bytes.fill(0);
+  }
 }
 
 class CpuWeight implements WeightHandle {

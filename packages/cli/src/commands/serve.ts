@@ -77,6 +77,9 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
   const bar = progressBar(io, "loading", io.stderrIsTerminal && !values.quiet);
   const model = loadModel(path, { ...placed.load, onProgress: bar.update, maxSequences: parallel, kvCacheTokens: parallel * contextLength, kvType });
   bar.end();
+  // The whole KV pool is made resident before the first request (as llama.cpp clears its KV
+  // buffers at start): the server's memory is then what it is at start, not growing under load.
+  model.engine.pool.prefault();
   const server = startOpenAIServer({ model, modelId: basename(path), hostname: values.host, port, contextLength });
   if (!values.quiet) {
     const pool = model.engine.pool;
