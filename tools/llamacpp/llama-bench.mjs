@@ -4,9 +4,13 @@
 //   node tools/llamacpp/llama-bench.mjs -m FILE [-p 512] [-n 128] [-t 2] [-r 5] [--json]
 //
 //   ppN  one evaluation of N prompt tokens in an empty sequence (batch size N, as llama-bench's
-//        n_ubatch 512 for N <= 512)
+//        n_ubatch 512 for N <= 512), with the last token's logits and a greedy pick of the next
 //   tgN  N single-token decodes in an empty sequence (see runGeneration)
-//   ttft one single-token decode in an empty sequence
+//   ttft one single-token decode in an empty sequence and its greedy next token
+// Every evaluation computes the last token's logits, as llama-bench's batches do (llama_batch_get_one
+// outputs the last token) and as `memra bench` does: node-llama-cpp's evaluateWithoutGeneratingNewTokens
+// requests no logits, so llama.cpp skips the output projection (151,936 x hidden for Qwen3), which
+// made its ttft and tg look faster than the same work measured on our side.
 // Each test runs once untimed, then REPS times. Context settings are node-llama-cpp's defaults (what a
 // user of it gets: f16 KV cache, its flash-attention default) except the thread count.
 import { parseArgs } from "node:util";
@@ -71,26 +75,35 @@ const context = await model.createContext({
 const vocabulary = model.tokens.nTokens ?? model.fileInsights.tensorInfo?.find?.((t) => t.name === "token_embd.weight")?.dimensions?.[1] ?? 151936;
 const prompt = benchTokens(Math.max(promptTokens, 1), vocabulary);
 
+// Evaluates tokens with logits for the last one and picks the next token greedily in llama.cpp's
+// sampler (controlledEvaluate: native sampling, none of evaluate's JS token handling).
+async function evaluateWithLogits(sequence, tokens) {
+  const input = tokens.map((token, i) => (i === tokens.length - 1 ? [token, { generateNext: { token: true, options: { temperature: 0 } } }] : token));
+  const output = await sequence.controlledEvaluate(input);
+  if (output[tokens.length - 1]?.next?.token == null) throw new Error("llama.cpp returned no next token");
+}
+
 async function runPrompt() {
   const sequence = context.getSequence();
   try {
     const started = performance.now();
-    await sequence.evaluateWithoutGeneratingNewTokens(prompt.slice(0, promptTokens));
+    await evaluateWithLogits(sequence, prompt.slice(0, promptTokens));
     return performance.now() - started;
   } finally {
     sequence.dispose();
   }
 }
 
-// Generation as llama-bench's tg test: one decode per token, fed without sampling (llama-bench feeds
-// random tokens; these are the benchmark's ids in turn). Sampling through sequence.evaluate costs
-// node-llama-cpp up to a second per token on some random-weight models (its JS token handling), which
-// would measure the binding rather than llama.cpp.
+// Generation as llama-bench's tg test: one decode per token, each with its logits and a greedy pick
+// in llama.cpp's native sampler; the token fed is the benchmark's next id, not the pick (llama-bench
+// feeds random tokens). Sampling through sequence.evaluate costs node-llama-cpp up to a second per
+// token on some random-weight models (its JS token handling), which would measure the binding
+// rather than llama.cpp; controlledEvaluate samples natively.
 async function runGeneration(count) {
   const sequence = context.getSequence();
   try {
     const started = performance.now();
-    for (let i = 0; i < count; i++) await sequence.evaluateWithoutGeneratingNewTokens([prompt[i % prompt.length]]);
+    for (let i = 0; i < count; i++) await evaluateWithLogits(sequence, [prompt[i % prompt.length]]);
     return performance.now() - started;
   } finally {
     sequence.dispose();
