@@ -1,23 +1,28 @@
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { CliError } from "./cli-error";
 import type { CliIO } from "./cli-io";
 
+/** The demo model shipped with the CLI (tools/demo-model/MODEL_CARD.md). */
+export const DEMO_MODEL_FILE = "memra-demo-qwen3-q8_0.gguf";
+
+/** Where the demo model lies: `assets/` beside `src/` and `dist/` in the package. */
+export function demoModelPath(): string {
+  return fileURLToPath(new URL(`../assets/${DEMO_MODEL_FILE}`, import.meta.url));
+}
+
 /**
- * The model `generate` and `chat` use without -m: until a trained demo model ships, a small
- * deterministic synthetic Qwen3 (2 layers, hidden 64, real Qwen3 vocabulary, random weights),
- * generated on first use into the cache folder. It writes nonsense; it shows the pipeline runs.
+ * The model `generate`, `chat`, `serve` and `bench` use without -m: memra's demo model, a small
+ * Qwen3 (4 layers, hidden 256, 4,096-token vocabulary) trained on fortunes, the Jargon File, The
+ * Devil's Dictionary and WordNet glosses. It writes English, not facts.
  */
 export async function defaultModelPath(io: CliIO, quiet: boolean): Promise<string> {
-  let synthetic: typeof import("@memra/synthetic");
-  try {
-    synthetic = await import("@memra/synthetic");
-  } catch {
-    throw new CliError("no model given and no built-in demo model in this installation: pass -m path/to/model.gguf");
-  }
-  const path = await synthetic.syntheticModelFile(synthetic.resolveOptions("tiny", { weightType: "q8_0" }));
+  const path = demoModelPath();
+  if (!existsSync(path)) throw new CliError(`no model given and the built-in demo model is missing (${path}): pass -m path/to/model.gguf`);
   if (!quiet) {
     io.stderr(
-      `memra: no -m given, so using the built-in demo model: a tiny synthetic Qwen3 (2 layers, hidden 64, random weights, real Qwen3 vocabulary) cached at ${path}. ` +
-        "Its output is nonsense; pass -m path/to/model.gguf to run a real model.\n",
+      `memra: no -m given, so using the built-in demo model at ${path}: a 4.2M-parameter Qwen3 trained on fortunes and dictionaries. ` +
+        "It writes English, not facts; pass -m path/to/model.gguf to run a real model.\n",
     );
   }
   return path;
