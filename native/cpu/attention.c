@@ -155,6 +155,9 @@ void memra_attention(memra_cpu * cpu, float * out, const float * q, const float 
 
 /* Query rows of one sequence that one task runs together, so a converted K/V block serves them all. */
 #define PAGED_TILE_ROWS 16
+/* Up to this many query lanes (rows x heads of a group), the AVX-512 tile scores keys by direct dot
+ * products instead of transposing them. */
+#define DIRECT_SCORE_LANES 4
 
 typedef struct {
     float * out;
@@ -321,6 +324,7 @@ static AVX512_ATTENTION void attend_tile_avx512(const paged_attention_job * job,
     const __m512 scale = _mm512_set1_ps(job->scale);
     /* lane -> its query vector; query lane = (row i, head g of the group) */
     const float * queries[PAGED_TILE_ROWS * 16];
+    const int direct = lanes <= DIRECT_SCORE_LANES;
     for (int64_t lane = 0; lane < lanes; lane++) {
         const int64_t i = lane / group, g = lane % group;
         queries[lane] = job->q + ((row0 + i) * job->heads + kv_head * group + g) * head_dim;
@@ -332,7 +336,42 @@ static AVX512_ATTENTION void attend_tile_avx512(const paged_attention_job * job,
         /* A head's rows of a block are a few hundred bytes each, a block apart from the next
          * block's: fetch the next block while this one is worked on (f16 KV, batched decode). */
         if (t0 + bt < visible_end) block_prefetch(job, job->keys, table[t0 / bt + 1], kv_head, visible_end - (t0 + bt) < bt ? visible_end - (t0 + bt) : bt);
+        if (direct && job->type == MEMRA_KV_F16) {
+            /* Decode on f16 keys: converted in registers as they are read (exact, as the buffer
+             * conversion is), without the round trip through the buffer. */
+            const uint8_t * rows = job->keys + (size_t)(table[t0 / bt] * bt) * job->row_bytes + (size_t)(kv_head * head_dim) * 2;
+            for (int64_t t = 0; t < count; t++) {
+                const uint16_t * key_row = (const uint16_t *)(rows + (size_t)t * job->row_bytes);
+                const int64_t key = t0 + t;
+                for (int64_t lane = 0; lane < lanes; lane++) {
+                    if (start + lane / group < key) continue;
+                    const float * q = queries[lane];
+                    __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(q), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)key_row)));
+                    for (int64_t j = 1; j < vectors; j++) {
+                        acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * j), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(key_row + 16 * j))), acc);
+                    }
+                    scores[lane * stride + key] = _mm512_reduce_add_ps(acc) * job->scale;
+                }
+            }
+            continue;
+        }
         const float * k = block_rows(job, job->keys, table[t0 / bt], kv_head, count, buffer, &k_stride);
+        if (direct) {
+            /* Decode (a query row or two per head group): transposing the keys would cost more
+             * than it saves; one dot product per key and lane instead. */
+            for (int64_t t = 0; t < count; t++) {
+                const float * key_row = k + t * k_stride;
+                const int64_t key = t0 + t;
+                for (int64_t lane = 0; lane < lanes; lane++) {
+                    if (start + lane / group < key) continue;
+                    const float * q = queries[lane];
+                    __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(q), _mm512_loadu_ps(key_row));
+                    for (int64_t j = 1; j < vectors; j++) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * j), _mm512_loadu_ps(key_row + 16 * j), acc);
+                    scores[lane * stride + key] = _mm512_reduce_add_ps(acc) * job->scale;
+                }
+            }
+            continue;
+        }
         for (int64_t sub = 0; sub < count; sub += 16) {
             const int64_t n = count - sub < 16 ? count - sub : 16;
             for (int64_t d = 0; d < head_dim; d++) {
@@ -397,6 +436,25 @@ static AVX512_ATTENTION void attend_tile_avx512(const paged_attention_job * job,
         const int64_t count = visible_end - t0 < bt ? visible_end - t0 : bt;
         int64_t v_stride;
         if (t0 + bt < visible_end) block_prefetch(job, job->values, table[t0 / bt + 1], kv_head, visible_end - (t0 + bt) < bt ? visible_end - (t0 + bt) : bt);
+        if (direct && job->type == MEMRA_KV_F16) {
+            const uint8_t * rows = job->values + (size_t)(table[t0 / bt] * bt) * job->row_bytes + (size_t)(kv_head * head_dim) * 2;
+            for (int64_t lane = 0; lane < lanes; lane++) {
+                const int64_t visible = start + lane / group + 1;
+                const int64_t end = visible - t0 < count ? visible - t0 : count;
+                if (end <= 0) continue;
+                const float * p = scores + lane * stride + t0;
+                float * accumulator = accumulators + lane * head_dim;
+                __m512 acc[16];
+                for (int64_t j = 0; j < vectors; j++) acc[j] = _mm512_loadu_ps(accumulator + 16 * j);
+                for (int64_t t = 0; t < end; t++) {
+                    const __m512 weight = _mm512_set1_ps(p[t]);
+                    const uint16_t * row = (const uint16_t *)(rows + (size_t)t * job->row_bytes);
+                    for (int64_t j = 0; j < vectors; j++) acc[j] = _mm512_fmadd_ps(weight, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 16 * j))), acc[j]);
+                }
+                for (int64_t j = 0; j < vectors; j++) _mm512_storeu_ps(accumulator + 16 * j, acc[j]);
+            }
+            continue;
+        }
         const float * v = block_rows(job, job->values, table[t0 / bt], kv_head, count, buffer, &v_stride);
         for (int64_t lane = 0; lane < lanes; lane++) {
             const int64_t visible = start + lane / group + 1;
