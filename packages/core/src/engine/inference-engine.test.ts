@@ -94,6 +94,23 @@ describe("InferenceEngine", () => {
     model.dispose();
   });
 
+  it("writes a sequence's logits into one array it reuses, with the values a fresh forward gives", async () => {
+    const model = loadModel(path);
+    const sequence = model.engine.createSequence(64);
+    const tokens = prompt(9, 1000);
+    const first = await sequence.evaluate(tokens.slice(0, 8));
+    const firstCopy = Float32Array.from(first!);
+    const second = await sequence.evaluate(tokens.slice(8));
+    expect(second, "the same array, overwritten").toBe(first);
+    // the values are the model's own: compare with forwards on a fresh cache
+    const cache = model.createCache(64);
+    expect(Float32Array.from(model.forward(tokens.slice(0, 8), cache))).toEqual(firstCopy);
+    expect(Float32Array.from(model.forward(tokens.slice(8), cache))).toEqual(second);
+    cache.dispose();
+    sequence.release();
+    model.dispose();
+  });
+
   it("rejects a request larger than the whole pool with a named error", async () => {
     const model: Model = loadModel(path, { kvCacheTokens: 32 });
     expect(() => model.generate(prompt(40, 1000), { maxTokens: 4 })).toThrow(/KV cache full: 44 tokens needed, KV pool size 32/);

@@ -59,6 +59,8 @@ export class EngineSequence {
   reusedTokens = 0;
   admittedAt = 0;
   released = false;
+  /** The logits every evaluation of this sequence resolves with (see evaluate). */
+  logits: Float32Array | undefined;
 
   constructor(
     private readonly engine: InferenceEngine,
@@ -73,7 +75,8 @@ export class EngineSequence {
 
   /**
    * Appends `tokens` and resolves with the logits after the last of them once every known token is
-   * in the cache ([vocabulary]); resolves with undefined when `signal` aborts first.
+   * in the cache ([vocabulary]); resolves with undefined when `signal` aborts first. The array is
+   * the sequence's own: the next evaluation overwrites it (copy what must outlive it).
    */
   evaluate(tokens: readonly number[], signal?: AbortSignal, chunkTokens = Number.POSITIVE_INFINITY): Promise<Float32Array | undefined> {
     return this.engine.evaluate(this, tokens, signal, chunkTokens);
@@ -300,7 +303,9 @@ export class InferenceEngine {
     const entries: BatchEntry[] = batch.map(({ sequence, count }) => {
       const cache = sequence.cache!;
       const tokens = Int32Array.from(sequence.tokens.slice(cache.length, cache.length + count));
-      return { tokens, cache, logits: cache.length + count === sequence.tokens.length ? "last" : [] };
+      if (cache.length + count !== sequence.tokens.length) return { tokens, cache, logits: [] };
+      sequence.logits ??= new Float32Array(this.transformer.dimensions.vocabulary);
+      return { tokens, cache, logits: "last", output: sequence.logits };
     });
     const started = performance.now();
     let logits: Float32Array[];
