@@ -343,13 +343,13 @@ static AVX512_ATTENTION void attend_tile_avx512(const paged_attention_job * job,
             for (int64_t t = 0; t < count; t++) {
                 const uint16_t * key_row = (const uint16_t *)(rows + (size_t)t * job->row_bytes);
                 const int64_t key = t0 + t;
+                __m512 kr[16]; /* the key, converted once for every lane */
+                for (int64_t j = 0; j < vectors; j++) kr[j] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(key_row + 16 * j)));
                 for (int64_t lane = 0; lane < lanes; lane++) {
                     if (start + lane / group < key) continue;
                     const float * q = queries[lane];
-                    __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(q), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)key_row)));
-                    for (int64_t j = 1; j < vectors; j++) {
-                        acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * j), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(key_row + 16 * j))), acc);
-                    }
+                    __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(q), kr[0]);
+                    for (int64_t j = 1; j < vectors; j++) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * j), kr[j], acc);
                     scores[lane * stride + key] = _mm512_reduce_add_ps(acc) * job->scale;
                 }
             }
@@ -438,20 +438,48 @@ static AVX512_ATTENTION void attend_tile_avx512(const paged_attention_job * job,
         if (t0 + bt < visible_end) block_prefetch(job, job->values, table[t0 / bt + 1], kv_head, visible_end - (t0 + bt) < bt ? visible_end - (t0 + bt) : bt);
         if (direct && job->type == MEMRA_KV_F16) {
             const uint8_t * rows = job->values + (size_t)(table[t0 / bt] * bt) * job->row_bytes + (size_t)(kv_head * head_dim) * 2;
-            for (int64_t lane = 0; lane < lanes; lane++) {
-                const int64_t visible = start + lane / group + 1;
-                const int64_t end = visible - t0 < count ? visible - t0 : count;
-                if (end <= 0) continue;
-                const float * p = scores + lane * stride + t0;
-                float * accumulator = accumulators + lane * head_dim;
-                __m512 acc[16];
-                for (int64_t j = 0; j < vectors; j++) acc[j] = _mm512_loadu_ps(accumulator + 16 * j);
-                for (int64_t t = 0; t < end; t++) {
-                    const __m512 weight = _mm512_set1_ps(p[t]);
-                    const uint16_t * row = (const uint16_t *)(rows + (size_t)t * job->row_bytes);
-                    for (int64_t j = 0; j < vectors; j++) acc[j] = _mm512_fmadd_ps(weight, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 16 * j))), acc[j]);
+            /* two lanes at a time, each value row converted once for both */
+            for (int64_t lane = 0; lane < lanes; lane += 2) {
+                const int64_t pair = lanes - lane < 2 ? 1 : 2;
+                int64_t end[2] = { 0, 0 };
+                for (int64_t k = 0; k < pair; k++) {
+                    const int64_t visible = start + (lane + k) / group + 1;
+                    end[k] = visible - t0 < count ? visible - t0 : count;
+                    if (end[k] < 0) end[k] = 0;
                 }
-                for (int64_t j = 0; j < vectors; j++) _mm512_storeu_ps(accumulator + 16 * j, acc[j]);
+                if (end[0] == 0 && end[1] == 0) continue;
+                const float * p0 = scores + lane * stride + t0;
+                const float * p1 = scores + (lane + pair - 1) * stride + t0;
+                float * a0 = accumulators + lane * head_dim;
+                float * a1 = accumulators + (lane + pair - 1) * head_dim;
+                __m512 acc0[16], acc1[16];
+                for (int64_t j = 0; j < vectors; j++) {
+                    acc0[j] = _mm512_loadu_ps(a0 + 16 * j);
+                    acc1[j] = _mm512_loadu_ps(a1 + 16 * j);
+                }
+                /* keys both lanes see, then the rest of the one that sees more (lanes of one row see the same keys) */
+                const int64_t both = pair == 2 ? (end[0] < end[1] ? end[0] : end[1]) : 0;
+                for (int64_t t = 0; t < both; t++) {
+                    const uint16_t * row = (const uint16_t *)(rows + (size_t)t * job->row_bytes);
+                    const __m512 w0 = _mm512_set1_ps(p0[t]), w1 = _mm512_set1_ps(p1[t]);
+                    for (int64_t j = 0; j < vectors; j++) {
+                        const __m512 v = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 16 * j)));
+                        acc0[j] = _mm512_fmadd_ps(w0, v, acc0[j]);
+                        acc1[j] = _mm512_fmadd_ps(w1, v, acc1[j]);
+                    }
+                }
+                for (int64_t t = both; t < end[0]; t++) {
+                    const uint16_t * row = (const uint16_t *)(rows + (size_t)t * job->row_bytes);
+                    const __m512 w0 = _mm512_set1_ps(p0[t]);
+                    for (int64_t j = 0; j < vectors; j++) acc0[j] = _mm512_fmadd_ps(w0, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 16 * j))), acc0[j]);
+                }
+                for (int64_t t = both; pair == 2 && t < end[1]; t++) {
+                    const uint16_t * row = (const uint16_t *)(rows + (size_t)t * job->row_bytes);
+                    const __m512 w1 = _mm512_set1_ps(p1[t]);
+                    for (int64_t j = 0; j < vectors; j++) acc1[j] = _mm512_fmadd_ps(w1, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 16 * j))), acc1[j]);
+                }
+                for (int64_t j = 0; j < vectors; j++) _mm512_storeu_ps(a0 + 16 * j, acc0[j]);
+                if (pair == 2) for (int64_t j = 0; j < vectors; j++) _mm512_storeu_ps(a1 + 16 * j, acc1[j]);
             }
             continue;
         }
