@@ -53,6 +53,7 @@ console.log(`time to first token: ${f(report.timeToFirstToken)}`);
 console.log(`request latency:     ${f(report.latency)}`);
 console.log(`KV blocks used at the end: ${pool.usedBlocks} of ${pool.blocks} (${pool.cachedBlocks} cached prefixes)`);
 if (warm.length > 0) console.log(`RSS after warm-up: first ${mib(warm[0]!)}, last ${mib(warm[warm.length - 1]!)}, max ${mib(Math.max(...warm))}`);
+console.log(`RSS every 10 s: ${rss.filter((_, i) => i % 10 === 0).map(mib).join(", ")}`);
 console.log(`engine: ${model.engine.statistics.steps} steps, ${model.engine.statistics.preemptions} preemptions, ${model.engine.statistics.reusedTokens} prompt tokens from the prefix cache`);
 await server.stop();
 model.dispose();
