@@ -40,6 +40,12 @@ export const chatCompletionRequestSchema = z.object({
   top_logprobs: z.number().int().min(0).max(20).nullish(),
   /** Qwen3's thinking mode (chat template enable_thinking); llama.cpp's name for it. */
   chat_template_kwargs: z.object({ enable_thinking: z.boolean().optional() }).nullish(),
+  /**
+   * llama.cpp server's option: "deepseek" (default) puts a leading <think>...</think> block in
+   * message.reasoning_content (delta.reasoning_content when streaming) and the rest in content;
+   * "none" leaves the raw text in content.
+   */
+  reasoning_format: z.enum(["deepseek", "none"]).nullish(),
 });
 
 export const completionRequestSchema = z.object({

@@ -6,6 +6,7 @@ import { type Model, loadModel } from "@memra/core";
 import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { demoModelPath } from "../default-model";
 import { type OpenAIServer, startOpenAIServer } from "./openai-server";
 
 let model: Model;
@@ -155,4 +156,44 @@ describe("memra serve with the openai client", () => {
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
     expect(metrics).toMatch(/memra_requests_total\{endpoint="\/v1\/chat\/completions",status="aborted"\} 1/);
   });
+});
+
+describe("memra serve: reasoning_content (llama.cpp's reasoning_format)", () => {
+  // The demo model was trained on ChatML turns that open with Qwen3's empty think block, so with
+  // thinking on it writes "<think>\n\n</think>\n\n" and then its answer.
+  let demo: Model;
+  let demoServer: OpenAIServer;
+  let demoClient: OpenAI;
+  beforeAll(() => {
+    demo = loadModel(demoModelPath(), { maxSequences: 2, kvCacheTokens: 2 * 256 });
+    demoServer = startOpenAIServer({ model: demo, modelId: "demo", port: 0, contextLength: 256 });
+    demoClient = new OpenAI({ baseURL: `${demoServer.url}/v1`, apiKey: "unused", maxRetries: 0 });
+  });
+  afterAll(async () => {
+    await demoServer.stop();
+    demo.dispose();
+  });
+  const question = [{ role: "user" as const, content: 'What does "hacker" mean?' }];
+
+  it("moves the think block out of content, whole and streamed; reasoning_format none keeps it", async () => {
+    const raw = await demoClient.chat.completions.create({ model: "demo", messages: question, temperature: 0, max_tokens: 24, reasoning_format: "none" } as never);
+    const rawText = (raw as OpenAI.ChatCompletion).choices[0]!.message.content!;
+    expect(rawText.startsWith("<think>\n\n</think>\n\n")).toBe(true);
+
+    const whole = await demoClient.chat.completions.create({ model: "demo", messages: question, temperature: 0, max_tokens: 24 });
+    const message = whole.choices[0]!.message as OpenAI.ChatCompletionMessage & { reasoning_content?: string };
+    expect(message.content).toBe(rawText.slice("<think>\n\n</think>\n\n".length));
+    expect(message.reasoning_content, "an empty think block gives no reasoning_content").toBeUndefined();
+
+    const stream = await demoClient.chat.completions.create({ model: "demo", messages: question, temperature: 0, max_tokens: 24, stream: true });
+    let content = "";
+    let reasoning = "";
+    for await (const chunk of stream) {
+      const delta = chunk.choices[0]?.delta as { content?: string; reasoning_content?: string } | undefined;
+      content += delta?.content ?? "";
+      reasoning += delta?.reasoning_content ?? "";
+    }
+    expect(content).toBe(message.content);
+    expect(reasoning).toBe("");
+  }, 60_000);
 });

@@ -6,7 +6,7 @@
  * its KV blocks. A bad request is a 400 with an OpenAI-style error body; nothing a client sends
  * can take the server down.
  */
-import type { ChatMessage } from "@memra/tokenizer";
+import { type ChatMessage, ReasoningSplitter, splitReasoning } from "@memra/tokenizer";
 import type { GenerateOptions, GenerationChunk, GenerationResult, Model } from "@memra/core";
 import type { z } from "zod";
 import { constraintFromResponseFormat } from "@memra/sampler";
@@ -68,6 +68,8 @@ interface PreparedRequest {
   readonly includeUsage: boolean;
   readonly logprobs: boolean;
   readonly topLogprobs: number;
+  /** Chat: reasoning (<think>...</think>) goes to reasoning_content. */
+  readonly splitReasoning: boolean;
 }
 
 export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
@@ -126,7 +128,15 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       logprobs,
       topLogprobs,
     };
-    return { promptTokens, options: generateOptions, stream: body.stream ?? false, includeUsage: body.stream_options?.include_usage ?? false, logprobs, topLogprobs };
+    return {
+      promptTokens,
+      options: generateOptions,
+      stream: body.stream ?? false,
+      includeUsage: body.stream_options?.include_usage ?? false,
+      logprobs,
+      topLogprobs,
+      splitReasoning: "messages" in body && (body as ChatCompletionRequest).reasoning_format !== "none",
+    };
   };
 
   const messageText = (message: ChatMessageInput): string =>
@@ -198,6 +208,13 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     };
   };
 
+  /** The assistant message of a chat answer: a leading <think> block as reasoning_content (llama.cpp's "deepseek" format). */
+  const assistantMessage = (text: string, split: boolean) => {
+    if (!split) return { role: "assistant", content: text };
+    const { reasoning, content } = splitReasoning(text);
+    return reasoning === "" ? { role: "assistant", content } : { role: "assistant", content, reasoning_content: reasoning };
+  };
+
   const usageOf = (result: GenerationResult) => ({
     prompt_tokens: result.usage.promptTokens,
     completion_tokens: result.usage.completionTokens,
@@ -238,7 +255,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
             kind === "chat"
               ? {
                   index: 0,
-                  message: { role: "assistant", content: result.text },
+                  message: assistantMessage(result.text, prepared.splitReasoning),
                   finish_reason: finishReason(result),
                   logprobs: prepared.logprobs ? { content: chunks.flatMap((chunk) => chatLogprobs(chunk, prepared.topLogprobs)?.content ?? []) } : null,
                 }
@@ -260,11 +277,24 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
         const send = (choice: Record<string, unknown>) => sink.enqueue(event({ id, object: chunkObject, created: now(), model: modelId, choices: [choice] }));
         try {
           if (kind === "chat") send({ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null });
+          const splitter = kind === "chat" && prepared.splitReasoning ? new ReasoningSplitter() : undefined;
+          /** Chat deltas for a piece of text: reasoning and content apart (logprobs on the first). */
+          const sendChat = (reasoning: string, content: string, logprobs: unknown) => {
+            if (reasoning !== "") send({ index: 0, delta: { reasoning_content: reasoning }, finish_reason: null, logprobs });
+            if (content !== "" || (reasoning === "" && logprobs !== null)) send({ index: 0, delta: { content }, finish_reason: null, logprobs: reasoning === "" ? logprobs : null });
+          };
           for await (const chunk of stream) {
             if (controller.signal.aborted) break;
             if (chunk.text === "" && chunk.logprob === undefined) continue;
-            if (kind === "chat") send({ index: 0, delta: { content: chunk.text }, finish_reason: null, logprobs: prepared.logprobs ? chatLogprobs(chunk, prepared.topLogprobs) : null });
-            else send({ index: 0, text: chunk.text, finish_reason: null, logprobs: prepared.logprobs ? completionLogprobs([chunk], prepared.topLogprobs) : null });
+            if (kind === "chat") {
+              const logprobs = prepared.logprobs ? chatLogprobs(chunk, prepared.topLogprobs) : null;
+              const part = splitter ? splitter.push(chunk.text) : { reasoning: "", content: chunk.text };
+              sendChat(part.reasoning, part.content, logprobs);
+            } else send({ index: 0, text: chunk.text, finish_reason: null, logprobs: prepared.logprobs ? completionLogprobs([chunk], prepared.topLogprobs) : null });
+          }
+          if (splitter && !controller.signal.aborted) {
+            const rest = splitter.flush();
+            sendChat(rest.reasoning, rest.content, null);
           }
           const result = await stream.result;
           done(result, result.finishReason === "abort" ? "aborted" : "ok");
