@@ -82,7 +82,8 @@ static void multiply_tile(const matmul_job * job, int64_t tile, int thread_index
         for (int64_t o = o_begin; o < o_end; o += MEMRA_GEMM_TILE_W) {
             const int w_rows = o_end - o < MEMRA_GEMM_TILE_W ? (int)(o_end - o) : MEMRA_GEMM_TILE_W;
             const int64_t next_rows = o_end - (o + MEMRA_GEMM_TILE_W) < MEMRA_GEMM_TILE_W ? o_end - (o + MEMRA_GEMM_TILE_W) : MEMRA_GEMM_TILE_W;
-            const uint8_t * next = job->weight + (size_t)(o + MEMRA_GEMM_TILE_W) * wrb;
+            /* (no pointer past the matrix for the tile's last group: nothing is fetched then) */
+            const uint8_t * next = next_rows > 0 ? job->weight + (size_t)(o + MEMRA_GEMM_TILE_W) * wrb : job->weight;
             const size_t next_bytes = next_rows > 0 ? (size_t)next_rows * wrb : 0;
             const size_t per_tile = (next_bytes / (size_t)a_tiles + 63) & ~(size_t)63;
             size_t fetched = 0;
