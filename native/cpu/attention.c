@@ -82,6 +82,20 @@ static inline __attribute__((always_inline)) void accumulate64(float * out, cons
     memcpy(out + 48, &a3, sizeof a3);
 }
 
+
+/* In place: s[0, visible) <- softmax, the sum accumulated in double. */
+static inline __attribute__((always_inline)) void softmax_row(float * s, int64_t visible) {
+    float max = -INFINITY;
+    for (int64_t t = 0; t < visible; t++) max = s[t] > max ? s[t] : max;
+    double sum = 0.0;
+    for (int64_t t = 0; t < visible; t++) {
+        s[t] = memra_exp(s[t] - max);
+        sum += s[t];
+    }
+    const float inverse = (float)(1.0 / sum);
+    for (int64_t t = 0; t < visible; t++) s[t] *= inverse;
+}
+
 static inline __attribute__((always_inline)) void attend_group(const attention_job * job, int64_t task, float * scratch) {
     const int64_t group = job->heads / job->kv_heads;
     const int64_t r = task / job->kv_heads;
@@ -100,15 +114,7 @@ static inline __attribute__((always_inline)) void attend_group(const attention_j
     }
     for (int64_t g = 0; g < group; g++) {
         float * s = scores + g * stride;
-        float max = -INFINITY;
-        for (int64_t t = 0; t < visible; t++) max = s[t] > max ? s[t] : max;
-        double sum = 0.0;
-        for (int64_t t = 0; t < visible; t++) {
-            s[t] = memra_exp(s[t] - max);
-            sum += s[t];
-        }
-        const float inverse = (float)(1.0 / sum);
-        for (int64_t t = 0; t < visible; t++) s[t] *= inverse;
+        softmax_row(s, visible);
     }
     /* out[g, d] = sum_t p[g, t] * V[t, d], 64 output values at a time. */
     const float * values = job->values + kv_head * head_dim;
@@ -235,15 +241,7 @@ static inline __attribute__((always_inline)) void attend_tile(const paged_attent
     for (int64_t lane = 0; lane < lanes; lane++) {
         const int64_t visible = start + lane / group + 1;
         float * s = scores + lane * stride;
-        float max = -INFINITY;
-        for (int64_t t = 0; t < visible; t++) max = s[t] > max ? s[t] : max;
-        double sum = 0.0;
-        for (int64_t t = 0; t < visible; t++) {
-            s[t] = memra_exp(s[t] - max);
-            sum += s[t];
-        }
-        const float inverse = (float)(1.0 / sum);
-        for (int64_t t = 0; t < visible; t++) s[t] *= inverse;
+        softmax_row(s, visible);
     }
     memset(accumulators, 0, (size_t)(lanes * head_dim) * sizeof(float));
     for (int64_t t0 = 0; t0 < visible_end; t0 += bt) {
