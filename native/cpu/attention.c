@@ -183,24 +183,31 @@ typedef struct {
 } paged_attention_job;
 
 /* The head segment of `count` block rows as f32: straight from f32 storage, else converted into `buffer`. */
+/* Head kv_head's bytes in the first row of a block (its rows follow job->row_bytes apart). */
+static inline __attribute__((always_inline)) const uint8_t * head_segment(const paged_attention_job * job, const uint8_t * storage, int64_t block,
+                                                                          int64_t kv_head) {
+    return storage + (size_t)(block * job->block_tokens) * job->row_bytes + memra_kv_row_bytes(job->type, job->head_dim) * (size_t)kv_head;
+}
+
 static inline __attribute__((always_inline)) const float * block_rows(const paged_attention_job * job, const uint8_t * storage, int64_t block,
                                                                       int64_t kv_head, int64_t count, float * buffer, int64_t * stride) {
-    const int64_t kv_width = job->kv_heads * job->head_dim;
-    const uint8_t * first = storage + (size_t)(block * job->block_tokens) * job->row_bytes;
+    const uint8_t * first = head_segment(job, storage, block, kv_head);
     if (job->type == MEMRA_KV_F32) {
-        *stride = kv_width;
-        return (const float *)first + kv_head * job->head_dim;
+        *stride = job->kv_heads * job->head_dim;
+        return (const float *)first;
     }
-    const size_t segment = memra_kv_row_bytes(job->type, job->head_dim) * (size_t)kv_head;
-    for (int64_t t = 0; t < count; t++) memra_kv_read(job->type, first + (size_t)t * job->row_bytes + segment, buffer + t * job->head_dim, job->head_dim);
+    for (int64_t t = 0; t < count; t++) memra_kv_read(job->type, first + (size_t)t * job->row_bytes, buffer + t * job->head_dim, job->head_dim);
     *stride = job->head_dim;
     return buffer;
 }
 
-static inline __attribute__((always_inline)) void block_prefetch(const paged_attention_job * job, const uint8_t * storage, int64_t block, int64_t kv_head,
-                                                                   int64_t count) {
+/* Prefetches head kv_head's rows of the block holding token `token`, up to token visible_end. */
+static inline __attribute__((always_inline)) void block_prefetch(const paged_attention_job * job, const uint8_t * storage, const int32_t * table,
+                                                                   int64_t token, int64_t visible_end, int64_t kv_head) {
+    const int64_t bt = job->block_tokens;
+    const int64_t count = visible_end - token < bt ? visible_end - token : bt;
     const size_t bytes = memra_kv_row_bytes(job->type, job->head_dim);
-    const uint8_t * first = storage + (size_t)(block * job->block_tokens) * job->row_bytes + bytes * (size_t)kv_head;
+    const uint8_t * first = head_segment(job, storage, table[token / bt], kv_head);
     for (int64_t t = 0; t < count; t++) {
         for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(first + (size_t)t * job->row_bytes + b, 0, 3);
     }
@@ -333,11 +340,11 @@ static AVX512_ATTENTION void attend_tile_avx512(const paged_attention_job * job,
         int64_t k_stride;
         /* A head's rows of a block are a few hundred bytes each, a block apart from the next
          * block's: fetch the next block while this one is worked on (f16 KV, batched decode). */
-        if (t0 + bt < visible_end) block_prefetch(job, job->keys, table[t0 / bt + 1], kv_head, visible_end - (t0 + bt) < bt ? visible_end - (t0 + bt) : bt);
+        if (t0 + bt < visible_end) block_prefetch(job, job->keys, table, t0 + bt, visible_end, kv_head);
         if (direct && job->type == MEMRA_KV_F16) {
             /* Decode on f16 keys: converted in registers as they are read (exact, as the buffer
              * conversion is), without the round trip through the buffer. */
-            const uint8_t * rows = job->keys + (size_t)(table[t0 / bt] * bt) * job->row_bytes + (size_t)(kv_head * head_dim) * 2;
+            const uint8_t * rows = head_segment(job, job->keys, table[t0 / bt], kv_head);
             for (int64_t t = 0; t < count; t++) {
                 const uint16_t * key_row = (const uint16_t *)(rows + (size_t)t * job->row_bytes);
                 const int64_t key = t0 + t;
@@ -402,7 +409,7 @@ static AVX512_ATTENTION void attend_tile_avx512(const paged_attention_job * job,
             }
         }
     }
-    block_prefetch(job, job->values, table[0], kv_head, visible_end < bt ? visible_end : bt); /* during the softmax */
+    block_prefetch(job, job->values, table, 0, visible_end, kv_head); /* during the softmax */
     for (int64_t lane = 0; lane < lanes; lane++) {
         const int64_t visible = start + lane / group + 1;
         float * s = scores + lane * stride;
@@ -433,9 +440,9 @@ static AVX512_ATTENTION void attend_tile_avx512(const paged_attention_job * job,
     for (int64_t t0 = 0; t0 < visible_end; t0 += bt) {
         const int64_t count = visible_end - t0 < bt ? visible_end - t0 : bt;
         int64_t v_stride;
-        if (t0 + bt < visible_end) block_prefetch(job, job->values, table[t0 / bt + 1], kv_head, visible_end - (t0 + bt) < bt ? visible_end - (t0 + bt) : bt);
+        if (t0 + bt < visible_end) block_prefetch(job, job->values, table, t0 + bt, visible_end, kv_head);
         if (direct && job->type == MEMRA_KV_F16) {
-            const uint8_t * rows = job->values + (size_t)(table[t0 / bt] * bt) * job->row_bytes + (size_t)(kv_head * head_dim) * 2;
+            const uint8_t * rows = head_segment(job, job->values, table[t0 / bt], kv_head);
             /* two lanes at a time, each value row converted once for both */
             for (int64_t lane = 0; lane < lanes; lane += 2) {
                 const int64_t pair = lanes - lane < 2 ? 1 : 2;
