@@ -7,3 +7,4 @@ export { type GoldenComparison, type GoldenModelFile, type GoldenPrompt, compare
 export { MARGIN_BOUND, PROBABILITY_BOUNDS, type GoldenSuiteBackend, defineGoldenSuite, loadGoldenSuite } from "./conformance/golden-suite";
 export { type PrimeGateResult, primeGate } from "./testing/prime-gate";
 export { resetBackendDiscoveryWarning } from "./backend-discovery";
+export { residentFraction } from "./testing/resident-pages";
