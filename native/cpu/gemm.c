@@ -193,47 +193,60 @@ VBMI_FN void unpack_q8_0(int64_t n, const uint8_t * w, size_t w_stride, int w_ro
 }
 
 /* ---- q4_K, q5_K, q6_K ----
- * Activations are q8_K (one f32 scale per 256 values). Packed group (384 bytes per 256 values):
- *   [  0..255] the activation bytes in the order the weight's code vectors come in:
- *              q4_K/q5_K: [0..31 64..95] [32..63 96..127] [128..159 192..223] [160..191 224..255]
- *              (a qs byte's low nibble and high nibble are 32 values apart), signed;
- *              q6_K: natural order, as a + 128 (unsigned)
- *   [256..319] q4_K/q5_K: the eight 32-value sums (int16) four times
+ * Activations are q8_K (one f32 scale per 256 values). The weight codes are unsigned (q4_K 0..15,
+ * q5_K 0..31, q6_K 0..63) and multiplied with the signed activation bytes by vpdpbusd. Each super-block
+ * is brought to four code vectors arranged so that int32 lane j of every vector belongs to the same
+ * sub-block: four vpdpbusd then sum all 256 products into one vector whose lanes each carry a single
+ * sub-block scale, applied in float (ws: lane j = d * scale of lane j's sub-block; exact, as d has 11
+ * significant bits and a scale at most 8). Per tile pair and super-block: four vpdpbusd, one conversion,
+ * one multiply of the scales, one fma.
+ *   q4_K/q5_K (32-value sub-blocks, two lanes each): vector v holds, for each 64-value chunk c, the
+ *   codes of values 64c + 8v + (0..7) in bytes 16c..16c+7 (sub-block 2c) and of 64c + 32 + 8v + (0..7)
+ *   in bytes 16c+8..16c+15 (sub-block 2c+1): one qword permute of the packed nibbles and a shift of
+ *   the odd qwords. The mins term dmin * min * sum(a) (kept apart in float, as ggml does) is an integer
+ *   dot product of four weight rows' mins with the activation's 32-value sums.
+ *   q6_K (16-value sub-blocks, one lane each): vector v, lane j = values 16j + 4v + (0..3). The codes
+ *   are the values + 32; the activation's base vector (lane j: -32 * its 16-value sum) starts each
+ *   pair's integer sum, so the sum stays exact.
+ * Packed activation group (384 bytes per 256 values):
+ *   [  0..255] the activation bytes in the order of the code vectors, signed
+ *   [256..319] q4_K/q5_K: the eight 32-value sums (int16) four times; q6_K: the base vector (int32)
  *   [320..383] the f32 scale, 16 times
- * Per tile pair and super-block: four vpmaddubsw and four vpdpwssd (times the sub-block scales) into
- * one int32 vector, converted once and scaled by d_w * d_a.
- *   q4_K/q5_K: unsigned codes x signed activations; the mins term dmin * min * sum(a) (kept apart in
- *   float, as ggml does) is an integer dot product of four weight rows' mins with the activation sums.
- *   q6_K: signed values (code - 32) x (a + 128); the 128 * sum(scale * value) this adds depends on the
- *   weight only, is computed once per weight super-block and starts each pair's integer sum, so the
- *   sum stays exact (as in the dot-product path; taking a separate float term off would cancel). */
+ * UNPACKED: `w` is memra_gemm_unpack's buffer: per super-block, 4 rows x [u0..u3, ws] and then (q4_K,
+ * q5_K) the mins vector and the dmin lanes of k4_mins. */
 
 enum { Q4_K_BYTES = 144, Q5_K_BYTES = 176, Q6_K_BYTES = 210, Q8_K_BYTES = 292, PACKED_K_GROUP = 384 };
 enum { KIND_Q4_K = 0, KIND_Q5_K = 1, KIND_Q6_K = 2 };
+enum { K_ROW = 320, K_GROUP = MEMRA_GEMM_TILE_W * K_ROW + 128 };
 
+static inline uint64_t load_u64(const uint8_t * p) { uint64_t v; memcpy(&v, p, 8); return v; }
 static inline uint32_t load_u32(const uint8_t * p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static inline uint16_t load_u16(const uint8_t * p) { uint16_t v; memcpy(&v, p, 2); return v; }
 
 VBMI_FN void pack_k(int kind, const float * x, uint8_t * out, int64_t n) {
-    static const int order[8] = { 0, 2, 1, 3, 4, 6, 5, 7 }; /* 32-value pieces, q4_K/q5_K order */
     uint8_t q8k[Q8_K_BYTES];
     for (int64_t g = 0; g < n / 256; g++, x += 256, out += PACKED_K_GROUP) {
         memra_quantize_activation_row(MEMRA_TYPE_Q4_K, x, q8k, 256); /* q8_K, as for every K type */
         const uint8_t * qs = q8k + 4;
-        int16_t sums[32];
+        int16_t bsums[16];
+        memcpy(bsums, q8k + 260, sizeof bsums);
         if (kind == KIND_Q6_K) {
-            for (int j = 0; j < 256; j++) out[j] = (uint8_t)(qs[j] ^ 0x80); /* a + 128, unsigned */
-            memset(sums, 0, sizeof sums);
+            int32_t base[16];
+            for (int v = 0; v < 4; v++)
+                for (int j = 0; j < 16; j++) memcpy(out + 64 * v + 4 * j, qs + 16 * j + 4 * v, 4);
+            for (int j = 0; j < 16; j++) base[j] = -32 * bsums[j];
+            memcpy(out + 256, base, sizeof base);
         } else {
-            for (int piece = 0; piece < 8; piece++) memcpy(out + 32 * piece, qs + 32 * order[piece], 32);
-            for (int j = 0; j < 8; j++) {
-                int16_t a, b;
-                memcpy(&a, q8k + 260 + 4 * j, 2);
-                memcpy(&b, q8k + 262 + 4 * j, 2);
-                for (int copy = 0; copy < 4; copy++) sums[8 * copy + j] = (int16_t)(a + b);
-            }
+            for (int v = 0; v < 4; v++)
+                for (int c = 0; c < 4; c++) {
+                    memcpy(out + 64 * v + 16 * c, qs + 64 * c + 8 * v, 8);
+                    memcpy(out + 64 * v + 16 * c + 8, qs + 64 * c + 32 + 8 * v, 8);
+                }
+            int16_t sums[32];
+            for (int j = 0; j < 8; j++)
+                for (int copy = 0; copy < 4; copy++) sums[8 * copy + j] = (int16_t)(bsums[2 * j] + bsums[2 * j + 1]);
+            memcpy(out + 256, sums, sizeof sums);
         }
-        memcpy(out + 256, sums, 64);
         float d;
         memcpy(&d, q8k, 4);
         for (int k = 0; k < 16; k++) memcpy(out + 320 + 4 * k, &d, 4);
@@ -250,89 +263,88 @@ static inline void q4k_scales_mins(const uint8_t * s, uint64_t * scales, uint64_
     *mins = mn_lo | (uint64_t)mn_hi << 32;
 }
 
-/* vpermw controls: int16 lane i of code vector v -> its sub-block's scale (q4_K/q5_K: 32-value
- * sub-blocks, two per vector; q6_K: 16-value sub-blocks, four per vector). */
-VBMI_INLINE void k_scale_index(int kind, __m512i index[4]) {
-    static const int pieces[4][2] = { { 0, 2 }, { 1, 3 }, { 4, 6 }, { 5, 7 } };
+/* Permute controls: q4_K/q5_K, vpermt2q: qwords 2c, 2c+1 of vector v = qs qword 4c + v (bytes 32c + 8v..);
+ * q6_K: lane j of vector v (sub-block j: half n = j / 8, quarter i = (j % 8) / 2, l = 16 (j % 2) + 4v)
+ * takes ql dword 16n + 8 (i % 2) + 4 (j % 2) + v (vpermt2d) and qh dword 8n + 4 (j % 2) + v (vpermd). */
+VBMI_INLINE void k_index(const int kind, __m512i ql[4], __m512i qh[4]) {
+    _Pragma("GCC unroll 4")
     for (int v = 0; v < 4; v++) {
-        uint16_t lanes[32];
-        for (int i = 0; i < 32; i++) lanes[i] = (uint16_t)(kind == KIND_Q6_K ? 4 * v + i / 8 : pieces[v][i / 16]);
-        index[v] = _mm512_loadu_si512(lanes);
+        if (kind == KIND_Q6_K) {
+            int32_t l[16], h[16];
+            for (int j = 0; j < 16; j++) {
+                l[j] = 16 * (j / 8) + 8 * ((j % 8) / 2 % 2) + 4 * (j % 2) + v;
+                h[j] = 8 * (j / 8) + 4 * (j % 2) + v;
+            }
+            ql[v] = _mm512_loadu_si512(l);
+            qh[v] = _mm512_loadu_si512(h);
+        } else {
+            ql[v] = _mm512_setr_epi64(v, v, 4 + v, 4 + v, 8 + v, 8 + v, 12 + v, 12 + v);
+            qh[v] = _mm512_setzero_si512();
+        }
     }
 }
 
-VBMI_INLINE __m512i halves8(char lo, char hi) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(lo)), _mm256_set1_epi8(hi), 1);
-}
-VBMI_INLINE __m512i halves16(short lo, short hi) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(lo)), _mm256_set1_epi16(hi), 1);
-}
-
-/* One weight super-block: code vectors u[4] (q4_K/q5_K unsigned, q6_K signed bytes), sub-block scale
- * vectors s[4] (int16), the start of each pair's integer sum (q6_K's weight-only term, else zero), the
- * scale d, and for q4_K/q5_K the 8 mins (int16) and dmin, whose products with the activation sums are
- * taken off (zero for q6_K). */
-VBMI_INLINE void k_unpack(const int kind, const uint8_t * x, const __m512i index[4], __m512i u[4], __m512i s[4], __m128i * mins, float * d, float * dmin,
-                          __m512i * base) {
+/* One super-block of a row: code vectors u[4], scale vector ws, and (q4_K/q5_K) the 8 mins (int16) and dmin. */
+VBMI_INLINE void k_unpack(const int kind, const uint8_t * x, const __m512i ql_index[4], const __m512i qh_index[4], __m512i u[4], __m512 * ws,
+                          __m128i * mins, float * dmin) {
     const __m512i m4 = _mm512_set1_epi8(15);
     if (kind == KIND_Q6_K) {
-        const __m512i m30 = _mm512_set1_epi8(0x30);
-        const __m512i shift_a = halves16(4, 2), shift_b = halves16(0, 2);
-        for (int k = 0; k < 2; k++) {
-            const __m512i L = _mm512_loadu_si512(x + 64 * k);
-            const __m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x + 128 + 32 * k)));
-            u[2 * k] = _mm512_or_si512(_mm512_and_si512(L, m4), _mm512_and_si512(_mm512_sllv_epi16(H, shift_a), m30));
-            u[2 * k + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(H, shift_b), m30));
-        }
-        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + 192)));
-        const __m512i sc = _mm512_castsi256_si512(sc16);
-        const __m512i thirty_two = _mm512_set1_epi8(32), ones = _mm512_set1_epi8(1);
-        __m512i sum = _mm512_setzero_si512();
+        const __m512i l0 = _mm512_loadu_si512(x), l1 = _mm512_loadu_si512(x + 64), h = _mm512_loadu_si512(x + 128);
+        /* quarter i of lane j: low nibbles for i < 2 (j % 8 < 4), high for i >= 2; qh bits 2i, 2i+1 */
+        const __m512i shift = _mm512_setr_epi32(0, 0, 2, 2, 4, 4, 6, 6, 0, 0, 2, 2, 4, 4, 6, 6);
+        const __m512i m3 = _mm512_set1_epi8(3);
+        _Pragma("GCC unroll 4")
         for (int v = 0; v < 4; v++) {
-            s[v] = _mm512_permutexvar_epi16(index[v], sc);
-            u[v] = _mm512_sub_epi8(u[v], thirty_two); /* signed values -32..31 */
-            sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(ones, u[v]), s[v]);
+            const __m512i p = _mm512_permutex2var_epi32(l0, ql_index[v], l1);
+            const __m512i low = _mm512_and_si512(_mm512_mask_srli_epi32(p, 0xf0f0, p, 4), m4);
+            const __m512i high = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(qh_index[v], h), shift), m3);
+            u[v] = _mm512_or_si512(low, _mm512_slli_epi32(high, 4));
         }
-        *base = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7)); /* -128 * sum(scale * value) */
+        const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(x + 192))));
+        *ws = _mm512_mul_ps(sc, _mm512_set1_ps(_cvtsh_ss(load_u16(x + 208))));
         *mins = _mm_setzero_si128();
-        *d = _cvtsh_ss(load_u16(x + 208));
         *dmin = 0.0f;
-    } else {
-        const int qs_at = kind == KIND_Q5_K ? 48 : 16;
-        const __m512i q0 = _mm512_loadu_si512(x + qs_at), q1 = _mm512_loadu_si512(x + qs_at + 64);
-        u[0] = _mm512_and_si512(q0, m4);
-        u[1] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
-        u[2] = _mm512_and_si512(q1, m4);
-        u[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4);
-        if (kind == KIND_Q5_K) {
-            /* fifth bit: qh[l] bit 2j for the low nibbles of 64-value chunk j, bit 2j+1 for the high */
-            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x + 16)));
-            const __m512i sixteen = _mm512_set1_epi8(16);
-            static const int bits[4][2] = { { 0, 2 }, { 1, 3 }, { 4, 6 }, { 5, 7 } };
-            for (int v = 0; v < 4; v++) {
-                const __mmask64 m = _mm512_test_epi8_mask(qh, halves8((char)(1 << bits[v][0]), (char)(1 << bits[v][1])));
-                u[v] = _mm512_mask_add_epi8(u[v], m, u[v], sixteen);
-            }
-        }
-        uint64_t scales, min_codes;
-        q4k_scales_mins(x + 4, &scales, &min_codes);
-        const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)scales)));
-        for (int v = 0; v < 4; v++) s[v] = _mm512_permutexvar_epi16(index[v], sc);
-        *mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)min_codes));
-        *d = _cvtsh_ss(load_u16(x));
-        *dmin = _cvtsh_ss(load_u16(x + 2));
-        *base = _mm512_setzero_si512();
+        return;
     }
+    const int qs_at = kind == KIND_Q5_K ? 48 : 16;
+    const __m512i q0 = _mm512_loadu_si512(x + qs_at), q1 = _mm512_loadu_si512(x + qs_at + 64);
+    _Pragma("GCC unroll 4")
+    for (int v = 0; v < 4; v++) {
+        const __m512i p = _mm512_permutex2var_epi64(q0, ql_index[v], q1);
+        u[v] = _mm512_and_si512(_mm512_mask_srli_epi64(p, 0xaa, p, 4), m4); /* odd qwords: the high nibbles */
+        if (kind == KIND_Q5_K) {
+            /* fifth bit: qh[l] bit 2c for chunk c's low nibbles, 2c+1 for its high nibbles, so byte
+             * 16c + 8h + k of vector v takes bit 2c + h (its qword's index) of qh[8v + k] */
+            const __m512i qh = _mm512_set1_epi64((long long)load_u64(x + 16 + 8 * v));
+            const __m512i bit = _mm512_setr_epi64(0x0101010101010101ll, 0x0202020202020202ll, 0x0404040404040404ll, 0x0808080808080808ll,
+                                                  0x1010101010101010ll, 0x2020202020202020ll, 0x4040404040404040ll, (long long)0x8080808080808080ull);
+            u[v] = _mm512_mask_add_epi8(u[v], _mm512_test_epi8_mask(qh, bit), u[v], _mm512_set1_epi8(16));
+        }
+    }
+    uint64_t scales, min_codes;
+    q4k_scales_mins(x + 4, &scales, &min_codes);
+    const __m128i pairs = _mm_shuffle_epi8(_mm_cvtsi64_si128((long long)scales), _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7));
+    *ws = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(pairs)), _mm512_set1_ps(_cvtsh_ss(load_u16(x))));
+    *mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)min_codes));
+    *dmin = _cvtsh_ss(load_u16(x + 2));
 }
 
-VBMI_INLINE void k_tile(const int kind, const int WR, const int AR, int64_t n, const uint8_t * w, size_t w_stride, const uint8_t * a,
+/* The mins of four weight rows (int16 lanes 8r..8r+7) and their dmin (float lanes 4r..4r+3), for one
+ * vpmaddwd with the activation's eight 32-value sums (lanes 4r..4r+3 then add up to row r's term). */
+VBMI_INLINE void k4_mins(const __m128i mins[4], const float dmin[4], __m512i * t, __m512 * f) {
+    *t = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(mins[0], mins[1])), _mm256_setr_m128i(mins[2], mins[3]), 1);
+    *f = _mm512_setr_ps(dmin[0], dmin[0], dmin[0], dmin[0], dmin[1], dmin[1], dmin[1], dmin[1], dmin[2], dmin[2], dmin[2], dmin[2], dmin[3], dmin[3],
+                        dmin[3], dmin[3]);
+}
+
+VBMI_INLINE void k_tile(const int UNPACKED, const int kind, const int WR, const int AR, int64_t n, const uint8_t * w, size_t w_stride, const uint8_t * a,
                         size_t a_stride, float * out, int64_t out_stride) {
     const int block_bytes = kind == KIND_Q6_K ? Q6_K_BYTES : kind == KIND_Q5_K ? Q5_K_BYTES : Q4_K_BYTES;
-    __m512i index[4];
-    k_scale_index(kind, index);
+    const int has_mins = kind != KIND_Q6_K;
+    __m512i ql_index[4], qh_index[4];
+    k_index(kind, ql_index, qh_index);
     __m512 acc[MEMRA_GEMM_TILE_W][MEMRA_GEMM_TILE_A];
-    /* mins terms (q4_K/q5_K): one vector per activation row, lanes 4r..4r+3 for weight row r */
-    __m512 min_terms[MEMRA_GEMM_TILE_A];
+    __m512 min_terms[MEMRA_GEMM_TILE_A]; /* one vector per activation row, lanes 4r..4r+3 for weight row r */
     _Pragma("GCC unroll 4")
     for (int c = 0; c < AR; c++) {
         min_terms[c] = _mm512_setzero_ps();
@@ -347,58 +359,102 @@ VBMI_INLINE void k_tile(const int kind, const int WR, const int AR, int64_t n, c
             mins[r] = _mm_setzero_si128();
             dmin[r] = 0.0f;
         }
+        const uint8_t * group = w + g * K_GROUP;
         _Pragma("GCC unroll 4")
         for (int r = 0; r < WR; r++) {
-            __m512i u[4], s[4], base;
-            float d;
-            k_unpack(kind, w + r * w_stride + g * block_bytes, index, u, s, &mins[r], &d, &dmin[r], &base);
-            const __m512 dw = _mm512_set1_ps(d);
+            __m512i u[4];
+            __m512 ws;
+            if (UNPACKED) {
+                _Pragma("GCC unroll 4")
+                for (int v = 0; v < 4; v++) u[v] = _mm512_loadu_si512(group + r * K_ROW + 64 * v);
+                ws = _mm512_loadu_ps(group + r * K_ROW + 256);
+            } else {
+                k_unpack(kind, w + r * w_stride + g * block_bytes, ql_index, qh_index, u, &ws, &mins[r], &dmin[r]);
+            }
             _Pragma("GCC unroll 4")
             for (int c = 0; c < AR; c++) {
                 const uint8_t * q = a + c * a_stride + g * PACKED_K_GROUP;
-                __m512i isum = base;
-                _Pragma("GCC unroll 4")
-                for (int v = 0; v < 4; v++) {
-                    const __m512i av = _mm512_loadu_si512(q + 64 * v);
-                    /* vpmaddubsw multiplies unsigned (first) by signed (second) bytes */
-                    const __m512i p = kind == KIND_Q6_K ? _mm512_maddubs_epi16(av, u[v]) : _mm512_maddubs_epi16(u[v], av);
-                    isum = _mm512_dpwssd_epi32(isum, p, s[v]);
-                }
-                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_loadu_ps(q + 320)), acc[r][c]);
+                __m512i s = has_mins ? _mm512_setzero_si512() : _mm512_loadu_si512(q + 256);
+                s = _mm512_dpbusd_epi32(s, u[0], _mm512_loadu_si512(q));
+                s = _mm512_dpbusd_epi32(s, u[1], _mm512_loadu_si512(q + 64));
+                s = _mm512_dpbusd_epi32(s, u[2], _mm512_loadu_si512(q + 128));
+                s = _mm512_dpbusd_epi32(s, u[3], _mm512_loadu_si512(q + 192));
+                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(ws, _mm512_loadu_ps(q + 320)), acc[r][c]);
             }
         }
-        /* the mins terms of the four weight rows against each activation row (q4_K/q5_K) */
-        if (kind != KIND_Q6_K) {
-            const __m512i t = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(mins[0], mins[1])), _mm256_setr_m128i(mins[2], mins[3]), 1);
-            const __m512 f = _mm512_setr_ps(dmin[0], dmin[0], dmin[0], dmin[0], dmin[1], dmin[1], dmin[1], dmin[1], dmin[2], dmin[2],
-                                            dmin[2], dmin[2], dmin[3], dmin[3], dmin[3], dmin[3]);
+        if (has_mins) {
+            __m512i t;
+            __m512 f;
+            if (UNPACKED) {
+                t = _mm512_loadu_si512(group + MEMRA_GEMM_TILE_W * K_ROW);
+                f = _mm512_loadu_ps(group + MEMRA_GEMM_TILE_W * K_ROW + 64);
+            } else {
+                k4_mins(mins, dmin, &t, &f);
+            }
             _Pragma("GCC unroll 4")
             for (int c = 0; c < AR; c++) {
                 const uint8_t * q = a + c * a_stride + g * PACKED_K_GROUP;
-                const __m512 da = _mm512_loadu_ps(q + 320);
-                min_terms[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(t, _mm512_loadu_si512(q + 256))), _mm512_mul_ps(f, da), min_terms[c]);
+                const __m512 terms = _mm512_cvtepi32_ps(_mm512_madd_epi16(t, _mm512_loadu_si512(q + 256)));
+                min_terms[c] = _mm512_fmadd_ps(terms, _mm512_mul_ps(f, _mm512_loadu_ps(q + 320)), min_terms[c]);
             }
         }
     }
     _Pragma("GCC unroll 4")
     for (int c = 0; c < AR; c++) {
-        float lanes[16];
-        _mm512_storeu_ps(lanes, min_terms[c]);
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < WR; r++) {
-            const float term = lanes[4 * r] + lanes[4 * r + 1] + lanes[4 * r + 2] + lanes[4 * r + 3];
-            out[c * out_stride + r] = _mm512_reduce_add_ps(acc[r][c]) - term;
+        if (WR == 4) {
+            /* the four rows' mins terms: each 128-bit lane's sum, then lanes 0, 4, 8, 12 */
+            __m512 m = _mm512_add_ps(min_terms[c], _mm512_permute_ps(min_terms[c], 0x4e));
+            m = _mm512_add_ps(m, _mm512_permute_ps(m, 0xb1));
+            const __m128 terms = _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), m));
+            _mm_storeu_ps(out + c * out_stride, _mm_sub_ps(reduce4(acc[0][c], acc[1][c], acc[2][c], acc[3][c]), terms));
+        } else {
+            float lanes[16];
+            _mm512_storeu_ps(lanes, min_terms[c]);
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < WR; r++) {
+                const float term = (lanes[4 * r] + lanes[4 * r + 2]) + (lanes[4 * r + 1] + lanes[4 * r + 3]);
+                out[c * out_stride + r] = _mm512_reduce_add_ps(acc[r][c]) - term;
+            }
         }
     }
 }
 
-#define K_TILE(name, kind)                                                                                  \
-    VBMI_INLINE void name(const int WR, const int AR, int64_t n, const uint8_t * w, size_t ws, const uint8_t * a, size_t as, float * out, int64_t os) { \
-        k_tile(kind, WR, AR, n, w, ws, a, as, out, os);                                                      \
+VBMI_FN void unpack_k(int kind, int64_t n, const uint8_t * w, size_t w_stride, int w_rows, uint8_t * out) {
+    const int block_bytes = kind == KIND_Q6_K ? Q6_K_BYTES : kind == KIND_Q5_K ? Q5_K_BYTES : Q4_K_BYTES;
+    __m512i ql_index[4], qh_index[4];
+    k_index(kind, ql_index, qh_index);
+    for (int64_t g = 0; g < n / 256; g++) {
+        uint8_t * group = out + g * K_GROUP;
+        __m128i mins[MEMRA_GEMM_TILE_W];
+        float dmin[MEMRA_GEMM_TILE_W];
+        for (int r = 0; r < MEMRA_GEMM_TILE_W; r++) {
+            mins[r] = _mm_setzero_si128();
+            dmin[r] = 0.0f;
+            if (r >= w_rows) continue;
+            __m512i u[4];
+            __m512 ws;
+            k_unpack(kind, w + r * w_stride + g * block_bytes, ql_index, qh_index, u, &ws, &mins[r], &dmin[r]);
+            for (int v = 0; v < 4; v++) _mm512_storeu_si512(group + r * K_ROW + 64 * v, u[v]);
+            _mm512_storeu_ps(group + r * K_ROW + 256, ws);
+        }
+        __m512i t;
+        __m512 f;
+        k4_mins(mins, dmin, &t, &f);
+        _mm512_storeu_si512(group + MEMRA_GEMM_TILE_W * K_ROW, t);
+        _mm512_storeu_ps(group + MEMRA_GEMM_TILE_W * K_ROW + 64, f);
     }
-K_TILE(q4_K_tile, KIND_Q4_K)
-K_TILE(q5_K_tile, KIND_Q5_K)
-K_TILE(q6_K_tile, KIND_Q6_K)
+}
+
+#define K_TILE(name, unpacked, kind)                                                                                   \
+    VBMI_INLINE void name(const int WR, const int AR, int64_t n, const uint8_t * w, size_t ws, const uint8_t * a, size_t as, float * out, int64_t os) { \
+        k_tile(unpacked, kind, WR, AR, n, w, ws, a, as, out, os);                                                       \
+    }
+K_TILE(q4_K_tile, 0, KIND_Q4_K)
+K_TILE(q5_K_tile, 0, KIND_Q5_K)
+K_TILE(q6_K_tile, 0, KIND_Q6_K)
+K_TILE(q4_K_tile_u, 1, KIND_Q4_K)
+K_TILE(q5_K_tile_u, 1, KIND_Q5_K)
+K_TILE(q6_K_tile_u, 1, KIND_Q6_K)
 VBMI_INLINE void q8_0_tile_raw(const int WR, const int AR, int64_t n, const uint8_t * w, size_t ws, const uint8_t * a, size_t as, float * out, int64_t os) {
     q8_0_tile(0, WR, AR, n, w, ws, a, as, out, os);
 }
@@ -429,11 +485,17 @@ TILE_FNS(q4_K_vbmi, q4_K_tile)
 TILE_FNS(q5_K_vbmi, q5_K_tile)
 TILE_FNS(q6_K_vbmi, q6_K_tile)
 TILE_FNS(q8_0_vbmi_u, q8_0_tile_u)
+TILE_FNS(q4_K_vbmi_u, q4_K_tile_u)
+TILE_FNS(q5_K_vbmi_u, q5_K_tile_u)
+TILE_FNS(q6_K_vbmi_u, q6_K_tile_u)
 static tile_kernel * const q8_0_tiles[4][4] = TILE_TABLE(q8_0_vbmi);
 static tile_kernel * const q4_K_tiles[4][4] = TILE_TABLE(q4_K_vbmi);
 static tile_kernel * const q5_K_tiles[4][4] = TILE_TABLE(q5_K_vbmi);
 static tile_kernel * const q6_K_tiles[4][4] = TILE_TABLE(q6_K_vbmi);
 static tile_kernel * const q8_0_tiles_u[4][4] = TILE_TABLE(q8_0_vbmi_u);
+static tile_kernel * const q4_K_tiles_u[4][4] = TILE_TABLE(q4_K_vbmi_u);
+static tile_kernel * const q5_K_tiles_u[4][4] = TILE_TABLE(q5_K_vbmi_u);
+static tile_kernel * const q6_K_tiles_u[4][4] = TILE_TABLE(q6_K_vbmi_u);
 
 
 #endif /* x86 */
@@ -505,7 +567,13 @@ size_t memra_gemm_unpacked_bytes(int type, int64_t n) {
 #ifdef MEMRA_GEMM_X86
     /* q8_0 only: its tiles spend a third of their time unpacking (1.7x faster when it is done once per
      * 64 activation rows); the K-quant tiles unpack in registers more cheaply than they reload. */
-    return type == MEMRA_TYPE_Q8_0 ? (size_t)(n / 256) * MEMRA_GEMM_TILE_W * Q8_0_UNPACKED : 0;
+    switch (type) {
+    case MEMRA_TYPE_Q8_0: return (size_t)(n / 256) * MEMRA_GEMM_TILE_W * Q8_0_UNPACKED;
+    case MEMRA_TYPE_Q4_K:
+    case MEMRA_TYPE_Q5_K:
+    case MEMRA_TYPE_Q6_K: return (size_t)(n / 256) * K_GROUP;
+    default: return 0;
+    }
 #else
     return 0;
 #endif
@@ -514,6 +582,9 @@ size_t memra_gemm_unpacked_bytes(int type, int64_t n) {
 void memra_gemm_unpack(int type, int64_t n, const void * weight, size_t w_stride, int w_rows, void * unpacked) {
 #ifdef MEMRA_GEMM_X86
     if (type == MEMRA_TYPE_Q8_0) unpack_q8_0(n, weight, w_stride, w_rows, unpacked);
+    if (type == MEMRA_TYPE_Q4_K) unpack_k(KIND_Q4_K, n, weight, w_stride, w_rows, unpacked);
+    if (type == MEMRA_TYPE_Q5_K) unpack_k(KIND_Q5_K, n, weight, w_stride, w_rows, unpacked);
+    if (type == MEMRA_TYPE_Q6_K) unpack_k(KIND_Q6_K, n, weight, w_stride, w_rows, unpacked);
 #else
     (void)type; (void)n; (void)weight; (void)w_stride; (void)w_rows; (void)unpacked;
 #endif
@@ -522,7 +593,12 @@ void memra_gemm_unpack(int type, int64_t n, const void * weight, size_t w_stride
 void memra_gemm_tile_unpacked(int type, int64_t n, const void * unpacked, int w_rows, const void * packed, size_t a_stride, int a_rows, float * out,
                               int64_t out_stride) {
 #ifdef MEMRA_GEMM_X86
-    if (type == MEMRA_TYPE_Q8_0) q8_0_tiles_u[w_rows - 1][a_rows - 1](n, unpacked, 0, packed, a_stride, out, out_stride);
+    tile_kernel * const(*table)[4] = type == MEMRA_TYPE_Q8_0 ? q8_0_tiles_u
+                                   : type == MEMRA_TYPE_Q4_K ? q4_K_tiles_u
+                                   : type == MEMRA_TYPE_Q5_K ? q5_K_tiles_u
+                                   : type == MEMRA_TYPE_Q6_K ? q6_K_tiles_u
+                                                             : NULL;
+    if (table) table[w_rows - 1][a_rows - 1](n, unpacked, 0, packed, a_stride, out, out_stride);
 #else
     (void)type; (void)n; (void)unpacked; (void)w_rows; (void)packed; (void)a_stride; (void)a_rows; (void)out; (void)out_stride;
 #endif
