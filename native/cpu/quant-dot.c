@@ -8,18 +8,22 @@
  *   4. scalar dot products, one function per block ("blk_*"): the per-block formula of ggml
  *   5. x86 AVX2 (+FMA, F16C) kernels
  *   6. x86 AVX-512 (F, BW, VL, DQ, VNNI) kernels
+ *   6b. ARM NEON (AArch64) kernels, baseline and with the dotprod extension
  *   7. per-ISA kernel tables, run-time selection, public entry points
  *
- * Every SIMD kernel is compiled with __attribute__((target(...))), so the file builds with plain -O3
- * (no -march) and the path is chosen at first use from CPUID (override: MEMRA_CPU_ISA=scalar|avx2|avx512vnni).
+ * Every SIMD kernel that needs more than the baseline ISA is compiled with __attribute__((target(...))),
+ * so the file builds with plain -O3 (no -march) and the path is chosen at first use: on x86 from CPUID
+ * ("avx2", "avx512vnni"), on AArch64 Linux from getauxval(AT_HWCAP) ("neon", "neondot" with sdot).
+ * Override: MEMRA_CPU_ISA=scalar|avx2|avx512vnni|neon|neondot (ignored if this build or CPU lacks it).
  *
  * Integer dot products: the weight's quant values are brought to unsigned bytes u = q + offset
  * (q4_0: +8, q5_0: +16, K-quants: their natural unsigned codes; with VNNI also q8_0 and iq4: +128),
  * multiplied with the signed activation bytes (vpdpbusd, or vpmaddubsw), and the offset is taken back
  * exactly with the activation's per-block sums (q8_0/q8_1: computed once per activation block and shared
  * by the rows, q8_K: its bsums). AVX2 multiplies the signed types (q8_0, iq4) as |w| * sign(a, w), as
- * ggml does. All integer sums are exact, so every path differs from ggml's per-block formula only in the
- * order of the float additions.
+ * ggml does. NEON multiplies signed by signed bytes, so there the offsets are subtracted from the weight
+ * bytes instead (see section 6b). All integer sums are exact, so every path differs from ggml's per-block
+ * formula only in the order of the float additions.
  *
  * Each multi-row kernel ("rows4") runs exactly the per-row instruction sequence of the one-row kernel,
  * so memra_dot_rows4 returns bit for bit what four memra_dot_row calls return on the same path. The
@@ -249,6 +253,20 @@ static void to_q8_K_scalar(const float * x, uint8_t * y, int64_t n) {
         }
         st_f32(y, 1.0f / iscale);
     }
+}
+
+/* A SIMD path's q8_K scale for the 256 values at x, given their largest magnitude amax: as the scalar
+ * path, -127 / (the first value of that magnitude, signed); 0 for an all-zero block, which is then
+ * written whole. */
+static inline float q8_K_iscale(const float * x, float amax, uint8_t * y) {
+    if (amax == 0.0f) {
+        st_f32(y, 0.0f);
+        memset(y + Q8K_QS, 0, 256 + 32);
+        return 0.0f;
+    }
+    int first = 0;
+    while (first < 255 && abs_f32(x[first]) != amax) first++; /* (bounded: NaN inputs) */
+    return -127.0f / x[first];
 }
 
 static void to_f16_scalar(const float * x, uint8_t * y, int64_t n) {
@@ -546,11 +564,21 @@ SCALAR_FLOAT_ROWS(f32, load_f32_at)
 SCALAR_FLOAT_ROWS(f16, load_f16_at)
 SCALAR_FLOAT_ROWS(bf16, load_bf16_at)
 
+/* SIMD entry points: prefix_rows1 and prefix_rows4 both expand `call` (a kernel body taking the row
+ * count NR as a constant), so the four-row version runs the one-row instruction sequence per row. */
+#define ROWS_1_4(prefix, target_fn, call)                                                              \
+    target_fn void prefix##_rows1(int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) { \
+        (void)stride; enum { NR = 1 }; call;                                                           \
+    }                                                                                                  \
+    target_fn void prefix##_rows4(int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) { \
+        enum { NR = 4 }; call;                                                                         \
+    }
+
 /* ============================================================================================== */
 /* 5. x86 AVX2 + FMA + F16C                                                                       */
 /* ============================================================================================== */
 
-/* (-DMEMRA_NO_SIMD builds the portable path only, e.g. to test it as a non-x86 build would run it) */
+/* (-DMEMRA_NO_SIMD builds the portable path only, e.g. to test it as a build without SIMD kernels runs it) */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(MEMRA_NO_SIMD)
 #define MEMRA_X86 1
 #include <immintrin.h>
@@ -679,14 +707,8 @@ AVX2_FN void to_q8_1_avx2(const float * x, uint8_t * y, int64_t n) { to_q8_0_or_
 AVX2_FN void to_q8_K_avx2(const float * x, uint8_t * y, int64_t n) {
     for (int64_t ib = 0; ib < n / 256; ib++, x += 256, y += Q8_K_BYTES) {
         const float amax = max_abs_avx2(x, 256);
-        if (amax == 0.0f) {
-            st_f32(y, 0.0f);
-            memset(y + Q8K_QS, 0, 256 + 32);
-            continue;
-        }
-        int first = 0; /* the first value of largest magnitude gives the sign of the scale */
-        while (first < 255 && abs_f32(x[first]) != amax) first++; /* (bounded: NaN inputs) */
-        const float iscale = -127.0f / x[first];
+        const float iscale = q8_K_iscale(x, amax, y);
+        if (iscale == 0.0f) continue;
         const __m256 mul = _mm256_set1_ps(iscale);
         for (int j = 0; j < 256; j += 32) {
             /* min(127, .) is packs' saturation: round_even(iscale*x) never goes below -127 */
@@ -985,15 +1007,7 @@ AVX2_INLINE void float_rows_avx2(const int type, const int nr, int64_t n, const 
     }
 }
 
-/* --- one- and four-row entry points --- */
-
-#define ROWS_1_4(prefix, target_fn, call)                                                              \
-    target_fn void prefix##_rows1(int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) { \
-        (void)stride; enum { NR = 1 }; call;                                                           \
-    }                                                                                                  \
-    target_fn void prefix##_rows4(int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) { \
-        enum { NR = 4 }; call;                                                                         \
-    }
+/* --- one- and four-row entry points (ROWS_1_4: see the end of section 4) --- */
 
 ROWS_1_4(q8_0_avx2, AVX2_FN, q8_0_avx2(NR, n, w, stride, a, out))
 ROWS_1_4(q4_0_avx2, AVX2_FN, blocks32_avx2(MEMRA_TYPE_Q4_0, NR, n, w, stride, a, out))
@@ -1432,6 +1446,495 @@ static int x86_level(void) {
 #endif /* x86 */
 
 /* ============================================================================================== */
+/* 6b. ARM NEON (AArch64), with and without the dot-product extension                             */
+/* ============================================================================================== */
+
+/* Two paths share every kernel body below: "neon" (baseline AArch64 Advanced SIMD: products with
+ * smull/smull2, pairwise-accumulated with sadalp) and "neondot" (the ARMv8.2 dotprod extension: sdot,
+ * four int8 products into each 32-bit lane). The bodies take the 16-byte integer dot product as a
+ * function pointer argument (dot16_neon or dot16_neondot): they are always_inline, so the pointer is a
+ * constant in each entry point and the call is inlined there. (A plain `if (dotprod)` in the body does
+ * not work: GCC refuses to inline the sdot intrinsic into a function compiled without the extension,
+ * even on a branch that is never taken.)
+ *
+ * Unlike x86 there is no unsigned-by-signed multiply in base NEON, so the weights are brought to signed
+ * bytes (q4_0: q - 8, q5_0: q - 16, q6_K: q - 32, q3_K: q - 4, K-quant codes as they are) and no offset
+ * correction with the activation sums is needed (the K-quant mins still use q8_K's bsums). The two paths
+ * group the products into lanes differently, so their float results may differ from each other (as
+ * AVX2's from AVX-512's), never within one path. */
+#if defined(__aarch64__) && !defined(MEMRA_NO_SIMD)
+#define MEMRA_NEON 1
+#include <arm_neon.h>
+#if defined(__linux__)
+#include <sys/auxv.h>
+#include <asm/hwcap.h>
+#endif
+
+/* The sdot intrinsics of GCC's arm_neon.h are declared for arch=armv8.2-a+dotprod; a plain "+dotprod"
+ * on the default armv8-a does not allow inlining them. Every CPU with dotprod implements ARMv8.2.
+ * clang before 16 declares vdotq_s32 only when the whole build targets dotprod (-march=...+dotprod):
+ * there the "neondot" path is left out unless the build does. */
+#if defined(__ARM_FEATURE_DOTPROD) || !defined(__clang__) || __clang_major__ >= 16
+#define MEMRA_NEONDOT 1
+#endif
+#define TARGET_NEONDOT "arch=armv8.2-a+dotprod"
+#define NEON_FN static
+#define NEON_INLINE static inline __attribute__((always_inline))
+#define NEONDOT_FN static __attribute__((target(TARGET_NEONDOT)))
+#define NEONDOT_INLINE static inline __attribute__((target(TARGET_NEONDOT), always_inline))
+
+/* acc + the dot product of 16 int8 pairs, spread over the four lanes (which lane holds which products
+ * depends on the path; the lane sum does not). */
+typedef int32x4_t dot16_fn(int32x4_t acc, int8x16_t x, int8x16_t y);
+
+NEON_INLINE int32x4_t dot16_neon(int32x4_t acc, int8x16_t x, int8x16_t y) {
+    /* |product| <= 128 * 128: exact in int16, then widened to int32 pairwise */
+    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(x), vget_low_s8(y)));
+    return vpadalq_s16(acc, vmull_high_s8(x, y));
+}
+
+#ifdef MEMRA_NEONDOT
+NEONDOT_INLINE int32x4_t dot16_neondot(int32x4_t acc, int8x16_t x, int8x16_t y) { return vdotq_s32(acc, x, y); }
+#endif
+
+/* The dot product of 32 int8 pairs (two 16-byte halves each), in four lanes. */
+NEON_INLINE int32x4_t dot32_neon(dot16_fn * dot16, int8x16_t x0, int8x16_t x1, const int8_t * y) {
+    return dot16(dot16(vdupq_n_s32(0), x0, vld1q_s8(y)), x1, vld1q_s8(y + 16));
+}
+
+/* As prefetch_next_rows on x86 (see there): the four-row kernels pull the next four rows into L2 in
+ * address order while they compute the current ones. */
+static inline void prefetch_next_rows_neon(const uint8_t * w, size_t stride, int64_t row_bytes, int64_t done, int64_t step) {
+#ifndef MEMRA_NO_PREFETCH
+    const int64_t end = 4 * (done + step);
+    for (int64_t off = (4 * done) & ~(int64_t)63; off < end; off += 64) {
+        const int64_t row = (off >= row_bytes) + (off >= 2 * row_bytes) + (off >= 3 * row_bytes);
+        const char * line = (const char *)(w + (4 + row) * (int64_t)stride + (off - row * row_bytes));
+        __asm__ volatile("prfm pldl2keep, [%0]" : : "r"(line));
+    }
+#else
+    (void)w; (void)stride; (void)row_bytes; (void)done; (void)step;
+#endif
+}
+
+/* 16 packed nibbles -> the low nibbles (values 0..15) and the high nibbles (values 16..31). */
+NEON_INLINE void nibbles_neon(const uint8_t * qs, uint8x16_t * lo, uint8x16_t * hi) {
+    const uint8x16_t q = vld1q_u8(qs);
+    *lo = vandq_u8(q, vdupq_n_u8(15));
+    *hi = vshrq_n_u8(q, 4);
+}
+
+/* byte j (0..15) = bit j of `bits` ? 16 : 0. */
+NEON_INLINE uint8x16_t bits16_to_16s_neon(uint32_t bits) {
+    static const uint8_t select[16] = { 1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128 };
+    const uint8x16_t b = vcombine_u8(vdup_n_u8((uint8_t)bits), vdup_n_u8((uint8_t)(bits >> 8)));
+    return vandq_u8(vtstq_u8(b, vld1q_u8(select)), vdupq_n_u8(16));
+}
+
+static inline float hsum4_neon(float32x4_t v) { return vaddvq_f32(v); }
+
+/* a*b + c rounded once. The scalar float updates of the kernels are written with it, so that no
+ * compiler setting (clang contracts a*b + c by default, GCC with -ffp-contract=fast) can fuse them in the
+ * one-row kernel and not in the four-row one. */
+static inline float fma_neon(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+
+/* --- activation conversion (shared by both paths) --- */
+
+/* 4 floats times mul, rounded to nearest even (fcvtns), as int32; NaN gives INT32_MIN, as cvtps_epi32
+ * does and as sat_i8 turns NaN into -128. */
+NEON_INLINE int32x4_t round4_neon(float32x4_t x, float32x4_t mul) {
+    const float32x4_t v = vmulq_f32(x, mul);
+    return vbslq_s32(vceqq_f32(v, v), vcvtnq_s32_f32(v), vdupq_n_s32(INT32_MIN));
+}
+
+/* 16 floats -> 16 int8 as sat_i8(round_even(x * mul)), in order (saturating narrowing twice). */
+NEON_INLINE int8x16_t quantize16_neon(const float * x, float32x4_t mul) {
+    const int16x8_t a = vcombine_s16(vqmovn_s32(round4_neon(vld1q_f32(x), mul)), vqmovn_s32(round4_neon(vld1q_f32(x + 4), mul)));
+    const int16x8_t b = vcombine_s16(vqmovn_s32(round4_neon(vld1q_f32(x + 8), mul)), vqmovn_s32(round4_neon(vld1q_f32(x + 12), mul)));
+    return vcombine_s8(vqmovn_s16(a), vqmovn_s16(b));
+}
+
+NEON_INLINE float max_abs_neon(const float * x, int count) {
+    float32x4_t m = vdupq_n_f32(0.0f);
+    for (int j = 0; j < count; j += 4) m = vmaxq_f32(m, vabsq_f32(vld1q_f32(x + j)));
+    return vmaxvq_f32(m);
+}
+
+NEON_INLINE void to_q8_0_or_1_neon(const float * x, uint8_t * y, int64_t n, int with_sum) {
+    const int bytes = with_sum ? Q8_1_BYTES : Q8_0_BYTES;
+    for (int64_t ib = 0; ib < n / 32; ib++, x += 32, y += bytes) {
+        const float amax = max_abs_neon(x, 32);
+        const float d = amax / 127.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        const float32x4_t mul = vdupq_n_f32(id);
+        const int8x16_t q0 = quantize16_neon(x, mul), q1 = quantize16_neon(x + 16, mul);
+        int8_t * qs = (int8_t *)(y + (with_sum ? 4 : 2));
+        vst1q_s8(qs, q0);
+        vst1q_s8(qs + 16, q1);
+        st_u16(y, f32_to_f16(d));
+        if (with_sum) st_u16(y + 2, f32_to_f16(d * (float)(vaddlvq_s8(q0) + vaddlvq_s8(q1))));
+    }
+}
+
+NEON_FN void to_q8_0_neon(const float * x, uint8_t * y, int64_t n) { to_q8_0_or_1_neon(x, y, n, 0); }
+NEON_FN void to_q8_1_neon(const float * x, uint8_t * y, int64_t n) { to_q8_0_or_1_neon(x, y, n, 1); }
+
+NEON_FN void to_q8_K_neon(const float * x, uint8_t * y, int64_t n) {
+    for (int64_t ib = 0; ib < n / 256; ib++, x += 256, y += Q8_K_BYTES) {
+        const float amax = max_abs_neon(x, 256);
+        const float iscale = q8_K_iscale(x, amax, y);
+        if (iscale == 0.0f) continue;
+        const float32x4_t mul = vdupq_n_f32(iscale);
+        for (int j = 0; j < 256; j += 16) {
+            /* min(127, .) is the saturation: round_even(iscale*x) never goes below -127 */
+            const int8x16_t q = quantize16_neon(x + j, mul);
+            vst1q_s8((int8_t *)(y + Q8K_QS + j), q);
+            const int16_t s = vaddlvq_s8(q);
+            memcpy(y + Q8K_BSUMS + 2 * (j / 16), &s, 2);
+        }
+        st_f32(y, 1.0f / iscale);
+    }
+}
+
+/* fcvtn rounds to nearest even in the default FPCR mode, keeps subnormal halves (FZ16 is off on Linux
+ * and macOS) and quiets NaNs keeping the top of the payload: f32_to_f16 exactly. */
+NEON_FN void to_f16_neon(const float * x, uint8_t * y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const float16x8_t h = vcvt_high_f16_f32(vcvt_f16_f32(vld1q_f32(x + i)), vld1q_f32(x + i + 4));
+        vst1q_u16((uint16_t *)(void *)(y + 2 * i), vreinterpretq_u16_f16(h));
+    }
+    for (; i < n; i++) st_u16(y + 2 * i, f32_to_f16(x[i]));
+}
+
+/* f32_to_bf16 on 4 lanes. */
+NEON_INLINE uint16x4_t bf16x4_neon(float32x4_t v) {
+    const uint32x4_t u = vreinterpretq_u32_f32(v);
+    const uint32x4_t nan = vcgtq_u32(vandq_u32(u, vdupq_n_u32(0x7fffffffu)), vdupq_n_u32(0x7f800000u));
+    const uint32x4_t odd = vandq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(1));
+    const uint32x4_t rounded = vshrq_n_u32(vaddq_u32(u, vaddq_u32(vdupq_n_u32(0x7fffu), odd)), 16);
+    const uint32x4_t quiet = vorrq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(64));
+    return vmovn_u32(vbslq_u32(nan, quiet, rounded));
+}
+
+NEON_FN void to_bf16_neon(const float * x, uint8_t * y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const uint16x8_t h = vcombine_u16(bf16x4_neon(vld1q_f32(x + i)), bf16x4_neon(vld1q_f32(x + i + 4)));
+        vst1q_u16((uint16_t *)(void *)(y + 2 * i), h);
+    }
+    for (; i < n; i++) st_u16(y + 2 * i, f32_to_bf16(x[i]));
+}
+
+/* --- q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl: one 32-value block per step --- */
+
+NEON_INLINE void blocks32_neon(const int type, const int nr, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out, dot16_fn * dot16) {
+    const int has_min = type == MEMRA_TYPE_Q4_1 || type == MEMRA_TYPE_Q5_1;
+    const int has_qh = type == MEMRA_TYPE_Q5_0 || type == MEMRA_TYPE_Q5_1;
+    const int wbytes = block_bytes(type), abytes = has_min ? Q8_1_BYTES : Q8_0_BYTES;
+    const int qh_at = has_min ? 4 : 2, qs_at = (has_min ? 4 : 2) + (has_qh ? 4 : 0), aq_at = has_min ? 4 : 2;
+    const uint8x16_t offset = vdupq_n_u8(type == MEMRA_TYPE_Q4_0 ? 8 : type == MEMRA_TYPE_Q5_0 ? 16 : 0);
+    const int8x16_t table = vld1q_s8(iq4nl_values);
+    float32x4_t acc[4];
+    float macc[4];
+    for (int r = 0; r < nr; r++) { acc[r] = vdupq_n_f32(0.0f); macc[r] = 0.0f; }
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        const uint8_t * ya = a + ib * abytes;
+        if (nr == 4) prefetch_next_rows_neon(w, stride, n / 32 * wbytes, ib * wbytes, wbytes);
+        const float da = fp16_at(ya);
+        const float sa = has_min ? fp16_at(ya + 2) : 0.0f;
+        for (int r = 0; r < nr; r++) {
+            const uint8_t * xw = w + r * stride + ib * wbytes;
+            int8x16_t v0, v1;
+            if (type == MEMRA_TYPE_Q8_0) {
+                v0 = vld1q_s8((const int8_t *)(xw + 2));
+                v1 = vld1q_s8((const int8_t *)(xw + 18));
+            } else {
+                uint8x16_t u0, u1;
+                nibbles_neon(xw + qs_at, &u0, &u1);
+                if (type == MEMRA_TYPE_IQ4_NL) {
+                    v0 = vqtbl1q_s8(table, u0);
+                    v1 = vqtbl1q_s8(table, u1);
+                } else {
+                    if (has_qh) {
+                        const uint32_t qh = ld_u32(xw + qh_at);
+                        u0 = vorrq_u8(u0, bits16_to_16s_neon(qh));
+                        u1 = vorrq_u8(u1, bits16_to_16s_neon(qh >> 16));
+                    }
+                    /* q - offset wraps to the right signed byte */
+                    v0 = vreinterpretq_s8_u8(vsubq_u8(u0, offset));
+                    v1 = vreinterpretq_s8_u8(vsubq_u8(u1, offset));
+                }
+            }
+            const int32x4_t p = dot32_neon(dot16, v0, v1, (const int8_t *)(ya + aq_at));
+            acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(p), fp16_at(xw) * da);
+            if (has_min) macc[r] = fma_neon(fp16_at(xw + 2), sa, macc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) out[r] = hsum4_neon(acc[r]) + macc[r];
+}
+
+/* --- K-quants: integer sums over the super-block, scaled per sub-block in 32-bit lanes --- */
+
+#define Q8K_AT_NEON(ya, k) ((const int8_t *)((ya) + Q8K_QS + 16 * (k))) /* q8_K activation values 16k .. 16k+15 */
+
+/* sum over the 8 pairs of sub-blocks of 16 of mins[s] * (bsum[2s] + bsum[2s+1]) (q4_K, q5_K) */
+NEON_INLINE int mins_dot_neon(const uint8_t * ya, uint64_t mins) {
+    const int16x8_t bs = vpaddq_s16(vld1q_s16((const int16_t *)(const void *)(ya + Q8K_BSUMS)),
+                                    vld1q_s16((const int16_t *)(const void *)(ya + Q8K_BSUMS + 16)));
+    const int16x8_t m = vreinterpretq_s16_u16(vmovl_u8(vcreate_u8(mins)));
+    return vaddvq_s32(vaddq_s32(vmull_s16(vget_low_s16(bs), vget_low_s16(m)), vmull_high_s16(bs, m)));
+}
+
+NEON_INLINE void q4_K_neon(const int nr, const int with_qh, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out, dot16_fn * dot16) {
+    const int wbytes = with_qh ? Q5_K_BYTES : Q4_K_BYTES, qs_at = with_qh ? 48 : 16;
+    const uint8x16_t m4 = vdupq_n_u8(15);
+    float acc[4], macc[4];
+    for (int r = 0; r < nr; r++) { acc[r] = 0.0f; macc[r] = 0.0f; }
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        const uint8_t * ya = a + ib * Q8_K_BYTES;
+        if (nr == 4) prefetch_next_rows_neon(w, stride, n / 256 * wbytes, ib * wbytes, wbytes);
+        const float da = ld_f32(ya);
+        for (int r = 0; r < nr; r++) {
+            const uint8_t * xw = w + r * stride + ib * wbytes;
+            uint64_t scales, mins;
+            q4k_scales_mins(xw + 4, &scales, &mins);
+            uint8x16_t qh0 = vdupq_n_u8(0), qh1 = vdupq_n_u8(0);
+            if (with_qh) { qh0 = vld1q_u8(xw + 16); qh1 = vld1q_u8(xw + 32); }
+            int32x4_t isum = vdupq_n_s32(0);
+            for (int c = 0; c < 4; c++) {
+                const uint8x16_t q0 = vld1q_u8(xw + qs_at + 32 * c), q1 = vld1q_u8(xw + qs_at + 32 * c + 16);
+                uint8x16_t lo0 = vandq_u8(q0, m4), lo1 = vandq_u8(q1, m4), hi0 = vshrq_n_u8(q0, 4), hi1 = vshrq_n_u8(q1, 4);
+                if (with_qh) {
+                    /* bit 2c of qh is the fifth bit of the low nibbles, bit 2c+1 that of the high ones;
+                     * qh is shifted right by 2 after each c, so they are bits 0 and 1 here */
+                    lo0 = vorrq_u8(lo0, vshlq_n_u8(vandq_u8(qh0, vdupq_n_u8(1)), 4));
+                    lo1 = vorrq_u8(lo1, vshlq_n_u8(vandq_u8(qh1, vdupq_n_u8(1)), 4));
+                    hi0 = vorrq_u8(hi0, vshlq_n_u8(vandq_u8(qh0, vdupq_n_u8(2)), 3));
+                    hi1 = vorrq_u8(hi1, vshlq_n_u8(vandq_u8(qh1, vdupq_n_u8(2)), 3));
+                    qh0 = vshrq_n_u8(qh0, 2);
+                    qh1 = vshrq_n_u8(qh1, 2);
+                }
+                const int32x4_t plo = dot32_neon(dot16, vreinterpretq_s8_u8(lo0), vreinterpretq_s8_u8(lo1), Q8K_AT_NEON(ya, 4 * c));
+                const int32x4_t phi = dot32_neon(dot16, vreinterpretq_s8_u8(hi0), vreinterpretq_s8_u8(hi1), Q8K_AT_NEON(ya, 4 * c + 2));
+                isum = vmlaq_n_s32(isum, plo, (int32_t)((scales >> (16 * c)) & 0xff));
+                isum = vmlaq_n_s32(isum, phi, (int32_t)((scales >> (16 * c + 8)) & 0xff));
+            }
+            acc[r] = fma_neon(fp16_at(xw) * da, (float)vaddvq_s32(isum), acc[r]);
+            macc[r] = fma_neon(fp16_at(xw + 2) * da, (float)mins_dot_neon(ya, mins), macc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) out[r] = acc[r] - macc[r];
+}
+
+NEON_INLINE void q6_K_neon(const int nr, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out, dot16_fn * dot16) {
+    const uint8x16_t m4 = vdupq_n_u8(15), m30 = vdupq_n_u8(0x30), off = vdupq_n_u8(32);
+    float acc[4];
+    for (int r = 0; r < nr; r++) acc[r] = 0.0f;
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        const uint8_t * ya = a + ib * Q8_K_BYTES;
+        if (nr == 4) prefetch_next_rows_neon(w, stride, n / 256 * Q6_K_BYTES, ib * Q6_K_BYTES, Q6_K_BYTES);
+        const float da = ld_f32(ya);
+        for (int r = 0; r < nr; r++) {
+            const uint8_t * xw = w + r * stride + ib * Q6_K_BYTES;
+            const int8_t * sc = (const int8_t *)(xw + 192);
+            int32x4_t isum = vdupq_n_s32(0);
+            for (int k = 0; k < 2; k++) {
+                for (int h = 0; h < 2; h++) { /* values l = 16h .. 16h+15 of each of the four groups of 32 */
+                    const uint8x16_t L0 = vld1q_u8(xw + 64 * k + 16 * h), L1 = vld1q_u8(xw + 64 * k + 32 + 16 * h);
+                    const uint8x16_t H = vld1q_u8(xw + 128 + 32 * k + 16 * h);
+                    const uint8x16_t u[4] = {
+                        vorrq_u8(vandq_u8(L0, m4), vandq_u8(vshlq_n_u8(H, 4), m30)),
+                        vorrq_u8(vandq_u8(L1, m4), vandq_u8(vshlq_n_u8(H, 2), m30)),
+                        vorrq_u8(vshrq_n_u8(L0, 4), vandq_u8(H, m30)),
+                        vorrq_u8(vshrq_n_u8(L1, 4), vandq_u8(vshrq_n_u8(H, 2), m30)),
+                    };
+                    for (int g = 0; g < 4; g++) {
+                        const int sb = 8 * k + 2 * g + h; /* sub-block of 16 */
+                        const int32x4_t p = dot16(vdupq_n_s32(0), vreinterpretq_s8_u8(vsubq_u8(u[g], off)), vld1q_s8(Q8K_AT_NEON(ya, sb)));
+                        isum = vmlaq_n_s32(isum, p, sc[sb]);
+                    }
+                }
+            }
+            acc[r] = fma_neon(fp16_at(xw + 208) * da, (float)vaddvq_s32(isum), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) out[r] = acc[r];
+}
+
+/* q2_K and q3_K (q3): 2-bit fields (q3_K: minus 4 where the hmask bit is clear), sub-blocks of 16. */
+NEON_INLINE void q2_3_K_neon(const int nr, const int q3, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out, dot16_fn * dot16) {
+    const int wbytes = q3 ? Q3_K_BYTES : Q2_K_BYTES, qs_at = q3 ? 32 : 16;
+    const uint8x16_t m3 = vdupq_n_u8(3), four = vdupq_n_u8(4);
+    float acc[4], macc[4];
+    for (int r = 0; r < nr; r++) { acc[r] = 0.0f; macc[r] = 0.0f; }
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        const uint8_t * ya = a + ib * Q8_K_BYTES;
+        if (nr == 4) prefetch_next_rows_neon(w, stride, n / 256 * wbytes, ib * wbytes, wbytes);
+        const float da = ld_f32(ya);
+        for (int r = 0; r < nr; r++) {
+            const uint8_t * xw = w + r * stride + ib * wbytes;
+            uint8_t sc[16];
+            if (q3) {
+                q3k_scales(xw + 96, sc);
+            } else {
+                const uint8x16_t raw = vld1q_u8(xw);
+                vst1q_u8(sc, vandq_u8(raw, vdupq_n_u8(15)));
+                /* mins: sum(min[sb] * bsum[sb]) */
+                const uint8x16_t mins = vshrq_n_u8(raw, 4);
+                const int16x8_t m_lo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mins)));
+                const int16x8_t m_hi = vreinterpretq_s16_u16(vmovl_high_u8(mins));
+                const int16x8_t b_lo = vld1q_s16((const int16_t *)(const void *)(ya + Q8K_BSUMS));
+                const int16x8_t b_hi = vld1q_s16((const int16_t *)(const void *)(ya + Q8K_BSUMS + 16));
+                int32x4_t m = vmull_s16(vget_low_s16(m_lo), vget_low_s16(b_lo));
+                m = vmlal_high_s16(m, m_lo, b_lo);
+                m = vmlal_s16(m, vget_low_s16(m_hi), vget_low_s16(b_hi));
+                m = vmlal_high_s16(m, m_hi, b_hi);
+                macc[r] = fma_neon(fp16_at(xw + 82) * da, (float)vaddvq_s32(m), macc[r]);
+            }
+            int32x4_t isum = vdupq_n_s32(0);
+            for (int k = 0; k < 2; k++) {
+                for (int h = 0; h < 2; h++) { /* l = 16h .. 16h+15 */
+                    uint8x16_t q = vld1q_u8(xw + qs_at + 32 * k + 16 * h);
+                    const uint8x16_t hm = q3 ? vld1q_u8(xw + 16 * h) : vdupq_n_u8(0); /* hmask[l] */
+                    for (int j = 0; j < 4; j++) {
+                        const int sb = 8 * k + 2 * j + h;
+                        int8x16_t v = vreinterpretq_s8_u8(vandq_u8(q, m3));
+                        if (q3) {
+                            /* minus 4 where bit 4k+j of hmask is clear */
+                            const uint8x16_t set = vtstq_u8(hm, vdupq_n_u8((uint8_t)(1u << (4 * k + j))));
+                            v = vreinterpretq_s8_u8(vsubq_u8(vreinterpretq_u8_s8(v), vbicq_u8(four, set)));
+                        }
+                        const int32x4_t p = dot16(vdupq_n_s32(0), v, vld1q_s8(Q8K_AT_NEON(ya, sb)));
+                        isum = vmlaq_n_s32(isum, p, q3 ? sc[sb] - 32 : sc[sb]);
+                        q = vshrq_n_u8(q, 2);
+                    }
+                }
+            }
+            acc[r] = fma_neon(fp16_at(xw + (q3 ? 108 : 80)) * da, (float)vaddvq_s32(isum), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) out[r] = acc[r] - macc[r];
+}
+
+NEON_INLINE void iq4_xs_neon(const int nr, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out, dot16_fn * dot16) {
+    const int8x16_t table = vld1q_s8(iq4nl_values);
+    float acc[4];
+    for (int r = 0; r < nr; r++) acc[r] = 0.0f;
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        const uint8_t * ya = a + ib * Q8_K_BYTES;
+        if (nr == 4) prefetch_next_rows_neon(w, stride, n / 256 * IQ4_XS_BYTES, ib * IQ4_XS_BYTES, IQ4_XS_BYTES);
+        const float da = ld_f32(ya);
+        for (int r = 0; r < nr; r++) {
+            const uint8_t * xw = w + r * stride + ib * IQ4_XS_BYTES;
+            int32x4_t isum = vdupq_n_s32(0);
+            for (int s = 0; s < 8; s++) {
+                uint8x16_t u0, u1;
+                nibbles_neon(xw + 8 + 16 * s, &u0, &u1);
+                const int32x4_t p = dot32_neon(dot16, vqtbl1q_s8(table, u0), vqtbl1q_s8(table, u1), Q8K_AT_NEON(ya, 2 * s));
+                isum = vmlaq_n_s32(isum, p, iq4xs_scale(xw, s) - 32);
+            }
+            acc[r] = fma_neon(fp16_at(xw) * da, (float)vaddvq_s32(isum), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) out[r] = acc[r];
+}
+
+/* --- f32 / f16 / bf16: 16 values per step in four accumulators (no integer products: one version
+ * serves both paths) --- */
+
+NEON_INLINE float32x4_t load4_neon(const int type, const uint8_t * p, int64_t i) {
+    if (type == MEMRA_TYPE_F32) return vld1q_f32((const float *)(const void *)(p + 4 * i));
+    const uint16x4_t h = vld1_u16((const uint16_t *)(const void *)(p + 2 * i));
+    if (type == MEMRA_TYPE_F16) return vcvt_f32_f16(vreinterpret_f16_u16(h)); /* fcvtl: exact */
+    return vreinterpretq_f32_u32(vshll_n_u16(h, 16));
+}
+
+NEON_INLINE float load1_float_neon(const int type, const uint8_t * p, int64_t i) {
+    return type == MEMRA_TYPE_F32 ? load_f32_at(p, i) : type == MEMRA_TYPE_F16 ? load_f16_at(p, i) : load_bf16_at(p, i);
+}
+
+NEON_INLINE void float_rows_neon(const int type, const int nr, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
+    float32x4_t acc[4][4];
+    float tail[4];
+    for (int r = 0; r < nr; r++) {
+        for (int k = 0; k < 4; k++) acc[r][k] = vdupq_n_f32(0.0f);
+        tail[r] = 0.0f;
+    }
+    int64_t i = 0;
+    const int64_t esize = type == MEMRA_TYPE_F32 ? 4 : 2;
+    for (; i + 16 <= n; i += 16) {
+        if (nr == 4) prefetch_next_rows_neon(w, stride, n * esize, i * esize, 16 * esize);
+        float32x4_t av[4];
+        for (int k = 0; k < 4; k++) av[k] = load4_neon(type, a, i + 4 * k);
+        for (int r = 0; r < nr; r++)
+            for (int k = 0; k < 4; k++) acc[r][k] = vfmaq_f32(acc[r][k], load4_neon(type, w + r * stride, i + 4 * k), av[k]);
+    }
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t av = load4_neon(type, a, i);
+        for (int r = 0; r < nr; r++) acc[r][0] = vfmaq_f32(acc[r][0], load4_neon(type, w + r * stride, i), av);
+    }
+    for (; i < n; i++)
+        for (int r = 0; r < nr; r++) tail[r] = fma_neon(load1_float_neon(type, w + r * stride, i), load1_float_neon(type, a, i), tail[r]);
+    for (int r = 0; r < nr; r++) out[r] = hsum4_neon(vaddq_f32(vaddq_f32(acc[r][0], acc[r][1]), vaddq_f32(acc[r][2], acc[r][3]))) + tail[r];
+}
+
+/* --- entry points: name_neon_rowsN (baseline) and name_neondot_rowsN (sdot) --- */
+
+#ifdef MEMRA_NEONDOT
+#define NEON_ROWS(name, body)                                                                          \
+    ROWS_1_4(name##_neon, NEON_FN, body(dot16_neon))                                                   \
+    ROWS_1_4(name##_neondot, NEONDOT_FN, body(dot16_neondot))
+#else
+#define NEON_ROWS(name, body) ROWS_1_4(name##_neon, NEON_FN, body(dot16_neon))
+#endif
+
+#define Q8_0_NEON(dot) blocks32_neon(MEMRA_TYPE_Q8_0, NR, n, w, stride, a, out, dot)
+#define Q4_0_NEON(dot) blocks32_neon(MEMRA_TYPE_Q4_0, NR, n, w, stride, a, out, dot)
+#define Q4_1_NEON(dot) blocks32_neon(MEMRA_TYPE_Q4_1, NR, n, w, stride, a, out, dot)
+#define Q5_0_NEON(dot) blocks32_neon(MEMRA_TYPE_Q5_0, NR, n, w, stride, a, out, dot)
+#define Q5_1_NEON(dot) blocks32_neon(MEMRA_TYPE_Q5_1, NR, n, w, stride, a, out, dot)
+#define IQ4_NL_NEON(dot) blocks32_neon(MEMRA_TYPE_IQ4_NL, NR, n, w, stride, a, out, dot)
+#define Q2_K_NEON(dot) q2_3_K_neon(NR, 0, n, w, stride, a, out, dot)
+#define Q3_K_NEON(dot) q2_3_K_neon(NR, 1, n, w, stride, a, out, dot)
+#define Q4_K_NEON(dot) q4_K_neon(NR, 0, n, w, stride, a, out, dot)
+#define Q5_K_NEON(dot) q4_K_neon(NR, 1, n, w, stride, a, out, dot)
+#define Q6_K_NEON(dot) q6_K_neon(NR, n, w, stride, a, out, dot)
+#define IQ4_XS_NEON(dot) iq4_xs_neon(NR, n, w, stride, a, out, dot)
+#define F32_NEON(dot) ((void)(dot), float_rows_neon(MEMRA_TYPE_F32, NR, n, w, stride, a, out))
+#define F16_NEON(dot) ((void)(dot), float_rows_neon(MEMRA_TYPE_F16, NR, n, w, stride, a, out))
+#define BF16_NEON(dot) ((void)(dot), float_rows_neon(MEMRA_TYPE_BF16, NR, n, w, stride, a, out))
+
+NEON_ROWS(q8_0, Q8_0_NEON)
+NEON_ROWS(q4_0, Q4_0_NEON)
+NEON_ROWS(q4_1, Q4_1_NEON)
+NEON_ROWS(q5_0, Q5_0_NEON)
+NEON_ROWS(q5_1, Q5_1_NEON)
+NEON_ROWS(iq4_nl, IQ4_NL_NEON)
+NEON_ROWS(q2_K, Q2_K_NEON)
+NEON_ROWS(q3_K, Q3_K_NEON)
+NEON_ROWS(q4_K, Q4_K_NEON)
+NEON_ROWS(q5_K, Q5_K_NEON)
+NEON_ROWS(q6_K, Q6_K_NEON)
+NEON_ROWS(iq4_xs, IQ4_XS_NEON)
+NEON_ROWS(f32, F32_NEON)
+NEON_ROWS(f16, F16_NEON)
+NEON_ROWS(bf16, BF16_NEON)
+
+/* 0 = no Advanced SIMD (not seen on AArch64 Linux), 1 = baseline NEON, 2 = NEON with dotprod. */
+static int arm_level(void) {
+#if defined(__linux__)
+    const unsigned long hwcap = getauxval(AT_HWCAP);
+    if (!(hwcap & HWCAP_ASIMD)) return 0;
+    return (hwcap & HWCAP_ASIMDDP) ? 2 : 1;
+#else
+    return 1; /* Advanced SIMD is part of AArch64; dotprod detection is Linux-only for now */
+#endif
+}
+
+#endif /* ARM NEON */
+
+/* ============================================================================================== */
 /* 7. Kernel tables, run-time selection, entry points                                             */
 /* ============================================================================================== */
 
@@ -1494,6 +1997,27 @@ static const isa_kernels kernels_avx512vnni = {
 };
 #endif
 
+#ifdef MEMRA_NEON
+static const isa_kernels kernels_neon = {
+    .name = "neon",
+    SIMD_ENTRIES(rows1, neon),
+    SIMD_ENTRIES(rows4, neon),
+    .to_q8_0 = to_q8_0_neon, .to_q8_1 = to_q8_1_neon, .to_q8_K = to_q8_K_neon,
+    .to_f16 = to_f16_neon, .to_bf16 = to_bf16_neon,
+};
+
+#ifdef MEMRA_NEONDOT
+static const isa_kernels kernels_neondot = {
+    .name = "neondot",
+    SIMD_ENTRIES(rows1, neondot),
+    SIMD_ENTRIES(rows4, neondot),
+    /* the conversions have no integer products: the baseline NEON ones serve both paths */
+    .to_q8_0 = to_q8_0_neon, .to_q8_1 = to_q8_1_neon, .to_q8_K = to_q8_K_neon,
+    .to_f16 = to_f16_neon, .to_bf16 = to_bf16_neon,
+};
+#endif
+#endif
+
 /* The table for a path name if this build and CPU can run it, else NULL. */
 static const isa_kernels * kernels_named(const char * isa) {
     if (isa == NULL) return NULL;
@@ -1508,6 +2032,18 @@ static const isa_kernels * kernels_named(const char * isa) {
     if (strcmp(isa, "avx2") == 0 && level >= 1) return &kernels_avx2;
     if (strcmp(isa, "avx512vnni") == 0 && level >= 2) return &kernels_avx512vnni;
 #endif
+#ifdef MEMRA_NEON
+    static int cached_arm = -1; /* racing first calls all store the same value */
+    int arm = __atomic_load_n(&cached_arm, __ATOMIC_RELAXED);
+    if (arm < 0) {
+        arm = arm_level();
+        __atomic_store_n(&cached_arm, arm, __ATOMIC_RELAXED);
+    }
+    if (strcmp(isa, "neon") == 0 && arm >= 1) return &kernels_neon;
+#ifdef MEMRA_NEONDOT
+    if (strcmp(isa, "neondot") == 0 && arm >= 2) return &kernels_neondot;
+#endif
+#endif
     return NULL;
 }
 
@@ -1515,6 +2051,8 @@ static const isa_kernels * kernels_best(void) {
     const isa_kernels * k;
     if ((k = kernels_named("avx512vnni")) != NULL) return k;
     if ((k = kernels_named("avx2")) != NULL) return k;
+    if ((k = kernels_named("neondot")) != NULL) return k;
+    if ((k = kernels_named("neon")) != NULL) return k;
     return &kernels_scalar;
 }
 

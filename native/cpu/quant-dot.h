@@ -45,11 +45,11 @@ float memra_dot_row(int type, int64_t n, const void * weight_row, const void * a
  * activation. Rows are `row_stride` bytes apart. */
 void memra_dot_rows4(int type, int64_t n, const void * weight_rows, size_t row_stride, const void * activation_row, float * out);
 
-/* Which SIMD path the kernels chose at run time: "avx512vnni", "avx2", "neon" or "scalar". */
+/* Which SIMD path the kernels chose at run time: "avx512vnni", "avx2", "neondot" (NEON with the dot-product extension), "neon" or "scalar". */
 const char * memra_dot_isa(void);
 
 /* ---- Additions (tests and benchmarks) ----
- * The same entry points on an explicit SIMD path: "scalar", "avx2", "avx512vnni" (x86). A path that this
+ * The same entry points on an explicit SIMD path: "scalar", "avx2", "avx512vnni" (x86), "neon", "neondot" (AArch64). A path that this
  * build or CPU cannot run falls back to "scalar"; memra_dot_isa_available says which ones can run.
  * The environment variable MEMRA_CPU_ISA (one of those names) forces the path memra_dot_row & co. use,
  * when available; it is read once, at the first call. For unsupported types the dot products return NaN. */

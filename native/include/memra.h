@@ -74,7 +74,7 @@ MEMRA_API const char * memra_version(void);
 MEMRA_API int memra_abi_version(void);
 /* The message of the last failing call on this thread ("" when none). */
 MEMRA_API const char * memra_last_error(void);
-/* The SIMD path the dot-product kernels chose at run time ("avx512vnni", "avx2", "neon", "scalar"). */
+/* The SIMD path the dot-product kernels chose at run time ("avx512vnni", "avx2", "neondot", "neon", "scalar"). */
 MEMRA_API const char * memra_cpu_isa(void);
 /* 1 when `op` (enum memra_op) runs with weights of ggml type `weight_type` (or with
  * MEMRA_NO_WEIGHT_TYPE: runs at all), 0 otherwise. Never fails. */

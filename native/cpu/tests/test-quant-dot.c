@@ -329,8 +329,9 @@ static const type_info TYPES[] = {
 };
 #define N_TYPES ((int)(sizeof(TYPES) / sizeof(TYPES[0])))
 
-static const char * ISAS[] = { "scalar", "avx2", "avx512vnni", "neon" };
-#define N_ISAS 4
+/* every path name the library knows; main() tests those memra_dot_isa_available says this CPU runs */
+static const char * ISAS[] = { "scalar", "avx2", "avx512vnni", "neon", "neondot" };
+#define N_ISAS ((int)(sizeof(ISAS) / sizeof(ISAS[0])))
 
 /* A random finite f16 of magnitude 2^lo .. 2^hi, random sign if `signed_`. */
 static uint16_t random_f16(int lo, int hi, int signed_) {
@@ -507,7 +508,7 @@ static reference reference_dot(int type, const uint8_t * w, const uint8_t * act,
 
 #define TOLERANCE 1e-5
 
-static double worst[N_ISAS]; /* largest |got - ref| / M seen per path (index into isas) */
+static double worst[sizeof(ISAS) / sizeof(ISAS[0])]; /* largest |got - ref| / M seen per path (index into isas) */
 
 static void check_dots(const type_info * t, const char ** isas, int n_isas) {
     static const int64_t sizes32[] = { 32, 64, 96, 128, 160, 224, 4096, 4096 + 96 };
@@ -648,7 +649,7 @@ int main(int argc, char ** argv) {
         return failures ? 1 : 0;
     }
 
-    const char * isas[N_ISAS];
+    const char * isas[sizeof(ISAS) / sizeof(ISAS[0])];
     int n_isas = 0;
     for (int k = 0; k < N_ISAS; k++) if (memra_dot_isa_available(ISAS[k])) isas[n_isas++] = ISAS[k];
     printf("paths on this machine:");

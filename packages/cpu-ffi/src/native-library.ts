@@ -138,7 +138,7 @@ export class MemraCpuLibrary {
     return String(this.symbols.memra_version());
   }
 
-  /** The SIMD path of the dot-product kernels ("avx512vnni", "avx2", "neon", "scalar"). */
+  /** The SIMD path of the dot-product kernels ("avx512vnni", "avx2", "neondot", "neon", "scalar"). */
   get isa(): string {
     return String(this.symbols.memra_cpu_isa());
   }
