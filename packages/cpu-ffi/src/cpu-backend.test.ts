@@ -114,7 +114,7 @@ describe.skipIf(unavailable !== undefined)(`CpuBackend ops against the reference
 
   it("reports its library, SIMD path and threads", () => {
     expect(backend.library.version).toMatch(/^\d+\.\d+\.\d+$/);
-    expect(["avx512vnni", "avx2", "neon", "scalar"]).toContain(backend.isa);
+    expect(["avx512vnni", "avx2", "neondot", "neon", "scalar"]).toContain(backend.isa);
     expect(backend.threads).toBe(2);
   });
 
