@@ -1,6 +1,7 @@
 /*
  * Blocked matrix-matrix kernels (see gemm.h). x86 AVX-512 with VNNI and VBMI (Ice Lake, Zen 4 and
- * later); other CPUs use the dot-product path of quant-dot.c.
+ * later), and x86 AVX2 + FMA + F16C (Haswell, Zen 1 and later: the second half of this file); other
+ * CPUs use the dot-product path of quant-dot.c. The dispatch at the end picks one family at run time.
  *
  * q8_0 (weights) x q8_0 (activations), four 32-value blocks per step:
  *   packed activation group (256 bytes per 128 values):
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm-float.h"
 #include "quant-dot.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -462,23 +464,7 @@ VBMI_INLINE void q8_0_tile_u(const int WR, const int AR, int64_t n, const uint8_
     q8_0_tile(1, WR, AR, n, w, ws, a, as, out, os);
 }
 
-/* One function per tile shape, so that every loop above has constant bounds. */
-#define TILE_FN(name, kernel, WR, AR)                                                                                  \
-    VBMI_FN void name##_##WR##x##AR(int64_t n, const uint8_t * w, size_t ws, const uint8_t * a, size_t as, float * out, int64_t os) { \
-        kernel(WR, AR, n, w, ws, a, as, out, os);                                                                      \
-    }
-#define TILE_FNS(name, kernel)                                                                                         \
-    TILE_FN(name, kernel, 1, 1) TILE_FN(name, kernel, 1, 2) TILE_FN(name, kernel, 1, 3) TILE_FN(name, kernel, 1, 4)   \
-    TILE_FN(name, kernel, 2, 1) TILE_FN(name, kernel, 2, 2) TILE_FN(name, kernel, 2, 3) TILE_FN(name, kernel, 2, 4)   \
-    TILE_FN(name, kernel, 3, 1) TILE_FN(name, kernel, 3, 2) TILE_FN(name, kernel, 3, 3) TILE_FN(name, kernel, 3, 4)   \
-    TILE_FN(name, kernel, 4, 1) TILE_FN(name, kernel, 4, 2) TILE_FN(name, kernel, 4, 3) TILE_FN(name, kernel, 4, 4)
-#define TILE_TABLE(name)                                                                                               \
-    {                                                                                                                  \
-        { name##_1x1, name##_1x2, name##_1x3, name##_1x4 }, { name##_2x1, name##_2x2, name##_2x3, name##_2x4 },        \
-        { name##_3x1, name##_3x2, name##_3x3, name##_3x4 }, { name##_4x1, name##_4x2, name##_4x3, name##_4x4 },        \
-    }
-
-typedef void tile_kernel(int64_t n, const uint8_t * w, size_t ws, const uint8_t * a, size_t as, float * out, int64_t os);
+#define TILE_FNS(name, kernel) TILE_FNS_ATTR(VBMI_FN, name, kernel)
 
 TILE_FNS(q8_0_vbmi, q8_0_tile_raw)
 TILE_FNS(q4_K_vbmi, q4_K_tile)
@@ -488,59 +474,547 @@ TILE_FNS(q8_0_vbmi_u, q8_0_tile_u)
 TILE_FNS(q4_K_vbmi_u, q4_K_tile_u)
 TILE_FNS(q5_K_vbmi_u, q5_K_tile_u)
 TILE_FNS(q6_K_vbmi_u, q6_K_tile_u)
-static tile_kernel * const q8_0_tiles[4][4] = TILE_TABLE(q8_0_vbmi);
-static tile_kernel * const q4_K_tiles[4][4] = TILE_TABLE(q4_K_vbmi);
-static tile_kernel * const q5_K_tiles[4][4] = TILE_TABLE(q5_K_vbmi);
-static tile_kernel * const q6_K_tiles[4][4] = TILE_TABLE(q6_K_vbmi);
-static tile_kernel * const q8_0_tiles_u[4][4] = TILE_TABLE(q8_0_vbmi_u);
-static tile_kernel * const q4_K_tiles_u[4][4] = TILE_TABLE(q4_K_vbmi_u);
-static tile_kernel * const q5_K_tiles_u[4][4] = TILE_TABLE(q5_K_vbmi_u);
-static tile_kernel * const q6_K_tiles_u[4][4] = TILE_TABLE(q6_K_vbmi_u);
+static memra_gemm_tile_kernel * const q8_0_tiles[4][4] = TILE_TABLE(q8_0_vbmi);
+static memra_gemm_tile_kernel * const q4_K_tiles[4][4] = TILE_TABLE(q4_K_vbmi);
+static memra_gemm_tile_kernel * const q5_K_tiles[4][4] = TILE_TABLE(q5_K_vbmi);
+static memra_gemm_tile_kernel * const q6_K_tiles[4][4] = TILE_TABLE(q6_K_vbmi);
+static memra_gemm_tile_kernel * const q8_0_tiles_u[4][4] = TILE_TABLE(q8_0_vbmi_u);
+static memra_gemm_tile_kernel * const q4_K_tiles_u[4][4] = TILE_TABLE(q4_K_vbmi_u);
+static memra_gemm_tile_kernel * const q5_K_tiles_u[4][4] = TILE_TABLE(q5_K_vbmi_u);
+static memra_gemm_tile_kernel * const q6_K_tiles_u[4][4] = TILE_TABLE(q6_K_vbmi_u);
 
+
+/* ============================================================================================== */
+/* AVX2 + FMA + F16C (Haswell, Zen 1 and later, most laptops)                                    */
+/* ============================================================================================== */
+/*
+ * Without VNNI the AVX2 dot products multiply bytes with vpmaddubsw (unsigned x signed, 16-bit sums of
+ * two products that saturate) and widen with vpmaddwd, once per 32 values and weight row. These tiles
+ * cut that work per multiply-add by arranging weights and activations so that every 16-bit (int16)
+ * lane of every vector belongs to one fixed block / sub-block: the products of several vectors then
+ * add up lane by lane, and are widened (and multiplied by integer sub-block scales) once per
+ * super-block instead of once per vector. The weights are brought to that arrangement by an in-register
+ * transpose (per 256 values and row; done once per group of 4 weight rows for all activation rows of a
+ * prefill tile when the caller unpacks), the activations by the packing (once per row, scalar).
+ *
+ * Four weight rows are then folded into one float vector per activation row with horizontal adds
+ * (lanes r and r + 4 hold weight row r's two partial sums), so a 4 x 4 tile keeps four float
+ * accumulators instead of sixteen and the 16 ymm registers hold the integer sums. A tile runs one weight
+ * row (q8_0: two) at a time against all of its activation rows, so each weight vector loaded is used AR
+ * times. Measured on one Zen 4 core (test-gemm bench, 256 x 64 x 1024, weights unpacked once per 64
+ * activation rows): q8_0 2.4x, q4_K 4.0x, q5_K 4.8x, q6_K 4.8x the GMAC/s of the AVX2 four-row dot
+ * products (51, 120, 113, 108 GMAC/s). q8_0 gains least: without VNNI every exact 8-bit x 8-bit product route costs two
+ * instructions per 16 multiply-adds (here vpmaddwd + vpaddd), where the K-quants' small codes let
+ * vpmaddubsw + a 16-bit add do 32.
+ *
+ * Every integer sum is exact (ranges at each type); results differ from quant-dot.c only in the order
+ * of float additions. The plain tile unpacks each group of its weight rows into a stack buffer and runs
+ * the same code as the unpacked route, so both give the same bits.
+ */
+#define TARGET_AVX2 "avx2,fma,f16c"
+#define AVX2_FN static __attribute__((target(TARGET_AVX2)))
+#define AVX2_INLINE static inline __attribute__((target(TARGET_AVX2), always_inline))
+
+/* 8 x 8 transpose of 32-bit elements: o[k] element j = s[j] element k. */
+AVX2_INLINE void transpose8x32(const __m256i s[8], __m256i o[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi32(s[2 * i], s[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(s[2 * i], s[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; h++) {
+        u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h + 0], t[4 * h + 2]); /* elements 0 | 4 */
+        u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h + 0], t[4 * h + 2]); /* 1 | 5 */
+        u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]); /* 2 | 6 */
+        u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]); /* 3 | 7 */
+    }
+    for (int k = 0; k < 4; k++) {
+        o[k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x20);
+        o[4 + k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x31);
+    }
+}
+
+/* 8 x 8 transpose of 16-bit elements within each 128-bit lane: o[k] lane L element i = s[i] lane L element k. */
+AVX2_INLINE void transpose8x16_lanes(const __m256i s[8], __m256i o[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi16(s[2 * i], s[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi16(s[2 * i], s[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; h++) {
+        u[4 * h + 0] = _mm256_unpacklo_epi32(t[4 * h + 0], t[4 * h + 2]); /* elements 0, 1 */
+        u[4 * h + 1] = _mm256_unpackhi_epi32(t[4 * h + 0], t[4 * h + 2]); /* 2, 3 */
+        u[4 * h + 2] = _mm256_unpacklo_epi32(t[4 * h + 1], t[4 * h + 3]); /* 4, 5 */
+        u[4 * h + 3] = _mm256_unpackhi_epi32(t[4 * h + 1], t[4 * h + 3]); /* 6, 7 */
+    }
+    for (int k = 0; k < 4; k++) {
+        o[2 * k] = _mm256_unpacklo_epi64(u[k], u[4 + k]);
+        o[2 * k + 1] = _mm256_unpackhi_epi64(u[k], u[4 + k]);
+    }
+}
+
+/* Lane r of the result = x lane r + x lane r + 4 (r < 4): a weight row's two partial sums. */
+AVX2_INLINE __m128 fold_halves(__m256 x) { return _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1)); }
+
+AVX2_INLINE void store_tile(const int WR, const int AR, const __m256 acc[4], float * out, int64_t out_stride) {
+    for (int c = 0; c < AR; c++) {
+        const __m128 sums = fold_halves(acc[c]);
+        if (WR == 4) {
+            _mm_storeu_ps(out + c * out_stride, sums);
+        } else {
+            float lanes[4];
+            _mm_storeu_ps(lanes, sums);
+            for (int r = 0; r < WR; r++) out[c * out_stride + r] = lanes[r];
+        }
+    }
+}
+
+/* ---- q8_0 (AVX2) ----
+ * 16-bit products: both sides are widened to int16 and multiplied with vpmaddwd (no saturation, and one
+ * instruction per 16 values where the byte route needs vpsignb + vpmaddubsw + vpmaddwd per 32). Per
+ * group of 8 blocks (256 values), vector v (v < 16) holds in int32 lane j values 2v, 2v+1 of block j,
+ * so the 16 vpmaddwd results of a (weight row, activation row) pair add up to block j's sum in lane j
+ * (|sum| <= 32 * 128 * 127); one conversion and one multiply by the 8 blocks' scale products follow.
+ *   packed activation group (544 bytes per 256 values):
+ *     [  0..511] int16 [v][j][t] = value 32j + 2v + t
+ *     [512..543] float [j] = block j's scale
+ *   unpacked weight group (2176 bytes, 4 rows): [0..2047] int16 [r][v][j][t] as above; [2048..2175]
+ *   float [r][j] block scales. The weight transpose: the two halves of each block widened (8 dwords of
+ *   value pairs each), then two 8 x 8 dword transposes (block j -> lane j). */
+enum { A2_Q8_0_PACKED = 544, A2_Q8_0_UNPACKED = 2176 };
+
+AVX2_FN void pack_q8_0_avx2(const float * x, uint8_t * out, int64_t n) {
+    uint8_t q8[Q8_0_GROUP];
+    for (int64_t g = 0; g < n / 256; g++, x += 256, out += A2_Q8_0_PACKED) {
+        memra_quantize_activation_row(MEMRA_TYPE_Q8_0, x, q8, 256);
+        int16_t values[256];
+        float d[8];
+        for (int j = 0; j < 8; j++) {
+            const uint8_t * block = q8 + j * Q8_0_BYTES;
+            for (int v = 0; v < 16; v++)
+                for (int t = 0; t < 2; t++) values[16 * v + 2 * j + t] = (int8_t)block[2 + 2 * v + t];
+            d[j] = _cvtsh_ss(load_u16(block));
+        }
+        memcpy(out, values, sizeof values);
+        memcpy(out + 512, d, sizeof d);
+    }
+}
+
+/* One row's group of 8 blocks at p -> its 16 int16 vectors and its 8 block scales (f32). */
+AVX2_INLINE void unpack_q8_0_row_avx2(const uint8_t * p, uint8_t * vectors, float * scales) {
+    __m256i lo[8], hi[8], o[8];
+    for (int j = 0; j < 8; j++) {
+        lo[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + Q8_0_BYTES * j + 2)));
+        hi[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + Q8_0_BYTES * j + 18)));
+    }
+    transpose8x32(lo, o);
+    for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)(vectors + 32 * k), o[k]);
+    transpose8x32(hi, o);
+    for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)(vectors + 32 * (8 + k)), o[k]);
+    const __m128i h = _mm_setr_epi16((short)load_u16(p), (short)load_u16(p + 34), (short)load_u16(p + 68), (short)load_u16(p + 102),
+                                     (short)load_u16(p + 136), (short)load_u16(p + 170), (short)load_u16(p + 204), (short)load_u16(p + 238));
+    _mm256_storeu_ps(scales, _mm256_cvtph_ps(h));
+}
+
+AVX2_INLINE void unpack_q8_0_group_avx2(const uint8_t * w, size_t w_stride, int w_rows, int64_t g, uint8_t * u) {
+    for (int r = 0; r < w_rows; r++) unpack_q8_0_row_avx2(w + r * w_stride + g * Q8_0_GROUP, u + 512 * r, (float *)(u + 2048 + 32 * r));
+}
+
+/* An empty asm that may read or write memory: loads after it cannot reuse values loaded before. After
+ * each weight row (q8_0: pair of rows) of a tile it keeps GCC from keeping all of the activation vectors
+ * loaded for the first row in registers (and so on the stack) for the next ones: they are reloaded
+ * from L1 instead. */
+#define RELOAD_BARRIER() __asm__ volatile("" ::: "memory")
+/* An empty asm that "changes" x: keeps GCC from reassociating a chain of integer adds into a tree that
+ * computes all products first and spills them (it does for the 64 products of a q8_0 row step). */
+#define KEEP_CHAIN(x) __asm__("" : "+x"(x))
+
+/* One group of a WR x AR tile: u = the unpacked group, a[c] = activation row c's packed group. Two
+ * weight rows at a time, so that each activation vector loaded serves two vpmaddwd (the 16-bit data is
+ * twice the bytes of the K-quants'). On Zen 4 the loop runs at about 3.7 instructions a cycle either
+ * way, one or two rows, and as fast with half of its vpmaddwd replaced by a logic op: its instruction
+ * count (vpmaddwd + vpaddd per 16 values) is what bounds it. */
+AVX2_INLINE void q8_0_group_avx2(const int WR, const int AR, const uint8_t * u, const uint8_t * const a[4], __m256 acc[4]) {
+    __m256 pairs[2][4]; /* hadd(row 2p's products, row 2p + 1's) */
+    _Pragma("GCC unroll 2")
+    for (int p = 0; p < 2; p++) {
+        const int rows = WR - 2 * p; /* of this pair: 1 or 2 (0: none) */
+        if (rows <= 0) {
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < AR; c++) pairs[p][c] = _mm256_setzero_ps();
+            continue;
+        }
+        __m256i s[2][4];
+        _Pragma("GCC unroll 2")
+        for (int h = 0; h < 2; h++)
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < AR; c++) s[h][c] = _mm256_setzero_si256();
+        const uint8_t * w0 = u + 512 * (2 * p);
+        _Pragma("GCC unroll 16")
+        for (int v = 0; v < 16; v++) {
+            const __m256i x0 = _mm256_loadu_si256((const __m256i *)(w0 + 32 * v));
+            const __m256i x1 = rows > 1 ? _mm256_loadu_si256((const __m256i *)(w0 + 512 + 32 * v)) : _mm256_setzero_si256();
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < AR; c++) {
+                const __m256i av = _mm256_loadu_si256((const __m256i *)(a[c] + 32 * v));
+                s[0][c] = _mm256_add_epi32(s[0][c], _mm256_madd_epi16(x0, av));
+                KEEP_CHAIN(s[0][c]);
+                if (rows > 1) {
+                    s[1][c] = _mm256_add_epi32(s[1][c], _mm256_madd_epi16(x1, av));
+                    KEEP_CHAIN(s[1][c]);
+                }
+            }
+        }
+        const __m256 d0 = _mm256_loadu_ps((const float *)(u + 2048 + 64 * p));
+        const __m256 d1 = _mm256_loadu_ps((const float *)(u + 2048 + 64 * p + 32));
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < AR; c++) {
+            const __m256 da = _mm256_loadu_ps((const float *)(a[c] + 512));
+            const __m256 f0 = _mm256_mul_ps(_mm256_cvtepi32_ps(s[0][c]), _mm256_mul_ps(d0, da));
+            const __m256 f1 = rows > 1 ? _mm256_mul_ps(_mm256_cvtepi32_ps(s[1][c]), _mm256_mul_ps(d1, da)) : _mm256_setzero_ps();
+            pairs[p][c] = _mm256_hadd_ps(f0, f1);
+        }
+        RELOAD_BARRIER();
+    }
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < AR; c++) acc[c] = _mm256_add_ps(acc[c], _mm256_hadd_ps(pairs[0][c], pairs[1][c]));
+}
+
+AVX2_INLINE void q8_0_tile_avx2(const int UNPACKED, const int WR, const int AR, int64_t n, const uint8_t * w, size_t w_stride, const uint8_t * a,
+                                size_t a_stride, float * out, int64_t out_stride) {
+    __m256 acc[4];
+    for (int c = 0; c < 4; c++) acc[c] = _mm256_setzero_ps();
+    _Alignas(32) uint8_t buffer[A2_Q8_0_UNPACKED];
+    for (int64_t g = 0; g < n / 256; g++) {
+        const uint8_t * rows[4];
+        for (int c = 0; c < 4; c++) rows[c] = a + (c < AR ? c : 0) * a_stride + g * A2_Q8_0_PACKED;
+        const uint8_t * u = w + g * A2_Q8_0_UNPACKED;
+        if (!UNPACKED) {
+            unpack_q8_0_group_avx2(w, w_stride, WR, g, buffer);
+            u = buffer;
+        }
+        q8_0_group_avx2(WR, AR, u, rows, acc);
+    }
+    store_tile(WR, AR, acc, out, out_stride);
+}
+
+AVX2_FN void unpack_q8_0_avx2(int64_t n, const uint8_t * w, size_t w_stride, int w_rows, uint8_t * out) {
+    for (int64_t g = 0; g < n / 256; g++) unpack_q8_0_group_avx2(w, w_stride, w_rows, g, out + g * A2_Q8_0_UNPACKED);
+}
+
+/* ---- q4_K, q5_K, q6_K (AVX2) ----
+ * Activations are q8_K (signed bytes, one f32 scale per 256 values); weight codes unsigned (q4_K 0..15,
+ * q5_K 0..31, q6_K 0..63) as vpmaddubsw's unsigned operand. Its 16-bit pair sums are at most
+ * 2 * 15 * 128 = 3840 (q4_K), 7936 (q5_K), 16128 (q6_K), so 8, 4 and 2 vectors respectively add up in
+ * int16 exactly before one vpmaddwd multiplies them by the int16 sub-block scales into int32.
+ *   q4_K/q5_K (8 sub-blocks of 32): vector k (k < 8) holds in int32 lane j values 32j + 4k + (0..3)
+ *   (sub-block j); scale vector int16 lanes 2j, 2j+1 = scale j. Weights: the 8 sub-blocks' codes as
+ *   natural vectors (low / high nibbles of each 32-byte chunk, plus q5_K's fifth bit), one 8 x 8 dword
+ *   transpose. The mins term dmin * sum_j min_j * (sum of sub-block j's activations) is one vpmaddwd of
+ *   two rows' mins with the activation's eight 32-value sums; a horizontal add brings it to the lanes
+ *   of the main sums.
+ *   q6_K (16 sub-blocks of 16): vector k holds in int16 lane s values 16s + 2k, 16s + 2k + 1 (sub-block
+ *   s); scale vector int16 lane s = scale s. Codes are value + 32: the activation's 16-value sums times
+ *   32 * scale (one vpmaddwd) are taken off. Weights: the natural vectors of quant-dot.c (two sub-blocks
+ *   each), regrouped by 128-bit lane, then an 8 x 8 transpose of words within each lane.
+ * Packed activation group (320 bytes per 256 values):
+ *   [  0..255] the activation bytes in the order above
+ *   [256..287] int16: q4_K/q5_K the 32-value sums b0..b3 b0..b3 | b4..b7 b4..b7 (for the mins, see
+ *              below); q6_K the 16 16-value sums
+ *   [288..291] the f32 scale     [292..319] zero
+ * Unpacked weight group (1344 bytes, 4 rows):
+ *   [   0..1023] codes [r][k]      [1024..1151] int16 scale vectors [r]
+ *   [1152..1215] q4_K/q5_K: mins vectors T01, T23 (int16 lanes: row 0 m0..m3, row 1 m0..m3 | row 0
+ *                m4..m7, row 1 m4..m7; rows 2, 3 alike), whose vpmaddwd with the activation sums and
+ *                horizontal add give lanes r, r + 4 = row r's partial mins terms
+ *   [1152..1279] q6_K: the scale vectors times 32 [r]
+ *   [1280..1311] f32 d of rows 0..3, twice     [1312..1343] f32 dmin of rows 0..3, twice (q6_K: 0) */
+enum { A2_K_PACKED = 320, A2_K_UNPACKED = 1344 };
+
+AVX2_FN void pack_k_avx2(int kind, const float * x, uint8_t * out, int64_t n) {
+    uint8_t q8k[Q8_K_BYTES];
+    for (int64_t g = 0; g < n / 256; g++, x += 256, out += A2_K_PACKED) {
+        memra_quantize_activation_row(MEMRA_TYPE_Q4_K, x, q8k, 256); /* q8_K, as for every K type */
+        const uint8_t * qs = q8k + 4;
+        int16_t bsums[16], sums[16];
+        memcpy(bsums, q8k + 260, sizeof bsums);
+        if (kind == KIND_Q6_K) {
+            for (int k = 0; k < 8; k++)
+                for (int s = 0; s < 16; s++) memcpy(out + 32 * k + 2 * s, qs + 16 * s + 2 * k, 2);
+            memcpy(sums, bsums, sizeof sums);
+        } else {
+            for (int k = 0; k < 8; k++)
+                for (int j = 0; j < 8; j++) memcpy(out + 32 * k + 4 * j, qs + 32 * j + 4 * k, 4);
+            for (int i = 0; i < 4; i++) {
+                sums[i] = sums[4 + i] = (int16_t)(bsums[2 * i] + bsums[2 * i + 1]);
+                sums[8 + i] = sums[12 + i] = (int16_t)(bsums[8 + 2 * i] + bsums[8 + 2 * i + 1]);
+            }
+        }
+        memcpy(out + 256, sums, sizeof sums);
+        memcpy(out + 288, q8k, 4);
+        memset(out + 292, 0, A2_K_PACKED - 292);
+    }
+}
+
+/* One row's super-block at x -> its code vectors and scale vector(s) in the group at u (row r), and
+ * its d / dmin / mins in the shared parts. */
+AVX2_INLINE void unpack_k_row_avx2(const int kind, const uint8_t * x, int r, uint8_t * u) {
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256i natural[8], codes[8];
+    uint8_t * dv = u + 1280, * dminv = u + 1312; /* f32 lanes r and r + 4 (memcpy: u need not be aligned) */
+    if (kind == KIND_Q6_K) {
+        const __m256i m30 = _mm256_set1_epi8(0x30);
+        for (int k = 0; k < 2; k++) {
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x + 64 * k));
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x + 64 * k + 32));
+            const __m256i h = _mm256_loadu_si256((const __m256i *)(x + 128 + 32 * k));
+            /* values 128k + 32i + (0..31): sub-blocks 8k + 2i (low lane), 8k + 2i + 1 (high lane) */
+            natural[4 * k + 0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
+            natural[4 * k + 1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
+            natural[4 * k + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(h, m30));
+            natural[4 * k + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
+        }
+        /* y[i]: sub-block i in the low lane, 8 + i in the high lane */
+        __m256i y[8];
+        for (int i = 0; i < 4; i++) {
+            y[2 * i] = _mm256_permute2x128_si256(natural[i], natural[4 + i], 0x20);
+            y[2 * i + 1] = _mm256_permute2x128_si256(natural[i], natural[4 + i], 0x31);
+        }
+        transpose8x16_lanes(y, codes);
+        const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + 192)));
+        _mm256_storeu_si256((__m256i *)(u + 1024 + 32 * r), sc);
+        _mm256_storeu_si256((__m256i *)(u + 1152 + 32 * r), _mm256_slli_epi16(sc, 5)); /* |32 * scale| <= 4096 */
+        const float d = _cvtsh_ss(load_u16(x + 208)), dmin = 0.0f;
+        memcpy(dv + 4 * r, &d, 4), memcpy(dv + 4 * r + 16, &d, 4);
+        memcpy(dminv + 4 * r, &dmin, 4), memcpy(dminv + 4 * r + 16, &dmin, 4);
+    } else {
+        const int qs_at = kind == KIND_Q5_K ? 48 : 16;
+        const __m256i qh = kind == KIND_Q5_K ? _mm256_loadu_si256((const __m256i *)(x + 16)) : _mm256_setzero_si256();
+        const __m256i bit4 = _mm256_set1_epi8(16);
+        for (int c = 0; c < 4; c++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(x + qs_at + 32 * c));
+            /* sub-block 2c: the low nibbles (values 64c + l), 2c + 1: the high ones (64c + 32 + l) */
+            natural[2 * c] = _mm256_and_si256(q, m4);
+            natural[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (kind == KIND_Q5_K) {
+                /* fifth bit of sub-block j: bit j of qh[l], moved to bit 4 (16-bit shifts: bits 4 of
+                 * both bytes come from their own byte for shifts up to 4 left, 3 right) */
+                for (int h = 0; h < 2; h++) {
+                    const int j = 2 * c + h;
+                    const __m256i moved = j < 4 ? _mm256_slli_epi16(qh, 4 - j) : j > 4 ? _mm256_srli_epi16(qh, j - 4) : qh;
+                    natural[j] = _mm256_or_si256(natural[j], _mm256_and_si256(moved, bit4));
+                }
+            }
+        }
+        transpose8x32(natural, codes);
+        uint64_t scales, min_codes;
+        q4k_scales_mins(x + 4, &scales, &min_codes);
+        const __m128i pairs = _mm_shuffle_epi8(_mm_cvtsi64_si128((long long)scales), _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7));
+        _mm256_storeu_si256((__m256i *)(u + 1024 + 32 * r), _mm256_cvtepu8_epi16(pairs));
+        uint8_t * t = u + 1152 + 32 * (r / 2);
+        for (int i = 0; i < 8; i++) {
+            const int16_t m = (int16_t)((min_codes >> (8 * i)) & 0xff);
+            memcpy(t + 2 * (8 * (i / 4) + 4 * (r % 2) + i % 4), &m, 2); /* int16 lane 8 (i / 4) + 4 (r % 2) + i % 4 */
+        }
+        const float d = _cvtsh_ss(load_u16(x)), dmin = _cvtsh_ss(load_u16(x + 2));
+        memcpy(dv + 4 * r, &d, 4), memcpy(dv + 4 * r + 16, &d, 4);
+        memcpy(dminv + 4 * r, &dmin, 4), memcpy(dminv + 4 * r + 16, &dmin, 4);
+    }
+    for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)(u + 256 * r + 32 * k), codes[k]);
+}
+
+AVX2_INLINE void unpack_k_group_avx2(const int kind, const uint8_t * w, size_t w_stride, int w_rows, int64_t g, uint8_t * u) {
+    const int block_bytes = kind == KIND_Q6_K ? Q6_K_BYTES : kind == KIND_Q5_K ? Q5_K_BYTES : Q4_K_BYTES;
+    /* the shared parts of rows that are not there: zero (their lanes are not stored) */
+    if (w_rows < 4) memset(u + 1152, 0, A2_K_UNPACKED - 1152);
+    for (int r = 0; r < w_rows; r++) unpack_k_row_avx2(kind, w + r * w_stride + g * block_bytes, r, u);
+}
+
+AVX2_INLINE void k_group_avx2(const int kind, const int WR, const int AR, const uint8_t * u, const uint8_t * const a[4], __m256 acc[4]) {
+    /* vectors whose int16 sums are added before widening (see the ranges above) */
+    const int run = kind == KIND_Q6_K ? 2 : kind == KIND_Q5_K ? 4 : 8;
+    __m256i even[4], pairs[2][4]; /* row 2p's sums, then hadd(row 2p, row 2p + 1) */
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < 4; r++) {
+        __m256i isum[4];
+        if (r < WR) {
+            const __m256i sc = _mm256_loadu_si256((const __m256i *)(u + 1024 + 32 * r));
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < AR; c++) isum[c] = _mm256_setzero_si256();
+            _Pragma("GCC unroll 4")
+            for (int k0 = 0; k0 < 8; k0 += run) {
+                __m256i s[4];
+                _Pragma("GCC unroll 4")
+                for (int c = 0; c < AR; c++) s[c] = _mm256_setzero_si256();
+                _Pragma("GCC unroll 8")
+                for (int k = k0; k < k0 + run; k++) {
+                    const __m256i wv = _mm256_loadu_si256((const __m256i *)(u + 256 * r + 32 * k));
+                    _Pragma("GCC unroll 4")
+                    for (int c = 0; c < AR; c++) {
+                        s[c] = _mm256_add_epi16(s[c], _mm256_maddubs_epi16(wv, _mm256_loadu_si256((const __m256i *)(a[c] + 32 * k))));
+                        KEEP_CHAIN(s[c]);
+                    }
+                }
+                _Pragma("GCC unroll 4")
+                for (int c = 0; c < AR; c++) {
+                    isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(s[c], sc));
+                    KEEP_CHAIN(isum[c]);
+                }
+            }
+            if (kind == KIND_Q6_K) {
+                const __m256i sc32 = _mm256_loadu_si256((const __m256i *)(u + 1152 + 32 * r));
+                _Pragma("GCC unroll 4")
+                for (int c = 0; c < AR; c++)
+                    isum[c] = _mm256_sub_epi32(isum[c], _mm256_madd_epi16(sc32, _mm256_loadu_si256((const __m256i *)(a[c] + 256))));
+            }
+            RELOAD_BARRIER();
+        } else {
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < AR; c++) isum[c] = _mm256_setzero_si256();
+        }
+        /* lanes r, r + 4 of the final vector: row r's partial sums (int32 adds, exact) */
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < AR; c++) {
+            if (r % 2 == 0) even[c] = isum[c];
+            else pairs[r / 2][c] = _mm256_hadd_epi32(even[c], isum[c]);
+        }
+    }
+    const __m256 dv = _mm256_loadu_ps((const float *)(u + 1280));
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < AR; c++) {
+        const __m256i h = _mm256_hadd_epi32(pairs[0][c], pairs[1][c]);
+        const __m256 da = _mm256_broadcast_ss((const float *)(a[c] + 288));
+        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_mul_ps(dv, da), acc[c]);
+        if (kind != KIND_Q6_K) {
+            const __m256i b = _mm256_loadu_si256((const __m256i *)(a[c] + 256));
+            const __m256i m = _mm256_hadd_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(u + 1152)), b),
+                                                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(u + 1184)), b));
+            acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(_mm256_loadu_ps((const float *)(u + 1312)), da), acc[c]);
+        }
+    }
+}
+
+AVX2_INLINE void k_tile_avx2(const int UNPACKED, const int kind, const int WR, const int AR, int64_t n, const uint8_t * w, size_t w_stride,
+                             const uint8_t * a, size_t a_stride, float * out, int64_t out_stride) {
+    __m256 acc[4];
+    for (int c = 0; c < 4; c++) acc[c] = _mm256_setzero_ps();
+    _Alignas(32) uint8_t buffer[A2_K_UNPACKED];
+    for (int64_t g = 0; g < n / 256; g++) {
+        const uint8_t * rows[4];
+        for (int c = 0; c < 4; c++) rows[c] = a + (c < AR ? c : 0) * a_stride + g * A2_K_PACKED;
+        const uint8_t * u = w + g * A2_K_UNPACKED;
+        if (!UNPACKED) {
+            unpack_k_group_avx2(kind, w, w_stride, WR, g, buffer);
+            u = buffer;
+        }
+        k_group_avx2(kind, WR, AR, u, rows, acc);
+    }
+    store_tile(WR, AR, acc, out, out_stride);
+}
+
+AVX2_FN void unpack_k_avx2(int kind, int64_t n, const uint8_t * w, size_t w_stride, int w_rows, uint8_t * out) {
+    for (int64_t g = 0; g < n / 256; g++) unpack_k_group_avx2(kind, w, w_stride, w_rows, g, out + g * A2_K_UNPACKED);
+}
+
+#define A2_TILE(name, kernel_call)                                                                                     \
+    AVX2_INLINE void name(const int WR, const int AR, int64_t n, const uint8_t * w, size_t ws, const uint8_t * a, size_t as, float * out, int64_t os) { \
+        kernel_call;                                                                                                   \
+    }
+A2_TILE(q8_0_tile_a2, q8_0_tile_avx2(0, WR, AR, n, w, ws, a, as, out, os))
+A2_TILE(q8_0_tile_a2_u, q8_0_tile_avx2(1, WR, AR, n, w, ws, a, as, out, os))
+A2_TILE(q4_K_tile_a2, k_tile_avx2(0, KIND_Q4_K, WR, AR, n, w, ws, a, as, out, os))
+A2_TILE(q4_K_tile_a2_u, k_tile_avx2(1, KIND_Q4_K, WR, AR, n, w, ws, a, as, out, os))
+A2_TILE(q5_K_tile_a2, k_tile_avx2(0, KIND_Q5_K, WR, AR, n, w, ws, a, as, out, os))
+A2_TILE(q5_K_tile_a2_u, k_tile_avx2(1, KIND_Q5_K, WR, AR, n, w, ws, a, as, out, os))
+A2_TILE(q6_K_tile_a2, k_tile_avx2(0, KIND_Q6_K, WR, AR, n, w, ws, a, as, out, os))
+A2_TILE(q6_K_tile_a2_u, k_tile_avx2(1, KIND_Q6_K, WR, AR, n, w, ws, a, as, out, os))
+
+TILE_FNS_ATTR(AVX2_FN, q8_0_avx2, q8_0_tile_a2)
+TILE_FNS_ATTR(AVX2_FN, q4_K_avx2, q4_K_tile_a2)
+TILE_FNS_ATTR(AVX2_FN, q5_K_avx2, q5_K_tile_a2)
+TILE_FNS_ATTR(AVX2_FN, q6_K_avx2, q6_K_tile_a2)
+TILE_FNS_ATTR(AVX2_FN, q8_0_avx2_u, q8_0_tile_a2_u)
+TILE_FNS_ATTR(AVX2_FN, q4_K_avx2_u, q4_K_tile_a2_u)
+TILE_FNS_ATTR(AVX2_FN, q5_K_avx2_u, q5_K_tile_a2_u)
+TILE_FNS_ATTR(AVX2_FN, q6_K_avx2_u, q6_K_tile_a2_u)
+static memra_gemm_tile_kernel * const q8_0_tiles_avx2[4][4] = TILE_TABLE(q8_0_avx2);
+static memra_gemm_tile_kernel * const q4_K_tiles_avx2[4][4] = TILE_TABLE(q4_K_avx2);
+static memra_gemm_tile_kernel * const q5_K_tiles_avx2[4][4] = TILE_TABLE(q5_K_avx2);
+static memra_gemm_tile_kernel * const q6_K_tiles_avx2[4][4] = TILE_TABLE(q6_K_avx2);
+static memra_gemm_tile_kernel * const q8_0_tiles_avx2_u[4][4] = TILE_TABLE(q8_0_avx2_u);
+static memra_gemm_tile_kernel * const q4_K_tiles_avx2_u[4][4] = TILE_TABLE(q4_K_avx2_u);
+static memra_gemm_tile_kernel * const q5_K_tiles_avx2_u[4][4] = TILE_TABLE(q5_K_avx2_u);
+static memra_gemm_tile_kernel * const q6_K_tiles_avx2_u[4][4] = TILE_TABLE(q6_K_avx2_u);
 
 #endif /* x86 */
 
 /* ---- dispatch ---- */
 
-/* 1 when the AVX-512 VBMI kernels run: the CPU has them, quant-dot chose its AVX-512 path (so
- * MEMRA_CPU_ISA=avx2|scalar turns these off too) and MEMRA_GEMM is not "0". Decided once. */
-static int gemm_enabled(void) {
+enum { FAMILY_NONE = 0, FAMILY_AVX2 = 1, FAMILY_VBMI = 2 };
+
+/* The kernel family that runs, decided once: the AVX-512 VBMI kernels when the CPU has them and
+ * quant-dot chose its AVX-512 path; else the AVX2 kernels when the CPU has AVX2 + FMA + F16C and
+ * quant-dot chose "avx2" or better (so MEMRA_CPU_ISA=avx2 selects these on an AVX-512 CPU, and
+ * MEMRA_CPU_ISA=scalar turns GEMM off); none when MEMRA_GEMM is "0". */
+static int gemm_family(void) {
     static int state = -1;
     if (state < 0) {
-        int enabled = 0;
+        int family = FAMILY_NONE;
 #ifdef MEMRA_GEMM_X86
         const char * setting = getenv("MEMRA_GEMM");
-        enabled = cpu_has_vbmi_vnni() && strcmp(memra_dot_isa(), "avx512vnni") == 0 && !(setting && strcmp(setting, "0") == 0);
+        const char * dot = memra_dot_isa();
+        if (!(setting && strcmp(setting, "0") == 0)) {
+            if (strcmp(dot, "avx512vnni") == 0 && cpu_has_vbmi_vnni()) {
+                family = FAMILY_VBMI;
+            } else if (strcmp(dot, "avx2") == 0 || strcmp(dot, "avx512vnni") == 0) {
+                /* (quant-dot's AVX2 and AVX-512 paths both required AVX2, FMA and F16C with YMM state) */
+                family = FAMILY_AVX2;
+            }
+        }
 #endif
-        state = enabled;
+        state = family;
     }
     return state;
 }
 
-const char * memra_gemm_isa(void) { return gemm_enabled() ? "avx512vbmi" : "none"; }
+const char * memra_gemm_isa(void) {
+    const int family = gemm_family();
+    return family == FAMILY_VBMI ? "avx512vbmi" : family == FAMILY_AVX2 ? "avx2" : "none";
+}
+
+static int is_gemm_type(int type) {
+    return type == MEMRA_TYPE_Q8_0 || type == MEMRA_TYPE_Q4_K || type == MEMRA_TYPE_Q5_K || type == MEMRA_TYPE_Q6_K;
+}
+
+/* f16 and bf16 weights: the tiles of gemm-float.c, which follow quant-dot's path themselves; they run
+ * wherever a GEMM family does (so MEMRA_GEMM=0 turns them off too). */
+static int float_type(int type) { return type == MEMRA_TYPE_F16 || type == MEMRA_TYPE_BF16; }
 
 size_t memra_gemm_packed_row_bytes(int type, int64_t n) {
-    if (!gemm_enabled() || n <= 0) return 0;
+    if (float_type(type)) return gemm_family() == FAMILY_NONE ? 0 : memra_gemm_float_packed_row_bytes(type, n);
+    const int family = gemm_family();
+    if (family == FAMILY_NONE || n <= 0 || n % 256 != 0 || !is_gemm_type(type)) return 0;
 #ifdef MEMRA_GEMM_X86
-    if (n % 256 != 0) return 0;
-    switch (type) {
-    case MEMRA_TYPE_Q8_0: return (size_t)(n / 256) * PACKED_Q8_0_GROUP;
-    case MEMRA_TYPE_Q4_K:
-    case MEMRA_TYPE_Q5_K:
-    case MEMRA_TYPE_Q6_K: return (size_t)(n / 256) * PACKED_K_GROUP;
-    default: break;
-    }
-#endif
+    const size_t groups = (size_t)(n / 256);
+    if (family == FAMILY_AVX2) return groups * (type == MEMRA_TYPE_Q8_0 ? A2_Q8_0_PACKED : A2_K_PACKED);
+    return groups * (type == MEMRA_TYPE_Q8_0 ? PACKED_Q8_0_GROUP : PACKED_K_GROUP);
+#else
     return 0;
+#endif
 }
 
 void memra_gemm_pack_row(int type, const float * x, void * out, int64_t n) {
+    if (float_type(type)) {
+        memra_gemm_float_pack_row(type, x, out, n);
+        return;
+    }
 #ifdef MEMRA_GEMM_X86
+    const int avx2 = gemm_family() == FAMILY_AVX2;
     switch (type) {
-    case MEMRA_TYPE_Q8_0: pack_q8_0(x, out, n); break;
-    case MEMRA_TYPE_Q4_K: pack_k(KIND_Q4_K, x, out, n); break;
-    case MEMRA_TYPE_Q5_K: pack_k(KIND_Q5_K, x, out, n); break;
-    case MEMRA_TYPE_Q6_K: pack_k(KIND_Q6_K, x, out, n); break;
+    case MEMRA_TYPE_Q8_0: if (avx2) pack_q8_0_avx2(x, out, n); else pack_q8_0(x, out, n); break;
+    case MEMRA_TYPE_Q4_K: if (avx2) pack_k_avx2(KIND_Q4_K, x, out, n); else pack_k(KIND_Q4_K, x, out, n); break;
+    case MEMRA_TYPE_Q5_K: if (avx2) pack_k_avx2(KIND_Q5_K, x, out, n); else pack_k(KIND_Q5_K, x, out, n); break;
+    case MEMRA_TYPE_Q6_K: if (avx2) pack_k_avx2(KIND_Q6_K, x, out, n); else pack_k(KIND_Q6_K, x, out, n); break;
     default: break;
     }
 #else
@@ -548,14 +1022,36 @@ void memra_gemm_pack_row(int type, const float * x, void * out, int64_t n) {
 #endif
 }
 
+#ifdef MEMRA_GEMM_X86
+/* The tile table of `type` for the family in use (unpacked: the tiles on memra_gemm_unpack's buffer). */
+static memra_gemm_tile_kernel * const (*tile_table(int type, int unpacked))[4] {
+    if (gemm_family() == FAMILY_AVX2) {
+        switch (type) {
+        case MEMRA_TYPE_Q8_0: return unpacked ? q8_0_tiles_avx2_u : q8_0_tiles_avx2;
+        case MEMRA_TYPE_Q4_K: return unpacked ? q4_K_tiles_avx2_u : q4_K_tiles_avx2;
+        case MEMRA_TYPE_Q5_K: return unpacked ? q5_K_tiles_avx2_u : q5_K_tiles_avx2;
+        case MEMRA_TYPE_Q6_K: return unpacked ? q6_K_tiles_avx2_u : q6_K_tiles_avx2;
+        default: return NULL;
+        }
+    }
+    switch (type) {
+    case MEMRA_TYPE_Q8_0: return unpacked ? q8_0_tiles_u : q8_0_tiles;
+    case MEMRA_TYPE_Q4_K: return unpacked ? q4_K_tiles_u : q4_K_tiles;
+    case MEMRA_TYPE_Q5_K: return unpacked ? q5_K_tiles_u : q5_K_tiles;
+    case MEMRA_TYPE_Q6_K: return unpacked ? q6_K_tiles_u : q6_K_tiles;
+    default: return NULL;
+    }
+}
+#endif
+
 void memra_gemm_tile(int type, int64_t n, const void * weight, size_t w_stride, int w_rows, const void * packed, size_t a_stride, int a_rows,
                      float * out, int64_t out_stride) {
+    if (float_type(type)) {
+        memra_gemm_float_tile(type, n, weight, w_stride, w_rows, packed, a_stride, a_rows, out, out_stride);
+        return;
+    }
 #ifdef MEMRA_GEMM_X86
-    tile_kernel * const(*table)[4] = type == MEMRA_TYPE_Q8_0 ? q8_0_tiles
-                                   : type == MEMRA_TYPE_Q4_K ? q4_K_tiles
-                                   : type == MEMRA_TYPE_Q5_K ? q5_K_tiles
-                                   : type == MEMRA_TYPE_Q6_K ? q6_K_tiles
-                                                             : NULL;
+    memra_gemm_tile_kernel * const(*table)[4] = tile_table(type, 0);
     if (table) table[w_rows - 1][a_rows - 1](n, weight, w_stride, packed, a_stride, out, out_stride);
 #else
     (void)type; (void)n; (void)weight; (void)w_stride; (void)w_rows; (void)packed; (void)a_stride; (void)a_rows; (void)out; (void)out_stride;
@@ -563,17 +1059,19 @@ void memra_gemm_tile(int type, int64_t n, const void * weight, size_t w_stride, 
 }
 
 size_t memra_gemm_unpacked_bytes(int type, int64_t n) {
-    if (memra_gemm_packed_row_bytes(type, n) == 0) return 0;
+    /* (f16/bf16 tiles read the weight rows directly: widening them costs one instruction per vector) */
+    if (float_type(type) || memra_gemm_packed_row_bytes(type, n) == 0) return 0;
 #ifdef MEMRA_GEMM_X86
+    const size_t groups = (size_t)(n / 256);
+    if (gemm_family() == FAMILY_AVX2) {
+        /* AVX2: the weight transpose costs about as much as a 4 x 4 tile's multiplies; done once per 64
+         * activation rows (test-gemm bench, one Zen 4 core run as AVX2): q8_0 1.3x, q4_K 1.75x, q6_K 1.6x
+         * faster than the plain tiles */
+        return groups * (type == MEMRA_TYPE_Q8_0 ? A2_Q8_0_UNPACKED : A2_K_UNPACKED);
+    }
     /* the tiles spend a third (q8_0: byte permutes) to a fifth (K-quants: permutes, shifts, scales) of
      * their time unpacking; done once per 64 activation rows, q8_0 runs 1.7x, q4_K 1.2x, q6_K 1.3x faster */
-    switch (type) {
-    case MEMRA_TYPE_Q8_0: return (size_t)(n / 256) * MEMRA_GEMM_TILE_W * Q8_0_UNPACKED;
-    case MEMRA_TYPE_Q4_K:
-    case MEMRA_TYPE_Q5_K:
-    case MEMRA_TYPE_Q6_K: return (size_t)(n / 256) * K_GROUP;
-    default: return 0;
-    }
+    return groups * (type == MEMRA_TYPE_Q8_0 ? MEMRA_GEMM_TILE_W * Q8_0_UNPACKED : K_GROUP);
 #else
     return 0;
 #endif
@@ -581,6 +1079,13 @@ size_t memra_gemm_unpacked_bytes(int type, int64_t n) {
 
 void memra_gemm_unpack(int type, int64_t n, const void * weight, size_t w_stride, int w_rows, void * unpacked) {
 #ifdef MEMRA_GEMM_X86
+    if (gemm_family() == FAMILY_AVX2) {
+        if (type == MEMRA_TYPE_Q8_0) unpack_q8_0_avx2(n, weight, w_stride, w_rows, unpacked);
+        if (type == MEMRA_TYPE_Q4_K) unpack_k_avx2(KIND_Q4_K, n, weight, w_stride, w_rows, unpacked);
+        if (type == MEMRA_TYPE_Q5_K) unpack_k_avx2(KIND_Q5_K, n, weight, w_stride, w_rows, unpacked);
+        if (type == MEMRA_TYPE_Q6_K) unpack_k_avx2(KIND_Q6_K, n, weight, w_stride, w_rows, unpacked);
+        return;
+    }
     if (type == MEMRA_TYPE_Q8_0) unpack_q8_0(n, weight, w_stride, w_rows, unpacked);
     if (type == MEMRA_TYPE_Q4_K) unpack_k(KIND_Q4_K, n, weight, w_stride, w_rows, unpacked);
     if (type == MEMRA_TYPE_Q5_K) unpack_k(KIND_Q5_K, n, weight, w_stride, w_rows, unpacked);
@@ -593,11 +1098,7 @@ void memra_gemm_unpack(int type, int64_t n, const void * weight, size_t w_stride
 void memra_gemm_tile_unpacked(int type, int64_t n, const void * unpacked, int w_rows, const void * packed, size_t a_stride, int a_rows, float * out,
                               int64_t out_stride) {
 #ifdef MEMRA_GEMM_X86
-    tile_kernel * const(*table)[4] = type == MEMRA_TYPE_Q8_0 ? q8_0_tiles_u
-                                   : type == MEMRA_TYPE_Q4_K ? q4_K_tiles_u
-                                   : type == MEMRA_TYPE_Q5_K ? q5_K_tiles_u
-                                   : type == MEMRA_TYPE_Q6_K ? q6_K_tiles_u
-                                                             : NULL;
+    memra_gemm_tile_kernel * const(*table)[4] = tile_table(type, 1);
     if (table) table[w_rows - 1][a_rows - 1](n, unpacked, 0, packed, a_stride, out, out_stride);
 #else
     (void)type; (void)n; (void)unpacked; (void)w_rows; (void)packed; (void)a_stride; (void)a_rows; (void)out; (void)out_stride;

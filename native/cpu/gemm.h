@@ -44,7 +44,31 @@ void memra_gemm_unpack(int type, int64_t n, const void * weight, size_t w_stride
 void memra_gemm_tile_unpacked(int type, int64_t n, const void * unpacked, int w_rows, const void * packed, size_t a_stride, int a_rows, float * out,
                               int64_t out_stride);
 
-/* The kernel family in use ("avx512vbmi" or "none"), for benchmarks and tests. */
+/* The kernel family in use ("avx512vbmi", "avx2" or "none"), for benchmarks and tests. Each family has
+ * its own packed-row and unpacked-buffer layouts (the sizes above are those of the family in use). */
 const char * memra_gemm_isa(void);
+
+/* ---- for the kernel files (gemm.c, gemm-float.c) ----
+ * One function per tile shape (so that every loop of a kernel has constant bounds) and the table of
+ * the 16 shapes: TILE_FNS_ATTR(attribute, name, kernel) defines name_WRxAR calling
+ * kernel(WR, AR, n, w, ws, a, as, out, os); TILE_TABLE(name) lists them as [WR - 1][AR - 1]. */
+#define TILE_FN(attr, name, kernel, WR, AR)                                                                            \
+    attr void name##_##WR##x##AR(int64_t n, const uint8_t * w, size_t ws, const uint8_t * a, size_t as, float * out, int64_t os) { \
+        kernel(WR, AR, n, w, ws, a, as, out, os);                                                                      \
+    }
+#define TILE_FNS_ATTR(attr, name, kernel)                                                                              \
+    TILE_FN(attr, name, kernel, 1, 1) TILE_FN(attr, name, kernel, 1, 2) TILE_FN(attr, name, kernel, 1, 3)              \
+    TILE_FN(attr, name, kernel, 1, 4) TILE_FN(attr, name, kernel, 2, 1) TILE_FN(attr, name, kernel, 2, 2)              \
+    TILE_FN(attr, name, kernel, 2, 3) TILE_FN(attr, name, kernel, 2, 4) TILE_FN(attr, name, kernel, 3, 1)              \
+    TILE_FN(attr, name, kernel, 3, 2) TILE_FN(attr, name, kernel, 3, 3) TILE_FN(attr, name, kernel, 3, 4)              \
+    TILE_FN(attr, name, kernel, 4, 1) TILE_FN(attr, name, kernel, 4, 2) TILE_FN(attr, name, kernel, 4, 3)              \
+    TILE_FN(attr, name, kernel, 4, 4)
+#define TILE_TABLE(name)                                                                                               \
+    {                                                                                                                  \
+        { name##_1x1, name##_1x2, name##_1x3, name##_1x4 }, { name##_2x1, name##_2x2, name##_2x3, name##_2x4 },        \
+        { name##_3x1, name##_3x2, name##_3x3, name##_3x4 }, { name##_4x1, name##_4x2, name##_4x3, name##_4x4 },        \
+    }
+
+typedef void memra_gemm_tile_kernel(int64_t n, const uint8_t * w, size_t ws, const uint8_t * a, size_t as, float * out, int64_t os);
 
 #endif

@@ -24,7 +24,8 @@ if [ "${1:-}" = "asan" ]; then
     $CC $san "$here/test-quant-dot.c" "$build/quant-dot-asan.o" -lm -o "$build/test-quant-dot-asan"
     "$build/test-quant-dot-asan"
     $CC $san -c "$here/../gemm.c" -o "$build/gemm-asan.o"
-    $CC $san "$here/test-gemm.c" "$build/gemm-asan.o" "$build/quant-dot-asan.o" -lm -o "$build/test-gemm-asan"
+    $CC $san -c "$here/../gemm-float.c" -o "$build/gemm-float-asan.o"
+    $CC $san "$here/test-gemm.c" "$build/gemm-asan.o" "$build/gemm-float-asan.o" "$build/quant-dot-asan.o" -lm -o "$build/test-gemm-asan"
     "$build/test-gemm-asan"
     $CC -O3 -std=c11 -Wall -Wextra -Werror -DMEMRA_NO_SIMD -c "$here/../quant-dot.c" -o "$build/quant-dot-nosimd.o"
     $CC -O2 -std=c11 "$here/test-quant-dot.c" "$build/quant-dot-nosimd.o" -lm -o "$build/test-quant-dot-nosimd"
@@ -91,7 +92,8 @@ fi
 "$CC" -O3 -std=c11 -fPIC -Wall -Wextra -Werror -c "$here/../quant-dot.c" -o "$build/quant-dot.o"
 "$CC" -O2 -std=c11 -Wall -Wextra -Werror "$here/test-quant-dot.c" "$build/quant-dot.o" -lm -o "$build/test-quant-dot"
 "$CC" -O3 -std=c11 -fPIC -Wall -Wextra -Werror -c "$here/../gemm.c" -o "$build/gemm.o"
-"$CC" -O2 -std=c11 -Wall -Wextra -Werror "$here/test-gemm.c" "$build/gemm.o" "$build/quant-dot.o" -lm -o "$build/test-gemm"
+"$CC" -O3 -std=c11 -fPIC -Wall -Wextra -Werror -c "$here/../gemm-float.c" -o "$build/gemm-float.o"
+"$CC" -O2 -std=c11 -Wall -Wextra -Werror "$here/test-gemm.c" "$build/gemm.o" "$build/gemm-float.o" "$build/quant-dot.o" -lm -o "$build/test-gemm"
 
 if [ "${1:-}" = "bench-gemm" ]; then
     "$build/test-gemm" bench
@@ -109,6 +111,10 @@ fi
 
 "$build/test-quant-dot"
 "$build/test-gemm"
+if [ "$(MEMRA_CPU_ISA=avx512vnni "$build/test-quant-dot" isa)" = avx512vnni ]; then
+    echo "== the AVX-512 bf16 tiles without vdpbf16ps (MEMRA_NO_AVX512BF16=1)"
+    MEMRA_NO_AVX512BF16=1 MEMRA_CPU_ISA=avx512vnni "$build/test-gemm"
+fi
 MEMRA_GEMM=0 "$build/test-gemm" | head -1
 for isa in scalar avx2 avx512vnni; do
     got=$(MEMRA_CPU_ISA=$isa "$build/test-quant-dot" isa)

@@ -5,10 +5,19 @@
  *   - |gemm - dot| <= 1e-5 * sum over blocks of |block term| (integer sums are exact on both paths,
  *     only the order of float additions differs);
  *   - packing quantizes exactly as memra_quantize_activation_row (checked through the results).
- * Prints "skipped" when the CPU has no GEMM kernel (memra_gemm_isa() = none).
+ *   - two trials at the extremes of the integer ranges (every weight byte 0xff or 0x80, all activations
+ *     +1 or -1, so that they quantize to +-127): the AVX2 kernels add up to eight vpmaddubsw results
+ *     in 16 bits, which only such inputs bring near the int16 limit.
+ * Prints "no kernel" per type when the CPU has no GEMM kernel (memra_gemm_isa() = none).
+ * The family chosen for the ISA quant-dot uses is checked. When MEMRA_CPU_ISA is not set, the test then
+ * runs itself again with MEMRA_CPU_ISA=avx2 when the AVX-512 kernels ran (so the AVX2 kernels are
+ * checked on such a CPU too, and `bench` reports both families), and with MEMRA_CPU_ISA=scalar (no
+ * GEMM kernels then).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,13 +61,25 @@ static const type_info TYPES[] = {
     { "q4_K", MEMRA_TYPE_Q4_K, 256, 144, { 0, 2 } },
     { "q5_K", MEMRA_TYPE_Q5_K, 256, 176, { 0, 2 } },
     { "q6_K", MEMRA_TYPE_Q6_K, 256, 210, { 208, -1 } },
+    { "f16", MEMRA_TYPE_F16, 1, 2, { -1, -1 } },
+    { "bf16", MEMRA_TYPE_BF16, 1, 2, { -1, -1 } },
 };
 
-/* Random weight rows: random bytes with small finite f16 scales. */
-static void random_rows(const type_info * t, uint8_t * w, int rows, size_t stride, int64_t n) {
+static int is_float_type(const type_info * t) { return t->type == MEMRA_TYPE_F16 || t->type == MEMRA_TYPE_BF16; }
+
+/* Weight rows: random bytes (fill < 0) or every byte = fill, with small finite f16 scales. */
+static void fill_rows(const type_info * t, uint8_t * w, int rows, size_t stride, int64_t n, int fill) {
     for (int r = 0; r < rows; r++) {
         uint8_t * row = w + r * stride;
-        for (size_t i = 0; i < stride; i++) row[i] = (uint8_t)next_u32();
+        if (is_float_type(t)) {
+            /* f16 / bf16: normal values (fill 0xff would be NaNs), largest with fill >= 0 */
+            float * values = malloc((size_t)n * sizeof(float));
+            for (int64_t i = 0; i < n; i++) values[i] = normal() * (fill >= 0 ? 1000.0f : 1.0f);
+            memra_quantize_activation_row(t->type, values, row, n); /* the f16/bf16 rounding */
+            free(values);
+            continue;
+        }
+        for (size_t i = 0; i < stride; i++) row[i] = fill < 0 ? (uint8_t)next_u32() : (uint8_t)fill;
         for (int64_t b = 0; b < n / t->block_values; b++) {
             for (int f = 0; f < 2; f++) {
                 if (t->f16_fields[f] < 0) continue;
@@ -68,6 +89,8 @@ static void random_rows(const type_info * t, uint8_t * w, int rows, size_t strid
         }
     }
 }
+
+static void random_rows(const type_info * t, uint8_t * w, int rows, size_t stride, int64_t n) { fill_rows(t, w, rows, stride, n, -1); }
 
 static void check_type(const type_info * t) {
     static const int64_t LENGTHS[] = { 256, 512, 1280, 3072 };
@@ -86,9 +109,10 @@ static void check_type(const type_info * t) {
         uint8_t * converted = malloc(4 * act_bytes);
         float * x = malloc(4 * n * sizeof(float));
         uint8_t * unpacked = malloc(memra_gemm_unpacked_bytes(t->type, n) + 1);
-        for (int trial = 0; trial < 3; trial++) {
-            random_rows(t, w, 4, w_stride, n);
-            for (int64_t i = 0; i < 4 * n; i++) x[i] = normal() * (trial == 2 ? 50.0f : 1.0f);
+        for (int trial = 0; trial < 5; trial++) {
+            /* trials 3, 4: the extremes (largest codes / -128 weights and scales, activations +-127) */
+            fill_rows(t, w, 4, w_stride, n, trial == 3 ? 0xff : trial == 4 ? 0x80 : -1);
+            for (int64_t i = 0; i < 4 * n; i++) x[i] = trial == 3 ? 1.0f : trial == 4 ? -1.0f : normal() * (trial == 2 ? 50.0f : 1.0f);
             for (int c = 0; c < 4; c++) {
                 memra_gemm_pack_row(t->type, x + c * n, a + c * a_stride, n);
                 memra_quantize_activation_row(t->type, x + c * n, converted + c * act_bytes, n);
@@ -205,14 +229,61 @@ static int bench(void) {
     return 0;
 }
 
+/* This program again with MEMRA_CPU_ISA=isa; its exit status. */
+static int run_again(char ** argv, const char * isa) {
+    printf("\n== again with MEMRA_CPU_ISA=%s\n", isa);
+    fflush(stdout);
+    const pid_t child = fork();
+    if (child < 0) {
+        perror("fork");
+        return 1;
+    }
+    if (child == 0) {
+        setenv("MEMRA_CPU_ISA", isa, 1);
+        execv(argv[0], argv);
+        perror("execv");
+        _exit(127);
+    }
+    int status = 0;
+    if (waitpid(child, &status, 0) < 0) {
+        perror("waitpid");
+        return 1;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+/* When no ISA was forced: when the AVX-512 kernels ran, again with the AVX2 kernels (which such a CPU
+ * runs too); unless only benchmarking, again with the scalar dot products (no GEMM then). 0 when all
+ * of those passed. */
+static int run_other_families(char ** argv, int bench_only) {
+    if (getenv("MEMRA_CPU_ISA") != NULL) return 0;
+    int status = 0;
+    if (strcmp(memra_gemm_isa(), "avx512vbmi") == 0) status |= run_again(argv, "avx2");
+    if (!bench_only) status |= run_again(argv, "scalar");
+    return status;
+}
+
+/* The family memra_gemm_isa() must report for the ISA quant-dot chose (x86). */
+static void check_family(void) {
+    const char * dot = memra_dot_isa(), * gemm = memra_gemm_isa();
+    if (strcmp(dot, "scalar") == 0 && strcmp(gemm, "none") != 0) FAIL("memra_dot_isa() = scalar but memra_gemm_isa() = %s", gemm);
+    if (strcmp(dot, "avx2") == 0 && strcmp(gemm, "avx2") != 0 && getenv("MEMRA_GEMM") == NULL)
+        FAIL("memra_dot_isa() = avx2 but memra_gemm_isa() = %s", gemm);
+}
+
 int main(int argc, char ** argv) {
-    if (argc > 1 && strcmp(argv[1], "bench") == 0) return bench();
-    printf("gemm kernels: %s\n", memra_gemm_isa());
+    if (argc > 1 && strcmp(argv[1], "bench") == 0) {
+        printf("gemm kernels: %s\n", memra_gemm_isa());
+        bench();
+        return run_other_families(argv, 1);
+    }
+    printf("gemm kernels: %s (dot products: %s)\n", memra_gemm_isa(), memra_dot_isa());
+    check_family();
     for (size_t i = 0; i < sizeof TYPES / sizeof TYPES[0]; i++) check_type(&TYPES[i]);
     if (failures) {
         fprintf(stderr, "%d failure(s)\n", failures);
         return 1;
     }
     printf("gemm checks passed\n");
-    return 0;
+    return run_other_families(argv, 0);
 }
