@@ -121,10 +121,12 @@ static void multiply_tile(const matmul_job * job, int64_t tile, int thread_index
             y[3] = sums[3];
         }
     }
-    for (o = job->rows < ROWS4_MIN_ROWS ? o_begin : o; o < o_end; o++) {
-        const uint8_t * w = job->weight + (size_t)o * wrb;
+    /* the rows left (all of them in decode): one matrix-vector product per activation row, which
+     * lets the kernel prepare the activation row once for the tile's weight rows */
+    if (job->rows < ROWS4_MIN_ROWS) o = o_begin;
+    if (o < o_end) {
         for (int64_t r = r_begin; r < r_end; r++) {
-            job->out[r * n_out + o] = memra_dot_row(job->type, job->n_in, w, job->converted + (size_t)r * crb);
+            memra_dot_rows(job->type, job->n_in, job->weight + (size_t)o * wrb, wrb, o_end - o, job->converted + (size_t)r * crb, job->out + r * n_out + o);
         }
     }
 }

@@ -515,6 +515,8 @@ static inline float blk_iq4_xs(const uint8_t * x, const uint8_t * y) {
 
 /* Kernel signature shared by every path: `nr` (1 or 4) rows `stride` bytes apart, results in out[0..nr). */
 typedef void dot_kernel(int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out);
+/* out[r] = dot(row r, a) for r < rows: kernels that prepare the activation row once for all rows */
+typedef void dot_many_kernel(int64_t n, const uint8_t * w, size_t stride, int64_t rows, const uint8_t * a, float * out);
 typedef void convert_kernel(const float * x, uint8_t * y, int64_t n);
 
 #define SCALAR_BLOCK_ROWS(name, wbytes, abytes, values)                                               \
@@ -1081,38 +1083,71 @@ AVX512_INLINE float hsum128_ps(__m128 m) {
 
 /* --- q8_0: four blocks per step; w+128 (xor 0x80) times a with vpdpbusd, minus 128*sum(a) --- */
 
-AVX512_INLINE void q8_0_avx512(const int nr, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
-    const int64_t nb = n / 32, nb4 = nb & ~(int64_t)3;
+/* Four activation blocks as the q8_0 step uses them, shared by every row (q8_0_prepare). */
+typedef struct {
+    __m512i a01, a23;       /* blocks 0,1 and 2,3: values in 256-bit halves */
+    __m512i base01, base23; /* -128 * (sum of each 4 activations): vpdpbusd's starting values */
+    __m128 da;              /* the four f16 scales */
+} q8_0_act;
+
+AVX512_INLINE void q8_0_prepare(const uint8_t * ya, q8_0_act * p) {
+    const __m512i x80 = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
+    p->a01 = load2x32_avx512(ya + 2, ya + Q8_0_BYTES + 2);
+    p->a23 = load2x32_avx512(ya + 2 * Q8_0_BYTES + 2, ya + 3 * Q8_0_BYTES + 2);
+    p->base01 = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, x80, p->a01));
+    p->base23 = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, x80, p->a23));
+    p->da = f16x4_avx512(ya, Q8_0_BYTES);
+}
+
+/* Four weight blocks of one row against the prepared activations, added to the row's acc. */
+AVX512_INLINE void q8_0_step(const uint8_t * xw, const q8_0_act * p, __m512 * acc) {
     const __m512i x80 = _mm512_set1_epi8((char)0x80);
-    const __m512i zero = _mm512_setzero_si512();
     const __m512i lanes01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i lanes23 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+    const __m512i w01 = _mm512_xor_si512(load2x32_avx512(xw + 2, xw + Q8_0_BYTES + 2), x80);
+    const __m512i w23 = _mm512_xor_si512(load2x32_avx512(xw + 2 * Q8_0_BYTES + 2, xw + 3 * Q8_0_BYTES + 2), x80);
+    const __m512 d = _mm512_castps128_ps512(_mm_mul_ps(f16x4_avx512(xw, Q8_0_BYTES), p->da));
+    const __m512i s01 = _mm512_dpbusd_epi32(p->base01, w01, p->a01);
+    const __m512i s23 = _mm512_dpbusd_epi32(p->base23, w23, p->a23);
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s01), _mm512_permutexvar_ps(lanes01, d), *acc);
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s23), _mm512_permutexvar_ps(lanes23, d), *acc);
+}
+
+AVX512_INLINE void q8_0_avx512(const int nr, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
+    const int64_t nb = n / 32, nb4 = nb & ~(int64_t)3;
     __m512 acc[4];
     for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t ib = 0; ib < nb4; ib += 4) {
-        const uint8_t * ya = a + ib * Q8_0_BYTES;
         if (nr == 4) prefetch_next_rows(w, stride, nb * Q8_0_BYTES, ib * Q8_0_BYTES, 4 * Q8_0_BYTES);
-        const __m512i a01 = load2x32_avx512(ya + 2, ya + Q8_0_BYTES + 2);
-        const __m512i a23 = load2x32_avx512(ya + 2 * Q8_0_BYTES + 2, ya + 3 * Q8_0_BYTES + 2);
-        /* -128 * (sum of each 4 activations): vpdpbusd's starting value */
-        const __m512i base01 = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, x80, a01));
-        const __m512i base23 = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, x80, a23));
-        const __m128 da = f16x4_avx512(ya, Q8_0_BYTES);
-        for (int r = 0; r < nr; r++) {
-            const uint8_t * xw = w + r * stride + ib * Q8_0_BYTES;
-
-            const __m512i w01 = _mm512_xor_si512(load2x32_avx512(xw + 2, xw + Q8_0_BYTES + 2), x80);
-            const __m512i w23 = _mm512_xor_si512(load2x32_avx512(xw + 2 * Q8_0_BYTES + 2, xw + 3 * Q8_0_BYTES + 2), x80);
-            const __m512 d = _mm512_castps128_ps512(_mm_mul_ps(f16x4_avx512(xw, Q8_0_BYTES), da));
-            const __m512i s01 = _mm512_dpbusd_epi32(base01, w01, a01);
-            const __m512i s23 = _mm512_dpbusd_epi32(base23, w23, a23);
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s01), _mm512_permutexvar_ps(lanes01, d), acc[r]);
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s23), _mm512_permutexvar_ps(lanes23, d), acc[r]);
-        }
+        q8_0_act p;
+        q8_0_prepare(a + ib * Q8_0_BYTES, &p);
+        for (int r = 0; r < nr; r++) q8_0_step(w + r * stride + ib * Q8_0_BYTES, &p, &acc[r]);
     }
     for (int r = 0; r < nr; r++) {
         float sum = _mm512_reduce_add_ps(acc[r]);
         for (int64_t ib = nb4; ib < nb; ib++) sum += blk_q8_0(w + r * stride + ib * Q8_0_BYTES, a + ib * Q8_0_BYTES);
+        out[r] = sum;
+    }
+}
+
+/* A matrix-vector product: the activation groups prepared once for all rows; each row runs
+ * q8_0_avx512's one-row sequence (the same bits). Rows of more than Q8_0_PREPARED_GROUPS groups of
+ * four blocks go row by row. */
+enum { Q8_0_PREPARED_GROUPS = 128 };
+AVX512_INLINE void q8_0_many_avx512(int64_t n, const uint8_t * w, size_t stride, int64_t rows, const uint8_t * a, float * out) {
+    const int64_t nb = n / 32, groups = nb / 4, nb4 = 4 * groups;
+    if (groups > Q8_0_PREPARED_GROUPS) {
+        for (int64_t r = 0; r < rows; r++) q8_0_avx512(1, n, w + r * stride, stride, a, out + r);
+        return;
+    }
+    q8_0_act prepared[Q8_0_PREPARED_GROUPS];
+    for (int64_t g = 0; g < groups; g++) q8_0_prepare(a + 4 * g * Q8_0_BYTES, &prepared[g]);
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t * row = w + r * stride;
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t g = 0; g < groups; g++) q8_0_step(row + 4 * g * Q8_0_BYTES, &prepared[g], &acc);
+        float sum = _mm512_reduce_add_ps(acc);
+        for (int64_t ib = nb4; ib < nb; ib++) sum += blk_q8_0(row + ib * Q8_0_BYTES, a + ib * Q8_0_BYTES);
         out[r] = sum;
     }
 }
@@ -1199,50 +1234,85 @@ AVX512_INLINE void blocks32_avx512(const int type, const int nr, int64_t n, cons
 
 /* q4_K / q5_K. Codes of 64 qs bytes (values 128h .. 128h+127): the low nibbles are values
  * [128h+0..31 | 128h+64..95] (sub-blocks 4h, 4h+2), the high nibbles [128h+32..63 | 128h+96..127]
- * (sub-blocks 4h+1, 4h+3); the activations are rearranged to match. */
-AVX512_INLINE void q4_K_avx512(const int nr, const int with_qh, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
-    const int wbytes = with_qh ? Q5_K_BYTES : Q4_K_BYTES, qs_at = with_qh ? 48 : 16;
+ * (sub-blocks 4h+1, 4h+3); the activations are rearranged to match, once per super-block for all the
+ * rows that use them (q4k_prepare), and each row's super-block is then q4k_block. */
+typedef struct {
+    __m512i alo[2], ahi[2]; /* the activation bytes in the order of the code vectors */
+    __m128i bs32;           /* the eight 32-value sums (int16) */
+    float da;
+} q4k_act;
+
+AVX512_INLINE void q4k_prepare(const uint8_t * ya, q4k_act * p) {
+    p->da = ld_f32(ya);
+    for (int h = 0; h < 2; h++) {
+        const __m512i z0 = Q8K_VEC_AVX512(ya, 2 * h), z1 = Q8K_VEC_AVX512(ya, 2 * h + 1);
+        p->alo[h] = _mm512_shuffle_i64x2(z0, z1, _MM_SHUFFLE(1, 0, 1, 0));
+        p->ahi[h] = _mm512_shuffle_i64x2(z0, z1, _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    p->bs32 = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(ya + Q8K_BSUMS)), _mm_loadu_si128((const __m128i *)(ya + Q8K_BSUMS + 16)));
+}
+
+/* One row's super-block xw against the prepared activations: adds to the row's acc and mins term. */
+AVX512_INLINE void q4k_block(const int with_qh, const uint8_t * xw, const q4k_act * p, __m512 * acc, __m128 * macc) {
+    const int qs_at = with_qh ? 48 : 16;
     const __m512i m4 = _mm512_set1_epi8(15), sixteen = _mm512_set1_epi8(16);
+    uint64_t scales, mins;
+    q4k_scales_mins(xw + 4, &scales, &mins);
+    const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)scales)));
+    const __m512i qh = with_qh ? load32_twice_avx512(xw + 16) : _mm512_setzero_si512();
+    __m512i isum = _mm512_setzero_si512();
+    for (int h = 0; h < 2; h++) {
+        const __m512i q = _mm512_loadu_si512((const void *)(xw + qs_at + 64 * h));
+        __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        if (with_qh) {
+            /* fifth bit: qh bit 2c for values 64c..64c+31, bit 2c+1 for 64c+32..64c+63 */
+            const __mmask64 mlo = _mm512_test_epi8_mask(qh, halves_epi8((char)(1 << (4 * h)), (char)(1 << (4 * h + 2))));
+            const __mmask64 mhi = _mm512_test_epi8_mask(qh, halves_epi8((char)(1 << (4 * h + 1)), (char)(1 << (4 * h + 3))));
+            lo = _mm512_mask_add_epi8(lo, mlo, lo, sixteen);
+            hi = _mm512_mask_add_epi8(hi, mhi, hi, sixteen);
+        }
+        isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(lo, p->alo[h]), _mm512_shuffle_epi8(sc, pick16_avx512(4 * h, 4 * h, 4 * h + 2, 4 * h + 2)));
+        isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(hi, p->ahi[h]), _mm512_shuffle_epi8(sc, pick16_avx512(4 * h + 1, 4 * h + 1, 4 * h + 3, 4 * h + 3)));
+    }
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(f16_at_avx512(xw) * p->da), *acc);
+    const __m128i m = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mins)), p->bs32);
+    *macc = _mm_fmadd_ps(_mm_cvtepi32_ps(m), _mm_set1_ps(f16_at_avx512(xw + 2) * p->da), *macc);
+}
+
+AVX512_INLINE void q4_K_avx512(const int nr, const int with_qh, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
+    const int wbytes = with_qh ? Q5_K_BYTES : Q4_K_BYTES;
     __m512 acc[4];
     __m128 macc[4];
     for (int r = 0; r < nr; r++) { acc[r] = _mm512_setzero_ps(); macc[r] = _mm_setzero_ps(); }
     for (int64_t ib = 0; ib < n / 256; ib++) {
-        const uint8_t * ya = a + ib * Q8_K_BYTES;
         if (nr == 4) prefetch_next_rows(w, stride, n / 256 * wbytes, ib * wbytes, wbytes);
-        const float da = ld_f32(ya);
-        __m512i alo[2], ahi[2];
-        for (int h = 0; h < 2; h++) {
-            const __m512i z0 = Q8K_VEC_AVX512(ya, 2 * h), z1 = Q8K_VEC_AVX512(ya, 2 * h + 1);
-            alo[h] = _mm512_shuffle_i64x2(z0, z1, _MM_SHUFFLE(1, 0, 1, 0));
-            ahi[h] = _mm512_shuffle_i64x2(z0, z1, _MM_SHUFFLE(3, 2, 3, 2));
-        }
-        const __m128i bs32 = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(ya + Q8K_BSUMS)), _mm_loadu_si128((const __m128i *)(ya + Q8K_BSUMS + 16)));
-        for (int r = 0; r < nr; r++) {
-            const uint8_t * xw = w + r * stride + ib * wbytes;
-            uint64_t scales, mins;
-            q4k_scales_mins(xw + 4, &scales, &mins);
-            const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)scales)));
-            const __m512i qh = with_qh ? load32_twice_avx512(xw + 16) : _mm512_setzero_si512();
-            __m512i isum = _mm512_setzero_si512();
-            for (int h = 0; h < 2; h++) {
-                const __m512i q = _mm512_loadu_si512((const void *)(xw + qs_at + 64 * h));
-                __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-                if (with_qh) {
-                    /* fifth bit: qh bit 2c for values 64c..64c+31, bit 2c+1 for 64c+32..64c+63 */
-                    const __mmask64 mlo = _mm512_test_epi8_mask(qh, halves_epi8((char)(1 << (4 * h)), (char)(1 << (4 * h + 2))));
-                    const __mmask64 mhi = _mm512_test_epi8_mask(qh, halves_epi8((char)(1 << (4 * h + 1)), (char)(1 << (4 * h + 3))));
-                    lo = _mm512_mask_add_epi8(lo, mlo, lo, sixteen);
-                    hi = _mm512_mask_add_epi8(hi, mhi, hi, sixteen);
-                }
-                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(lo, alo[h]), _mm512_shuffle_epi8(sc, pick16_avx512(4 * h, 4 * h, 4 * h + 2, 4 * h + 2)));
-                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(hi, ahi[h]), _mm512_shuffle_epi8(sc, pick16_avx512(4 * h + 1, 4 * h + 1, 4 * h + 3, 4 * h + 3)));
-            }
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(f16_at_avx512(xw) * da), acc[r]);
-            const __m128i m = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mins)), bs32);
-            macc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(m), _mm_set1_ps(f16_at_avx512(xw + 2) * da), macc[r]);
-        }
+        q4k_act p;
+        q4k_prepare(a + ib * Q8_K_BYTES, &p);
+        for (int r = 0; r < nr; r++) q4k_block(with_qh, w + r * stride + ib * wbytes, &p, &acc[r], &macc[r]);
     }
     for (int r = 0; r < nr; r++) out[r] = _mm512_reduce_add_ps(acc[r]) - hsum128_ps(macc[r]);
+}
+
+/* Many rows against one activation row (a matrix-vector product): the activations are prepared once
+ * for all rows, and each row runs q4_K_avx512's one-row sequence, so the results are bit for bit
+ * memra_dot_row's. Rows longer than Q4K_PREPARED_BLOCKS super-blocks go row by row. */
+enum { Q4K_PREPARED_BLOCKS = 64 };
+AVX512_INLINE void q4_K_many_avx512(const int with_qh, int64_t n, const uint8_t * w, size_t stride, int64_t rows, const uint8_t * a, float * out) {
+    const int wbytes = with_qh ? Q5_K_BYTES : Q4_K_BYTES;
+    const int64_t blocks = n / 256;
+    if (blocks > Q4K_PREPARED_BLOCKS) {
+        for (int64_t r = 0; r < rows; r++) q4_K_avx512(1, with_qh, n, w + r * stride, stride, a, out + r);
+        return;
+    }
+    q4k_act prepared[Q4K_PREPARED_BLOCKS];
+    for (int64_t ib = 0; ib < blocks; ib++) q4k_prepare(a + ib * Q8_K_BYTES, &prepared[ib]);
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t * row = w + r * stride;
+        __m512 acc = _mm512_setzero_ps();
+        __m128 macc = _mm_setzero_ps();
+        for (int64_t ib = 0; ib < blocks; ib++) q4k_block(with_qh, row + ib * wbytes, &prepared[ib], &acc, &macc);
+        out[r] = _mm512_reduce_add_ps(acc) - hsum128_ps(macc);
+    }
 }
 
 /* q6_K. Half k: the 64 bytes ql[64k..] give values 128k+0..63 (low nibbles) and 128k+64..127 (high
@@ -1419,6 +1489,15 @@ ROWS_1_4(q2_K_avx512, AVX512_FN, q2_3_K_avx512(NR, 0, n, w, stride, a, out))
 ROWS_1_4(q3_K_avx512, AVX512_FN, q2_3_K_avx512(NR, 1, n, w, stride, a, out))
 ROWS_1_4(q4_K_avx512, AVX512_FN, q4_K_avx512(NR, 0, n, w, stride, a, out))
 ROWS_1_4(q5_K_avx512, AVX512_FN, q4_K_avx512(NR, 1, n, w, stride, a, out))
+AVX512_FN void q8_0_avx512_many(int64_t n, const uint8_t * w, size_t stride, int64_t rows, const uint8_t * a, float * out) {
+    q8_0_many_avx512(n, w, stride, rows, a, out);
+}
+AVX512_FN void q4_K_avx512_many(int64_t n, const uint8_t * w, size_t stride, int64_t rows, const uint8_t * a, float * out) {
+    q4_K_many_avx512(0, n, w, stride, rows, a, out);
+}
+AVX512_FN void q5_K_avx512_many(int64_t n, const uint8_t * w, size_t stride, int64_t rows, const uint8_t * a, float * out) {
+    q4_K_many_avx512(1, n, w, stride, rows, a, out);
+}
 ROWS_1_4(q6_K_avx512, AVX512_FN, q6_K_avx512(NR, n, w, stride, a, out))
 ROWS_1_4(iq4_xs_avx512, AVX512_FN, iq4_xs_avx512(NR, n, w, stride, a, out))
 ROWS_1_4(f32_avx512, AVX512_FN, float_rows_avx512(MEMRA_TYPE_F32, NR, n, w, stride, a, out))
@@ -1942,6 +2021,7 @@ typedef struct isa_kernels {
     const char * name;
     dot_kernel * rows1[TYPE_SLOTS];
     dot_kernel * rows4[TYPE_SLOTS];
+    dot_many_kernel * many[TYPE_SLOTS]; /* optional: memra_dot_rows loops rows1 where NULL */
     convert_kernel * to_q8_0, * to_q8_1, * to_q8_K, * to_f16, * to_bf16;
 } isa_kernels;
 
@@ -1991,6 +2071,7 @@ static const isa_kernels kernels_avx512vnni = {
     .name = "avx512vnni",
     SIMD_ENTRIES(rows1, avx512),
     SIMD_ENTRIES(rows4, avx512),
+    .many = { [MEMRA_TYPE_Q8_0] = q8_0_avx512_many, [MEMRA_TYPE_Q4_K] = q4_K_avx512_many, [MEMRA_TYPE_Q5_K] = q5_K_avx512_many },
     /* activation conversion is O(n) per row: the AVX2 versions are plenty (and bit-identical) */
     .to_q8_0 = to_q8_0_avx2, .to_q8_1 = to_q8_1_avx2, .to_q8_K = to_q8_K_avx2,
     .to_f16 = to_f16_avx2, .to_bf16 = to_bf16_avx2,
@@ -2104,6 +2185,18 @@ float memra_dot_row(int type, int64_t n, const void * weight_row, const void * a
     return dot_with(kernels_active(), type, n, weight_row, activation_row);
 }
 
+static void dot_many_with(const isa_kernels * k, int type, int64_t n, const void * w, size_t stride, int64_t rows, const void * a, float * out) {
+    if (type >= 0 && type < TYPE_SLOTS && k->many[type] != NULL) {
+        k->many[type](n, (const uint8_t *)w, stride, rows, (const uint8_t *)a, out);
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++) out[r] = dot_with(k, type, n, (const uint8_t *)w + (size_t)r * stride, a);
+}
+
+void memra_dot_rows(int type, int64_t n, const void * weight_rows, size_t row_stride, int64_t rows, const void * activation_row, float * out) {
+    dot_many_with(kernels_active(), type, n, weight_rows, row_stride, rows, activation_row, out);
+}
+
 void memra_dot_rows4(int type, int64_t n, const void * weight_rows, size_t row_stride, const void * activation_row, float * out) {
     dot4_with(kernels_active(), type, n, weight_rows, row_stride, activation_row, out);
 }
@@ -2127,4 +2220,9 @@ float memra_dot_row_isa(const char * isa, int type, int64_t n, const void * weig
 
 void memra_dot_rows4_isa(const char * isa, int type, int64_t n, const void * weight_rows, size_t row_stride, const void * activation_row, float * out) {
     dot4_with(kernels_or_scalar(isa), type, n, weight_rows, row_stride, activation_row, out);
+}
+
+void memra_dot_rows_isa(const char * isa, int type, int64_t n, const void * weight_rows, size_t row_stride, int64_t rows, const void * activation_row,
+                        float * out) {
+    dot_many_with(kernels_or_scalar(isa), type, n, weight_rows, row_stride, rows, activation_row, out);
 }

@@ -44,6 +44,9 @@ float memra_dot_row(int type, int64_t n, const void * weight_row, const void * a
 /* Four weight rows at once against one activation row (out[0..3]); lets kernels reuse the loaded
  * activation. Rows are `row_stride` bytes apart. */
 void memra_dot_rows4(int type, int64_t n, const void * weight_rows, size_t row_stride, const void * activation_row, float * out);
+/* out[r] = memra_dot_row(row r) for r < rows (rows row_stride bytes apart), bit for bit; for a
+ * matrix-vector product: some kernels prepare the activation row once for all the rows. */
+void memra_dot_rows(int type, int64_t n, const void * weight_rows, size_t row_stride, int64_t rows, const void * activation_row, float * out);
 
 /* Which SIMD path the kernels chose at run time: "avx512vnni", "avx2", "neondot" (NEON with the dot-product extension), "neon" or "scalar". */
 const char * memra_dot_isa(void);
@@ -57,5 +60,7 @@ int memra_dot_isa_available(const char * isa);
 void memra_quantize_activation_row_isa(const char * isa, int weight_type, const float * x, void * out, int64_t n);
 float memra_dot_row_isa(const char * isa, int type, int64_t n, const void * weight_row, const void * activation_row);
 void memra_dot_rows4_isa(const char * isa, int type, int64_t n, const void * weight_rows, size_t row_stride, const void * activation_row, float * out);
+void memra_dot_rows_isa(const char * isa, int type, int64_t n, const void * weight_rows, size_t row_stride, int64_t rows, const void * activation_row,
+                        float * out);
 
 #endif
