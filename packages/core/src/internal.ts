@@ -1,10 +1,12 @@
 /**
  * Internals shared with other Memra packages of this workspace (not published: the export has only
  * the "bun" condition and points at the sources): the golden conformance
- * suite and the prime gate, so that every backend package runs exactly the same checks.
+ * suite, the prime gate and the kit of the backend op tests, so that every backend package runs
+ * exactly the same checks.
  */
 export { type GoldenComparison, type GoldenModelFile, type GoldenPrompt, compareWithGolden } from "./conformance/golden-comparison";
 export { MARGIN_BOUND, PROBABILITY_BOUNDS, type GoldenSuiteBackend, defineGoldenSuite, loadGoldenSuite } from "./conformance/golden-suite";
 export { type PrimeGateResult, primeGate } from "./testing/prime-gate";
 export { resetBackendDiscoveryWarning } from "./backend-discovery";
 export { residentFraction } from "./testing/resident-pages";
+export { ALL_GGML_TYPES, BackendPair, nmse, normals, tensorInfo, weightBytes } from "./testing/backend-pair";

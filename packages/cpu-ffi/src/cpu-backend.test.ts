@@ -14,15 +14,15 @@
  *   rounds to a neighbouring integer would cost ~1e-8 on these shapes, so the bound also catches a
  *   conversion that drifts from ggml's. MEMRA_PRINT_NMSE=1 prints the matmul NMSE per type.
  */
-import { type Backend, type DeviceBuffer, ReferenceBackend, UnsupportedTensorTypeError, type WeightHandle } from "@memra/core";
-import { GGMLType, type GGUFTensorInfo, canQuantize, f32ToF16Bits, ggmlTypeInfo, ggmlTypeName, quantize } from "@memra/gguf";
+import { ReferenceBackend, UnsupportedTensorTypeError } from "@memra/core";
+import { GGMLType, canQuantize, ggmlTypeName, quantize } from "@memra/gguf";
 import { ptr } from "bun:ffi";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CpuBackend } from "./cpu-backend";
 import { BackendDisposedError, NativeError } from "./errors";
 import { nativeLibraryUnavailableReason } from "./native-availability";
 import { mulberry32 } from "@memra/synthetic";
-import { residentFraction } from "@memra/core/internal";
+import { ALL_GGML_TYPES, BackendPair, nmse, normals, residentFraction, tensorInfo, weightBytes } from "@memra/core/internal";
 
 const unavailable = nativeLibraryUnavailableReason();
 
@@ -30,87 +30,17 @@ const ELEMENTWISE_BOUND = 1e-12;
 const MATMUL_BOUND = 1e-10;
 
 
-function normals(count: number, seed: number, scale = 1): Float32Array {
-  const random = mulberry32(seed);
-  const out = new Float32Array(count);
-  for (let i = 0; i < count; i++) out[i] = scale * Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
-  return out;
-}
-
-function nmse(actual: Float32Array, expected: Float32Array): number {
-  expect(actual.length).toBe(expected.length);
-  let error = 0;
-  let energy = 0;
-  for (let i = 0; i < expected.length; i++) {
-    const d = actual[i]! - expected[i]!;
-    error += d * d;
-    energy += expected[i]! * expected[i]!;
-  }
-  return energy === 0 ? error : error / energy;
-}
-
-/** Random valid blocks for a type `quantize` cannot produce (iq4_nl, iq4_xs): random bytes, sane f16 scale. */
-function randomBlocks(type: GGMLType, elementCount: number, seed: number): Uint8Array {
-  const info = ggmlTypeInfo(type)!;
-  const blocks = elementCount / info.blockSize;
-  const random = mulberry32(seed);
-  const bytes = new Uint8Array(blocks * info.bytesPerBlock);
-  for (let i = 0; i < bytes.length; i++) bytes[i] = Math.floor(random() * 256);
-  for (let b = 0; b < blocks; b++) {
-    const d = f32ToF16Bits(0.001 + 0.002 * random());
-    bytes[b * info.bytesPerBlock] = d & 0xff;
-    bytes[b * info.bytesPerBlock + 1] = d >>> 8;
-  }
-  return bytes;
-}
-
-function weightBytes(type: GGMLType, values: Float32Array, seed: number): Uint8Array {
-  if (canQuantize(type)) return quantize(type, values);
-  if (type === GGMLType.IQ4_NL || type === GGMLType.IQ4_XS) return randomBlocks(type, values.length, seed);
-  throw new Error(`the native backend supports ${ggmlTypeName(type)}, but this test cannot build weights of that type: add a way`);
-}
-
-function tensorInfo(name: string, type: GGMLType, shape: number[], data: Uint8Array): GGUFTensorInfo {
-  return { name, type, shape, elementCount: shape.reduce((a, b) => a * b, 1), offset: 0, byteSize: data.byteLength };
-}
-
-/** Runs the same op on both backends and returns both outputs. */
-class Pair {
-  constructor(
-    readonly native: Backend,
-    readonly reference: Backend,
-  ) {}
-
-  buffers(values: Float32Array): [DeviceBuffer, DeviceBuffer] {
-    const a = this.native.allocate(values.length);
-    const b = this.reference.allocate(values.length);
-    this.native.write(a, values);
-    this.reference.write(b, values);
-    return [a, b];
-  }
-
-  weights(info: GGUFTensorInfo, data: Uint8Array): [WeightHandle, WeightHandle] {
-    return [this.native.uploadWeight(info, data), this.reference.uploadWeight(info, data)];
-  }
-
-  read(buffers: [DeviceBuffer, DeviceBuffer]): [Float32Array, Float32Array] {
-    return [this.native.read(buffers[0]), this.reference.read(buffers[1])];
-  }
-}
-
-/** Every ggml type id, to ask the library which it supports. */
-const ALL_TYPES = Object.values(GGMLType).filter((value): value is GGMLType => typeof value === "number");
 
 describe.skipIf(unavailable !== undefined)(`CpuBackend ops against the reference backend${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
   let backend: CpuBackend;
-  let pair: Pair;
+  let pair: BackendPair;
   beforeAll(() => {
     backend = CpuBackend.create({ threads: 2 });
-    pair = new Pair(backend, new ReferenceBackend());
+    pair = new BackendPair(backend, new ReferenceBackend());
   });
   afterAll(() => backend?.dispose());
 
-  const matmulTypes = () => ALL_TYPES.filter((type) => backend.supportsOp("matmul", type));
+  const matmulTypes = () => ALL_GGML_TYPES.filter((type) => backend.supportsOp("matmul", type));
 
   it("reports its library, SIMD path and threads", () => {
     expect(backend.library.version).toMatch(/^\d+\.\d+\.\d+$/);
@@ -167,7 +97,7 @@ describe.skipIf(unavailable !== undefined)(`CpuBackend ops against the reference
   it("embedding dequantizes table rows exactly like the reference, for every supported type", () => {
     const [width, vocabulary] = [256, 10];
     const tokens = Int32Array.from([3, 0, 9, 3]);
-    for (const type of ALL_TYPES.filter((t) => backend.supportsOp("embedding", t) && (canQuantize(t) || t === GGMLType.IQ4_NL || t === GGMLType.IQ4_XS))) {
+    for (const type of ALL_GGML_TYPES.filter((t) => backend.supportsOp("embedding", t) && (canQuantize(t) || t === GGMLType.IQ4_NL || t === GGMLType.IQ4_XS))) {
       const data = weightBytes(type, normals(width * vocabulary, 60 + type, 0.1), 61);
       const [table, tableRef] = pair.weights(tensorInfo("token_embd.weight", type, [width, vocabulary], data), data);
       const out = pair.native.allocate(tokens.length * width);

@@ -16,8 +16,9 @@
  */
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { type Backend, type DeviceBuffer, ReferenceBackend, type WeightHandle } from "@memra/core";
-import { GGMLType, type GGUFTensorInfo, canQuantize, ggmlTypeName, quantize } from "@memra/gguf";
+import { ReferenceBackend } from "@memra/core";
+import { GGMLType, canQuantize, ggmlTypeName, quantize } from "@memra/gguf";
+import { ALL_GGML_TYPES, BackendPair, nmse, normals, tensorInfo } from "@memra/core/internal";
 import { mulberry32 } from "@memra/synthetic";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cudaUnavailableReason } from "./cuda-availability";
@@ -94,61 +95,16 @@ const EXACT_ELEMENTWISE_BOUND = 1e-10;
 const VECTOR_MATMUL_BOUND = 1e-10;
 const GEMM_BOUND = 1e-5;
 
-function normals(count: number, seed: number, scale = 1): Float32Array {
-  const random = mulberry32(seed);
-  const out = new Float32Array(count);
-  for (let i = 0; i < count; i++) out[i] = scale * Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
-  return out;
-}
-
-function nmse(actual: Float32Array, expected: Float32Array): number {
-  expect(actual.length).toBe(expected.length);
-  let error = 0;
-  let energy = 0;
-  for (let i = 0; i < expected.length; i++) {
-    const d = actual[i]! - expected[i]!;
-    error += d * d;
-    energy += expected[i]! * expected[i]!;
-  }
-  return energy === 0 ? error : error / energy;
-}
-
-function tensorInfo(name: string, type: GGMLType, shape: number[], data: Uint8Array): GGUFTensorInfo {
-  return { name, type, shape, elementCount: shape.reduce((a, b) => a * b, 1), offset: 0, byteSize: data.byteLength };
-}
-
-const ALL_TYPES = Object.values(GGMLType).filter((value): value is GGMLType => typeof value === "number");
-
-class Pair {
-  constructor(
-    readonly cuda: Backend,
-    readonly reference: Backend,
-  ) {}
-  buffers(values: Float32Array): [DeviceBuffer, DeviceBuffer] {
-    const a = this.cuda.allocate(values.length);
-    const b = this.reference.allocate(values.length);
-    this.cuda.write(a, values);
-    this.reference.write(b, values);
-    return [a, b];
-  }
-  weights(info: GGUFTensorInfo, data: Uint8Array): [WeightHandle, WeightHandle] {
-    return [this.cuda.uploadWeight(info, data), this.reference.uploadWeight(info, data)];
-  }
-  read(buffers: [DeviceBuffer, DeviceBuffer]): [Float32Array, Float32Array] {
-    return [this.cuda.read(buffers[0]), this.reference.read(buffers[1])];
-  }
-}
-
 describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the reference backend${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
   let backend: CudaBackend;
-  let pair: Pair;
+  let pair: BackendPair;
   beforeAll(() => {
     backend = CudaBackend.create();
-    pair = new Pair(backend, new ReferenceBackend({ ggmlActivationRounding: false }));
+    pair = new BackendPair(backend, new ReferenceBackend({ ggmlActivationRounding: false }));
   });
   afterAll(() => backend?.dispose());
 
-  const matmulTypes = () => ALL_TYPES.filter((type) => backend.supportsOp("matmul", type));
+  const matmulTypes = () => ALL_GGML_TYPES.filter((type) => backend.supportsOp("matmul", type));
 
   it("reports its device and supports the weight types it has kernels for", () => {
     const info = backend.deviceInfo();
@@ -170,11 +126,11 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
       const data = quantize(type, normals(nIn * nOut, 1000 + type, 0.05));
       const [w, wRef] = pair.weights(tensorInfo(`w.${ggmlTypeName(type)}`, type, [nIn, nOut], data), data);
       const [x, xRef] = pair.buffers(normals(rows * nIn, 3000 + rows));
-      const out = pair.cuda.allocate(rows * nOut);
+      const out = pair.native.allocate(rows * nOut);
       const outRef = pair.reference.allocate(rows * nOut);
-      pair.cuda.matmul(out, x, w, rows);
+      pair.native.matmul(out, x, w, rows);
       pair.reference.matmul(outRef, xRef, wRef, rows);
-      results[ggmlTypeName(type)] = nmse(pair.cuda.read(out), pair.reference.read(outRef));
+      results[ggmlTypeName(type)] = nmse(pair.native.read(out), pair.reference.read(outRef));
     }
     if (process.env.MEMRA_PRINT_NMSE) console.log(rows, results);
     expect(Object.keys(results).length).toBeGreaterThanOrEqual(10);
@@ -189,11 +145,11 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
         const [w, wRef] = pair.weights(tensorInfo("experts", type, [nIn, nOut, experts], data), data);
         const [x, xRef] = pair.buffers(normals(rows * nIn, 41));
         for (let expert = 0; expert < experts; expert++) {
-          const out = pair.cuda.allocate(rows * nOut);
+          const out = pair.native.allocate(rows * nOut);
           const outRef = pair.reference.allocate(rows * nOut);
-          pair.cuda.expertMatmul(out, x, w, expert, rows);
+          pair.native.expertMatmul(out, x, w, expert, rows);
           pair.reference.expertMatmul(outRef, xRef, wRef, expert, rows);
-          expect(nmse(pair.cuda.read(out), pair.reference.read(outRef)), `${ggmlTypeName(type)} expert ${expert}`).toBeLessThanOrEqual(rows > 8 ? GEMM_BOUND : VECTOR_MATMUL_BOUND);
+          expect(nmse(pair.native.read(out), pair.reference.read(outRef)), `${ggmlTypeName(type)} expert ${expert}`).toBeLessThanOrEqual(rows > 8 ? GEMM_BOUND : VECTOR_MATMUL_BOUND);
         }
       }
     }
@@ -202,14 +158,14 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
   it("embedding dequantizes table rows exactly like the reference", () => {
     const [width, vocabulary] = [256, 10];
     const tokens = Int32Array.from([3, 0, 9, 3]);
-    for (const type of ALL_TYPES.filter((t) => backend.supportsOp("embedding", t) && canQuantize(t))) {
+    for (const type of ALL_GGML_TYPES.filter((t) => backend.supportsOp("embedding", t) && canQuantize(t))) {
       const data = quantize(type, normals(width * vocabulary, 60 + type, 0.1));
       const [table, tableRef] = pair.weights(tensorInfo("token_embd.weight", type, [width, vocabulary], data), data);
-      const out = pair.cuda.allocate(tokens.length * width);
+      const out = pair.native.allocate(tokens.length * width);
       const outRef = pair.reference.allocate(tokens.length * width);
-      pair.cuda.embedding(out, table, tokens);
+      pair.native.embedding(out, table, tokens);
       pair.reference.embedding(outRef, tableRef, tokens);
-      expect(pair.cuda.read(out), `embedding ${ggmlTypeName(type)}`).toEqual(pair.reference.read(outRef));
+      expect(pair.native.read(out), `embedding ${ggmlTypeName(type)}`).toEqual(pair.reference.read(outRef));
     }
   });
 
@@ -219,7 +175,7 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
       const data = quantize(type, normals(width, 70, 0.5));
       const [w, wRef] = pair.weights(tensorInfo("norm", type, [width], data), data);
       const [x, xRef] = pair.buffers(normals(rows * width, 71, 2));
-      pair.cuda.rmsNorm(x, x, w, rows, 1e-6);
+      pair.native.rmsNorm(x, x, w, rows, 1e-6);
       pair.reference.rmsNorm(xRef, xRef, wRef, rows, 1e-6);
       expect(nmse(...pair.read([x, xRef])), `rmsNorm ${ggmlTypeName(type)}`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
     }
@@ -229,17 +185,17 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     ] as const) {
       const positions = Int32Array.from([0, 1, 2, 7, 100, 4095, 30000]);
       const [x, xRef] = pair.buffers(normals(positions.length * heads * headDim, 80 + headDim));
-      pair.cuda.ropeNeox(x, positions, heads, headDim, freqBase);
+      pair.native.ropeNeox(x, positions, heads, headDim, freqBase);
       pair.reference.ropeNeox(xRef, positions, heads, headDim, freqBase);
       expect(nmse(...pair.read([x, xRef])), `rope headDim ${headDim}`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
     }
     for (const length of [100, 200_000]) {
       const [gate, gateRef] = pair.buffers(normals(length, 100, 3));
       const [up, upRef] = pair.buffers(normals(length, 101));
-      pair.cuda.swiglu(gate, gate, up, length);
+      pair.native.swiglu(gate, gate, up, length);
       pair.reference.swiglu(gateRef, gateRef, upRef, length);
       expect(nmse(...pair.read([gate, gateRef])), `swiglu ${length}`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
-      pair.cuda.add(up, up, gate, length);
+      pair.native.add(up, up, gate, length);
       pair.reference.add(upRef, upRef, gateRef, length);
       expect(nmse(...pair.read([up, upRef])), `add ${length}`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
     }
@@ -250,15 +206,15 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     const kvWidth = kvHeads * headDim;
     const random = mulberry32(93);
     for (const type of ["f32", "f16", "q8_0"] as const) {
-      const keys = pair.cuda.allocateKV(type, blocks * blockTokens, kvWidth);
-      const values = pair.cuda.allocateKV(type, blocks * blockTokens, kvWidth);
+      const keys = pair.native.allocateKV(type, blocks * blockTokens, kvWidth);
+      const values = pair.native.allocateKV(type, blocks * blockTokens, kvWidth);
       const keysRef = pair.reference.allocateKV(type, blocks * blockTokens, kvWidth);
       const valuesRef = pair.reference.allocateKV(type, blocks * blockTokens, kvWidth);
       const slots = Int32Array.from({ length: blocks * blockTokens }, (_, i) => i);
       const [k, kRef] = pair.buffers(normals(slots.length * kvWidth, 90));
       const [v, vRef] = pair.buffers(normals(slots.length * kvWidth, 91));
-      pair.cuda.writeKV(keys, slots, k);
-      pair.cuda.writeKV(values, slots, v);
+      pair.native.writeKV(keys, slots, k);
+      pair.native.writeKV(values, slots, v);
       pair.reference.writeKV(keysRef, slots, kRef);
       pair.reference.writeKV(valuesRef, slots, vRef);
       const shapes = [
@@ -277,45 +233,45 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
         rows += queryRows;
       }
       const [q, qRef] = pair.buffers(normals(rows * heads * headDim, 92));
-      const out = pair.cuda.allocate(rows * heads * headDim);
+      const out = pair.native.allocate(rows * heads * headDim);
       const outRef = pair.reference.allocate(rows * heads * headDim);
       const shape = { rows, heads, kvHeads, headDim, scale: 1 / Math.sqrt(headDim) };
       const blockTables = Int32Array.from(tables);
-      pair.cuda.attention(out, q, { keys, values, blockTokens, blockTables, sequences }, shape);
+      pair.native.attention(out, q, { keys, values, blockTokens, blockTables, sequences }, shape);
       pair.reference.attention(outRef, qRef, { keys: keysRef, values: valuesRef, blockTokens, blockTables, sequences }, shape);
-      expect(nmse(pair.cuda.read(out), pair.reference.read(outRef)), `paged attention ${type}`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
+      expect(nmse(pair.native.read(out), pair.reference.read(outRef)), `paged attention ${type}`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
       // copy-on-write of a block, then the copied slots read back the same through attention
-      pair.cuda.copyKV(keys, 0, 4, 4);
+      pair.native.copyKV(keys, 0, 4, 4);
       pair.reference.copyKV(keysRef, 0, 4, 4);
-      pair.cuda.copyKV(values, 0, 4, 4);
+      pair.native.copyKV(values, 0, 4, 4);
       pair.reference.copyKV(valuesRef, 0, 4, 4);
       const single = Int32Array.from([0, 1, 3, 0]);
       const [q1, q1Ref] = pair.buffers(normals(heads * headDim, 96));
-      const o1 = pair.cuda.allocate(heads * headDim);
+      const o1 = pair.native.allocate(heads * headDim);
       const o1Ref = pair.reference.allocate(heads * headDim);
-      pair.cuda.attention(o1, q1, { keys, values, blockTokens, blockTables: Int32Array.from([0]), sequences: single }, { ...shape, rows: 1 });
+      pair.native.attention(o1, q1, { keys, values, blockTokens, blockTables: Int32Array.from([0]), sequences: single }, { ...shape, rows: 1 });
       pair.reference.attention(o1Ref, q1Ref, { keys: keysRef, values: valuesRef, blockTokens, blockTables: Int32Array.from([0]), sequences: single }, { ...shape, rows: 1 });
-      expect(nmse(pair.cuda.read(o1), pair.reference.read(o1Ref)), `attention after copyKV ${type}`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
+      expect(nmse(pair.native.read(o1), pair.reference.read(o1Ref)), `attention after copyKV ${type}`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
     }
   });
 
   it("moeRoute, gatherRows, scatterAddRows", () => {
     const [rows, experts, k] = [9, 16, 4];
     const [logits, logitsRef] = pair.buffers(normals(rows * experts, 110, 2));
-    const routed = pair.cuda.moeRoute(logits, rows, experts, k);
+    const routed = pair.native.moeRoute(logits, rows, experts, k);
     const routedRef = pair.reference.moeRoute(logitsRef, rows, experts, k);
     expect(routed.ids).toEqual(routedRef.ids);
     expect(nmse(routed.weights, routedRef.weights)).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
     const width = 33;
     const [x, xRef] = pair.buffers(normals(6 * width, 120));
     const ids = Int32Array.from([4, 0, 4, 2]);
-    const gathered = pair.cuda.allocate(ids.length * width);
+    const gathered = pair.native.allocate(ids.length * width);
     const gatheredRef = pair.reference.allocate(ids.length * width);
-    pair.cuda.gatherRows(gathered, x, ids, width);
+    pair.native.gatherRows(gathered, x, ids, width);
     pair.reference.gatherRows(gatheredRef, xRef, ids, width);
-    expect(pair.cuda.read(gathered)).toEqual(pair.reference.read(gatheredRef));
+    expect(pair.native.read(gathered)).toEqual(pair.reference.read(gatheredRef));
     const scales = Float32Array.from([0.5, -1, 0.25, 2]);
-    pair.cuda.scatterAddRows(x, gathered, ids, scales, width);
+    pair.native.scatterAddRows(x, gathered, ids, scales, width);
     pair.reference.scatterAddRows(xRef, gatheredRef, ids, scales, width);
     expect(nmse(...pair.read([x, xRef]))).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
   });

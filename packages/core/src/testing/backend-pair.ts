@@ -1,0 +1,83 @@
+/**
+ * The kit of the backend op tests (cpu-ffi, cuda-ffi): a pair of backends that run the same op on the
+ * same inputs, seeded inputs, weights of every type, and the normalised mean squared error the tests
+ * bound, NMSE = Σ(actual − expected)² / Σ expected².
+ */
+import { type GGUFTensorInfo, GGMLType, canQuantize, f32ToF16Bits, ggmlTypeInfo, ggmlTypeName, quantize } from "@memra/gguf";
+import { mulberry32 } from "@memra/synthetic";
+import type { Backend, DeviceBuffer, WeightHandle } from "../backend";
+
+/** Every ggml type id, to ask a backend which it supports. */
+export const ALL_GGML_TYPES: readonly GGMLType[] = Object.values(GGMLType).filter((value): value is GGMLType => typeof value === "number");
+
+/** `count` normal samples (Box–Muller on mulberry32(seed)) times `scale`. */
+export function normals(count: number, seed: number, scale = 1): Float32Array {
+  const random = mulberry32(seed);
+  const out = new Float32Array(count);
+  for (let i = 0; i < count; i++) out[i] = scale * Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
+  return out;
+}
+
+/** Σ(actual − expected)² / Σ expected² (the plain squared error when expected is all zeros). */
+export function nmse(actual: Float32Array, expected: Float32Array): number {
+  if (actual.length !== expected.length) throw new RangeError(`nmse: ${actual.length} values against ${expected.length}`);
+  let error = 0;
+  let energy = 0;
+  for (let i = 0; i < expected.length; i++) {
+    const d = actual[i]! - expected[i]!;
+    error += d * d;
+    energy += expected[i]! * expected[i]!;
+  }
+  return energy === 0 ? error : error / energy;
+}
+
+/** A tensor info for `data` of `type` and ggml `shape` (fastest dimension first), at offset 0. */
+export function tensorInfo(name: string, type: GGMLType, shape: number[], data: Uint8Array): GGUFTensorInfo {
+  return { name, type, shape, elementCount: shape.reduce((a, b) => a * b, 1), offset: 0, byteSize: data.byteLength };
+}
+
+/** Random valid blocks for a type `quantize` cannot produce (iq4_nl, iq4_xs): random bytes, sane f16 scale. */
+function randomBlocks(type: GGMLType, elementCount: number, seed: number): Uint8Array {
+  const info = ggmlTypeInfo(type)!;
+  const blocks = elementCount / info.blockSize;
+  const random = mulberry32(seed);
+  const bytes = new Uint8Array(blocks * info.bytesPerBlock);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = Math.floor(random() * 256);
+  for (let b = 0; b < blocks; b++) {
+    const d = f32ToF16Bits(0.001 + 0.002 * random());
+    bytes[b * info.bytesPerBlock] = d & 0xff;
+    bytes[b * info.bytesPerBlock + 1] = d >>> 8;
+  }
+  return bytes;
+}
+
+/** `values` as weights of `type`: quantized, or random valid blocks for iq4_nl / iq4_xs. */
+export function weightBytes(type: GGMLType, values: Float32Array, seed: number): Uint8Array {
+  if (canQuantize(type)) return quantize(type, values);
+  if (type === GGMLType.IQ4_NL || type === GGMLType.IQ4_XS) return randomBlocks(type, values.length, seed);
+  throw new Error(`a backend supports ${ggmlTypeName(type)}, but the op tests cannot build weights of that type: add a way`);
+}
+
+/** Runs the same op on a backend under test and on the reference, with the same inputs. */
+export class BackendPair {
+  constructor(
+    readonly native: Backend,
+    readonly reference: Backend,
+  ) {}
+
+  buffers(values: Float32Array): [DeviceBuffer, DeviceBuffer] {
+    const a = this.native.allocate(values.length);
+    const b = this.reference.allocate(values.length);
+    this.native.write(a, values);
+    this.reference.write(b, values);
+    return [a, b];
+  }
+
+  weights(info: GGUFTensorInfo, data: Uint8Array): [WeightHandle, WeightHandle] {
+    return [this.native.uploadWeight(info, data), this.reference.uploadWeight(info, data)];
+  }
+
+  read(buffers: [DeviceBuffer, DeviceBuffer]): [Float32Array, Float32Array] {
+    return [this.native.read(buffers[0]), this.reference.read(buffers[1])];
+  }
+}
