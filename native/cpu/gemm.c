@@ -55,7 +55,9 @@ static int cpu_has_vbmi_vnni(void) {
 
 /* ---- q8_0 ---- */
 
-VBMI_FN void pack_q8_0(const float * x, uint8_t * out, int64_t n) {
+/* `offset`: what the tiles' unsigned codes add to the weight values (q8_0: w + 128; q4_0: its codes,
+ * value + 8), taken back by the base vector, -offset * (sum of each lane's activation bytes). */
+VBMI_FN void pack_q8_0(const float * x, uint8_t * out, int64_t n, int offset) {
     uint8_t q8[Q8_0_GROUP];
     for (int64_t g = 0; g < n / 256; g++, x += 256, out += PACKED_Q8_0_GROUP) {
         /* the activation rounding of the dot-product path, eight blocks at a time */
@@ -72,7 +74,7 @@ VBMI_FN void pack_q8_0(const float * x, uint8_t * out, int64_t n) {
                 int sum = 0;
                 for (int q = 0; q < 4; q++)
                     for (int k = 0; k < 4; k++) sum += (int8_t)block[2 + 8 * q + 4 * half + k];
-                base[2 * p + half] = -128 * sum;
+                base[2 * p + half] = -offset * sum;
                 d[2 * p + half] = scale;
             }
         }
@@ -119,6 +121,47 @@ VBMI_INLINE void q8_0_unpack8(const uint8_t * p, __m512i byte_index, __m512i sca
     *d = _mm512_cvtph_ps(_mm512_castsi512_si256(both));
 }
 
+/* ---- q4_0 ----
+ * Weights are brought to q8_0_tile's layout (vector q: block p's values 8q..8q+7 in bytes 8p..8p+7) as
+ * their unsigned codes (value + 8), and the activations are packed as for q8_0 with base -8 * sum:
+ * value 8q + k of a block is the low nibble of qs byte 8 (q % 2) + k for q < 2, the high nibble for
+ * q >= 2. One byte permute per four-block half gathers, for each block, qs bytes 0..7 (32 bytes) and
+ * 8..15 (32 bytes); two lane shuffles join the halves. */
+enum { Q4_0_BYTES = 18, Q4_0_GROUP = 8 * Q4_0_BYTES };
+
+/* vpermt2b control over a half's 128-byte window (four blocks at 18p): output byte 8p + k (p < 4) =
+ * qs byte k of block p, output byte 32 + 8p + k = its qs byte 8 + k. */
+VBMI_INLINE __m512i q4_0_byte_index(void) {
+    uint8_t index[64];
+    for (int j = 0; j < 64; j++) index[j] = (uint8_t)(18 * ((j % 32) / 8) + 2 + 8 * (j / 32) + j % 8);
+    return _mm512_loadu_si512(index);
+}
+/* vpermt2w control: output words 2p, 2p+1 = the f16 scale of block p (word 9p of the window). */
+VBMI_INLINE __m512i q4_0_scale_index(void) {
+    uint16_t index[32];
+    for (int k = 0; k < 32; k++) index[k] = (uint16_t)(9 * ((k / 2) & 3));
+    return _mm512_loadu_si512(index);
+}
+
+/* The four code vectors of eight q4_0 blocks and their scales. The second half's window runs past
+ * the group: a masked load, which never faults. */
+VBMI_INLINE void q4_0_unpack8(const uint8_t * p, __m512i byte_index, __m512i scale_index, __m512i v[4], __m512 * d) {
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const __m512i a0 = _mm512_loadu_si512(p), a1 = _mm512_loadu_si512(p + 64);
+    const __m512i b0 = _mm512_loadu_si512(p + 72), b1 = _mm512_maskz_loadu_epi8((__mmask64)0xff, p + 136);
+    const __m512i h0 = _mm512_permutex2var_epi8(a0, byte_index, a1), h1 = _mm512_permutex2var_epi8(b0, byte_index, b1);
+    const __m512i first = _mm512_shuffle_i64x2(h0, h1, _MM_SHUFFLE(1, 0, 1, 0));  /* qs bytes 0..7 of blocks 0..7 */
+    const __m512i second = _mm512_shuffle_i64x2(h0, h1, _MM_SHUFFLE(3, 2, 3, 2)); /* qs bytes 8..15 */
+    v[0] = _mm512_and_si512(first, m4);
+    v[1] = _mm512_and_si512(second, m4);
+    v[2] = _mm512_and_si512(_mm512_srli_epi16(first, 4), m4);
+    v[3] = _mm512_and_si512(_mm512_srli_epi16(second, 4), m4);
+    const __m512i s0 = _mm512_permutex2var_epi16(a0, scale_index, a1);
+    const __m512i s1 = _mm512_permutex2var_epi16(b0, scale_index, b1);
+    const __m512i both = _mm512_mask_blend_epi16(0xff00, s0, _mm512_alignr_epi64(s1, s1, 6));
+    *d = _mm512_cvtph_ps(_mm512_castsi512_si256(both));
+}
+
 /* Sums the 16 lanes of each of acc[0..3] into one 128-bit vector {sum acc[0], ..., sum acc[3]}. */
 VBMI_INLINE __m128 reduce4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
     const __m256 h0 = _mm256_add_ps(_mm512_castps512_ps256(a0), _mm512_extractf32x8_ps(a0, 1));
@@ -136,9 +179,11 @@ VBMI_INLINE __m128 reduce4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
 /* UNPACKED: `w` is memra_gemm_unpack's buffer ([group][4 rows][v0..v3, scales]) instead of the rows. */
 enum { Q8_0_UNPACKED = 320 };
 
-VBMI_INLINE void q8_0_tile(const int UNPACKED, const int WR, const int AR, int64_t n, const uint8_t * w, size_t w_stride, const uint8_t * a,
-                           size_t a_stride, float * out, int64_t out_stride) {
-    const __m512i byte_index = q8_0_byte_index(), scale_index = q8_0_scale_index();
+/* Q4: the weights are q4_0 (q4_0_unpack8), else q8_0. */
+VBMI_INLINE void q8_0_tile(const int UNPACKED, const int Q4, const int WR, const int AR, int64_t n, const uint8_t * w, size_t w_stride,
+                           const uint8_t * a, size_t a_stride, float * out, int64_t out_stride) {
+    const __m512i byte_index = Q4 ? q4_0_byte_index() : q8_0_byte_index(), scale_index = Q4 ? q4_0_scale_index() : q8_0_scale_index();
+    const int64_t group_bytes = Q4 ? Q4_0_GROUP : Q8_0_GROUP;
     __m512 acc[MEMRA_GEMM_TILE_W][MEMRA_GEMM_TILE_A];
     _Pragma("GCC unroll 4")
     for (int r = 0; r < WR; r++)
@@ -154,8 +199,10 @@ VBMI_INLINE void q8_0_tile(const int UNPACKED, const int WR, const int AR, int64
                 const uint8_t * u = w + (g * MEMRA_GEMM_TILE_W + r) * Q8_0_UNPACKED;
                 for (int k = 0; k < 4; k++) v[k] = _mm512_loadu_si512(u + 64 * k);
                 wd = _mm512_loadu_ps(u + 256);
+            } else if (Q4) {
+                q4_0_unpack8(w + r * w_stride + g * group_bytes, byte_index, scale_index, v, &wd);
             } else {
-                q8_0_unpack8(w + r * w_stride + g * Q8_0_GROUP, byte_index, scale_index, v, &wd);
+                q8_0_unpack8(w + r * w_stride + g * group_bytes, byte_index, scale_index, v, &wd);
             }
             _Pragma("GCC unroll 4")
             for (int c = 0; c < AR; c++) {
@@ -180,13 +227,14 @@ VBMI_INLINE void q8_0_tile(const int UNPACKED, const int WR, const int AR, int64
     }
 }
 
-VBMI_FN void unpack_q8_0(int64_t n, const uint8_t * w, size_t w_stride, int w_rows, uint8_t * out) {
-    const __m512i byte_index = q8_0_byte_index(), scale_index = q8_0_scale_index();
+VBMI_FN void unpack_q8_0(int q4, int64_t n, const uint8_t * w, size_t w_stride, int w_rows, uint8_t * out) {
+    const __m512i byte_index = q4 ? q4_0_byte_index() : q8_0_byte_index(), scale_index = q4 ? q4_0_scale_index() : q8_0_scale_index();
     for (int64_t g = 0; g < n / 256; g++) {
         for (int r = 0; r < w_rows; r++) {
             __m512i v[4];
             __m512 wd;
-            q8_0_unpack8(w + r * w_stride + g * Q8_0_GROUP, byte_index, scale_index, v, &wd);
+            if (q4) q4_0_unpack8(w + r * w_stride + g * Q4_0_GROUP, byte_index, scale_index, v, &wd);
+            else q8_0_unpack8(w + r * w_stride + g * Q8_0_GROUP, byte_index, scale_index, v, &wd);
             uint8_t * u = out + (g * MEMRA_GEMM_TILE_W + r) * Q8_0_UNPACKED;
             for (int k = 0; k < 4; k++) _mm512_storeu_si512(u + 64 * k, v[k]);
             _mm512_storeu_ps(u + 256, wd);
@@ -458,15 +506,19 @@ K_TILE(q4_K_tile_u, 1, KIND_Q4_K)
 K_TILE(q5_K_tile_u, 1, KIND_Q5_K)
 K_TILE(q6_K_tile_u, 1, KIND_Q6_K)
 VBMI_INLINE void q8_0_tile_raw(const int WR, const int AR, int64_t n, const uint8_t * w, size_t ws, const uint8_t * a, size_t as, float * out, int64_t os) {
-    q8_0_tile(0, WR, AR, n, w, ws, a, as, out, os);
+    q8_0_tile(0, 0, WR, AR, n, w, ws, a, as, out, os);
 }
 VBMI_INLINE void q8_0_tile_u(const int WR, const int AR, int64_t n, const uint8_t * w, size_t ws, const uint8_t * a, size_t as, float * out, int64_t os) {
-    q8_0_tile(1, WR, AR, n, w, ws, a, as, out, os);
+    q8_0_tile(1, 0, WR, AR, n, w, ws, a, as, out, os);
+}
+VBMI_INLINE void q4_0_tile_raw(const int WR, const int AR, int64_t n, const uint8_t * w, size_t ws, const uint8_t * a, size_t as, float * out, int64_t os) {
+    q8_0_tile(0, 1, WR, AR, n, w, ws, a, as, out, os);
 }
 
 #define TILE_FNS(name, kernel) TILE_FNS_ATTR(VBMI_FN, name, kernel)
 
 TILE_FNS(q8_0_vbmi, q8_0_tile_raw)
+TILE_FNS(q4_0_vbmi, q4_0_tile_raw)
 TILE_FNS(q4_K_vbmi, q4_K_tile)
 TILE_FNS(q5_K_vbmi, q5_K_tile)
 TILE_FNS(q6_K_vbmi, q6_K_tile)
@@ -475,6 +527,7 @@ TILE_FNS(q4_K_vbmi_u, q4_K_tile_u)
 TILE_FNS(q5_K_vbmi_u, q5_K_tile_u)
 TILE_FNS(q6_K_vbmi_u, q6_K_tile_u)
 static memra_gemm_tile_kernel * const q8_0_tiles[4][4] = TILE_TABLE(q8_0_vbmi);
+static memra_gemm_tile_kernel * const q4_0_tiles[4][4] = TILE_TABLE(q4_0_vbmi);
 static memra_gemm_tile_kernel * const q4_K_tiles[4][4] = TILE_TABLE(q4_K_vbmi);
 static memra_gemm_tile_kernel * const q5_K_tiles[4][4] = TILE_TABLE(q5_K_vbmi);
 static memra_gemm_tile_kernel * const q6_K_tiles[4][4] = TILE_TABLE(q6_K_vbmi);
@@ -982,7 +1035,8 @@ const char * memra_gemm_isa(void) {
     return family == FAMILY_VBMI ? "avx512vbmi" : family == FAMILY_AVX2 ? "avx2" : "none";
 }
 
-static int is_gemm_type(int type) {
+static int is_gemm_type(int family, int type) {
+    if (type == MEMRA_TYPE_Q4_0) return family == FAMILY_VBMI; /* (no AVX2 q4_0 tiles) */
     return type == MEMRA_TYPE_Q8_0 || type == MEMRA_TYPE_Q4_K || type == MEMRA_TYPE_Q5_K || type == MEMRA_TYPE_Q6_K;
 }
 
@@ -993,11 +1047,11 @@ static int float_type(int type) { return type == MEMRA_TYPE_F16 || type == MEMRA
 size_t memra_gemm_packed_row_bytes(int type, int64_t n) {
     if (float_type(type)) return gemm_family() == FAMILY_NONE ? 0 : memra_gemm_float_packed_row_bytes(type, n);
     const int family = gemm_family();
-    if (family == FAMILY_NONE || n <= 0 || n % 256 != 0 || !is_gemm_type(type)) return 0;
+    if (family == FAMILY_NONE || n <= 0 || n % 256 != 0 || !is_gemm_type(family, type)) return 0;
 #ifdef MEMRA_GEMM_X86
     const size_t groups = (size_t)(n / 256);
     if (family == FAMILY_AVX2) return groups * (type == MEMRA_TYPE_Q8_0 ? A2_Q8_0_PACKED : A2_K_PACKED);
-    return groups * (type == MEMRA_TYPE_Q8_0 ? PACKED_Q8_0_GROUP : PACKED_K_GROUP);
+    return groups * (type == MEMRA_TYPE_Q8_0 || type == MEMRA_TYPE_Q4_0 ? PACKED_Q8_0_GROUP : PACKED_K_GROUP);
 #else
     return 0;
 #endif
@@ -1011,7 +1065,8 @@ void memra_gemm_pack_row(int type, const float * x, void * out, int64_t n) {
 #ifdef MEMRA_GEMM_X86
     const int avx2 = gemm_family() == FAMILY_AVX2;
     switch (type) {
-    case MEMRA_TYPE_Q8_0: if (avx2) pack_q8_0_avx2(x, out, n); else pack_q8_0(x, out, n); break;
+    case MEMRA_TYPE_Q8_0: if (avx2) pack_q8_0_avx2(x, out, n); else pack_q8_0(x, out, n, 128); break;
+    case MEMRA_TYPE_Q4_0: if (!avx2) pack_q8_0(x, out, n, 8); break;
     case MEMRA_TYPE_Q4_K: if (avx2) pack_k_avx2(KIND_Q4_K, x, out, n); else pack_k(KIND_Q4_K, x, out, n); break;
     case MEMRA_TYPE_Q5_K: if (avx2) pack_k_avx2(KIND_Q5_K, x, out, n); else pack_k(KIND_Q5_K, x, out, n); break;
     case MEMRA_TYPE_Q6_K: if (avx2) pack_k_avx2(KIND_Q6_K, x, out, n); else pack_k(KIND_Q6_K, x, out, n); break;
@@ -1036,6 +1091,7 @@ static memra_gemm_tile_kernel * const (*tile_table(int type, int unpacked))[4] {
     }
     switch (type) {
     case MEMRA_TYPE_Q8_0: return unpacked ? q8_0_tiles_u : q8_0_tiles;
+    case MEMRA_TYPE_Q4_0: return unpacked ? q8_0_tiles_u : q4_0_tiles; /* (q4_0's unpacked rows are q8_0's layout) */
     case MEMRA_TYPE_Q4_K: return unpacked ? q4_K_tiles_u : q4_K_tiles;
     case MEMRA_TYPE_Q5_K: return unpacked ? q5_K_tiles_u : q5_K_tiles;
     case MEMRA_TYPE_Q6_K: return unpacked ? q6_K_tiles_u : q6_K_tiles;
@@ -1071,7 +1127,7 @@ size_t memra_gemm_unpacked_bytes(int type, int64_t n) {
     }
     /* the tiles spend a third (q8_0: byte permutes) to a fifth (K-quants: permutes, shifts, scales) of
      * their time unpacking; done once per 64 activation rows, q8_0 runs 1.7x, q4_K 1.2x, q6_K 1.3x faster */
-    return groups * (type == MEMRA_TYPE_Q8_0 ? MEMRA_GEMM_TILE_W * Q8_0_UNPACKED : K_GROUP);
+    return groups * (type == MEMRA_TYPE_Q8_0 || type == MEMRA_TYPE_Q4_0 ? MEMRA_GEMM_TILE_W * Q8_0_UNPACKED : K_GROUP);
 #else
     return 0;
 #endif
@@ -1086,7 +1142,8 @@ void memra_gemm_unpack(int type, int64_t n, const void * weight, size_t w_stride
         if (type == MEMRA_TYPE_Q6_K) unpack_k_avx2(KIND_Q6_K, n, weight, w_stride, w_rows, unpacked);
         return;
     }
-    if (type == MEMRA_TYPE_Q8_0) unpack_q8_0(n, weight, w_stride, w_rows, unpacked);
+    if (type == MEMRA_TYPE_Q8_0) unpack_q8_0(0, n, weight, w_stride, w_rows, unpacked);
+    if (type == MEMRA_TYPE_Q4_0) unpack_q8_0(1, n, weight, w_stride, w_rows, unpacked);
     if (type == MEMRA_TYPE_Q4_K) unpack_k(KIND_Q4_K, n, weight, w_stride, w_rows, unpacked);
     if (type == MEMRA_TYPE_Q5_K) unpack_k(KIND_Q5_K, n, weight, w_stride, w_rows, unpacked);
     if (type == MEMRA_TYPE_Q6_K) unpack_k(KIND_Q6_K, n, weight, w_stride, w_rows, unpacked);

@@ -1156,72 +1156,125 @@ AVX512_INLINE void q8_0_many_avx512(int64_t n, const uint8_t * w, size_t stride,
  * Lane i (128 bits) of `lo` holds block i's values 0..15 as unsigned bytes, of `hi` its values 16..31;
  * the activations are rearranged the same way once per step and shared by the rows. */
 
-AVX512_INLINE void blocks32_avx512(const int type, const int nr, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
+/* Four activation blocks as blocks32's step uses them, shared by every row (blocks32_prepare). */
+typedef struct {
+    __m512i alo, ahi; /* lane i: block i's values 0..15, 16..31 */
+    __m512i base;     /* -offset * (sum of each 4 activations): vpdpbusd's starting value */
+    __m128 da, sa;    /* the four f16 scales (and q8_1 sums) */
+} blocks32_act;
+
+/* unsigned code = value + offset (iq4_nl: its level + 128) */
+static inline int blocks32_offset(int type) {
+    return type == MEMRA_TYPE_Q4_0 ? 8 : type == MEMRA_TYPE_Q5_0 ? 16 : type == MEMRA_TYPE_IQ4_NL ? 128 : 0;
+}
+
+AVX512_INLINE void blocks32_prepare(const int type, const uint8_t * ya, blocks32_act * p) {
+    const int has_min = type == MEMRA_TYPE_Q4_1 || type == MEMRA_TYPE_Q5_1;
+    const int abytes = has_min ? Q8_1_BYTES : Q8_0_BYTES, aq_at = has_min ? 4 : 2;
+    const int offset = blocks32_offset(type);
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i a01 = load2x32_avx512(ya + aq_at, ya + abytes + aq_at);
+    const __m512i a23 = load2x32_avx512(ya + 2 * abytes + aq_at, ya + 3 * abytes + aq_at);
+    p->alo = _mm512_shuffle_i64x2(a01, a23, _MM_SHUFFLE(2, 0, 2, 0));
+    p->ahi = _mm512_shuffle_i64x2(a01, a23, _MM_SHUFFLE(3, 1, 3, 1));
+    p->base = zero;
+    if (offset) {
+        const __m512i off = _mm512_set1_epi8((char)offset);
+        p->base = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, off, p->alo), off, p->ahi));
+    }
+    p->da = f16x4_avx512(ya, abytes);
+    p->sa = has_min ? f16x4_avx512(ya + 2, abytes) : _mm_setzero_ps();
+}
+
+/* Four weight blocks of one row against the prepared activations, added to the row's acc and macc. */
+AVX512_INLINE void blocks32_step(const int type, const uint8_t * xw, const blocks32_act * p, __m512 * acc, __m128 * macc) {
     const int has_min = type == MEMRA_TYPE_Q4_1 || type == MEMRA_TYPE_Q5_1;
     const int has_qh = type == MEMRA_TYPE_Q5_0 || type == MEMRA_TYPE_Q5_1;
-    const int wbytes = block_bytes(type), abytes = has_min ? Q8_1_BYTES : Q8_0_BYTES;
-    const int qh_at = has_min ? 4 : 2, qs_at = (has_min ? 4 : 2) + (has_qh ? 4 : 0), aq_at = has_min ? 4 : 2;
-    /* unsigned code = value + offset (iq4_nl: its level + 128) */
-    const int offset = type == MEMRA_TYPE_Q4_0 ? 8 : type == MEMRA_TYPE_Q5_0 ? 16 : type == MEMRA_TYPE_IQ4_NL ? 128 : 0;
-    const int64_t nb = n / 32, nb4 = nb & ~(int64_t)3;
-    const __m512i m4 = _mm512_set1_epi8(15), zero = _mm512_setzero_si512();
+    const int wbytes = block_bytes(type);
+    const int qh_at = has_min ? 4 : 2, qs_at = (has_min ? 4 : 2) + (has_qh ? 4 : 0);
+    const __m512i m4 = _mm512_set1_epi8(15);
     const __m512i lanes = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-    const __m512i levels = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4nl_values)), _mm512_set1_epi8((char)0x80));
+    const __m512i q = load4x16_avx512(xw + qs_at, wbytes);
+    __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+    if (has_qh) {
+        uint64_t bits_lo = 0, bits_hi = 0;
+        for (int b = 0; b < 4; b++) {
+            const uint32_t qh = ld_u32(xw + b * wbytes + qh_at);
+            bits_lo |= (uint64_t)(qh & 0xffffu) << (16 * b);
+            bits_hi |= (uint64_t)(qh >> 16) << (16 * b);
+        }
+        const __m512i sixteen = _mm512_set1_epi8(16);
+        lo = _mm512_mask_add_epi8(lo, (__mmask64)bits_lo, lo, sixteen);
+        hi = _mm512_mask_add_epi8(hi, (__mmask64)bits_hi, hi, sixteen);
+    }
+    if (type == MEMRA_TYPE_IQ4_NL) {
+        const __m512i levels = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4nl_values)), _mm512_set1_epi8((char)0x80));
+        lo = _mm512_shuffle_epi8(levels, lo);
+        hi = _mm512_shuffle_epi8(levels, hi);
+    }
+    const __m512i isum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(p->base, lo, p->alo), hi, p->ahi);
+    const __m512 d = _mm512_castps128_ps512(_mm_mul_ps(f16x4_avx512(xw, wbytes), p->da));
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_permutexvar_ps(lanes, d), *acc);
+    if (has_min) *macc = _mm_fmadd_ps(f16x4_avx512(xw + 2, wbytes), p->sa, *macc);
+}
+
+/* A row's blocks past the last full group of four (scalar, as ggml's per-block formula). */
+static inline float blocks32_tail(const int type, int64_t nb4, int64_t nb, const uint8_t * row, const uint8_t * a) {
+    const int has_min = type == MEMRA_TYPE_Q4_1 || type == MEMRA_TYPE_Q5_1;
+    const int wbytes = block_bytes(type), abytes = has_min ? Q8_1_BYTES : Q8_0_BYTES;
+    float sum = 0.0f;
+    for (int64_t ib = nb4; ib < nb; ib++) {
+        const uint8_t * xw = row + ib * wbytes, * ya = a + ib * abytes;
+        switch (type) {
+        case MEMRA_TYPE_Q4_0: sum += blk_q4_0(xw, ya); break;
+        case MEMRA_TYPE_Q4_1: sum += blk_q4_1(xw, ya); break;
+        case MEMRA_TYPE_Q5_0: sum += blk_q5_0(xw, ya); break;
+        case MEMRA_TYPE_Q5_1: sum += blk_q5_1(xw, ya); break;
+        default: sum += blk_iq4_nl(xw, ya); break;
+        }
+    }
+    return sum;
+}
+
+AVX512_INLINE void blocks32_avx512(const int type, const int nr, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
+    const int has_min = type == MEMRA_TYPE_Q4_1 || type == MEMRA_TYPE_Q5_1;
+    const int wbytes = block_bytes(type), abytes = has_min ? Q8_1_BYTES : Q8_0_BYTES;
+    const int64_t nb = n / 32, nb4 = nb & ~(int64_t)3;
     __m512 acc[4];
     __m128 macc[4];
     for (int r = 0; r < nr; r++) { acc[r] = _mm512_setzero_ps(); macc[r] = _mm_setzero_ps(); }
     for (int64_t ib = 0; ib < nb4; ib += 4) {
-        const uint8_t * ya = a + ib * abytes;
         if (nr == 4) prefetch_next_rows(w, stride, nb * wbytes, ib * wbytes, 4 * wbytes);
-        const __m512i a01 = load2x32_avx512(ya + aq_at, ya + abytes + aq_at);
-        const __m512i a23 = load2x32_avx512(ya + 2 * abytes + aq_at, ya + 3 * abytes + aq_at);
-        const __m512i alo = _mm512_shuffle_i64x2(a01, a23, _MM_SHUFFLE(2, 0, 2, 0));
-        const __m512i ahi = _mm512_shuffle_i64x2(a01, a23, _MM_SHUFFLE(3, 1, 3, 1));
-        __m512i base = zero;
-        if (offset) {
-            const __m512i off = _mm512_set1_epi8((char)offset);
-            base = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, off, alo), off, ahi));
-        }
-        const __m128 da = f16x4_avx512(ya, abytes);
-        const __m128 sa = has_min ? f16x4_avx512(ya + 2, abytes) : _mm_setzero_ps();
-        for (int r = 0; r < nr; r++) {
-            const uint8_t * xw = w + r * stride + ib * wbytes;
-            const __m512i q = load4x16_avx512(xw + qs_at, wbytes);
-            __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-            if (has_qh) {
-                uint64_t bits_lo = 0, bits_hi = 0;
-                for (int b = 0; b < 4; b++) {
-                    const uint32_t qh = ld_u32(xw + b * wbytes + qh_at);
-                    bits_lo |= (uint64_t)(qh & 0xffffu) << (16 * b);
-                    bits_hi |= (uint64_t)(qh >> 16) << (16 * b);
-                }
-                const __m512i sixteen = _mm512_set1_epi8(16);
-                lo = _mm512_mask_add_epi8(lo, (__mmask64)bits_lo, lo, sixteen);
-                hi = _mm512_mask_add_epi8(hi, (__mmask64)bits_hi, hi, sixteen);
-            }
-            if (type == MEMRA_TYPE_IQ4_NL) {
-                lo = _mm512_shuffle_epi8(levels, lo);
-                hi = _mm512_shuffle_epi8(levels, hi);
-            }
-            const __m512i isum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(base, lo, alo), hi, ahi);
-            const __m512 d = _mm512_castps128_ps512(_mm_mul_ps(f16x4_avx512(xw, wbytes), da));
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_permutexvar_ps(lanes, d), acc[r]);
-            if (has_min) macc[r] = _mm_fmadd_ps(f16x4_avx512(xw + 2, wbytes), sa, macc[r]);
-        }
+        blocks32_act p;
+        blocks32_prepare(type, a + ib * abytes, &p);
+        for (int r = 0; r < nr; r++) blocks32_step(type, w + r * stride + ib * wbytes, &p, &acc[r], &macc[r]);
     }
     for (int r = 0; r < nr; r++) {
         float sum = _mm512_reduce_add_ps(acc[r]) + (has_min ? hsum128_ps(macc[r]) : 0.0f);
-        for (int64_t ib = nb4; ib < nb; ib++) {
-            const uint8_t * xw = w + r * stride + ib * wbytes, * ya = a + ib * abytes;
-            switch (type) {
-            case MEMRA_TYPE_Q4_0: sum += blk_q4_0(xw, ya); break;
-            case MEMRA_TYPE_Q4_1: sum += blk_q4_1(xw, ya); break;
-            case MEMRA_TYPE_Q5_0: sum += blk_q5_0(xw, ya); break;
-            case MEMRA_TYPE_Q5_1: sum += blk_q5_1(xw, ya); break;
-            default: sum += blk_iq4_nl(xw, ya); break;
-            }
-        }
-        out[r] = sum;
+        out[r] = sum + blocks32_tail(type, nb4, nb, w + r * stride, a);
+    }
+}
+
+/* A matrix-vector product: the activation steps prepared once for all rows, each row running
+ * blocks32_avx512's one-row sequence (the same bits); rows of more than BLOCKS32_PREPARED steps go row by row. */
+enum { BLOCKS32_PREPARED = 128 };
+AVX512_INLINE void blocks32_many_avx512(const int type, int64_t n, const uint8_t * w, size_t stride, int64_t rows, const uint8_t * a, float * out) {
+    const int has_min = type == MEMRA_TYPE_Q4_1 || type == MEMRA_TYPE_Q5_1;
+    const int wbytes = block_bytes(type), abytes = has_min ? Q8_1_BYTES : Q8_0_BYTES;
+    const int64_t nb = n / 32, steps = nb / 4, nb4 = 4 * steps;
+    if (steps > BLOCKS32_PREPARED) {
+        for (int64_t r = 0; r < rows; r++) blocks32_avx512(type, 1, n, w + r * stride, stride, a, out + r);
+        return;
+    }
+    blocks32_act prepared[BLOCKS32_PREPARED];
+    for (int64_t k = 0; k < steps; k++) blocks32_prepare(type, a + 4 * k * abytes, &prepared[k]);
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t * row = w + r * stride;
+        __m512 acc = _mm512_setzero_ps();
+        __m128 macc = _mm_setzero_ps();
+        for (int64_t k = 0; k < steps; k++) blocks32_step(type, row + 4 * k * wbytes, &prepared[k], &acc, &macc);
+        float sum = _mm512_reduce_add_ps(acc) + (has_min ? hsum128_ps(macc) : 0.0f);
+        out[r] = sum + blocks32_tail(type, nb4, nb, row, a);
     }
 }
 
@@ -1485,6 +1538,15 @@ ROWS_1_4(q4_1_avx512, AVX512_FN, blocks32_avx512(MEMRA_TYPE_Q4_1, NR, n, w, stri
 ROWS_1_4(q5_0_avx512, AVX512_FN, blocks32_avx512(MEMRA_TYPE_Q5_0, NR, n, w, stride, a, out))
 ROWS_1_4(q5_1_avx512, AVX512_FN, blocks32_avx512(MEMRA_TYPE_Q5_1, NR, n, w, stride, a, out))
 ROWS_1_4(iq4_nl_avx512, AVX512_FN, blocks32_avx512(MEMRA_TYPE_IQ4_NL, NR, n, w, stride, a, out))
+#define BLOCKS32_MANY(name, type)                                                                                    \
+    AVX512_FN void name(int64_t n, const uint8_t * w, size_t stride, int64_t rows, const uint8_t * a, float * out) { \
+        blocks32_many_avx512(type, n, w, stride, rows, a, out);                                                      \
+    }
+BLOCKS32_MANY(q4_0_avx512_many, MEMRA_TYPE_Q4_0)
+BLOCKS32_MANY(q4_1_avx512_many, MEMRA_TYPE_Q4_1)
+BLOCKS32_MANY(q5_0_avx512_many, MEMRA_TYPE_Q5_0)
+BLOCKS32_MANY(q5_1_avx512_many, MEMRA_TYPE_Q5_1)
+BLOCKS32_MANY(iq4_nl_avx512_many, MEMRA_TYPE_IQ4_NL)
 ROWS_1_4(q2_K_avx512, AVX512_FN, q2_3_K_avx512(NR, 0, n, w, stride, a, out))
 ROWS_1_4(q3_K_avx512, AVX512_FN, q2_3_K_avx512(NR, 1, n, w, stride, a, out))
 ROWS_1_4(q4_K_avx512, AVX512_FN, q4_K_avx512(NR, 0, n, w, stride, a, out))
@@ -2071,7 +2133,9 @@ static const isa_kernels kernels_avx512vnni = {
     .name = "avx512vnni",
     SIMD_ENTRIES(rows1, avx512),
     SIMD_ENTRIES(rows4, avx512),
-    .many = { [MEMRA_TYPE_Q8_0] = q8_0_avx512_many, [MEMRA_TYPE_Q4_K] = q4_K_avx512_many, [MEMRA_TYPE_Q5_K] = q5_K_avx512_many },
+    .many = { [MEMRA_TYPE_Q8_0] = q8_0_avx512_many, [MEMRA_TYPE_Q4_0] = q4_0_avx512_many, [MEMRA_TYPE_Q4_1] = q4_1_avx512_many,
+              [MEMRA_TYPE_Q5_0] = q5_0_avx512_many, [MEMRA_TYPE_Q5_1] = q5_1_avx512_many, [MEMRA_TYPE_IQ4_NL] = iq4_nl_avx512_many,
+              [MEMRA_TYPE_Q4_K] = q4_K_avx512_many, [MEMRA_TYPE_Q5_K] = q5_K_avx512_many },
     /* activation conversion is O(n) per row: the AVX2 versions are plenty (and bit-identical) */
     .to_q8_0 = to_q8_0_avx2, .to_q8_1 = to_q8_1_avx2, .to_q8_K = to_q8_K_avx2,
     .to_f16 = to_f16_avx2, .to_bf16 = to_bf16_avx2,

@@ -35,6 +35,8 @@ const MODELS: Record<string, { preset: PresetName; type: WeightType; label: stri
   q8_0: { preset: "qwen3-0.6b", type: "q8_0", label: "Qwen3-0.6B shape, q8_0" },
   f16: { preset: "qwen3-0.6b", type: "f16", label: "Qwen3-0.6B shape, f16" },
   q4_K_M: { preset: "qwen3-0.6b", type: "q4_K_M", label: "Qwen3-0.6B shape, Q4_K_M mix" },
+  q4_0: { preset: "qwen3-0.6b", type: "q4_0", label: "Qwen3-0.6B shape, q4_0" },
+  bf16: { preset: "qwen3-0.6b", type: "bf16", label: "Qwen3-0.6B shape, bf16" },
   moe: { preset: "qwen3-30b-a3b-scaled", type: "q8_0", label: "scaled Qwen3-30B-A3B shape (MoE), q8_0" },
 };
 

@@ -58,6 +58,7 @@ typedef struct {
 
 static const type_info TYPES[] = {
     { "q8_0", MEMRA_TYPE_Q8_0, 32, 34, { 0, -1 } },
+    { "q4_0", MEMRA_TYPE_Q4_0, 32, 18, { 0, -1 } },
     { "q4_K", MEMRA_TYPE_Q4_K, 256, 144, { 0, 2 } },
     { "q5_K", MEMRA_TYPE_Q5_K, 256, 176, { 0, 2 } },
     { "q6_K", MEMRA_TYPE_Q6_K, 256, 210, { 208, -1 } },
