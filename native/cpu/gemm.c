@@ -653,24 +653,38 @@ AVX2_FN void pack_q8_0_avx2(const float * x, uint8_t * out, int64_t n) {
     }
 }
 
-/* One row's group of 8 blocks at p -> its 16 int16 vectors and its 8 block scales (f32). */
-AVX2_INLINE void unpack_q8_0_row_avx2(const uint8_t * p, uint8_t * vectors, float * scales) {
+/* One row's group of 8 blocks at p -> its 16 int16 vectors and its 8 block scales (f32). Q4: the
+ * blocks are q4_0, whose values (code - 8) go to the same layout, so that q4_0 runs q8_0's tiles on
+ * q8_0's packed activations (block j's values 0..15 are the low nibbles of its 16 qs bytes, 16..31
+ * the high nibbles). */
+AVX2_INLINE void unpack_q8_0_row_avx2(const int Q4, const uint8_t * p, uint8_t * vectors, float * scales) {
+    const int block = Q4 ? Q4_0_BYTES : Q8_0_BYTES;
+    const __m128i m4 = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
     __m256i lo[8], hi[8], o[8];
     for (int j = 0; j < 8; j++) {
-        lo[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + Q8_0_BYTES * j + 2)));
-        hi[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + Q8_0_BYTES * j + 18)));
+        const __m128i first = _mm_loadu_si128((const __m128i *)(p + block * j + 2));
+        if (Q4) {
+            lo[j] = _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_and_si128(first, m4), eight));
+            hi[j] = _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(first, 4), m4), eight));
+        } else {
+            lo[j] = _mm256_cvtepi8_epi16(first);
+            hi[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + block * j + 18)));
+        }
     }
     transpose8x32(lo, o);
     for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)(vectors + 32 * k), o[k]);
     transpose8x32(hi, o);
     for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)(vectors + 32 * (8 + k)), o[k]);
-    const __m128i h = _mm_setr_epi16((short)load_u16(p), (short)load_u16(p + 34), (short)load_u16(p + 68), (short)load_u16(p + 102),
-                                     (short)load_u16(p + 136), (short)load_u16(p + 170), (short)load_u16(p + 204), (short)load_u16(p + 238));
+    const __m128i h = _mm_setr_epi16((short)load_u16(p), (short)load_u16(p + block), (short)load_u16(p + 2 * block), (short)load_u16(p + 3 * block),
+                                     (short)load_u16(p + 4 * block), (short)load_u16(p + 5 * block), (short)load_u16(p + 6 * block),
+                                     (short)load_u16(p + 7 * block));
     _mm256_storeu_ps(scales, _mm256_cvtph_ps(h));
 }
 
-AVX2_INLINE void unpack_q8_0_group_avx2(const uint8_t * w, size_t w_stride, int w_rows, int64_t g, uint8_t * u) {
-    for (int r = 0; r < w_rows; r++) unpack_q8_0_row_avx2(w + r * w_stride + g * Q8_0_GROUP, u + 512 * r, (float *)(u + 2048 + 32 * r));
+/* Q4: the weights are q4_0, else q8_0. */
+AVX2_INLINE void unpack_q8_0_group_avx2(const int Q4, const uint8_t * w, size_t w_stride, int w_rows, int64_t g, uint8_t * u) {
+    const int64_t group = Q4 ? Q4_0_GROUP : Q8_0_GROUP;
+    for (int r = 0; r < w_rows; r++) unpack_q8_0_row_avx2(Q4, w + r * w_stride + g * group, u + 512 * r, (float *)(u + 2048 + 32 * r));
 }
 
 /* An empty asm that may read or write memory: loads after it cannot reuse values loaded before. After
@@ -733,8 +747,8 @@ AVX2_INLINE void q8_0_group_avx2(const int WR, const int AR, const uint8_t * u, 
     for (int c = 0; c < AR; c++) acc[c] = _mm256_add_ps(acc[c], _mm256_hadd_ps(pairs[0][c], pairs[1][c]));
 }
 
-AVX2_INLINE void q8_0_tile_avx2(const int UNPACKED, const int WR, const int AR, int64_t n, const uint8_t * w, size_t w_stride, const uint8_t * a,
-                                size_t a_stride, float * out, int64_t out_stride) {
+AVX2_INLINE void q8_0_tile_avx2(const int UNPACKED, const int Q4, const int WR, const int AR, int64_t n, const uint8_t * w, size_t w_stride,
+                                const uint8_t * a, size_t a_stride, float * out, int64_t out_stride) {
     __m256 acc[4];
     for (int c = 0; c < 4; c++) acc[c] = _mm256_setzero_ps();
     _Alignas(32) uint8_t buffer[A2_Q8_0_UNPACKED];
@@ -743,7 +757,7 @@ AVX2_INLINE void q8_0_tile_avx2(const int UNPACKED, const int WR, const int AR, 
         for (int c = 0; c < 4; c++) rows[c] = a + (c < AR ? c : 0) * a_stride + g * A2_Q8_0_PACKED;
         const uint8_t * u = w + g * A2_Q8_0_UNPACKED;
         if (!UNPACKED) {
-            unpack_q8_0_group_avx2(w, w_stride, WR, g, buffer);
+            unpack_q8_0_group_avx2(Q4, w, w_stride, WR, g, buffer);
             u = buffer;
         }
         q8_0_group_avx2(WR, AR, u, rows, acc);
@@ -751,8 +765,8 @@ AVX2_INLINE void q8_0_tile_avx2(const int UNPACKED, const int WR, const int AR, 
     store_tile(WR, AR, acc, out, out_stride);
 }
 
-AVX2_FN void unpack_q8_0_avx2(int64_t n, const uint8_t * w, size_t w_stride, int w_rows, uint8_t * out) {
-    for (int64_t g = 0; g < n / 256; g++) unpack_q8_0_group_avx2(w, w_stride, w_rows, g, out + g * A2_Q8_0_UNPACKED);
+AVX2_FN void unpack_q8_0_avx2(int q4, int64_t n, const uint8_t * w, size_t w_stride, int w_rows, uint8_t * out) {
+    for (int64_t g = 0; g < n / 256; g++) unpack_q8_0_group_avx2(q4, w, w_stride, w_rows, g, out + g * A2_Q8_0_UNPACKED);
 }
 
 /* ---- q4_K, q5_K, q6_K (AVX2) ----
@@ -973,8 +987,9 @@ AVX2_FN void unpack_k_avx2(int kind, int64_t n, const uint8_t * w, size_t w_stri
     AVX2_INLINE void name(const int WR, const int AR, int64_t n, const uint8_t * w, size_t ws, const uint8_t * a, size_t as, float * out, int64_t os) { \
         kernel_call;                                                                                                   \
     }
-A2_TILE(q8_0_tile_a2, q8_0_tile_avx2(0, WR, AR, n, w, ws, a, as, out, os))
-A2_TILE(q8_0_tile_a2_u, q8_0_tile_avx2(1, WR, AR, n, w, ws, a, as, out, os))
+A2_TILE(q8_0_tile_a2, q8_0_tile_avx2(0, 0, WR, AR, n, w, ws, a, as, out, os))
+A2_TILE(q8_0_tile_a2_u, q8_0_tile_avx2(1, 0, WR, AR, n, w, ws, a, as, out, os))
+A2_TILE(q4_0_tile_a2, q8_0_tile_avx2(0, 1, WR, AR, n, w, ws, a, as, out, os))
 A2_TILE(q4_K_tile_a2, k_tile_avx2(0, KIND_Q4_K, WR, AR, n, w, ws, a, as, out, os))
 A2_TILE(q4_K_tile_a2_u, k_tile_avx2(1, KIND_Q4_K, WR, AR, n, w, ws, a, as, out, os))
 A2_TILE(q5_K_tile_a2, k_tile_avx2(0, KIND_Q5_K, WR, AR, n, w, ws, a, as, out, os))
@@ -983,6 +998,7 @@ A2_TILE(q6_K_tile_a2, k_tile_avx2(0, KIND_Q6_K, WR, AR, n, w, ws, a, as, out, os
 A2_TILE(q6_K_tile_a2_u, k_tile_avx2(1, KIND_Q6_K, WR, AR, n, w, ws, a, as, out, os))
 
 TILE_FNS_ATTR(AVX2_FN, q8_0_avx2, q8_0_tile_a2)
+TILE_FNS_ATTR(AVX2_FN, q4_0_avx2, q4_0_tile_a2)
 TILE_FNS_ATTR(AVX2_FN, q4_K_avx2, q4_K_tile_a2)
 TILE_FNS_ATTR(AVX2_FN, q5_K_avx2, q5_K_tile_a2)
 TILE_FNS_ATTR(AVX2_FN, q6_K_avx2, q6_K_tile_a2)
@@ -991,6 +1007,7 @@ TILE_FNS_ATTR(AVX2_FN, q4_K_avx2_u, q4_K_tile_a2_u)
 TILE_FNS_ATTR(AVX2_FN, q5_K_avx2_u, q5_K_tile_a2_u)
 TILE_FNS_ATTR(AVX2_FN, q6_K_avx2_u, q6_K_tile_a2_u)
 static memra_gemm_tile_kernel * const q8_0_tiles_avx2[4][4] = TILE_TABLE(q8_0_avx2);
+static memra_gemm_tile_kernel * const q4_0_tiles_avx2[4][4] = TILE_TABLE(q4_0_avx2);
 static memra_gemm_tile_kernel * const q4_K_tiles_avx2[4][4] = TILE_TABLE(q4_K_avx2);
 static memra_gemm_tile_kernel * const q5_K_tiles_avx2[4][4] = TILE_TABLE(q5_K_avx2);
 static memra_gemm_tile_kernel * const q6_K_tiles_avx2[4][4] = TILE_TABLE(q6_K_avx2);
@@ -1035,9 +1052,8 @@ const char * memra_gemm_isa(void) {
     return family == FAMILY_VBMI ? "avx512vbmi" : family == FAMILY_AVX2 ? "avx2" : "none";
 }
 
-static int is_gemm_type(int family, int type) {
-    if (type == MEMRA_TYPE_Q4_0) return family == FAMILY_VBMI; /* (no AVX2 q4_0 tiles) */
-    return type == MEMRA_TYPE_Q8_0 || type == MEMRA_TYPE_Q4_K || type == MEMRA_TYPE_Q5_K || type == MEMRA_TYPE_Q6_K;
+static int is_gemm_type(int type) {
+    return type == MEMRA_TYPE_Q8_0 || type == MEMRA_TYPE_Q4_0 || type == MEMRA_TYPE_Q4_K || type == MEMRA_TYPE_Q5_K || type == MEMRA_TYPE_Q6_K;
 }
 
 /* f16 and bf16 weights: the tiles of gemm-float.c, which follow quant-dot's path themselves; they run
@@ -1047,10 +1063,10 @@ static int float_type(int type) { return type == MEMRA_TYPE_F16 || type == MEMRA
 size_t memra_gemm_packed_row_bytes(int type, int64_t n) {
     if (float_type(type)) return gemm_family() == FAMILY_NONE ? 0 : memra_gemm_float_packed_row_bytes(type, n);
     const int family = gemm_family();
-    if (family == FAMILY_NONE || n <= 0 || n % 256 != 0 || !is_gemm_type(family, type)) return 0;
+    if (family == FAMILY_NONE || n <= 0 || n % 256 != 0 || !is_gemm_type(type)) return 0;
 #ifdef MEMRA_GEMM_X86
     const size_t groups = (size_t)(n / 256);
-    if (family == FAMILY_AVX2) return groups * (type == MEMRA_TYPE_Q8_0 ? A2_Q8_0_PACKED : A2_K_PACKED);
+    if (family == FAMILY_AVX2) return groups * (type == MEMRA_TYPE_Q8_0 || type == MEMRA_TYPE_Q4_0 ? A2_Q8_0_PACKED : A2_K_PACKED);
     return groups * (type == MEMRA_TYPE_Q8_0 || type == MEMRA_TYPE_Q4_0 ? PACKED_Q8_0_GROUP : PACKED_K_GROUP);
 #else
     return 0;
@@ -1066,7 +1082,7 @@ void memra_gemm_pack_row(int type, const float * x, void * out, int64_t n) {
     const int avx2 = gemm_family() == FAMILY_AVX2;
     switch (type) {
     case MEMRA_TYPE_Q8_0: if (avx2) pack_q8_0_avx2(x, out, n); else pack_q8_0(x, out, n, 128); break;
-    case MEMRA_TYPE_Q4_0: if (!avx2) pack_q8_0(x, out, n, 8); break;
+    case MEMRA_TYPE_Q4_0: if (avx2) pack_q8_0_avx2(x, out, n); else pack_q8_0(x, out, n, 8); break;
     case MEMRA_TYPE_Q4_K: if (avx2) pack_k_avx2(KIND_Q4_K, x, out, n); else pack_k(KIND_Q4_K, x, out, n); break;
     case MEMRA_TYPE_Q5_K: if (avx2) pack_k_avx2(KIND_Q5_K, x, out, n); else pack_k(KIND_Q5_K, x, out, n); break;
     case MEMRA_TYPE_Q6_K: if (avx2) pack_k_avx2(KIND_Q6_K, x, out, n); else pack_k(KIND_Q6_K, x, out, n); break;
@@ -1083,6 +1099,7 @@ static memra_gemm_tile_kernel * const (*tile_table(int type, int unpacked))[4] {
     if (gemm_family() == FAMILY_AVX2) {
         switch (type) {
         case MEMRA_TYPE_Q8_0: return unpacked ? q8_0_tiles_avx2_u : q8_0_tiles_avx2;
+        case MEMRA_TYPE_Q4_0: return unpacked ? q8_0_tiles_avx2_u : q4_0_tiles_avx2;
         case MEMRA_TYPE_Q4_K: return unpacked ? q4_K_tiles_avx2_u : q4_K_tiles_avx2;
         case MEMRA_TYPE_Q5_K: return unpacked ? q5_K_tiles_avx2_u : q5_K_tiles_avx2;
         case MEMRA_TYPE_Q6_K: return unpacked ? q6_K_tiles_avx2_u : q6_K_tiles_avx2;
@@ -1123,7 +1140,7 @@ size_t memra_gemm_unpacked_bytes(int type, int64_t n) {
         /* AVX2: the weight transpose costs about as much as a 4 x 4 tile's multiplies; done once per 64
          * activation rows (test-gemm bench, one Zen 4 core run as AVX2): q8_0 1.3x, q4_K 1.75x, q6_K 1.6x
          * faster than the plain tiles */
-        return groups * (type == MEMRA_TYPE_Q8_0 ? A2_Q8_0_UNPACKED : A2_K_UNPACKED);
+        return groups * (type == MEMRA_TYPE_Q8_0 || type == MEMRA_TYPE_Q4_0 ? A2_Q8_0_UNPACKED : A2_K_UNPACKED);
     }
     /* the tiles spend a third (q8_0: byte permutes) to a fifth (K-quants: permutes, shifts, scales) of
      * their time unpacking; done once per 64 activation rows, q8_0 runs 1.7x, q4_K 1.2x, q6_K 1.3x faster */
@@ -1136,7 +1153,8 @@ size_t memra_gemm_unpacked_bytes(int type, int64_t n) {
 void memra_gemm_unpack(int type, int64_t n, const void * weight, size_t w_stride, int w_rows, void * unpacked) {
 #ifdef MEMRA_GEMM_X86
     if (gemm_family() == FAMILY_AVX2) {
-        if (type == MEMRA_TYPE_Q8_0) unpack_q8_0_avx2(n, weight, w_stride, w_rows, unpacked);
+        if (type == MEMRA_TYPE_Q8_0) unpack_q8_0_avx2(0, n, weight, w_stride, w_rows, unpacked);
+        if (type == MEMRA_TYPE_Q4_0) unpack_q8_0_avx2(1, n, weight, w_stride, w_rows, unpacked);
         if (type == MEMRA_TYPE_Q4_K) unpack_k_avx2(KIND_Q4_K, n, weight, w_stride, w_rows, unpacked);
         if (type == MEMRA_TYPE_Q5_K) unpack_k_avx2(KIND_Q5_K, n, weight, w_stride, w_rows, unpacked);
         if (type == MEMRA_TYPE_Q6_K) unpack_k_avx2(KIND_Q6_K, n, weight, w_stride, w_rows, unpacked);
