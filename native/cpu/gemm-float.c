@@ -71,44 +71,15 @@ static int float_level(void) {
     return level;
 }
 
-/* Sums the 16 lanes of each of a0..a3 into {sum a0, sum a1, sum a2, sum a3}. */
-F16_INLINE __m128 sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
-    const __m256 h0 = _mm256_add_ps(_mm512_castps512_ps256(a0), _mm512_extractf32x8_ps(a0, 1));
-    const __m256 h1 = _mm256_add_ps(_mm512_castps512_ps256(a1), _mm512_extractf32x8_ps(a1, 1));
-    const __m256 h2 = _mm256_add_ps(_mm512_castps512_ps256(a2), _mm512_extractf32x8_ps(a2, 1));
-    const __m256 h3 = _mm256_add_ps(_mm512_castps512_ps256(a3), _mm512_extractf32x8_ps(a3, 1));
-    const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(h0, h1), _mm256_hadd_ps(h2, h3));
-    return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-}
-
 F16_INLINE void store_tile(const int WR, const int AR, __m512 acc[4][4], float * out, int64_t out_stride) {
     _Pragma("GCC unroll 4")
     for (int c = 0; c < AR; c++) {
         if (WR == 4) {
-            _mm_storeu_ps(out + c * out_stride, sum4(acc[0][c], acc[1][c], acc[2][c], acc[3][c]));
+            _mm_storeu_ps(out + c * out_stride, memra_gemm_reduce4(acc[0][c], acc[1][c], acc[2][c], acc[3][c]));
         } else {
             _Pragma("GCC unroll 4")
             for (int r = 0; r < WR; r++) out[c * out_stride + r] = _mm512_reduce_add_ps(acc[r][c]);
         }
-    }
-}
-
-A2_FN void pack_f16(const float * x, float * out, int64_t n) {
-    /* the dot path's f16 rounding, then back to f32 (exact); the f16 row is written into the second
-     * half of the output first (bytes 2n..4n) and widened front to back, the writes staying behind
-     * the reads */
-    uint16_t * half = (uint16_t *)(out + n / 2);
-    memra_quantize_activation_row(MEMRA_TYPE_F16, x, half, n);
-    for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(half + i))));
-}
-
-/* The bf16 rounding of the row (the dot path's), widened to f32 (exact), for the tiles without vdpbf16ps. */
-static void pack_bf16_wide(const float * x, float * out, int64_t n) {
-    uint16_t * half = (uint16_t *)(out + n / 2);
-    memra_quantize_activation_row(MEMRA_TYPE_BF16, x, half, n);
-    for (int64_t i = 0; i < n; i++) {
-        const uint32_t bits = (uint32_t)half[i] << 16;
-        memcpy(out + i, &bits, 4);
     }
 }
 
@@ -167,6 +138,15 @@ BF16_INLINE void bf16_tile(const int WR, const int AR, int64_t n, const uint8_t 
 A2_INLINE __m256 widen8(const int bf16, const uint8_t * p) {
     const __m128i h = _mm_loadu_si128((const __m128i *)p);
     return bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h);
+}
+
+/* The packed row of the widening tiles: the dot path's f16 (bf16) rounding of the row, widened back to
+ * f32 (exact). The half-width row is written into the second half of the output first (bytes 2n..4n)
+ * and widened front to back, the writes staying behind the reads. */
+A2_FN void pack_widened(int type, const float * x, float * out, int64_t n) {
+    uint16_t * half = (uint16_t *)(out + n / 2);
+    memra_quantize_activation_row(type, x, half, n);
+    for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(out + i, widen8(type == MEMRA_TYPE_BF16, (const uint8_t *)(half + i)));
 }
 
 A2_INLINE float hsum8(__m256 v) {
@@ -255,11 +235,8 @@ size_t memra_gemm_float_packed_row_bytes(int type, int64_t n) {
 
 void memra_gemm_float_pack_row(int type, const float * x, void * out, int64_t n) {
 #ifdef MEMRA_GEMM_FLOAT_X86
-    if (type == MEMRA_TYPE_F16) pack_f16(x, out, n);
-    if (type == MEMRA_TYPE_BF16) {
-        if (float_level() == LEVEL_AVX512_BF16) memra_quantize_activation_row(MEMRA_TYPE_BF16, x, out, n);
-        else pack_bf16_wide(x, out, n);
-    }
+    if (type == MEMRA_TYPE_BF16 && float_level() == LEVEL_AVX512_BF16) memra_quantize_activation_row(MEMRA_TYPE_BF16, x, out, n);
+    else if (type == MEMRA_TYPE_F16 || type == MEMRA_TYPE_BF16) pack_widened(type, x, out, n);
 #else
     (void)type; (void)x; (void)out; (void)n;
 #endif

@@ -162,16 +162,6 @@ VBMI_INLINE void q4_0_unpack8(const uint8_t * p, __m512i byte_index, __m512i sca
     *d = _mm512_cvtph_ps(_mm512_castsi512_si256(both));
 }
 
-/* Sums the 16 lanes of each of acc[0..3] into one 128-bit vector {sum acc[0], ..., sum acc[3]}. */
-VBMI_INLINE __m128 reduce4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
-    const __m256 h0 = _mm256_add_ps(_mm512_castps512_ps256(a0), _mm512_extractf32x8_ps(a0, 1));
-    const __m256 h1 = _mm256_add_ps(_mm512_castps512_ps256(a1), _mm512_extractf32x8_ps(a1, 1));
-    const __m256 h2 = _mm256_add_ps(_mm512_castps512_ps256(a2), _mm512_extractf32x8_ps(a2, 1));
-    const __m256 h3 = _mm256_add_ps(_mm512_castps512_ps256(a3), _mm512_extractf32x8_ps(a3, 1));
-    const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(h0, h1), _mm256_hadd_ps(h2, h3));
-    return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-}
-
 /* Eight blocks (256 values) per step. Vector q holds, for block p, its values 8q..8q+7 in bytes
  * 8p..8p+7, so after four vpdpbusd int32 lanes 2p and 2p+1 hold block p's sums; packed activation
  * group (384 bytes): the four vectors, then int32 base (-128 * sum of the activation bytes of each
@@ -219,7 +209,7 @@ VBMI_INLINE void q8_0_tile(const int UNPACKED, const int Q4, const int WR, const
     _Pragma("GCC unroll 4")
     for (int c = 0; c < AR; c++) {
         if (WR == 4) {
-            _mm_storeu_ps(out + c * out_stride, reduce4(acc[0][c], acc[1][c], acc[2][c], acc[3][c]));
+            _mm_storeu_ps(out + c * out_stride, memra_gemm_reduce4(acc[0][c], acc[1][c], acc[2][c], acc[3][c]));
         } else {
             _Pragma("GCC unroll 4")
             for (int r = 0; r < WR; r++) out[c * out_stride + r] = _mm512_reduce_add_ps(acc[r][c]);
@@ -456,7 +446,7 @@ VBMI_INLINE void k_tile(const int UNPACKED, const int kind, const int WR, const 
             __m512 m = _mm512_add_ps(min_terms[c], _mm512_permute_ps(min_terms[c], 0x4e));
             m = _mm512_add_ps(m, _mm512_permute_ps(m, 0xb1));
             const __m128 terms = _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), m));
-            _mm_storeu_ps(out + c * out_stride, _mm_sub_ps(reduce4(acc[0][c], acc[1][c], acc[2][c], acc[3][c]), terms));
+            _mm_storeu_ps(out + c * out_stride, _mm_sub_ps(memra_gemm_reduce4(acc[0][c], acc[1][c], acc[2][c], acc[3][c]), terms));
         } else {
             float lanes[16];
             _mm512_storeu_ps(lanes, min_terms[c]);

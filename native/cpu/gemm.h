@@ -71,4 +71,17 @@ const char * memra_gemm_isa(void);
 
 typedef void memra_gemm_tile_kernel(int64_t n, const uint8_t * w, size_t ws, const uint8_t * a, size_t as, float * out, int64_t os);
 
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(MEMRA_NO_SIMD)
+#include <immintrin.h>
+/* The AVX-512 tiles' epilogue: the 16 lanes of each of a0..a3 summed into {sum a0, ..., sum a3}. */
+static inline __attribute__((target("avx2,avx512f,avx512dq"), always_inline)) __m128 memra_gemm_reduce4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+    const __m256 h0 = _mm256_add_ps(_mm512_castps512_ps256(a0), _mm512_extractf32x8_ps(a0, 1));
+    const __m256 h1 = _mm256_add_ps(_mm512_castps512_ps256(a1), _mm512_extractf32x8_ps(a1, 1));
+    const __m256 h2 = _mm256_add_ps(_mm512_castps512_ps256(a2), _mm512_extractf32x8_ps(a2, 1));
+    const __m256 h3 = _mm256_add_ps(_mm512_castps512_ps256(a3), _mm512_extractf32x8_ps(a3, 1));
+    const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(h0, h1), _mm256_hadd_ps(h2, h3));
+    return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+}
+#endif
+
 #endif
