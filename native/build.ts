@@ -6,7 +6,9 @@
  *   bun native/build.ts cpu --clean    the same from scratch
  *   bun native/build.ts cpu --verbose  prints every compiler command
  *   bun native/build.ts cuda           native/cuda/*.cu (nvcc) + *.c (cc) → native/build/libmemra_cuda.so
- *   bun native/build.ts all            both
+ *   bun native/build.ts cuda-emulated  the same .cu sources compiled as C++ with the CPU emulator of
+ *                                      native/cuda/emulator → native/build/libmemra_cuda_emulated.so
+ *   bun native/build.ts all            cpu and cuda
  *
  * Incremental: each source compiles to native/build/obj/cpu/<name>.o and is recompiled only when
  * it, a header it includes (from the compiler's -MMD dependency file) or the flags changed; the
@@ -36,6 +38,9 @@ interface Target {
   readonly exclude: (files: readonly string[]) => readonly string[];
   /** CUDA sources (.cu), compiled with nvcc, besides the .c files; nvcc also links. */
   readonly cuda?: boolean;
+  /** CUDA sources (.cu) and emulator/*.cpp compiled as C++ (CXX, else `c++`) against the CPU
+   * emulator of native/cuda/emulator; the C++ compiler links. */
+  readonly emulated?: boolean;
 }
 
 const TARGETS: Record<string, Target> = {
@@ -51,6 +56,13 @@ const TARGETS: Record<string, Target> = {
     sourceDirectory: join(NATIVE, "cuda"),
     exclude: () => [],
     cuda: true,
+  },
+  "cuda-emulated": {
+    name: "cuda-emulated",
+    library: join(BUILD, `libmemra_cuda_emulated.${LIBRARY_SUFFIX}`),
+    sourceDirectory: join(NATIVE, "cuda"),
+    exclude: () => [],
+    emulated: true,
   },
 };
 
@@ -71,6 +83,24 @@ const NVCC_FLAGS = [
   "-gencode=arch=compute_90,code=[sm_90,compute_90]",
 ];
 const NVCC_LINK_FLAGS = ["-shared", "-cudart", "static"];
+/** The emulated cuda target: .cu as C++17 against emulator/include (cuda_runtime.h etc.); no FMA
+ * contraction (the kernels' __fmul_rn/__fadd_rn) and no strict aliasing (the kernels type-pun as
+ * CUDA code does). */
+const EMULATED_CXX_FLAGS = [
+  "-x",
+  "c++",
+  "-std=c++17",
+  "-O2",
+  "-fPIC",
+  "-fvisibility=hidden",
+  "-ffp-contract=off",
+  "-fno-strict-aliasing",
+  "-Wall",
+  "-Wextra",
+  "-Wno-unknown-pragmas",
+  "-DMEMRA_CUDA_EMULATED=1",
+];
+const EMULATED_LINK_FLAGS = ["-shared", "-pthread"];
 /** C sources of the cuda target (launch-plan.c): plain C11, no CUDA. */
 const CUDA_C_FLAGS = ["-std=c11", "-O2", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra"];
 
@@ -134,29 +164,35 @@ async function build(target: Target, compiler: string, options: { clean: boolean
   if (options.clean) rmSync(objectDirectory, { recursive: true, force: true });
   mkdirSync(objectDirectory, { recursive: true });
 
-  const files = readdirSync(target.sourceDirectory).filter((file) => file.endsWith(".c") || (target.cuda === true && file.endsWith(".cu")));
+  const files = [
+    ...readdirSync(target.sourceDirectory).filter((file) => file.endsWith(".c") || ((target.cuda === true || target.emulated === true) && file.endsWith(".cu"))),
+    ...(target.emulated === true ? readdirSync(join(target.sourceDirectory, "emulator")).filter((file) => file.endsWith(".cpp")).map((file) => join("emulator", file)) : []),
+  ];
   const excluded = new Set(target.exclude(files));
   const sources = files.filter((file) => !excluded.has(file)).sort();
   const extraFlags = (process.env.MEMRA_NATIVE_CFLAGS ?? "").split(/\s+/).filter(Boolean);
   const includes = [`-I${relative(ROOT, join(NATIVE, "include"))}`, `-I${relative(ROOT, target.sourceDirectory)}`];
-  const flags = target.cuda ? [...CUDA_C_FLAGS, ...includes] : [...COMPILE_FLAGS, ...extraFlags, ...includes];
+  const flags = target.cuda || target.emulated ? [...CUDA_C_FLAGS, ...includes] : [...COMPILE_FLAGS, ...extraFlags, ...includes];
+  const cxx = process.env.CXX?.trim() || "c++";
+  const emulatedFlags = [...EMULATED_CXX_FLAGS, `-I${relative(ROOT, join(target.sourceDirectory, "emulator", "include"))}`, ...includes];
   const nvccFlags = [...NVCC_FLAGS, ...(process.env.MEMRA_NVCC_FLAGS ?? "").split(/\s+/).filter(Boolean), ...includes];
-  const linkFlags = target.cuda ? NVCC_LINK_FLAGS : LINK_FLAGS;
+  const linkFlags = target.cuda ? NVCC_LINK_FLAGS : target.emulated ? EMULATED_LINK_FLAGS : LINK_FLAGS;
 
   // A change of compiler, flags or source set invalidates everything the stamp covers.
   const stampFile = join(objectDirectory, "build-stamp.json");
-  const stamp = JSON.stringify({ compiler, flags, linkFlags, sources, ...(target.cuda ? { nvcc: options.nvcc, nvccFlags } : {}) });
+  const stamp = JSON.stringify({ compiler, flags, linkFlags, sources, ...(target.cuda ? { nvcc: options.nvcc, nvccFlags } : {}), ...(target.emulated ? { cxx, emulatedFlags } : {}) });
   const previousStamp = existsSync(stampFile) ? readFileSync(stampFile, "utf8") : "";
   const flagsChanged =
     previousStamp === "" ||
     JSON.parse(previousStamp).flags?.join(" ") !== flags.join(" ") ||
     JSON.parse(previousStamp).compiler !== compiler ||
+    (target.emulated === true && (JSON.parse(previousStamp).emulatedFlags?.join(" ") !== emulatedFlags.join(" ") || JSON.parse(previousStamp).cxx !== cxx)) ||
     (target.cuda === true && (JSON.parse(previousStamp).nvccFlags?.join(" ") !== nvccFlags.join(" ") || JSON.parse(previousStamp).nvcc !== options.nvcc));
 
   const started = performance.now();
   const jobs = sources.map((source) => {
     const sourcePath = join(target.sourceDirectory, source);
-    const objectPath = join(objectDirectory, source.replace(/\.cu?$/, ".o"));
+    const objectPath = join(objectDirectory, basename(source).replace(/\.(cu|c|cpp)$/, ".o"));
     const dependencyPath = objectPath.replace(/\.o$/, ".d");
     const objectTime = modifiedAt(objectPath);
     const stale =
@@ -172,7 +208,9 @@ async function build(target: Target, compiler: string, options: { clean: boolean
   const results = await inParallel(
     stale.map((job) => () =>
       run(
-        job.sourcePath.endsWith(".cu")
+        target.emulated === true && !job.sourcePath.endsWith(".c")
+          ? [cxx, ...emulatedFlags, "-MMD", "-MF", relative(ROOT, job.dependencyPath), "-c", relative(ROOT, job.sourcePath), "-o", relative(ROOT, job.objectPath)]
+          : job.sourcePath.endsWith(".cu")
           ? [options.nvcc!, ...nvccFlags, "-MMD", "-MF", relative(ROOT, job.dependencyPath), "-c", relative(ROOT, job.sourcePath), "-o", relative(ROOT, job.objectPath)]
           : [compiler, ...flags, "-MMD", "-MF", relative(ROOT, job.dependencyPath), "-c", relative(ROOT, job.sourcePath), "-o", relative(ROOT, job.objectPath)],
         options.verbose,
@@ -194,7 +232,7 @@ async function build(target: Target, compiler: string, options: { clean: boolean
   const libraryTime = modifiedAt(target.library);
   const relink = stale.length > 0 || previousStamp !== stamp || libraryTime === Number.POSITIVE_INFINITY || objects.some((object) => modifiedAt(object) > libraryTime);
   if (relink) {
-    const linker = target.cuda ? options.nvcc! : compiler;
+    const linker = target.cuda ? options.nvcc! : target.emulated ? cxx : compiler;
     const linked = await run([linker, ...objects.map((object) => relative(ROOT, object)), ...linkFlags, "-o", relative(ROOT, target.library)], options.verbose);
     if (linked.output.trim()) process.stderr.write(linked.output);
     if (!linked.ok) {

@@ -43,9 +43,9 @@ extern "C" int memra_cuda_kv_write(memra_cuda * cuda, int type, void * storage, 
     const memra_cuda_launch launch = memra_cuda_plan_kv_write(count, width);
     const dim3 grid = memra_grid(launch);
     const int32_t * s = (const int32_t *)device_slots;
-    if (type == MEMRA_CUDA_TYPE_F32) kv_write_kernel<MEMRA_CUDA_TYPE_F32><<<grid, launch.threads, 0, cuda->stream>>>((uint8_t *)storage, row_bytes, width, s, count, source);
-    else if (type == MEMRA_CUDA_TYPE_F16) kv_write_kernel<MEMRA_CUDA_TYPE_F16><<<grid, launch.threads, 0, cuda->stream>>>((uint8_t *)storage, row_bytes, width, s, count, source);
-    else kv_write_kernel<MEMRA_CUDA_TYPE_Q8_0><<<grid, launch.threads, 0, cuda->stream>>>((uint8_t *)storage, row_bytes, width, s, count, source);
+    if (type == MEMRA_CUDA_TYPE_F32) MEMRA_LAUNCH(grid, launch.threads, 0, cuda->stream, kv_write_kernel<MEMRA_CUDA_TYPE_F32>)((uint8_t *)storage, row_bytes, width, s, count, source);
+    else if (type == MEMRA_CUDA_TYPE_F16) MEMRA_LAUNCH(grid, launch.threads, 0, cuda->stream, kv_write_kernel<MEMRA_CUDA_TYPE_F16>)((uint8_t *)storage, row_bytes, width, s, count, source);
+    else MEMRA_LAUNCH(grid, launch.threads, 0, cuda->stream, kv_write_kernel<MEMRA_CUDA_TYPE_Q8_0>)((uint8_t *)storage, row_bytes, width, s, count, source);
     LAUNCH_CHECK(function, "kv_write_kernel");
     return MEMRA_CUDA_OK;
 }
@@ -56,7 +56,7 @@ static void launch_attention(const memra_cuda_launch & launch, cudaStream_t stre
                              int heads, int kv_heads, int head_dim, float scale) {
     const dim3 grid = memra_grid(launch);
 #define MEMRA_ATTENTION_CASE(N) \
-    case N: paged_attention_kernel<KV, N><<<grid, 32, 0, stream>>>(out, q, keys, values, row_bytes, block_tokens, tables, sequences, sequence_count, heads, kv_heads, head_dim, scale); break;
+    case N: MEMRA_LAUNCH(grid, 32, 0, stream, paged_attention_kernel<KV, N>)(out, q, keys, values, row_bytes, block_tokens, tables, sequences, sequence_count, heads, kv_heads, head_dim, scale); break;
     switch (chunks) {
         MEMRA_ATTENTION_CASE(1) MEMRA_ATTENTION_CASE(2) MEMRA_ATTENTION_CASE(3) MEMRA_ATTENTION_CASE(4)
         MEMRA_ATTENTION_CASE(5) MEMRA_ATTENTION_CASE(6) MEMRA_ATTENTION_CASE(7) MEMRA_ATTENTION_CASE(8)

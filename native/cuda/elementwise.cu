@@ -69,7 +69,7 @@ extern "C" int memra_cuda_embedding(memra_cuda * cuda, float * out, int64_t out_
     const void * device_ids = NULL;
     CHECK(memra_cuda_stage(function, cuda, ids, id_count * 4, &device_ids));
     const memra_cuda_launch launch = memra_cuda_plan_groups(id_count * (width / 8));
-    MEMRA_CUDA_DISPATCH_TYPE(type, (embedding_kernel<T><<<memra_grid(launch), launch.threads, 0, cuda->stream>>>(
+    MEMRA_CUDA_DISPATCH_TYPE(type, (MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, embedding_kernel<T>)(
                                        out, (const uint8_t *)table, row_bytes, width, (const int32_t *)device_ids, id_count)));
     LAUNCH_CHECK(function, "embedding_kernel");
     return MEMRA_CUDA_OK;
@@ -86,7 +86,7 @@ extern "C" int memra_cuda_dequantize(memra_cuda * cuda, float * out, int64_t out
     const void * device_ids = NULL;
     CHECK(memra_cuda_stage(function, cuda, &zero, 4, &device_ids));
     const memra_cuda_launch launch = memra_cuda_plan_groups(count / 8);
-    MEMRA_CUDA_DISPATCH_TYPE(type, (embedding_kernel<T><<<memra_grid(launch), launch.threads, 0, cuda->stream>>>(
+    MEMRA_CUDA_DISPATCH_TYPE(type, (MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, embedding_kernel<T>)(
                                        out, (const uint8_t *)data, row_bytes, count, (const int32_t *)device_ids, 1)));
     LAUNCH_CHECK(function, "embedding_kernel");
     return MEMRA_CUDA_OK;
@@ -106,7 +106,7 @@ extern "C" int memra_cuda_rms_norm(memra_cuda * cuda, float * out, int64_t out_l
     if (!(eps >= 0.0f)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: eps must be non-negative", function);
     if (rows == 0) return MEMRA_CUDA_OK;
     const memra_cuda_launch launch = memra_cuda_plan_rows(rows, width);
-    rms_norm_kernel<<<memra_grid(launch), launch.threads, 0, cuda->stream>>>(out, x, weight, rows, width, eps);
+    MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, rms_norm_kernel)(out, x, weight, rows, width, eps);
     LAUNCH_CHECK(function, "rms_norm_kernel");
     return MEMRA_CUDA_OK;
 }
@@ -131,7 +131,7 @@ extern "C" int memra_cuda_rope_neox(memra_cuda * cuda, float * x, int64_t x_leng
     const void * device_positions = NULL;
     CHECK(memra_cuda_stage(function, cuda, positions, rows * 4, &device_positions));
     const memra_cuda_launch launch = memra_cuda_plan_elementwise(rows * heads * (head_dim / 2));
-    rope_neox_kernel<<<memra_grid(launch), launch.threads, 0, cuda->stream>>>(x, (const int32_t *)device_positions, rows, heads, head_dim, theta_scale);
+    MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, rope_neox_kernel)(x, (const int32_t *)device_positions, rows, heads, head_dim, theta_scale);
     LAUNCH_CHECK(function, "rope_neox_kernel");
     return MEMRA_CUDA_OK;
 }
@@ -160,7 +160,7 @@ extern "C" int memra_cuda_swiglu(memra_cuda * cuda, float * out, int64_t out_len
     CHECK(check_elementwise(function, out, out_length, "gate", gate, gate_length, "up", up, up_length, length));
     if (length == 0) return MEMRA_CUDA_OK;
     const memra_cuda_launch launch = memra_cuda_plan_elementwise(length);
-    swiglu_kernel<<<memra_grid(launch), launch.threads, 0, cuda->stream>>>(out, gate, up, length);
+    MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, swiglu_kernel)(out, gate, up, length);
     LAUNCH_CHECK(function, "swiglu_kernel");
     return MEMRA_CUDA_OK;
 }
@@ -172,7 +172,7 @@ extern "C" int memra_cuda_add(memra_cuda * cuda, float * out, int64_t out_length
     CHECK(check_elementwise(function, out, out_length, "a", a, a_length, "b", b, b_length, length));
     if (length == 0) return MEMRA_CUDA_OK;
     const memra_cuda_launch launch = memra_cuda_plan_elementwise(length);
-    add_kernel<<<memra_grid(launch), launch.threads, 0, cuda->stream>>>(out, a, b, length);
+    MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, add_kernel)(out, a, b, length);
     LAUNCH_CHECK(function, "add_kernel");
     return MEMRA_CUDA_OK;
 }
@@ -193,7 +193,7 @@ extern "C" int memra_cuda_gather_rows(memra_cuda * cuda, float * out, int64_t ou
     const void * device_ids = NULL;
     CHECK(memra_cuda_stage(function, cuda, row_ids, count * 4, &device_ids));
     const memra_cuda_launch launch = memra_cuda_plan_elementwise(needed);
-    gather_rows_kernel<<<memra_grid(launch), launch.threads, 0, cuda->stream>>>(out, x, (const int32_t *)device_ids, count, width);
+    MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, gather_rows_kernel)(out, x, (const int32_t *)device_ids, count, width);
     LAUNCH_CHECK(function, "gather_rows_kernel");
     return MEMRA_CUDA_OK;
 }
@@ -223,7 +223,7 @@ extern "C" int memra_cuda_scatter_add_rows(memra_cuda * cuda, float * out, int64
         device_scales = devices[1];
     }
     const memra_cuda_launch launch = memra_cuda_plan_elementwise(width);
-    scatter_add_rows_kernel<<<memra_grid(launch), launch.threads, 0, cuda->stream>>>(out, x, (const int32_t *)device_ids, (const float *)device_scales,
+    MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, scatter_add_rows_kernel)(out, x, (const int32_t *)device_ids, (const float *)device_scales,
                                                                                      count, width);
     LAUNCH_CHECK(function, "scatter_add_rows_kernel");
     return MEMRA_CUDA_OK;

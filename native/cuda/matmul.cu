@@ -11,10 +11,10 @@ template <int TYPE>
 static void launch_matrix_vector(const memra_cuda_matmul_plan & plan, cudaStream_t stream, float * out, const float * x, const uint8_t * w, int64_t row_bytes,
                                  int rows, int64_t n_in, int64_t n_out) {
     const dim3 grid = memra_grid(plan.launch);
-    if (rows <= 1) matrix_vector_kernel<TYPE, 1><<<grid, plan.launch.threads, 0, stream>>>(out, x, w, row_bytes, rows, n_in, n_out);
-    else if (rows <= 2) matrix_vector_kernel<TYPE, 2><<<grid, plan.launch.threads, 0, stream>>>(out, x, w, row_bytes, rows, n_in, n_out);
-    else if (rows <= 4) matrix_vector_kernel<TYPE, 4><<<grid, plan.launch.threads, 0, stream>>>(out, x, w, row_bytes, rows, n_in, n_out);
-    else matrix_vector_kernel<TYPE, 8><<<grid, plan.launch.threads, 0, stream>>>(out, x, w, row_bytes, rows, n_in, n_out);
+    if (rows <= 1) MEMRA_LAUNCH(grid, plan.launch.threads, 0, stream, matrix_vector_kernel<TYPE, 1>)(out, x, w, row_bytes, rows, n_in, n_out);
+    else if (rows <= 2) MEMRA_LAUNCH(grid, plan.launch.threads, 0, stream, matrix_vector_kernel<TYPE, 2>)(out, x, w, row_bytes, rows, n_in, n_out);
+    else if (rows <= 4) MEMRA_LAUNCH(grid, plan.launch.threads, 0, stream, matrix_vector_kernel<TYPE, 4>)(out, x, w, row_bytes, rows, n_in, n_out);
+    else MEMRA_LAUNCH(grid, plan.launch.threads, 0, stream, matrix_vector_kernel<TYPE, 8>)(out, x, w, row_bytes, rows, n_in, n_out);
 }
 
 static int matmul_checked(const char * function, memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, int64_t rows, int type,
@@ -48,7 +48,7 @@ static int matmul_checked(const char * function, memra_cuda * cuda, float * out,
         if (plan.kernel == MEMRA_CUDA_MATMUL_GEMM) {
             dim3 grid = memra_grid(plan.launch);
             grid.y = (unsigned)((count + MEMRA_CUDA_GEMM_TILE_M - 1) / MEMRA_CUDA_GEMM_TILE_M);
-            MEMRA_CUDA_DISPATCH_TYPE(type, (gemm_kernel<T><<<grid, plan.launch.threads, 0, cuda->stream>>>(os, xs, w, row_bytes, count, n_in, n_out)));
+            MEMRA_CUDA_DISPATCH_TYPE(type, (MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_kernel<T>)(os, xs, w, row_bytes, count, n_in, n_out)));
             LAUNCH_CHECK(function, "gemm_kernel");
         } else {
             MEMRA_CUDA_DISPATCH_TYPE(type, (launch_matrix_vector<T>(plan, cuda->stream, os, xs, w, row_bytes, (int)count, n_in, n_out)));

@@ -27,7 +27,7 @@ extern "C" int memra_cuda_moe_route(memra_cuda * cuda, int32_t * ids_out, float 
     if (!scratch) return memra_cuda_last_status();
     int32_t * ids = (int32_t *)scratch;
     float * weights = (float *)(scratch + out_needed * 4);
-    moe_route_kernel<<<memra_grid(launch), launch.threads, launch.shared_bytes, cuda->stream>>>(ids, weights, logits, rows, (int)experts, (int)k);
+    MEMRA_LAUNCH(memra_grid(launch), launch.threads, launch.shared_bytes, cuda->stream, moe_route_kernel)(ids, weights, logits, rows, (int)experts, (int)k);
     cudaError_t error = cudaGetLastError();
     if (error == cudaSuccess) error = cudaMemcpyAsync(ids_out, ids, (size_t)out_needed * 4, cudaMemcpyDeviceToHost, cuda->stream);
     if (error == cudaSuccess) error = cudaMemcpyAsync(weights_out, weights, (size_t)out_needed * 4, cudaMemcpyDeviceToHost, cuda->stream);

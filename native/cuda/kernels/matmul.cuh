@@ -52,10 +52,14 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_kerne
 }
 
 __device__ __forceinline__ void mma_m16n8k16(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+#ifdef MEMRA_CUDA_EMULATED
+    memra_emu::mma_m16n8k16_f16_f32(c, a, b);
+#else
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
 }
 
 __device__ __forceinline__ uint4 pack_half8(const float v[8]) {

@@ -5,13 +5,12 @@
  */
 #pragma once
 
-#include <math.h>
-#include <stdint.h>
+#include "device.cuh"
 
 namespace memra_cuda_kernels {
 
 __global__ void moe_route_kernel(int32_t * __restrict__ ids, float * __restrict__ weights, const float * __restrict__ logits, int64_t rows, int experts, int k) {
-    extern __shared__ float probabilities[];
+    MEMRA_DYNAMIC_SHARED(float, probabilities);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + warp;
     if (row >= rows) return;

@@ -10,9 +10,7 @@
  */
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <stdint.h>
+#include "device.cuh"
 
 #include "../launch-plan.h"
 

@@ -1,0 +1,634 @@
+/*
+ * emulator.cpp — the CPU implementation behind memra-cuda-emulator.h and include/cuda_runtime.h:
+ * fibers for the threads of a block, the collectives that switch between them, launches with the
+ * GPU's launch limits, and the runtime API the library calls.
+ *
+ * Launches are serialised by one mutex (a launch runs start to end on the calling thread), which
+ * is what lets __shared__ be plain statics and the coordinates plain globals.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "include/cuda_runtime.h"
+
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
+
+#if defined(__SANITIZE_ADDRESS__)
+#define MEMRA_EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MEMRA_EMU_ASAN 1
+#endif
+#endif
+#ifdef MEMRA_EMU_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+namespace memra_emu {
+
+thread_local thread_state * current;
+thread_local uint3 block_idx;
+thread_local dim3 block_dim, grid_dim;
+thread_local unsigned char * dynamic_shared_memory;
+
+/* ---------------------------------------------------------------- context switching ---- */
+
+#if defined(__x86_64__)
+/* Saves the callee-saved registers, MXCSR and the x87 control word on the current stack, stores
+ * the stack pointer in *save and continues on the stack `load` (saved the same way). */
+extern "C" void memra_emu_switch(void ** save, void * load);
+asm(R"(
+    .text
+    .globl memra_emu_switch
+    .hidden memra_emu_switch
+    .type memra_emu_switch, @function
+memra_emu_switch:
+    .cfi_startproc
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .cfi_endproc
+    .size memra_emu_switch, .-memra_emu_switch
+)");
+#endif
+
+static const size_t STACK_BYTES =
+#ifdef MEMRA_EMU_ASAN
+    512 * 1024;
+#else
+    128 * 1024;
+#endif
+static const size_t GUARD_BYTES = 4096;
+
+struct fiber {
+#if defined(__x86_64__)
+    void * sp;
+#else
+    ucontext_t context;
+#endif
+    thread_state state;
+    unsigned char * stack; /* lowest usable byte (a guard page below) */
+    int done;
+    unsigned warp_generation; /* collectives this lane has taken part in (selects the exchange bank) */
+};
+
+struct mma_operands {
+    float * c;
+    const uint32_t * a;
+    const uint32_t * b;
+};
+
+struct warp_state {
+    unsigned live;    /* lanes that exist and have not exited */
+    unsigned waiting; /* lanes waiting in a warp collective, cleared as each completes */
+    unsigned arrived; /* lanes that have arrived at the collective now forming */
+    uint64_t slots[2][32];
+    mma_operands mma[32];
+    unsigned mma_done; /* 1 + the collective number of the last mma computed */
+};
+
+struct block_state {
+    std::vector<fiber> fibers;
+    std::vector<warp_state> warps;
+    int count = 0, live = 0;
+    int barrier_arrived = 0;
+    unsigned barrier_generation = 0;
+    uint64_t progress = 0, round_progress = 0;
+    bool deadlocked = false;
+#if defined(__x86_64__)
+    void * scheduler_sp = nullptr;
+#else
+    ucontext_t scheduler;
+#endif
+    launch_body body{};
+    fiber * running = nullptr;
+#ifdef MEMRA_EMU_ASAN
+    const void * scheduler_stack_bottom = nullptr;
+    size_t scheduler_stack_size = 0;
+#endif
+};
+
+static std::mutex launch_mutex;
+static block_state block;
+static std::vector<unsigned char *> stacks; /* one per thread slot, reused by every launch */
+static bool launch_failed;
+static char launch_message[1024];
+
+void fail(const char * format, ...) {
+    if (launch_failed) return; /* the first failure is the one reported */
+    launch_failed = true;
+    va_list arguments;
+    va_start(arguments, format);
+    vsnprintf(launch_message, sizeof launch_message, format, arguments);
+    va_end(arguments);
+}
+
+static bool ensure_stacks(size_t count) {
+    while (stacks.size() < count) {
+        void * memory = mmap(nullptr, STACK_BYTES + GUARD_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (memory == MAP_FAILED) return false;
+        mprotect(memory, GUARD_BYTES, PROT_NONE); /* a stack overflow faults instead of corrupting */
+        stacks.push_back((unsigned char *)memory + GUARD_BYTES);
+    }
+    return true;
+}
+
+static void fiber_main();
+
+#if defined(__x86_64__)
+static void start_fiber(fiber & f) {
+    /* The frame memra_emu_switch pops: MXCSR/x87 word, r15 r14 r13 r12 rbx rbp, return address
+     * (fiber_main, entered with the stack aligned as after a call), then a null return address. */
+    uintptr_t top = ((uintptr_t)(f.stack + STACK_BYTES)) & ~(uintptr_t)15;
+    uint64_t * frame = (uint64_t *)(top - 72);
+    uint32_t control[2];
+    asm volatile("stmxcsr %0" : "=m"(control[0]));
+    asm volatile("fnstcw %0" : "=m"(control[1]));
+    memcpy(&frame[0], control, 8);
+    for (int i = 1; i <= 6; i++) frame[i] = 0;
+    frame[7] = (uint64_t)(uintptr_t)&fiber_main;
+    frame[8] = 0;
+    f.sp = frame;
+}
+static inline void raw_switch(void ** save, void * load) { memra_emu_switch(save, load); }
+#else
+static void start_fiber(fiber & f) {
+    getcontext(&f.context);
+    f.context.uc_stack.ss_sp = f.stack;
+    f.context.uc_stack.ss_size = STACK_BYTES;
+    f.context.uc_link = nullptr;
+    makecontext(&f.context, (void (*)())fiber_main, 0);
+}
+#endif
+
+/* Continues in fiber `to` (NULL: the scheduler); `from` is the fiber leaving (NULL: the scheduler),
+ * `finished` when it will never be resumed. Returns when something switches back to `from`. */
+static void switch_between(fiber * from, fiber * to, bool finished) {
+    block.running = to;
+    current = to ? &to->state : nullptr;
+#ifdef MEMRA_EMU_ASAN
+    void * fake = nullptr;
+    if (to) __sanitizer_start_switch_fiber(finished ? nullptr : &fake, to->stack, STACK_BYTES);
+    else __sanitizer_start_switch_fiber(finished ? nullptr : &fake, block.scheduler_stack_bottom, block.scheduler_stack_size);
+#endif
+#if defined(__x86_64__)
+    raw_switch(from ? &from->sp : &block.scheduler_sp, to ? to->sp : block.scheduler_sp);
+#else
+    swapcontext(from ? &from->context : &block.scheduler, to ? &to->context : &block.scheduler);
+#endif
+#ifdef MEMRA_EMU_ASAN
+    if (from) __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+    else __sanitizer_finish_switch_fiber(fake, &block.scheduler_stack_bottom, &block.scheduler_stack_size);
+#endif
+    (void)finished;
+}
+
+/* The next fiber to run after index `from` in round-robin order, or NULL when none is left or a
+ * whole round has passed without any thread arriving anywhere (a deadlock: block.deadlocked). */
+static fiber * next_fiber(int from) {
+    for (int i = from + 1; i < block.count; i++)
+        if (!block.fibers[i].done) return &block.fibers[i];
+    if (block.live == 0) return nullptr;
+    if (block.progress == block.round_progress) { /* a full round in which nobody moved */
+        block.deadlocked = true;
+        return nullptr;
+    }
+    block.round_progress = block.progress;
+    for (int i = 0; i <= from && i < block.count; i++)
+        if (!block.fibers[i].done) return &block.fibers[i];
+    return nullptr;
+}
+
+/* This fiber waits: the next one runs; this one continues when the round comes back to it. */
+static void yield() {
+    fiber * self = block.running;
+    fiber * next = next_fiber((int)(self - block.fibers.data()));
+    if (next == self) return;
+    switch_between(self, next, false);
+}
+
+static void fiber_main() {
+#ifdef MEMRA_EMU_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &block.scheduler_stack_bottom, &block.scheduler_stack_size);
+#endif
+    block.body.run(block.body.context);
+    fiber & f = *block.running;
+    f.done = 1;
+    block.live--;
+    block.progress++;
+    warp_state & w = block.warps[f.state.warp];
+    w.live &= ~(1u << f.state.lane);
+    /* An exited thread no longer counts at the block barrier (as on sm_70 and newer). */
+    if (block.barrier_arrived > 0 && block.barrier_arrived == block.live) {
+        block.barrier_arrived = 0;
+        block.barrier_generation++;
+    }
+    switch_between(&f, next_fiber((int)(&f - block.fibers.data())), true);
+    abort(); /* a finished fiber is never resumed */
+}
+
+void sync_block() {
+    const unsigned generation = block.barrier_generation;
+    block.progress++;
+    if (++block.barrier_arrived == block.live) {
+        block.barrier_arrived = 0;
+        block.barrier_generation++;
+        return;
+    }
+    while (block.barrier_generation == generation) yield();
+}
+
+/* The lanes of `mask` meet; `post` runs for this lane before it waits. */
+static void warp_meet(unsigned mask, const char * what) {
+    fiber & f = *block.running;
+    warp_state & w = block.warps[f.state.warp];
+    const unsigned bit = 1u << f.state.lane;
+    if (!(mask & bit)) fail("%s: lane %d of warp %d calls it with mask 0x%08x, which leaves it out", what, f.state.lane, f.state.warp, mask);
+    const unsigned missing = mask & ~w.live;
+    if (missing) {
+        fail("%s: the mask 0x%08x of warp %d (block %u,%u,%u) names lanes that have exited or do not exist (0x%08x): on a GPU this hangs or is undefined",
+             what, mask, f.state.warp, block_idx.x, block_idx.y, block_idx.z, missing);
+        mask &= w.live;
+    }
+    block.progress++;
+    w.arrived |= bit;
+    w.waiting |= bit;
+    if ((w.arrived & mask) == mask) {
+        w.arrived &= ~mask;
+        w.waiting &= ~mask;
+        return;
+    }
+    while (w.waiting & bit) yield();
+}
+
+void sync_warp(unsigned mask) {
+    warp_meet(mask, "__syncwarp");
+    block.running->warp_generation++;
+}
+
+void warp_exchange(unsigned mask, uint64_t value, uint64_t all[32], const char * what) {
+    fiber & f = *block.running;
+    warp_state & w = block.warps[f.state.warp];
+    uint64_t * bank = w.slots[f.warp_generation & 1];
+    bank[f.state.lane] = value;
+    warp_meet(mask, what);
+    for (int l = 0; l < 32; l++) all[l] = (mask >> l & 1u) ? bank[l] : 0;
+    f.warp_generation++;
+}
+
+void mma_m16n8k16_f16_f32(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+    /* Every lane posts where its fragments are (its stack stays put while it waits); the first
+     * lane past the meeting computes the warp's whole 16 × 8 product from them and writes every
+     * lane's accumulators; a second meeting keeps the others until it has. */
+    fiber & f = *block.running;
+    warp_state & w = block.warps[f.state.warp];
+    w.mma[f.state.lane] = mma_operands{c, a, b};
+    const unsigned collective = f.warp_generation;
+    warp_meet(0xffffffffu, "mma.sync.aligned.m16n8k16");
+    if (w.mma_done != collective + 1) {
+        w.mma_done = collective + 1;
+        float A[16][16], B[16][8];
+        for (int lane = 0; lane < 32; lane++) {
+            const int group = lane >> 2, quad = lane & 3;
+            const uint32_t * fa = w.mma[lane].a;
+            const uint32_t * fb = w.mma[lane].b;
+            for (int r = 0; r < 4; r++) {
+                const int row = group + (r & 1) * 8, column = quad * 2 + (r >> 1) * 8;
+                A[row][column] = half_to_float((unsigned short)(fa[r] & 0xffff));
+                A[row][column + 1] = half_to_float((unsigned short)(fa[r] >> 16));
+            }
+            for (int r = 0; r < 2; r++) {
+                const int k = quad * 2 + r * 8;
+                B[k][group] = half_to_float((unsigned short)(fb[r] & 0xffff));
+                B[k + 1][group] = half_to_float((unsigned short)(fb[r] >> 16));
+            }
+        }
+        for (int lane = 0; lane < 32; lane++) {
+            const int group = lane >> 2, quad = lane & 3;
+            float * out = w.mma[lane].c;
+            for (int i = 0; i < 4; i++) {
+                const int row = group + (i >> 1) * 8, column = quad * 2 + (i & 1);
+                float sum = out[i];
+                for (int k = 0; k < 16; k++) sum += A[row][k] * B[k][column];
+                out[i] = sum;
+            }
+        }
+    }
+    warp_meet(0xffffffffu, "mma.sync.aligned.m16n8k16");
+    f.warp_generation += 2;
+}
+
+/* ------------------------------------------------------------------------- launches ---- */
+
+static thread_local cudaError_t last_error = cudaSuccess;
+static thread_local char last_message[1024];
+
+static cudaError_t set_error(cudaError_t error, const char * format, ...) __attribute__((format(printf, 2, 3)));
+static cudaError_t set_error(cudaError_t error, const char * format, ...) {
+    va_list arguments;
+    va_start(arguments, format);
+    vsnprintf(last_message, sizeof last_message, format, arguments);
+    va_end(arguments);
+    last_error = error;
+    return error;
+}
+
+static std::vector<unsigned char> dynamic_shared;
+
+void launch(dim3 grid, dim3 block_size, size_t shared_bytes, void * stream, launch_body body, const char * kernel_name) {
+    (void)stream;
+    const uint64_t threads = (uint64_t)block_size.x * block_size.y * block_size.z;
+    if (threads == 0 || threads > MEMRA_EMU_MAX_THREADS_PER_BLOCK || block_size.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
+        grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535) {
+        set_error(cudaErrorInvalidConfiguration, "invalid configuration argument: %s with grid (%u, %u, %u) and block (%u, %u, %u)", kernel_name, grid.x, grid.y,
+                  grid.z, block_size.x, block_size.y, block_size.z);
+        return;
+    }
+    if (shared_bytes > MEMRA_EMU_STATIC_SHARED_BYTES) {
+        set_error(cudaErrorInvalidValue, "invalid argument: %s asks for %zu bytes of dynamic shared memory (more than 48 KiB needs cudaFuncSetAttribute)",
+                  kernel_name, shared_bytes);
+        return;
+    }
+    std::lock_guard<std::mutex> lock(launch_mutex);
+    if (!ensure_stacks(threads)) {
+        set_error(cudaErrorMemoryAllocation, "out of memory: no stacks for %llu emulated threads", (unsigned long long)threads);
+        return;
+    }
+    launch_failed = false;
+    launch_message[0] = 0;
+    dynamic_shared.assign(shared_bytes > 0 ? shared_bytes : 16, 0xff); /* 0xffffffff: a NaN */
+    dynamic_shared_memory = dynamic_shared.data();
+    block_dim = block_size;
+    grid_dim = grid;
+    block.body = body;
+    block.count = (int)threads;
+    block.fibers.resize(threads);
+    block.warps.resize((threads + 31) / 32);
+    for (unsigned z = 0; z < grid.z && !launch_failed; z++) {
+        for (unsigned y = 0; y < grid.y && !launch_failed; y++) {
+            for (unsigned x = 0; x < grid.x && !launch_failed; x++) {
+                block_idx = uint3{x, y, z};
+                if (shared_bytes > 0) memset(dynamic_shared.data(), 0xff, shared_bytes);
+                for (uint64_t t = 0; t < threads; t++) {
+                    fiber & f = block.fibers[t];
+                    f.state.thread_idx = uint3{(unsigned)(t % block_size.x), (unsigned)(t / block_size.x % block_size.y), (unsigned)(t / ((uint64_t)block_size.x * block_size.y))};
+                    f.state.lane = (int)(t & 31);
+                    f.state.warp = (int)(t >> 5);
+                    f.stack = stacks[t];
+                    f.done = 0;
+                    f.warp_generation = 0;
+                    start_fiber(f);
+                }
+                for (size_t w = 0; w < block.warps.size(); w++) {
+                    const uint64_t lanes = threads - w * 32 >= 32 ? 32 : threads - w * 32;
+                    block.warps[w].live = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
+                    block.warps[w].waiting = block.warps[w].arrived = 0;
+                    block.warps[w].mma_done = 0;
+                }
+                block.live = (int)threads;
+                block.barrier_arrived = 0;
+                block.deadlocked = false;
+                block.round_progress = block.progress - 1;
+                switch_between(nullptr, &block.fibers[0], false); /* back when every thread has exited, or on a deadlock */
+                if (block.deadlocked) {
+                    int in_warp = 0;
+                    for (const warp_state & w : block.warps) in_warp += __builtin_popcount(w.waiting);
+                    fail("%s: deadlock in block (%u, %u, %u): %d threads wait at __syncthreads, %d in warp collectives, %d have exited", kernel_name, x, y, z,
+                         block.barrier_arrived, in_warp, block.count - block.live);
+                }
+            }
+        }
+    }
+    block.running = nullptr;
+    current = nullptr;
+    if (launch_failed) set_error(cudaErrorLaunchFailure, "unspecified launch failure: %s", launch_message);
+}
+
+}  // namespace memra_emu
+
+/* ---------------------------------------------------------------------- runtime API ---- */
+
+using memra_emu::set_error;
+
+struct memra_emu_stream {
+    unsigned flags;
+};
+struct memra_emu_event {
+    unsigned flags;
+};
+
+static std::mutex memory_mutex;
+static std::map<uintptr_t, size_t> device_allocations; /* start → bytes */
+static size_t device_allocated;
+
+static size_t device_capacity() {
+    const char * named = getenv("MEMRA_CUDA_EMULATOR_MEMORY_MB");
+    if (named && *named) return (size_t)strtoull(named, nullptr, 10) << 20;
+    return (size_t)8 << 30;
+}
+
+static int device_count() {
+    const char * named = getenv("MEMRA_CUDA_EMULATOR_DEVICES");
+    return named && *named ? atoi(named) : 1;
+}
+
+static const char * error_name(cudaError_t error) {
+    switch (error) {
+        case cudaSuccess: return "cudaSuccess";
+        case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+        case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+        case cudaErrorInitializationError: return "cudaErrorInitializationError";
+        case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
+        case cudaErrorNoDevice: return "cudaErrorNoDevice";
+        case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+        case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+        case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+        case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+        case cudaErrorIllegalState: return "cudaErrorIllegalState";
+        case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+        case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+        default: return "cudaErrorUnknown";
+    }
+}
+
+const char * cudaGetErrorName(cudaError_t error) { return error_name(error); }
+/* The emulator's errors carry a message of their own: the last one's, when asked about its code. */
+const char * cudaGetErrorString(cudaError_t error) {
+    if (error != cudaSuccess && error == memra_emu::last_error && memra_emu::last_message[0]) return memra_emu::last_message;
+    switch (error) {
+        case cudaSuccess: return "no error";
+        case cudaErrorNoDevice: return "no CUDA-capable device is detected (emulator: MEMRA_CUDA_EMULATOR_DEVICES=0)";
+        case cudaErrorMemoryAllocation: return "out of memory";
+        case cudaErrorInvalidValue: return "invalid argument";
+        default: return error_name(error);
+    }
+}
+cudaError_t cudaGetLastError(void) {
+    const cudaError_t error = memra_emu::last_error;
+    memra_emu::last_error = cudaSuccess;
+    return error;
+}
+cudaError_t cudaPeekAtLastError(void) { return memra_emu::last_error; }
+
+cudaError_t cudaGetDeviceCount(int * count) {
+    *count = device_count();
+    if (*count <= 0) {
+        *count = 0;
+        return set_error(cudaErrorNoDevice, "no CUDA-capable device is detected (emulator: MEMRA_CUDA_EMULATOR_DEVICES=0)");
+    }
+    return cudaSuccess;
+}
+static thread_local int current_device;
+cudaError_t cudaSetDevice(int device) {
+    if (device < 0 || device >= device_count()) return set_error(cudaErrorInvalidDevice, "invalid device ordinal %d", device);
+    current_device = device;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int * device) {
+    *device = current_device;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp * properties, int device) {
+    if (device < 0 || device >= device_count()) return set_error(cudaErrorInvalidDevice, "invalid device ordinal %d", device);
+    memset(properties, 0, sizeof *properties);
+    snprintf(properties->name, sizeof properties->name, "memra CUDA emulator (CPU)");
+    properties->totalGlobalMem = device_capacity();
+    properties->sharedMemPerBlock = MEMRA_EMU_STATIC_SHARED_BYTES;
+    properties->sharedMemPerBlockOptin = MEMRA_EMU_MAX_SHARED_BYTES;
+    properties->warpSize = 32;
+    properties->maxThreadsPerBlock = MEMRA_EMU_MAX_THREADS_PER_BLOCK;
+    properties->maxThreadsDim[0] = properties->maxThreadsDim[1] = 1024;
+    properties->maxThreadsDim[2] = 64;
+    properties->maxGridSize[0] = 2147483647;
+    properties->maxGridSize[1] = properties->maxGridSize[2] = 65535;
+    properties->major = 9;
+    properties->minor = 0;
+    properties->multiProcessorCount = 132;
+    return cudaSuccess;
+}
+cudaError_t cudaMemGetInfo(size_t * free_bytes, size_t * total_bytes) {
+    std::lock_guard<std::mutex> lock(memory_mutex);
+    *total_bytes = device_capacity();
+    *free_bytes = *total_bytes - device_allocated;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+
+cudaError_t cudaMalloc(void ** pointer, size_t bytes) {
+    *pointer = nullptr;
+    std::lock_guard<std::mutex> lock(memory_mutex);
+    if (bytes > device_capacity() - device_allocated) return set_error(cudaErrorMemoryAllocation, "out of memory (emulated device: %zu bytes requested, %zu free)", bytes, device_capacity() - device_allocated);
+    void * memory = nullptr;
+    if (posix_memalign(&memory, 256, bytes > 0 ? bytes : 1) != 0) return set_error(cudaErrorMemoryAllocation, "out of memory (host)");
+    device_allocations[(uintptr_t)memory] = bytes;
+    device_allocated += bytes;
+    *pointer = memory;
+    return cudaSuccess;
+}
+cudaError_t cudaFree(void * pointer) {
+    if (!pointer) return cudaSuccess;
+    std::lock_guard<std::mutex> lock(memory_mutex);
+    auto found = device_allocations.find((uintptr_t)pointer);
+    if (found == device_allocations.end()) return set_error(cudaErrorInvalidValue, "invalid argument: cudaFree of %p, which cudaMalloc did not return", pointer);
+    device_allocated -= found->second;
+    device_allocations.erase(found);
+    free(pointer);
+    return cudaSuccess;
+}
+cudaError_t cudaMallocHost(void ** pointer, size_t bytes) {
+    *pointer = nullptr;
+    if (posix_memalign(pointer, 4096, bytes > 0 ? bytes : 1) != 0) return set_error(cudaErrorMemoryAllocation, "out of memory (pinned host)");
+    return cudaSuccess;
+}
+cudaError_t cudaFreeHost(void * pointer) {
+    free(pointer);
+    return cudaSuccess;
+}
+
+/* [pointer, pointer + bytes) lies inside one cudaMalloc allocation. */
+static bool in_device_memory(const void * pointer, size_t bytes) {
+    std::lock_guard<std::mutex> lock(memory_mutex);
+    auto after = device_allocations.upper_bound((uintptr_t)pointer);
+    if (after == device_allocations.begin()) return false;
+    --after;
+    return (uintptr_t)pointer + bytes <= after->first + after->second;
+}
+
+static cudaError_t check_copy(const char * what, void * target, const void * source, size_t bytes, cudaMemcpyKind kind) {
+    const bool device_target = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    const bool device_source = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    if (bytes == 0) return cudaSuccess;
+    if (device_target && !in_device_memory(target, bytes))
+        return set_error(cudaErrorInvalidValue, "invalid argument: %s writes %zu bytes at %p, outside every device allocation", what, bytes, target);
+    if (device_source && !in_device_memory(source, bytes))
+        return set_error(cudaErrorInvalidValue, "invalid argument: %s reads %zu bytes at %p, outside every device allocation", what, bytes, source);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void * target, const void * source, size_t bytes, cudaMemcpyKind kind) {
+    const cudaError_t error = check_copy("cudaMemcpy", target, source, bytes, kind);
+    if (error != cudaSuccess) return error;
+    if (bytes) memmove(target, source, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void * target, const void * source, size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
+    const cudaError_t error = check_copy("cudaMemcpyAsync", target, source, bytes, kind);
+    if (error != cudaSuccess) return error;
+    if (bytes) memmove(target, source, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void * target, int value, size_t bytes, cudaStream_t) {
+    if (bytes && !in_device_memory(target, bytes)) return set_error(cudaErrorInvalidValue, "invalid argument: cudaMemsetAsync of %zu bytes at %p, outside every device allocation", bytes, target);
+    if (bytes) memset(target, value, bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t * stream, unsigned int flags) {
+    *stream = new memra_emu_stream{flags};
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+    delete stream;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t * event, unsigned int flags) {
+    *event = new memra_emu_event{flags};
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+    delete event;
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) { return cudaSuccess; }
+cudaError_t cudaFuncSetAttribute(const void *, int, int) { return cudaSuccess; }
