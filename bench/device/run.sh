@@ -37,7 +37,7 @@ nvidia-smi >"$OUT/nvidia-smi.log" 2>&1 || true
 step build 240 bun native/build.ts all
 step native-tests 60 bash native/cuda/tests/run.sh
 step op-tests 120 env MEMRA_PRINT_NMSE=1 bun --bun vitest run packages/cuda-ffi/src/cuda-backend.test.ts
-step golden-suite 180 bun --bun vitest run packages/cuda-ffi/src/golden-suite.test.ts
+step golden-suite 180 bun --bun vitest run packages/cuda-ffi/src/golden-suite.test.ts packages/cuda-ffi/src/golden-suite-part-2.test.ts
 
 bench() { # bench NAME ARGS...
   local name=$1; shift

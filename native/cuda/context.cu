@@ -214,6 +214,10 @@ static int create_into(memra_cuda * cuda, int device) {
         FAIL(MEMRA_CUDA_ERROR_NO_DEVICE, "%s: %s has compute capability %d.%d; libmemra_cuda is built for 8.0 and newer", function, properties.name,
              properties.major, properties.minor);
     }
+    const char * gemm = getenv("MEMRA_CUDA_GEMM");
+    cuda->gemm = !(gemm && strcmp(gemm, "0") == 0);
+    const char * rounding = getenv("MEMRA_CUDA_ACTIVATION_ROUNDING");
+    cuda->activation_rounding = !(rounding && strcmp(rounding, "0") == 0);
     CUDA_CHECK(function, cudaStreamCreateWithFlags(&cuda->stream, cudaStreamNonBlocking));
     cuda->live = new (std::nothrow) std::unordered_map<void *, int64_t>();
     if (!cuda->live) FAIL(MEMRA_CUDA_ERROR_OUT_OF_MEMORY, "%s: out of host memory", function);
@@ -382,5 +386,15 @@ extern "C" int memra_cuda_zero(memra_cuda * cuda, void * device, int64_t bytes) 
     if (bytes == 0) return MEMRA_CUDA_OK;
     if (!device) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: device is NULL", function);
     CUDA_CHECK(function, cudaMemsetAsync(device, 0, (size_t)bytes, cuda->stream));
+    return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_configure(memra_cuda * cuda, int gemm, int activation_rounding) {
+    static const char function[] = "memra_cuda_configure";
+    CHECK(memra_cuda_enter(function, cuda));
+    if (gemm < -1 || gemm > 1 || activation_rounding < -1 || activation_rounding > 1)
+        FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: gemm %d and activation_rounding %d must be -1, 0 or 1", function, gemm, activation_rounding);
+    if (gemm >= 0) cuda->gemm = gemm;
+    if (activation_rounding >= 0) cuda->activation_rounding = activation_rounding;
     return MEMRA_CUDA_OK;
 }

@@ -29,6 +29,8 @@ struct memra_cuda {
     char device_name[256];
     int compute_capability;
     int multiprocessors;
+    int gemm;                /* tensor-core GEMM for prefill (MEMRA_CUDA_GEMM=0: off) */
+    int activation_rounding; /* activations rounded as ggml's CPU matmul (MEMRA_CUDA_ACTIVATION_ROUNDING=0: off) */
 };
 
 int memra_cuda_fail(int status, const char * format, ...) __attribute__((format(printf, 2, 3)));

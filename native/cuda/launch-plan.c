@@ -78,6 +78,11 @@ int32_t memra_cuda_gemm_shared_bytes(void) {
 
 int memra_cuda_plan_matmul_for(int type, int64_t rows, int64_t n_in, int64_t n_out, memra_cuda_matmul_plan * plan, char * message,
                                size_t message_bytes) {
+    return memra_cuda_plan_matmul_with(type, rows, n_in, n_out, 1, plan, message, message_bytes);
+}
+
+int memra_cuda_plan_matmul_with(int type, int64_t rows, int64_t n_in, int64_t n_out, int allow_gemm, memra_cuda_matmul_plan * plan, char * message,
+                                size_t message_bytes) {
     memra_cuda_matmul_plan none = {MEMRA_CUDA_MATMUL_NONE, {0, 0, 0, 0, 0}, 0, 0};
     *plan = none;
     if (!memra_cuda_weight_type_supported(type)) {
@@ -94,7 +99,7 @@ int memra_cuda_plan_matmul_for(int type, int64_t rows, int64_t n_in, int64_t n_o
                     (long long)n_in, (long long)multiple, (long long)multiple);
     }
     if (rows == 0) return MEMRA_CUDA_OK;
-    if (rows >= MEMRA_CUDA_GEMM_MIN_ROWS && n_in % MEMRA_CUDA_GEMM_TILE_K == 0) {
+    if (allow_gemm && rows >= MEMRA_CUDA_GEMM_MIN_ROWS && n_in % MEMRA_CUDA_GEMM_TILE_K == 0) {
         plan->kernel = MEMRA_CUDA_MATMUL_GEMM;
         const int64_t row_tiles = ceil_div(rows, MEMRA_CUDA_GEMM_TILE_M);
         const int64_t tiles_per_launch = min64(row_tiles, MEMRA_CUDA_MAX_GRID_YZ);
@@ -111,6 +116,38 @@ int memra_cuda_plan_matmul_for(int type, int64_t rows, int64_t n_in, int64_t n_o
         return fail(message, message_bytes, MEMRA_CUDA_ERROR_UNSUPPORTED, "n_out %lld needs more blocks than a grid holds", (long long)n_out);
     }
     return MEMRA_CUDA_OK;
+}
+
+int memra_cuda_activation_rounding(int type) {
+    switch (type) {
+        case MEMRA_CUDA_TYPE_Q4_0:
+        case MEMRA_CUDA_TYPE_Q5_0:
+        case MEMRA_CUDA_TYPE_Q8_0: return MEMRA_CUDA_ROUND_Q8_0;
+        case MEMRA_CUDA_TYPE_Q4_1:
+        case MEMRA_CUDA_TYPE_Q5_1: return MEMRA_CUDA_ROUND_Q8_1;
+        case MEMRA_CUDA_TYPE_Q4_K:
+        case MEMRA_CUDA_TYPE_Q5_K:
+        case MEMRA_CUDA_TYPE_Q6_K: return MEMRA_CUDA_ROUND_Q8_K;
+        case MEMRA_CUDA_TYPE_F16: return MEMRA_CUDA_ROUND_F16;
+        case MEMRA_CUDA_TYPE_BF16: return MEMRA_CUDA_ROUND_BF16;
+        default: return MEMRA_CUDA_ROUND_NONE;
+    }
+}
+
+int64_t memra_cuda_rounding_block(int rounding) {
+    switch (rounding) {
+        case MEMRA_CUDA_ROUND_Q8_0:
+        case MEMRA_CUDA_ROUND_Q8_1: return 32;
+        case MEMRA_CUDA_ROUND_Q8_K: return 256;
+        default: return 1;
+    }
+}
+
+memra_cuda_launch memra_cuda_plan_rounding(int rounding, int64_t rows, int64_t n_in) {
+    const int64_t block = memra_cuda_rounding_block(rounding);
+    if (block == 1) return memra_cuda_plan_elementwise(rows * n_in);
+    const int64_t warps = rows * n_in / block;
+    return launch_of(min64(ceil_div(warps > 0 ? warps : 1, 4), 65535LL * 16), 1, 1, 128, 0);
 }
 
 memra_cuda_launch memra_cuda_plan_elementwise(int64_t count) {

@@ -80,6 +80,28 @@ typedef struct memra_cuda_matmul_plan {
 /* 0 and the plan, or a status (memra_cuda.h) with a message in `message` (message_bytes long). */
 int memra_cuda_plan_matmul_for(int type, int64_t rows, int64_t n_in, int64_t n_out, memra_cuda_matmul_plan * plan, char * message,
                                size_t message_bytes);
+/* The same with the tensor-core GEMM allowed or not (MEMRA_CUDA_GEMM=0: the matrix-vector kernel
+ * for every row count, exact f32 products of the rounded activations). */
+int memra_cuda_plan_matmul_with(int type, int64_t rows, int64_t n_in, int64_t n_out, int allow_gemm, memra_cuda_matmul_plan * plan, char * message,
+                                size_t message_bytes);
+
+/* ---- activation rounding (as ggml's CPU matmul rounds activations to the weight's vec_dot_type) ---- */
+enum memra_cuda_rounding {
+    MEMRA_CUDA_ROUND_NONE = 0, /* f32 weights */
+    MEMRA_CUDA_ROUND_Q8_0 = 1, /* q4_0, q5_0, q8_0: per 32 values d = f16(max|x| / 127), q = rint(x · 127 / max|x|) */
+    MEMRA_CUDA_ROUND_Q8_1 = 2, /* q4_1, q5_1: the q8_0 values, and per block f16(d · Σq) − d16 · Σq for the weight's offset m */
+    MEMRA_CUDA_ROUND_Q8_K = 3, /* K-quants: per 256 values iscale = −127 / x_maxabs, q = min(127, rint(iscale · x)), d = 1 / iscale */
+    MEMRA_CUDA_ROUND_F16 = 4,
+    MEMRA_CUDA_ROUND_BF16 = 5,
+};
+/* The rounding of activations multiplied with weights of `type`. */
+int memra_cuda_activation_rounding(int type);
+/* Values per rounding block (32 or 256; 1 for f16/bf16/none). */
+int64_t memra_cuda_rounding_block(int rounding);
+/* The rounding kernel over rows × n_in values: one warp per block of q8_0/q8_1/q8_K (4 warps per
+ * thread block, grid-stride past the cap), elementwise for f16/bf16. */
+memra_cuda_launch memra_cuda_plan_rounding(int rounding, int64_t rows, int64_t n_in);
+
 /* Static shared bytes of the GEMM tiles (A and B, f16, padded). */
 int32_t memra_cuda_gemm_shared_bytes(void);
 

@@ -17,6 +17,22 @@ static void launch_matrix_vector(const memra_cuda_matmul_plan & plan, cudaStream
     else MEMRA_LAUNCH(grid, plan.launch.threads, 0, stream, matrix_vector_kernel<TYPE, 8>)(out, x, w, row_bytes, rows, n_in, n_out);
 }
 
+/* Device memory for the duration of one call: from the caching allocator, back to it on return. */
+struct workspace {
+    memra_cuda * cuda;
+    void * pointer = nullptr;
+    explicit workspace(memra_cuda * context) : cuda(context) {}
+    workspace(const workspace &) = delete;
+    workspace & operator=(const workspace &) = delete;
+    int allocate(int64_t bytes) {
+        pointer = memra_cuda_alloc(cuda, bytes);
+        return pointer ? MEMRA_CUDA_OK : memra_cuda_last_status();
+    }
+    ~workspace() {
+        if (pointer) memra_cuda_free(cuda, pointer);
+    }
+};
+
 static int matmul_checked(const char * function, memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, int64_t rows, int type,
                           const void * weight, int64_t weight_bytes, int64_t n_in, int64_t n_out, int64_t experts, int64_t expert) {
     CHECK(memra_cuda_enter(function, cuda));
@@ -37,13 +53,35 @@ static int matmul_checked(const char * function, memra_cuda * cuda, float * out,
     if ((uintptr_t)x % 16 != 0 || (uintptr_t)weight % 16 != 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: x and weight must be 16-byte aligned", function);
     memra_cuda_matmul_plan plan;
     char message[512];
-    const int status = memra_cuda_plan_matmul_for(type, rows, n_in, n_out, &plan, message, sizeof message);
+    const int status = memra_cuda_plan_matmul_with(type, rows, n_in, n_out, cuda->gemm, &plan, message, sizeof message);
     if (status != MEMRA_CUDA_OK) FAIL(status, "%s: %s", function, message);
     if (plan.kernel == MEMRA_CUDA_MATMUL_NONE) return MEMRA_CUDA_OK;
     const uint8_t * w = (const uint8_t *)weight + expert * n_out * row_bytes;
+
+    /* The activations as ggml's CPU matmul rounds them for this weight type, in workspace from the
+     * caching allocator (returned when this call has queued its kernels: stream-ordered reuse). */
+    const int rounding = cuda->activation_rounding ? memra_cuda_activation_rounding(type) : MEMRA_CUDA_ROUND_NONE;
+    workspace rounded(cuda), corrections(cuda);
+    const float * source = x;
+    if (rounding != MEMRA_CUDA_ROUND_NONE) {
+        CHECK(rounded.allocate(x_needed * 4));
+        if (rounding == MEMRA_CUDA_ROUND_Q8_1) CHECK(corrections.allocate(x_needed / 32 * 4));
+        const memra_cuda_launch launch = memra_cuda_plan_rounding(rounding, rows, n_in);
+        float * r = (float *)rounded.pointer;
+        float * c = (float *)corrections.pointer;
+        switch (rounding) {
+            case MEMRA_CUDA_ROUND_Q8_0: MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_0>)(r, c, x, x_needed); break;
+            case MEMRA_CUDA_ROUND_Q8_1: MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_1>)(r, c, x, x_needed); break;
+            case MEMRA_CUDA_ROUND_Q8_K: MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_K>)(r, c, x, x_needed); break;
+            case MEMRA_CUDA_ROUND_F16: MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_F16>)(r, c, x, x_needed); break;
+            default: MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_BF16>)(r, c, x, x_needed); break;
+        }
+        LAUNCH_CHECK(function, "round_activations_kernel");
+        source = r;
+    }
     for (int64_t first = 0; first < rows; first += plan.rows_per_launch) {
         const int64_t count = rows - first < plan.rows_per_launch ? rows - first : plan.rows_per_launch;
-        const float * xs = x + first * n_in;
+        const float * xs = source + first * n_in;
         float * os = out + first * n_out;
         if (plan.kernel == MEMRA_CUDA_MATMUL_GEMM) {
             dim3 grid = memra_grid(plan.launch);
@@ -54,6 +92,12 @@ static int matmul_checked(const char * function, memra_cuda * cuda, float * out,
             MEMRA_CUDA_DISPATCH_TYPE(type, (launch_matrix_vector<T>(plan, cuda->stream, os, xs, w, row_bytes, (int)count, n_in, n_out)));
             LAUNCH_CHECK(function, "matrix_vector_kernel");
         }
+    }
+    if (rounding == MEMRA_CUDA_ROUND_Q8_1) {
+        const memra_cuda_launch launch = memra_cuda_plan_elementwise(rows * n_out);
+        MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, offset_correction_kernel)(out, (const float *)corrections.pointer, w, row_bytes,
+                                                                                                  memra_cuda_type_block_bytes(type), rows, n_in / 32, n_out);
+        LAUNCH_CHECK(function, "offset_correction_kernel");
     }
     return MEMRA_CUDA_OK;
 }

@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 /* Incremented on every incompatible change of this header. */
-#define MEMRA_CUDA_ABI_VERSION 1
+#define MEMRA_CUDA_ABI_VERSION 2
 
 /* ---- status codes (1..4 as memra.h) ---- */
 enum memra_cuda_status {
@@ -109,6 +109,12 @@ MEMRA_CUDA_API int memra_cuda_device_info(memra_cuda * cuda, char * name, int64_
 MEMRA_CUDA_API int memra_cuda_memory_info(memra_cuda * cuda, int64_t * free_bytes, int64_t * total_bytes, int64_t * cached_bytes);
 /* Waits until every op queued on the context's stream has finished; reports a kernel's fault. */
 MEMRA_CUDA_API int memra_cuda_synchronize(memra_cuda * cuda);
+/* Arithmetic choices of a context (defaults from MEMRA_CUDA_GEMM and MEMRA_CUDA_ACTIVATION_ROUNDING,
+ * both on unless "0"): `gemm` 1 runs prefill matmuls (≥ 9 rows) on the f16 tensor-core GEMM, 0 on
+ * the f32 matrix-vector kernel; `activation_rounding` 1 rounds activations as ggml's CPU matmul does
+ * for the weight type (q8_0 / q8_1 / q8_K / f16 / bf16) before quantized and half-precision
+ * matmuls, 0 multiplies them unrounded. -1 leaves a setting as it is. */
+MEMRA_CUDA_API int memra_cuda_configure(memra_cuda * cuda, int gemm, int activation_rounding);
 
 /* ---- memory ---- */
 

@@ -31,6 +31,7 @@
 #endif
 #endif
 #ifdef MEMRA_EMU_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -97,7 +98,6 @@ struct fiber {
     thread_state state;
     unsigned char * stack; /* lowest usable byte (a guard page below) */
     int done;
-    unsigned warp_generation; /* collectives this lane has taken part in (selects the exchange bank) */
 };
 
 struct mma_operands {
@@ -106,13 +106,18 @@ struct mma_operands {
     const uint32_t * b;
 };
 
+/* A warp collective is completed by the last of its lanes to arrive, for all of them, before any
+ * of them runs again: so what the lanes post (values, where their results go, fragments) needs no
+ * record of which collective each lane is at, and lanes with different histories (half-warp
+ * collectives, then the whole warp) still meet correctly. */
 struct warp_state {
-    unsigned live;    /* lanes that exist and have not exited */
-    unsigned waiting; /* lanes waiting in a warp collective, cleared as each completes */
-    unsigned arrived; /* lanes that have arrived at the collective now forming */
-    uint64_t slots[2][32];
+    unsigned live;           /* lanes that exist and have not exited */
+    unsigned waiting;        /* lanes waiting in a warp collective, cleared as each completes */
+    unsigned arrived;        /* lanes that have arrived at the collective now forming */
+    unsigned masks[32];      /* the lanes each waiting lane waits for */
+    uint64_t posted[32];     /* each lane's value in an exchange */
+    uint64_t * received[32]; /* where each lane of an exchange wants all the values (on its stack, which stays put while it waits) */
     mma_operands mma[32];
-    unsigned mma_done; /* 1 + the collective number of the last mma computed */
 };
 
 struct block_state {
@@ -131,8 +136,11 @@ struct block_state {
     launch_body body{};
     fiber * running = nullptr;
 #ifdef MEMRA_EMU_ASAN
+    /* The scheduler's (the launching thread's) stack, learnt when it first switches to a fiber:
+     * fibers also start and resume one another, and only a switch from the scheduler reports it. */
     const void * scheduler_stack_bottom = nullptr;
     size_t scheduler_stack_size = 0;
+    bool leaving_scheduler = false;
 #endif
 };
 
@@ -196,6 +204,7 @@ static void switch_between(fiber * from, fiber * to, bool finished) {
     current = to ? &to->state : nullptr;
 #ifdef MEMRA_EMU_ASAN
     void * fake = nullptr;
+    block.leaving_scheduler = from == nullptr;
     if (to) __sanitizer_start_switch_fiber(finished ? nullptr : &fake, to->stack, STACK_BYTES);
     else __sanitizer_start_switch_fiber(finished ? nullptr : &fake, block.scheduler_stack_bottom, block.scheduler_stack_size);
 #endif
@@ -205,8 +214,7 @@ static void switch_between(fiber * from, fiber * to, bool finished) {
     swapcontext(from ? &from->context : &block.scheduler, to ? &to->context : &block.scheduler);
 #endif
 #ifdef MEMRA_EMU_ASAN
-    if (from) __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
-    else __sanitizer_finish_switch_fiber(fake, &block.scheduler_stack_bottom, &block.scheduler_stack_size);
+    __sanitizer_finish_switch_fiber(fake, nullptr, nullptr); /* back from a fiber's stack (a resumed fiber never comes from the scheduler) */
 #endif
     (void)finished;
 }
@@ -237,7 +245,8 @@ static void yield() {
 
 static void fiber_main() {
 #ifdef MEMRA_EMU_ASAN
-    __sanitizer_finish_switch_fiber(nullptr, &block.scheduler_stack_bottom, &block.scheduler_stack_size);
+    if (block.leaving_scheduler) __sanitizer_finish_switch_fiber(nullptr, &block.scheduler_stack_bottom, &block.scheduler_stack_size);
+    else __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
 #endif
     block.body.run(block.body.context);
     fiber & f = *block.running;
@@ -245,7 +254,14 @@ static void fiber_main() {
     block.live--;
     block.progress++;
     warp_state & w = block.warps[f.state.warp];
-    w.live &= ~(1u << f.state.lane);
+    const unsigned bit = 1u << f.state.lane;
+    w.live &= ~bit;
+    /* Lanes already waiting for this one in a warp collective wait forever (a GPU hangs); the block
+     * ends as a deadlock, reported as this. */
+    for (int lane = 0; lane < 32; lane++)
+        if ((w.waiting >> lane & 1u) && (w.masks[lane] & bit))
+            fail("lane %d of warp %d (block %u,%u,%u) exited while lane %d waits for it in a warp collective with the mask 0x%08x: on a GPU this hangs",
+                 f.state.lane, f.state.warp, block_idx.x, block_idx.y, block_idx.z, lane, w.masks[lane]);
     /* An exited thread no longer counts at the block barrier (as on sm_70 and newer). */
     if (block.barrier_arrived > 0 && block.barrier_arrived == block.live) {
         block.barrier_arrived = 0;
@@ -266,8 +282,10 @@ void sync_block() {
     while (block.barrier_generation == generation) yield();
 }
 
-/* The lanes of `mask` meet; `post` runs for this lane before it waits. */
-static void warp_meet(unsigned mask, const char * what) {
+/* The lanes of `mask` meet. The last to arrive returns true, with `mask` reduced to the lanes
+ * that took part, and completes the collective for them (see warp_state); the others return
+ * false once it has. */
+static bool warp_meet(unsigned & mask, const char * what) {
     fiber & f = *block.running;
     warp_state & w = block.warps[f.state.warp];
     const unsigned bit = 1u << f.state.lane;
@@ -281,40 +299,41 @@ static void warp_meet(unsigned mask, const char * what) {
     block.progress++;
     w.arrived |= bit;
     w.waiting |= bit;
+    w.masks[f.state.lane] = mask;
     if ((w.arrived & mask) == mask) {
         w.arrived &= ~mask;
         w.waiting &= ~mask;
-        return;
+        return true;
     }
     while (w.waiting & bit) yield();
+    return false;
 }
 
-void sync_warp(unsigned mask) {
-    warp_meet(mask, "__syncwarp");
-    block.running->warp_generation++;
-}
+void sync_warp(unsigned mask) { warp_meet(mask, "__syncwarp"); }
 
 void warp_exchange(unsigned mask, uint64_t value, uint64_t all[32], const char * what) {
     fiber & f = *block.running;
     warp_state & w = block.warps[f.state.warp];
-    uint64_t * bank = w.slots[f.warp_generation & 1];
-    bank[f.state.lane] = value;
-    warp_meet(mask, what);
-    for (int l = 0; l < 32; l++) all[l] = (mask >> l & 1u) ? bank[l] : 0;
-    f.warp_generation++;
+    w.posted[f.state.lane] = value;
+    w.received[f.state.lane] = all;
+    if (!warp_meet(mask, what)) return;
+    /* The last to arrive hands every lane of the mask all the values (itself too, should its mask
+     * have left it out: that has failed the launch, but `all` is still read). */
+    const unsigned receivers = mask | 1u << f.state.lane;
+    for (int lane = 0; lane < 32; lane++)
+        if (receivers >> lane & 1u)
+            for (int l = 0; l < 32; l++) w.received[lane][l] = (mask >> l & 1u) ? w.posted[l] : 0;
 }
 
 void mma_m16n8k16_f16_f32(float c[4], const uint32_t a[4], const uint32_t b[2]) {
-    /* Every lane posts where its fragments are (its stack stays put while it waits); the first
-     * lane past the meeting computes the warp's whole 16 × 8 product from them and writes every
-     * lane's accumulators; a second meeting keeps the others until it has. */
+    /* Every lane posts where its fragments are (its stack stays put while it waits); the last lane
+     * to arrive computes the warp's whole 16 × 8 product from them and writes every lane's
+     * accumulators. With lanes missing (exited: the launch has failed) there is no whole product. */
     fiber & f = *block.running;
     warp_state & w = block.warps[f.state.warp];
     w.mma[f.state.lane] = mma_operands{c, a, b};
-    const unsigned collective = f.warp_generation;
-    warp_meet(0xffffffffu, "mma.sync.aligned.m16n8k16");
-    if (w.mma_done != collective + 1) {
-        w.mma_done = collective + 1;
+    unsigned mask = 0xffffffffu;
+    if (warp_meet(mask, "mma.sync.aligned.m16n8k16") && mask == 0xffffffffu) {
         float A[16][16], B[16][8];
         for (int lane = 0; lane < 32; lane++) {
             const int group = lane >> 2, quad = lane & 3;
@@ -342,13 +361,14 @@ void mma_m16n8k16_f16_f32(float c[4], const uint32_t a[4], const uint32_t b[2]) 
             }
         }
     }
-    warp_meet(0xffffffffu, "mma.sync.aligned.m16n8k16");
-    f.warp_generation += 2;
 }
 
 /* ------------------------------------------------------------------------- launches ---- */
 
 static thread_local cudaError_t last_error = cudaSuccess;
+/* The latest error's message and code, kept when cudaGetLastError clears last_error: callers read
+ * the error, then format cudaGetErrorString of it. */
+static thread_local cudaError_t last_message_error = cudaSuccess;
 static thread_local char last_message[1024];
 
 static cudaError_t set_error(cudaError_t error, const char * format, ...) __attribute__((format(printf, 2, 3)));
@@ -357,7 +377,7 @@ static cudaError_t set_error(cudaError_t error, const char * format, ...) {
     va_start(arguments, format);
     vsnprintf(last_message, sizeof last_message, format, arguments);
     va_end(arguments);
-    last_error = error;
+    last_error = last_message_error = error;
     return error;
 }
 
@@ -404,14 +424,12 @@ void launch(dim3 grid, dim3 block_size, size_t shared_bytes, void * stream, laun
                     f.state.warp = (int)(t >> 5);
                     f.stack = stacks[t];
                     f.done = 0;
-                    f.warp_generation = 0;
                     start_fiber(f);
                 }
                 for (size_t w = 0; w < block.warps.size(); w++) {
                     const uint64_t lanes = threads - w * 32 >= 32 ? 32 : threads - w * 32;
                     block.warps[w].live = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
                     block.warps[w].waiting = block.warps[w].arrived = 0;
-                    block.warps[w].mma_done = 0;
                 }
                 block.live = (int)threads;
                 block.barrier_arrived = 0;
@@ -423,6 +441,12 @@ void launch(dim3 grid, dim3 block_size, size_t shared_bytes, void * stream, laun
                     for (const warp_state & w : block.warps) in_warp += __builtin_popcount(w.waiting);
                     fail("%s: deadlock in block (%u, %u, %u): %d threads wait at __syncthreads, %d in warp collectives, %d have exited", kernel_name, x, y, z,
                          block.barrier_arrived, in_warp, block.count - block.live);
+#ifdef MEMRA_EMU_ASAN
+                    /* The waiting threads are abandoned mid-call, as by a longjmp: their frames'
+                     * redzones would stay poisoned in the stacks that the next threads reuse. */
+                    for (const fiber & f : block.fibers)
+                        if (!f.done) __asan_unpoison_memory_region(f.stack, STACK_BYTES);
+#endif
                 }
             }
         }
@@ -455,6 +479,12 @@ static size_t device_capacity() {
     return (size_t)8 << 30;
 }
 
+/* A limit lowered below what is allocated leaves nothing free (not a wrapped-around size). */
+static size_t device_free() {
+    const size_t capacity = device_capacity();
+    return device_allocated < capacity ? capacity - device_allocated : 0;
+}
+
 static int device_count() {
     const char * named = getenv("MEMRA_CUDA_EMULATOR_DEVICES");
     return named && *named ? atoi(named) : 1;
@@ -482,7 +512,7 @@ static const char * error_name(cudaError_t error) {
 const char * cudaGetErrorName(cudaError_t error) { return error_name(error); }
 /* The emulator's errors carry a message of their own: the last one's, when asked about its code. */
 const char * cudaGetErrorString(cudaError_t error) {
-    if (error != cudaSuccess && error == memra_emu::last_error && memra_emu::last_message[0]) return memra_emu::last_message;
+    if (error != cudaSuccess && error == memra_emu::last_message_error && memra_emu::last_message[0]) return memra_emu::last_message;
     switch (error) {
         case cudaSuccess: return "no error";
         case cudaErrorNoDevice: return "no CUDA-capable device is detected (emulator: MEMRA_CUDA_EMULATOR_DEVICES=0)";
@@ -537,7 +567,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp * properties, int device) {
 cudaError_t cudaMemGetInfo(size_t * free_bytes, size_t * total_bytes) {
     std::lock_guard<std::mutex> lock(memory_mutex);
     *total_bytes = device_capacity();
-    *free_bytes = *total_bytes - device_allocated;
+    *free_bytes = device_free();
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
@@ -545,7 +575,7 @@ cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 cudaError_t cudaMalloc(void ** pointer, size_t bytes) {
     *pointer = nullptr;
     std::lock_guard<std::mutex> lock(memory_mutex);
-    if (bytes > device_capacity() - device_allocated) return set_error(cudaErrorMemoryAllocation, "out of memory (emulated device: %zu bytes requested, %zu free)", bytes, device_capacity() - device_allocated);
+    if (bytes > device_free()) return set_error(cudaErrorMemoryAllocation, "out of memory (emulated device: %zu bytes requested, %zu free)", bytes, device_free());
     void * memory = nullptr;
     if (posix_memalign(&memory, 256, bytes > 0 ? bytes : 1) != 0) return set_error(cudaErrorMemoryAllocation, "out of memory (host)");
     device_allocations[(uintptr_t)memory] = bytes;

@@ -289,10 +289,11 @@ static inline void __syncwarp(unsigned mask = 0xffffffffu) { memra_emu::sync_war
 static inline void __threadfence() {}
 static inline void __threadfence_block() {}
 
+/* The source lane is taken modulo width as the hardware does, by its low bits (negative ones too). */
 template <typename T>
 static inline T __shfl_sync(unsigned mask, T value, int source_lane, int width = 32) {
     const int lane = memra_emu::current->lane;
-    return memra_emu::shuffle_from(mask, value, (lane / width) * width + source_lane % width, "__shfl_sync");
+    return memra_emu::shuffle_from(mask, value, (lane / width) * width + (source_lane & (width - 1)), "__shfl_sync");
 }
 template <typename T>
 static inline T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {

@@ -42,13 +42,33 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_kerne
             }
         }
     }
+    /* Transposing reduction: at each of the first log2(ROWS) steps a lane keeps half of its rows
+     * (the upper half when the step's lane bit is set) and adds its partner's copy of them, so
+     * the shuffles number ROWS - 1 + 5 - log2(ROWS) instead of 5 · ROWS. Afterwards every lane
+     * holds the total of row ((lane >> 4) & 1) · 4 + ((lane >> 3) & 1) · 2 + ((lane >> 2) & 1)
+     * (the bits of the split steps), the same in the 4 lanes of a quad. */
+    int count = ROWS, row = 0;
 #pragma unroll
-    for (int r = 0; r < ROWS; r++) {
-        float s = sum[r];
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        if (count > 1) {
+            const int half = count / 2;
+            const bool upper = (lane & offset) != 0;
 #pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
-        if (lane == 0 && r < rows) out[r * n_out + o] = s;
+            for (int i = 0; i < ROWS / 2; i++) {
+                if (i < half) {
+                    const float send = upper ? sum[i] : sum[i + half];
+                    const float keep = upper ? sum[i + half] : sum[i];
+                    sum[i] = keep + __shfl_xor_sync(0xffffffffu, send, offset);
+                }
+            }
+            row += upper ? half : 0;
+            count = half;
+        } else {
+            sum[0] += __shfl_xor_sync(0xffffffffu, sum[0], offset);
+        }
     }
+    const bool writer = ROWS >= 8 ? (lane & 3) == 0 : ROWS == 4 ? (lane & 7) == 0 : ROWS == 2 ? (lane & 15) == 0 : lane == 0;
+    if (writer && row < rows) out[row * n_out + o] = sum[0];
 }
 
 __device__ __forceinline__ void mma_m16n8k16(float c[4], const uint32_t a[4], const uint32_t b[2]) {
@@ -158,6 +178,92 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_kernel(float * _
                 if (column + 1 < n_out) out[r * n_out + column + 1] = acc[mi][ni][half * 2 + 1];
             }
         }
+    }
+}
+
+/* Activations rounded as ggml's CPU matmul rounds them for the weight type (launch-plan.h enum
+ * memra_cuda_rounding; the formulas of packages/core/src/activation-rounding.ts), so that the
+ * matrix kernels' f32 products of rounded values give llama.cpp's results up to summation order.
+ * q8_0/q8_1/q8_K: one warp per block of 32 or 256 values; `corrections` (q8_1 only) gets
+ * f16(d · Σq) − d16 · Σq per 32-value block. */
+template <int MODE>
+__global__ void round_activations_kernel(float * __restrict__ out, float * __restrict__ corrections, const float * __restrict__ x, int64_t count) {
+    if constexpr (MODE == MEMRA_CUDA_ROUND_F16 || MODE == MEMRA_CUDA_ROUND_BF16) {
+        for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count; i += (int64_t)gridDim.x * blockDim.x) {
+            if constexpr (MODE == MEMRA_CUDA_ROUND_F16) out[i] = __half2float(__float2half_rn(x[i]));
+            else out[i] = __bfloat162float(__float2bfloat16_rn(x[i]));
+        }
+    } else {
+        constexpr int BLOCK = MODE == MEMRA_CUDA_ROUND_Q8_K ? 256 : 32;
+        const int lane = threadIdx.x & 31;
+        const int64_t blocks = count / BLOCK;
+        const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
+        /* The loop's trip count depends on the warp only: every lane takes part in each shuffle. */
+        for (int64_t b = blockIdx.x * (int64_t)(blockDim.x / 32) + (threadIdx.x >> 5); b < blocks; b += warps) {
+            const float * xb = x + b * BLOCK;
+            float * ob = out + b * BLOCK;
+            if constexpr (MODE == MEMRA_CUDA_ROUND_Q8_K) {
+                /* The first value of largest magnitude, with its sign (ggml's q8_K keeps the sign). */
+                float best = -1.0f;
+                int best_index = BLOCK;
+#pragma unroll
+                for (int i = 0; i < BLOCK / 32; i++) {
+                    const float a = fabsf(xb[i * 32 + lane]);
+                    if (a > best) { best = a; best_index = i * 32 + lane; }
+                }
+#pragma unroll
+                for (int offset = 16; offset > 0; offset >>= 1) {
+                    const float other = __shfl_xor_sync(0xffffffffu, best, offset);
+                    const int other_index = __shfl_xor_sync(0xffffffffu, best_index, offset);
+                    if (other > best || (other == best && other_index < best_index)) { best = other; best_index = other_index; }
+                }
+                if (best == 0.0f) {
+#pragma unroll
+                    for (int i = 0; i < BLOCK / 32; i++) ob[i * 32 + lane] = 0.0f;
+                    continue;
+                }
+                const float inverse_scale = -127.0f / xb[best_index];
+                const float d = 1.0f / inverse_scale;
+#pragma unroll
+                for (int i = 0; i < BLOCK / 32; i++) {
+                    const float q = fminf(127.0f, rintf(__fmul_rn(inverse_scale, xb[i * 32 + lane])));
+                    ob[i * 32 + lane] = __fmul_rn(d, q);
+                }
+            } else {
+                const float value = xb[lane];
+                float max = fabsf(value);
+#pragma unroll
+                for (int offset = 16; offset > 0; offset >>= 1) max = fmaxf(max, __shfl_xor_sync(0xffffffffu, max, offset));
+                const float d = max / 127.0f;
+                const float d16 = __half2float(__float2half_rn(d));
+                const float inverse = max != 0.0f ? 127.0f / max : 0.0f;
+                const float q = rintf(__fmul_rn(value, inverse));
+                ob[lane] = __fmul_rn(d16, q);
+                if constexpr (MODE == MEMRA_CUDA_ROUND_Q8_1) {
+                    int sum = (int)q;
+#pragma unroll
+                    for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+                    /* d16 · Σq is exact in f32 (11 + 12 bits), so is the difference. */
+                    if (lane == 0) corrections[b] = __half2float(__float2half_rn(__fmul_rn(d, (float)sum))) - __fmul_rn(d16, (float)sum);
+                }
+            }
+        }
+    }
+}
+
+/* out[r, o] += Σ_b m(o, b) · corrections[r, b] for q4_1 / q5_1 weights (offset m at byte 2 of each
+ * block): ggml multiplies the weight's offset with the activation block's rounded sum s, not with
+ * the sum of the rounded values. One thread per output, grid-stride. */
+__global__ void offset_correction_kernel(float * __restrict__ out, const float * __restrict__ corrections, const uint8_t * __restrict__ weight,
+                                         int64_t row_bytes, int64_t block_bytes, int64_t rows, int64_t blocks, int64_t n_out) {
+    const int64_t total = rows * n_out;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / n_out, o = i % n_out;
+        const uint8_t * w = weight + o * row_bytes + 2;
+        const float * c = corrections + r * blocks;
+        float sum = 0.0f;
+        for (int64_t b = 0; b < blocks; b++) sum += __fmul_rn(half_at(w + b * block_bytes), c[b]);
+        out[i] += sum;
     }
 }
 

@@ -1,7 +1,10 @@
 #!/bin/sh
 # Tests of native/cuda that need no GPU:
 #   1. the launch plans (launch-plan.c), built with the C compiler and again as C++;
-#   2. when native/build/libmemra_cuda.so exists (bun native/build.ts cuda): the library loads and
+#   2. the CPU emulator of CUDA (emulator/, which the cuda-emulated build runs the kernels on),
+#      built with the C++ compiler and the emulated build's flags, then again with AddressSanitizer
+#      (it switches stacks between fibers: the annotations for that are checked too); no nvcc;
+#   3. when native/build/libmemra_cuda.so exists (bun native/build.ts cuda): the library loads and
 #      reports a missing driver/GPU as error codes with messages (on a GPU machine: the device
 #      checks are skipped, the rest still runs).
 set -eu
@@ -16,6 +19,19 @@ includes="-I$here/.. -I$here/../../include"
 "$build/test-launch-plan"
 "$CXX" -O2 -std=c++17 -Wall -Wextra -Werror -x c++ $includes "$here/../launch-plan.c" "$here/test-launch-plan.c" -o "$build/test-launch-plan-cxx"
 "$build/test-launch-plan-cxx"
+
+# The flags of EMULATED_CXX_FLAGS in native/build.ts (less -fPIC/-fvisibility: an executable).
+emulated="-x c++ -std=c++17 -ffp-contract=off -fno-strict-aliasing -Wall -Wextra -Wno-unknown-pragmas -Werror -DMEMRA_CUDA_EMULATED=1 -I$here/../emulator/include $includes"
+emulator_sources="$here/test-emulator.cpp $here/../emulator/emulator.cpp"
+"$CXX" -O2 $emulated $emulator_sources -pthread -o "$build/test-emulator"
+"$build/test-emulator"
+# A compiler without the ASan runtime skips this run; the plain build above has already caught
+# any error in the sources.
+if "$CXX" -O1 -fsanitize=address -fno-omit-frame-pointer $emulated $emulator_sources -pthread -o "$build/test-emulator-asan"; then
+    "$build/test-emulator-asan"
+else
+    echo "run.sh: $CXX cannot build with -fsanitize=address: ASan run of test-emulator skipped"
+fi
 
 library="${MEMRA_CUDA_LIBRARY:-$here/../../build/libmemra_cuda.so}"
 if [ -f "$library" ]; then

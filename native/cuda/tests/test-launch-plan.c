@@ -173,7 +173,41 @@ static void test_arena(void) {
     EXPECT(memra_cuda_staging_chunks(17, 8) == 3);
 }
 
+static void test_activation_rounding_plans(void) {
+    /* ggml's vec_dot_type per weight type (ggml-cpu.c type_traits_cpu): q8_0 for the 32-value
+     * types, q8_1 for those with an offset, q8_K for the K-quants, f16/bf16 for themselves. */
+    EXPECT(memra_cuda_activation_rounding(0) == MEMRA_CUDA_ROUND_NONE);
+    EXPECT(memra_cuda_activation_rounding(1) == MEMRA_CUDA_ROUND_F16);
+    EXPECT(memra_cuda_activation_rounding(30) == MEMRA_CUDA_ROUND_BF16);
+    EXPECT(memra_cuda_activation_rounding(2) == MEMRA_CUDA_ROUND_Q8_0);
+    EXPECT(memra_cuda_activation_rounding(6) == MEMRA_CUDA_ROUND_Q8_0);
+    EXPECT(memra_cuda_activation_rounding(8) == MEMRA_CUDA_ROUND_Q8_0);
+    EXPECT(memra_cuda_activation_rounding(3) == MEMRA_CUDA_ROUND_Q8_1);
+    EXPECT(memra_cuda_activation_rounding(7) == MEMRA_CUDA_ROUND_Q8_1);
+    EXPECT(memra_cuda_activation_rounding(12) == MEMRA_CUDA_ROUND_Q8_K);
+    EXPECT(memra_cuda_activation_rounding(13) == MEMRA_CUDA_ROUND_Q8_K);
+    EXPECT(memra_cuda_activation_rounding(14) == MEMRA_CUDA_ROUND_Q8_K);
+    EXPECT(memra_cuda_rounding_block(MEMRA_CUDA_ROUND_Q8_0) == 32 && memra_cuda_rounding_block(MEMRA_CUDA_ROUND_Q8_K) == 256);
+    /* One warp per block, 4 per thread block: 4096 values of q8_K = 16 warps = 4 blocks. */
+    memra_cuda_launch launch = memra_cuda_plan_rounding(MEMRA_CUDA_ROUND_Q8_K, 1, 4096);
+    EXPECT(launch.grid_x == 4 && launch.threads == 128);
+    launch = memra_cuda_plan_rounding(MEMRA_CUDA_ROUND_Q8_0, 3, 4096); /* 384 warps */
+    EXPECT(launch.grid_x == 96 && launch.threads == 128);
+    launch = memra_cuda_plan_rounding(MEMRA_CUDA_ROUND_Q8_0, 100000, 12288); /* capped: the kernel loops */
+    EXPECT(launch.grid_x == 65535LL * 16);
+    launch = memra_cuda_plan_rounding(MEMRA_CUDA_ROUND_F16, 2, 1000); /* elementwise */
+    EXPECT(launch.grid_x == 8 && launch.threads == 256);
+    /* Without the GEMM every row count plans the matrix-vector kernel, 8 rows per launch. */
+    memra_cuda_matmul_plan plan;
+    char message[256];
+    EXPECT(memra_cuda_plan_matmul_with(12, 512, 4096, 12288, 0, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.kernel == MEMRA_CUDA_MATMUL_VECTOR && plan.rows_per_launch == 8 && plan.launches == 64);
+    EXPECT(memra_cuda_plan_matmul_with(12, 512, 4096, 12288, 1, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.kernel == MEMRA_CUDA_MATMUL_GEMM);
+}
+
 int main(void) {
+    test_activation_rounding_plans();
     test_type_tables();
     test_matmul_plans();
     test_row_and_elementwise_plans();

@@ -92,15 +92,15 @@ describe("without a GPU", () => {
 // ---- with a GPU ----
 
 const EXACT_ELEMENTWISE_BOUND = 1e-10;
-const VECTOR_MATMUL_BOUND = 1e-10;
-const GEMM_BOUND = 1e-5;
+const VECTOR_MATMUL_BOUND = 1e-12;
+const GEMM_BOUND = 1e-6;
 
 describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the reference backend${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
   let backend: CudaBackend;
   let pair: BackendPair;
   beforeAll(() => {
     backend = CudaBackend.create();
-    pair = new BackendPair(backend, new ReferenceBackend({ ggmlActivationRounding: false }));
+    pair = new BackendPair(backend, new ReferenceBackend());
   });
   afterAll(() => backend?.dispose());
 

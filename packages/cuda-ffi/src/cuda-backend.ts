@@ -28,6 +28,18 @@ export interface CudaBackendOptions {
   readonly device?: number;
   /** The library file to load instead of MEMRA_CUDA_LIBRARY / native/build. */
   readonly libraryPath?: string;
+  /**
+   * Prefill matmuls (9 rows and more) on the f16 tensor-core GEMM (true, the default unless
+   * MEMRA_CUDA_GEMM=0) or on the f32 matrix-vector kernel (false: slower, and within llama.cpp's
+   * CPU results by the golden suite's bounds; the GEMM rounds activations and weights to f16).
+   */
+  readonly tensorCoreGemm?: boolean;
+  /**
+   * Round activations as ggml's CPU matmul does for the weight type before quantized, f16 and
+   * bf16 matmuls (true, the default unless MEMRA_CUDA_ACTIVATION_ROUNDING=0), or multiply them
+   * exactly in f32 (false).
+   */
+  readonly activationRounding?: boolean;
 }
 
 /** An f32 buffer in device memory. */
@@ -99,7 +111,17 @@ export class CudaBackend implements Backend {
     const device = options.device ?? 0;
     if (!Number.isInteger(device) || device < 0) throw new RangeError(`device must be a non-negative integer, got ${device}`);
     const library = openMemraCudaLibrary(options.libraryPath);
-    return new CudaBackend(library, library.createContext(device), device);
+    const context = library.createContext(device);
+    const setting = (value: boolean | undefined) => (value === undefined ? -1 : value ? 1 : 0);
+    if (options.tensorCoreGemm !== undefined || options.activationRounding !== undefined) {
+      try {
+        library.call("memra_cuda_configure", context, setting(options.tensorCoreGemm), setting(options.activationRounding));
+      } catch (error) {
+        library.symbols.memra_cuda_destroy(context);
+        throw error;
+      }
+    }
+    return new CudaBackend(library, context, device);
   }
 
   /** The device's name, compute capability (e.g. 90) and multiprocessor count. */

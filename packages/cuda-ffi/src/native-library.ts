@@ -10,7 +10,7 @@ import { FFIType, type Library, type Pointer, dlopen, suffix } from "bun:ffi";
 import { CUDA_STATUS_NO_DEVICE, CudaError, CudaUnavailableError } from "./errors";
 
 /** MEMRA_CUDA_ABI_VERSION this binding is written against. */
-export const MEMRA_CUDA_ABI_VERSION = 1;
+export const MEMRA_CUDA_ABI_VERSION = 2;
 
 const { ptr, i32, i64, f32, cstring } = FFIType;
 
@@ -33,6 +33,8 @@ export const MEMRA_CUDA_SYMBOLS = {
   // (cuda, free_bytes, total_bytes, cached_bytes)
   memra_cuda_memory_info: { args: [ptr, ptr, ptr, ptr], returns: i32 },
   memra_cuda_synchronize: { args: [ptr], returns: i32 },
+  // (cuda, gemm, activation_rounding): 1 on, 0 off, -1 unchanged
+  memra_cuda_configure: { args: [ptr, i32, i32], returns: i32 },
 
   // ---- memory ----
   memra_cuda_alloc: { args: [ptr, i64], returns: ptr },

@@ -72,6 +72,8 @@ export interface GoldenSuiteBackend {
   readonly bounds?: Record<string, ProbabilityBound>;
   /** Run every `count`-th model starting at `index`, so the suite can be split over test files (and workers). */
   readonly shard?: { readonly index: number; readonly count: number };
+  /** Only these model ids (before sharding); the others are listed as skipped. Default: all. */
+  readonly only?: readonly string[];
 }
 
 /** Defines one test per suite model, run on `backend`. */
@@ -79,9 +81,14 @@ export function defineGoldenSuite(backend: GoldenSuiteBackend): void {
   const { suite, goldens } = loadGoldenSuite();
   const bounds = backend.bounds ?? PROBABILITY_BOUNDS;
   const shard = backend.shard ?? { index: 0, count: 1 };
-  const models = suite.models.filter((_, i) => i % shard.count === shard.index);
+  const unknown = (backend.only ?? []).filter((id) => !suite.models.some((model) => model.id === id));
+  if (unknown.length > 0) throw new Error(`golden suite: no models ${unknown.join(", ")} in golden-suite.json`);
+  const selected = backend.only ? suite.models.filter((model) => backend.only!.includes(model.id)) : suite.models;
+  const models = selected.filter((_, i) => i % shard.count === shard.index);
+  const left = suite.models.filter((model, i) => !selected.includes(model) && i % shard.count === shard.index);
   const part = shard.count > 1 ? `, part ${shard.index + 1} of ${shard.count}` : "";
   describe(`golden conformance suite against llama.cpp (${backend.name} backend${part})`, () => {
+    if (left.length > 0) it.skip(`not selected: ${left.map((model) => model.id).join(", ")}`, () => {});
     it.each(models.map((m) => [m.id, m] as const))("%s", async (_id, entry) => {
       const golden = goldens.get(entry.id)!;
       expect(golden.suiteVersion, "fixture and suite versions differ: regenerate the goldens").toBe(suite.version);

@@ -1,0 +1,879 @@
+/*
+ * Tests of the CPU emulator of CUDA (native/cuda/emulator), which the emulated build of
+ * libmemra_cuda runs its kernels on: the half conversions against the compiler's own (_Float16;
+ * an ldexp reference where there is none) and bfloat16 against round to nearest even, block
+ * barriers, warp collectives against CUDA's documented semantics, mma.sync fragment layouts,
+ * launch errors (bad configurations, deadlocks and bad masks become errors, never hangs), the
+ * device memory bookkeeping, and a launch of many blocks.
+ *
+ * Built by run.sh with the system C++ compiler and the emulated build's flags, together with
+ * emulator.cpp (kernels are written here as the library writes them, launched with MEMRA_LAUNCH),
+ * once plainly and once with AddressSanitizer. Prints one line per failed check; exits non-zero
+ * when any failed.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <vector>
+
+static int checks, failures;
+static const char * program = "test-emulator"; /* the ASan build says so in its lines */
+
+static void check(bool ok, int line, const char * format, ...) __attribute__((format(printf, 3, 4)));
+static void check(bool ok, int line, const char * format, ...) {
+    checks++;
+    if (ok) return;
+    failures++;
+    fprintf(stderr, "test-emulator.cpp:%d: FAIL: ", line);
+    va_list arguments;
+    va_start(arguments, format);
+    vfprintf(stderr, format, arguments);
+    va_end(arguments);
+    fputc('\n', stderr);
+}
+#define CHECK(condition, ...) check((condition), __LINE__, __VA_ARGS__)
+
+/* A sweep checks many values as one check; its first few mismatches are printed as detail, just
+ * before the check's own line. */
+static const int SHOWN_MISMATCHES = 5;
+static void detail(int & mismatches, const char * format, ...) __attribute__((format(printf, 2, 3)));
+static void detail(int & mismatches, const char * format, ...) {
+    if (mismatches++ >= SHOWN_MISMATCHES) return;
+    fputs("    ", stderr);
+    va_list arguments;
+    va_start(arguments, format);
+    vfprintf(stderr, format, arguments);
+    va_end(arguments);
+    fputc('\n', stderr);
+}
+
+static uint32_t float_bits(float f) {
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    return bits;
+}
+static float bits_float(uint32_t bits) {
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* Launches report errors through cudaGetLastError; a test that expects none reads it here. */
+static void expect_launch_ok(int line, const char * what) {
+    const cudaError_t error = cudaGetLastError();
+    check(error == cudaSuccess, line, "%s: launch failed: %s (%s)", what, cudaGetErrorName(error), cudaGetErrorString(error));
+}
+#define EXPECT_LAUNCH_OK(what) expect_launch_ok(__LINE__, what)
+
+/* ------------------------------------------------------------------ 1. conversions ---- */
+
+#ifdef __FLT16_MAX__
+/* The compiler's own conversions (_Float16). */
+static const char REFERENCE[] = "_Float16";
+static float reference_half_to_float(uint16_t bits) {
+    _Float16 h;
+    memcpy(&h, &bits, 2);
+    return (float)h;
+}
+static uint16_t reference_half_bits(float f) {
+    const _Float16 h = (_Float16)f;
+    uint16_t bits;
+    memcpy(&bits, &h, 2);
+    return bits;
+}
+#else
+/* Compilers without _Float16 (clang before 15 on x86): every half's value built with ldexp, and
+ * float → half as the nearest of them (ties to the even one), found by bisection. */
+static const char REFERENCE[] = "the ldexp reference";
+static float reference_half_to_float(uint16_t bits) {
+    const int exponent = bits >> 10 & 0x1f, mantissa = bits & 0x3ff;
+    const float magnitude = exponent == 0x1f ? (mantissa ? NAN : INFINITY) : exponent == 0 ? ldexpf((float)mantissa, -24) : ldexpf((float)(1024 + mantissa), exponent - 25);
+    return bits & 0x8000u ? -magnitude : magnitude;
+}
+static uint16_t reference_half_bits(float f) {
+    if (isnan(f)) return 0x7e00;
+    const uint16_t sign = signbit(f) ? 0x8000 : 0;
+    const double x = fabs((double)f);
+    if (x >= 65520.0) return sign | 0x7c00; /* 65504 + half its ulp, a tie that goes to the even infinity */
+    int low = 0, high = 0x7bff;             /* the largest finite half ≤ x */
+    while (low < high) {
+        const int middle = (low + high + 1) / 2;
+        if (reference_half_to_float((uint16_t)middle) <= x) low = middle;
+        else high = middle - 1;
+    }
+    if (low == 0x7bff) return sign | 0x7bff;
+    const double below = reference_half_to_float((uint16_t)low), above = reference_half_to_float((uint16_t)(low + 1));
+    const int chosen = x - below < above - x ? low : x - below > above - x ? low + 1 : (low & 1) ? low + 1 : low;
+    return (uint16_t)(sign | chosen);
+}
+#endif
+static bool half_bits_nan(uint16_t bits) { return (bits & 0x7c00u) == 0x7c00u && (bits & 0x3ffu) != 0; }
+
+/* The bfloat16 nearest to f, ties to the even mantissa, by comparing distances to the two
+ * candidates in double (exact for floats); beyond the largest bfloat16 the upper candidate is
+ * 2^128, where an unbounded exponent would put it, and rounding to it means infinity. */
+static uint16_t reference_bfloat16_bits(float f) {
+    const uint32_t bits = float_bits(f), sign = bits & 0x80000000u, magnitude = bits & 0x7fffffffu;
+    if (magnitude >= 0x7f800000u) return (uint16_t)((sign | magnitude) >> 16); /* inf (NaNs are compared as NaN only) */
+    const uint32_t below = magnitude & 0xffff0000u, above = below + 0x10000u;
+    const double exact = bits_float(magnitude), low = bits_float(below), high = above == 0x7f800000u ? ldexp(1.0, 128) : (double)bits_float(above);
+    uint32_t chosen;
+    if (exact - low < high - exact) chosen = below;
+    else if (exact - low > high - exact) chosen = above;
+    else chosen = (below >> 16 & 1u) ? above : below;
+    return (uint16_t)((sign | chosen) >> 16);
+}
+
+static void check_float_to_half(float f, int & mismatches) {
+    const uint16_t expected = reference_half_bits(f), got = __half_as_ushort(__float2half_rn(f));
+    if (half_bits_nan(expected) ? half_bits_nan(got) : expected == got) return;
+    detail(mismatches, "__float2half_rn(%a = 0x%08x) = 0x%04x, %s gives 0x%04x", (double)f, float_bits(f), got, REFERENCE, expected);
+}
+static void check_float_to_bfloat16(float f, int & mismatches) {
+    const uint16_t expected = reference_bfloat16_bits(f), got = __float2bfloat16_rn(f).__x;
+    const bool nan = isnan(f), got_nan = (got & 0x7f80u) == 0x7f80u && (got & 0x7fu) != 0;
+    if (nan ? got_nan : expected == got) return;
+    detail(mismatches, "__float2bfloat16_rn(%a = 0x%08x) = 0x%04x, round to nearest even gives 0x%04x", (double)f, float_bits(f), got, expected);
+}
+
+static void test_conversions() {
+    int mismatches = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        const uint16_t bits = (uint16_t)h;
+        const float expected = reference_half_to_float(bits), got = __half2float(__ushort_as_half(bits));
+        if (isnan(expected) ? isnan(got) : float_bits(expected) == float_bits(got)) continue;
+        detail(mismatches, "__half2float(0x%04x) = %a (0x%08x), %s gives %a (0x%08x)", bits, (double)got, float_bits(got), REFERENCE, (double)expected, float_bits(expected));
+    }
+    CHECK(mismatches == 0, "__half2float differs from %s for %d of the 65536 halves", REFERENCE, mismatches);
+
+    /* Every 4099th float bit pattern (4099 is prime, so the sweep meets every exponent and
+     * varied low mantissa bits, sign included), then the edges: the overflow threshold 65520, the
+     * smallest subnormal and the ties around it, the subnormal/normal boundary, halfway cases. */
+    std::vector<float> edges = {65504.0f,
+                                65519.99f,
+                                65520.0f,
+                                nextafterf(65520.0f, 0.0f),
+                                65536.0f,
+                                ldexpf(1.0f, -24),
+                                ldexpf(1.0f, -25),
+                                ldexpf(1.0f, -25) * 1.0001f,
+                                nextafterf(ldexpf(1.0f, -25), 0.0f),
+                                ldexpf(3.0f, -25),
+                                ldexpf(5.0f, -25),
+                                ldexpf(1.0f, -26),
+                                ldexpf(1.0f, -14),
+                                nextafterf(ldexpf(1.0f, -14), 0.0f),
+                                ldexpf(1.0f, -14) - ldexpf(1.0f, -25),
+                                ldexpf(1023.0f, -24),
+                                ldexpf(1023.5f, -24),
+                                ldexpf(1022.5f, -24),
+                                1.0f + ldexpf(1.0f, -11),
+                                1.0f + ldexpf(3.0f, -11),
+                                nextafterf(1.0f + ldexpf(1.0f, -11), 2.0f),
+                                2049.0f,
+                                2051.0f,
+                                0.1f,
+                                1.0f / 3.0f,
+                                0.0f,
+                                3.4028235e38f,
+                                1e-45f,
+                                INFINITY,
+                                NAN,
+                                bits_float(0x7f800001u), /* a signalling NaN */
+                                bits_float(0x7fffffffu)};
+    const size_t count = edges.size();
+    for (size_t i = 0; i < count; i++) edges.push_back(-edges[i]);
+
+    mismatches = 0;
+    for (uint64_t bits = 0; bits <= 0xffffffffu; bits += 4099) check_float_to_half(bits_float((uint32_t)bits), mismatches);
+    for (float f : edges) check_float_to_half(f, mismatches);
+    CHECK(mismatches == 0, "__float2half_rn differs from %s for %d floats", REFERENCE, mismatches);
+
+    mismatches = 0;
+    for (uint64_t bits = 0; bits <= 0xffffffffu; bits += 4099) check_float_to_bfloat16(bits_float((uint32_t)bits), mismatches);
+    for (float f : edges) check_float_to_bfloat16(f, mismatches);
+    for (float f : {3.3895314e38f, 3.3961775e38f, 3.4028235e38f, 1.00390625f, 1.01171875f, 1.0078125f})
+        for (float signed_f : {f, -f}) check_float_to_bfloat16(signed_f, mismatches); /* near the largest bfloat16, and ties */
+    CHECK(mismatches == 0, "__float2bfloat16_rn differs from round to nearest even for %d floats", mismatches);
+
+    mismatches = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float f = __bfloat162float(__nv_bfloat16{(unsigned short)h});
+        if (float_bits(f) != h << 16) detail(mismatches, "__bfloat162float(0x%04x) = 0x%08x", h, float_bits(f));
+    }
+    CHECK(mismatches == 0, "__bfloat162float is not the upper half of the float for %d values", mismatches);
+}
+
+/* ----------------------------------------------------------------- 2. block barrier ---- */
+
+/* Each thread writes shared memory, then reads what its neighbour wrote, overwrites its own slot
+ * after a second barrier and reads the other neighbour's new value after a third: any barrier
+ * that let a thread through early shows as a stale or future value. */
+__global__ void neighbour_kernel(int * out) {
+    __shared__ int values[1024];
+    const int n = (int)(blockDim.x * blockDim.y * blockDim.z);
+    const int t = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+    values[t] = 1 + t + 10000 * (int)blockIdx.x;
+    __syncthreads();
+    const int next = values[(t + 1) % n];
+    __syncthreads();
+    values[t] = 2 * next;
+    __syncthreads();
+    int * mine = out + 3 * ((int)blockIdx.x * n + t);
+    mine[0] = next;
+    mine[1] = values[(t + n - 1) % n];
+    mine[2] = (int)(threadIdx.x | threadIdx.y << 10 | threadIdx.z << 20);
+}
+
+static void test_block_barrier() {
+    const dim3 shapes[] = {dim3(96), dim3(1024), dim3(16, 8), dim3(8, 4, 4), dim3(1), dim3(33)};
+    const int blocks = 3;
+    for (const dim3 & shape : shapes) {
+        const int n = (int)(shape.x * shape.y * shape.z);
+        std::vector<int> out((size_t)3 * blocks * n, -1);
+        MEMRA_LAUNCH(blocks, shape, 0, 0, neighbour_kernel)(out.data());
+        EXPECT_LAUNCH_OK("neighbour_kernel");
+        int mismatches = 0;
+        for (int b = 0; b < blocks; b++) {
+            for (int t = 0; t < n; t++) {
+                const int * got = &out[3 * ((size_t)b * n + t)];
+                const int next = 1 + (t + 1) % n + 10000 * b, previous = 2 * (1 + t + 10000 * b);
+                const int x = t % (int)shape.x, y = t / (int)shape.x % (int)shape.y, z = t / (int)(shape.x * shape.y);
+                const int coordinates = x | y << 10 | z << 20;
+                if (got[0] != next || got[1] != previous || got[2] != coordinates)
+                    detail(mismatches, "block %d thread %d: (%d, %d, 0x%x), expected (%d, %d, 0x%x)", b, t, got[0], got[1], got[2], next, previous, coordinates);
+            }
+        }
+        CHECK(mismatches == 0, "__syncthreads in blocks of (%u, %u, %u): %d wrong threads", shape.x, shape.y, shape.z, mismatches);
+    }
+}
+
+/* Dynamic shared memory: unwritten, it reads as the emulator's NaN pattern (refilled for every
+ * block); written, it is shared by the block. */
+__global__ void dynamic_shared_kernel(float * out) {
+    MEMRA_DYNAMIC_SHARED(float, buffer);
+    const int t = (int)threadIdx.x, n = (int)blockDim.x;
+    const float before = buffer[t];
+    __syncthreads();
+    buffer[t] = (float)(t + n * (int)blockIdx.x);
+    __syncthreads();
+    out[2 * (blockIdx.x * n + t)] = before;
+    out[2 * (blockIdx.x * n + t) + 1] = buffer[(t + 1) % n];
+}
+
+static void test_dynamic_shared() {
+    const int n = 64, blocks = 2;
+    std::vector<float> out(2 * n * blocks, 0.0f);
+    MEMRA_LAUNCH(blocks, n, n * sizeof(float), 0, dynamic_shared_kernel)(out.data());
+    EXPECT_LAUNCH_OK("dynamic_shared_kernel");
+    int mismatches = 0;
+    for (int b = 0; b < blocks; b++)
+        for (int t = 0; t < n; t++)
+            if (!isnan(out[2 * (b * n + t)]) || out[2 * (b * n + t) + 1] != (float)((t + 1) % n + n * b))
+                detail(mismatches, "block %d thread %d: before %g, neighbour %g", b, t, (double)out[2 * (b * n + t)], (double)out[2 * (b * n + t) + 1]);
+    CHECK(mismatches == 0, "dynamic shared memory: %d wrong threads", mismatches);
+}
+
+/* ------------------------------------------------------------- 3. exited threads ---- */
+
+__device__ static bool leaves_early(int t, int n, int mode) {
+    switch (mode) {
+        case 0: return t < n / 2;  /* they exit before the others reach the barrier */
+        case 1: return t >= n / 2; /* after the others wait at it */
+        default: return t % 3 == 1;
+    }
+}
+
+/* Half the threads return at once; the rest pass two barriers, exchanging values with the next
+ * thread that stayed. */
+__global__ void early_exit_kernel(int * out, int mode) {
+    __shared__ int values[1024];
+    const int t = (int)threadIdx.x, n = (int)blockDim.x;
+    if (leaves_early(t, n, mode)) return;
+    values[t] = 7 * t + 1;
+    __syncthreads();
+    int partner = t;
+    do partner = (partner + 1) % n;
+    while (leaves_early(partner, n, mode));
+    const int read = values[partner];
+    __syncthreads();
+    values[t] = -read;
+    out[t] = read;
+}
+
+static void test_exited_threads() {
+    for (int n : {96, 128, 1024}) {
+        for (int mode = 0; mode < 3; mode++) {
+            std::vector<int> out(n, 0);
+            MEMRA_LAUNCH(2, n, 0, 0, early_exit_kernel)(out.data(), mode);
+            EXPECT_LAUNCH_OK("early_exit_kernel");
+            int mismatches = 0;
+            for (int t = 0; t < n; t++) {
+                int expected = 0;
+                if (!leaves_early(t, n, mode)) {
+                    int partner = t;
+                    do partner = (partner + 1) % n;
+                    while (leaves_early(partner, n, mode));
+                    expected = 7 * partner + 1;
+                }
+                if (out[t] != expected) detail(mismatches, "thread %d: %d, expected %d", t, out[t], expected);
+            }
+            CHECK(mismatches == 0, "barriers after early exits (block %d, mode %d): %d wrong threads", n, mode, mismatches);
+        }
+    }
+}
+
+/* -------------------------------------------------------------- 4. warp collectives ---- */
+
+/* The lane each shuffle reads, as CUDA's programming guide specifies them: width splits the warp
+ * into segments; __shfl_sync reads srcLane modulo width in the caller's segment; __shfl_up_sync
+ * and __shfl_down_sync keep the caller's value when the source lies outside its segment;
+ * __shfl_xor_sync may read earlier segments but keeps its own value for later ones. */
+static int idx_source(int lane, int source, int width) { return lane / width * width + (source & (width - 1)); }
+static int down_source(int lane, int delta, int width) { return (lane + delta) / width == lane / width ? lane + delta : lane; }
+static int up_source(int lane, int delta, int width) { return lane - delta >= 0 && (lane - delta) / width == lane / width ? lane - delta : lane; }
+static int xor_source(int lane, int lane_mask, int width) { return (lane ^ lane_mask) / width > lane / width ? lane : lane ^ lane_mask; }
+
+static int64_t lane_value(int t) { return (int64_t)(t * t * 37 + 11) ^ ((int64_t)t << 40); }
+
+enum shuffle_case {
+    SHFL_IDX_7,
+    SHFL_IDX_37,
+    SHFL_IDX_REVERSE,
+    SHFL_IDX_W8_3,
+    SHFL_IDX_W8_11,
+    SHFL_IDX_W16_NEGATIVE,
+    SHFL_DOWN_5,
+    SHFL_DOWN_W16_3,
+    SHFL_DOWN_W8_3,
+    SHFL_DOWN_0,
+    SHFL_UP_3,
+    SHFL_UP_W16_5,
+    SHFL_UP_W4_1,
+    SHFL_XOR_1,
+    SHFL_XOR_W8_4,
+    SHFL_XOR_W8_8,
+    SHFL_XOR_W4_16,
+    SHFL_CASES
+};
+static const char * const shuffle_case_names[SHFL_CASES] = {
+    "__shfl_sync(src 7)",
+    "__shfl_sync(src 37)",
+    "__shfl_sync(src 31 - lane)",
+    "__shfl_sync(src 3, width 8)",
+    "__shfl_sync(src 11, width 8)",
+    "__shfl_sync(src -1, width 16)",
+    "__shfl_down_sync(5)",
+    "__shfl_down_sync(3, width 16)",
+    "__shfl_down_sync(3, width 8)",
+    "__shfl_down_sync(0)",
+    "__shfl_up_sync(3)",
+    "__shfl_up_sync(5, width 16)",
+    "__shfl_up_sync(1, width 4)",
+    "__shfl_xor_sync(1)",
+    "__shfl_xor_sync(4, width 8)",
+    "__shfl_xor_sync(8, width 8)",
+    "__shfl_xor_sync(16, width 4)",
+};
+
+static int expected_source(int which, int lane) {
+    switch (which) {
+        case SHFL_IDX_7: return idx_source(lane, 7, 32);
+        case SHFL_IDX_37: return idx_source(lane, 37, 32);
+        case SHFL_IDX_REVERSE: return idx_source(lane, 31 - lane, 32);
+        case SHFL_IDX_W8_3: return idx_source(lane, 3, 8);
+        case SHFL_IDX_W8_11: return idx_source(lane, 11, 8);
+        case SHFL_IDX_W16_NEGATIVE: return idx_source(lane, -1, 16);
+        case SHFL_DOWN_5: return down_source(lane, 5, 32);
+        case SHFL_DOWN_W16_3: return down_source(lane, 3, 16);
+        case SHFL_DOWN_W8_3: return down_source(lane, 3, 8);
+        case SHFL_DOWN_0: return down_source(lane, 0, 32);
+        case SHFL_UP_3: return up_source(lane, 3, 32);
+        case SHFL_UP_W16_5: return up_source(lane, 5, 16);
+        case SHFL_UP_W4_1: return up_source(lane, 1, 4);
+        case SHFL_XOR_1: return xor_source(lane, 1, 32);
+        case SHFL_XOR_W8_4: return xor_source(lane, 4, 8);
+        case SHFL_XOR_W8_8: return xor_source(lane, 8, 8);
+        default: return xor_source(lane, 16, 4);
+    }
+}
+
+/* Every case shuffles an int, a float, a double and an int64 (out: 4 values per thread per case). */
+template <typename T>
+__device__ static T shuffle(int which, T v) {
+    const unsigned full = 0xffffffffu;
+    switch (which) {
+        case SHFL_IDX_7: return __shfl_sync(full, v, 7);
+        case SHFL_IDX_37: return __shfl_sync(full, v, 37);
+        case SHFL_IDX_REVERSE: return __shfl_sync(full, v, 31 - (int)(threadIdx.x & 31));
+        case SHFL_IDX_W8_3: return __shfl_sync(full, v, 3, 8);
+        case SHFL_IDX_W8_11: return __shfl_sync(full, v, 11, 8);
+        case SHFL_IDX_W16_NEGATIVE: return __shfl_sync(full, v, -1, 16);
+        case SHFL_DOWN_5: return __shfl_down_sync(full, v, 5);
+        case SHFL_DOWN_W16_3: return __shfl_down_sync(full, v, 3, 16);
+        case SHFL_DOWN_W8_3: return __shfl_down_sync(full, v, 3, 8);
+        case SHFL_DOWN_0: return __shfl_down_sync(full, v, 0);
+        case SHFL_UP_3: return __shfl_up_sync(full, v, 3);
+        case SHFL_UP_W16_5: return __shfl_up_sync(full, v, 5, 16);
+        case SHFL_UP_W4_1: return __shfl_up_sync(full, v, 1, 4);
+        case SHFL_XOR_1: return __shfl_xor_sync(full, v, 1);
+        case SHFL_XOR_W8_4: return __shfl_xor_sync(full, v, 4, 8);
+        case SHFL_XOR_W8_8: return __shfl_xor_sync(full, v, 8, 8);
+        default: return __shfl_xor_sync(full, v, 16, 4);
+    }
+}
+
+__global__ void shuffle_kernel(int64_t * out) {
+    const int t = (int)threadIdx.x;
+    const int64_t v = lane_value(t);
+    for (int which = 0; which < SHFL_CASES; which++) {
+        int64_t * mine = out + ((size_t)which * blockDim.x + t) * 4;
+        mine[0] = shuffle(which, (int)v);
+        mine[1] = (int64_t)(shuffle(which, (float)v) * 4.0f);
+        const double d = shuffle(which, (double)v + 0.25);
+        memcpy(&mine[2], &d, 8);
+        mine[3] = shuffle(which, v);
+    }
+}
+
+/* Reductions and votes: a butterfly sum (every lane ends with the warp's sum), a shuffle of a
+ * __half2, the votes over the full warp and over half a warp, and lanes that take part in
+ * different collectives: half-warp shuffles with different masks at the same time, then the full
+ * warp again (each lane's history of collectives differs, the values must still meet). */
+__global__ void reduce_vote_kernel(int64_t * out) {
+    const int t = (int)threadIdx.x, lane = t & 31;
+    int64_t * mine = out + (size_t)t * 16;
+    int sum = t + 1;
+    for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    mine[0] = sum;
+    double dsum = 1.0 / (t + 1);
+    for (int offset = 1; offset < 32; offset <<= 1) dsum += __shfl_xor_sync(0xffffffffu, dsum, offset);
+    memcpy(&mine[1], &dsum, 8);
+    const __half2 h = __shfl_down_sync(0xffffffffu, __floats2half2_rn((float)t, (float)-t), 1);
+    mine[2] = (int64_t)__low2float(h) * 1000 + (int64_t)__high2float(h);
+    mine[3] = __ballot_sync(0xffffffffu, lane % 3 == 0);
+    /* One collective per statement: every lane calls them in the same order. */
+    mine[4] = __any_sync(0xffffffffu, lane == 17);
+    mine[4] |= __any_sync(0xffffffffu, 0) << 1;
+    mine[4] |= __all_sync(0xffffffffu, lane < 32) << 2;
+    mine[4] |= __all_sync(0xffffffffu, lane != 5) << 3;
+    if (lane < 16) {
+        mine[5] = __ballot_sync(0x0000ffffu, lane & 1);
+        mine[6] = __all_sync(0x0000ffffu, 1);
+        mine[6] |= __any_sync(0x0000ffffu, lane == 20) << 1;
+    } else {
+        mine[5] = __ballot_sync(0xffff0000u, lane >= 24);
+        mine[6] = 0;
+    }
+    int swapped = 100 + t;
+    if (lane < 16) swapped = __shfl_xor_sync(0x0000ffffu, swapped, 1);
+    else swapped = __shfl_xor_sync(0xffff0000u, swapped, 2);
+    if (lane < 8) swapped += 1000 * __shfl_sync(0x000000ffu, swapped, 7);
+    __syncwarp(lane < 16 ? 0x0000ffffu : 0xffff0000u);
+    mine[7] = swapped;
+    int64_t total = swapped;
+    for (int offset = 16; offset > 0; offset >>= 1) total += __shfl_xor_sync(0xffffffffu, total, offset);
+    mine[8] = total;
+    mine[9] = __shfl_down_sync(0xffffffffu, swapped, 1);
+}
+
+static void test_warp_collectives() {
+    const int n = 64; /* two warps */
+    {
+        std::vector<int64_t> out((size_t)SHFL_CASES * n * 4, -1);
+        MEMRA_LAUNCH(1, n, 0, 0, shuffle_kernel)(out.data());
+        EXPECT_LAUNCH_OK("shuffle_kernel");
+        for (int which = 0; which < SHFL_CASES; which++) {
+            int mismatches = 0;
+            for (int t = 0; t < n; t++) {
+                const int source = (t & ~31) + expected_source(which, t & 31);
+                const int64_t v = lane_value(source);
+                const double d = (double)v + 0.25;
+                const int64_t * got = &out[((size_t)which * n + t) * 4];
+                double got_d;
+                memcpy(&got_d, &got[2], 8);
+                if (got[0] != (int)v || got[1] != (int64_t)((float)v * 4.0f) || got_d != d || got[3] != v)
+                    detail(mismatches, "thread %d: (%lld, %lld, %.17g, %lld), expected lane %d's (%d, %lld, %.17g, %lld)", t, (long long)got[0],
+                           (long long)got[1], got_d, (long long)got[3], source & 31, (int)v, (long long)((float)v * 4.0f), d, (long long)v);
+            }
+            CHECK(mismatches == 0, "%s: %d wrong threads", shuffle_case_names[which], mismatches);
+        }
+    }
+    std::vector<int64_t> out((size_t)n * 16, -1);
+    MEMRA_LAUNCH(1, n, 0, 0, reduce_vote_kernel)(out.data());
+    EXPECT_LAUNCH_OK("reduce_vote_kernel");
+    int64_t swapped[64];
+    for (int t = 0; t < n; t++) {
+        const int lane = t & 31;
+        swapped[t] = 100 + (lane < 16 ? (t ^ 1) : (t ^ 2));
+    }
+    for (int t = 0; t < n; t++)
+        if ((t & 31) < 8) swapped[t] += 1000 * swapped[(t & ~31) + 7];
+    const char * const names[] = {
+        "__shfl_xor_sync butterfly sum (int)",
+        "__shfl_xor_sync butterfly sum (double)",
+        "__shfl_down_sync of a __half2",
+        "__ballot_sync",
+        "__any_sync / __all_sync",
+        "__ballot_sync with half-warp masks",
+        "__all_sync / __any_sync with a half-warp mask",
+        "half-warp shuffles with different masks",
+        "full-warp sum after half-warp collectives",
+        "full-warp __shfl_down_sync after half-warp collectives",
+    };
+    for (int item = 0; item < 10; item++) {
+        int mismatches = 0;
+        for (int t = 0; t < n; t++) {
+            const int lane = t & 31, warp = t & ~31;
+            int64_t expected = 0;
+            switch (item) {
+                case 0: expected = 32 * warp + 528; break; /* Σ (warp + lane + 1) over the 32 lanes */
+                case 1: {
+                    /* every lane adds the same values in the same butterfly order as its partners
+                     * did: the sum is the warp's, in the order lane 0's tree adds them */
+                    double partial[32];
+                    for (int l = 0; l < 32; l++) partial[l] = 1.0 / (warp + l + 1);
+                    for (int offset = 1; offset < 32; offset <<= 1) {
+                        double next[32];
+                        for (int l = 0; l < 32; l++) next[l] = partial[l] + partial[l ^ offset];
+                        memcpy(partial, next, sizeof partial);
+                    }
+                    memcpy(&expected, &partial[lane], 8);
+                    break;
+                }
+                case 2: {
+                    const int source = down_source(lane, 1, 32) + warp;
+                    expected = (int64_t)source * 1000 - source;
+                    break;
+                }
+                case 3: expected = 0x49249249u; break;
+                case 4: expected = 1 | 0 << 1 | 1 << 2 | 0 << 3; break;
+                case 5: expected = lane < 16 ? 0x0000aaaau : 0xff000000u; break;
+                case 6: expected = lane < 16 ? 1 : 0; break;
+                case 7: expected = swapped[t]; break;
+                case 8: {
+                    int64_t total = 0;
+                    for (int l = 0; l < 32; l++) total += swapped[warp + l];
+                    expected = total;
+                    break;
+                }
+                default: expected = swapped[warp + down_source(lane, 1, 32)]; break;
+            }
+            const int64_t got = out[(size_t)t * 16 + item];
+            if (got != expected) detail(mismatches, "thread %d: %lld (0x%llx), expected %lld (0x%llx)", t, (long long)got, (unsigned long long)got, (long long)expected, (unsigned long long)expected);
+        }
+        CHECK(mismatches == 0, "%s: %d wrong threads", names[item], mismatches);
+    }
+}
+
+/* ------------------------------------------------------------ 5. errors, not hangs ---- */
+
+__global__ void exited_lane_shuffle_kernel(int * out) {
+    if (threadIdx.x == 0) return;
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, (int)threadIdx.x, 1);
+}
+
+/* Lane 0 leaves only after the others wait for it in a full-warp shuffle (lane 1 lets it go). */
+__global__ void late_exit_shuffle_kernel(int * out) {
+    const int lane = (int)threadIdx.x;
+    if (lane < 2) out[lane] = __shfl_sync(0x3u, lane, 1 - lane);
+    if (lane == 0) return;
+    out[lane] = __shfl_xor_sync(0xffffffffu, lane, 1);
+}
+
+/* Lane 5 of warp 0 waits at the block barrier, the other lanes of warp 0 in __syncwarp for it,
+ * warp 1 at the block barrier for them: nobody can move. */
+__global__ void deadlock_kernel(int * out) {
+    if (threadIdx.x == 5 || threadIdx.x >= 32) __syncthreads();
+    else __syncwarp();
+    out[threadIdx.x] = 1;
+}
+
+__global__ void outside_mask_kernel(int * out) {
+    if (threadIdx.x < 16) out[threadIdx.x] = __shfl_sync(0x0000ffffu, (int)threadIdx.x, 20);
+}
+
+__global__ void exited_lane_mma_kernel(float * out) {
+    if (threadIdx.x == 0) return;
+    const uint32_t a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
+    float c[4] = {0, 0, 0, 0};
+    memra_emu::mma_m16n8k16_f16_f32(c, a, b);
+    out[threadIdx.x] = c[0];
+}
+
+__global__ void trivial_kernel(int * out) { out[blockIdx.x * blockDim.x + threadIdx.x] = (int)(blockIdx.x * 1000 + threadIdx.x); }
+
+static bool contains(const char * text, const char * part) { return text && strstr(text, part) != nullptr; }
+
+/* The launch failed with `expected` and a message containing `part`; the error was cleared by
+ * reading it; the message stays available for the code, as the library formats it after reading. */
+static void expect_launch_error(int line, const char * what, cudaError_t expected, const char * part) {
+    const cudaError_t error = cudaGetLastError();
+    const char * message = cudaGetErrorString(error);
+    check(error == expected, line, "%s: cudaGetLastError() = %s (%s), expected %s", what, cudaGetErrorName(error), message, cudaGetErrorName(expected));
+    if (part) check(contains(message, part), line, "%s: message \"%s\" does not mention \"%s\"", what, message, part);
+    const cudaError_t after = cudaGetLastError();
+    check(after == cudaSuccess, line, "%s: the error is not cleared by reading it (then %s)", what, cudaGetErrorName(after));
+}
+#define EXPECT_LAUNCH_ERROR(what, expected, part) expect_launch_error(__LINE__, what, expected, part)
+
+/* A kernel that runs right after a failed one: the emulator recovers (abandoned fibers and
+ * half-finished collectives leave nothing behind). */
+static void expect_recovered(int line, const char * after) {
+    std::vector<int> out(4 * 96, -1);
+    MEMRA_LAUNCH(4, 96, 0, 0, trivial_kernel)(out.data());
+    const cudaError_t error = cudaGetLastError();
+    check(error == cudaSuccess, line, "a launch after %s failed: %s", after, cudaGetErrorString(error));
+    int mismatches = 0;
+    for (int i = 0; i < 4 * 96; i++)
+        if (out[i] != i / 96 * 1000 + i % 96) mismatches++;
+    check(mismatches == 0, line, "a launch after %s: %d wrong threads", after, mismatches);
+}
+#define EXPECT_RECOVERED(after) expect_recovered(__LINE__, after)
+
+static void test_errors() {
+    std::vector<int> out(1024, 0);
+    std::vector<float> floats(1024, 0.0f);
+
+    MEMRA_LAUNCH(1, 32, 0, 0, exited_lane_shuffle_kernel)(out.data());
+    EXPECT_LAUNCH_ERROR("a shuffle naming an exited lane", cudaErrorLaunchFailure, "0xffffffff");
+    EXPECT_RECOVERED("a shuffle naming an exited lane");
+
+    MEMRA_LAUNCH(1, 32, 0, 0, late_exit_shuffle_kernel)(out.data());
+    EXPECT_LAUNCH_ERROR("a lane exiting while the warp waits for it", cudaErrorLaunchFailure, "exited while");
+    EXPECT_RECOVERED("a lane exiting while the warp waits for it");
+
+    MEMRA_LAUNCH(2, 64, 0, 0, deadlock_kernel)(out.data());
+    EXPECT_LAUNCH_ERROR("a deadlock", cudaErrorLaunchFailure, "deadlock");
+    EXPECT_RECOVERED("a deadlock");
+
+    MEMRA_LAUNCH(1, 32, 0, 0, outside_mask_kernel)(out.data());
+    EXPECT_LAUNCH_ERROR("a shuffle from a lane outside the mask", cudaErrorLaunchFailure, "not in the mask");
+    EXPECT_RECOVERED("a shuffle from a lane outside the mask");
+
+    MEMRA_LAUNCH(1, 32, 0, 0, exited_lane_mma_kernel)(floats.data());
+    EXPECT_LAUNCH_ERROR("mma with an exited lane", cudaErrorLaunchFailure, "mma.sync");
+    EXPECT_RECOVERED("mma with an exited lane");
+
+    MEMRA_LAUNCH(1, 1025, 0, 0, trivial_kernel)(out.data());
+    EXPECT_LAUNCH_ERROR("a block of 1025 threads", cudaErrorInvalidConfiguration, "1025");
+    MEMRA_LAUNCH(1, dim3(32, 32, 2), 0, 0, trivial_kernel)(out.data());
+    EXPECT_LAUNCH_ERROR("a block of 32 × 32 × 2 threads", cudaErrorInvalidConfiguration, nullptr);
+    MEMRA_LAUNCH(1, dim3(1, 1, 65), 0, 0, trivial_kernel)(out.data());
+    EXPECT_LAUNCH_ERROR("block.z 65", cudaErrorInvalidConfiguration, nullptr);
+    MEMRA_LAUNCH(dim3(1, 65536), 32, 0, 0, trivial_kernel)(out.data());
+    EXPECT_LAUNCH_ERROR("grid.y 65536", cudaErrorInvalidConfiguration, "65536");
+    MEMRA_LAUNCH(dim3(1, 1, 65536), 32, 0, 0, trivial_kernel)(out.data());
+    EXPECT_LAUNCH_ERROR("grid.z 65536", cudaErrorInvalidConfiguration, nullptr);
+    MEMRA_LAUNCH(0, 32, 0, 0, trivial_kernel)(out.data());
+    EXPECT_LAUNCH_ERROR("an empty grid", cudaErrorInvalidConfiguration, nullptr);
+    MEMRA_LAUNCH(1, 0, 0, 0, trivial_kernel)(out.data());
+    EXPECT_LAUNCH_ERROR("an empty block", cudaErrorInvalidConfiguration, nullptr);
+    MEMRA_LAUNCH(1, 32, 48 * 1024 + 4, 0, trivial_kernel)(out.data());
+    EXPECT_LAUNCH_ERROR("48 KiB + 4 of dynamic shared memory", cudaErrorInvalidValue, nullptr);
+    MEMRA_LAUNCH(1, 32, 48 * 1024, 0, trivial_kernel)(out.data());
+    EXPECT_LAUNCH_OK("a launch with 48 KiB of dynamic shared memory");
+    EXPECT_RECOVERED("invalid configurations");
+
+    /* cudaPeekAtLastError leaves the error for cudaGetLastError. */
+    MEMRA_LAUNCH(1, 2048, 0, 0, trivial_kernel)(out.data());
+    CHECK(cudaPeekAtLastError() == cudaErrorInvalidConfiguration, "cudaPeekAtLastError after a bad launch");
+    CHECK(cudaPeekAtLastError() == cudaErrorInvalidConfiguration, "cudaPeekAtLastError cleared the error");
+    CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "cudaGetLastError after cudaPeekAtLastError");
+    CHECK(cudaGetLastError() == cudaSuccess, "cudaGetLastError twice");
+}
+
+/* ---------------------------------------------------------------------- 6. mma ---- */
+
+static uint32_t pack_halves(float low, float high) { return (uint32_t)__half_as_ushort(__float2half_rn(low)) | (uint32_t)__half_as_ushort(__float2half_rn(high)) << 16; }
+
+/* Warp w accumulates C_w += A_w,0 · B_w,0 + A_w,1 · B_w,1 with the fragments of the PTX ISA's
+ * m16n8k16 layout: A 16 × 16 row-major, B 16 × 8 stored k-major (B[k][n] at k · 8 + n), C 16 × 8.
+ * With `diverge`, lanes 0..15 first meet in a __syncwarp of their own, so that the lanes arrive at
+ * the mma with different histories of collectives. */
+__global__ void mma_kernel(const float * a, const float * b, float * c, int diverge) {
+    const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, group = lane >> 2, quad = lane & 3;
+    if (diverge && lane < 16) __syncwarp(0x0000ffffu);
+    float * C = c + warp * 128;
+    float accumulator[4] = {C[group * 8 + 2 * quad], C[group * 8 + 2 * quad + 1], C[(group + 8) * 8 + 2 * quad], C[(group + 8) * 8 + 2 * quad + 1]};
+    for (int step = 0; step < 2; step++) {
+        const float * A = a + (warp * 2 + step) * 256;
+        const float * B = b + (warp * 2 + step) * 128;
+        const uint32_t fa[4] = {pack_halves(A[group * 16 + 2 * quad], A[group * 16 + 2 * quad + 1]),
+                                pack_halves(A[(group + 8) * 16 + 2 * quad], A[(group + 8) * 16 + 2 * quad + 1]),
+                                pack_halves(A[group * 16 + 2 * quad + 8], A[group * 16 + 2 * quad + 9]),
+                                pack_halves(A[(group + 8) * 16 + 2 * quad + 8], A[(group + 8) * 16 + 2 * quad + 9])};
+        const uint32_t fb[2] = {pack_halves(B[(2 * quad) * 8 + group], B[(2 * quad + 1) * 8 + group]),
+                                pack_halves(B[(2 * quad + 8) * 8 + group], B[(2 * quad + 9) * 8 + group])};
+        memra_emu::mma_m16n8k16_f16_f32(accumulator, fa, fb);
+    }
+    C[group * 8 + 2 * quad] = accumulator[0];
+    C[group * 8 + 2 * quad + 1] = accumulator[1];
+    C[(group + 8) * 8 + 2 * quad] = accumulator[2];
+    C[(group + 8) * 8 + 2 * quad + 1] = accumulator[3];
+}
+
+static uint32_t random_state = 12345;
+static int small_random() { /* -8 .. 8: products and sums of 32 of them are exact in f16 inputs and f32 sums */
+    random_state = random_state * 1103515245u + 12345u;
+    return (int)(random_state >> 16) % 17 - 8;
+}
+
+static void test_mma() {
+    for (int warps : {1, 4}) {
+        for (int diverge = 0; diverge < 2; diverge++) {
+            std::vector<float> a((size_t)warps * 2 * 256), b((size_t)warps * 2 * 128), c((size_t)warps * 128);
+            for (float & v : a) v = (float)small_random();
+            for (float & v : b) v = (float)small_random();
+            for (float & v : c) v = (float)small_random();
+            std::vector<float> expected = c;
+            for (int w = 0; w < warps; w++)
+                for (int step = 0; step < 2; step++)
+                    for (int i = 0; i < 16; i++)
+                        for (int j = 0; j < 8; j++) {
+                            float sum = 0.0f;
+                            for (int k = 0; k < 16; k++) sum += a[(size_t)(w * 2 + step) * 256 + i * 16 + k] * b[(size_t)(w * 2 + step) * 128 + k * 8 + j];
+                            expected[(size_t)w * 128 + i * 8 + j] += sum;
+                        }
+            MEMRA_LAUNCH(1, 32 * warps, 0, 0, mma_kernel)(a.data(), b.data(), c.data(), diverge);
+            EXPECT_LAUNCH_OK("mma_kernel");
+            int mismatches = 0;
+            for (int w = 0; w < warps; w++)
+                for (int i = 0; i < 16; i++)
+                    for (int j = 0; j < 8; j++) {
+                        const size_t at = (size_t)w * 128 + i * 8 + j;
+                        if (c[at] != expected[at]) detail(mismatches, "warp %d C[%d][%d] = %g, expected %g", w, i, j, (double)c[at], (double)expected[at]);
+                    }
+            CHECK(mismatches == 0, "mma m16n8k16 with %d warp(s)%s: %d wrong elements", warps, diverge ? " after a half-warp __syncwarp" : "", mismatches);
+        }
+    }
+}
+
+/* ------------------------------------------------------------- 7. device memory ---- */
+
+static void test_device_memory() {
+    size_t free_before = 0, total = 0;
+    CHECK(cudaMemGetInfo(&free_before, &total) == cudaSuccess && total > 0 && free_before <= total, "cudaMemGetInfo: free %zu of %zu", free_before, total);
+    void * a = nullptr;
+    void * b = nullptr;
+    CHECK(cudaMalloc(&a, 1 << 20) == cudaSuccess && a != nullptr, "cudaMalloc of 1 MiB");
+    CHECK(cudaMalloc(&b, 3 << 20) == cudaSuccess && b != nullptr, "cudaMalloc of 3 MiB");
+    size_t free_after = 0;
+    cudaMemGetInfo(&free_after, &total);
+    CHECK(free_after + (4 << 20) <= free_before, "cudaMemGetInfo: free %zu after allocating 4 MiB, %zu before", free_after, free_before);
+
+    std::vector<unsigned char> host(4 << 20, 0x5a);
+    CHECK(cudaMemcpyAsync(b, host.data(), 3 << 20, cudaMemcpyHostToDevice, 0) == cudaSuccess, "cudaMemcpyAsync filling an allocation exactly");
+    CHECK(cudaMemcpyAsync((char *)b + (3 << 20) - 8, host.data(), 16, cudaMemcpyHostToDevice, 0) == cudaErrorInvalidValue,
+          "cudaMemcpyAsync HostToDevice overrunning an allocation by 8 bytes");
+    CHECK(cudaGetLastError() == cudaErrorInvalidValue, "the overrunning copy's error is the last error");
+    CHECK(cudaGetLastError() == cudaSuccess, "the overrunning copy's error is cleared by reading it");
+    CHECK(cudaMemcpy(host.data(), (char *)a + 16, 1 << 20, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue, "cudaMemcpy DeviceToHost overrunning an allocation");
+    CHECK(cudaMemcpy(host.data(), host.data() + 16, 16, cudaMemcpyDeviceToDevice) == cudaErrorInvalidValue, "cudaMemcpy DeviceToDevice between host pointers");
+    CHECK(cudaMemsetAsync((char *)a + 1, 0, 1 << 20, 0) == cudaErrorInvalidValue, "cudaMemsetAsync overrunning an allocation");
+    CHECK(cudaMemcpy(a, b, 1 << 20, cudaMemcpyDeviceToDevice) == cudaSuccess && ((unsigned char *)a)[12345] == 0x5a, "cudaMemcpy DeviceToDevice");
+    cudaGetLastError();
+
+    int stack_value = 0;
+    CHECK(cudaFree(&stack_value) == cudaErrorInvalidValue, "cudaFree of a host pointer");
+    CHECK(cudaFree((char *)b + 256) == cudaErrorInvalidValue, "cudaFree of a pointer inside an allocation");
+    CHECK(cudaFree(nullptr) == cudaSuccess, "cudaFree(NULL)");
+    CHECK(cudaFree(a) == cudaSuccess, "cudaFree");
+    CHECK(cudaFree(a) == cudaErrorInvalidValue, "cudaFree twice");
+    CHECK(cudaMemcpyAsync(a, host.data(), 16, cudaMemcpyHostToDevice, 0) == cudaErrorInvalidValue, "cudaMemcpyAsync into a freed allocation");
+    CHECK(cudaFree(b) == cudaSuccess, "cudaFree");
+    cudaGetLastError();
+    size_t free_end = 0;
+    cudaMemGetInfo(&free_end, &total);
+    CHECK(free_end == free_before, "cudaMemGetInfo: free %zu after freeing everything, %zu before", free_end, free_before);
+
+    /* MEMRA_CUDA_EMULATOR_MEMORY_MB sizes the emulated device; it is read at every call. */
+    setenv("MEMRA_CUDA_EMULATOR_MEMORY_MB", "64", 1);
+    size_t free_limited = 0;
+    cudaMemGetInfo(&free_limited, &total);
+    CHECK(total == (size_t)64 << 20 && free_limited == total, "cudaMemGetInfo with a 64 MiB device: free %zu of %zu", free_limited, total);
+    void * large = &stack_value;
+    CHECK(cudaMalloc(&large, (size_t)100 << 20) == cudaErrorMemoryAllocation && large == nullptr, "cudaMalloc of 100 MiB on a 64 MiB device");
+    CHECK(cudaGetLastError() == cudaErrorMemoryAllocation, "the failed cudaMalloc's error is the last error");
+    void * half = nullptr;
+    CHECK(cudaMalloc(&half, (size_t)40 << 20) == cudaSuccess, "cudaMalloc of 40 MiB on a 64 MiB device");
+    CHECK(cudaMalloc(&large, (size_t)40 << 20) == cudaErrorMemoryAllocation, "a second 40 MiB on a 64 MiB device");
+    /* A limit below what is allocated already: nothing is free (not a wrapped-around size). */
+    setenv("MEMRA_CUDA_EMULATOR_MEMORY_MB", "16", 1);
+    cudaMemGetInfo(&free_limited, &total);
+    CHECK(free_limited == 0, "cudaMemGetInfo with 40 MiB allocated on a 16 MiB device: free %zu", free_limited);
+    void * one = nullptr;
+    CHECK(cudaMalloc(&one, 1) == cudaErrorMemoryAllocation, "cudaMalloc of 1 byte with 40 MiB allocated on a 16 MiB device");
+    if (one) cudaFree(one);
+    cudaFree(half);
+    cudaGetLastError();
+    unsetenv("MEMRA_CUDA_EMULATOR_MEMORY_MB");
+}
+
+/* ------------------------------------------------------------------ 8. many blocks ---- */
+
+__global__ void block_sum_kernel(const int * in, int64_t * out) {
+    __shared__ int64_t warp_sums[32];
+    const int t = (int)threadIdx.x, lane = t & 31, warp = t >> 5;
+    int64_t v = in[(size_t)blockIdx.x * blockDim.x + t];
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    if (lane == 0) warp_sums[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        int64_t s = lane < (int)(blockDim.x / 32) ? warp_sums[lane] : 0;
+        for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_down_sync(0xffffffffu, s, offset);
+        if (lane == 0) out[blockIdx.x] = s;
+    }
+}
+
+static double seconds() {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + now.tv_nsec * 1e-9;
+}
+
+static void test_many_blocks() {
+    const int blocks = 3000, threads = 128;
+    std::vector<int> in((size_t)blocks * threads);
+    for (size_t i = 0; i < in.size(); i++) in[i] = (int)(i * 2654435761u >> 8) - (1 << 23);
+    std::vector<int64_t> out(blocks, 0);
+    const double start = seconds();
+    MEMRA_LAUNCH(blocks, threads, 0, 0, block_sum_kernel)(in.data(), out.data());
+    const double elapsed = seconds() - start;
+    EXPECT_LAUNCH_OK("block_sum_kernel");
+    int mismatches = 0;
+    for (int b = 0; b < blocks; b++) {
+        int64_t expected = 0;
+        for (int t = 0; t < threads; t++) expected += in[(size_t)b * threads + t];
+        if (out[b] != expected) detail(mismatches, "block %d: %lld, expected %lld", b, (long long)out[b], (long long)expected);
+    }
+    CHECK(mismatches == 0, "%d blocks × %d threads: %d wrong block sums", blocks, threads, mismatches);
+    /* Generous (ASan builds and loaded CI machines): the point is no quadratic scheduling. */
+    CHECK(elapsed < 20.0, "%d blocks × %d threads took %.1f s", blocks, threads, elapsed);
+    printf("%s: %d blocks × %d threads in %.2f s\n", program, blocks, threads, elapsed);
+}
+
+int main(int argc, char ** argv) {
+    if (argc > 0 && strrchr(argv[0], '/')) program = strrchr(argv[0], '/') + 1;
+    else if (argc > 0) program = argv[0];
+    test_conversions();
+    test_block_barrier();
+    test_dynamic_shared();
+    test_exited_threads();
+    test_warp_collectives();
+    test_errors();
+    test_mma();
+    test_device_memory();
+    test_many_blocks();
+    printf("%s: %d checks, %d failed\n", program, checks, failures);
+    return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,38 @@
+/** The CUDA golden conformance suite, shared by golden-suite.test.ts and golden-suite-part-2.test.ts. */
+import { defineGoldenSuite } from "@memra/core/internal";
+import { describe, it } from "vitest";
+import { cudaUnavailableReason } from "./cuda-availability";
+import { CudaBackend } from "./cuda-backend";
+
+/**
+ * What the CPU emulator runs unless MEMRA_CUDA_GOLDEN=all: K-quant mix with q8_K rounding
+ * (q4_K, q6_K), MoE routing and expert matmuls with q8_0 rounding, f32 with head_dim 128 and 4 KV
+ * groups, and q4_1 with the q8_1 offset correction.
+ */
+export const EMULATED_GOLDEN_MODELS = ["dense-q4_K_M", "moe-q8_0", "dense-gqa4-hd128-f32", "dense-q4_1"];
+
+function onEmulator(): boolean {
+  const backend = CudaBackend.create();
+  try {
+    return backend.deviceInfo().name.includes("emulator");
+  } finally {
+    backend.dispose();
+  }
+}
+
+export function defineCudaGoldenSuite(index: number): void {
+  const unavailable = cudaUnavailableReason();
+  if (unavailable !== undefined) {
+    describe(`golden conformance suite (cuda backend, part ${index + 1} of 2)`, () => {
+      it.skip(`skipped: ${unavailable}`, () => {});
+    });
+    return;
+  }
+  const only = onEmulator() && process.env.MEMRA_CUDA_GOLDEN !== "all" ? EMULATED_GOLDEN_MODELS : undefined;
+  defineGoldenSuite({
+    name: "cuda",
+    create: () => CudaBackend.create({ tensorCoreGemm: false }),
+    shard: { index, count: 2 },
+    ...(only ? { only } : {}),
+  });
+}
