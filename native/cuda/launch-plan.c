@@ -99,7 +99,8 @@ int memra_cuda_plan_matmul_with(int type, int64_t rows, int64_t n_in, int64_t n_
                     (long long)n_in, (long long)multiple, (long long)multiple);
     }
     if (rows == 0) return MEMRA_CUDA_OK;
-    if (allow_gemm && rows >= MEMRA_CUDA_GEMM_MIN_ROWS && n_in % MEMRA_CUDA_GEMM_TILE_K == 0) {
+    /* f32 weights stay on the f32 matrix-vector kernel: the GEMM would round them to f16. */
+    if (allow_gemm && type != MEMRA_CUDA_TYPE_F32 && rows >= MEMRA_CUDA_GEMM_MIN_ROWS && n_in % MEMRA_CUDA_GEMM_TILE_K == 0) {
         plan->kernel = MEMRA_CUDA_MATMUL_GEMM;
         const int64_t row_tiles = ceil_div(rows, MEMRA_CUDA_GEMM_TILE_M);
         const int64_t tiles_per_launch = min64(row_tiles, MEMRA_CUDA_MAX_GRID_YZ);

@@ -61,20 +61,39 @@ static int matmul_checked(const char * function, memra_cuda * cuda, float * out,
     /* The activations as ggml's CPU matmul rounds them for this weight type, in workspace from the
      * caching allocator (returned when this call has queued its kernels: stream-ordered reuse). */
     const int rounding = cuda->activation_rounding ? memra_cuda_activation_rounding(type) : MEMRA_CUDA_ROUND_NONE;
-    workspace rounded(cuda), corrections(cuda);
+    /* Prefill with q8 rounding: the integer GEMM on the activations' codes and block scales. */
+    const bool integer_gemm = plan.kernel == MEMRA_CUDA_MATMUL_GEMM &&
+                              (rounding == MEMRA_CUDA_ROUND_Q8_0 || rounding == MEMRA_CUDA_ROUND_Q8_1 || rounding == MEMRA_CUDA_ROUND_Q8_K);
+    const int block_shift = rounding == MEMRA_CUDA_ROUND_Q8_K ? 8 : 5;
+    workspace rounded(cuda), corrections(cuda), codes(cuda), scales(cuda);
     const float * source = x;
-    if (rounding != MEMRA_CUDA_ROUND_NONE) {
+    if (integer_gemm) {
+        CHECK(codes.allocate(x_needed));
+        CHECK(scales.allocate((x_needed >> block_shift) * 4));
+        if (rounding == MEMRA_CUDA_ROUND_Q8_1) CHECK(corrections.allocate(x_needed / 32 * 4));
+        const memra_cuda_launch launch = memra_cuda_plan_rounding(rounding, rows, n_in);
+        int8_t * q = (int8_t *)codes.pointer;
+        float * d = (float *)scales.pointer;
+        float * c = (float *)corrections.pointer;
+        if (rounding == MEMRA_CUDA_ROUND_Q8_0)
+            MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_0, true>)(nullptr, c, x, x_needed, q, d);
+        else if (rounding == MEMRA_CUDA_ROUND_Q8_1)
+            MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_1, true>)(nullptr, c, x, x_needed, q, d);
+        else
+            MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_K, true>)(nullptr, c, x, x_needed, q, d);
+        LAUNCH_CHECK(function, "round_activations_kernel");
+    } else if (rounding != MEMRA_CUDA_ROUND_NONE) {
         CHECK(rounded.allocate(x_needed * 4));
         if (rounding == MEMRA_CUDA_ROUND_Q8_1) CHECK(corrections.allocate(x_needed / 32 * 4));
         const memra_cuda_launch launch = memra_cuda_plan_rounding(rounding, rows, n_in);
         float * r = (float *)rounded.pointer;
         float * c = (float *)corrections.pointer;
         switch (rounding) {
-            case MEMRA_CUDA_ROUND_Q8_0: MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_0>)(r, c, x, x_needed); break;
-            case MEMRA_CUDA_ROUND_Q8_1: MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_1>)(r, c, x, x_needed); break;
-            case MEMRA_CUDA_ROUND_Q8_K: MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_K>)(r, c, x, x_needed); break;
-            case MEMRA_CUDA_ROUND_F16: MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_F16>)(r, c, x, x_needed); break;
-            default: MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_BF16>)(r, c, x, x_needed); break;
+            case MEMRA_CUDA_ROUND_Q8_0: MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_0>)(r, c, x, x_needed, nullptr, nullptr); break;
+            case MEMRA_CUDA_ROUND_Q8_1: MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_1>)(r, c, x, x_needed, nullptr, nullptr); break;
+            case MEMRA_CUDA_ROUND_Q8_K: MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_K>)(r, c, x, x_needed, nullptr, nullptr); break;
+            case MEMRA_CUDA_ROUND_F16: MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_F16>)(r, c, x, x_needed, nullptr, nullptr); break;
+            default: MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_BF16>)(r, c, x, x_needed, nullptr, nullptr); break;
         }
         LAUNCH_CHECK(function, "round_activations_kernel");
         source = r;
@@ -86,8 +105,16 @@ static int matmul_checked(const char * function, memra_cuda * cuda, float * out,
         if (plan.kernel == MEMRA_CUDA_MATMUL_GEMM) {
             dim3 grid = memra_grid(plan.launch);
             grid.y = (unsigned)((count + MEMRA_CUDA_GEMM_TILE_M - 1) / MEMRA_CUDA_GEMM_TILE_M);
-            MEMRA_CUDA_DISPATCH_TYPE(type, (MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_kernel<T>)(os, xs, w, row_bytes, count, n_in, n_out)));
-            LAUNCH_CHECK(function, "gemm_kernel");
+            if (integer_gemm) {
+                const int8_t * q = (const int8_t *)codes.pointer + first * n_in;
+                const float * d = (const float *)scales.pointer + ((first * n_in) >> block_shift);
+                MEMRA_CUDA_DISPATCH_QUANTIZED_TYPE(type, (MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_codes_kernel<T>)(
+                                                             os, q, d, block_shift, w, row_bytes, count, n_in, n_out)));
+                LAUNCH_CHECK(function, "gemm_codes_kernel");
+            } else {
+                MEMRA_CUDA_DISPATCH_TYPE(type, (MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_kernel<T>)(os, xs, w, row_bytes, count, n_in, n_out)));
+                LAUNCH_CHECK(function, "gemm_kernel");
+            }
         } else {
             MEMRA_CUDA_DISPATCH_TYPE(type, (launch_matrix_vector<T>(plan, cuda->stream, os, xs, w, row_bytes, (int)count, n_in, n_out)));
             LAUNCH_CHECK(function, "matrix_vector_kernel");

@@ -181,13 +181,141 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_kernel(float * _
     }
 }
 
+/* gemm_codes_kernel<TYPE>: prefill with the activations as q8 codes (round_activations_kernel
+ * with CODES) and the weights as integer codes (codes_group): both exact in f16, so the tensor
+ * cores' products and their f32 sums over a 16-value chunk are exact integers, as ggml's integer
+ * dot products are. Per chunk, the warp's mma goes to a zeroed accumulator, which is then scaled
+ * into the result: acc += d_x(row) · (s_w(col) · Σ c_w q_x + o_w(col) · Σ q_x). The tiles are the
+ * f16 GEMM's (64 × 64 × 32, 4 warps, padded rows); `block_shift` is log2 of the activation
+ * block (5 for q8_0/q8_1, 8 for q8_K: a 32-wide k-step never straddles two blocks). */
+template <int TYPE>
+__global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_codes_kernel(float * __restrict__ out, const int8_t * __restrict__ codes,
+                                                                             const float * __restrict__ scales, int block_shift,
+                                                                             const uint8_t * __restrict__ weight, int64_t row_bytes, int64_t rows,
+                                                                             int64_t n_in, int64_t n_out) {
+    constexpr int TM = MEMRA_CUDA_GEMM_TILE_M, TN = MEMRA_CUDA_GEMM_TILE_N, TK = MEMRA_CUDA_GEMM_TILE_K, STRIDE = TK + MEMRA_CUDA_GEMM_PAD;
+    __shared__ __align__(16) __half a_tile[TM * STRIDE];
+    __shared__ __align__(16) __half b_tile[TN * STRIDE];
+    __shared__ float row_scale[TM];          /* d_x of the k-step's block */
+    __shared__ int row_sums[TM][TK / 8];     /* Σ q_x per 8-value group */
+    __shared__ float column_scale[TN][TK / 16], column_offset[TN][TK / 16];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int warp_m = warp >> 1, warp_n = warp & 1;
+    const int group = lane >> 2, quad = lane & 3;
+    const int64_t tile_m = blockIdx.y * (int64_t)TM, tile_n = blockIdx.x * (int64_t)TN;
+    const int64_t blocks_per_row = n_in >> block_shift;
+
+    float acc[2][4][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) acc[i][j][k] = 0.0f;
+
+    for (int64_t k0 = 0; k0 < n_in; k0 += TK) {
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int index = tid + i * MEMRA_CUDA_GEMM_THREADS;
+            const int r = index >> 2, c = (index & 3) * 8;
+            float v[8];
+            const int64_t m = tile_m + r;
+            int sum = 0;
+            if (m < rows) {
+                uint8_t q[8];
+                const uint2 raw = *reinterpret_cast<const uint2 *>(codes + m * n_in + k0 + c);
+                memcpy(q, &raw, 8);
+#pragma unroll
+                for (int k = 0; k < 8; k++) {
+                    v[k] = (float)(int8_t)q[k];
+                    sum += (int8_t)q[k];
+                }
+                if (c == 0) row_scale[r] = scales[m * blocks_per_row + ((k0) >> block_shift)];
+            } else {
+#pragma unroll
+                for (int k = 0; k < 8; k++) v[k] = 0.0f;
+                if (c == 0) row_scale[r] = 0.0f;
+            }
+            row_sums[r][c / 8] = sum;
+            *reinterpret_cast<uint4 *>(&a_tile[r * STRIDE + c]) = pack_half8(v);
+            const int64_t n = tile_n + r;
+            float s = 0.0f, o = 0.0f;
+            if (n < n_out) {
+                codes_group<TYPE>(weight + n * row_bytes, (k0 + c) / 8, v, s, o);
+            } else {
+#pragma unroll
+                for (int k = 0; k < 8; k++) v[k] = 0.0f;
+            }
+            if ((c & 15) == 0) {
+                column_scale[r][c / 16] = s;
+                column_offset[r][c / 16] = o;
+            }
+            *reinterpret_cast<uint4 *>(&b_tile[r * STRIDE + c]) = pack_half8(v);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < TK; kk += 16) {
+            uint32_t a[2][4], b[4][2];
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++) {
+                const __half * base = a_tile + (warp_m * 32 + mi * 16 + group) * STRIDE + kk + quad * 2;
+                a[mi][0] = *reinterpret_cast<const uint32_t *>(base);
+                a[mi][1] = *reinterpret_cast<const uint32_t *>(base + 8 * STRIDE);
+                a[mi][2] = *reinterpret_cast<const uint32_t *>(base + 8);
+                a[mi][3] = *reinterpret_cast<const uint32_t *>(base + 8 * STRIDE + 8);
+            }
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++) {
+                const __half * base = b_tile + (warp_n * 32 + ni * 8 + group) * STRIDE + kk + quad * 2;
+                b[ni][0] = *reinterpret_cast<const uint32_t *>(base);
+                b[ni][1] = *reinterpret_cast<const uint32_t *>(base + 8);
+            }
+            const int chunk = kk / 16;
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++) {
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++) {
+                    float partial[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    mma_m16n8k16(partial, a[mi], b[ni]);
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int r = warp_m * 32 + mi * 16 + group + (e >> 1) * 8;
+                        const int c = warp_n * 32 + ni * 8 + quad * 2 + (e & 1);
+                        const float q_sum = (float)(row_sums[r][chunk * 2] + row_sums[r][chunk * 2 + 1]);
+                        acc[mi][ni][e] += row_scale[r] * (column_scale[c][chunk] * partial[e] + column_offset[c][chunk] * q_sum);
+                    }
+                }
+            }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++) {
+#pragma unroll
+        for (int ni = 0; ni < 4; ni++) {
+            const int64_t row = tile_m + warp_m * 32 + mi * 16 + group;
+            const int64_t column = tile_n + warp_n * 32 + ni * 8 + quad * 2;
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                const int64_t r = row + half * 8;
+                if (r >= rows) continue;
+                if (column < n_out) out[r * n_out + column] = acc[mi][ni][half * 2];
+                if (column + 1 < n_out) out[r * n_out + column + 1] = acc[mi][ni][half * 2 + 1];
+            }
+        }
+    }
+}
+
 /* Activations rounded as ggml's CPU matmul rounds them for the weight type (launch-plan.h enum
  * memra_cuda_rounding; the formulas of packages/core/src/activation-rounding.ts), so that the
  * matrix kernels' f32 products of rounded values give llama.cpp's results up to summation order.
  * q8_0/q8_1/q8_K: one warp per block of 32 or 256 values; `corrections` (q8_1 only) gets
  * f16(d · Σq) − d16 · Σq per 32-value block. */
-template <int MODE>
-__global__ void round_activations_kernel(float * __restrict__ out, float * __restrict__ corrections, const float * __restrict__ x, int64_t count) {
+template <int MODE, bool CODES = false>
+__global__ void round_activations_kernel(float * __restrict__ out, float * __restrict__ corrections, const float * __restrict__ x, int64_t count,
+                                         int8_t * __restrict__ codes, float * __restrict__ scales) {
+    /* CODES (q8_0/q8_1/q8_K, for the integer GEMM): the codes q and the block scales d instead of
+     * the values d · q. */
     if constexpr (MODE == MEMRA_CUDA_ROUND_F16 || MODE == MEMRA_CUDA_ROUND_BF16) {
         for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count; i += (int64_t)gridDim.x * blockDim.x) {
             if constexpr (MODE == MEMRA_CUDA_ROUND_F16) out[i] = __half2float(__float2half_rn(x[i]));
@@ -219,7 +347,11 @@ __global__ void round_activations_kernel(float * __restrict__ out, float * __res
                 }
                 if (best == 0.0f) {
 #pragma unroll
-                    for (int i = 0; i < BLOCK / 32; i++) ob[i * 32 + lane] = 0.0f;
+                    for (int i = 0; i < BLOCK / 32; i++) {
+                        if constexpr (CODES) codes[b * BLOCK + i * 32 + lane] = 0;
+                        else ob[i * 32 + lane] = 0.0f;
+                    }
+                    if (CODES && lane == 0) scales[b] = 0.0f;
                     continue;
                 }
                 const float inverse_scale = -127.0f / xb[best_index];
@@ -227,8 +359,10 @@ __global__ void round_activations_kernel(float * __restrict__ out, float * __res
 #pragma unroll
                 for (int i = 0; i < BLOCK / 32; i++) {
                     const float q = fminf(127.0f, rintf(__fmul_rn(inverse_scale, xb[i * 32 + lane])));
-                    ob[i * 32 + lane] = __fmul_rn(d, q);
+                    if constexpr (CODES) codes[b * BLOCK + i * 32 + lane] = (int8_t)q;
+                    else ob[i * 32 + lane] = __fmul_rn(d, q);
                 }
+                if (CODES && lane == 0) scales[b] = d;
             } else {
                 const float value = xb[lane];
                 float max = fabsf(value);
@@ -238,7 +372,12 @@ __global__ void round_activations_kernel(float * __restrict__ out, float * __res
                 const float d16 = __half2float(__float2half_rn(d));
                 const float inverse = max != 0.0f ? 127.0f / max : 0.0f;
                 const float q = rintf(__fmul_rn(value, inverse));
-                ob[lane] = __fmul_rn(d16, q);
+                if constexpr (CODES) {
+                    codes[b * BLOCK + lane] = (int8_t)q;
+                    if (lane == 0) scales[b] = d16;
+                } else {
+                    ob[lane] = __fmul_rn(d16, q);
+                }
                 if constexpr (MODE == MEMRA_CUDA_ROUND_Q8_1) {
                     int sum = (int)q;
 #pragma unroll

@@ -204,6 +204,132 @@ __device__ __forceinline__ void dequantize_group<MEMRA_CUDA_TYPE_Q6_K>(const uin
     }
 }
 
+/* codes_group<TYPE>(row, group, c, s, o): the 8 values of dequantize_group as s · c[i] + o, with
+ * integer codes c (exact in f16: |c| ≤ 128) and the scale s and offset o of the group's 16-value
+ * chunk (the same for both groups of a chunk). The integer GEMM multiplies the codes with the
+ * activations' q8 codes exactly and applies s and o per chunk. Quantized types only. */
+template <int TYPE>
+__device__ __forceinline__ void codes_group(const uint8_t * row, int64_t group, float c[8], float & s, float & o);
+
+template <>
+__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q8_0>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+    const uint8_t * block = row + (group >> 2) * 34;
+    s = half_at(block);
+    o = 0.0f;
+    uint8_t b[8];
+    load8(block + 2 + (group & 3) * 8, b);
+#pragma unroll
+    for (int i = 0; i < 8; i++) c[i] = (float)(int8_t)b[i];
+}
+
+template <>
+__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q4_0>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+    const uint8_t * block = row + (group >> 2) * 18;
+    const int part = (int)(group & 3);
+    s = half_at(block);
+    o = 0.0f;
+    uint8_t b[8];
+    load8(block + 2 + (part & 1) * 8, b);
+    const int shift = part >= 2 ? 4 : 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) c[i] = (float)(((b[i] >> shift) & 0x0f) - 8);
+}
+
+template <>
+__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q4_1>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+    const uint8_t * block = row + (group >> 2) * 20;
+    const int part = (int)(group & 3);
+    s = half_at(block);
+    o = half_at(block + 2);
+    uint8_t b[8];
+    load8(block + 4 + (part & 1) * 8, b);
+    const int shift = part >= 2 ? 4 : 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) c[i] = (float)((b[i] >> shift) & 0x0f);
+}
+
+template <>
+__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q5_0>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+    const uint8_t * block = row + (group >> 2) * 22;
+    const int part = (int)(group & 3);
+    s = half_at(block);
+    o = 0.0f;
+    const uint32_t qh = load_qh(block + 2);
+    uint8_t b[8];
+    load8(block + 6 + (part & 1) * 8, b);
+    const int shift = part >= 2 ? 4 : 0;
+    const int first = (part & 1) * 8 + (part >= 2 ? 16 : 0);
+#pragma unroll
+    for (int i = 0; i < 8; i++) c[i] = (float)((int)(((b[i] >> shift) & 0x0f) | (((qh >> (first + i)) & 1) << 4)) - 16); /* int: qh is unsigned */
+}
+
+template <>
+__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q5_1>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+    const uint8_t * block = row + (group >> 2) * 24;
+    const int part = (int)(group & 3);
+    s = half_at(block);
+    o = half_at(block + 2);
+    const uint32_t qh = load_qh(block + 4);
+    uint8_t b[8];
+    load8(block + 8 + (part & 1) * 8, b);
+    const int shift = part >= 2 ? 4 : 0;
+    const int first = (part & 1) * 8 + (part >= 2 ? 16 : 0);
+#pragma unroll
+    for (int i = 0; i < 8; i++) c[i] = (float)(((b[i] >> shift) & 0x0f) | (((qh >> (first + i)) & 1) << 4));
+}
+
+template <>
+__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q4_K>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+    const uint8_t * block = row + (group >> 5) * 144;
+    const int first = (int)(group & 31) * 8;
+    const int j = first >> 5;
+    const int l = first & 31;
+    int sc, m;
+    scale_min_k4(j, block + 4, sc, m);
+    s = __fmul_rn(half_at(block), (float)sc);
+    o = -__fmul_rn(half_at(block + 2), (float)m);
+    uint8_t b[8];
+    load8(block + 16 + (j >> 1) * 32 + l, b);
+    const int shift = (j & 1) * 4;
+#pragma unroll
+    for (int i = 0; i < 8; i++) c[i] = (float)((b[i] >> shift) & 0xf);
+}
+
+template <>
+__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q5_K>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+    const uint8_t * block = row + (group >> 5) * 176;
+    const int first = (int)(group & 31) * 8;
+    const int j = first >> 5;
+    const int l = first & 31;
+    int sc, m;
+    scale_min_k4(j, block + 4, sc, m);
+    s = __fmul_rn(half_at(block), (float)sc);
+    o = -__fmul_rn(half_at(block + 2), (float)m);
+    uint8_t ql[8], qh[8];
+    load8(block + 48 + (j >> 1) * 32 + l, ql);
+    load8(block + 16 + l, qh);
+    const int shift = (j & 1) * 4;
+#pragma unroll
+    for (int i = 0; i < 8; i++) c[i] = (float)(((ql[i] >> shift) & 0xf) + ((qh[i] >> j) & 1 ? 16 : 0));
+}
+
+template <>
+__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q6_K>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+    const uint8_t * block = row + (group >> 5) * 210;
+    const int first = (int)(group & 31) * 8;
+    const int half = first >> 7;
+    const int quarter = (first & 127) >> 5;
+    const int l = first & 31;
+    uint8_t ql[8], qh[8];
+    load8(block + half * 64 + (quarter & 1) * 32 + l, ql);
+    load8(block + 128 + half * 32 + l, qh);
+    const int low_shift = (quarter >> 1) * 4, high_shift = quarter * 2;
+    s = __fmul_rn(half_at(block + 208), (float)(int8_t)block[192 + half * 8 + (l >> 4) + quarter * 2]);
+    o = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) c[i] = (float)((((ql[i] >> low_shift) & 0xf) | (((qh[i] >> high_shift) & 3) << 4)) - 32);
+}
+
 }  // namespace memra_cuda_kernels
 
 /* Calls F::template run<TYPE>(...) for a supported runtime type; returns false for others. */
@@ -212,6 +338,20 @@ __device__ __forceinline__ void dequantize_group<MEMRA_CUDA_TYPE_Q6_K>(const uin
         case MEMRA_CUDA_TYPE_F32: { constexpr int T = MEMRA_CUDA_TYPE_F32; CALL; } break;   \
         case MEMRA_CUDA_TYPE_F16: { constexpr int T = MEMRA_CUDA_TYPE_F16; CALL; } break;   \
         case MEMRA_CUDA_TYPE_BF16: { constexpr int T = MEMRA_CUDA_TYPE_BF16; CALL; } break; \
+        case MEMRA_CUDA_TYPE_Q8_0: { constexpr int T = MEMRA_CUDA_TYPE_Q8_0; CALL; } break; \
+        case MEMRA_CUDA_TYPE_Q4_0: { constexpr int T = MEMRA_CUDA_TYPE_Q4_0; CALL; } break; \
+        case MEMRA_CUDA_TYPE_Q4_1: { constexpr int T = MEMRA_CUDA_TYPE_Q4_1; CALL; } break; \
+        case MEMRA_CUDA_TYPE_Q5_0: { constexpr int T = MEMRA_CUDA_TYPE_Q5_0; CALL; } break; \
+        case MEMRA_CUDA_TYPE_Q5_1: { constexpr int T = MEMRA_CUDA_TYPE_Q5_1; CALL; } break; \
+        case MEMRA_CUDA_TYPE_Q4_K: { constexpr int T = MEMRA_CUDA_TYPE_Q4_K; CALL; } break; \
+        case MEMRA_CUDA_TYPE_Q5_K: { constexpr int T = MEMRA_CUDA_TYPE_Q5_K; CALL; } break; \
+        case MEMRA_CUDA_TYPE_Q6_K: { constexpr int T = MEMRA_CUDA_TYPE_Q6_K; CALL; } break; \
+        default: break;                                                   \
+    }
+
+/* The same over the quantized types only (codes_group). */
+#define MEMRA_CUDA_DISPATCH_QUANTIZED_TYPE(type, CALL)                    \
+    switch (type) {                                                       \
         case MEMRA_CUDA_TYPE_Q8_0: { constexpr int T = MEMRA_CUDA_TYPE_Q8_0; CALL; } break; \
         case MEMRA_CUDA_TYPE_Q4_0: { constexpr int T = MEMRA_CUDA_TYPE_Q4_0; CALL; } break; \
         case MEMRA_CUDA_TYPE_Q4_1: { constexpr int T = MEMRA_CUDA_TYPE_Q4_1; CALL; } break; \

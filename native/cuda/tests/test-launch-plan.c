@@ -204,6 +204,8 @@ static void test_activation_rounding_plans(void) {
     EXPECT(plan.kernel == MEMRA_CUDA_MATMUL_VECTOR && plan.rows_per_launch == 8 && plan.launches == 64);
     EXPECT(memra_cuda_plan_matmul_with(12, 512, 4096, 12288, 1, &plan, message, sizeof message) == MEMRA_CUDA_OK);
     EXPECT(plan.kernel == MEMRA_CUDA_MATMUL_GEMM);
+    EXPECT(memra_cuda_plan_matmul_with(0, 512, 4096, 12288, 1, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.kernel == MEMRA_CUDA_MATMUL_VECTOR); /* f32 weights: never rounded to f16 */
 }
 
 int main(void) {

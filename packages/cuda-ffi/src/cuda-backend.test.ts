@@ -3,16 +3,19 @@
  * nothing, and using it fails with CudaUnavailableError carrying the driver's message; the launch
  * plans answer through the library. With a GPU (the second part, skipped with the reason
  * otherwise): every op against the reference backend on the same seeded random inputs, by
- * NMSE = Σ(cuda − reference)² / Σ reference². The reference runs without ggml's activation
- * rounding: the CUDA kernels multiply f32 activations (matrix-vector) or f16 activations
- * (tensor-core GEMM), not ggml's q8_0/q8_K.
+ * NMSE = Σ(cuda − reference)² / Σ reference². The reference rounds activations as ggml's CPU matmul
+ * does (q8_0 / q8_1 / q8_K / f16 / bf16 per weight type), as the CUDA backend does by default.
+ * On a machine without a GPU these run on the CPU emulator of native/cuda when
+ * MEMRA_CUDA_LIBRARY names libmemra_cuda_emulated.so (CI does).
  *
- * Bounds (not yet measured on a GPU: set from the arithmetic, to be tightened by a GPU session):
+ * Bounds (measured on the emulator; the GPU's summation order differs, not its products):
  * - f32 row and elementwise ops, attention, routing weights: 1e-10 (f32 arithmetic against the
  *   reference's double: ~1e-14 expected).
  * - embedding, gatherRows: exact (same dequantization formulas, no FMA contraction).
- * - matmul, matrix-vector kernel (≤ 8 rows): 1e-10 (f32 sums of the exact dequantized weights).
- * - matmul, GEMM (≥ 9 rows): 1e-5 (weights and activations rounded to f16: ~2e-7 expected).
+ * - matmul, every weight type and row count: 1e-12. Decode and f32 weights: the matrix-vector
+ *   kernel's f32 products of the rounded activations (measured ≤ 1.2e-14). Prefill of quantized
+ *   weights: the integer GEMM, exact q8 × weight-code products (≤ 1.9e-14). f16 / bf16 prefill:
+ *   the f16 GEMM, exact for these magnitudes (f16 1.4e-13, bf16 2.6e-14).
  */
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
@@ -93,7 +96,7 @@ describe("without a GPU", () => {
 
 const EXACT_ELEMENTWISE_BOUND = 1e-10;
 const VECTOR_MATMUL_BOUND = 1e-12;
-const GEMM_BOUND = 1e-6;
+const GEMM_BOUND = 1e-12;
 
 describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the reference backend${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
   let backend: CudaBackend;
@@ -118,7 +121,7 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
   it.each([
     [1, "decode, matrix-vector", VECTOR_MATMUL_BOUND],
     [5, "small batch, matrix-vector", VECTOR_MATMUL_BOUND],
-    [70, "prefill, tensor-core GEMM over two row tiles", GEMM_BOUND],
+    [70, "prefill, tensor-core GEMMs over two row tiles", GEMM_BOUND],
   ])("matmul, every supported weight type, %i row(s) (%s)", (rows, _what, bound) => {
     const [nIn, nOut] = [512, 37];
     const results: Record<string, number> = {};
@@ -135,6 +138,38 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     if (process.env.MEMRA_PRINT_NMSE) console.log(rows, results);
     expect(Object.keys(results).length).toBeGreaterThanOrEqual(10);
     for (const [type, error] of Object.entries(results)) expect(error, `matmul ${type} NMSE`).toBeLessThanOrEqual(bound);
+  });
+
+  it("options: activationRounding false multiplies exact f32 activations; tensorCoreGemm false keeps prefill on the matrix-vector kernel", () => {
+    const [nIn, nOut] = [512, 37];
+    const exact = new ReferenceBackend({ ggmlActivationRounding: false });
+    const cases = [
+      // Unrounded: the matrix-vector kernel is exact f32 (1e-12); the f16 GEMM rounds activations to f16.
+      { options: { activationRounding: false }, reference: exact, bounds: [1e-12, 1e-5] },
+      // Rounded, GEMM off: 70 rows through the matrix-vector kernel, 8 at a time.
+      { options: { tensorCoreGemm: false }, reference: new ReferenceBackend(), bounds: [1e-12, 1e-12] },
+    ];
+    for (const { options, reference, bounds } of cases) {
+      const configured = CudaBackend.create(options);
+      try {
+        const configuredPair = new BackendPair(configured, reference);
+        for (const type of [GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.Q5_1, GGMLType.BF16]) {
+          const data = quantize(type, normals(nIn * nOut, 500 + type, 0.05));
+          const [w, wRef] = configuredPair.weights(tensorInfo("w", type, [nIn, nOut], data), data);
+          for (const [i, rows] of [1, 70].entries()) {
+            const [x, xRef] = configuredPair.buffers(normals(rows * nIn, 600 + rows));
+            const out = configured.allocate(rows * nOut);
+            const outRef = reference.allocate(rows * nOut);
+            configured.matmul(out, x, w, rows);
+            reference.matmul(outRef, xRef, wRef, rows);
+            const error = nmse(configured.read(out), reference.read(outRef));
+            expect(error, `${JSON.stringify(options)} ${ggmlTypeName(type)} ${rows} rows`).toBeLessThanOrEqual(bounds[i]!);
+          }
+        }
+      } finally {
+        configured.dispose();
+      }
+    }
   });
 
   it("expertMatmul picks the expert's matrix of a 3-D weight", () => {

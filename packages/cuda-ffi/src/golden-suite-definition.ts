@@ -31,7 +31,7 @@ export function defineCudaGoldenSuite(index: number): void {
   const only = onEmulator() && process.env.MEMRA_CUDA_GOLDEN !== "all" ? EMULATED_GOLDEN_MODELS : undefined;
   defineGoldenSuite({
     name: "cuda",
-    create: () => CudaBackend.create({ tensorCoreGemm: false }),
+    create: () => CudaBackend.create(),
     shard: { index, count: 2 },
     ...(only ? { only } : {}),
   });

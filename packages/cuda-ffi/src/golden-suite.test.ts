@@ -3,12 +3,12 @@
  * CUDA backend, with core's PROBABILITY_BOUNDS (the CPU backends' bounds). This file runs the first
  * half of the models, golden-suite-part-2.test.ts the second (two workers).
  *
- * The backend runs with activation rounding on (as ggml's CPU matmul rounds activations for the
- * weight type) and the tensor-core GEMM off: prefill goes through the f32 matrix-vector kernel,
- * whose products of rounded values are llama.cpp's up to summation order. The f16 GEMM is
- * checked against the reference backend by NMSE in cuda-backend.test.ts; it is not within these
- * bounds (measured on the emulator: dense-q6_K has top-1 flips at margins 0.10–0.22, moe-q8_0 a
- * top-5 probability difference of 0.41, where the GEMM's f16 rounding changes an expert choice).
+ * The backend runs as created by default: activations rounded as ggml's CPU matmul rounds them for
+ * the weight type; decode on the f32 matrix-vector kernel; prefill of quantized weights on the
+ * integer tensor-core GEMM (q8 activation codes × weight codes, exact), of f16/bf16 weights on the
+ * f16 GEMM. Before the integer GEMM, the f16 GEMM for every type was outside these bounds
+ * (measured on the emulator: dense-q6_K top-1 flips at margins 0.10–0.22, moe-q8_0 a top-5
+ * probability difference of 0.41).
  *
  * On the CPU emulator of native/cuda (MEMRA_CUDA_LIBRARY=native/build/libmemra_cuda_emulated.so)
  * a model takes about a minute, so the emulator runs EMULATED_GOLDEN_MODELS, one per kernel family;
