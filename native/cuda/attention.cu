@@ -5,6 +5,8 @@
  */
 #include <math.h>
 
+#include <vector>
+
 #include "cuda-internal.cuh"
 #include "kernels/attention.cuh"
 
@@ -117,6 +119,34 @@ extern "C" int memra_cuda_paged_attention(memra_cuda * cuda, float * out, int64_
     }
     if (next_row != rows) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: sequences hold %lld query rows, rows is %lld", function, (long long)next_row, (long long)rows);
     if (rows == 0) return MEMRA_CUDA_OK;
+    if (cuda->flash_attention && memra_cuda_flash_attention_applies(type, head_dim, rows)) {
+        /* Prefill: query tiles of up to 64 rows of one sequence each, on the tensor cores. */
+        std::vector<int32_t> tiles;
+        try {
+            tiles.resize((size_t)(sequence_count + rows / MEMRA_CUDA_FLASH_ROWS + 1) * 3);
+        } catch (...) {
+            FAIL(MEMRA_CUDA_ERROR_OUT_OF_MEMORY, "%s: out of host memory", function);
+        }
+        const int64_t tile_count = memra_cuda_flash_tiles(sequences, sequence_count, tiles.data(), (int64_t)tiles.size() / 3);
+        if (tile_count <= 0 || tile_count > MEMRA_CUDA_MAX_GRID_X) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %lld query tiles", function, (long long)tile_count);
+        const void * hosts[3] = {block_tables, sequences, tiles.data()};
+        const int64_t sizes[3] = {table_length * 4, sequence_count * 16, tile_count * 12};
+        const void * devices[3];
+        CHECK(memra_cuda_stage_many(function, cuda, 3, hosts, sizes, devices));
+        const int32_t * tables = devices[0] ? (const int32_t *)devices[0] : (const int32_t *)devices[1];
+        const dim3 grid((unsigned)tile_count, (unsigned)heads, 1);
+        if (head_dim == 64) {
+            MEMRA_LAUNCH(grid, MEMRA_CUDA_FLASH_THREADS, 0, cuda->stream, flash_attention_kernel<64>)(
+                out, q, (const uint8_t *)keys, (const uint8_t *)values, row_bytes, (int)block_tokens, tables, (const int32_t *)devices[1],
+                (const int32_t *)devices[2], (int)heads, (int)kv_heads, scale);
+        } else {
+            MEMRA_LAUNCH(grid, MEMRA_CUDA_FLASH_THREADS, 0, cuda->stream, flash_attention_kernel<128>)(
+                out, q, (const uint8_t *)keys, (const uint8_t *)values, row_bytes, (int)block_tokens, tables, (const int32_t *)devices[1],
+                (const int32_t *)devices[2], (int)heads, (int)kv_heads, scale);
+        }
+        LAUNCH_CHECK(function, "flash_attention_kernel");
+        return MEMRA_CUDA_OK;
+    }
     const void * hosts[2] = {block_tables, sequences};
     const int64_t sizes[2] = {table_length * 4, sequence_count * 16};
     const void * devices[2];

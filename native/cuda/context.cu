@@ -218,6 +218,8 @@ static int create_into(memra_cuda * cuda, int device) {
     cuda->gemm = !(gemm && strcmp(gemm, "0") == 0);
     const char * rounding = getenv("MEMRA_CUDA_ACTIVATION_ROUNDING");
     cuda->activation_rounding = !(rounding && strcmp(rounding, "0") == 0);
+    const char * flash = getenv("MEMRA_CUDA_FLASH_ATTENTION");
+    cuda->flash_attention = !(flash && strcmp(flash, "0") == 0);
     CUDA_CHECK(function, cudaStreamCreateWithFlags(&cuda->stream, cudaStreamNonBlocking));
     cuda->live = new (std::nothrow) std::unordered_map<void *, int64_t>();
     if (!cuda->live) FAIL(MEMRA_CUDA_ERROR_OUT_OF_MEMORY, "%s: out of host memory", function);

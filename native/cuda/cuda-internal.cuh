@@ -31,6 +31,7 @@ struct memra_cuda {
     int multiprocessors;
     int gemm;                /* tensor-core GEMM for prefill (MEMRA_CUDA_GEMM=0: off) */
     int activation_rounding; /* activations rounded as ggml's CPU matmul (MEMRA_CUDA_ACTIVATION_ROUNDING=0: off) */
+    int flash_attention;     /* tensor-core prefill attention over f16 KV (MEMRA_CUDA_FLASH_ATTENTION=0: off) */
 };
 
 int memra_cuda_fail(int status, const char * format, ...) __attribute__((format(printf, 2, 3)));

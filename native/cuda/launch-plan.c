@@ -187,6 +187,25 @@ int memra_cuda_plan_attention(int64_t rows, int64_t heads, int64_t kv_heads, int
     return MEMRA_CUDA_OK;
 }
 
+int memra_cuda_flash_attention_applies(int kv_type, int64_t head_dim, int64_t rows) {
+    return kv_type == MEMRA_CUDA_TYPE_F16 && (head_dim == 64 || head_dim == 128) && rows >= MEMRA_CUDA_FLASH_MIN_ROWS;
+}
+
+int64_t memra_cuda_flash_tiles(const int32_t * sequences, int64_t sequence_count, int32_t * tiles, int64_t capacity) {
+    int64_t count = 0;
+    for (int64_t s = 0; s < sequence_count; s++) {
+        const int32_t first = sequences[s * 4], rows = sequences[s * 4 + 1];
+        for (int32_t r = 0; r < rows; r += MEMRA_CUDA_FLASH_ROWS) {
+            if (count >= capacity) return -1;
+            tiles[count * 3] = (int32_t)s;
+            tiles[count * 3 + 1] = first + r;
+            tiles[count * 3 + 2] = rows - r < MEMRA_CUDA_FLASH_ROWS ? rows - r : MEMRA_CUDA_FLASH_ROWS;
+            count++;
+        }
+    }
+    return count;
+}
+
 int memra_cuda_plan_moe_route(int64_t rows, int64_t experts, int64_t k, memra_cuda_launch * launch, char * message, size_t message_bytes) {
     *launch = launch_of(0, 0, 0, 0, 0);
     if (experts <= 0 || experts > MEMRA_CUDA_MOE_MAX_EXPERTS) {

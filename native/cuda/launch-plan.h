@@ -121,6 +121,21 @@ memra_cuda_launch memra_cuda_plan_kv_write(int64_t count, int64_t width);
 int memra_cuda_plan_attention(int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim, memra_cuda_launch * launch, char * message,
                               size_t message_bytes);
 
+/* Flash-style prefill attention (f16 KV, head_dim 64 or 128): a block of 4 warps takes a tile of
+ * up to 64 query rows of one sequence (16 per warp) and one head, and walks the sequence's KV
+ * positions 32 at a time through shared memory with tensor-core products. Used from
+ * MEMRA_CUDA_FLASH_MIN_ROWS query rows in a call. */
+#define MEMRA_CUDA_FLASH_ROWS 64
+#define MEMRA_CUDA_FLASH_KV 32
+#define MEMRA_CUDA_FLASH_THREADS 128
+#define MEMRA_CUDA_FLASH_MIN_ROWS 16
+/* 1 when the flash kernel serves this attention call (KV type, head_dim, rows). */
+int memra_cuda_flash_attention_applies(int kv_type, int64_t head_dim, int64_t rows);
+/* The query tiles of a call: for each sequence (sequences as memra_cuda_paged_attention takes
+ * them), ceil(rows / 64) tiles of (sequence index, first query row, row count) written to `tiles`
+ * (3 int32 each, `capacity` tiles at most). Returns the number of tiles, or -1 when they do not fit. */
+int64_t memra_cuda_flash_tiles(const int32_t * sequences, int64_t sequence_count, int32_t * tiles, int64_t capacity);
+
 /* ---- MoE routing ---- */
 #define MEMRA_CUDA_MOE_MAX_K 64
 #define MEMRA_CUDA_MOE_MAX_EXPERTS 1024

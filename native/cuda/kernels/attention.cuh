@@ -12,6 +12,7 @@
  */
 #pragma once
 
+#include "mma.cuh"
 #include "quant.cuh"
 
 namespace memra_cuda_kernels {
@@ -106,6 +107,181 @@ __global__ void __launch_bounds__(32) paged_attention_kernel(float * __restrict_
 #pragma unroll
     for (int c = 0; c < CHUNKS; c++) {
         if (c * 32 + lane < head_dim) o[c * 32 + lane] = acc[c] * inverse;
+    }
+}
+
+__device__ __forceinline__ uint32_t pack_half2(float a, float b) {
+    const __half2 h = __floats2half2_rn(a, b);
+    uint32_t word;
+    memcpy(&word, &h, 4);
+    return word;
+}
+
+__device__ __forceinline__ uint32_t halves_pair(const __half * low, const __half * high) {
+    unsigned short a, b;
+    memcpy(&a, low, 2);
+    memcpy(&b, high, 2);
+    return (uint32_t)a | ((uint32_t)b << 16);
+}
+
+/* flash_attention_kernel<D>: prefill attention over an f16 paged KV cache, head_dim D (64 or 128).
+ * Block (tile, head): tile = (sequence, first query row, rows ≤ 64) from `tiles`; warp w takes
+ * rows first + 16w .. + 16, its Q as m16n8k16 A fragments in registers (rounded to f16, as
+ * llama.cpp's CPU matmul rounds Q against an f16 cache). Per 32 KV positions: K and V rows are
+ * gathered through the block table into shared memory; S = Q·Kᵀ (tensor cores, f32), scaled and
+ * masked causally per row; an online softmax (running max and sum per row, f32) rescales the
+ * output; P, rounded to f16, becomes the A fragments of O += P·V (the C fragments of two adjacent
+ * 8-column S tiles are the A fragment of one 16-wide k-step). Lane (group, quad) holds rows
+ * group and group + 8 of its warp's 16. */
+template <int D>
+__global__ void __launch_bounds__(MEMRA_CUDA_FLASH_THREADS) flash_attention_kernel(float * __restrict__ out, const float * __restrict__ q,
+                                                                                   const uint8_t * __restrict__ keys, const uint8_t * __restrict__ values,
+                                                                                   int64_t row_bytes, int block_tokens, const int32_t * __restrict__ block_tables,
+                                                                                   const int32_t * __restrict__ sequences, const int32_t * __restrict__ tiles,
+                                                                                   int heads, int kv_heads, float scale) {
+    constexpr int KV = MEMRA_CUDA_FLASH_KV, STRIDE = D + 8; /* rows padded by 16 bytes */
+    __shared__ __align__(16) __half k_tile[KV * STRIDE];
+    __shared__ __align__(16) __half v_tile[KV * STRIDE];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int group = lane >> 2, quad = lane & 3;
+    const int32_t * tile = tiles + blockIdx.x * 3;
+    const int32_t * sequence = sequences + tile[0] * 4;
+    const int first = tile[1], count = tile[2];
+    const int head = blockIdx.y, kv_head = head / (heads / kv_heads);
+    const int32_t * table = block_tables + sequence[3];
+    /* Query row r (of the call) attends to cache positions [0, sequence[2] + r - sequence[0]]. */
+    const int row0 = first + warp * 16 + group, row1 = row0 + 8;
+    const bool valid0 = row0 < first + count, valid1 = row1 < first + count;
+    const int64_t last0 = (int64_t)sequence[2] + (row0 - sequence[0]), last1 = last0 + 8;
+    const int64_t tile_last = (int64_t)sequence[2] + (first + count - 1 - sequence[0]);
+    const int64_t q_stride = (int64_t)heads * D;
+
+    uint32_t qa[D / 16][4];
+#pragma unroll
+    for (int kc = 0; kc < D / 16; kc++) {
+        const int c = kc * 16 + quad * 2;
+        const float * q0 = q + row0 * q_stride + (int64_t)head * D;
+        const float * q1 = q + row1 * q_stride + (int64_t)head * D;
+        qa[kc][0] = valid0 ? pack_half2(q0[c], q0[c + 1]) : 0u;
+        qa[kc][1] = valid1 ? pack_half2(q1[c], q1[c + 1]) : 0u;
+        qa[kc][2] = valid0 ? pack_half2(q0[c + 8], q0[c + 9]) : 0u;
+        qa[kc][3] = valid1 ? pack_half2(q1[c + 8], q1[c + 9]) : 0u;
+    }
+    float o[D / 8][4];
+#pragma unroll
+    for (int n = 0; n < D / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) o[n][e] = 0.0f;
+    float running_max[2] = {-INFINITY, -INFINITY}, running_sum[2] = {0.0f, 0.0f}; /* per lane: its columns only */
+
+    for (int64_t p0 = 0; p0 <= tile_last; p0 += KV) {
+        __syncthreads(); /* the previous tile's readers are done */
+        constexpr int CHUNKS = KV * D / 8; /* 16-byte pieces of one tile */
+        for (int i = tid; i < CHUNKS; i += MEMRA_CUDA_FLASH_THREADS) {
+            const int position = i / (D / 8), piece = i % (D / 8);
+            const int64_t p = p0 + position;
+            uint4 kv_k = make_uint4(0, 0, 0, 0), kv_v = make_uint4(0, 0, 0, 0);
+            if (p <= tile_last) {
+                const int64_t slot = (int64_t)table[p / block_tokens] * block_tokens + p % block_tokens;
+                const int64_t offset = slot * row_bytes + (int64_t)kv_head * D * 2 + piece * 16;
+                kv_k = *reinterpret_cast<const uint4 *>(keys + offset);
+                kv_v = *reinterpret_cast<const uint4 *>(values + offset);
+            }
+            *reinterpret_cast<uint4 *>(&k_tile[position * STRIDE + piece * 8]) = kv_k;
+            *reinterpret_cast<uint4 *>(&v_tile[position * STRIDE + piece * 8]) = kv_v;
+        }
+        __syncthreads();
+
+        float s[KV / 8][4];
+#pragma unroll
+        for (int ni = 0; ni < KV / 8; ni++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) s[ni][e] = 0.0f;
+#pragma unroll
+            for (int kc = 0; kc < D / 16; kc++) {
+                const __half * base = k_tile + (ni * 8 + group) * STRIDE + kc * 16 + quad * 2;
+                uint32_t b[2];
+                memcpy(&b[0], base, 4);
+                memcpy(&b[1], base + 8, 4);
+                mma_m16n8k16(s[ni], qa[kc], b);
+            }
+        }
+        /* Scale, mask, and the rows' new maxima (over the 4 lanes of the quad that hold a row). */
+        float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int ni = 0; ni < KV / 8; ni++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int half = e >> 1;
+                const int64_t p = p0 + ni * 8 + quad * 2 + (e & 1);
+                const bool visible = half ? (valid1 && p <= last1) : (valid0 && p <= last0);
+                s[ni][e] = visible ? s[ni][e] * scale : -INFINITY;
+                tile_max[half] = fmaxf(tile_max[half], s[ni][e]);
+            }
+        }
+        float correction[2];
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(0xffffffffu, tile_max[half], 1));
+            tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(0xffffffffu, tile_max[half], 2));
+            const float next = fmaxf(running_max[half], tile_max[half]);
+            /* A row with nothing visible yet keeps max −∞: no correction, no weights. */
+            correction[half] = next == -INFINITY ? 1.0f : expf(running_max[half] - next);
+            running_max[half] = next;
+            running_sum[half] *= correction[half];
+        }
+#pragma unroll
+        for (int ni = 0; ni < KV / 8; ni++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int half = e >> 1;
+                const float weight = s[ni][e] == -INFINITY ? 0.0f : expf(s[ni][e] - running_max[half]);
+                s[ni][e] = weight;
+                running_sum[half] += weight;
+            }
+        }
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            o[n][0] *= correction[0];
+            o[n][1] *= correction[0];
+            o[n][2] *= correction[1];
+            o[n][3] *= correction[1];
+        }
+        /* O += P · V, P in f16: k-step j covers positions 16j .. 16j + 15 = S tiles 2j and 2j + 1. */
+#pragma unroll
+        for (int j = 0; j < KV / 16; j++) {
+            const uint32_t pa[4] = {pack_half2(s[2 * j][0], s[2 * j][1]), pack_half2(s[2 * j][2], s[2 * j][3]), pack_half2(s[2 * j + 1][0], s[2 * j + 1][1]),
+                                    pack_half2(s[2 * j + 1][2], s[2 * j + 1][3])};
+            const int k = j * 16 + quad * 2;
+#pragma unroll
+            for (int n = 0; n < D / 8; n++) {
+                const int column = n * 8 + group;
+                const uint32_t b[2] = {halves_pair(&v_tile[k * STRIDE + column], &v_tile[(k + 1) * STRIDE + column]),
+                                       halves_pair(&v_tile[(k + 8) * STRIDE + column], &v_tile[(k + 9) * STRIDE + column])};
+                mma_m16n8k16(o[n], pa, b);
+            }
+        }
+    }
+    float total[2];
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        total[half] = running_sum[half];
+        total[half] += __shfl_xor_sync(0xffffffffu, total[half], 1);
+        total[half] += __shfl_xor_sync(0xffffffffu, total[half], 2);
+    }
+#pragma unroll
+    for (int n = 0; n < D / 8; n++) {
+        const int column = n * 8 + quad * 2;
+        if (valid0) {
+            float * o0 = out + row0 * q_stride + (int64_t)head * D + column;
+            o0[0] = o[n][0] / total[0];
+            o0[1] = o[n][1] / total[0];
+        }
+        if (valid1) {
+            float * o1 = out + row1 * q_stride + (int64_t)head * D + column;
+            o1[0] = o[n][2] / total[1];
+            o1[1] = o[n][3] / total[1];
+        }
     }
 }
 

@@ -208,7 +208,24 @@ static void test_activation_rounding_plans(void) {
     EXPECT(plan.kernel == MEMRA_CUDA_MATMUL_VECTOR); /* f32 weights: never rounded to f16 */
 }
 
+static void test_flash_attention_plans(void) {
+    EXPECT(memra_cuda_flash_attention_applies(1, 128, 16));
+    EXPECT(memra_cuda_flash_attention_applies(1, 64, 512));
+    EXPECT(!memra_cuda_flash_attention_applies(1, 128, 15)); /* decode: the warp kernel */
+    EXPECT(!memra_cuda_flash_attention_applies(0, 128, 512)); /* f32 cache: would be rounded to f16 */
+    EXPECT(!memra_cuda_flash_attention_applies(8, 128, 512)); /* q8_0 cache */
+    EXPECT(!memra_cuda_flash_attention_applies(1, 96, 512));
+    /* Sequences of 1, 64, 65 and 130 query rows: 1 + 1 + 2 + 3 tiles of at most 64 rows. */
+    const int32_t sequences[] = {0, 1, 7, 0, 1, 64, 0, 2, 65, 65, 3, 5, 130, 130, 9, 9};
+    int32_t tiles[3 * 8];
+    EXPECT(memra_cuda_flash_tiles(sequences, 4, tiles, 8) == 7);
+    const int32_t expected[] = {0, 0, 1, 1, 1, 64, 2, 65, 64, 2, 129, 1, 3, 130, 64, 3, 194, 64, 3, 258, 2};
+    for (int i = 0; i < 21; i++) EXPECT(tiles[i] == expected[i]);
+    EXPECT(memra_cuda_flash_tiles(sequences, 4, tiles, 6) == -1); /* does not fit */
+}
+
 int main(void) {
+    test_flash_attention_plans();
     test_activation_rounding_plans();
     test_type_tables();
     test_matmul_plans();
