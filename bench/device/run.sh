@@ -5,6 +5,8 @@
 # Logs and summary.json go to $OUT (default bench/device/out). Every step has a timeout, a failing
 # step does not stop the next, and the summary is always written. Budget: ~8 minutes.
 #   bash bench/device/run.sh
+# MEMRA_DEVICE_DRY_RUN=1 runs the same steps without a GPU, on the CPU emulator of native/cuda and
+# with tiny benchmark sizes (figures meaningless): a check of this script before a GPU session.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-bench/device/out}"
@@ -33,6 +35,12 @@ write_summary() {
 }
 trap write_summary EXIT
 
+DRY=()
+if [ "${MEMRA_DEVICE_DRY_RUN:-0}" = 1 ]; then
+  bun native/build.ts cuda-emulated
+  export MEMRA_CUDA_LIBRARY="$PWD/native/build/libmemra_cuda_emulated.so"
+  DRY=(--layers 1 --full-layers 1 --prompt 16 --decode 2 --runs 1 --batch 2 --batch-prompt 8)
+fi
 nvidia-smi >"$OUT/nvidia-smi.log" 2>&1 || true
 step build 240 bun native/build.ts all
 step native-tests 60 bash native/cuda/tests/run.sh
@@ -41,8 +49,9 @@ step golden-suite 180 bun --bun vitest run packages/cuda-ffi/src/golden-suite.te
 
 bench() { # bench NAME ARGS...
   local name=$1; shift
-  step "bench-$name" 150 bash -c "bun packages/cuda-ffi/bench/forward.bench.ts --json $* | tail -1 > '$OUT/bench-$name.json.tmp' && mv '$OUT/bench-$name.json.tmp' '$OUT/bench-$name.json'"
+  step "bench-$name" 150 bash -c "bun packages/cuda-ffi/bench/forward.bench.ts --json $* ${DRY[*]:-} | tail -1 > '$OUT/bench-$name.json.tmp' && mv '$OUT/bench-$name.json.tmp' '$OUT/bench-$name.json'"
 }
-bench qwen3-0.6b-q8_0 --preset qwen3-0.6b --type q8_0 --prompt 512 --decode 128
-bench qwen3-8b-shape-q8_0 --preset qwen3-0.6b --type q8_0 --layers 8 --full-layers 36 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 512 --decode 128
+# --batch 64: aggregate decode of 64 sequences in one step (target: ≥ 20× batch 1).
+bench qwen3-0.6b-q8_0 --preset qwen3-0.6b --type q8_0 --prompt 512 --decode 128 --batch 64
+bench qwen3-8b-shape-q8_0 --preset qwen3-0.6b --type q8_0 --layers 8 --full-layers 36 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 512 --decode 128 --batch 64
 bench qwen3-30b-a3b-scaled-q8_0 --preset qwen3-30b-a3b-scaled --type q8_0 --prompt 512 --decode 128

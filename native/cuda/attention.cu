@@ -94,7 +94,7 @@ extern "C" int memra_cuda_paged_attention(memra_cuda * cuda, float * out, int64_
     if (!(scale == scale)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: scale is NaN", function);
     if (out == q) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: out must not be q on CUDA (blocks of other heads still read it)", function);
     const int64_t storage_blocks = storage_bytes / row_bytes / block_tokens;
-    int64_t next_row = 0;
+    int64_t next_row = 0, longest = 0;
     for (int64_t s = 0; s < sequence_count; s++) {
         const int32_t * sequence = sequences + s * 4;
         if (sequence[0] != next_row || sequence[1] < 1 || sequence[2] < 0 || sequence[3] < 0) {
@@ -102,6 +102,7 @@ extern "C" int memra_cuda_paged_attention(memra_cuda * cuda, float * out, int64_
                  function, (long long)s, sequence[0], sequence[1], sequence[2], sequence[3]);
         }
         next_row += sequence[1];
+        if (sequence[1] > longest) longest = sequence[1];
         if (next_row > rows) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: sequences hold more than the %lld query rows", function, (long long)rows);
         const int64_t end = (int64_t)sequence[2] + sequence[1];
         const int64_t blocks = (end + block_tokens - 1) / block_tokens;
@@ -119,7 +120,7 @@ extern "C" int memra_cuda_paged_attention(memra_cuda * cuda, float * out, int64_
     }
     if (next_row != rows) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: sequences hold %lld query rows, rows is %lld", function, (long long)next_row, (long long)rows);
     if (rows == 0) return MEMRA_CUDA_OK;
-    if (cuda->flash_attention && memra_cuda_flash_attention_applies(type, head_dim, rows)) {
+    if (cuda->flash_attention && memra_cuda_flash_attention_applies(type, head_dim, longest)) {
         /* Prefill: query tiles of up to 64 rows of one sequence each, on the tensor cores. */
         std::vector<int32_t> tiles;
         try {

@@ -187,8 +187,8 @@ int memra_cuda_plan_attention(int64_t rows, int64_t heads, int64_t kv_heads, int
     return MEMRA_CUDA_OK;
 }
 
-int memra_cuda_flash_attention_applies(int kv_type, int64_t head_dim, int64_t rows) {
-    return kv_type == MEMRA_CUDA_TYPE_F16 && (head_dim == 64 || head_dim == 128) && rows >= MEMRA_CUDA_FLASH_MIN_ROWS;
+int memra_cuda_flash_attention_applies(int kv_type, int64_t head_dim, int64_t longest) {
+    return kv_type == MEMRA_CUDA_TYPE_F16 && (head_dim == 64 || head_dim == 128) && longest >= MEMRA_CUDA_FLASH_MIN_ROWS;
 }
 
 int64_t memra_cuda_flash_tiles(const int32_t * sequences, int64_t sequence_count, int32_t * tiles, int64_t capacity) {

@@ -129,8 +129,10 @@ int memra_cuda_plan_attention(int64_t rows, int64_t heads, int64_t kv_heads, int
 #define MEMRA_CUDA_FLASH_KV 32
 #define MEMRA_CUDA_FLASH_THREADS 128
 #define MEMRA_CUDA_FLASH_MIN_ROWS 16
-/* 1 when the flash kernel serves this attention call (KV type, head_dim, rows). */
-int memra_cuda_flash_attention_applies(int kv_type, int64_t head_dim, int64_t rows);
+/* 1 when the flash kernel serves this attention call: f16 KV, head_dim 64 or 128, and a sequence
+ * of at least MEMRA_CUDA_FLASH_MIN_ROWS query rows (`longest`): a batch of single-row decode
+ * sequences stays on the warp kernel, whose one warp per row wastes nothing. */
+int memra_cuda_flash_attention_applies(int kv_type, int64_t head_dim, int64_t longest);
 /* The query tiles of a call: for each sequence (sequences as memra_cuda_paged_attention takes
  * them), ceil(rows / 64) tiles of (sequence index, first query row, row count) written to `tiles`
  * (3 int32 each, `capacity` tiles at most). Returns the number of tiles, or -1 when they do not fit. */

@@ -211,7 +211,7 @@ static void test_activation_rounding_plans(void) {
 static void test_flash_attention_plans(void) {
     EXPECT(memra_cuda_flash_attention_applies(1, 128, 16));
     EXPECT(memra_cuda_flash_attention_applies(1, 64, 512));
-    EXPECT(!memra_cuda_flash_attention_applies(1, 128, 15)); /* decode: the warp kernel */
+    EXPECT(!memra_cuda_flash_attention_applies(1, 128, 15)); /* decode (even 64 sequences of one row): the warp kernel */
     EXPECT(!memra_cuda_flash_attention_applies(0, 128, 512)); /* f32 cache: would be rounded to f16 */
     EXPECT(!memra_cuda_flash_attention_applies(8, 128, 512)); /* q8_0 cache */
     EXPECT(!memra_cuda_flash_attention_applies(1, 96, 512));

@@ -3,7 +3,13 @@
  * (ppN: one forward over N prompt tokens; tgN: N single-token forwards after it):
  *
  *   bun packages/cuda-ffi/bench/forward.bench.ts [--preset qwen3-0.6b] [--type q8_0] [--layers N]
- *       [--hidden H --heads A --kv-heads K --head-dim D --ffn F] [--prompt 512] [--decode 128] [--runs 2] [--json]
+ *       [--hidden H --heads A --kv-heads K --head-dim D --ffn F] [--prompt 512] [--decode 128] [--runs 2]
+ *       [--batch 64 --batch-prompt 16] [--json]
+ *
+ * --batch N adds batched decode: N sequences share one KV pool, each is prefilled with
+ * --batch-prompt tokens, then every step decodes one token of each of them in one forward
+ * (Transformer.forwardBatch); `tgN_batchB` is the aggregate tokens/s, `batchSpeedup` its ratio to
+ * the batch-1 tgN (issue 8 asks ≥ 20× at 64).
  *
  * Shape overrides build e.g. a Qwen3-8B-shaped model (--hidden 4096 --heads 32 --kv-heads 8
  * --head-dim 128 --ffn 12288) with fewer layers, to keep the synthetic file small: then tokens/s
@@ -28,6 +34,8 @@ const { values } = parseArgs({
     prompt: { type: "string", default: "512" },
     decode: { type: "string", default: "128" },
     runs: { type: "string", default: "2" },
+    batch: { type: "string", default: "0" },
+    "batch-prompt": { type: "string", default: "16" },
     json: { type: "boolean", default: false },
   },
 });
@@ -49,7 +57,9 @@ const decodeTokens = Number(values.decode);
 const runs = Number(values.runs);
 const path = await syntheticModelFile(options);
 const backend = CudaBackend.create();
-const model = loadModel(path, { backend, maxBatchTokens: Math.max(promptTokens, 1) });
+const batch = Number(values.batch);
+const batchPrompt = Number(values["batch-prompt"]);
+const model = loadModel(path, { backend, maxBatchTokens: Math.max(promptTokens, batch, batchPrompt, 1) });
 
 let state = 12345;
 const randomToken = () => {
@@ -80,6 +90,25 @@ for (let run = 0; run < runs; run++) {
   bestDecode = Math.min(bestDecode, performance.now() - started);
   cache.dispose();
 }
+// Batched decode: `batch` sequences, one token each per forwardBatch step.
+let bestBatch = Number.POSITIVE_INFINITY;
+if (batch > 0) {
+  const blockTokens = 16;
+  const perSequence = Math.ceil((batchPrompt + decodeTokens + 1) / blockTokens);
+  for (let run = 0; run < runs; run++) {
+    const pool = model.createKVPool(batch * perSequence, { blockTokens });
+    const caches = Array.from({ length: batch }, () => pool.createSequence(batchPrompt + decodeTokens + 1));
+    let tokens = caches.map((cache, i) => argmax(model.forward(prompt.subarray(i % Math.max(1, promptTokens - batchPrompt), (i % Math.max(1, promptTokens - batchPrompt)) + batchPrompt), cache)));
+    const started = performance.now();
+    for (let step = 0; step < decodeTokens; step++) {
+      const logits = model.transformer.forwardBatch(caches.map((cache, i) => ({ tokens: Int32Array.of(tokens[i]!), cache })));
+      tokens = logits.map(argmax);
+    }
+    bestBatch = Math.min(bestBatch, performance.now() - started);
+    for (const cache of caches) cache.dispose();
+    pool.dispose();
+  }
+}
 const fullLayers = values["full-layers"] ? Number(values["full-layers"]) : options.layers;
 const scale = options.layers / fullLayers; // time per token grows ~linearly with layers
 const result = {
@@ -92,6 +121,13 @@ const result = {
   [`tg${decodeTokens}`]: (decodeTokens / bestDecode) * 1000,
   [`pp${promptTokens}Scaled`]: (promptTokens / bestPrefill) * 1000 * scale,
   [`tg${decodeTokens}Scaled`]: (decodeTokens / bestDecode) * 1000 * scale,
+  ...(batch > 0
+    ? {
+        [`tg${decodeTokens}_batch${batch}`]: ((batch * decodeTokens) / bestBatch) * 1000,
+        [`tg${decodeTokens}_batch${batch}Scaled`]: ((batch * decodeTokens) / bestBatch) * 1000 * scale,
+        batchSpeedup: ((batch * decodeTokens) / bestBatch) / (decodeTokens / bestDecode),
+      }
+    : {}),
 };
 if (values.json) console.log(JSON.stringify(result));
 else console.log(result);
