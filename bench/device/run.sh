@@ -55,3 +55,13 @@ bench() { # bench NAME ARGS...
 bench qwen3-0.6b-q8_0 --preset qwen3-0.6b --type q8_0 --prompt 512 --decode 128 --batch 64
 bench qwen3-8b-shape-q8_0 --preset qwen3-0.6b --type q8_0 --layers 8 --full-layers 36 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 512 --decode 128 --batch 64
 bench qwen3-30b-a3b-scaled-q8_0 --preset qwen3-30b-a3b-scaled --type q8_0 --prompt 512 --decode 128
+
+# PyTorch + transformers on the same dense shapes (bf16, random weights): a second anchor.
+torch_bench() { # torch_bench NAME ARGS...
+  local name=$1; shift
+  step "torch-$name" 120 bash -c "python3 bench/device/torch-qwen3.py $* | tail -1 > '$OUT/bench-torch-$name.json.tmp' && mv '$OUT/bench-torch-$name.json.tmp' '$OUT/bench-torch-$name.json'"
+}
+if [ "${MEMRA_DEVICE_DRY_RUN:-0}" != 1 ]; then
+  torch_bench qwen3-0.6b
+  torch_bench qwen3-8b-shape --hidden 4096 --heads 32 --kv-heads 8 --ffn 12288 --layers 8 --full-layers 36
+fi
