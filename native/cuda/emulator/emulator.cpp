@@ -127,6 +127,7 @@ struct block_state {
     int barrier_arrived = 0;
     unsigned barrier_generation = 0;
     uint64_t progress = 0, round_progress = 0;
+    std::vector<int> order, position; /* the schedule: order[i] runs i-th; position[order[i]] = i */
     bool deadlocked = false;
 #if defined(__x86_64__)
     void * scheduler_sp = nullptr;
@@ -221,17 +222,51 @@ static void switch_between(fiber * from, fiber * to, bool finished) {
 
 /* The next fiber to run after index `from` in round-robin order, or NULL when none is left or a
  * whole round has passed without any thread arriving anywhere (a deadlock: block.deadlocked). */
+/* MEMRA_CUDA_EMULATOR_SCHEDULE: the order in which a block's threads run between collectives.
+ * "forward" (default) runs thread 0 first; "reverse" and "random" (a shuffle per block and launch)
+ * make a kernel that reads shared or global memory another thread writes without a barrier
+ * between them see a different interleaving, so that such a race changes its results. */
+enum schedule_kind { SCHEDULE_FORWARD, SCHEDULE_REVERSE, SCHEDULE_RANDOM };
+static schedule_kind schedule_from_environment() {
+    const char * named = getenv("MEMRA_CUDA_EMULATOR_SCHEDULE");
+    if (named && strcmp(named, "reverse") == 0) return SCHEDULE_REVERSE;
+    if (named && strcmp(named, "random") == 0) return SCHEDULE_RANDOM;
+    return SCHEDULE_FORWARD;
+}
+static uint64_t launches_started;
+
+static void arrange_schedule(int threads, uint64_t block_number) {
+    static const schedule_kind kind = schedule_from_environment();
+    block.order.resize(threads);
+    block.position.resize(threads);
+    for (int i = 0; i < threads; i++) block.order[i] = kind == SCHEDULE_REVERSE ? threads - 1 - i : i;
+    if (kind == SCHEDULE_RANDOM) {
+        uint64_t state = (block_number + 1) * 0x9e3779b97f4a7c15ull ^ (launches_started * 0xbf58476d1ce4e5b9ull);
+        for (int i = threads - 1; i > 0; i--) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            const int j = (int)(state % (uint64_t)(i + 1));
+            const int t = block.order[i];
+            block.order[i] = block.order[j];
+            block.order[j] = t;
+        }
+    }
+    for (int i = 0; i < threads; i++) block.position[block.order[i]] = i;
+}
+
 static fiber * next_fiber(int from) {
-    for (int i = from + 1; i < block.count; i++)
-        if (!block.fibers[i].done) return &block.fibers[i];
+    /* Round-robin in the block's schedule order (order[], position[]: forward, reverse or shuffled). */
+    for (int i = block.position[from] + 1; i < block.count; i++)
+        if (!block.fibers[block.order[i]].done) return &block.fibers[block.order[i]];
     if (block.live == 0) return nullptr;
     if (block.progress == block.round_progress) { /* a full round in which nobody moved */
         block.deadlocked = true;
         return nullptr;
     }
     block.round_progress = block.progress;
-    for (int i = 0; i <= from && i < block.count; i++)
-        if (!block.fibers[i].done) return &block.fibers[i];
+    for (int i = 0; i <= block.position[from] && i < block.count; i++)
+        if (!block.fibers[block.order[i]].done) return &block.fibers[block.order[i]];
     return nullptr;
 }
 
@@ -403,6 +438,7 @@ void launch(dim3 grid, dim3 block_size, size_t shared_bytes, void * stream, laun
         return;
     }
     launch_failed = false;
+    launches_started++;
     launch_message[0] = 0;
     dynamic_shared.assign(shared_bytes > 0 ? shared_bytes : 16, 0xff); /* 0xffffffff: a NaN */
     dynamic_shared_memory = dynamic_shared.data();
@@ -435,7 +471,8 @@ void launch(dim3 grid, dim3 block_size, size_t shared_bytes, void * stream, laun
                 block.barrier_arrived = 0;
                 block.deadlocked = false;
                 block.round_progress = block.progress - 1;
-                switch_between(nullptr, &block.fibers[0], false); /* back when every thread has exited, or on a deadlock */
+                arrange_schedule((int)threads, ((uint64_t)z * grid.y + y) * grid.x + x);
+                switch_between(nullptr, &block.fibers[block.order[0]], false); /* back when every thread has exited, or on a deadlock */
                 if (block.deadlocked) {
                     int in_warp = 0;
                     for (const warp_state & w : block.warps) in_warp += __builtin_popcount(w.waiting);

@@ -16,6 +16,10 @@
  * threads wait at different barriers forever) fails the launch with a message that
  * cudaGetLastError() then reports, as a bad launch would.
  *
+ * The threads of a block run in order (thread 0 first) between collectives unless
+ * MEMRA_CUDA_EMULATOR_SCHEDULE is "reverse" or "random": a race (a read of memory another thread
+ * writes, without a barrier between them) then sees another interleaving and changes results.
+ *
  * __shared__ variables are static thread_local, shared by a block's fibers (they run on one OS
  * thread) and reused by the next block; dynamic shared memory is a per-launch buffer filled with a
  * NaN pattern before each block, so reads of unwritten shared memory show up in results.
