@@ -72,6 +72,58 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_kerne
     if (writer && row < rows) out[row * n_out + o] = sum[0];
 }
 
+/* Where this thread's warp works in a GEMM block: warps in a 2 × 2 arrangement of 32 × 32, lanes
+ * as (group, quad) of the m16n8k16 fragments, the block's tile origin. */
+struct gemm_warp {
+    int warp_m, warp_n, group, quad;
+    int64_t tile_m, tile_n;
+};
+__device__ __forceinline__ gemm_warp gemm_warp_here(int tile_rows, int tile_columns) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    return gemm_warp{warp >> 1, warp & 1, lane >> 2, lane & 3, blockIdx.y * (int64_t)tile_rows, blockIdx.x * (int64_t)tile_columns};
+}
+
+/* The warp's A fragments (2 row blocks of 16) and B fragments (4 column blocks of 8) of the
+ * 16-wide k-step `kk`, from the padded f16 tiles (rows of STRIDE halves) by the m16n8k16 layouts. */
+template <int STRIDE>
+__device__ __forceinline__ void load_fragments(const __half * a_tile, const __half * b_tile, int warp_m, int warp_n, int group, int quad, int kk,
+                                               uint32_t a[2][4], uint32_t b[4][2]) {
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++) {
+        const __half * base = a_tile + (warp_m * 32 + mi * 16 + group) * STRIDE + kk + quad * 2;
+        a[mi][0] = *reinterpret_cast<const uint32_t *>(base);
+        a[mi][1] = *reinterpret_cast<const uint32_t *>(base + 8 * STRIDE);
+        a[mi][2] = *reinterpret_cast<const uint32_t *>(base + 8);
+        a[mi][3] = *reinterpret_cast<const uint32_t *>(base + 8 * STRIDE + 8);
+    }
+#pragma unroll
+    for (int ni = 0; ni < 4; ni++) {
+        const __half * base = b_tile + (warp_n * 32 + ni * 8 + group) * STRIDE + kk + quad * 2;
+        b[ni][0] = *reinterpret_cast<const uint32_t *>(base);
+        b[ni][1] = *reinterpret_cast<const uint32_t *>(base + 8);
+    }
+}
+
+/* The warp's 32 × 32 accumulators (C fragments) into out, rows < rows and columns < n_out. */
+__device__ __forceinline__ void store_accumulators(float * __restrict__ out, const float acc[2][4][4], int64_t tile_m, int64_t tile_n, int warp_m,
+                                                   int warp_n, int group, int quad, int64_t rows, int64_t n_out) {
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++) {
+#pragma unroll
+        for (int ni = 0; ni < 4; ni++) {
+            const int64_t row = tile_m + warp_m * 32 + mi * 16 + group;
+            const int64_t column = tile_n + warp_n * 32 + ni * 8 + quad * 2;
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                const int64_t r = row + half * 8;
+                if (r >= rows) continue;
+                if (column < n_out) out[r * n_out + column] = acc[mi][ni][half * 2];
+                if (column + 1 < n_out) out[r * n_out + column + 1] = acc[mi][ni][half * 2 + 1];
+            }
+        }
+    }
+}
+
 template <int TYPE>
 __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_kernel(float * __restrict__ out, const float * __restrict__ x,
                                                                        const uint8_t * __restrict__ weight, int64_t row_bytes, int64_t rows,
@@ -79,18 +131,12 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_kernel(float * _
     constexpr int TM = MEMRA_CUDA_GEMM_TILE_M, TN = MEMRA_CUDA_GEMM_TILE_N, TK = MEMRA_CUDA_GEMM_TILE_K, STRIDE = TK + MEMRA_CUDA_GEMM_PAD;
     __shared__ __align__(16) __half a_tile[TM * STRIDE];
     __shared__ __align__(16) __half b_tile[TN * STRIDE];
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int warp_m = warp >> 1, warp_n = warp & 1;
-    const int group = lane >> 2, quad = lane & 3;
-    const int64_t tile_m = blockIdx.y * (int64_t)TM, tile_n = blockIdx.x * (int64_t)TN;
+    const int tid = threadIdx.x;
+    const gemm_warp at = gemm_warp_here(TM, TN);
+    const int warp_m = at.warp_m, warp_n = at.warp_n, group = at.group, quad = at.quad;
+    const int64_t tile_m = at.tile_m, tile_n = at.tile_n;
 
-    float acc[2][4][4];
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-#pragma unroll
-            for (int k = 0; k < 4; k++) acc[i][j][k] = 0.0f;
+    float acc[2][4][4] = {};
 
     for (int64_t k0 = 0; k0 < n_in; k0 += TK) {
         /* 64 rows × 4 groups of 8 per tile: 256 groups, 2 per thread, for A and for B. */
@@ -122,20 +168,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_kernel(float * _
 #pragma unroll
         for (int kk = 0; kk < TK; kk += 16) {
             uint32_t a[2][4], b[4][2];
-#pragma unroll
-            for (int mi = 0; mi < 2; mi++) {
-                const __half * base = a_tile + (warp_m * 32 + mi * 16 + group) * STRIDE + kk + quad * 2;
-                a[mi][0] = *reinterpret_cast<const uint32_t *>(base);
-                a[mi][1] = *reinterpret_cast<const uint32_t *>(base + 8 * STRIDE);
-                a[mi][2] = *reinterpret_cast<const uint32_t *>(base + 8);
-                a[mi][3] = *reinterpret_cast<const uint32_t *>(base + 8 * STRIDE + 8);
-            }
-#pragma unroll
-            for (int ni = 0; ni < 4; ni++) {
-                const __half * base = b_tile + (warp_n * 32 + ni * 8 + group) * STRIDE + kk + quad * 2;
-                b[ni][0] = *reinterpret_cast<const uint32_t *>(base);
-                b[ni][1] = *reinterpret_cast<const uint32_t *>(base + 8);
-            }
+            load_fragments<STRIDE>(a_tile, b_tile, warp_m, warp_n, group, quad, kk, a, b);
 #pragma unroll
             for (int mi = 0; mi < 2; mi++)
 #pragma unroll
@@ -143,21 +176,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_kernel(float * _
         }
         __syncthreads();
     }
-#pragma unroll
-    for (int mi = 0; mi < 2; mi++) {
-#pragma unroll
-        for (int ni = 0; ni < 4; ni++) {
-            const int64_t row = tile_m + warp_m * 32 + mi * 16 + group;
-            const int64_t column = tile_n + warp_n * 32 + ni * 8 + quad * 2;
-#pragma unroll
-            for (int half = 0; half < 2; half++) {
-                const int64_t r = row + half * 8;
-                if (r >= rows) continue;
-                if (column < n_out) out[r * n_out + column] = acc[mi][ni][half * 2];
-                if (column + 1 < n_out) out[r * n_out + column + 1] = acc[mi][ni][half * 2 + 1];
-            }
-        }
-    }
+    store_accumulators(out, acc, tile_m, tile_n, warp_m, warp_n, group, quad, rows, n_out);
 }
 
 /* gemm_codes_kernel<TYPE>: prefill with the activations as q8 codes (round_activations_kernel
@@ -178,19 +197,13 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_codes_kernel(flo
     __shared__ float row_scale[TM];          /* d_x of the k-step's block */
     __shared__ int row_sums[TM][TK / 8];     /* Σ q_x per 8-value group */
     __shared__ float column_scale[TN][TK / 16], column_offset[TN][TK / 16];
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int warp_m = warp >> 1, warp_n = warp & 1;
-    const int group = lane >> 2, quad = lane & 3;
-    const int64_t tile_m = blockIdx.y * (int64_t)TM, tile_n = blockIdx.x * (int64_t)TN;
+    const int tid = threadIdx.x;
+    const gemm_warp at = gemm_warp_here(TM, TN);
+    const int warp_m = at.warp_m, warp_n = at.warp_n, group = at.group, quad = at.quad;
+    const int64_t tile_m = at.tile_m, tile_n = at.tile_n;
     const int64_t blocks_per_row = n_in >> block_shift;
 
-    float acc[2][4][4];
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-#pragma unroll
-            for (int k = 0; k < 4; k++) acc[i][j][k] = 0.0f;
+    float acc[2][4][4] = {};
 
     for (int64_t k0 = 0; k0 < n_in; k0 += TK) {
 #pragma unroll
@@ -235,20 +248,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_codes_kernel(flo
 #pragma unroll
         for (int kk = 0; kk < TK; kk += 16) {
             uint32_t a[2][4], b[4][2];
-#pragma unroll
-            for (int mi = 0; mi < 2; mi++) {
-                const __half * base = a_tile + (warp_m * 32 + mi * 16 + group) * STRIDE + kk + quad * 2;
-                a[mi][0] = *reinterpret_cast<const uint32_t *>(base);
-                a[mi][1] = *reinterpret_cast<const uint32_t *>(base + 8 * STRIDE);
-                a[mi][2] = *reinterpret_cast<const uint32_t *>(base + 8);
-                a[mi][3] = *reinterpret_cast<const uint32_t *>(base + 8 * STRIDE + 8);
-            }
-#pragma unroll
-            for (int ni = 0; ni < 4; ni++) {
-                const __half * base = b_tile + (warp_n * 32 + ni * 8 + group) * STRIDE + kk + quad * 2;
-                b[ni][0] = *reinterpret_cast<const uint32_t *>(base);
-                b[ni][1] = *reinterpret_cast<const uint32_t *>(base + 8);
-            }
+            load_fragments<STRIDE>(a_tile, b_tile, warp_m, warp_n, group, quad, kk, a, b);
             const int chunk = kk / 16;
 #pragma unroll
             for (int mi = 0; mi < 2; mi++) {
@@ -268,21 +268,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_codes_kernel(flo
         }
         __syncthreads();
     }
-#pragma unroll
-    for (int mi = 0; mi < 2; mi++) {
-#pragma unroll
-        for (int ni = 0; ni < 4; ni++) {
-            const int64_t row = tile_m + warp_m * 32 + mi * 16 + group;
-            const int64_t column = tile_n + warp_n * 32 + ni * 8 + quad * 2;
-#pragma unroll
-            for (int half = 0; half < 2; half++) {
-                const int64_t r = row + half * 8;
-                if (r >= rows) continue;
-                if (column < n_out) out[r * n_out + column] = acc[mi][ni][half * 2];
-                if (column + 1 < n_out) out[r * n_out + column + 1] = acc[mi][ni][half * 2 + 1];
-            }
-        }
-    }
+    store_accumulators(out, acc, tile_m, tile_n, warp_m, warp_n, group, quad, rows, n_out);
 }
 
 /* Activations rounded as ggml's CPU matmul rounds them for the weight type (launch-plan.h enum

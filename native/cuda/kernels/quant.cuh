@@ -75,133 +75,9 @@ __device__ __forceinline__ void dequantize_group<MEMRA_CUDA_TYPE_BF16>(const uin
     }
 }
 
-template <>
-__device__ __forceinline__ void dequantize_group<MEMRA_CUDA_TYPE_Q8_0>(const uint8_t * row, int64_t group, float v[8]) {
-    const uint8_t * block = row + (group >> 2) * 34;
-    const float d = half_at(block);
-    uint8_t b[8];
-    load8(block + 2 + (group & 3) * 8, b);
-#pragma unroll
-    for (int i = 0; i < 8; i++) v[i] = (float)(int8_t)b[i] * d;
-}
-
-template <>
-__device__ __forceinline__ void dequantize_group<MEMRA_CUDA_TYPE_Q4_0>(const uint8_t * row, int64_t group, float v[8]) {
-    const uint8_t * block = row + (group >> 2) * 18;
-    const int part = (int)(group & 3);
-    const float d = half_at(block);
-    uint8_t b[8];
-    load8(block + 2 + (part & 1) * 8, b);
-    const int shift = part >= 2 ? 4 : 0;
-#pragma unroll
-    for (int i = 0; i < 8; i++) v[i] = (float)(((b[i] >> shift) & 0x0f) - 8) * d;
-}
-
-template <>
-__device__ __forceinline__ void dequantize_group<MEMRA_CUDA_TYPE_Q4_1>(const uint8_t * row, int64_t group, float v[8]) {
-    const uint8_t * block = row + (group >> 2) * 20;
-    const int part = (int)(group & 3);
-    const float d = half_at(block), m = half_at(block + 2);
-    uint8_t b[8];
-    load8(block + 4 + (part & 1) * 8, b);
-    const int shift = part >= 2 ? 4 : 0;
-#pragma unroll
-    for (int i = 0; i < 8; i++) v[i] = __fadd_rn(__fmul_rn((float)((b[i] >> shift) & 0x0f), d), m);
-}
-
 __device__ __forceinline__ uint32_t load_qh(const uint8_t * p) { /* 2-byte aligned */
     const unsigned short * s = reinterpret_cast<const unsigned short *>(p);
     return (uint32_t)s[0] | ((uint32_t)s[1] << 16);
-}
-
-template <>
-__device__ __forceinline__ void dequantize_group<MEMRA_CUDA_TYPE_Q5_0>(const uint8_t * row, int64_t group, float v[8]) {
-    const uint8_t * block = row + (group >> 2) * 22;
-    const int part = (int)(group & 3);
-    const float d = half_at(block);
-    const uint32_t qh = load_qh(block + 2);
-    uint8_t b[8];
-    load8(block + 6 + (part & 1) * 8, b);
-    const int shift = part >= 2 ? 4 : 0;
-    const int first = (part & 1) * 8 + (part >= 2 ? 16 : 0); /* the bit of qh for value 0 of the group */
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const int q = ((b[i] >> shift) & 0x0f) | (((qh >> (first + i)) & 1) << 4);
-        v[i] = (float)(q - 16) * d;
-    }
-}
-
-template <>
-__device__ __forceinline__ void dequantize_group<MEMRA_CUDA_TYPE_Q5_1>(const uint8_t * row, int64_t group, float v[8]) {
-    const uint8_t * block = row + (group >> 2) * 24;
-    const int part = (int)(group & 3);
-    const float d = half_at(block), m = half_at(block + 2);
-    const uint32_t qh = load_qh(block + 4);
-    uint8_t b[8];
-    load8(block + 8 + (part & 1) * 8, b);
-    const int shift = part >= 2 ? 4 : 0;
-    const int first = (part & 1) * 8 + (part >= 2 ? 16 : 0);
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const int q = ((b[i] >> shift) & 0x0f) | (((qh >> (first + i)) & 1) << 4);
-        v[i] = __fadd_rn(__fmul_rn((float)q, d), m);
-    }
-}
-
-template <>
-__device__ __forceinline__ void dequantize_group<MEMRA_CUDA_TYPE_Q4_K>(const uint8_t * row, int64_t group, float v[8]) {
-    const uint8_t * block = row + (group >> 5) * 144;
-    const int first = (int)(group & 31) * 8; /* value index in the super-block */
-    const int j = first >> 5;                /* sub-block of 32 */
-    const int l = first & 31;
-    int sc, m;
-    scale_min_k4(j, block + 4, sc, m);
-    const float d1 = __fmul_rn(half_at(block), (float)sc), m1 = __fmul_rn(half_at(block + 2), (float)m);
-    uint8_t b[8];
-    load8(block + 16 + (j >> 1) * 32 + l, b);
-    const int shift = (j & 1) * 4;
-#pragma unroll
-    for (int i = 0; i < 8; i++) v[i] = __fsub_rn(__fmul_rn(d1, (float)((b[i] >> shift) & 0xf)), m1);
-}
-
-template <>
-__device__ __forceinline__ void dequantize_group<MEMRA_CUDA_TYPE_Q5_K>(const uint8_t * row, int64_t group, float v[8]) {
-    const uint8_t * block = row + (group >> 5) * 176;
-    const int first = (int)(group & 31) * 8;
-    const int j = first >> 5;
-    const int l = first & 31;
-    int sc, m;
-    scale_min_k4(j, block + 4, sc, m);
-    const float d1 = __fmul_rn(half_at(block), (float)sc), m1 = __fmul_rn(half_at(block + 2), (float)m);
-    uint8_t ql[8], qh[8];
-    load8(block + 48 + (j >> 1) * 32 + l, ql);
-    load8(block + 16 + l, qh);
-    const int shift = (j & 1) * 4;
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const int q = ((ql[i] >> shift) & 0xf) + ((qh[i] >> j) & 1 ? 16 : 0);
-        v[i] = __fsub_rn(__fmul_rn(d1, (float)q), m1);
-    }
-}
-
-template <>
-__device__ __forceinline__ void dequantize_group<MEMRA_CUDA_TYPE_Q6_K>(const uint8_t * row, int64_t group, float v[8]) {
-    const uint8_t * block = row + (group >> 5) * 210;
-    const int first = (int)(group & 31) * 8;
-    const int half = first >> 7;         /* 128-value half */
-    const int quarter = (first & 127) >> 5;
-    const int l = first & 31;
-    uint8_t ql[8], qh[8];
-    load8(block + half * 64 + (quarter & 1) * 32 + l, ql);
-    load8(block + 128 + half * 32 + l, qh);
-    const int low_shift = (quarter >> 1) * 4, high_shift = quarter * 2;
-    const float d = half_at(block + 208);
-    const float scale = __fmul_rn(d, (float)(int8_t)block[192 + half * 8 + (l >> 4) + quarter * 2]);
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const int q = (((ql[i] >> low_shift) & 0xf) | (((qh[i] >> high_shift) & 3) << 4)) - 32;
-        v[i] = __fmul_rn(scale, (float)q);
-    }
 }
 
 /* codes_group<TYPE>(row, group, c, s, o): the 8 values of dequantize_group as s · c[i] + o, with
@@ -330,35 +206,51 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q6_K>(const uint8_t 
     for (int i = 0; i < 8; i++) c[i] = (float)((((ql[i] >> low_shift) & 0xf) | (((qh[i] >> high_shift) & 3) << 4)) - 32);
 }
 
+/* The quantized types' dequantization is their codes: v = s · c (+ o), with the products and the
+ * sum rounded separately as native/cpu/dequantize.c does (s · c − m₁ = s · c + (−m₁) exactly). */
+#define MEMRA_CUDA_DEQUANTIZE_FROM_CODES(TYPE_ID, OFFSET)                                                            \
+    template <>                                                                                                     \
+    __device__ __forceinline__ void dequantize_group<TYPE_ID>(const uint8_t * row, int64_t group, float v[8]) {     \
+        float c[8], s, o;                                                                                           \
+        codes_group<TYPE_ID>(row, group, c, s, o);                                                                  \
+        _Pragma("unroll") for (int i = 0; i < 8; i++) v[i] = OFFSET ? __fadd_rn(__fmul_rn(s, c[i]), o) : __fmul_rn(s, c[i]); \
+    }
+MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q8_0, false)
+MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q4_0, false)
+MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q4_1, true)
+MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q5_0, false)
+MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q5_1, true)
+MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q4_K, true)
+MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q5_K, true)
+MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q6_K, false)
+#undef MEMRA_CUDA_DEQUANTIZE_FROM_CODES
+
 }  // namespace memra_cuda_kernels
 
-/* Calls F::template run<TYPE>(...) for a supported runtime type; returns false for others. */
-#define MEMRA_CUDA_DISPATCH_TYPE(type, CALL)                              \
-    switch (type) {                                                       \
+/* `case` labels running CALL with `constexpr int T` = the type, for the quantized types (codes_group). */
+#define MEMRA_CUDA_QUANTIZED_TYPE_CASES(CALL)                                               \
+    case MEMRA_CUDA_TYPE_Q8_0: { constexpr int T = MEMRA_CUDA_TYPE_Q8_0; CALL; } break; \
+    case MEMRA_CUDA_TYPE_Q4_0: { constexpr int T = MEMRA_CUDA_TYPE_Q4_0; CALL; } break; \
+    case MEMRA_CUDA_TYPE_Q4_1: { constexpr int T = MEMRA_CUDA_TYPE_Q4_1; CALL; } break; \
+    case MEMRA_CUDA_TYPE_Q5_0: { constexpr int T = MEMRA_CUDA_TYPE_Q5_0; CALL; } break; \
+    case MEMRA_CUDA_TYPE_Q5_1: { constexpr int T = MEMRA_CUDA_TYPE_Q5_1; CALL; } break; \
+    case MEMRA_CUDA_TYPE_Q4_K: { constexpr int T = MEMRA_CUDA_TYPE_Q4_K; CALL; } break; \
+    case MEMRA_CUDA_TYPE_Q5_K: { constexpr int T = MEMRA_CUDA_TYPE_Q5_K; CALL; } break; \
+    case MEMRA_CUDA_TYPE_Q6_K: { constexpr int T = MEMRA_CUDA_TYPE_Q6_K; CALL; } break;
+
+/* Runs CALL with `constexpr int T` = the runtime type, for every supported type; nothing for others. */
+#define MEMRA_CUDA_DISPATCH_TYPE(type, CALL)                                                  \
+    switch (type) {                                                                           \
         case MEMRA_CUDA_TYPE_F32: { constexpr int T = MEMRA_CUDA_TYPE_F32; CALL; } break;   \
         case MEMRA_CUDA_TYPE_F16: { constexpr int T = MEMRA_CUDA_TYPE_F16; CALL; } break;   \
         case MEMRA_CUDA_TYPE_BF16: { constexpr int T = MEMRA_CUDA_TYPE_BF16; CALL; } break; \
-        case MEMRA_CUDA_TYPE_Q8_0: { constexpr int T = MEMRA_CUDA_TYPE_Q8_0; CALL; } break; \
-        case MEMRA_CUDA_TYPE_Q4_0: { constexpr int T = MEMRA_CUDA_TYPE_Q4_0; CALL; } break; \
-        case MEMRA_CUDA_TYPE_Q4_1: { constexpr int T = MEMRA_CUDA_TYPE_Q4_1; CALL; } break; \
-        case MEMRA_CUDA_TYPE_Q5_0: { constexpr int T = MEMRA_CUDA_TYPE_Q5_0; CALL; } break; \
-        case MEMRA_CUDA_TYPE_Q5_1: { constexpr int T = MEMRA_CUDA_TYPE_Q5_1; CALL; } break; \
-        case MEMRA_CUDA_TYPE_Q4_K: { constexpr int T = MEMRA_CUDA_TYPE_Q4_K; CALL; } break; \
-        case MEMRA_CUDA_TYPE_Q5_K: { constexpr int T = MEMRA_CUDA_TYPE_Q5_K; CALL; } break; \
-        case MEMRA_CUDA_TYPE_Q6_K: { constexpr int T = MEMRA_CUDA_TYPE_Q6_K; CALL; } break; \
-        default: break;                                                   \
+        MEMRA_CUDA_QUANTIZED_TYPE_CASES(CALL)                                                 \
+        default: break;                                                                       \
     }
 
-/* The same over the quantized types only (codes_group). */
-#define MEMRA_CUDA_DISPATCH_QUANTIZED_TYPE(type, CALL)                    \
-    switch (type) {                                                       \
-        case MEMRA_CUDA_TYPE_Q8_0: { constexpr int T = MEMRA_CUDA_TYPE_Q8_0; CALL; } break; \
-        case MEMRA_CUDA_TYPE_Q4_0: { constexpr int T = MEMRA_CUDA_TYPE_Q4_0; CALL; } break; \
-        case MEMRA_CUDA_TYPE_Q4_1: { constexpr int T = MEMRA_CUDA_TYPE_Q4_1; CALL; } break; \
-        case MEMRA_CUDA_TYPE_Q5_0: { constexpr int T = MEMRA_CUDA_TYPE_Q5_0; CALL; } break; \
-        case MEMRA_CUDA_TYPE_Q5_1: { constexpr int T = MEMRA_CUDA_TYPE_Q5_1; CALL; } break; \
-        case MEMRA_CUDA_TYPE_Q4_K: { constexpr int T = MEMRA_CUDA_TYPE_Q4_K; CALL; } break; \
-        case MEMRA_CUDA_TYPE_Q5_K: { constexpr int T = MEMRA_CUDA_TYPE_Q5_K; CALL; } break; \
-        case MEMRA_CUDA_TYPE_Q6_K: { constexpr int T = MEMRA_CUDA_TYPE_Q6_K; CALL; } break; \
-        default: break;                                                   \
+/* The same over the quantized types only. */
+#define MEMRA_CUDA_DISPATCH_QUANTIZED_TYPE(type, CALL) \
+    switch (type) {                                    \
+        MEMRA_CUDA_QUANTIZED_TYPE_CASES(CALL)          \
+        default: break;                                \
     }
