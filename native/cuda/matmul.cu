@@ -17,6 +17,15 @@ static void launch_matrix_vector(const memra_cuda_matmul_plan & plan, cudaStream
     else MEMRA_LAUNCH(grid, plan.launch.threads, 0, stream, matrix_vector_kernel<TYPE, 8>)(out, x, w, row_bytes, rows, n_in, n_out);
 }
 
+static void launch_matrix_vector_q8_0(const memra_cuda_matmul_plan & plan, cudaStream_t stream, float * out, const int8_t * codes, const float * scales,
+                                      const uint8_t * w, int64_t row_bytes, int rows, int64_t n_in, int64_t n_out) {
+    const dim3 grid = memra_grid(plan.launch);
+    if (rows <= 1) MEMRA_LAUNCH(grid, plan.launch.threads, 0, stream, matrix_vector_q8_0_kernel<1>)(out, codes, scales, w, row_bytes, rows, n_in, n_out);
+    else if (rows <= 2) MEMRA_LAUNCH(grid, plan.launch.threads, 0, stream, matrix_vector_q8_0_kernel<2>)(out, codes, scales, w, row_bytes, rows, n_in, n_out);
+    else if (rows <= 4) MEMRA_LAUNCH(grid, plan.launch.threads, 0, stream, matrix_vector_q8_0_kernel<4>)(out, codes, scales, w, row_bytes, rows, n_in, n_out);
+    else MEMRA_LAUNCH(grid, plan.launch.threads, 0, stream, matrix_vector_q8_0_kernel<8>)(out, codes, scales, w, row_bytes, rows, n_in, n_out);
+}
+
 /* Device memory for the duration of one call: from the caching allocator, back to it on return. */
 struct workspace {
     memra_cuda * cuda;
@@ -61,13 +70,16 @@ static int matmul_checked(const char * function, memra_cuda * cuda, float * out,
     /* The activations as ggml's CPU matmul rounds them for this weight type, in workspace from the
      * caching allocator (returned when this call has queued its kernels: stream-ordered reuse). */
     const int rounding = cuda->activation_rounding ? memra_cuda_activation_rounding(type) : MEMRA_CUDA_ROUND_NONE;
-    /* Prefill with q8 rounding: the integer GEMM on the activations' codes and block scales. */
+    /* With q8 rounding, the integer kernels take the activations' codes and block scales: the
+     * integer GEMM for prefill, the __dp4a matrix-vector kernel for q8_0 decode. */
     const bool integer_gemm = plan.kernel == MEMRA_CUDA_MATMUL_GEMM &&
                               (rounding == MEMRA_CUDA_ROUND_Q8_0 || rounding == MEMRA_CUDA_ROUND_Q8_1 || rounding == MEMRA_CUDA_ROUND_Q8_K);
+    const bool integer_vector = plan.kernel == MEMRA_CUDA_MATMUL_VECTOR && type == MEMRA_CUDA_TYPE_Q8_0 && rounding == MEMRA_CUDA_ROUND_Q8_0;
+    const bool use_codes = integer_gemm || integer_vector;
     const int block_shift = rounding == MEMRA_CUDA_ROUND_Q8_K ? 8 : 5;
     workspace rounded(cuda), corrections(cuda), codes(cuda), scales(cuda);
     const float * source = x;
-    if (integer_gemm) {
+    if (use_codes) {
         CHECK(codes.allocate(x_needed));
         CHECK(scales.allocate((x_needed >> block_shift) * 4));
         if (rounding == MEMRA_CUDA_ROUND_Q8_1) CHECK(corrections.allocate(x_needed / 32 * 4));
@@ -115,6 +127,11 @@ static int matmul_checked(const char * function, memra_cuda * cuda, float * out,
                 MEMRA_CUDA_DISPATCH_TYPE(type, (MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_kernel<T>)(os, xs, w, row_bytes, count, n_in, n_out)));
                 LAUNCH_CHECK(function, "gemm_kernel");
             }
+        } else if (integer_vector) {
+            const int8_t * q = (const int8_t *)codes.pointer + first * n_in;
+            const float * d = (const float *)scales.pointer + first * n_in / 32;
+            launch_matrix_vector_q8_0(plan, cuda->stream, os, q, d, w, row_bytes, (int)count, n_in, n_out);
+            LAUNCH_CHECK(function, "matrix_vector_q8_0_kernel");
         } else {
             MEMRA_CUDA_DISPATCH_TYPE(type, (launch_matrix_vector<T>(plan, cuda->stream, os, xs, w, row_bytes, (int)count, n_in, n_out)));
             LAUNCH_CHECK(function, "matrix_vector_kernel");

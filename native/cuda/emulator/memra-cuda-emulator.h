@@ -187,6 +187,11 @@ static inline float __int_as_float(int v) {
     memcpy(&f, &v, 4);
     return f;
 }
+/* c + the sum of the four products of a's and b's signed bytes. */
+static inline int __dp4a(int a, int b, int c) {
+    for (int i = 0; i < 4; i++) c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
+    return c;
+}
 template <typename T>
 static inline T __ldg(const T * p) {
     return *p;

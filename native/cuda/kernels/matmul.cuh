@@ -19,30 +19,9 @@
 
 namespace memra_cuda_kernels {
 
-template <int TYPE, int ROWS>
-__global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_kernel(float * __restrict__ out, const float * __restrict__ x,
-                                                                                  const uint8_t * __restrict__ weight, int64_t row_bytes, int rows,
-                                                                                  int64_t n_in, int64_t n_out) {
-    const int lane = threadIdx.x & 31;
-    const int64_t o = blockIdx.x * (int64_t)MEMRA_CUDA_MMV_WARPS + (threadIdx.x >> 5);
-    if (o >= n_out) return;
-    const uint8_t * w = weight + o * row_bytes;
-    const int64_t groups = n_in / 8;
-    float sum[ROWS];
-#pragma unroll
-    for (int r = 0; r < ROWS; r++) sum[r] = 0.0f;
-    for (int64_t g = lane; g < groups; g += 32) {
-        float v[8];
-        dequantize_group<TYPE>(w, g, v);
-#pragma unroll
-        for (int r = 0; r < ROWS; r++) {
-            if (r < rows) {
-                const float4 * xr = reinterpret_cast<const float4 *>(x + r * n_in + g * 8);
-                const float4 a = __ldg(xr), b = __ldg(xr + 1);
-                sum[r] += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z + v[7] * b.w;
-            }
-        }
-    }
+/* Sums each row's per-lane partial sums over the warp and stores row r's total at out[r, o]. */
+template <int ROWS>
+__device__ __forceinline__ void reduce_rows_and_store(float sum[ROWS], int lane, int rows, float * __restrict__ out, int64_t n_out, int64_t o) {
     /* Transposing reduction: at each of the first log2(ROWS) steps a lane keeps half of its rows
      * (the upper half when the step's lane bit is set) and adds its partner's copy of them, so
      * the shuffles number ROWS - 1 + 5 - log2(ROWS) instead of 5 · ROWS. Afterwards every lane
@@ -71,6 +50,79 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_kerne
     const bool writer = ROWS >= 8 ? (lane & 3) == 0 : ROWS == 4 ? (lane & 7) == 0 : ROWS == 2 ? (lane & 15) == 0 : lane == 0;
     if (writer && row < rows) out[row * n_out + o] = sum[0];
 }
+
+template <int TYPE, int ROWS>
+__global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_kernel(float * __restrict__ out, const float * __restrict__ x,
+                                                                                  const uint8_t * __restrict__ weight, int64_t row_bytes, int rows,
+                                                                                  int64_t n_in, int64_t n_out) {
+    const int lane = threadIdx.x & 31;
+    const int64_t o = blockIdx.x * (int64_t)MEMRA_CUDA_MMV_WARPS + (threadIdx.x >> 5);
+    if (o >= n_out) return;
+    const uint8_t * w = weight + o * row_bytes;
+    const int64_t groups = n_in / 8;
+    float sum[ROWS];
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) sum[r] = 0.0f;
+    for (int64_t g = lane; g < groups; g += 32) {
+        float v[8];
+        dequantize_group<TYPE>(w, g, v);
+#pragma unroll
+        for (int r = 0; r < ROWS; r++) {
+            if (r < rows) {
+                const float4 * xr = reinterpret_cast<const float4 *>(x + r * n_in + g * 8);
+                const float4 a = __ldg(xr), b = __ldg(xr + 1);
+                sum[r] += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z + v[7] * b.w;
+            }
+        }
+    }
+    reduce_rows_and_store<ROWS>(sum, lane, rows, out, n_out, o);
+}
+
+/* matrix_vector_q8_0_kernel<ROWS>: decode with q8_0 weights on the activations' q8_0 codes
+ * (round_activations_kernel with CODES): per 32-value block, 8 __dp4a of the weight's and the
+ * activation's int8 codes, then sum · (d_w · d_x) as ggml's vec_dot_q8_0_q8_0 does. Lane l takes
+ * blocks l, l + 32, ... (a warp reads 32 consecutive 34-byte blocks); the weight codes are read 16
+ * bits at a time (a block is only 2-byte aligned), the activation codes 16 bytes at a time. */
+template <int ROWS>
+__global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_kernel(float * __restrict__ out, const int8_t * __restrict__ codes,
+                                                                                       const float * __restrict__ scales, const uint8_t * __restrict__ weight,
+                                                                                       int64_t row_bytes, int rows, int64_t n_in, int64_t n_out) {
+    const int lane = threadIdx.x & 31;
+    const int64_t o = blockIdx.x * (int64_t)MEMRA_CUDA_MMV_WARPS + (threadIdx.x >> 5);
+    if (o >= n_out) return;
+    const uint8_t * w = weight + o * row_bytes;
+    const int64_t blocks = n_in / 32;
+    float sum[ROWS];
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) sum[r] = 0.0f;
+    for (int64_t b = lane; b < blocks; b += 32) {
+        const uint8_t * block = w + b * 34;
+        const float d = half_at(block);
+        const unsigned short * halves = reinterpret_cast<const unsigned short *>(block + 2);
+        int q[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) q[i] = (int)((uint32_t)__ldg(halves + 2 * i) | ((uint32_t)__ldg(halves + 2 * i + 1) << 16));
+#pragma unroll
+        for (int r = 0; r < ROWS; r++) {
+            if (r < rows) {
+                const int4 * a = reinterpret_cast<const int4 *>(codes + r * n_in + b * 32);
+                const int4 first = __ldg(a), second = __ldg(a + 1);
+                int dot = 0;
+                dot = __dp4a(q[0], first.x, dot);
+                dot = __dp4a(q[1], first.y, dot);
+                dot = __dp4a(q[2], first.z, dot);
+                dot = __dp4a(q[3], first.w, dot);
+                dot = __dp4a(q[4], second.x, dot);
+                dot = __dp4a(q[5], second.y, dot);
+                dot = __dp4a(q[6], second.z, dot);
+                dot = __dp4a(q[7], second.w, dot);
+                sum[r] += (float)dot * __fmul_rn(d, __ldg(scales + r * blocks + b));
+            }
+        }
+    }
+    reduce_rows_and_store<ROWS>(sum, lane, rows, out, n_out, o);
+}
+
 
 /* Where this thread's warp works in a GEMM block: warps in a 2 × 2 arrangement of 32 × 32, lanes
  * as (group, quad) of the m16n8k16 fragments, the block's tile origin. */
