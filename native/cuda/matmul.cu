@@ -26,6 +26,31 @@ static void launch_matrix_vector_q8_0(const memra_cuda_matmul_plan & plan, cudaS
     else MEMRA_LAUNCH(grid, plan.launch.threads, 0, stream, matrix_vector_q8_0_kernel<8>)(out, codes, scales, w, row_bytes, rows, n_in, n_out);
 }
 
+/* round_activations_kernel for a runtime rounding mode: the rounded values (CODES false) or the
+ * q8 codes and block scales (CODES true, q8 modes only). */
+template <bool CODES>
+static void launch_rounding(int rounding, const memra_cuda_launch & launch, cudaStream_t stream, float * rounded, float * corrections, const float * x,
+                            int64_t count, int8_t * codes, float * scales) {
+    const dim3 grid = memra_grid(launch);
+    switch (rounding) {
+        case MEMRA_CUDA_ROUND_Q8_0:
+            MEMRA_LAUNCH(grid, launch.threads, 0, stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_0, CODES>)(rounded, corrections, x, count, codes, scales);
+            break;
+        case MEMRA_CUDA_ROUND_Q8_1:
+            MEMRA_LAUNCH(grid, launch.threads, 0, stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_1, CODES>)(rounded, corrections, x, count, codes, scales);
+            break;
+        case MEMRA_CUDA_ROUND_Q8_K:
+            MEMRA_LAUNCH(grid, launch.threads, 0, stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_K, CODES>)(rounded, corrections, x, count, codes, scales);
+            break;
+        case MEMRA_CUDA_ROUND_F16:
+            MEMRA_LAUNCH(grid, launch.threads, 0, stream, round_activations_kernel<MEMRA_CUDA_ROUND_F16, false>)(rounded, corrections, x, count, codes, scales);
+            break;
+        default:
+            MEMRA_LAUNCH(grid, launch.threads, 0, stream, round_activations_kernel<MEMRA_CUDA_ROUND_BF16, false>)(rounded, corrections, x, count, codes, scales);
+            break;
+    }
+}
+
 /* Device memory for the duration of one call: from the caching allocator, back to it on return. */
 struct workspace {
     memra_cuda * cuda;
@@ -79,36 +104,19 @@ static int matmul_checked(const char * function, memra_cuda * cuda, float * out,
     const int block_shift = rounding == MEMRA_CUDA_ROUND_Q8_K ? 8 : 5;
     workspace rounded(cuda), corrections(cuda), codes(cuda), scales(cuda);
     const float * source = x;
-    if (use_codes) {
-        CHECK(codes.allocate(x_needed));
-        CHECK(scales.allocate((x_needed >> block_shift) * 4));
-        if (rounding == MEMRA_CUDA_ROUND_Q8_1) CHECK(corrections.allocate(x_needed / 32 * 4));
-        const memra_cuda_launch launch = memra_cuda_plan_rounding(rounding, rows, n_in);
-        int8_t * q = (int8_t *)codes.pointer;
-        float * d = (float *)scales.pointer;
-        float * c = (float *)corrections.pointer;
-        if (rounding == MEMRA_CUDA_ROUND_Q8_0)
-            MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_0, true>)(nullptr, c, x, x_needed, q, d);
-        else if (rounding == MEMRA_CUDA_ROUND_Q8_1)
-            MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_1, true>)(nullptr, c, x, x_needed, q, d);
-        else
-            MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_K, true>)(nullptr, c, x, x_needed, q, d);
-        LAUNCH_CHECK(function, "round_activations_kernel");
-    } else if (rounding != MEMRA_CUDA_ROUND_NONE) {
-        CHECK(rounded.allocate(x_needed * 4));
-        if (rounding == MEMRA_CUDA_ROUND_Q8_1) CHECK(corrections.allocate(x_needed / 32 * 4));
-        const memra_cuda_launch launch = memra_cuda_plan_rounding(rounding, rows, n_in);
-        float * r = (float *)rounded.pointer;
-        float * c = (float *)corrections.pointer;
-        switch (rounding) {
-            case MEMRA_CUDA_ROUND_Q8_0: MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_0>)(r, c, x, x_needed, nullptr, nullptr); break;
-            case MEMRA_CUDA_ROUND_Q8_1: MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_1>)(r, c, x, x_needed, nullptr, nullptr); break;
-            case MEMRA_CUDA_ROUND_Q8_K: MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_K>)(r, c, x, x_needed, nullptr, nullptr); break;
-            case MEMRA_CUDA_ROUND_F16: MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_F16>)(r, c, x, x_needed, nullptr, nullptr); break;
-            default: MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, round_activations_kernel<MEMRA_CUDA_ROUND_BF16>)(r, c, x, x_needed, nullptr, nullptr); break;
+    if (rounding != MEMRA_CUDA_ROUND_NONE) {
+        if (use_codes) {
+            CHECK(codes.allocate(x_needed));
+            CHECK(scales.allocate((x_needed >> block_shift) * 4));
+        } else {
+            CHECK(rounded.allocate(x_needed * 4));
+            source = (const float *)rounded.pointer;
         }
+        if (rounding == MEMRA_CUDA_ROUND_Q8_1) CHECK(corrections.allocate(x_needed / 32 * 4));
+        const memra_cuda_launch launch = memra_cuda_plan_rounding(rounding, rows, n_in);
+        if (use_codes) launch_rounding<true>(rounding, launch, cuda->stream, nullptr, (float *)corrections.pointer, x, x_needed, (int8_t *)codes.pointer, (float *)scales.pointer);
+        else launch_rounding<false>(rounding, launch, cuda->stream, (float *)rounded.pointer, (float *)corrections.pointer, x, x_needed, nullptr, nullptr);
         LAUNCH_CHECK(function, "round_activations_kernel");
-        source = r;
     }
     for (int64_t first = 0; first < rows; first += plan.rows_per_launch) {
         const int64_t count = rows - first < plan.rows_per_launch ? rows - first : plan.rows_per_launch;
