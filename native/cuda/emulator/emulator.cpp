@@ -5,6 +5,12 @@
  *
  * Launches are serialised by one mutex (a launch runs start to end on the calling thread), which
  * is what lets __shared__ be plain statics and the coordinates plain globals.
+ *
+ * Stream capture records kernel launches, cudaMemcpyAsync and cudaMemsetAsync issued on a
+ * capturing stream as graph nodes instead of running them; cudaGraphLaunch runs them in order
+ * (see "stream capture and graphs" below for the rules it follows). The capture state of streams
+ * and events is guarded by capture_mutex, never held while anything runs (lock order: capture,
+ * then memory; a launch's own mutex is taken only by running kernels).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -14,7 +20,9 @@
 #include <unistd.h>
 
 #include <map>
+#include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "include/cuda_runtime.h"
@@ -34,6 +42,59 @@
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
+
+/* ------------------------------------------------------ streams, events, graphs ---- */
+
+/* An operation recorded by a capturing stream: a kernel launch (its configuration, checked when
+ * recorded, and its own heap copy of the launcher's packed arguments), a copy (its source is read
+ * when the node runs) or a memset. */
+struct memra_emu_graph_node {
+    enum node_kind { KERNEL, MEMCPY, MEMSET };
+    const node_kind kind;
+    dim3 grid, block;
+    size_t shared_bytes = 0;
+    memra_emu::launch_body body{};
+    const char * name = nullptr;
+    void * target = nullptr;
+    const void * source = nullptr;
+    size_t bytes = 0;
+    cudaMemcpyKind copy_kind = cudaMemcpyDefault;
+    int value = 0;
+
+    explicit memra_emu_graph_node(node_kind kind_) : kind(kind_) {}
+    memra_emu_graph_node(const memra_emu_graph_node &) = delete;
+    memra_emu_graph_node & operator=(const memra_emu_graph_node &) = delete;
+    ~memra_emu_graph_node() {
+        if (kind == KERNEL && body.context) body.destroy(body.context);
+    }
+};
+typedef std::vector<std::unique_ptr<memra_emu_graph_node>> memra_emu_node_list;
+
+/* A graph and its instantiations share the (immutable) node list: a graph may be destroyed while
+ * an exec made from it is still launched. */
+struct memra_emu_graph {
+    std::shared_ptr<const memra_emu_node_list> nodes;
+};
+struct memra_emu_graph_exec {
+    std::shared_ptr<const memra_emu_node_list> nodes;
+};
+
+struct memra_emu_stream {
+    unsigned flags = 0;
+    /* The capture (capture_mutex): its status, how it began, what it has recorded, and the error
+     * that invalidated it. */
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeRelaxed;
+    std::thread::id capture_thread;
+    memra_emu_node_list recorded;
+    char invalidated_by[1024] = ""; /* as large as last_message */
+};
+struct memra_emu_event {
+    unsigned flags = 0;
+    bool captured = false; /* last recorded in a capturing stream (capture_mutex) */
+};
+
+static std::mutex capture_mutex;
 
 namespace memra_emu {
 
@@ -418,25 +479,67 @@ static cudaError_t set_error(cudaError_t error, const char * format, ...) {
 
 static std::vector<unsigned char> dynamic_shared;
 
-void launch(dim3 grid, dim3 block_size, size_t shared_bytes, void * stream, launch_body body, const char * kernel_name) {
-    (void)stream;
+/* The checks a launch's configuration gets when it is issued (run or recorded). */
+static cudaError_t check_configuration(dim3 grid, dim3 block_size, size_t shared_bytes, const char * kernel_name) {
     const uint64_t threads = (uint64_t)block_size.x * block_size.y * block_size.z;
     if (threads == 0 || threads > MEMRA_EMU_MAX_THREADS_PER_BLOCK || block_size.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
-        grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535) {
-        set_error(cudaErrorInvalidConfiguration, "invalid configuration argument: %s with grid (%u, %u, %u) and block (%u, %u, %u)", kernel_name, grid.x, grid.y,
-                  grid.z, block_size.x, block_size.y, block_size.z);
-        return;
+        grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535)
+        return set_error(cudaErrorInvalidConfiguration, "invalid configuration argument: %s with grid (%u, %u, %u) and block (%u, %u, %u)", kernel_name, grid.x,
+                         grid.y, grid.z, block_size.x, block_size.y, block_size.z);
+    if (shared_bytes > MEMRA_EMU_STATIC_SHARED_BYTES)
+        return set_error(cudaErrorInvalidValue, "invalid argument: %s asks for %zu bytes of dynamic shared memory (more than 48 KiB needs cudaFuncSetAttribute)",
+                         kernel_name, shared_bytes);
+    return cudaSuccess;
+}
+
+/* An operation on a capturing stream has failed (its error is the thread's latest): the capture is
+ * invalidated, what it recorded freed; the first such error is kept for cudaStreamEndCapture's
+ * message. With capture_mutex held. */
+static void invalidate_capture(memra_emu_stream * stream) {
+    if (stream->capture == cudaStreamCaptureStatusActive) snprintf(stream->invalidated_by, sizeof stream->invalidated_by, "%s", last_message);
+    stream->capture = cudaStreamCaptureStatusInvalidated;
+    stream->recorded.clear();
+}
+
+/* The error of an operation issued on a stream whose capture has been invalidated. */
+static cudaError_t capture_invalidated(const char * what) {
+    return set_error(cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture: %s on a stream whose capture is invalidated", what);
+}
+
+/* A launch issued on `stream`: recorded when it captures (true: handled), else false (run it). */
+static bool record_launch(memra_emu_stream * stream, cudaError_t configuration, dim3 grid, dim3 block_size, size_t shared_bytes, launch_body body,
+                          const char * kernel_name) {
+    std::lock_guard<std::mutex> lock(capture_mutex);
+    if (stream->capture == cudaStreamCaptureStatusNone) return false;
+    if (configuration != cudaSuccess) { /* the real runtime invalidates the capture too */
+        invalidate_capture(stream);
+        return true;
     }
-    if (shared_bytes > MEMRA_EMU_STATIC_SHARED_BYTES) {
-        set_error(cudaErrorInvalidValue, "invalid argument: %s asks for %zu bytes of dynamic shared memory (more than 48 KiB needs cudaFuncSetAttribute)",
-                  kernel_name, shared_bytes);
-        return;
+    if (stream->capture == cudaStreamCaptureStatusInvalidated) {
+        capture_invalidated(kernel_name);
+        return true;
     }
+    if (!body.clone || !body.destroy) {
+        set_error(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing: %s has no copy of its arguments to record", kernel_name);
+        invalidate_capture(stream);
+        return true;
+    }
+    std::unique_ptr<memra_emu_graph_node> node(new memra_emu_graph_node(memra_emu_graph_node::KERNEL));
+    node->grid = grid;
+    node->block = block_size;
+    node->shared_bytes = shared_bytes;
+    node->name = kernel_name;
+    node->body = launch_body{body.run, body.clone(body.context), body.clone, body.destroy};
+    stream->recorded.push_back(std::move(node));
+    return true;
+}
+
+/* Runs a launch whose configuration has passed check_configuration (issued now, or a kernel node
+ * of a graph); returns its error, which is also the thread's last error. */
+static cudaError_t execute(dim3 grid, dim3 block_size, size_t shared_bytes, launch_body body, const char * kernel_name) {
+    const uint64_t threads = (uint64_t)block_size.x * block_size.y * block_size.z;
     std::lock_guard<std::mutex> lock(launch_mutex);
-    if (!ensure_stacks(threads)) {
-        set_error(cudaErrorMemoryAllocation, "out of memory: no stacks for %llu emulated threads", (unsigned long long)threads);
-        return;
-    }
+    if (!ensure_stacks(threads)) return set_error(cudaErrorMemoryAllocation, "out of memory: no stacks for %llu emulated threads", (unsigned long long)threads);
     launch_failed = false;
     launches_started++;
     launch_message[0] = 0;
@@ -490,7 +593,14 @@ void launch(dim3 grid, dim3 block_size, size_t shared_bytes, void * stream, laun
     }
     block.running = nullptr;
     current = nullptr;
-    if (launch_failed) set_error(cudaErrorLaunchFailure, "unspecified launch failure: %s", launch_message);
+    if (launch_failed) return set_error(cudaErrorLaunchFailure, "unspecified launch failure: %s", launch_message);
+    return cudaSuccess;
+}
+
+void launch(dim3 grid, dim3 block_size, size_t shared_bytes, void * stream, launch_body body, const char * kernel_name) {
+    const cudaError_t configuration = check_configuration(grid, block_size, shared_bytes, kernel_name);
+    if (stream && record_launch(static_cast<memra_emu_stream *>(stream), configuration, grid, block_size, shared_bytes, body, kernel_name)) return;
+    if (configuration == cudaSuccess) execute(grid, block_size, shared_bytes, body, kernel_name);
 }
 
 }  // namespace memra_emu
@@ -498,13 +608,6 @@ void launch(dim3 grid, dim3 block_size, size_t shared_bytes, void * stream, laun
 /* ---------------------------------------------------------------------- runtime API ---- */
 
 using memra_emu::set_error;
-
-struct memra_emu_stream {
-    unsigned flags;
-};
-struct memra_emu_event {
-    unsigned flags;
-};
 
 static std::mutex memory_mutex;
 static std::map<uintptr_t, size_t> device_allocations; /* start → bytes */
@@ -666,36 +769,233 @@ cudaError_t cudaMemcpy(void * target, const void * source, size_t bytes, cudaMem
     if (bytes) memmove(target, source, bytes);
     return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void * target, const void * source, size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
+static cudaError_t check_set(const char * what, void * target, size_t bytes) {
+    if (bytes && !in_device_memory(target, bytes)) return set_error(cudaErrorInvalidValue, "invalid argument: %s of %zu bytes at %p, outside every device allocation", what, bytes, target);
+    return cudaSuccess;
+}
+
+/* ------------------------------------------------------- stream capture and graphs ---- */
+/*
+ * As the real runtime (CUDA 12/13) behaves, for one stream capturing on its own:
+ *   - cudaStreamBeginCapture: not on the NULL stream (cudaErrorStreamCaptureUnsupported), not on a
+ *     stream that captures already (cudaErrorIllegalState);
+ *   - kernel launches, cudaMemcpyAsync and cudaMemsetAsync issued on the capturing stream are
+ *     recorded, checked as when they run (a launch's configuration, a copy's device ranges); one
+ *     that fails returns (or leaves for cudaGetLastError) its error and invalidates the capture;
+ *     on an invalidated capture they fail with cudaErrorStreamCaptureInvalidated;
+ *   - cudaStreamSynchronize of a capturing stream fails (cudaErrorStreamCaptureUnsupported) and
+ *     invalidates the capture; cudaEventRecord and cudaStreamWaitEvent are allowed (they order
+ *     nothing in a chain), and an event last recorded in a capture cannot be synchronised with
+ *     (cudaErrorCapturedEvent) until it is recorded again outside one;
+ *   - cudaStreamEndCapture: cudaErrorIllegalState when the stream does not capture; a capture
+ *     begun in Global or ThreadLocal mode ends on the thread that began it
+ *     (cudaErrorStreamCaptureWrongThread); an invalidated one ends with
+ *     cudaErrorStreamCaptureInvalidated and no graph;
+ *   - cudaGraphLaunch runs the nodes in order on the calling thread; a copy is checked again when
+ *     it runs (its memory may have been freed since) and reads its source then; the first node
+ *     that fails stops the launch with its error. Not on a capturing stream (the real runtime
+ *     would record a child graph: cudaErrorIllegalState here).
+ * Other streams, the NULL stream among them, run what is issued on them at once during a capture
+ * (the emulator does not model the legacy stream's implicit synchronisation with blocking streams,
+ * the capture modes' bans of unsafe calls, nor captures joined across streams through events).
+ */
+
+cudaError_t cudaMemcpyAsync(void * target, const void * source, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+    if (stream) {
+        std::lock_guard<std::mutex> lock(capture_mutex);
+        if (stream->capture == cudaStreamCaptureStatusInvalidated) return memra_emu::capture_invalidated("cudaMemcpyAsync");
+        if (stream->capture == cudaStreamCaptureStatusActive) {
+            const cudaError_t error = check_copy("cudaMemcpyAsync (captured)", target, source, bytes, kind);
+            if (error != cudaSuccess) {
+                memra_emu::invalidate_capture(stream);
+                return error;
+            }
+            std::unique_ptr<memra_emu_graph_node> node(new memra_emu_graph_node(memra_emu_graph_node::MEMCPY));
+            node->target = target;
+            node->source = source;
+            node->bytes = bytes;
+            node->copy_kind = kind;
+            stream->recorded.push_back(std::move(node));
+            return cudaSuccess;
+        }
+    }
     const cudaError_t error = check_copy("cudaMemcpyAsync", target, source, bytes, kind);
     if (error != cudaSuccess) return error;
     if (bytes) memmove(target, source, bytes);
     return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void * target, int value, size_t bytes, cudaStream_t) {
-    if (bytes && !in_device_memory(target, bytes)) return set_error(cudaErrorInvalidValue, "invalid argument: cudaMemsetAsync of %zu bytes at %p, outside every device allocation", bytes, target);
+cudaError_t cudaMemsetAsync(void * target, int value, size_t bytes, cudaStream_t stream) {
+    if (stream) {
+        std::lock_guard<std::mutex> lock(capture_mutex);
+        if (stream->capture == cudaStreamCaptureStatusInvalidated) return memra_emu::capture_invalidated("cudaMemsetAsync");
+        if (stream->capture == cudaStreamCaptureStatusActive) {
+            const cudaError_t error = check_set("cudaMemsetAsync (captured)", target, bytes);
+            if (error != cudaSuccess) {
+                memra_emu::invalidate_capture(stream);
+                return error;
+            }
+            std::unique_ptr<memra_emu_graph_node> node(new memra_emu_graph_node(memra_emu_graph_node::MEMSET));
+            node->target = target;
+            node->value = value;
+            node->bytes = bytes;
+            stream->recorded.push_back(std::move(node));
+            return cudaSuccess;
+        }
+    }
+    const cudaError_t error = check_set("cudaMemsetAsync", target, bytes);
+    if (error != cudaSuccess) return error;
     if (bytes) memset(target, value, bytes);
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t * stream, unsigned int flags) {
-    *stream = new memra_emu_stream{flags};
+    *stream = new memra_emu_stream();
+    (*stream)->flags = flags;
     return cudaSuccess;
 }
+/* A stream destroyed while it captures frees what it has recorded. */
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     delete stream;
     return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    if (!stream) return cudaSuccess;
+    std::lock_guard<std::mutex> lock(capture_mutex);
+    if (stream->capture == cudaStreamCaptureStatusNone) return cudaSuccess;
+    const cudaError_t error = set_error(cudaErrorStreamCaptureUnsupported,
+                                        "operation not permitted when stream is capturing: cudaStreamSynchronize of a stream that is capturing (the capture is invalidated)");
+    memra_emu::invalidate_capture(stream);
+    return error;
+}
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t * event, unsigned int flags) {
-    *event = new memra_emu_event{flags};
+    *event = new memra_emu_event();
+    (*event)->flags = flags;
     return cudaSuccess;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
     delete event;
     return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) { return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+    if (!event) return set_error(cudaErrorInvalidResourceHandle, "invalid resource handle: cudaEventRecord of a NULL event");
+    std::lock_guard<std::mutex> lock(capture_mutex);
+    const cudaStreamCaptureStatus capture = stream ? stream->capture : cudaStreamCaptureStatusNone;
+    if (capture == cudaStreamCaptureStatusInvalidated) return memra_emu::capture_invalidated("cudaEventRecord");
+    event->captured = capture == cudaStreamCaptureStatusActive;
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+    if (!event) return set_error(cudaErrorInvalidResourceHandle, "invalid resource handle: cudaEventSynchronize of a NULL event");
+    std::lock_guard<std::mutex> lock(capture_mutex);
+    if (event->captured)
+        return set_error(cudaErrorCapturedEvent, "operation not permitted on an event last recorded in a capturing stream: cudaEventSynchronize of an event recorded during a capture");
+    return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t, unsigned int) {
+    if (!stream) return cudaSuccess;
+    std::lock_guard<std::mutex> lock(capture_mutex);
+    if (stream->capture == cudaStreamCaptureStatusInvalidated) return memra_emu::capture_invalidated("cudaStreamWaitEvent");
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+    if (!stream) return set_error(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing: cudaStreamBeginCapture on the NULL (legacy) stream");
+    if (mode != cudaStreamCaptureModeGlobal && mode != cudaStreamCaptureModeThreadLocal && mode != cudaStreamCaptureModeRelaxed)
+        return set_error(cudaErrorInvalidValue, "invalid argument: cudaStreamBeginCapture with the mode %d", (int)mode);
+    std::lock_guard<std::mutex> lock(capture_mutex);
+    if (stream->capture != cudaStreamCaptureStatusNone)
+        return set_error(cudaErrorIllegalState, "the operation cannot be performed in the present state: cudaStreamBeginCapture on a stream that is capturing already");
+    stream->capture = cudaStreamCaptureStatusActive;
+    stream->capture_mode = mode;
+    stream->capture_thread = std::this_thread::get_id();
+    stream->recorded.clear();
+    stream->invalidated_by[0] = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t * graph) {
+    if (!graph) return set_error(cudaErrorInvalidValue, "invalid argument: cudaStreamEndCapture with no place for the graph");
+    memra_emu_node_list recorded;
+    {
+        std::lock_guard<std::mutex> lock(capture_mutex);
+        if (!stream || stream->capture == cudaStreamCaptureStatusNone)
+            return set_error(cudaErrorIllegalState, "the operation cannot be performed in the present state: cudaStreamEndCapture on a stream that is not capturing");
+        if (stream->capture_mode != cudaStreamCaptureModeRelaxed && stream->capture_thread != std::this_thread::get_id())
+            return set_error(cudaErrorStreamCaptureWrongThread,
+                             "a capture sequence not initiated with cudaStreamCaptureModeRelaxed was passed to cudaStreamEndCapture in a different thread");
+        const bool invalidated = stream->capture == cudaStreamCaptureStatusInvalidated;
+        stream->capture = cudaStreamCaptureStatusNone;
+        recorded.swap(stream->recorded);
+        if (invalidated) {
+            *graph = nullptr;
+            return set_error(cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture: cudaStreamEndCapture of a capture invalidated by: %s",
+                             stream->invalidated_by[0] ? stream->invalidated_by : "an earlier error");
+        }
+    }
+    *graph = new memra_emu_graph{std::make_shared<const memra_emu_node_list>(std::move(recorded))};
+    return cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus * status) {
+    if (!status) return set_error(cudaErrorInvalidValue, "invalid argument: cudaStreamIsCapturing with no place for the status");
+    std::lock_guard<std::mutex> lock(capture_mutex);
+    *status = stream ? stream->capture : cudaStreamCaptureStatusNone;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t * exec, cudaGraph_t graph, unsigned long long flags) {
+    (void)flags; /* none changes what the emulator does */
+    if (!exec || !graph) return set_error(cudaErrorInvalidValue, "invalid argument: cudaGraphInstantiate without %s", exec ? "a graph" : "a place for the exec");
+    *exec = new memra_emu_graph_exec{graph->nodes};
+    return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+    if (!exec) return set_error(cudaErrorInvalidValue, "invalid argument: cudaGraphLaunch of a NULL exec");
+    if (stream) {
+        std::lock_guard<std::mutex> lock(capture_mutex);
+        if (stream->capture != cudaStreamCaptureStatusNone)
+            return set_error(cudaErrorIllegalState, "the operation cannot be performed in the present state: cudaGraphLaunch on a capturing stream (the emulator does not capture graph launches)");
+    }
+    const memra_emu_node_list & nodes = *exec->nodes;
+    for (size_t i = 0; i < nodes.size(); i++) {
+        const memra_emu_graph_node & node = *nodes[i];
+        char what[96];
+        cudaError_t error = cudaSuccess;
+        switch (node.kind) {
+            case memra_emu_graph_node::KERNEL: error = memra_emu::execute(node.grid, node.block, node.shared_bytes, node.body, node.name); break;
+            case memra_emu_graph_node::MEMCPY:
+                snprintf(what, sizeof what, "cudaGraphLaunch: the memcpy node (%zu of %zu)", i + 1, nodes.size());
+                error = check_copy(what, node.target, node.source, node.bytes, node.copy_kind);
+                if (error == cudaSuccess && node.bytes) memmove(node.target, node.source, node.bytes);
+                break;
+            case memra_emu_graph_node::MEMSET:
+                snprintf(what, sizeof what, "cudaGraphLaunch: the memset node (%zu of %zu)", i + 1, nodes.size());
+                error = check_set(what, node.target, node.bytes);
+                if (error == cudaSuccess && node.bytes) memset(node.target, node.value, node.bytes);
+                break;
+        }
+        if (error != cudaSuccess) return error;
+    }
+    return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    if (!exec) return set_error(cudaErrorInvalidValue, "invalid argument: cudaGraphExecDestroy of a NULL exec");
+    delete exec;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+    if (!graph) return set_error(cudaErrorInvalidValue, "invalid argument: cudaGraphDestroy of a NULL graph");
+    delete graph;
+    return cudaSuccess;
+}
+/* nodes NULL: the count; else the first *count nodes, NULL past the last, *count the number given. */
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t * nodes, size_t * count) {
+    if (!graph || !count) return set_error(cudaErrorInvalidValue, "invalid argument: cudaGraphGetNodes without %s", graph ? "a count" : "a graph");
+    const memra_emu_node_list & list = *graph->nodes;
+    if (!nodes) {
+        *count = list.size();
+        return cudaSuccess;
+    }
+    for (size_t i = 0; i < *count; i++) nodes[i] = i < list.size() ? list[i].get() : nullptr;
+    if (*count > list.size()) *count = list.size();
+    return cudaSuccess;
+}
 cudaError_t cudaFuncSetAttribute(const void *, int, int) { return cudaSuccess; }

@@ -20,6 +20,16 @@
  * MEMRA_CUDA_EMULATOR_SCHEDULE is "reverse" or "random": a race (a read of memory another thread
  * writes, without a barrier between them) then sees another interleaving and changes results.
  *
+ * Streams run what is issued on them at once (stream order is program order), except while a stream
+ * captures (cudaStreamBeginCapture .. cudaStreamEndCapture): then its kernel launches,
+ * cudaMemcpyAsync and cudaMemsetAsync are recorded, in issue order, as the nodes of a graph (a
+ * linear chain), and run only when cudaGraphLaunch replays the instantiated graph, on the calling
+ * thread, node after node. A recorded launch owns a copy of its arguments; a recorded copy reads
+ * its source when it runs (pinned host memory written after the capture is what a replay copies).
+ * Capture follows the real runtime's rules where the library could trip on them: synchronising a
+ * capturing stream fails and invalidates the capture, a failed launch invalidates it, an
+ * invalidated capture ends without a graph (see emulator.cpp, "stream capture and graphs").
+ *
  * __shared__ variables are static thread_local, shared by a block's fibers (they run on one OS
  * thread) and reused by the next block; dynamic shared memory is a per-launch buffer filled with a
  * NaN pattern before each block, so reads of unwritten shared memory show up in results.
@@ -250,10 +260,15 @@ static inline T shuffle_from(unsigned mask, T value, int source, const char * wh
  * c[0..1] = (group, 2 quad .. +1), c[2..3] = (group + 8, ...). */
 void mma_m16n8k16_f16_f32(float c[4], const uint32_t a[4], const uint32_t b[2]);
 
-/* The launch: grid × block threads, each running `body()`; errors go to cudaGetLastError. */
+/* The launch: grid × block threads, each running `body()`; errors go to cudaGetLastError. On a
+ * stream that is capturing, the launch is recorded instead (its configuration checked as it would
+ * be when run): the node keeps a heap copy of `context` made with `clone`, released with
+ * `destroy`, so that it outlives the launcher's stack frame and serves every replay. */
 struct launch_body {
     void (*run)(void * context);
     void * context;
+    void * (*clone)(const void * context);
+    void (*destroy)(void * context);
 };
 void launch(dim3 grid, dim3 block, size_t shared_bytes, void * stream, launch_body body, const char * kernel_name);
 
@@ -275,8 +290,10 @@ struct launcher {
                 bound * b = static_cast<bound *>(self);
                 std::apply(b->kernel, b->values);
             }
+            static void * clone(const void * self) { return new bound(*static_cast<const bound *>(self)); }
+            static void destroy(void * self) { delete static_cast<bound *>(self); }
         } packed{kernel, std::tuple<typename std::decay<Parameters>::type...>(std::forward<Arguments>(arguments)...)};
-        launch(grid, block, shared_bytes, stream, launch_body{&bound::run, &packed}, name);
+        launch(grid, block, shared_bytes, stream, launch_body{&bound::run, &packed, &bound::clone, &bound::destroy}, name);
     }
 };
 template <typename... Parameters>

@@ -4,7 +4,8 @@
  * an ldexp reference where there is none) and bfloat16 against round to nearest even, block
  * barriers, warp collectives against CUDA's documented semantics, mma.sync fragment layouts,
  * launch errors (bad configurations, deadlocks and bad masks become errors, never hangs), the
- * device memory bookkeeping, and a launch of many blocks.
+ * device memory bookkeeping, a launch of many blocks, and stream capture into graphs and their
+ * replay (the real runtime's rules: what is recorded, what runs when, what invalidates a capture).
  *
  * Built by run.sh with the system C++ compiler and the emulated build's flags, together with
  * emulator.cpp (kernels are written here as the library writes them, launched with MEMRA_LAUNCH),
@@ -23,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <thread>
 #include <vector>
 
 static int checks, failures;
@@ -862,6 +864,339 @@ static void test_many_blocks() {
     printf("%s: %d blocks × %d threads in %.2f s\n", program, blocks, threads, elapsed);
 }
 
+/* ------------------------------------------------------- 9. stream capture and graphs ---- */
+
+/* out[i] = a · in[i] + b (b truncated to an int). */
+__global__ void affine_kernel(const int * in, int * out, int n, int a, float b) {
+    const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < n) out[i] = a * in[i] + (int)b;
+}
+
+/* Arguments of every kind the library passes: pointers, ints, floats, a 64-bit int, a struct. */
+struct mixed_extra {
+    float weight;
+    int count;
+};
+__device__ static float mixed_value(float in, float scale, int64_t offset, mixed_extra extra) { return in * scale + (float)(offset >> 32) + extra.weight * (float)extra.count; }
+__global__ void mixed_arguments_kernel(const float * in, float * out, int n, float scale, int64_t offset, mixed_extra extra) {
+    const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < n) out[i] = mixed_value(in[i], scale, offset, extra);
+}
+static const float MIXED_SCALE = 2.5f;
+static const int64_t MIXED_OFFSET = (int64_t)7 << 32;
+static const mixed_extra MIXED_EXTRA = {0.5f, 6};
+
+/* Launches mixed_arguments_kernel on `stream` with arguments that live only in this frame (locals,
+ * and temporaries the launch converts: a size_t count, a double scale): a capturing stream's node
+ * must keep copies of them. */
+__attribute__((noinline)) static void launch_mixed_arguments(cudaStream_t stream, const float * in, float * out, int n, float scale, int64_t offset, mixed_extra extra) {
+    volatile float local_scale = scale;
+    const mixed_extra local_extra = extra;
+    MEMRA_LAUNCH((n + 63) / 64, 64, 0, stream, mixed_arguments_kernel)(in, out, (size_t)n, (double)local_scale, offset, local_extra);
+}
+
+/* Fills the stack below the caller with other values (where a dead launcher's frame was). */
+__attribute__((noinline)) static int scribble_stack(int seed) {
+    volatile unsigned char junk[16384];
+    for (size_t i = 0; i < sizeof junk; i++) junk[i] = (unsigned char)(seed + i * 37);
+    return junk[seed & 1023];
+}
+
+static cudaStreamCaptureStatus capture_status(cudaStream_t stream) {
+    cudaStreamCaptureStatus status = (cudaStreamCaptureStatus)-1;
+    if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) return (cudaStreamCaptureStatus)-2;
+    return status;
+}
+
+/* How many of the n ints at `got` differ from expected(i). */
+template <typename Expected>
+static int int_mismatches(const int * got, int n, Expected expected) {
+    int mismatches = 0;
+    for (int i = 0; i < n; i++)
+        if (got[i] != expected(i)) mismatches++;
+    return mismatches;
+}
+
+/* A graph that ends with an invalidated capture: cudaStreamEndCapture fails, no graph, the capture
+ * over; the message names `part` (what invalidated the capture). */
+static void expect_invalidated_end(int line, cudaStream_t stream, const char * what, const char * part) {
+    int sentinel = 0;
+    cudaGraph_t graph = reinterpret_cast<cudaGraph_t>(&sentinel);
+    const cudaError_t error = cudaStreamEndCapture(stream, &graph);
+    check(error == cudaErrorStreamCaptureInvalidated, line, "%s: cudaStreamEndCapture = %s, expected cudaErrorStreamCaptureInvalidated", what, cudaGetErrorName(error));
+    check(graph == nullptr, line, "%s: cudaStreamEndCapture of an invalidated capture gave a graph", what);
+    if (part) check(contains(cudaGetErrorString(error), part), line, "%s: message \"%s\" does not mention \"%s\"", what, cudaGetErrorString(error), part);
+    check(capture_status(stream) == cudaStreamCaptureStatusNone, line, "%s: the stream still captures after cudaStreamEndCapture", what);
+    cudaGetLastError();
+}
+#define EXPECT_INVALIDATED_END(stream, what, part) expect_invalidated_end(__LINE__, stream, what, part)
+
+static void test_capture() {
+    const int n = 200;
+    const size_t bytes = n * sizeof(int);
+    cudaStream_t stream = nullptr, other = nullptr;
+    cudaEvent_t event = nullptr;
+    CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess && cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking) == cudaSuccess,
+          "cudaStreamCreateWithFlags");
+    CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming) == cudaSuccess, "cudaEventCreateWithFlags");
+    int *in = nullptr, *out = nullptr, *zeroed = nullptr, *host = nullptr;
+    CHECK(cudaMalloc((void **)&in, bytes) == cudaSuccess && cudaMalloc((void **)&out, bytes) == cudaSuccess && cudaMalloc((void **)&zeroed, bytes) == cudaSuccess,
+          "cudaMalloc for the capture tests");
+    CHECK(cudaMallocHost((void **)&host, bytes) == cudaSuccess, "cudaMallocHost for the capture tests");
+    for (int i = 0; i < n; i++) host[i] = i;
+
+    /* A stream that does not capture runs what is issued at once. */
+    CHECK(capture_status(stream) == cudaStreamCaptureStatusNone, "a new stream is not capturing");
+    CHECK(cudaMemsetAsync(in, 0, bytes, stream) == cudaSuccess && cudaMemsetAsync(out, 0xff, bytes, stream) == cudaSuccess &&
+              cudaMemsetAsync(zeroed, 0x11, bytes, stream) == cudaSuccess,
+          "cudaMemsetAsync on a stream that does not capture");
+    CHECK(in[n - 1] == 0 && out[0] == -1 && zeroed[n / 2] == 0x11111111, "cudaMemsetAsync on a stream that does not capture runs when issued");
+
+    /* Capture a copy from pinned memory, a kernel and a memset: recorded, nothing runs. */
+    CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed) == cudaSuccess, "cudaStreamBeginCapture (relaxed)");
+    CHECK(capture_status(stream) == cudaStreamCaptureStatusActive, "cudaStreamIsCapturing after cudaStreamBeginCapture: %d", (int)capture_status(stream));
+    CHECK(capture_status(other) == cudaStreamCaptureStatusNone && capture_status(nullptr) == cudaStreamCaptureStatusNone, "capture is per stream");
+    CHECK(cudaMemcpyAsync(in, host, bytes, cudaMemcpyHostToDevice, stream) == cudaSuccess, "cudaMemcpyAsync HostToDevice recorded");
+    MEMRA_LAUNCH((n + 63) / 64, 64, 0, stream, affine_kernel)(in, out, n, 3, 1.5f);
+    EXPECT_LAUNCH_OK("affine_kernel recorded");
+    CHECK(cudaMemsetAsync(zeroed, 0, bytes, stream) == cudaSuccess, "cudaMemsetAsync recorded");
+    CHECK(cudaEventRecord(event, stream) == cudaSuccess && cudaStreamWaitEvent(stream, event, 0) == cudaSuccess, "cudaEventRecord / cudaStreamWaitEvent on a capturing stream");
+    CHECK(int_mismatches(in, n, [](int) { return 0; }) == 0 && int_mismatches(out, n, [](int) { return -1; }) == 0 &&
+              int_mismatches(zeroed, n, [](int) { return 0x11111111; }) == 0,
+          "a capturing stream ran what it recorded");
+    CHECK(cudaEventSynchronize(event) == cudaErrorCapturedEvent, "cudaEventSynchronize of an event recorded in a capture");
+    cudaGetLastError();
+
+    /* Meanwhile other streams, and the NULL stream, run what is issued on them at once. */
+    for (cudaStream_t elsewhere : {other, (cudaStream_t) nullptr}) {
+        const char * name = elsewhere ? "another stream" : "the NULL stream";
+        std::vector<int> direct(4 * 96, -1);
+        MEMRA_LAUNCH(4, 96, 0, elsewhere, trivial_kernel)(direct.data());
+        EXPECT_LAUNCH_OK("trivial_kernel during a capture");
+        CHECK(int_mismatches(direct.data(), 4 * 96, [](int i) { return i / 96 * 1000 + i % 96; }) == 0, "a launch on %s during a capture did not run at once", name);
+        int * scratch = nullptr;
+        cudaMalloc((void **)&scratch, 16);
+        CHECK(cudaMemcpyAsync(scratch, host + 5, 16, cudaMemcpyHostToDevice, elsewhere) == cudaSuccess && scratch[3] == 8, "cudaMemcpyAsync on %s during a capture did not run at once", name);
+        cudaFree(scratch);
+    }
+
+    cudaGraph_t graph = nullptr;
+    CHECK(cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph != nullptr, "cudaStreamEndCapture");
+    CHECK(capture_status(stream) == cudaStreamCaptureStatusNone, "the stream still captures after cudaStreamEndCapture");
+    size_t count = 0;
+    CHECK(cudaGraphGetNodes(graph, nullptr, &count) == cudaSuccess && count == 3, "cudaGraphGetNodes: %zu nodes, expected 3 (copy, kernel, memset)", count);
+    int marker = 0;
+    cudaGraphNode_t nodes[5];
+    for (cudaGraphNode_t & node : nodes) node = reinterpret_cast<cudaGraphNode_t>(&marker);
+    count = 5;
+    CHECK(cudaGraphGetNodes(graph, nodes, &count) == cudaSuccess && count == 3 && nodes[0] && nodes[1] && nodes[2] && nodes[0] != nodes[1] && nodes[1] != nodes[2] &&
+              nodes[0] != nodes[2] && nodes[0] != reinterpret_cast<cudaGraphNode_t>(&marker) && !nodes[3] && !nodes[4],
+          "cudaGraphGetNodes into 5 places: %zu given, the rest NULL", count);
+    count = 2;
+    CHECK(cudaGraphGetNodes(graph, nodes, &count) == cudaSuccess && count == 2, "cudaGraphGetNodes into 2 places: %zu", count);
+    CHECK(int_mismatches(out, n, [](int) { return -1; }) == 0, "ending the capture ran the graph");
+
+    /* Replays run the nodes in order; the copy reads the pinned memory when it runs. */
+    cudaGraphExec_t exec = nullptr;
+    CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess && exec != nullptr, "cudaGraphInstantiate");
+    CHECK(cudaGraphLaunch(exec, stream) == cudaSuccess, "cudaGraphLaunch");
+    CHECK(int_mismatches(in, n, [](int i) { return i; }) == 0, "the replayed copy from pinned memory");
+    CHECK(int_mismatches(out, n, [](int i) { return 3 * i + 1; }) == 0, "the replayed kernel");
+    CHECK(int_mismatches(zeroed, n, [](int) { return 0; }) == 0, "the replayed memset");
+    for (int i = 0; i < n; i++) host[i] = 1000 - 7 * i;
+    cudaMemsetAsync(zeroed, 0x22, bytes, stream);
+    CHECK(cudaGraphLaunch(exec, stream) == cudaSuccess, "cudaGraphLaunch again");
+    CHECK(int_mismatches(out, n, [](int i) { return 3 * (1000 - 7 * i) + 1; }) == 0, "a replay after the pinned source changed copies the new values");
+    CHECK(int_mismatches(zeroed, n, [](int) { return 0; }) == 0, "the memset replayed again");
+    CHECK(cudaEventRecord(event, stream) == cudaSuccess && cudaEventSynchronize(event) == cudaSuccess, "cudaEventSynchronize once the event is recorded outside a capture");
+
+    /* The exec outlives its graph. */
+    CHECK(cudaGraphDestroy(graph) == cudaSuccess, "cudaGraphDestroy after cudaGraphInstantiate");
+    for (int i = 0; i < n; i++) host[i] = -i;
+    CHECK(cudaGraphLaunch(exec, nullptr) == cudaSuccess, "cudaGraphLaunch after its graph was destroyed (NULL stream)");
+    CHECK(int_mismatches(out, n, [](int i) { return -3 * i + 1; }) == 0, "a replay after its graph was destroyed");
+    CHECK(cudaGraphExecDestroy(exec) == cudaSuccess, "cudaGraphExecDestroy");
+
+    /* A recorded launch owns its arguments: recorded in a helper's frame, replayed after that frame is
+     * gone and the stack below has been overwritten by another launch and junk. */
+    {
+        float *fin = nullptr, *fout = nullptr, *decoy = nullptr;
+        cudaMalloc((void **)&fin, n * sizeof(float));
+        cudaMalloc((void **)&fout, n * sizeof(float));
+        cudaMalloc((void **)&decoy, n * sizeof(float));
+        std::vector<float> values(n);
+        for (int i = 0; i < n; i++) values[i] = 0.25f * (float)i - 3.0f;
+        cudaMemcpy(fin, values.data(), n * sizeof(float), cudaMemcpyHostToDevice);
+        memset(fout, 0, n * sizeof(float));
+        CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "cudaStreamBeginCapture (thread-local)");
+        launch_mixed_arguments(stream, fin, fout, n, MIXED_SCALE, MIXED_OFFSET, MIXED_EXTRA);
+        EXPECT_LAUNCH_OK("mixed_arguments_kernel recorded");
+        cudaGraph_t mixed = nullptr;
+        cudaGraphExec_t mixed_exec = nullptr;
+        CHECK(cudaStreamEndCapture(stream, &mixed) == cudaSuccess && cudaGraphInstantiate(&mixed_exec, mixed) == cudaSuccess, "capture of mixed_arguments_kernel");
+        cudaGraphDestroy(mixed);
+        launch_mixed_arguments(nullptr, fout, decoy, n / 2, -1.0f, -((int64_t)5 << 32), mixed_extra{-9.0f, 1000}); /* same frame, other values, runs now */
+        EXPECT_LAUNCH_OK("mixed_arguments_kernel (decoy)");
+        CHECK(scribble_stack(3) >= 0, "scribble");
+        CHECK(fout[0] == 0.0f, "the recorded launch ran before its replay");
+        CHECK(cudaGraphLaunch(mixed_exec, stream) == cudaSuccess, "cudaGraphLaunch of mixed_arguments_kernel");
+        int mismatches = 0;
+        for (int i = 0; i < n; i++) {
+            const float expected = mixed_value(values[i], MIXED_SCALE, MIXED_OFFSET, MIXED_EXTRA);
+            if (fout[i] != expected) detail(mismatches, "element %d: %g, expected %g", i, (double)fout[i], (double)expected);
+        }
+        CHECK(mismatches == 0, "a replayed launch's pointer/int/float/int64/struct arguments, recorded in a frame that is gone: %d wrong elements", mismatches);
+        cudaGraphExecDestroy(mixed_exec);
+        cudaFree(fin);
+        cudaFree(fout);
+        cudaFree(decoy);
+    }
+
+    /* Synchronising a capturing stream fails and invalidates the capture; what follows on the stream
+     * fails until the capture ends, without a graph. */
+    CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed) == cudaSuccess, "cudaStreamBeginCapture");
+    CHECK(cudaMemsetAsync(zeroed, 0x33, bytes, stream) == cudaSuccess, "cudaMemsetAsync recorded");
+    {
+        const cudaError_t error = cudaStreamSynchronize(stream);
+        CHECK(error == cudaErrorStreamCaptureUnsupported, "cudaStreamSynchronize of a capturing stream = %s", cudaGetErrorName(error));
+        CHECK(contains(cudaGetErrorString(error), "capturing"), "cudaStreamSynchronize of a capturing stream: message \"%s\"", cudaGetErrorString(error));
+    }
+    CHECK(capture_status(stream) == cudaStreamCaptureStatusInvalidated, "cudaStreamIsCapturing after cudaStreamSynchronize: %d", (int)capture_status(stream));
+    CHECK(cudaMemsetAsync(zeroed, 0x44, bytes, stream) == cudaErrorStreamCaptureInvalidated, "cudaMemsetAsync on an invalidated capture");
+    CHECK(cudaMemcpyAsync(in, host, bytes, cudaMemcpyHostToDevice, stream) == cudaErrorStreamCaptureInvalidated, "cudaMemcpyAsync on an invalidated capture");
+    cudaGetLastError();
+    MEMRA_LAUNCH(1, 64, 0, stream, affine_kernel)(in, out, n, 1, 0.0f);
+    EXPECT_LAUNCH_ERROR("a launch on an invalidated capture", cudaErrorStreamCaptureInvalidated, "affine_kernel");
+    EXPECT_INVALIDATED_END(stream, "a capture invalidated by cudaStreamSynchronize", "cudaStreamSynchronize");
+    CHECK(int_mismatches(zeroed, n, [](int) { return 0; }) == 0 && int_mismatches(out, n, [](int i) { return -3 * i + 1; }) == 0, "an invalidated capture ran something");
+    CHECK(cudaStreamSynchronize(stream) == cudaSuccess, "cudaStreamSynchronize after the invalidated capture ended");
+
+    /* Begin twice, end without a capture: cudaErrorIllegalState; the NULL stream cannot capture. */
+    CHECK(cudaStreamEndCapture(stream, &graph) == cudaErrorIllegalState, "cudaStreamEndCapture without a capture");
+    CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess, "cudaStreamBeginCapture (global)");
+    CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed) == cudaErrorIllegalState, "cudaStreamBeginCapture on a capturing stream");
+    CHECK(capture_status(stream) == cudaStreamCaptureStatusActive, "a second cudaStreamBeginCapture disturbed the capture");
+    graph = nullptr;
+    CHECK(cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph != nullptr, "cudaStreamEndCapture of an empty capture");
+    count = 99;
+    CHECK(cudaGraphGetNodes(graph, nullptr, &count) == cudaSuccess && count == 0, "an empty capture has %zu nodes", count);
+    CHECK(cudaGraphInstantiate(&exec, graph) == cudaSuccess && cudaGraphLaunch(exec, stream) == cudaSuccess, "an empty graph replays");
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    CHECK(cudaStreamEndCapture(stream, &graph) == cudaErrorIllegalState, "cudaStreamEndCapture twice");
+    CHECK(cudaStreamBeginCapture(nullptr, cudaStreamCaptureModeRelaxed) == cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture on the NULL stream");
+    CHECK(cudaStreamEndCapture(nullptr, &graph) == cudaErrorIllegalState, "cudaStreamEndCapture on the NULL stream");
+    cudaGetLastError();
+
+    /* A launch that fails to be recorded (its configuration), or a copy that does, invalidates the
+     * capture. */
+    {
+        std::vector<int> untouched(1025, -1);
+        CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed) == cudaSuccess, "cudaStreamBeginCapture");
+        MEMRA_LAUNCH(1, 1025, 0, stream, trivial_kernel)(untouched.data());
+        EXPECT_LAUNCH_ERROR("a block of 1025 threads recorded", cudaErrorInvalidConfiguration, "1025");
+        CHECK(capture_status(stream) == cudaStreamCaptureStatusInvalidated, "a bad launch configuration left the capture %d", (int)capture_status(stream));
+        EXPECT_INVALIDATED_END(stream, "a capture invalidated by a bad launch configuration", "1025");
+        CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed) == cudaSuccess, "cudaStreamBeginCapture");
+        MEMRA_LAUNCH(1, 32, 48 * 1024 + 4, stream, trivial_kernel)(untouched.data());
+        EXPECT_LAUNCH_ERROR("48 KiB + 4 of dynamic shared memory recorded", cudaErrorInvalidValue, nullptr);
+        EXPECT_INVALIDATED_END(stream, "a capture invalidated by too much dynamic shared memory", "shared memory");
+        CHECK(int_mismatches(untouched.data(), 1025, [](int) { return -1; }) == 0, "a refused launch ran");
+        CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed) == cudaSuccess, "cudaStreamBeginCapture");
+        CHECK(cudaMemcpyAsync(untouched.data(), host, 16, cudaMemcpyHostToDevice, stream) == cudaErrorInvalidValue, "a recorded HostToDevice copy to host memory");
+        EXPECT_INVALIDATED_END(stream, "a capture invalidated by a bad copy", "outside every device allocation");
+    }
+
+    /* No graph launch on a capturing stream; on another stream it runs. */
+    {
+        CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed) == cudaSuccess, "cudaStreamBeginCapture");
+        cudaMemsetAsync(zeroed, 0x01, bytes, stream);
+        CHECK(cudaStreamEndCapture(stream, &graph) == cudaSuccess && cudaGraphInstantiate(&exec, graph) == cudaSuccess, "capture of a memset");
+        CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed) == cudaSuccess, "cudaStreamBeginCapture");
+        CHECK(cudaGraphLaunch(exec, stream) == cudaErrorIllegalState, "cudaGraphLaunch on a capturing stream");
+        CHECK(zeroed[0] == 0, "a refused cudaGraphLaunch ran");
+        CHECK(cudaGraphLaunch(exec, other) == cudaSuccess && zeroed[n - 1] == 0x01010101, "cudaGraphLaunch on another stream during a capture");
+        cudaGraph_t empty = nullptr;
+        CHECK(cudaStreamEndCapture(stream, &empty) == cudaSuccess, "cudaStreamEndCapture after a refused cudaGraphLaunch");
+        cudaGraphDestroy(empty);
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+        cudaGetLastError();
+    }
+
+    /* A deadlocking kernel in a graph: cudaGraphLaunch fails, the nodes after it do not run. */
+    {
+        std::vector<int> deadlocked(128, 0);
+        cudaMemsetAsync(zeroed, 0, bytes, stream);
+        CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed) == cudaSuccess, "cudaStreamBeginCapture");
+        MEMRA_LAUNCH(2, 64, 0, stream, deadlock_kernel)(deadlocked.data());
+        EXPECT_LAUNCH_OK("deadlock_kernel recorded (it fails when it runs)");
+        cudaMemsetAsync(zeroed, 0x55, bytes, stream);
+        CHECK(cudaStreamEndCapture(stream, &graph) == cudaSuccess && cudaGraphInstantiate(&exec, graph) == cudaSuccess, "capture of deadlock_kernel");
+        const cudaError_t error = cudaGraphLaunch(exec, stream);
+        CHECK(error == cudaErrorLaunchFailure, "cudaGraphLaunch of a deadlocking kernel = %s", cudaGetErrorName(error));
+        EXPECT_LAUNCH_ERROR("a deadlock in a graph", cudaErrorLaunchFailure, "deadlock");
+        CHECK(zeroed[0] == 0, "the node after a failed kernel ran");
+        EXPECT_RECOVERED("a deadlock in a graph");
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+    }
+
+    /* A copy node is checked when it runs: its target freed since the capture. */
+    {
+        int * doomed = nullptr;
+        cudaMalloc((void **)&doomed, bytes);
+        CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed) == cudaSuccess, "cudaStreamBeginCapture");
+        CHECK(cudaMemcpyAsync(doomed, host, bytes, cudaMemcpyHostToDevice, stream) == cudaSuccess, "a copy recorded");
+        CHECK(cudaStreamEndCapture(stream, &graph) == cudaSuccess && cudaGraphInstantiate(&exec, graph) == cudaSuccess, "capture of a copy");
+        CHECK(cudaGraphLaunch(exec, stream) == cudaSuccess && doomed[n - 1] == host[n - 1], "cudaGraphLaunch of a copy");
+        cudaFree(doomed);
+        const cudaError_t error = cudaGraphLaunch(exec, stream);
+        CHECK(error == cudaErrorInvalidValue, "cudaGraphLaunch of a copy into freed memory = %s", cudaGetErrorName(error));
+        CHECK(contains(cudaGetErrorString(error), "outside every device allocation"), "a copy into freed memory: message \"%s\"", cudaGetErrorString(error));
+        CHECK(cudaGetLastError() == cudaErrorInvalidValue, "a failed copy node's error is the last error");
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+    }
+
+    /* A capture begun in global or thread-local mode ends on its own thread; a relaxed one anywhere. */
+    {
+        CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess, "cudaStreamBeginCapture (global)");
+        cudaError_t elsewhere = cudaSuccess;
+        cudaGraph_t from_thread = nullptr;
+        std::thread([&] { elsewhere = cudaStreamEndCapture(stream, &from_thread); }).join();
+        CHECK(elsewhere == cudaErrorStreamCaptureWrongThread, "cudaStreamEndCapture of a global capture on another thread = %s", cudaGetErrorName(elsewhere));
+        CHECK(capture_status(stream) == cudaStreamCaptureStatusActive, "a refused cudaStreamEndCapture ended the capture");
+        CHECK(cudaStreamEndCapture(stream, &graph) == cudaSuccess, "cudaStreamEndCapture on the thread that began");
+        cudaGraphDestroy(graph);
+        CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed) == cudaSuccess, "cudaStreamBeginCapture (relaxed)");
+        std::thread([&] { elsewhere = cudaStreamEndCapture(stream, &from_thread); }).join();
+        CHECK(elsewhere == cudaSuccess && from_thread != nullptr, "cudaStreamEndCapture of a relaxed capture on another thread = %s", cudaGetErrorName(elsewhere));
+        if (from_thread) cudaGraphDestroy(from_thread);
+    }
+
+    /* A stream destroyed while it captures frees what it recorded (ASan's leak check). */
+    {
+        cudaStream_t doomed = nullptr;
+        cudaStreamCreateWithFlags(&doomed, cudaStreamNonBlocking);
+        CHECK(cudaStreamBeginCapture(doomed, cudaStreamCaptureModeRelaxed) == cudaSuccess, "cudaStreamBeginCapture");
+        MEMRA_LAUNCH(1, 64, 0, doomed, affine_kernel)(in, out, n, 2, 0.0f);
+        cudaMemcpyAsync(in, host, bytes, cudaMemcpyHostToDevice, doomed);
+        CHECK(cudaStreamDestroy(doomed) == cudaSuccess, "cudaStreamDestroy of a capturing stream");
+        EXPECT_LAUNCH_OK("a launch recorded by a stream then destroyed");
+    }
+
+    CHECK(cudaGraphDestroy(nullptr) == cudaErrorInvalidValue && cudaGraphLaunch(nullptr, stream) == cudaErrorInvalidValue, "NULL graph handles");
+    cudaGetLastError();
+    cudaFree(in);
+    cudaFree(out);
+    cudaFree(zeroed);
+    cudaFreeHost(host);
+    cudaEventDestroy(event);
+    cudaStreamDestroy(stream);
+    cudaStreamDestroy(other);
+}
+
 int main(int argc, char ** argv) {
     if (argc > 0 && strrchr(argv[0], '/')) program = strrchr(argv[0], '/') + 1;
     else if (argc > 0) program = argv[0];
@@ -874,6 +1209,7 @@ int main(int argc, char ** argv) {
     test_mma();
     test_device_memory();
     test_many_blocks();
+    test_capture();
     printf("%s: %d checks, %d failed\n", program, checks, failures);
     return failures == 0 ? 0 : 1;
 }

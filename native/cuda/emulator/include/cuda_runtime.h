@@ -2,7 +2,10 @@
  * cuda_runtime.h for the emulated build of libmemra_cuda (-DMEMRA_CUDA_EMULATED): the part of the
  * CUDA runtime API the library calls, implemented on the CPU in ../emulator.cpp. "Device" memory
  * is host memory; streams execute every operation when it is issued, so stream order is program
- * order and synchronisation has nothing to wait for.
+ * order and synchronisation has nothing to wait for, except on a stream that captures
+ * (cudaStreamBeginCapture): its kernel launches, cudaMemcpyAsync and cudaMemsetAsync are recorded
+ * as the nodes of a graph and run when cudaGraphLaunch replays it (on the calling thread, in the
+ * order they were issued). Capture is per stream; the NULL stream never captures.
  */
 #pragma once
 
@@ -27,6 +30,8 @@ enum cudaError_t {
     cudaErrorIllegalState = 401,
     cudaErrorStreamCaptureUnsupported = 900,
     cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorCapturedEvent = 907,
+    cudaErrorStreamCaptureWrongThread = 908,
     cudaErrorSystemDriverMismatch = 803,
     cudaErrorCompatNotSupportedOnDevice = 804,
     cudaErrorStubLibrary = 34,
@@ -44,6 +49,20 @@ enum cudaMemcpyKind {
 
 typedef struct memra_emu_stream * cudaStream_t;
 typedef struct memra_emu_event * cudaEvent_t;
+typedef struct memra_emu_graph * cudaGraph_t;
+typedef struct memra_emu_graph_exec * cudaGraphExec_t;
+typedef struct memra_emu_graph_node * cudaGraphNode_t;
+
+enum cudaStreamCaptureMode {
+    cudaStreamCaptureModeGlobal = 0,
+    cudaStreamCaptureModeThreadLocal = 1,
+    cudaStreamCaptureModeRelaxed = 2,
+};
+enum cudaStreamCaptureStatus {
+    cudaStreamCaptureStatusNone = 0,
+    cudaStreamCaptureStatusActive = 1,
+    cudaStreamCaptureStatusInvalidated = 2,
+};
 
 #define cudaStreamDefault 0x0
 #define cudaStreamNonBlocking 0x1
@@ -97,3 +116,12 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags = 0);
 cudaError_t cudaFuncSetAttribute(const void * function, int attribute, int value);
 #define cudaFuncAttributeMaxDynamicSharedMemorySize 8
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t * graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus * status);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t * exec, cudaGraph_t graph, unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t * nodes, size_t * count);
