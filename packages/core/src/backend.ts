@@ -90,6 +90,14 @@ export interface AttentionShape {
   readonly scale: number;
 }
 
+/** Ops recorded once and run again on each replay (CudaBackend: a CUDA graph). */
+export interface BackendGraph {
+  /** Runs the recorded ops again (queued like ops), reading the current contents of the host arrays they were recorded with. */
+  replay(): void;
+  /** Frees the graph (waits for its last replay). Safe twice. */
+  dispose(): void;
+}
+
 export interface Backend {
   readonly contractVersion: typeof BACKEND_CONTRACT_VERSION;
   readonly name: string;
@@ -145,6 +153,17 @@ export interface Backend {
   gatherRows(out: DeviceBuffer, x: DeviceBuffer, rows: Int32Array, width: number): void;
   /** out[rows[i]] += scales[i] * x[i], rows of `width`. */
   scatterAddRows(out: DeviceBuffer, x: DeviceBuffer, rows: Int32Array, scales: Float32Array, width: number): void;
+
+  /**
+   * Optional: calls `record` with this backend recording the ops it calls instead of running them
+   * (nothing runs until replay()), and returns them as a graph. The host arrays those ops are given
+   * (tokens, positions, slots, block tables, sequences) are the graph's inputs: each replay reads
+   * their contents at that moment, so a caller refills the same arrays (same objects, same lengths)
+   * and replays. Inside `record`, nothing may come back to the host (read, readInto, write,
+   * moeRoute). If `record` throws, the recording is discarded and the error rethrown. Returns
+   * undefined, without calling `record`, where the backend does not record graphs (turned off).
+   */
+  captureGraph?(record: () => void): BackendGraph | undefined;
 
   dispose(): void;
 }

@@ -2,6 +2,7 @@ export {
   type AttentionShape,
   BACKEND_CONTRACT_VERSION,
   type Backend,
+  type BackendGraph,
   type BackendOp,
   type DeviceBuffer,
   type KVLayerView,

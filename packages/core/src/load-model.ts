@@ -36,6 +36,11 @@ export interface LoadModelOptions {
   readonly kvCacheTokens?: number;
   /** Most sequences one batched step runs. Default 16. */
   readonly maxSequences?: number;
+  /**
+   * Record decode steps as backend graphs and replay them, where the backend records graphs
+   * (CUDA graphs on CudaBackend) and the model is dense and on one backend. Default true.
+   */
+  readonly decodeGraphs?: boolean;
 }
 
 export interface ModelMemory {
@@ -82,6 +87,7 @@ export class Model {
     const transformer = new Transformer(backend, file, dimensions, feedForward, {
       maxBatchTokens: options.maxBatchTokens ?? 512,
       ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+      ...(options.decodeGraphs !== undefined ? { decodeGraphs: options.decodeGraphs } : {}),
     });
     return new Model(file, config, transformer, options);
   }

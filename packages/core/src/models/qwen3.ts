@@ -5,7 +5,7 @@
  * embedding when `output.weight` is absent). Activations are token-major [tokens, width].
  */
 import type { GGUFFile, Qwen3Config, Qwen3MoeConfig } from "@memra/gguf";
-import type { Backend, DeviceBuffer, WeightHandle } from "../backend";
+import type { Backend, BackendGraph, DeviceBuffer, WeightHandle } from "../backend";
 import type { KVCache } from "../kv-cache";
 import type { BackendPlacement } from "../placement/backend-placement";
 import { transferBetweenBackends } from "../placement/transfer-between-backends";
@@ -177,6 +177,8 @@ function attentionBlock(
 /** The feed-forward half of a decoder layer: hidden += ffn(RMSNorm(hidden)). Dense or MoE. */
 export interface FeedForward {
   readonly ffn_norm: WeightHandle;
+  /** Whether forward() may be recorded as a backend graph: it never reads back to the host (MoE routing does). */
+  readonly recordable?: boolean;
   forward(backend: Backend, s: Scratch, rows: number): void;
 }
 
@@ -207,6 +209,7 @@ export function denseFeedForward(d: ModelDimensions, feedForwardLength: number):
       const up = backend.allocate(maxRows * feedForwardLength); // [rows, ffn]
       return {
         ffn_norm,
+        recordable: true,
         forward(b, s, rows) {
           b.rmsNorm(s.normed, s.hidden, ffn_norm, rows, d.eps);
           b.matmul(gate, s.normed, ffn_gate, rows);
@@ -237,6 +240,38 @@ export interface TransformerOptions {
   readonly maxBatchTokens?: number;
   /** Called as weights are loaded, with the tensor bytes read so far and in all. */
   readonly onProgress?: (readBytes: number, totalBytes: number) => void;
+  /**
+   * Record decode steps (one token per sequence) as backend graphs and replay them (true, the
+   * default), where the model runs on one backend that records graphs (CudaBackend) and its FFN
+   * never reads back to the host (dense; MoE routing does).
+   */
+  readonly decodeGraphs?: boolean;
+}
+
+/** Decode graphs kept per model (least recently used dropped first): one per batch size, block-table width and KV pool. */
+const DECODE_GRAPH_LIMIT = 32;
+
+/**
+ * A recorded decode step and the host arrays it reads: the step's inputs are written into these
+ * (same objects every time) and the graph replayed. Block tables are padded to `stride` entries
+ * per sequence, so that the graph fits every step until a sequence outgrows them.
+ */
+interface DecodeStep {
+  readonly tokens: Int32Array; // [rows]
+  readonly positions: Int32Array; // [rows]
+  readonly slots: Int32Array; // [rows]
+  readonly blockTables: Int32Array; // [rows * stride]
+  readonly sequences: Int32Array; // [rows, 4]
+  readonly stride: number;
+  graph: BackendGraph | undefined;
+}
+
+let nextStorageId = 0;
+const storageIds = new WeakMap<object, number>();
+function storageId(storage: object): number {
+  let id = storageIds.get(storage);
+  if (id === undefined) storageIds.set(storage, (id = nextStorageId++));
+  return id;
 }
 
 export class Transformer {
@@ -267,6 +302,8 @@ export class Transformer {
   readonly weightBytes: number;
   /** Bytes of weights held by each backend. */
   readonly weightBytesByBackend: ReadonlyMap<Backend, number>;
+  /** Recorded decode steps by `storage:rows:stride`, least recently used first; undefined when decode runs op by op. */
+  private decodeSteps: Map<string, DecodeStep> | undefined;
 
   /**
    * `placement`: one backend for everything, or a backend per layer (and per layer's experts, and
@@ -328,6 +365,20 @@ export class Transformer {
     this.staging = new Float32Array(scratchOf.size > 1 ? maxRows * d.embedding : 0);
     this.weightBytes = weights.loadedBytes;
     this.weightBytesByBackend = weights.loadedBytesByBackend;
+    const recordable = this.backends.length === 1 && typeof this.backend.captureGraph === "function" && this.layers.every((layer) => layer.feedForward.recordable === true);
+    this.decodeSteps = options.decodeGraphs !== false && recordable ? new Map() : undefined;
+  }
+
+  /** Whether decode steps are recorded and replayed as backend graphs (see TransformerOptions.decodeGraphs). */
+  get recordsDecodeGraphs(): boolean {
+    return this.decodeSteps !== undefined;
+  }
+
+  /** Frees the recorded decode graphs (they are recorded again when needed). */
+  releaseDecodeGraphs(): void {
+    if (!this.decodeSteps) return;
+    for (const step of this.decodeSteps.values()) step.graph?.dispose();
+    this.decodeSteps.clear();
   }
 
   /** Most tokens one forward step (one batch) can hold. */
@@ -400,9 +451,66 @@ export class Transformer {
       for (const block of cache.blockTable) tables.push(block);
       row += entryTokens.length;
     }
-    const layout: BatchLayout = { cache: entries[0]!.cache, slots, blockTables: Int32Array.from(tables), sequences };
+    const blockTables = Int32Array.from(tables);
+    const decode = this.decodeSteps !== undefined && rows === entries.length;
+    if (decode) {
+      this.replayDecodeStep(storage, entries, tokens, positions, slots, blockTables, sequences);
+    } else {
+      this.runLayers(rows, tokens, positions, { cache: entries[0]!.cache, slots, blockTables, sequences });
+    }
+    const backend = this.outputBackend;
+    const s = this.outputScratch;
+    for (const entry of entries) entry.cache.advance(entry.tokens);
 
-    // The residual stream moves only where consecutive layers sit on different backends.
+    // Only the requested rows go through the LM head, packed to the front of `projected`.
+    const picked: number[] = [];
+    for (let i = 0; i < entries.length; i++) for (const r of wanted[i]!) picked.push(sequences[i * 4]! + r);
+    const results = wanted.map((rowsOfEntry, i) => {
+      const length = rowsOfEntry.length * d.vocabulary;
+      const output = entries[i]!.output;
+      if (output === undefined) return new Float32Array(length);
+      if (output.length !== length) throw new RangeError(`batch entry ${i}: output holds ${output.length} floats, its logits need ${length}`);
+      return output;
+    });
+    if (picked.length === 0) return results;
+    // logits of picked row p go to results[entry of p] at the entry's own row index
+    const destination: [Float32Array, number][] = [];
+    for (let i = 0; i < entries.length; i++) for (let j = 0; j < wanted[i]!.length; j++) destination.push([results[i]!, j]);
+    const chunkRows = Math.min(LOGIT_ROWS, this.maxRows);
+    for (let first = 0; first < picked.length; first += chunkRows) {
+      const count = Math.min(chunkRows, picked.length - first);
+      // The chunk's normed rows, gathered to the front of `projected` (runs of consecutive rows in
+      // one copy), or read where they are when they already are rows 0..count-1 (decode).
+      let inPlace = first === 0;
+      for (let k = 0; inPlace && k < count; k++) inPlace = picked[k] === k;
+      let source = s.normed;
+      if (!inPlace) {
+        source = s.projected;
+        for (let k = 0; k < count; ) {
+          let run = 1;
+          while (k + run < count && picked[first + k + run] === picked[first + k]! + run) run++;
+          backend.copy(s.projected, k * d.embedding, s.normed, picked[first + k]! * d.embedding, run * d.embedding);
+          k += run;
+        }
+      }
+      backend.matmul(this.logits, source, this.output, count);
+      // straight into the results when the backend can (decode makes one of these per token)
+      const chunk = backend.readInto ? undefined : backend.read(this.logits, 0, count * d.vocabulary);
+      for (let k = 0; k < count; k++) {
+        const [target, row] = destination[first + k]!;
+        if (chunk) target.set(chunk.subarray(k * d.vocabulary, (k + 1) * d.vocabulary), row * d.vocabulary);
+        else backend.readInto!(this.logits, k * d.vocabulary, d.vocabulary, target, row * d.vocabulary);
+      }
+    }
+    return results;
+  }
+
+  /**
+   * embedding → every layer (moving the residual stream where consecutive layers sit on different
+   * backends) → the final RMSNorm into the output backend's scratch `normed`.
+   */
+  private runLayers(rows: number, tokens: Int32Array, positions: Int32Array, layout: BatchLayout): void {
+    const d = this.dimensions;
     let backend = this.backend;
     let s = this.embeddingScratch;
     backend.embedding(s.hidden, this.tokenEmbedding, tokens);
@@ -423,38 +531,72 @@ export class Transformer {
       backend = this.outputBackend;
       s = this.outputScratch;
     }
-    for (const entry of entries) entry.cache.advance(entry.tokens);
-
-    // Only the requested rows go through the LM head, packed to the front of `projected`.
-    const picked: number[] = [];
-    for (let i = 0; i < entries.length; i++) for (const r of wanted[i]!) picked.push(sequences[i * 4]! + r);
-    const results = wanted.map((rowsOfEntry, i) => {
-      const length = rowsOfEntry.length * d.vocabulary;
-      const output = entries[i]!.output;
-      if (output === undefined) return new Float32Array(length);
-      if (output.length !== length) throw new RangeError(`batch entry ${i}: output holds ${output.length} floats, its logits need ${length}`);
-      return output;
-    });
-    if (picked.length === 0) return results;
     backend.rmsNorm(s.normed, s.hidden, this.outputNorm, rows, d.eps);
-    for (let i = 0; i < picked.length; i++) backend.copy(s.projected, i * d.embedding, s.normed, picked[i]! * d.embedding, d.embedding);
-    // logits of picked row p go to results[entry of p] at the entry's own row index
-    const destination: [Float32Array, number][] = [];
-    for (let i = 0; i < entries.length; i++) for (let j = 0; j < wanted[i]!.length; j++) destination.push([results[i]!, j]);
-    const chunkRows = Math.min(LOGIT_ROWS, this.maxRows);
-    for (let first = 0; first < picked.length; first += chunkRows) {
-      const count = Math.min(chunkRows, picked.length - first);
-      if (first > 0) backend.copy(s.projected, 0, s.projected, first * d.embedding, count * d.embedding);
-      backend.matmul(this.logits, s.projected, this.output, count);
-      // straight into the results when the backend can (decode makes one of these per token)
-      const chunk = backend.readInto ? undefined : backend.read(this.logits, 0, count * d.vocabulary);
-      for (let k = 0; k < count; k++) {
-        const [target, row] = destination[first + k]!;
-        if (chunk) target.set(chunk.subarray(k * d.vocabulary, (k + 1) * d.vocabulary), row * d.vocabulary);
-        else backend.readInto!(this.logits, k * d.vocabulary, d.vocabulary, target, row * d.vocabulary);
+  }
+
+  /**
+   * A decode step (one token per sequence) through its recorded graph: the step's arrays are
+   * copied into the graph's own (block tables padded to a power-of-two width per sequence) and the
+   * graph replayed, recording it first when this batch size, width and pool have none yet.
+   */
+  private replayDecodeStep(
+    storage: object,
+    entries: readonly BatchEntry[],
+    tokens: Int32Array,
+    positions: Int32Array,
+    slots: Int32Array,
+    blockTables: Int32Array,
+    sequences: Int32Array,
+  ): void {
+    const steps = this.decodeSteps!;
+    const rows = entries.length;
+    let widest = 1;
+    for (const entry of entries) widest = Math.max(widest, entry.cache.blockTable.length);
+    const stride = 2 ** Math.ceil(Math.log2(widest));
+    const key = `${storageId(storage)}:${rows}:${stride}`;
+    let step = steps.get(key);
+    if (step) {
+      steps.delete(key); // most recently used last
+    } else {
+      step = {
+        tokens: new Int32Array(rows),
+        positions: new Int32Array(rows),
+        slots: new Int32Array(rows),
+        blockTables: new Int32Array(rows * stride),
+        sequences: new Int32Array(rows * 4),
+        stride,
+        graph: undefined,
+      };
+    }
+    steps.set(key, step);
+    if (steps.size > DECODE_GRAPH_LIMIT) {
+      const [oldest, evicted] = steps.entries().next().value!;
+      steps.delete(oldest);
+      evicted.graph?.dispose();
+    }
+    step.tokens.set(tokens);
+    step.positions.set(positions);
+    step.slots.set(slots);
+    step.sequences.set(sequences);
+    step.blockTables.fill(0); // padding: a valid block id that no sequence reads
+    for (let i = 0; i < rows; i++) {
+      const offset = sequences[i * 4 + 3]!;
+      const length = entries[i]!.cache.blockTable.length;
+      step.blockTables.set(blockTables.subarray(offset, offset + length), i * stride);
+      step.sequences[i * 4 + 3] = i * stride;
+    }
+    const layout: BatchLayout = { cache: entries[0]!.cache, slots: step.slots, blockTables: step.blockTables, sequences: step.sequences };
+    const run = () => this.runLayers(rows, step.tokens, step.positions, layout);
+    if (step.graph === undefined) {
+      step.graph = this.backend.captureGraph!(run);
+      if (step.graph === undefined) {
+        // the backend does not record graphs after all (turned off): decode op by op from now on
+        this.decodeSteps = undefined;
+        run();
+        return;
       }
     }
-    return results;
+    step.graph.replay();
   }
 }
 

@@ -1,0 +1,76 @@
+import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
+import { beforeAll, describe, expect, it } from "vitest";
+import type { KVCache } from "../kv-cache";
+import { type Model, loadModel } from "../load-model";
+import { ReferenceBackend } from "../reference-backend";
+import { type RecordingBackend, recordingBackend } from "../testing/recording-backend";
+
+/** The first index where two arrays differ (bit for bit; -1 when equal), cheap to report when a test fails. */
+function firstDifference(a: Float32Array, b: Float32Array): number {
+  if (a.length !== b.length) return Math.min(a.length, b.length);
+  const x = new Uint32Array(a.buffer, a.byteOffset, a.length);
+  const y = new Uint32Array(b.buffer, b.byteOffset, b.length);
+  for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return i;
+  return -1;
+}
+
+function tokens(count: number, seed = 1000): Int32Array {
+  return Int32Array.from({ length: count }, (_, i) => (seed + i * 7919) % 150000);
+}
+
+describe("decode steps recorded as backend graphs", () => {
+  let path: string;
+  beforeAll(async () => {
+    path = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" }));
+  });
+
+  it("replay the same logits as op-by-op decode while batches change size and block tables grow", () => {
+    const backend = recordingBackend(new ReferenceBackend());
+    const recorded = loadModel(path, { backend });
+    const plain = loadModel(path, { backend: new ReferenceBackend() });
+    expect(recorded.transformer.recordsDecodeGraphs).toBe(true);
+    expect(plain.transformer.recordsDecodeGraphs).toBe(false); // the reference backend records no graphs
+    expect(loadModel(path, { backend: recordingBackend(new ReferenceBackend()), decodeGraphs: false }).transformer.recordsDecodeGraphs).toBe(false);
+
+    const run = (model: Model) => {
+      const pool = model.createKVPool(96, { type: "f16", blockTokens: 4 });
+      const prompts = [tokens(3, 11), tokens(6, 22), tokens(9, 33)];
+      const caches = prompts.map(() => pool.createSequence(96));
+      const logits: Float32Array[] = [];
+      prompts.forEach((prompt, i) => logits.push(model.transformer.forward(prompt, caches[i]!)));
+      // 14 steps: all three, then only the first two (another batch size), then all three again;
+      // the sequences cross block boundaries (4 tokens) so their tables widen 2 → 4 → 8 blocks.
+      for (let step = 0; step < 14; step++) {
+        const active: KVCache[] = step >= 5 && step < 9 ? caches.slice(0, 2) : caches;
+        const batch = active.map((cache, i) => ({ tokens: Int32Array.of((step * 31 + i * 17 + 5) % 150000), cache }));
+        logits.push(...model.transformer.forwardBatch(batch));
+      }
+      return logits;
+    };
+    const expected = run(plain);
+    const actual = run(recorded);
+    expect(actual.length).toBe(expected.length);
+    for (let i = 0; i < expected.length; i++) expect(firstDifference(actual[i]!, expected[i]!), `first differing logit of step ${i}`).toBe(-1);
+    // Every decode step replayed a graph, and graphs were reused: batch sizes 3 and 2 at table
+    // widths 4 and 8 blocks (prompts of 3..9 tokens and 14 steps reach 6 blocks), not one per step.
+    expect(backend.replays).toBe(14);
+    expect(backend.recordings).toBeGreaterThanOrEqual(2);
+    expect(backend.recordings).toBeLessThanOrEqual(5);
+  });
+
+  it("reports a bad token of a replayed step as op-by-op decode does", () => {
+    const model = loadModel(path, { backend: recordingBackend(new ReferenceBackend()) });
+    const cache = model.createKVPool(32, { blockTokens: 4 }).createSequence(32);
+    model.transformer.forward(tokens(3), cache);
+    model.transformer.forward(Int32Array.of(5), cache); // records and replays the step
+    expect(() => model.transformer.forward(Int32Array.of(model.vocabularySize + 3), cache)).toThrow(/token/);
+  });
+
+  it("are not used for MoE models (routing reads back to the host)", async () => {
+    const moe = loadModel(await syntheticModelFile(resolveOptions("tiny-moe", { weightType: "q8_0" })), { backend: recordingBackend(new ReferenceBackend()) });
+    expect(moe.transformer.recordsDecodeGraphs).toBe(false);
+    const cache = moe.createCache(16);
+    moe.transformer.forward(tokens(3), cache);
+    expect(moe.transformer.forward(Int32Array.of(9), cache).length).toBe(moe.vocabularySize);
+  });
+});
