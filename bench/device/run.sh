@@ -44,7 +44,7 @@ fi
 nvidia-smi >"$OUT/nvidia-smi.log" 2>&1 || true
 step build 240 bun native/build.ts all
 step native-tests 60 bash native/cuda/tests/run.sh
-step op-tests 120 env MEMRA_PRINT_NMSE=1 bun --bun vitest run packages/cuda-ffi/src/cuda-backend.test.ts
+step op-tests 120 env MEMRA_PRINT_NMSE=1 bun --bun vitest run packages/cuda-ffi/src/cuda-backend.test.ts packages/cuda-ffi/src/cuda-graphs.test.ts
 step golden-suite 180 bun --bun vitest run packages/cuda-ffi/src/golden-suite.test.ts packages/cuda-ffi/src/golden-suite-part-2.test.ts
 
 bench() { # bench NAME ARGS...
@@ -53,6 +53,8 @@ bench() { # bench NAME ARGS...
 }
 # --batch 64: aggregate decode of 64 sequences in one step (target: ≥ 20× batch 1).
 bench qwen3-0.6b-q8_0 --preset qwen3-0.6b --type q8_0 --prompt 512 --decode 128 --batch 64
+# The same decode with every op launched (no CUDA graphs): what the graphs save at batch 1.
+bench qwen3-0.6b-q8_0-no-graphs --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128 --graphs 0
 bench qwen3-8b-shape-q8_0 --preset qwen3-0.6b --type q8_0 --layers 8 --full-layers 36 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 512 --decode 128 --batch 64
 bench qwen3-30b-a3b-scaled-q8_0 --preset qwen3-30b-a3b-scaled --type q8_0 --prompt 512 --decode 128
 

@@ -21,6 +21,15 @@ static int check_kv_type(const char * function, int type, int64_t width, int64_t
     return MEMRA_CUDA_OK;
 }
 
+static int check_slots(const char * function, const int32_t * slots, int64_t count, int64_t storage_slots) {
+    for (int64_t i = 0; i < count; i++) {
+        if (slots[i] < 0 || slots[i] >= storage_slots) {
+            FAIL(MEMRA_CUDA_ERROR_OUT_OF_RANGE, "%s: slot %d (row %lld) outside the storage's %lld slots", function, slots[i], (long long)i, (long long)storage_slots);
+        }
+    }
+    return MEMRA_CUDA_OK;
+}
+
 extern "C" int memra_cuda_kv_write(memra_cuda * cuda, int type, void * storage, int64_t storage_bytes, int64_t width, const int32_t * slots, int64_t count,
                                    const float * source, int64_t source_length) {
     static const char function[] = "memra_cuda_kv_write";
@@ -34,14 +43,14 @@ extern "C" int memra_cuda_kv_write(memra_cuda * cuda, int type, void * storage, 
     if (storage_bytes < 0 || (storage_bytes > 0 && !storage)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: storage is NULL", function);
     if (count > 0 && !slots) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: slots is NULL", function);
     const int64_t storage_slots = storage_bytes / row_bytes;
-    for (int64_t i = 0; i < count; i++) {
-        if (slots[i] < 0 || slots[i] >= storage_slots) {
-            FAIL(MEMRA_CUDA_ERROR_OUT_OF_RANGE, "%s: slot %d (row %lld) outside the storage's %lld slots", function, slots[i], (long long)i, (long long)storage_slots);
-        }
-    }
+    CHECK(check_slots(function, slots, count, storage_slots));
     if (count == 0) return MEMRA_CUDA_OK;
     const void * device_slots = NULL;
     CHECK(memra_cuda_stage(function, cuda, slots, count * 4, &device_slots));
+    if (cuda->capture) {
+        const int32_t * copy = (const int32_t *)memra_cuda_capture_host_copy(cuda, device_slots);
+        CHECK(memra_cuda_capture_check(function, cuda, [=]() { return check_slots(function, copy, count, storage_slots); }));
+    }
     const memra_cuda_launch launch = memra_cuda_plan_kv_write(count, width);
     const dim3 grid = memra_grid(launch);
     const int32_t * s = (const int32_t *)device_slots;
@@ -49,6 +58,39 @@ extern "C" int memra_cuda_kv_write(memra_cuda * cuda, int type, void * storage, 
     else if (type == MEMRA_CUDA_TYPE_F16) MEMRA_LAUNCH(grid, launch.threads, 0, cuda->stream, kv_write_kernel<MEMRA_CUDA_TYPE_F16>)((uint8_t *)storage, row_bytes, width, s, count, source);
     else MEMRA_LAUNCH(grid, launch.threads, 0, cuda->stream, kv_write_kernel<MEMRA_CUDA_TYPE_Q8_0>)((uint8_t *)storage, row_bytes, width, s, count, source);
     LAUNCH_CHECK(function, "kv_write_kernel");
+    return MEMRA_CUDA_OK;
+}
+
+/* The batch's sequences ([query row, rows, position, table offset] each) cover rows 0..rows-1 in
+ * order, and every block their KV spans is inside the storage; *longest: most rows of one sequence. */
+static int check_sequences(const char * function, const int32_t * sequences, int64_t sequence_count, int64_t rows, const int32_t * block_tables,
+                           int64_t table_length, int64_t block_tokens, int64_t storage_blocks, int64_t * longest_rows) {
+    int64_t next_row = 0, longest = 0;
+    for (int64_t s = 0; s < sequence_count; s++) {
+        const int32_t * sequence = sequences + s * 4;
+        if (sequence[0] != next_row || sequence[1] < 1 || sequence[2] < 0 || sequence[3] < 0) {
+            FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: sequence %lld (query row %d, rows %d, position %d, table offset %d) is not the next rows of the batch",
+                 function, (long long)s, sequence[0], sequence[1], sequence[2], sequence[3]);
+        }
+        next_row += sequence[1];
+        if (sequence[1] > longest) longest = sequence[1];
+        if (next_row > rows) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: sequences hold more than the %lld query rows", function, (long long)rows);
+        const int64_t end = (int64_t)sequence[2] + sequence[1];
+        const int64_t blocks = (end + block_tokens - 1) / block_tokens;
+        if (sequence[3] + blocks > table_length) {
+            FAIL(MEMRA_CUDA_ERROR_OUT_OF_RANGE, "%s: sequence %lld needs %lld blocks from table offset %d, block_tables holds %lld", function, (long long)s,
+                 (long long)blocks, sequence[3], (long long)table_length);
+        }
+        for (int64_t b = 0; b < blocks; b++) {
+            const int32_t block = block_tables[sequence[3] + b];
+            if (block < 0 || block >= storage_blocks) {
+                FAIL(MEMRA_CUDA_ERROR_OUT_OF_RANGE, "%s: sequence %lld block %lld is %d, outside the storage's %lld blocks", function, (long long)s, (long long)b,
+                     block, (long long)storage_blocks);
+            }
+        }
+    }
+    if (next_row != rows) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: sequences hold %lld query rows, rows is %lld", function, (long long)next_row, (long long)rows);
+    *longest_rows = longest;
     return MEMRA_CUDA_OK;
 }
 
@@ -94,33 +136,11 @@ extern "C" int memra_cuda_paged_attention(memra_cuda * cuda, float * out, int64_
     if (!(scale == scale)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: scale is NaN", function);
     if (out == q) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: out must not be q on CUDA (blocks of other heads still read it)", function);
     const int64_t storage_blocks = storage_bytes / row_bytes / block_tokens;
-    int64_t next_row = 0, longest = 0;
-    for (int64_t s = 0; s < sequence_count; s++) {
-        const int32_t * sequence = sequences + s * 4;
-        if (sequence[0] != next_row || sequence[1] < 1 || sequence[2] < 0 || sequence[3] < 0) {
-            FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: sequence %lld (query row %d, rows %d, position %d, table offset %d) is not the next rows of the batch",
-                 function, (long long)s, sequence[0], sequence[1], sequence[2], sequence[3]);
-        }
-        next_row += sequence[1];
-        if (sequence[1] > longest) longest = sequence[1];
-        if (next_row > rows) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: sequences hold more than the %lld query rows", function, (long long)rows);
-        const int64_t end = (int64_t)sequence[2] + sequence[1];
-        const int64_t blocks = (end + block_tokens - 1) / block_tokens;
-        if (sequence[3] + blocks > table_length) {
-            FAIL(MEMRA_CUDA_ERROR_OUT_OF_RANGE, "%s: sequence %lld needs %lld blocks from table offset %d, block_tables holds %lld", function, (long long)s,
-                 (long long)blocks, sequence[3], (long long)table_length);
-        }
-        for (int64_t b = 0; b < blocks; b++) {
-            const int32_t block = block_tables[sequence[3] + b];
-            if (block < 0 || block >= storage_blocks) {
-                FAIL(MEMRA_CUDA_ERROR_OUT_OF_RANGE, "%s: sequence %lld block %lld is %d, outside the storage's %lld blocks", function, (long long)s, (long long)b,
-                     block, (long long)storage_blocks);
-            }
-        }
-    }
-    if (next_row != rows) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: sequences hold %lld query rows, rows is %lld", function, (long long)next_row, (long long)rows);
+    int64_t longest = 0;
+    CHECK(check_sequences(function, sequences, sequence_count, rows, block_tables, table_length, block_tokens, storage_blocks, &longest));
     if (rows == 0) return MEMRA_CUDA_OK;
-    if (cuda->flash_attention && memra_cuda_flash_attention_applies(type, head_dim, longest)) {
+    /* (not while capturing: the flash kernel's tiles are planned from this call's sequences) */
+    if (cuda->flash_attention && !cuda->capture && memra_cuda_flash_attention_applies(type, head_dim, longest)) {
         /* Prefill: query tiles of up to 64 rows of one sequence each, on the tensor cores. */
         std::vector<int32_t> tiles;
         try {
@@ -152,6 +172,14 @@ extern "C" int memra_cuda_paged_attention(memra_cuda * cuda, float * out, int64_
     const int64_t sizes[2] = {table_length * 4, sequence_count * 16};
     const void * devices[2];
     CHECK(memra_cuda_stage_many(function, cuda, 2, hosts, sizes, devices));
+    if (cuda->capture) {
+        const int32_t * tables = (const int32_t *)memra_cuda_capture_host_copy(cuda, devices[0]);
+        const int32_t * copy = (const int32_t *)memra_cuda_capture_host_copy(cuda, devices[1]);
+        CHECK(memra_cuda_capture_check(function, cuda, [=]() {
+            int64_t ignored = 0;
+            return check_sequences(function, copy, sequence_count, rows, tables, table_length, block_tokens, storage_blocks, &ignored);
+        }));
+    }
     const int chunks = (int)((head_dim + 31) / 32);
     const int32_t * tables = devices[0] ? (const int32_t *)devices[0] : (const int32_t *)devices[1];
     if (type == MEMRA_CUDA_TYPE_F32) {

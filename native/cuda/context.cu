@@ -20,6 +20,7 @@ int memra_cuda_fail(int status, const char * format, ...) {
     vsnprintf(last_error, sizeof last_error, format, arguments);
     va_end(arguments);
     last_status = status;
+    memra_cuda_capture_note_failure(status, last_error);
     return status;
 }
 
@@ -127,6 +128,7 @@ int memra_cuda_check_buffer(const char * function, const char * name, const void
 }
 
 int memra_cuda_wait(const char * function, memra_cuda * cuda) {
+    REFUSE_WHILE_CAPTURING(function, cuda, "cannot wait for the stream");
     CUDA_CHECK(function, cudaStreamSynchronize(cuda->stream));
     memra_cuda_arena_reset(&cuda->arena);
     return MEMRA_CUDA_OK;
@@ -134,6 +136,7 @@ int memra_cuda_wait(const char * function, memra_cuda * cuda) {
 
 int memra_cuda_stage_many(const char * function, memra_cuda * cuda, int count, const void * const * hosts, const int64_t * bytes, const void ** devices) {
     /* All arrays in one reservation: a synchronisation (arena full) can never separate them. */
+    if (cuda->capture) return memra_cuda_capture_stage(function, cuda, count, hosts, bytes, devices);
     int64_t offsets[8];
     int64_t total = 0;
     if (count > 8) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: too many index arrays", function);
@@ -180,6 +183,7 @@ int memra_cuda_stage(const char * function, memra_cuda * cuda, const void * host
 
 static void release(memra_cuda * cuda) {
     cudaSetDevice(cuda->device);
+    memra_cuda_graphs_release(cuda);
     if (cuda->stream) cudaStreamSynchronize(cuda->stream);
     if (cuda->live) {
         for (auto & entry : *cuda->live) cudaFree(entry.first);
@@ -297,6 +301,11 @@ extern "C" void * memra_cuda_alloc(memra_cuda * cuda, int64_t bytes) {
         return NULL;
     }
     const int64_t size_class = memra_cuda_allocation_class(bytes);
+    if (cuda->capture) {
+        /* workspace given back earlier in the same capture: the graph's own, reused in stream order */
+        void * reused = memra_cuda_capture_reuse(cuda, size_class);
+        if (reused) return reused;
+    }
     void * pointer = memra_cuda_cache_take(&cuda->cache, size_class);
     if (!pointer) {
         cudaError_t error = cudaMalloc(&pointer, (size_t)size_class);
@@ -318,6 +327,11 @@ extern "C" void * memra_cuda_alloc(memra_cuda * cuda, int64_t bytes) {
         memra_cuda_fail(MEMRA_CUDA_ERROR_OUT_OF_MEMORY, "%s: out of host memory", function);
         return NULL;
     }
+    if (cuda->capture && !memra_cuda_capture_track(cuda, pointer, size_class)) {
+        memra_cuda_free(cuda, pointer);
+        memra_cuda_fail(MEMRA_CUDA_ERROR_OUT_OF_MEMORY, "%s: out of host memory", function);
+        return NULL;
+    }
     return pointer;
 }
 
@@ -325,6 +339,8 @@ extern "C" int memra_cuda_free(memra_cuda * cuda, void * device) {
     static const char function[] = "memra_cuda_free";
     if (!device) return MEMRA_CUDA_OK;
     CHECK(memra_cuda_enter(function, cuda));
+    /* Given back within a capture: stays the capture's (its graph's), for its later ops. */
+    if (cuda->capture && memra_cuda_capture_give_back(cuda, device)) return MEMRA_CUDA_OK;
     auto found = cuda->live->find(device);
     if (found == cuda->live->end()) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %p was not allocated by this context (or freed twice)", function, device);
     const int64_t size_class = found->second;
@@ -341,6 +357,7 @@ extern "C" int memra_cuda_free(memra_cuda * cuda, void * device) {
 extern "C" int memra_cuda_upload(memra_cuda * cuda, void * device, const void * host, int64_t bytes) {
     static const char function[] = "memra_cuda_upload";
     CHECK(memra_cuda_enter(function, cuda));
+    REFUSE_WHILE_CAPTURING(function, cuda, "cannot upload");
     if (bytes < 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: negative size", function);
     if (bytes == 0) return MEMRA_CUDA_OK;
     if (!device || !host) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: device or host is NULL", function);
@@ -362,6 +379,7 @@ extern "C" int memra_cuda_upload(memra_cuda * cuda, void * device, const void * 
 extern "C" int memra_cuda_download(memra_cuda * cuda, void * host, const void * device, int64_t bytes) {
     static const char function[] = "memra_cuda_download";
     CHECK(memra_cuda_enter(function, cuda));
+    REFUSE_WHILE_CAPTURING(function, cuda, "cannot download");
     if (bytes < 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: negative size", function);
     if (bytes == 0) return MEMRA_CUDA_OK;
     if (!device || !host) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: device or host is NULL", function);

@@ -8,13 +8,17 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <functional>
 #include <unordered_map>
+#include <vector>
 
 #include "launch-plan.h"
 #include "memra_cuda.h"
 
 /* Bytes of each of the two pinned halves an upload is staged through. */
 #define MEMRA_CUDA_UPLOAD_CHUNK (8LL << 20)
+
+struct memra_cuda_capture; /* graph.cu: what a capture has recorded so far */
 
 struct memra_cuda {
     int device;
@@ -32,6 +36,8 @@ struct memra_cuda {
     int gemm;                /* tensor-core GEMM for prefill (MEMRA_CUDA_GEMM=0: off) */
     int activation_rounding; /* activations rounded as ggml's CPU matmul (MEMRA_CUDA_ACTIVATION_ROUNDING=0: off) */
     int flash_attention;     /* tensor-core prefill attention over f16 KV (MEMRA_CUDA_FLASH_ATTENTION=0: off) */
+    memra_cuda_capture * capture;               /* non-NULL between memra_cuda_graph_begin and _end */
+    std::vector<memra_cuda_graph *> * graphs;   /* live graphs, destroyed with the context */
 };
 
 int memra_cuda_fail(int status, const char * format, ...) __attribute__((format(printf, 2, 3)));
@@ -56,6 +62,27 @@ int memra_cuda_fail_cuda(cudaError_t error, const char * function, const char * 
     do {                                                                                    \
         const cudaError_t error_ = cudaGetLastError();                                      \
         if (error_ != cudaSuccess) return memra_cuda_fail_cuda(error_, function, "launching " kernel); \
+    } while (0)
+
+/* ---- capture (graph.cu) ---- */
+/* A failure while this thread's context captures: remembered, and memra_cuda_graph_end fails. */
+void memra_cuda_capture_note_failure(int status, const char * message);
+/* memra_cuda_stage_many while capturing: the arrays become the graph's inputs. */
+int memra_cuda_capture_stage(const char * function, memra_cuda * cuda, int count, const void * const * hosts, const int64_t * bytes, const void ** devices);
+/* The pinned copy of a staged array (device pointer from the stage), refreshed before each replay. */
+const void * memra_cuda_capture_host_copy(memra_cuda * cuda, const void * device);
+/* A check to run again before each replay (on the pinned copies); returns a status. */
+int memra_cuda_capture_check(const char * function, memra_cuda * cuda, std::function<int()> check);
+/* The capture's allocator pool: reuse a block given back within it; track a new block; give one back (1 when it was the pool's). */
+void * memra_cuda_capture_reuse(memra_cuda * cuda, int64_t size_class);
+int memra_cuda_capture_track(memra_cuda * cuda, void * pointer, int64_t size_class);
+int memra_cuda_capture_give_back(memra_cuda * cuda, void * pointer);
+/* Ends a capture and destroys every graph (context destruction). */
+void memra_cuda_graphs_release(memra_cuda * cuda);
+/* Ops that make the host wait for the device fail while capturing. */
+#define REFUSE_WHILE_CAPTURING(function, cuda, what)                                                                                   \
+    do {                                                                                                                               \
+        if ((cuda)->capture) FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: %s while capturing a graph (the host would wait for the device)", function, what); \
     } while (0)
 
 /* Makes the context's device current; fails on a NULL context. */

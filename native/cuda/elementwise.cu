@@ -54,6 +54,13 @@ static int check_ids(const char * function, const char * what, const int32_t * i
     return MEMRA_CUDA_OK;
 }
 
+/* While capturing: the same check on the staged copy of the ids, before every replay. */
+static int recheck_ids_on_replay(const char * function, memra_cuda * cuda, const char * what, const void * device_ids, int64_t count, int64_t available) {
+    if (!cuda->capture) return MEMRA_CUDA_OK;
+    const int32_t * copy = (const int32_t *)memra_cuda_capture_host_copy(cuda, device_ids);
+    return memra_cuda_capture_check(function, cuda, [=]() { return check_ids(function, what, copy, count, available); });
+}
+
 extern "C" int memra_cuda_embedding(memra_cuda * cuda, float * out, int64_t out_length, int type, const void * table, int64_t table_bytes, int64_t width,
                                     int64_t rows_in_table, const int32_t * ids, int64_t id_count) {
     static const char function[] = "memra_cuda_embedding";
@@ -68,6 +75,7 @@ extern "C" int memra_cuda_embedding(memra_cuda * cuda, float * out, int64_t out_
     if (id_count == 0) return MEMRA_CUDA_OK;
     const void * device_ids = NULL;
     CHECK(memra_cuda_stage(function, cuda, ids, id_count * 4, &device_ids));
+    CHECK(recheck_ids_on_replay(function, cuda, "token id", device_ids, id_count, rows_in_table));
     const memra_cuda_launch launch = memra_cuda_plan_groups(id_count * (width / 8));
     MEMRA_CUDA_DISPATCH_TYPE(type, (MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, embedding_kernel<T>)(
                                        out, (const uint8_t *)table, row_bytes, width, (const int32_t *)device_ids, id_count)));
@@ -78,6 +86,8 @@ extern "C" int memra_cuda_embedding(memra_cuda * cuda, float * out, int64_t out_
 extern "C" int memra_cuda_dequantize(memra_cuda * cuda, float * out, int64_t out_length, int type, const void * data, int64_t data_bytes, int64_t count) {
     static const char function[] = "memra_cuda_dequantize";
     CHECK(memra_cuda_enter(function, cuda));
+    /* Its one index is a temporary, not an input a replay could refresh. */
+    REFUSE_WHILE_CAPTURING(function, cuda, "weights are not dequantized");
     int64_t row_bytes = 0;
     CHECK(memra_cuda_check_weight(function, "data", type, data, data_bytes, 1, count, &row_bytes));
     CHECK(memra_cuda_check_buffer(function, "out", out, out_length, count));
@@ -192,6 +202,7 @@ extern "C" int memra_cuda_gather_rows(memra_cuda * cuda, float * out, int64_t ou
     if (overlaps(out, needed * 4, x, x_length * 4)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: out overlaps x", function);
     const void * device_ids = NULL;
     CHECK(memra_cuda_stage(function, cuda, row_ids, count * 4, &device_ids));
+    CHECK(recheck_ids_on_replay(function, cuda, "row id", device_ids, count, x_length / width));
     const memra_cuda_launch launch = memra_cuda_plan_elementwise(needed);
     MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, gather_rows_kernel)(out, x, (const int32_t *)device_ids, count, width);
     LAUNCH_CHECK(function, "gather_rows_kernel");
@@ -222,6 +233,7 @@ extern "C" int memra_cuda_scatter_add_rows(memra_cuda * cuda, float * out, int64
         device_ids = devices[0];
         device_scales = devices[1];
     }
+    CHECK(recheck_ids_on_replay(function, cuda, "row id", device_ids, count, out_length / width));
     const memra_cuda_launch launch = memra_cuda_plan_elementwise(width);
     MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, scatter_add_rows_kernel)(out, x, (const int32_t *)device_ids, (const float *)device_scales,
                                                                                      count, width);

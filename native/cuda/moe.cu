@@ -11,6 +11,7 @@ extern "C" int memra_cuda_moe_route(memra_cuda * cuda, int32_t * ids_out, float 
                                     int64_t rows, int64_t experts, int64_t k) {
     static const char function[] = "memra_cuda_moe_route";
     CHECK(memra_cuda_enter(function, cuda));
+    REFUSE_WHILE_CAPTURING(function, cuda, "routing cannot be read back to the host");
     CHECK(memra_cuda_check_size(function, "rows", rows, 0));
     memra_cuda_launch launch;
     char message[512];

@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 /* Incremented on every incompatible change of this header. */
-#define MEMRA_CUDA_ABI_VERSION 2
+#define MEMRA_CUDA_ABI_VERSION 3
 
 /* ---- status codes (1..4 as memra.h) ---- */
 enum memra_cuda_status {
@@ -205,6 +205,34 @@ MEMRA_CUDA_API int memra_cuda_gather_rows(memra_cuda * cuda, float * out, int64_
 /* out[row_ids[i]] += scales[i] * x[i] for i < count (in order of i); row_ids and scales on the host. */
 MEMRA_CUDA_API int memra_cuda_scatter_add_rows(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length,
                                                const int32_t * row_ids, const float * scales, int64_t count, int64_t width);
+
+/* ---- graphs: ops captured once, replayed many times (a decode step: one launch) ---- */
+
+typedef struct memra_cuda_graph memra_cuda_graph;
+
+/* Starts capturing: the ops called on `cuda` until memra_cuda_graph_end are recorded, not run.
+ * The host index arrays they are given become the graph's inputs (each distinct array once, in
+ * order of first use): a replay reads their contents at that time, from the caller's arrays of
+ * the same sizes. The ops' checks of those arrays are recorded too and run before every replay.
+ * While capturing, ops that make the host wait (download, upload, moe_route, synchronize,
+ * dequantize) fail, attention uses its paged kernel throughout, and any op that fails makes
+ * memra_cuda_graph_end fail. Workspace taken and given back within the capture stays the graph's. */
+MEMRA_CUDA_API int memra_cuda_graph_begin(memra_cuda * cuda);
+/* Ends the capture: *graph is ready to replay (NULL on failure). */
+MEMRA_CUDA_API int memra_cuda_graph_end(memra_cuda * cuda, memra_cuda_graph ** graph);
+/* Ends a capture, if any, discarding it (after an op failed while capturing). */
+MEMRA_CUDA_API int memra_cuda_graph_abort(memra_cuda * cuda);
+/* The graph's input count, node count (kernels and copies) and workspace bytes; NULL outputs skipped. */
+MEMRA_CUDA_API int memra_cuda_graph_info(memra_cuda * cuda, memra_cuda_graph * graph, int64_t * inputs, int64_t * nodes, int64_t * workspace_bytes);
+/* Input `index`: the host address it was captured from, and its size in bytes. */
+MEMRA_CUDA_API int memra_cuda_graph_input(memra_cuda * cuda, memra_cuda_graph * graph, int64_t index, uint64_t * host, int64_t * bytes);
+/* Runs the graph on the stream with `count` inputs (host addresses and sizes, in input order, each
+ * the size it was captured with): copies them to the graph's pinned buffers (after the previous
+ * replay has read those), checks them as the ops would, then launches the graph. Asynchronous
+ * like the ops; a failed check launches nothing. */
+MEMRA_CUDA_API int memra_cuda_graph_replay(memra_cuda * cuda, memra_cuda_graph * graph, const uint64_t * hosts, const int64_t * bytes, int64_t count);
+/* Waits for the graph's last replay and frees it with its inputs and workspace. NULL is ignored. */
+MEMRA_CUDA_API int memra_cuda_graph_destroy(memra_cuda * cuda, memra_cuda_graph * graph);
 
 /* ---- launch plans (pure host arithmetic, no GPU; for tests and tools) ---- */
 

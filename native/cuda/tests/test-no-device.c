@@ -35,6 +35,8 @@ int main(int argc, char ** argv) {
     LOAD(memra_cuda_device_count); LOAD(memra_cuda_create); LOAD(memra_cuda_destroy); LOAD(memra_cuda_alloc); LOAD(memra_cuda_free);
     LOAD(memra_cuda_upload); LOAD(memra_cuda_download); LOAD(memra_cuda_add); LOAD(memra_cuda_matmul); LOAD(memra_cuda_paged_attention);
     LOAD(memra_cuda_moe_route); LOAD(memra_cuda_synchronize); LOAD(memra_cuda_plan_matmul); LOAD(memra_cuda_embedding);
+    LOAD(memra_cuda_graph_begin); LOAD(memra_cuda_graph_end); LOAD(memra_cuda_graph_abort); LOAD(memra_cuda_graph_info);
+    LOAD(memra_cuda_graph_input); LOAD(memra_cuda_graph_replay); LOAD(memra_cuda_graph_destroy);
 
     EXPECT(p_memra_cuda_abi_version() == MEMRA_CUDA_ABI_VERSION);
     EXPECT(strlen(p_memra_cuda_version()) >= 5);
@@ -56,6 +58,17 @@ int main(int argc, char ** argv) {
     EXPECT(p_memra_cuda_synchronize(NULL) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
     EXPECT(p_memra_cuda_alloc(NULL, 16) == NULL);
     EXPECT(p_memra_cuda_free(NULL, NULL) == MEMRA_CUDA_OK);
+    /* graphs: a NULL context or graph is an error code, never a crash */
+    memra_cuda_graph * graph = (memra_cuda_graph *)host; /* not a graph: must not be dereferenced */
+    EXPECT(p_memra_cuda_graph_begin(NULL) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
+    EXPECT(p_memra_cuda_graph_end(NULL, NULL) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
+    EXPECT(p_memra_cuda_graph_end(NULL, &graph) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT && graph == NULL);
+    EXPECT(p_memra_cuda_graph_abort(NULL) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
+    EXPECT(p_memra_cuda_graph_info(NULL, NULL, NULL, NULL, NULL) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
+    EXPECT(p_memra_cuda_graph_input(NULL, NULL, 0, NULL, NULL) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
+    EXPECT(p_memra_cuda_graph_replay(NULL, (memra_cuda_graph *)host, NULL, NULL, 0) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(p_memra_cuda_last_error(), "memra_cuda_graph_replay: cuda is NULL") != NULL);
+    EXPECT(p_memra_cuda_graph_destroy(NULL, NULL) == MEMRA_CUDA_OK);
     p_memra_cuda_destroy(NULL);
 
     int32_t count = -1;

@@ -4,12 +4,15 @@
  *
  *   bun packages/cuda-ffi/bench/forward.bench.ts [--preset qwen3-0.6b] [--type q8_0] [--layers N]
  *       [--hidden H --heads A --kv-heads K --head-dim D --ffn F] [--prompt 512] [--decode 128] [--runs 2]
- *       [--batch 64 --batch-prompt 16] [--json]
+ *       [--batch 64 --batch-prompt 16] [--graphs 0] [--json]
  *
  * --batch N adds batched decode: N sequences share one KV pool, each is prefilled with
  * --batch-prompt tokens, then every step decodes one token of each of them in one forward
  * (Transformer.forwardBatch); `tgN_batchB` is the aggregate tokens/s, `batchSpeedup` its ratio to
  * the batch-1 tgN (issue 8 asks ≥ 20× at 64).
+ *
+ * Decode steps replay CUDA graphs (the default); --graphs 0 launches every op of them instead, to
+ * measure what the graphs save.
  *
  * Shape overrides build e.g. a Qwen3-8B-shaped model (--hidden 4096 --heads 32 --kv-heads 8
  * --head-dim 128 --ffn 12288) with fewer layers, to keep the synthetic file small: then tokens/s
@@ -36,6 +39,7 @@ const { values } = parseArgs({
     runs: { type: "string", default: "2" },
     batch: { type: "string", default: "0" },
     "batch-prompt": { type: "string", default: "16" },
+    graphs: { type: "string", default: "1" },
     json: { type: "boolean", default: false },
   },
 });
@@ -56,7 +60,7 @@ const promptTokens = Number(values.prompt);
 const decodeTokens = Number(values.decode);
 const runs = Number(values.runs);
 const path = await syntheticModelFile(options);
-const backend = CudaBackend.create();
+const backend = CudaBackend.create({ graphs: values.graphs !== "0" });
 const batch = Number(values.batch);
 const batchPrompt = Number(values["batch-prompt"]);
 const model = loadModel(path, { backend, maxBatchTokens: Math.max(promptTokens, batch, batchPrompt, 1) });
@@ -117,6 +121,7 @@ const result = {
   layers: options.layers,
   fullLayers,
   device: backend.deviceInfo().name,
+  graphs: model.transformer.recordsDecodeGraphs,
   [`pp${promptTokens}`]: (promptTokens / bestPrefill) * 1000,
   [`tg${decodeTokens}`]: (decodeTokens / bestDecode) * 1000,
   [`pp${promptTokens}Scaled`]: (promptTokens / bestPrefill) * 1000 * scale,

@@ -3,12 +3,14 @@
  * device memory (the context's caching allocator); write/read copy through pinned staging; ops are
  * queued on the context's stream and run asynchronously until a read (or moeRoute) waits for them.
  * Small index arrays (tokens, positions, slots, block tables) are passed from the host: the library
- * checks them and stages them to the device.
+ * checks them and stages them to the device. captureGraph records ops as a CUDA graph: the index
+ * arrays they were given become its inputs, re-read on every replay.
  */
 import {
   type AttentionShape,
   BACKEND_CONTRACT_VERSION,
   type Backend,
+  type BackendGraph,
   type BackendOp,
   type DeviceBuffer,
   type KVLayerView,
@@ -40,6 +42,11 @@ export interface CudaBackendOptions {
    * exactly in f32 (false).
    */
   readonly activationRounding?: boolean;
+  /**
+   * Record decode steps as CUDA graphs (captureGraph; true, the default unless MEMRA_CUDA_GRAPHS=0)
+   * or run every op as its own launch (false: the backend has no captureGraph).
+   */
+  readonly graphs?: boolean;
 }
 
 /** An f32 buffer in device memory. */
@@ -83,9 +90,49 @@ class CudaWeight implements WeightHandle {
   ) {}
 }
 
-/** bun:ffi needs a non-empty typed array for a pointer. */
-function hostPointer(array: Int32Array | Float32Array): Pointer {
-  return array.length > 0 ? ptr(array) : ptr(new Int32Array(1));
+type HostArray = Int32Array | Float32Array;
+
+/**
+ * A CUDA graph of this backend's ops: its inputs are the host arrays the recorded ops were given,
+ * in the library's input order; replay passes their current addresses and sizes.
+ */
+class CudaGraph implements BackendGraph {
+  private readonly addresses: BigUint64Array;
+  private readonly sizes: BigInt64Array;
+
+  constructor(
+    private readonly backend: CudaBackend,
+    private handle: Pointer | null,
+    /** The arrays each replay reads, in input order. */
+    readonly inputs: readonly HostArray[],
+    /** Kernel and copy nodes. */
+    readonly nodes: number,
+    /** Device workspace the graph keeps. */
+    readonly workspaceBytes: number,
+  ) {
+    this.addresses = new BigUint64Array(Math.max(1, inputs.length));
+    this.sizes = new BigInt64Array(Math.max(1, inputs.length));
+    inputs.forEach((array, i) => (this.sizes[i] = BigInt(array.byteLength)));
+  }
+
+  replay(): void {
+    if (this.handle === null) throw new Error("replay of a disposed CUDA graph");
+    for (let i = 0; i < this.inputs.length; i++) this.addresses[i] = BigInt(ptr(this.inputs[i]!));
+    this.backend.library.call("memra_cuda_graph_replay", this.backend.contextHandle(), this.handle, ptr(this.addresses), ptr(this.sizes), this.inputs.length);
+  }
+
+  dispose(): void {
+    if (this.handle === null) return;
+    const handle = this.handle;
+    this.handle = null;
+    this.backend.forgetGraph(this);
+    if (!this.backend.disposed) this.backend.library.call("memra_cuda_graph_destroy", this.backend.contextHandle(), handle);
+  }
+
+  /** The context was destroyed (and the graph with it). */
+  detach(): void {
+    this.handle = null;
+  }
 }
 
 export class CudaBackend implements Backend {
@@ -93,14 +140,22 @@ export class CudaBackend implements Backend {
   readonly name = "cuda";
   private handle: Pointer | null;
   private readonly supportCache = new Map<string, boolean>();
+  /** While capturing: every host array passed to the library, by address. */
+  private captured: Map<string, HostArray> | undefined;
+  private readonly liveGraphs = new Set<CudaGraph>();
+  /** Records ops as a CUDA graph (Backend.captureGraph); absent when graphs are off (CudaBackendOptions.graphs). */
+  readonly captureGraph?: (record: () => void) => BackendGraph;
 
   private constructor(
     readonly library: MemraCudaLibrary,
     handle: Pointer,
     /** The CUDA device index. */
     readonly device: number,
+    /** Whether captureGraph records (CudaBackendOptions.graphs). */
+    readonly graphs: boolean,
   ) {
     this.handle = handle;
+    if (graphs) this.captureGraph = (record) => this.capture(record);
   }
 
   /**
@@ -121,7 +176,8 @@ export class CudaBackend implements Backend {
         throw error;
       }
     }
-    return new CudaBackend(library, context, device);
+    const graphs = options.graphs ?? process.env.MEMRA_CUDA_GRAPHS !== "0";
+    return new CudaBackend(library, context, device, graphs);
   }
 
   /** The device's name, compute capability (e.g. 90) and multiprocessor count. */
@@ -163,7 +219,10 @@ export class CudaBackend implements Backend {
     if (data.byteLength < info.byteSize) throw new RangeError(`tensor "${info.name}": ${data.byteLength} bytes given, ${info.byteSize} needed`);
     const pointer = this.deviceAlloc(info.byteSize);
     if (info.byteSize > 0) this.library.call("memra_cuda_upload", this.context(), pointer as Pointer, ptr(data), info.byteSize);
-    return new CudaWeight(info.name, info.type, info.shape, info.elementCount, info.byteSize, pointer);
+    const weight = new CudaWeight(info.name, info.type, info.shape, info.elementCount, info.byteSize, pointer);
+    // A half-precision norm weight gets its f32 copy now, not on first use (which may be while recording a graph).
+    if (info.shape.length === 1 && (info.type === GGMLType.F16 || info.type === GGMLType.BF16)) this.f32Weight(weight);
+    return weight;
   }
 
   weightBytes(weight: WeightHandle): number {
@@ -212,7 +271,7 @@ export class CudaBackend implements Backend {
       t.byteLength,
       t.shape[0]!,
       t.shape[1] ?? 1,
-      hostPointer(tokens),
+      this.hostPointer(tokens),
       tokens.length,
     );
   }
@@ -270,7 +329,7 @@ export class CudaBackend implements Backend {
   ropeNeox(x: DeviceBuffer, positions: Int32Array, heads: number, headDim: number, freqBase: number): void {
     if (positions.length === 0) return;
     const b = asBuffer(x);
-    this.library.call("memra_cuda_rope_neox", this.context(), b.pointer as Pointer, b.length, hostPointer(positions), positions.length, heads, headDim, freqBase);
+    this.library.call("memra_cuda_rope_neox", this.context(), b.pointer as Pointer, b.length, this.hostPointer(positions), positions.length, heads, headDim, freqBase);
   }
 
   allocateKV(type: KVType, rows: number, width: number): KVStorage {
@@ -294,7 +353,7 @@ export class CudaBackend implements Backend {
       kv.pointer as Pointer,
       kv.bytes,
       kv.width,
-      hostPointer(slots),
+      this.hostPointer(slots),
       slots.length,
       x.pointer as Pointer,
       x.length,
@@ -333,9 +392,9 @@ export class CudaBackend implements Backend {
       values.pointer as Pointer,
       keys.bytes,
       kv.blockTokens,
-      hostPointer(kv.blockTables),
+      this.hostPointer(kv.blockTables),
       kv.blockTables.length,
-      hostPointer(kv.sequences),
+      this.hostPointer(kv.sequences),
       kv.sequences.length / 4,
       shape.rows,
       shape.heads,
@@ -372,7 +431,7 @@ export class CudaBackend implements Backend {
     if (rows.length === 0) return;
     const o = asBuffer(out);
     const input = asBuffer(x);
-    this.library.call("memra_cuda_gather_rows", this.context(), o.pointer as Pointer, o.length, input.pointer as Pointer, input.length, hostPointer(rows), rows.length, width);
+    this.library.call("memra_cuda_gather_rows", this.context(), o.pointer as Pointer, o.length, input.pointer as Pointer, input.length, this.hostPointer(rows), rows.length, width);
   }
 
   scatterAddRows(out: DeviceBuffer, x: DeviceBuffer, rows: Int32Array, scales: Float32Array, width: number): void {
@@ -387,19 +446,84 @@ export class CudaBackend implements Backend {
       o.length,
       input.pointer as Pointer,
       input.length,
-      hostPointer(rows),
-      hostPointer(scales),
+      this.hostPointer(rows),
+      this.hostPointer(scales),
       rows.length,
       width,
     );
   }
 
-  /** Destroys the context: waits for the stream and frees every device allocation. Safe twice. */
+  private capture(record: () => void): BackendGraph {
+    const context = this.context();
+    if (this.captured) throw new Error("captureGraph: already capturing (graphs do not nest)");
+    this.library.call("memra_cuda_graph_begin", context);
+    const captured = new Map<string, HostArray>();
+    this.captured = captured;
+    const out = new BigUint64Array(1);
+    try {
+      record();
+    } catch (error) {
+      this.captured = undefined;
+      this.library.symbols.memra_cuda_graph_abort(context);
+      throw error;
+    }
+    this.captured = undefined;
+    this.library.call("memra_cuda_graph_end", context, ptr(out));
+    const handle = Number(out[0]) as Pointer;
+    try {
+      const info = new BigInt64Array(3);
+      this.library.call("memra_cuda_graph_info", context, handle, ptr(info), ptr(info, 8), ptr(info, 16));
+      const inputs: HostArray[] = [];
+      const address = new BigUint64Array(1);
+      const bytes = new BigInt64Array(1);
+      for (let i = 0; i < Number(info[0]); i++) {
+        this.library.call("memra_cuda_graph_input", context, handle, i, ptr(address), ptr(bytes));
+        const array = captured.get(`${address[0]}:${bytes[0]}`);
+        if (array === undefined) {
+          throw new Error(`captureGraph: graph input ${i} (${bytes[0]} bytes at 0x${address[0]!.toString(16)}) is not an index array passed to an op while recording`);
+        }
+        inputs.push(array);
+      }
+      const graph = new CudaGraph(this, handle, inputs, Number(info[1]), Number(info[2]));
+      this.liveGraphs.add(graph);
+      return graph;
+    } catch (error) {
+      this.library.symbols.memra_cuda_graph_destroy(context, handle);
+      throw error;
+    }
+  }
+
+  /** Destroys the context: waits for the stream and frees every device allocation (and graph). Safe twice. */
   dispose(): void {
     if (this.handle === null) return;
     const handle = this.handle;
     this.handle = null;
+    for (const graph of this.liveGraphs) graph.detach();
+    this.liveGraphs.clear();
     this.library.symbols.memra_cuda_destroy(handle);
+  }
+
+  /** @internal the context handle (throws when disposed). */
+  contextHandle(): Pointer {
+    return this.context();
+  }
+
+  /** @internal */
+  get disposed(): boolean {
+    return this.handle === null;
+  }
+
+  /** @internal */
+  forgetGraph(graph: CudaGraph): void {
+    this.liveGraphs.delete(graph);
+  }
+
+  /** A host index array's address for the library (bun:ffi needs a non-empty typed array); remembered while capturing. */
+  private hostPointer(array: HostArray): Pointer {
+    if (array.length === 0) return ptr(new Int32Array(1));
+    const pointer = ptr(array);
+    this.captured?.set(`${pointer}:${array.byteLength}`, array);
+    return pointer;
   }
 
   [Symbol.dispose](): void {

@@ -10,7 +10,7 @@ import { FFIType, type Library, type Pointer, dlopen, suffix } from "bun:ffi";
 import { CUDA_STATUS_NO_DEVICE, CudaError, CudaUnavailableError } from "./errors";
 
 /** MEMRA_CUDA_ABI_VERSION this binding is written against. */
-export const MEMRA_CUDA_ABI_VERSION = 2;
+export const MEMRA_CUDA_ABI_VERSION = 3;
 
 const { ptr, i32, i64, f32, cstring } = FFIType;
 
@@ -76,6 +76,19 @@ export const MEMRA_CUDA_SYMBOLS = {
   memra_cuda_gather_rows: { args: [ptr, ptr, i64, ptr, i64, ptr, i64, i64], returns: i32 },
   // (cuda, out, out_length, x, x_length, row_ids, scales, count, width)
   memra_cuda_scatter_add_rows: { args: [ptr, ptr, i64, ptr, i64, ptr, ptr, i64, i64], returns: i32 },
+
+  // ---- graphs ----
+  memra_cuda_graph_begin: { args: [ptr], returns: i32 },
+  // (cuda, graph_out)
+  memra_cuda_graph_end: { args: [ptr, ptr], returns: i32 },
+  memra_cuda_graph_abort: { args: [ptr], returns: i32 },
+  // (cuda, graph, inputs, nodes, workspace_bytes)
+  memra_cuda_graph_info: { args: [ptr, ptr, ptr, ptr, ptr], returns: i32 },
+  // (cuda, graph, index, host, bytes)
+  memra_cuda_graph_input: { args: [ptr, ptr, i64, ptr, ptr], returns: i32 },
+  // (cuda, graph, hosts, bytes, count)
+  memra_cuda_graph_replay: { args: [ptr, ptr, ptr, ptr, i64], returns: i32 },
+  memra_cuda_graph_destroy: { args: [ptr, ptr], returns: i32 },
 } as const;
 
 type MemraCudaSymbols = Library<typeof MEMRA_CUDA_SYMBOLS>["symbols"];

@@ -1,0 +1,240 @@
+/**
+ * CUDA graphs (CudaBackend.captureGraph): a captured step replays bit for bit what the same ops
+ * compute one by one, reading its index arrays anew at every replay; the index checks run again
+ * before each replay; what may not happen while capturing fails cleanly; workspace stays the
+ * graph's; a model's decode steps through graphs equal its decode op by op. Skipped without a GPU
+ * unless MEMRA_CUDA_LIBRARY names the emulated library (CI runs it on the CPU emulator).
+ */
+import { type BackendGraph, type DeviceBuffer, type KVStorage, loadModel } from "@memra/core";
+import { normals, tensorInfo } from "@memra/core/internal";
+import { GGMLType, quantize } from "@memra/gguf";
+import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cudaUnavailableReason } from "./cuda-availability";
+import { CudaBackend } from "./cuda-backend";
+import { CudaError } from "./errors";
+
+const unavailable = cudaUnavailableReason();
+
+/** The first index where two arrays differ bit for bit (-1: identical); cheap to report on failure. */
+function firstDifference(a: Float32Array, b: Float32Array): number {
+  if (a.length !== b.length) return Math.min(a.length, b.length);
+  const x = new Uint32Array(a.buffer, a.byteOffset, a.length);
+  const y = new Uint32Array(b.buffer, b.byteOffset, b.length);
+  for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return i;
+  return -1;
+}
+
+const [HIDDEN, HEADS, KV_HEADS, HEAD_DIM, VOCABULARY, BLOCK_TOKENS, BLOCKS] = [64, 2, 1, 32, 50, 4, 8];
+
+/** The ops of one attention half-layer on a backend, with the step's index arrays as arguments. */
+class Step {
+  readonly tokens: Int32Array;
+  readonly positions: Int32Array;
+  readonly slots: Int32Array;
+  readonly blockTables: Int32Array;
+  readonly sequences: Int32Array;
+  readonly out: DeviceBuffer;
+  private readonly hidden: DeviceBuffer;
+  private readonly normed: DeviceBuffer;
+  private readonly query: DeviceBuffer;
+  private readonly key: DeviceBuffer;
+  private readonly attended: DeviceBuffer;
+  private readonly keys: KVStorage;
+  private readonly values: KVStorage;
+  private readonly weights;
+
+  constructor(
+    readonly backend: CudaBackend,
+    readonly rows: number,
+  ) {
+    const upload = (name: string, type: GGMLType, shape: number[], seed: number) => {
+      const data = quantize(type, normals(shape[0]! * shape[1]!, seed, 0.1));
+      return backend.uploadWeight(tensorInfo(name, type, shape, data), data);
+    };
+    const norm = new Uint8Array(normals(HIDDEN, 7, 1).buffer);
+    this.weights = {
+      table: upload("token_embd.weight", GGMLType.Q8_0, [HIDDEN, VOCABULARY], 1),
+      norm: backend.uploadWeight(tensorInfo("attn_norm.weight", GGMLType.F32, [HIDDEN], norm), norm),
+      q: upload("attn_q.weight", GGMLType.Q8_0, [HIDDEN, HEADS * HEAD_DIM], 2),
+      k: upload("attn_k.weight", GGMLType.Q4_0, [HIDDEN, KV_HEADS * HEAD_DIM], 3),
+      o: upload("attn_output.weight", GGMLType.F16, [HEADS * HEAD_DIM, HIDDEN], 4),
+    };
+    this.tokens = new Int32Array(rows);
+    this.positions = new Int32Array(rows);
+    this.slots = new Int32Array(rows);
+    this.blockTables = new Int32Array(rows * 2);
+    this.sequences = new Int32Array(rows * 4);
+    this.hidden = backend.allocate(rows * HIDDEN);
+    this.normed = backend.allocate(rows * HIDDEN);
+    this.query = backend.allocate(rows * HEADS * HEAD_DIM);
+    this.key = backend.allocate(rows * KV_HEADS * HEAD_DIM);
+    this.attended = backend.allocate(rows * HEADS * HEAD_DIM);
+    this.out = backend.allocate(rows * HIDDEN);
+    this.keys = backend.allocateKV("f16", BLOCKS * BLOCK_TOKENS, KV_HEADS * HEAD_DIM);
+    this.values = backend.allocateKV("f16", BLOCKS * BLOCK_TOKENS, KV_HEADS * HEAD_DIM);
+  }
+
+  /** Decode step `n`: sequence r at position n + r, in blocks 2r and 2r + 1 (a table of 2 per sequence). */
+  fill(n: number): void {
+    for (let r = 0; r < this.rows; r++) {
+      this.tokens[r] = (n * 7 + r * 13) % VOCABULARY;
+      this.positions[r] = n + r;
+      this.blockTables.set([2 * r, 2 * r + 1], 2 * r);
+      this.slots[r] = (2 * r + Math.floor((n + r) / BLOCK_TOKENS)) * BLOCK_TOKENS + ((n + r) % BLOCK_TOKENS);
+      this.sequences.set([r, 1, n + r, 2 * r], 4 * r);
+    }
+  }
+
+  run(): void {
+    const b = this.backend;
+    const { table, norm, q, k, o } = this.weights;
+    b.embedding(this.hidden, table, this.tokens);
+    b.rmsNorm(this.normed, this.hidden, norm, this.rows, 1e-6);
+    b.matmul(this.query, this.normed, q, this.rows);
+    b.matmul(this.key, this.normed, k, this.rows);
+    b.ropeNeox(this.query, this.positions, HEADS, HEAD_DIM, 10000);
+    b.ropeNeox(this.key, this.positions, KV_HEADS, HEAD_DIM, 10000);
+    b.writeKV(this.keys, this.slots, this.key);
+    b.writeKV(this.values, this.slots, this.key);
+    const view = { keys: this.keys, values: this.values, blockTokens: BLOCK_TOKENS, blockTables: this.blockTables, sequences: this.sequences };
+    b.attention(this.attended, this.query, view, { rows: this.rows, heads: HEADS, kvHeads: KV_HEADS, headDim: HEAD_DIM, scale: 1 / Math.sqrt(HEAD_DIM) });
+    b.matmul(this.out, this.attended, o, this.rows);
+  }
+}
+
+describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
+  let eager: CudaBackend;
+  let recording: CudaBackend;
+  beforeAll(() => {
+    eager = CudaBackend.create({ graphs: false });
+    recording = CudaBackend.create();
+  });
+  afterAll(() => {
+    eager?.dispose();
+    recording?.dispose();
+  });
+
+  it("a captured step replays bit for bit what its ops compute one by one, reading its index arrays at each replay", () => {
+    expect(eager.captureGraph).toBeUndefined(); // graphs: false
+    expect(recording.graphs).toBe(true);
+    const reference = new Step(eager, 3);
+    const step = new Step(recording, 3);
+    step.fill(0);
+    const graph = recording.captureGraph!(() => step.run()) as BackendGraph & { inputs: readonly unknown[]; nodes: number };
+    // tokens, positions (both RoPEs: one input), slots (K and V: one), block tables, sequences
+    expect(graph.inputs).toEqual([step.tokens, step.positions, step.slots, step.blockTables, step.sequences]);
+    expect(graph.nodes).toBeGreaterThanOrEqual(11 + 5); // kernels and the inputs' copies
+    for (let n = 0; n < 6; n++) {
+      reference.fill(n);
+      reference.run();
+      step.fill(n);
+      graph.replay();
+      expect(firstDifference(recording.read(step.out), eager.read(reference.out)), `step ${n}`).toBe(-1);
+    }
+    graph.dispose();
+    graph.dispose();
+    expect(() => graph.replay()).toThrow(/disposed/);
+  });
+
+  it("checks the index arrays again before each replay and launches nothing when one is bad", () => {
+    const step = new Step(recording, 2);
+    step.fill(1);
+    const graph = recording.captureGraph!(() => step.run())!;
+    graph.replay();
+    const before = recording.read(step.out);
+    step.fill(2);
+    step.tokens[1] = VOCABULARY + 4;
+    expect(() => graph.replay()).toThrow(/memra_cuda_embedding: token id 54 at position 1 is outside the table \(0..49\)/);
+    step.fill(2);
+    step.blockTables[2] = BLOCKS;
+    expect(() => graph.replay()).toThrow(/memra_cuda_paged_attention: sequence 1 block 0 is 8, outside the storage's 8 blocks/);
+    step.fill(2);
+    step.slots[0] = -1;
+    expect(() => graph.replay()).toThrow(/memra_cuda_kv_write: slot -1 \(row 0\) outside the storage's 32 slots/);
+    expect(firstDifference(recording.read(step.out), before)).toBe(-1); // none of them ran
+    step.fill(2);
+    graph.replay();
+    expect(firstDifference(recording.read(step.out), before)).not.toBe(-1);
+    graph.dispose();
+  });
+
+  it("what would make the host wait fails while capturing, and the capture is discarded", () => {
+    const step = new Step(recording, 1);
+    step.fill(0);
+    for (const [what, wait] of [
+      ["read", () => recording.read(step.out)],
+      ["write", () => recording.write(step.out, new Float32Array(4))],
+      ["moeRoute", () => recording.moeRoute(step.out, 1, 8, 2)],
+      ["synchronize", () => recording.synchronize()],
+    ] as const) {
+      let error: unknown;
+      try {
+        recording.captureGraph!(() => {
+          step.run();
+          wait();
+        });
+      } catch (caught) {
+        error = caught;
+      }
+      expect(error, what).toBeInstanceOf(CudaError);
+      expect((error as Error).message, what).toMatch(/while capturing a graph/);
+    }
+    // an op's own error (a bad token) inside the capture: thrown, and the capture discarded
+    step.tokens[0] = VOCABULARY;
+    expect(() => recording.captureGraph!(() => step.run())).toThrow(/token id 50/);
+    // the backend runs ops and captures as before
+    step.fill(3);
+    step.run();
+    const direct = recording.read(step.out);
+    const graph = recording.captureGraph!(() => step.run())!;
+    graph.replay();
+    expect(firstDifference(recording.read(step.out), direct)).toBe(-1); // the same step again (KV rewritten in place)
+    graph.dispose();
+  });
+
+  it("workspace given back during the capture stays the graph's: later allocations never alias it", () => {
+    const data = quantize(GGMLType.Q8_0, normals(256 * 64, 11, 0.1));
+    const w = recording.uploadWeight(tensorInfo("w", GGMLType.Q8_0, [256, 64], data), data);
+    const x = recording.allocate(256);
+    recording.write(x, normals(256, 12));
+    const out = recording.allocate(64);
+    // q8_0 decode: the activations' codes (256 bytes) and block scales (32 bytes) in workspace
+    const graph = recording.captureGraph!(() => recording.matmul(out, x, w, 1))!;
+    const patterns = Array.from({ length: 16 }, (_, i) => {
+      const buffer = recording.allocate(i % 2 === 0 ? 64 : 8); // the workspace's size classes
+      const pattern = normals(buffer.length, 100 + i);
+      recording.write(buffer, pattern);
+      return { buffer, pattern };
+    });
+    graph.replay();
+    graph.replay();
+    for (const [i, { buffer, pattern }] of patterns.entries()) expect(firstDifference(recording.read(buffer), pattern), `buffer ${i}`).toBe(-1);
+    const expected = recording.allocate(64);
+    recording.matmul(expected, x, w, 1);
+    expect(firstDifference(recording.read(out), recording.read(expected))).toBe(-1);
+    graph.dispose();
+  });
+
+  it("a model's decode steps through graphs give the logits of decode op by op", async () => {
+    const path = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" }));
+    const run = (graphs: boolean) => {
+      const model = loadModel(path, { backend: CudaBackend.create({ graphs }), maxBatchTokens: 16 });
+      try {
+        expect(model.transformer.recordsDecodeGraphs).toBe(graphs);
+        const pool = model.createKVPool(64, { blockTokens: 4 });
+        const caches = [pool.createSequence(64), pool.createSequence(64)];
+        const logits = [model.transformer.forward(Int32Array.of(11, 12, 13), caches[0]!), model.transformer.forward(Int32Array.of(21, 22, 23, 24, 25), caches[1]!)];
+        for (let step = 0; step < 4; step++) {
+          logits.push(...model.transformer.forwardBatch(caches.map((cache, i) => ({ tokens: Int32Array.of(100 + step * 10 + i), cache }))));
+        }
+        return logits;
+      } finally {
+        model.dispose();
+      }
+    };
+    const expected = run(false);
+    const actual = run(true);
+    for (let i = 0; i < expected.length; i++) expect(firstDifference(actual[i]!, expected[i]!), `logits ${i}`).toBe(-1);
+  });
+});
