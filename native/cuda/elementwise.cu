@@ -121,6 +121,30 @@ extern "C" int memra_cuda_rms_norm(memra_cuda * cuda, float * out, int64_t out_l
     return MEMRA_CUDA_OK;
 }
 
+extern "C" int memra_cuda_add_rms_norm(memra_cuda * cuda, float * out, int64_t out_length, float * hidden, int64_t hidden_length, const float * delta,
+                                       int64_t delta_length, const float * weight, int64_t weight_length, int64_t rows, int64_t width, float eps) {
+    static const char function[] = "memra_cuda_add_rms_norm";
+    CHECK(memra_cuda_enter(function, cuda));
+    CHECK(memra_cuda_check_size(function, "rows", rows, 0));
+    CHECK(memra_cuda_check_size(function, "width", width, 1));
+    int64_t needed = 0;
+    CHECK(memra_cuda_check_product(function, "rows * width", rows, width, &needed));
+    CHECK(memra_cuda_check_buffer(function, "out", out, out_length, needed));
+    CHECK(memra_cuda_check_buffer(function, "hidden", hidden, hidden_length, needed));
+    CHECK(memra_cuda_check_buffer(function, "delta", delta, delta_length, needed));
+    CHECK(memra_cuda_check_buffer(function, "weight", weight, weight_length, width));
+    if (!(eps >= 0.0f)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: eps must be non-negative", function);
+    const uintptr_t o = (uintptr_t)out, h = (uintptr_t)hidden, d = (uintptr_t)delta, bytes = (uintptr_t)needed * 4;
+    if (rows > 0 && ((o < h + bytes && h < o + bytes) || (o < d + bytes && d < o + bytes) || (h < d + bytes && d < h + bytes))) {
+        FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: out, hidden and delta must not overlap", function);
+    }
+    if (rows == 0) return MEMRA_CUDA_OK;
+    const memra_cuda_launch launch = memra_cuda_plan_rows(rows, width);
+    MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, add_rms_norm_kernel)(out, hidden, delta, weight, rows, width, eps);
+    LAUNCH_CHECK(function, "add_rms_norm_kernel");
+    return MEMRA_CUDA_OK;
+}
+
 extern "C" int memra_cuda_rope_neox(memra_cuda * cuda, float * x, int64_t x_length, const int32_t * positions, int64_t rows, int64_t heads, int64_t head_dim,
                                     float freq_base) {
     static const char function[] = "memra_cuda_rope_neox";
@@ -143,6 +167,43 @@ extern "C" int memra_cuda_rope_neox(memra_cuda * cuda, float * x, int64_t x_leng
     const memra_cuda_launch launch = memra_cuda_plan_elementwise(rows * heads * (head_dim / 2));
     MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, rope_neox_kernel)(x, (const int32_t *)device_positions, rows, heads, head_dim, theta_scale);
     LAUNCH_CHECK(function, "rope_neox_kernel");
+    return MEMRA_CUDA_OK;
+}
+
+static int overlaps(const void * a, int64_t a_bytes, const void * b, int64_t b_bytes);
+
+extern "C" int memra_cuda_qk_norm_rope(memra_cuda * cuda, float * q, int64_t q_length, float * k, int64_t k_length, const float * q_weight,
+                                       const float * k_weight, int64_t weight_length, const int32_t * positions, int64_t rows, int64_t heads,
+                                       int64_t kv_heads, int64_t head_dim, float eps, float freq_base) {
+    static const char function[] = "memra_cuda_qk_norm_rope";
+    CHECK(memra_cuda_enter(function, cuda));
+    CHECK(memra_cuda_check_size(function, "rows", rows, 0));
+    CHECK(memra_cuda_check_size(function, "heads", heads, 1));
+    CHECK(memra_cuda_check_size(function, "kv_heads", kv_heads, 1));
+    if (head_dim < 2 || head_dim >= 256 || head_dim % 2 != 0) {
+        FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: head_dim %lld (an even number below 256: one warp per head)", function, (long long)head_dim);
+    }
+    if (heads + kv_heads > 65536) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %lld heads", function, (long long)(heads + kv_heads));
+    if (!(eps >= 0.0f)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: eps must be non-negative", function);
+    if (!(freq_base > 0.0f)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: freq_base must be positive", function);
+    int64_t q_needed = 0, k_needed = 0;
+    CHECK(memra_cuda_check_product(function, "rows * heads * head_dim", rows, heads * head_dim, &q_needed));
+    CHECK(memra_cuda_check_product(function, "rows * kv_heads * head_dim", rows, kv_heads * head_dim, &k_needed));
+    CHECK(memra_cuda_check_buffer(function, "q", q, q_length, q_needed));
+    CHECK(memra_cuda_check_buffer(function, "k", k, k_length, k_needed));
+    CHECK(memra_cuda_check_buffer(function, "q_weight", q_weight, weight_length, head_dim));
+    CHECK(memra_cuda_check_buffer(function, "k_weight", k_weight, weight_length, head_dim));
+    if (rows > 0 && !positions) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: positions is NULL", function);
+    if (rows > 0 && overlaps(q, q_needed * 4, k, k_needed * 4)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: q overlaps k", function);
+    if (rows == 0) return MEMRA_CUDA_OK;
+    const float theta_scale = powf(freq_base, -2.0f / (float)head_dim); /* the host's powf, as memra_cuda_rope_neox */
+    const void * device_positions = NULL;
+    CHECK(memra_cuda_stage(function, cuda, positions, rows * 4, &device_positions));
+    const int64_t head_rows = rows * (heads + kv_heads);
+    const memra_cuda_launch launch = memra_cuda_plan_groups(head_rows * 32); /* 128 threads: 4 warps, one per (row, head) */
+    MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, qk_norm_rope_kernel)(q, k, q_weight, k_weight, (const int32_t *)device_positions, rows,
+                                                                                           (int)heads, (int)kv_heads, (int)head_dim, eps, theta_scale);
+    LAUNCH_CHECK(function, "qk_norm_rope_kernel");
     return MEMRA_CUDA_OK;
 }
 

@@ -58,6 +58,8 @@ enum memra_cuda_matmul_kernel { MEMRA_CUDA_MATMUL_NONE = 0, MEMRA_CUDA_MATMUL_VE
 /* Matrix-vector kernel: one warp per output feature, MEMRA_CUDA_MMV_WARPS warps per block, up to
  * MEMRA_CUDA_MMV_MAX_ROWS activation rows per launch (more rows: several launches). */
 #define MEMRA_CUDA_MMV_WARPS 4
+/* Matrices of one type and one input a matrix-vector launch covers together (Q, K, V). */
+#define MEMRA_CUDA_MMV_SEGMENTS 3
 #define MEMRA_CUDA_MMV_MAX_ROWS 8
 /* Tensor-core GEMM tile: TILE_M activation rows × TILE_N output features × TILE_K inputs per step,
  * 4 warps in a 2 × 2 arrangement, each 32 × 32 (2 × 4 m16n8k16 tiles). Rows of the shared tiles are

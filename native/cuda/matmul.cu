@@ -2,28 +2,28 @@
  * matmul.cu — launchers of memra_cuda_matmul / memra_cuda_expert_matmul (kernels in
  * kernels/matmul.cuh; the choice of kernel, grid and rows per launch in launch-plan.c).
  */
+#include <string.h>
+
 #include "cuda-internal.cuh"
 #include "kernels/matmul.cuh"
 
 using namespace memra_cuda_kernels;
 
 template <int TYPE>
-static void launch_matrix_vector(const memra_cuda_matmul_plan & plan, cudaStream_t stream, float * out, const float * x, const uint8_t * w, int64_t row_bytes,
-                                 int rows, int64_t n_in, int64_t n_out) {
-    const dim3 grid = memra_grid(plan.launch);
-    if (rows <= 1) MEMRA_LAUNCH(grid, plan.launch.threads, 0, stream, matrix_vector_kernel<TYPE, 1>)(out, x, w, row_bytes, rows, n_in, n_out);
-    else if (rows <= 2) MEMRA_LAUNCH(grid, plan.launch.threads, 0, stream, matrix_vector_kernel<TYPE, 2>)(out, x, w, row_bytes, rows, n_in, n_out);
-    else if (rows <= 4) MEMRA_LAUNCH(grid, plan.launch.threads, 0, stream, matrix_vector_kernel<TYPE, 4>)(out, x, w, row_bytes, rows, n_in, n_out);
-    else MEMRA_LAUNCH(grid, plan.launch.threads, 0, stream, matrix_vector_kernel<TYPE, 8>)(out, x, w, row_bytes, rows, n_in, n_out);
+static void launch_matrix_vector(dim3 grid, int threads, cudaStream_t stream, const matrix_segments & segments, const float * x, int64_t row_bytes, int rows,
+                                 int64_t n_in) {
+    if (rows <= 1) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_kernel<TYPE, 1>)(segments, x, row_bytes, rows, n_in);
+    else if (rows <= 2) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_kernel<TYPE, 2>)(segments, x, row_bytes, rows, n_in);
+    else if (rows <= 4) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_kernel<TYPE, 4>)(segments, x, row_bytes, rows, n_in);
+    else MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_kernel<TYPE, 8>)(segments, x, row_bytes, rows, n_in);
 }
 
-static void launch_matrix_vector_q8_0(const memra_cuda_matmul_plan & plan, cudaStream_t stream, float * out, const int8_t * codes, const float * scales,
-                                      const uint8_t * w, int64_t row_bytes, int rows, int64_t n_in, int64_t n_out) {
-    const dim3 grid = memra_grid(plan.launch);
-    if (rows <= 1) MEMRA_LAUNCH(grid, plan.launch.threads, 0, stream, matrix_vector_q8_0_kernel<1>)(out, codes, scales, w, row_bytes, rows, n_in, n_out);
-    else if (rows <= 2) MEMRA_LAUNCH(grid, plan.launch.threads, 0, stream, matrix_vector_q8_0_kernel<2>)(out, codes, scales, w, row_bytes, rows, n_in, n_out);
-    else if (rows <= 4) MEMRA_LAUNCH(grid, plan.launch.threads, 0, stream, matrix_vector_q8_0_kernel<4>)(out, codes, scales, w, row_bytes, rows, n_in, n_out);
-    else MEMRA_LAUNCH(grid, plan.launch.threads, 0, stream, matrix_vector_q8_0_kernel<8>)(out, codes, scales, w, row_bytes, rows, n_in, n_out);
+static void launch_matrix_vector_q8_0(dim3 grid, int threads, cudaStream_t stream, const matrix_segments & segments, const int8_t * codes, const float * scales,
+                                      int64_t row_bytes, int rows, int64_t n_in) {
+    if (rows <= 1) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<1>)(segments, codes, scales, row_bytes, rows, n_in);
+    else if (rows <= 2) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<2>)(segments, codes, scales, row_bytes, rows, n_in);
+    else if (rows <= 4) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<4>)(segments, codes, scales, row_bytes, rows, n_in);
+    else MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<8>)(segments, codes, scales, row_bytes, rows, n_in);
 }
 
 /* round_activations_kernel for a runtime rounding mode: the rounded values (CODES false) or the
@@ -67,88 +67,192 @@ struct workspace {
     }
 };
 
-static int matmul_checked(const char * function, memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, int64_t rows, int type,
-                          const void * weight, int64_t weight_bytes, int64_t n_in, int64_t n_out, int64_t experts, int64_t expert) {
+/* One weight matrix of a matmul group, checked and planned. */
+struct matmul_target {
+    float * out;
+    int type;
+    const uint8_t * w; /* the expert's matrix */
+    int64_t row_bytes, n_out;
+    memra_cuda_matmul_plan plan;
+    int rounding;        /* MEMRA_CUDA_ROUND_* of the weight type (NONE: f32 activations) */
+    bool codes;          /* reads the activations' q8 codes and block scales, not rounded values */
+    bool integer_gemm;   /* prefill: gemm_codes_kernel */
+    int input;           /* index of its rounded input */
+};
+
+/* The activations as one rounding mode leaves them: values, or q8 codes and block scales (plus the
+ * q8_1 offset corrections), in workspace from the caching allocator, returned when the call has
+ * queued its kernels (stream-ordered reuse). */
+struct rounded_input {
+    int rounding;
+    bool codes;
+    int block_shift;
+    workspace values, corrections, codes_memory, scales;
+    explicit rounded_input(memra_cuda * cuda) : rounding(0), codes(false), block_shift(5), values(cuda), corrections(cuda), codes_memory(cuda), scales(cuda) {}
+};
+
+static const int MAX_GROUP = 8;
+
+/*
+ * out[t] = x · W[t] for `count` weights of `n_in` inputs (a group: Q/K/V, gate/up; one weight for
+ * memra_cuda_matmul). The activations are rounded once per rounding mode the group needs; decode
+ * matrices of one type go through one matrix-vector launch (up to MEMRA_CUDA_MMV_SEGMENTS at a
+ * time). Every matrix's result is the same as its own memra_cuda_matmul's, bit for bit.
+ */
+static int matmul_group(const char * function, memra_cuda * cuda, int count, float * const * outs, const int64_t * out_lengths, const float * x,
+                        int64_t x_length, int64_t rows, const int32_t * types, const void * const * weights, const int64_t * weight_bytes, int64_t n_in,
+                        const int64_t * n_outs, int64_t experts, int64_t expert) {
     CHECK(memra_cuda_enter(function, cuda));
+    if (count < 1 || count > MAX_GROUP) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %d weights (1..%d)", function, count, MAX_GROUP);
     CHECK(memra_cuda_check_size(function, "rows", rows, 0));
     CHECK(memra_cuda_check_size(function, "n_in", n_in, 1));
-    CHECK(memra_cuda_check_size(function, "n_out", n_out, 1));
     CHECK(memra_cuda_check_size(function, "experts", experts, 1));
     if (expert < 0 || expert >= experts) FAIL(MEMRA_CUDA_ERROR_OUT_OF_RANGE, "%s: expert %lld is outside 0..%lld", function, (long long)expert, (long long)experts - 1);
-    int64_t row_bytes = 0, matrices_rows = 0, x_needed = 0, out_needed = 0;
-    CHECK(memra_cuda_check_product(function, "experts * n_out", experts, n_out, &matrices_rows));
-    CHECK(memra_cuda_check_weight(function, "weight", type, weight, weight_bytes, matrices_rows, n_in, &row_bytes));
+    int64_t x_needed = 0;
     CHECK(memra_cuda_check_product(function, "rows * n_in", rows, n_in, &x_needed));
-    CHECK(memra_cuda_check_product(function, "rows * n_out", rows, n_out, &out_needed));
     CHECK(memra_cuda_check_buffer(function, "x", x, x_length, x_needed));
-    CHECK(memra_cuda_check_buffer(function, "out", out, out_length, out_needed));
-    const uintptr_t o = (uintptr_t)out, i = (uintptr_t)x;
-    if (rows > 0 && o < i + (uintptr_t)x_needed * 4 && i < o + (uintptr_t)out_needed * 4) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: out overlaps x", function);
-    if ((uintptr_t)x % 16 != 0 || (uintptr_t)weight % 16 != 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: x and weight must be 16-byte aligned", function);
-    memra_cuda_matmul_plan plan;
-    char message[512];
-    const int status = memra_cuda_plan_matmul_with(type, rows, n_in, n_out, cuda->gemm, &plan, message, sizeof message);
-    if (status != MEMRA_CUDA_OK) FAIL(status, "%s: %s", function, message);
-    if (plan.kernel == MEMRA_CUDA_MATMUL_NONE) return MEMRA_CUDA_OK;
-    const uint8_t * w = (const uint8_t *)weight + expert * n_out * row_bytes;
-
-    /* The activations as ggml's CPU matmul rounds them for this weight type, in workspace from the
-     * caching allocator (returned when this call has queued its kernels: stream-ordered reuse). */
-    const int rounding = cuda->activation_rounding ? memra_cuda_activation_rounding(type) : MEMRA_CUDA_ROUND_NONE;
-    /* With q8 rounding, the integer kernels take the activations' codes and block scales: the
-     * integer GEMM for prefill, the __dp4a matrix-vector kernel for q8_0 decode. */
-    const bool integer_gemm = plan.kernel == MEMRA_CUDA_MATMUL_GEMM &&
-                              (rounding == MEMRA_CUDA_ROUND_Q8_0 || rounding == MEMRA_CUDA_ROUND_Q8_1 || rounding == MEMRA_CUDA_ROUND_Q8_K);
-    const bool integer_vector = plan.kernel == MEMRA_CUDA_MATMUL_VECTOR && type == MEMRA_CUDA_TYPE_Q8_0 && rounding == MEMRA_CUDA_ROUND_Q8_0;
-    const bool use_codes = integer_gemm || integer_vector;
-    const int block_shift = rounding == MEMRA_CUDA_ROUND_Q8_K ? 8 : 5;
-    workspace rounded(cuda), corrections(cuda), codes(cuda), scales(cuda);
-    const float * source = x;
-    if (rounding != MEMRA_CUDA_ROUND_NONE) {
-        if (use_codes) {
-            CHECK(codes.allocate(x_needed));
-            CHECK(scales.allocate((x_needed >> block_shift) * 4));
-        } else {
-            CHECK(rounded.allocate(x_needed * 4));
-            source = (const float *)rounded.pointer;
+    if ((uintptr_t)x % 16 != 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: x must be 16-byte aligned", function);
+    matmul_target targets[MAX_GROUP];
+    for (int t = 0; t < count; t++) {
+        matmul_target & target = targets[t];
+        target.out = outs[t];
+        target.type = types[t];
+        target.n_out = n_outs[t];
+        CHECK(memra_cuda_check_size(function, "n_out", target.n_out, 1));
+        int64_t matrices_rows = 0, out_needed = 0;
+        CHECK(memra_cuda_check_product(function, "experts * n_out", experts, target.n_out, &matrices_rows));
+        CHECK(memra_cuda_check_weight(function, "weight", target.type, weights[t], weight_bytes[t], matrices_rows, n_in, &target.row_bytes));
+        CHECK(memra_cuda_check_product(function, "rows * n_out", rows, target.n_out, &out_needed));
+        CHECK(memra_cuda_check_buffer(function, "out", target.out, out_lengths[t], out_needed));
+        const uintptr_t o = (uintptr_t)target.out, i = (uintptr_t)x;
+        if (rows > 0 && o < i + (uintptr_t)x_needed * 4 && i < o + (uintptr_t)out_needed * 4) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: out overlaps x", function);
+        for (int u = 0; u < t; u++) {
+            const uintptr_t p = (uintptr_t)targets[u].out;
+            if (rows > 0 && o < p + (uintptr_t)(rows * targets[u].n_out) * 4 && p < o + (uintptr_t)out_needed * 4)
+                FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: the outputs of weights %d and %d overlap", function, u, t);
         }
-        if (rounding == MEMRA_CUDA_ROUND_Q8_1) CHECK(corrections.allocate(x_needed / 32 * 4));
-        const memra_cuda_launch launch = memra_cuda_plan_rounding(rounding, rows, n_in);
-        if (use_codes) launch_rounding<true>(rounding, launch, cuda->stream, nullptr, (float *)corrections.pointer, x, x_needed, (int8_t *)codes.pointer, (float *)scales.pointer);
-        else launch_rounding<false>(rounding, launch, cuda->stream, (float *)rounded.pointer, (float *)corrections.pointer, x, x_needed, nullptr, nullptr);
+        if ((uintptr_t)weights[t] % 16 != 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: weights must be 16-byte aligned", function);
+        char message[512];
+        const int status = memra_cuda_plan_matmul_with(target.type, rows, n_in, target.n_out, cuda->gemm, &target.plan, message, sizeof message);
+        if (status != MEMRA_CUDA_OK) FAIL(status, "%s: %s", function, message);
+        target.w = (const uint8_t *)weights[t] + expert * target.n_out * target.row_bytes;
+        target.rounding = cuda->activation_rounding ? memra_cuda_activation_rounding(target.type) : MEMRA_CUDA_ROUND_NONE;
+        const bool q8 = target.rounding == MEMRA_CUDA_ROUND_Q8_0 || target.rounding == MEMRA_CUDA_ROUND_Q8_1 || target.rounding == MEMRA_CUDA_ROUND_Q8_K;
+        /* With q8 rounding, the integer kernels take the activations' codes and block scales: the
+         * integer GEMM for prefill, the __dp4a matrix-vector kernel for q8_0 decode. */
+        target.integer_gemm = target.plan.kernel == MEMRA_CUDA_MATMUL_GEMM && q8;
+        target.codes = target.integer_gemm ||
+                       (target.plan.kernel == MEMRA_CUDA_MATMUL_VECTOR && target.type == MEMRA_CUDA_TYPE_Q8_0 && target.rounding == MEMRA_CUDA_ROUND_Q8_0);
+    }
+    if (rows == 0) return MEMRA_CUDA_OK;
+
+    /* Each distinct (rounding, codes) the group needs, rounded once. */
+    rounded_input inputs[4] = {rounded_input(cuda), rounded_input(cuda), rounded_input(cuda), rounded_input(cuda)};
+    int input_count = 0;
+    for (int t = 0; t < count; t++) {
+        matmul_target & target = targets[t];
+        target.input = -1;
+        if (target.rounding == MEMRA_CUDA_ROUND_NONE) continue;
+        for (int k = 0; k < input_count; k++) {
+            if (inputs[k].rounding == target.rounding && inputs[k].codes == target.codes) target.input = k;
+        }
+        if (target.input >= 0) continue;
+        rounded_input & input = inputs[input_count];
+        target.input = input_count++;
+        input.rounding = target.rounding;
+        input.codes = target.codes;
+        input.block_shift = target.rounding == MEMRA_CUDA_ROUND_Q8_K ? 8 : 5;
+        if (input.codes) {
+            CHECK(input.codes_memory.allocate(x_needed));
+            CHECK(input.scales.allocate((x_needed >> input.block_shift) * 4));
+        } else {
+            CHECK(input.values.allocate(x_needed * 4));
+        }
+        if (input.rounding == MEMRA_CUDA_ROUND_Q8_1) CHECK(input.corrections.allocate(x_needed / 32 * 4));
+        const memra_cuda_launch launch = memra_cuda_plan_rounding(input.rounding, rows, n_in);
+        if (input.codes) {
+            launch_rounding<true>(input.rounding, launch, cuda->stream, nullptr, (float *)input.corrections.pointer, x, x_needed, (int8_t *)input.codes_memory.pointer,
+                                  (float *)input.scales.pointer);
+        } else {
+            launch_rounding<false>(input.rounding, launch, cuda->stream, (float *)input.values.pointer, (float *)input.corrections.pointer, x, x_needed, nullptr,
+                                   nullptr);
+        }
         LAUNCH_CHECK(function, "round_activations_kernel");
     }
-    for (int64_t first = 0; first < rows; first += plan.rows_per_launch) {
-        const int64_t count = rows - first < plan.rows_per_launch ? rows - first : plan.rows_per_launch;
-        const float * xs = source + first * n_in;
-        float * os = out + first * n_out;
-        if (plan.kernel == MEMRA_CUDA_MATMUL_GEMM) {
-            dim3 grid = memra_grid(plan.launch);
-            grid.y = (unsigned)((count + MEMRA_CUDA_GEMM_TILE_M - 1) / MEMRA_CUDA_GEMM_TILE_M);
-            if (integer_gemm) {
-                const int8_t * q = (const int8_t *)codes.pointer + first * n_in;
-                const float * d = (const float *)scales.pointer + ((first * n_in) >> block_shift);
-                MEMRA_CUDA_DISPATCH_QUANTIZED_TYPE(type, (MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_codes_kernel<T>)(
-                                                             os, q, d, block_shift, w, row_bytes, count, n_in, n_out)));
-                LAUNCH_CHECK(function, "gemm_codes_kernel");
-            } else {
-                MEMRA_CUDA_DISPATCH_TYPE(type, (MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_kernel<T>)(os, xs, w, row_bytes, count, n_in, n_out)));
-                LAUNCH_CHECK(function, "gemm_kernel");
-            }
-        } else if (integer_vector) {
-            const int8_t * q = (const int8_t *)codes.pointer + first * n_in;
-            const float * d = (const float *)scales.pointer + first * n_in / 32;
-            launch_matrix_vector_q8_0(plan, cuda->stream, os, q, d, w, row_bytes, (int)count, n_in, n_out);
-            LAUNCH_CHECK(function, "matrix_vector_q8_0_kernel");
-        } else {
-            MEMRA_CUDA_DISPATCH_TYPE(type, (launch_matrix_vector<T>(plan, cuda->stream, os, xs, w, row_bytes, (int)count, n_in, n_out)));
-            LAUNCH_CHECK(function, "matrix_vector_kernel");
+
+    for (int t = 0; t < count;) {
+        const matmul_target & first_target = targets[t];
+        if (first_target.plan.kernel == MEMRA_CUDA_MATMUL_NONE) {
+            t++;
+            continue;
         }
+        const rounded_input * input = first_target.input >= 0 ? &inputs[first_target.input] : nullptr;
+        const float * source = input && !input->codes ? (const float *)input->values.pointer : x;
+        /* Matrix-vector: the next matrices of the same type and input join this launch. */
+        int group = 1;
+        if (first_target.plan.kernel == MEMRA_CUDA_MATMUL_VECTOR) {
+            while (group < MEMRA_CUDA_MMV_SEGMENTS && t + group < count && targets[t + group].plan.kernel == MEMRA_CUDA_MATMUL_VECTOR &&
+                   targets[t + group].type == first_target.type && targets[t + group].input == first_target.input)
+                group++;
+        }
+        const memra_cuda_matmul_plan & plan = first_target.plan;
+        for (int64_t first = 0; first < rows; first += plan.rows_per_launch) {
+            const int64_t chunk = rows - first < plan.rows_per_launch ? rows - first : plan.rows_per_launch;
+            if (plan.kernel == MEMRA_CUDA_MATMUL_GEMM) {
+                float * os = first_target.out + first * first_target.n_out;
+                dim3 grid = memra_grid(plan.launch);
+                grid.y = (unsigned)((chunk + MEMRA_CUDA_GEMM_TILE_M - 1) / MEMRA_CUDA_GEMM_TILE_M);
+                if (first_target.integer_gemm) {
+                    const int8_t * q = (const int8_t *)input->codes_memory.pointer + first * n_in;
+                    const float * d = (const float *)input->scales.pointer + ((first * n_in) >> input->block_shift);
+                    MEMRA_CUDA_DISPATCH_QUANTIZED_TYPE(first_target.type, (MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_codes_kernel<T>)(
+                                                                               os, q, d, input->block_shift, first_target.w, first_target.row_bytes, chunk, n_in,
+                                                                               first_target.n_out)));
+                    LAUNCH_CHECK(function, "gemm_codes_kernel");
+                } else {
+                    const float * xs = source + first * n_in;
+                    MEMRA_CUDA_DISPATCH_TYPE(first_target.type, (MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_kernel<T>)(
+                                                                     os, xs, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out)));
+                    LAUNCH_CHECK(function, "gemm_kernel");
+                }
+                continue;
+            }
+            matrix_segments segments;
+            memset(&segments, 0, sizeof segments);
+            segments.count = group;
+            int64_t blocks = 0;
+            for (int g = 0; g < group; g++) {
+                const matmul_target & target = targets[t + g];
+                segments.out[g] = target.out + first * target.n_out;
+                segments.weight[g] = target.w;
+                segments.n_out[g] = target.n_out;
+                segments.first_block[g] = blocks;
+                blocks += target.plan.launch.grid_x;
+            }
+            if (blocks > MEMRA_CUDA_MAX_GRID_X) FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: %lld blocks in one launch", function, (long long)blocks);
+            const dim3 grid((unsigned)blocks, 1, 1);
+            if (first_target.codes) {
+                const int8_t * q = (const int8_t *)input->codes_memory.pointer + first * n_in;
+                const float * d = (const float *)input->scales.pointer + first * n_in / 32;
+                launch_matrix_vector_q8_0(grid, plan.launch.threads, cuda->stream, segments, q, d, first_target.row_bytes, (int)chunk, n_in);
+                LAUNCH_CHECK(function, "matrix_vector_q8_0_kernel");
+            } else {
+                const float * xs = source + first * n_in;
+                MEMRA_CUDA_DISPATCH_TYPE(first_target.type, (launch_matrix_vector<T>(grid, plan.launch.threads, cuda->stream, segments, xs, first_target.row_bytes,
+                                                                                     (int)chunk, n_in)));
+                LAUNCH_CHECK(function, "matrix_vector_kernel");
+            }
+        }
+        t += group;
     }
-    if (rounding == MEMRA_CUDA_ROUND_Q8_1) {
-        const memra_cuda_launch launch = memra_cuda_plan_elementwise(rows * n_out);
-        MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, offset_correction_kernel)(out, (const float *)corrections.pointer, w, row_bytes,
-                                                                                                  memra_cuda_type_block_bytes(type), rows, n_in / 32, n_out);
+    /* q8_1: each matrix's offset correction (ggml's q4_1/q5_1 dot product), after its matmul. */
+    for (int t = 0; t < count; t++) {
+        const matmul_target & target = targets[t];
+        if (target.rounding != MEMRA_CUDA_ROUND_Q8_1 || target.plan.kernel == MEMRA_CUDA_MATMUL_NONE) continue;
+        const memra_cuda_launch launch = memra_cuda_plan_elementwise(rows * target.n_out);
+        MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, offset_correction_kernel)(
+            target.out, (const float *)inputs[target.input].corrections.pointer, target.w, target.row_bytes, memra_cuda_type_block_bytes(target.type), rows,
+            n_in / 32, target.n_out);
         LAUNCH_CHECK(function, "offset_correction_kernel");
     }
     return MEMRA_CUDA_OK;
@@ -156,10 +260,27 @@ static int matmul_checked(const char * function, memra_cuda * cuda, float * out,
 
 extern "C" int memra_cuda_matmul(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, int64_t rows, int type,
                                  const void * weight, int64_t weight_bytes, int64_t n_in, int64_t n_out) {
-    return matmul_checked("memra_cuda_matmul", cuda, out, out_length, x, x_length, rows, type, weight, weight_bytes, n_in, n_out, 1, 0);
+    const int32_t type32 = type;
+    return matmul_group("memra_cuda_matmul", cuda, 1, &out, &out_length, x, x_length, rows, &type32, &weight, &weight_bytes, n_in, &n_out, 1, 0);
 }
 
 extern "C" int memra_cuda_expert_matmul(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, int64_t rows, int type,
                                         const void * weight, int64_t weight_bytes, int64_t n_in, int64_t n_out, int64_t experts, int64_t expert) {
-    return matmul_checked("memra_cuda_expert_matmul", cuda, out, out_length, x, x_length, rows, type, weight, weight_bytes, n_in, n_out, experts, expert);
+    const int32_t type32 = type;
+    return matmul_group("memra_cuda_expert_matmul", cuda, 1, &out, &out_length, x, x_length, rows, &type32, &weight, &weight_bytes, n_in, &n_out, experts, expert);
+}
+
+extern "C" int memra_cuda_matmul_shared(memra_cuda * cuda, int64_t count, const uint64_t * outs, const int64_t * out_lengths, const float * x, int64_t x_length,
+                                        int64_t rows, const int32_t * types, const uint64_t * weights, const int64_t * weight_bytes, int64_t n_in,
+                                        const int64_t * n_outs) {
+    static const char function[] = "memra_cuda_matmul_shared";
+    if (count < 1 || count > MAX_GROUP) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %lld weights (1..%d)", function, (long long)count, MAX_GROUP);
+    if (!outs || !out_lengths || !types || !weights || !weight_bytes || !n_outs) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: an array argument is NULL", function);
+    float * out_pointers[MAX_GROUP];
+    const void * weight_pointers[MAX_GROUP];
+    for (int64_t t = 0; t < count; t++) {
+        out_pointers[t] = (float *)(uintptr_t)outs[t];
+        weight_pointers[t] = (const void *)(uintptr_t)weights[t];
+    }
+    return matmul_group(function, cuda, (int)count, out_pointers, out_lengths, x, x_length, rows, types, weight_pointers, weight_bytes, n_in, n_outs, 1, 0);
 }

@@ -151,6 +151,10 @@ MEMRA_CUDA_API int memra_cuda_dequantize(memra_cuda * cuda, float * out, int64_t
  * x, out: [rows, width] (out may equal x); weight: [width] f32. */
 MEMRA_CUDA_API int memra_cuda_rms_norm(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length,
                                        const float * weight, int64_t weight_length, int64_t rows, int64_t width, float eps);
+/* The residual add and the next RMSNorm in one launch: hidden += delta, then out = RMSNorm(hidden)
+ * · weight over rows of `width`: the same values as memra_cuda_add then memra_cuda_rms_norm. */
+MEMRA_CUDA_API int memra_cuda_add_rms_norm(memra_cuda * cuda, float * out, int64_t out_length, float * hidden, int64_t hidden_length, const float * delta,
+                                           int64_t delta_length, const float * weight, int64_t weight_length, int64_t rows, int64_t width, float eps);
 
 /* out[r, o] = sum_i x[r, i] * W[o, i]. x: [rows, n_in] f32, out: [rows, n_out] f32 (no overlap);
  * W: [n_out, n_in] of ggml type `type`. Few rows: a matrix-vector kernel in f32 arithmetic over the
@@ -163,11 +167,25 @@ MEMRA_CUDA_API int memra_cuda_matmul(memra_cuda * cuda, float * out, int64_t out
 MEMRA_CUDA_API int memra_cuda_expert_matmul(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length,
                                             int64_t rows, int type, const void * weight, int64_t weight_bytes, int64_t n_in, int64_t n_out,
                                             int64_t experts, int64_t expert);
+/* out[t] = x · W[t] for `count` (1..8) weights of one input (Q/K/V, gate/up): outs, out_lengths,
+ * types, weights (device addresses as uint64), weight_bytes and n_outs are host arrays of `count`.
+ * The activations are rounded once per rounding mode, and decode matrices of one type share one
+ * matrix-vector launch (up to 3); each result equals its own memra_cuda_matmul's bit for bit. */
+MEMRA_CUDA_API int memra_cuda_matmul_shared(memra_cuda * cuda, int64_t count, const uint64_t * outs, const int64_t * out_lengths, const float * x,
+                                            int64_t x_length, int64_t rows, const int32_t * types, const uint64_t * weights, const int64_t * weight_bytes,
+                                            int64_t n_in, const int64_t * n_outs);
 
 /* NEOX rotary embedding in place, as ggml (theta_scale = powf(freq_base, -2 / head_dim) computed on
  * the host, theta multiplied by it pair by pair in f32). x: [rows, heads * head_dim]; positions: [rows] (host). */
 MEMRA_CUDA_API int memra_cuda_rope_neox(memra_cuda * cuda, float * x, int64_t x_length, const int32_t * positions, int64_t rows, int64_t heads,
                                         int64_t head_dim, float freq_base);
+/* Qwen3's per-head RMSNorm of q ([rows, heads, head_dim], weight q_weight) and of k ([rows,
+ * kv_heads, head_dim], weight k_weight), then NEOX RoPE of both at `positions` (host, rows), in
+ * place, in one launch: the same values as memra_cuda_rms_norm (per head) then
+ * memra_cuda_rope_neox. head_dim even and below 256. */
+MEMRA_CUDA_API int memra_cuda_qk_norm_rope(memra_cuda * cuda, float * q, int64_t q_length, float * k, int64_t k_length, const float * q_weight,
+                                           const float * k_weight, int64_t weight_length, const int32_t * positions, int64_t rows, int64_t heads,
+                                           int64_t kv_heads, int64_t head_dim, float eps, float freq_base);
 
 /* Stores rows [0, count) of source ([count, width] f32, device) at slots[i] (host) of KV storage of
  * element type `type` (f32 = 0, f16 = 1 round-to-nearest-even, q8_0 = 8 as ggml's quantize_row_q8_0

@@ -49,6 +49,37 @@ __global__ void rms_norm_kernel(float * out, const float * x, const float * __re
     }
 }
 
+/* The residual add and the next RMSNorm in one pass: hidden += delta, then out = RMSNorm(hidden) ·
+ * weight, each value as add_kernel and rms_norm_kernel (same block size) compute it. */
+__global__ void add_rms_norm_kernel(float * out, float * hidden, const float * __restrict__ delta, const float * __restrict__ weight, int64_t rows,
+                                    int64_t width, float eps) {
+    __shared__ double partial[32];
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        float * hr = hidden + r * width;
+        const float * dr = delta + r * width;
+        double sum = 0.0;
+        for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
+            const float h = hr[i] + dr[i];
+            hr[i] = h;
+            sum += (double)h * (double)h;
+        }
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+        if (warps > 1) {
+            if (lane == 0) partial[warp] = sum;
+            __syncthreads();
+            sum = 0.0;
+            for (int w = 0; w < warps; w++) sum += partial[w];
+            __syncthreads();
+        }
+        const float mean = (float)(sum / (double)width);
+        const float scale = 1.0f / sqrtf(mean + eps);
+        float * o = out + r * width;
+        for (int64_t i = threadIdx.x; i < width; i += blockDim.x) o[i] = __fmul_rn(__fmul_rn(hr[i], scale), weight[i]);
+    }
+}
+
 /* NEOX RoPE in place; one thread per (row, head, pair). theta as ggml: the position times
  * theta_scale, pair by pair, in f32. */
 __global__ void rope_neox_kernel(float * x, const int32_t * __restrict__ positions, int64_t rows, int64_t heads, int64_t head_dim, float theta_scale) {
@@ -65,6 +96,42 @@ __global__ void rope_neox_kernel(float * x, const int32_t * __restrict__ positio
         const float x0 = v[pair], x1 = v[pair + half];
         v[pair] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
         v[pair + half] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+    }
+}
+
+/* Qwen3's QK-norm and RoPE in one pass, in place: one warp per (row, head) of q (heads) and of k
+ * (kv_heads): the head's RMSNorm exactly as rms_norm_kernel computes it with one warp (width
+ * head_dim < 256), then NEOX RoPE exactly as rope_neox_kernel on the normed values. */
+__global__ void qk_norm_rope_kernel(float * q, float * k, const float * __restrict__ q_weight, const float * __restrict__ k_weight,
+                                    const int32_t * __restrict__ positions, int64_t rows, int heads, int kv_heads, int head_dim, float eps,
+                                    float theta_scale) {
+    const int lane = threadIdx.x & 31;
+    const int warps = blockDim.x / 32;
+    const int64_t head_rows = rows * (heads + kv_heads);
+    for (int64_t hr = blockIdx.x * (int64_t)warps + threadIdx.x / 32; hr < head_rows; hr += (int64_t)gridDim.x * warps) {
+        const int64_t row = hr / (heads + kv_heads);
+        const int h = (int)(hr % (heads + kv_heads));
+        const bool query = h < heads;
+        float * v = query ? q + (row * heads + h) * head_dim : k + (row * kv_heads + (h - heads)) * head_dim;
+        const float * w = query ? q_weight : k_weight;
+        double sum = 0.0;
+        for (int i = lane; i < head_dim; i += 32) sum += (double)v[i] * (double)v[i];
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+        const float mean = (float)(sum / (double)head_dim);
+        const float scale = 1.0f / sqrtf(mean + eps);
+        for (int i = lane; i < head_dim; i += 32) v[i] = __fmul_rn(__fmul_rn(v[i], scale), w[i]);
+        __syncwarp();
+        const int half = head_dim / 2;
+        for (int pair = lane; pair < half; pair += 32) {
+            float theta = (float)positions[row];
+            for (int n = 0; n < pair; n++) theta = __fmul_rn(theta, theta_scale);
+            const float c = cosf(theta), s = sinf(theta);
+            const float x0 = v[pair], x1 = v[pair + half];
+            v[pair] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+            v[pair + half] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+        }
+        __syncwarp();
     }
 }
 

@@ -51,14 +51,43 @@ __device__ __forceinline__ void reduce_rows_and_store(float sum[ROWS], int lane,
     if (writer && row < rows) out[row * n_out + o] = sum[0];
 }
 
+/* Up to MEMRA_CUDA_MMV_SEGMENTS weight matrices of one type multiplied by the same activations in
+ * one launch (Q, K and V; gate and up): segment i's blocks start at first_block[i]. */
+struct matrix_segments {
+    float * out[MEMRA_CUDA_MMV_SEGMENTS];
+    const uint8_t * weight[MEMRA_CUDA_MMV_SEGMENTS];
+    int64_t n_out[MEMRA_CUDA_MMV_SEGMENTS];
+    int64_t first_block[MEMRA_CUDA_MMV_SEGMENTS];
+    int count;
+};
+
+/* This block's matrix and output feature (o ≥ n_out: past the matrix's last feature). */
+struct segment_row {
+    float * out;
+    const uint8_t * weight;
+    int64_t n_out, o;
+};
+__device__ __forceinline__ segment_row segment_of(const matrix_segments & segments) {
+    int i = 0;
+#pragma unroll
+    for (int k = 1; k < MEMRA_CUDA_MMV_SEGMENTS; k++) i = k < segments.count && (int64_t)blockIdx.x >= segments.first_block[k] ? k : i;
+    segment_row row;
+    row.out = segments.out[i];
+    row.weight = segments.weight[i];
+    row.n_out = segments.n_out[i];
+    row.o = ((int64_t)blockIdx.x - segments.first_block[i]) * MEMRA_CUDA_MMV_WARPS + (threadIdx.x >> 5);
+    return row;
+}
+
 template <int TYPE, int ROWS>
-__global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_kernel(float * __restrict__ out, const float * __restrict__ x,
-                                                                                  const uint8_t * __restrict__ weight, int64_t row_bytes, int rows,
-                                                                                  int64_t n_in, int64_t n_out) {
+__global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_kernel(matrix_segments segments, const float * __restrict__ x,
+                                                                                  int64_t row_bytes, int rows, int64_t n_in) {
     const int lane = threadIdx.x & 31;
-    const int64_t o = blockIdx.x * (int64_t)MEMRA_CUDA_MMV_WARPS + (threadIdx.x >> 5);
+    const segment_row target = segment_of(segments);
+    const int64_t o = target.o, n_out = target.n_out;
+    float * __restrict__ out = target.out;
     if (o >= n_out) return;
-    const uint8_t * w = weight + o * row_bytes;
+    const uint8_t * w = target.weight + o * row_bytes;
     const int64_t groups = n_in / 8;
     float sum[ROWS];
 #pragma unroll
@@ -84,13 +113,15 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_kerne
  * blocks l, l + 32, ... (a warp reads 32 consecutive 34-byte blocks); the weight codes are read 16
  * bits at a time (a block is only 2-byte aligned), the activation codes 16 bytes at a time. */
 template <int ROWS>
-__global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_kernel(float * __restrict__ out, const int8_t * __restrict__ codes,
-                                                                                       const float * __restrict__ scales, const uint8_t * __restrict__ weight,
-                                                                                       int64_t row_bytes, int rows, int64_t n_in, int64_t n_out) {
+__global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_kernel(matrix_segments segments, const int8_t * __restrict__ codes,
+                                                                                       const float * __restrict__ scales, int64_t row_bytes, int rows,
+                                                                                       int64_t n_in) {
     const int lane = threadIdx.x & 31;
-    const int64_t o = blockIdx.x * (int64_t)MEMRA_CUDA_MMV_WARPS + (threadIdx.x >> 5);
+    const segment_row target = segment_of(segments);
+    const int64_t o = target.o, n_out = target.n_out;
+    float * __restrict__ out = target.out;
     if (o >= n_out) return;
-    const uint8_t * w = weight + o * row_bytes;
+    const uint8_t * w = target.weight + o * row_bytes;
     const int64_t blocks = n_in / 32;
     float sum[ROWS];
 #pragma unroll

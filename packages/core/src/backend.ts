@@ -123,10 +123,28 @@ export interface Backend {
   embedding(out: DeviceBuffer, table: WeightHandle, tokens: Int32Array): void;
   /** out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, over rows of weight.length. */
   rmsNorm(out: DeviceBuffer, x: DeviceBuffer, weight: WeightHandle, rows: number, eps: number): void;
+  /**
+   * Optional: the residual add and the next RMSNorm together: hidden += delta, then
+   * out = RMSNorm(hidden) · weight (rows of weight.length); the same as add then rmsNorm.
+   */
+  addRmsNorm?(out: DeviceBuffer, hidden: DeviceBuffer, delta: DeviceBuffer, weight: WeightHandle, rows: number, eps: number): void;
   /** out[r, o] = sum_i x[r, i] * W[o, i]. x: [rows, in], out: [rows, out] */
   matmul(out: DeviceBuffer, x: DeviceBuffer, weight: WeightHandle, rows: number): void;
+  /**
+   * Optional: matmul(outs[i], x, weights[i], rows) for every i, with the same results, where the
+   * backend saves work by doing them together (one input, several weights: Q/K/V, gate/up). The
+   * weights share their input width; at most 8.
+   */
+  matmuls?(outs: readonly DeviceBuffer[], x: DeviceBuffer, weights: readonly WeightHandle[], rows: number): void;
   /** NEOX rotary embedding in place: each head rotates pairs (i, i + headDim / 2). x: [rows, heads * headDim] */
   ropeNeox(x: DeviceBuffer, positions: Int32Array, heads: number, headDim: number, freqBase: number): void;
+  /**
+   * Optional: Qwen3's QK-norm and RoPE together, in place, for rows = positions.length: the same as
+   * rmsNorm(q, q, qNorm, rows * heads, eps), rmsNorm(k, k, kNorm, rows * kvHeads, eps), then
+   * ropeNeox of q (heads) and of k (kvHeads) at `positions`. A backend may decline a shape by
+   * returning false (then nothing was done).
+   */
+  qkNormRope?(q: DeviceBuffer, k: DeviceBuffer, qNorm: WeightHandle, kNorm: WeightHandle, positions: Int32Array, heads: number, kvHeads: number, headDim: number, eps: number, freqBase: number): boolean;
   /** KV storage of `rows` slots of `width` values of `type` (zeroed). */
   allocateKV(type: KVType, rows: number, width: number): KVStorage;
   /** Stores rows [0, slots.length) of `source` ([rows, width] f32) at `slots`, converting to the storage type. */

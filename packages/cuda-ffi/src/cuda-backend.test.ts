@@ -175,6 +175,125 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     }
   });
 
+  it("matmuls of one input give each weight's matmul bit for bit, for groups of one and of mixed types", () => {
+    const nIn = 256;
+    const groups: GGMLType[][] = [
+      [GGMLType.Q8_0, GGMLType.Q8_0, GGMLType.Q8_0], // q8_0 codes: one rounding, one matrix-vector launch
+      [GGMLType.Q4_K, GGMLType.Q4_K, GGMLType.Q6_K], // q8_K values; q6_K in its own launch
+      [GGMLType.Q4_1, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_0], // q8_1 with offset correction, q8_0 codes and values
+      [GGMLType.F32, GGMLType.F16, GGMLType.BF16],
+    ];
+    for (const [g, types] of groups.entries()) {
+      const weights = types.map((type, i) => {
+        const data = quantize(type, normals(nIn * (24 + 8 * i), 700 + 10 * g + i, 0.05));
+        return backend.uploadWeight(tensorInfo(`w${i}`, type, [nIn, 24 + 8 * i], data), data);
+      });
+      for (const rows of [1, 5, 70]) {
+        const x = backend.allocate(rows * nIn);
+        backend.write(x, normals(rows * nIn, 800 + rows));
+        const together = weights.map((w) => backend.allocate(rows * w.shape[1]!));
+        backend.matmuls(together, x, weights, rows);
+        for (const [i, w] of weights.entries()) {
+          const alone = backend.allocate(rows * w.shape[1]!);
+          backend.matmul(alone, x, w, rows);
+          const [a, b] = [backend.read(together[i]!), backend.read(alone)];
+          let same = a.length === b.length;
+          for (let k = 0; same && k < a.length; k++) same = Object.is(a[k], b[k]);
+          expect(same, `${types.map(ggmlTypeName).join("+")} weight ${i}, ${rows} rows`).toBe(true);
+        }
+      }
+    }
+    const data = quantize(GGMLType.Q8_0, normals(512 * 8, 5));
+    const wide = backend.uploadWeight(tensorInfo("wide", GGMLType.Q8_0, [512, 8], data), data);
+    const narrow = backend.uploadWeight(tensorInfo("narrow", GGMLType.Q8_0, [256, 16], data), data);
+    expect(() => backend.matmuls([backend.allocate(8), backend.allocate(16)], backend.allocate(512), [wide, narrow], 1)).toThrow(/"narrow" takes 256 inputs, "wide" 512/);
+    const shared = backend.allocate(16);
+    expect(() => backend.matmuls([shared, shared], backend.allocate(256), [narrow, narrow], 1)).toThrow(/outputs of weights 0 and 1 overlap/);
+  });
+
+  it("addRmsNorm gives add then rmsNorm bit for bit, within the reference's bound", () => {
+    for (const width of [64, 1024, 4096]) {
+      const rows = 3;
+      const data = new Uint8Array(normals(width, 31, 1).buffer);
+      const [w, wRef] = pair.weights(tensorInfo("norm", GGMLType.F32, [width], data), data);
+      const hiddenValues = normals(rows * width, 32, 3);
+      const deltaValues = normals(rows * width, 33);
+      const [hidden, hiddenRef] = pair.buffers(hiddenValues);
+      const [delta, deltaRef] = pair.buffers(deltaValues);
+      const out = backend.allocate(rows * width);
+      const outRef = pair.reference.allocate(rows * width);
+      backend.addRmsNorm(out, hidden, delta, w, rows, 1e-6);
+      const [apartHidden, apartOut] = [backend.allocate(rows * width), backend.allocate(rows * width)];
+      backend.write(apartHidden, hiddenValues);
+      backend.add(apartHidden, apartHidden, delta, rows * width);
+      backend.rmsNorm(apartOut, apartHidden, w, rows, 1e-6);
+      for (const [fused, apart, what] of [
+        [hidden, apartHidden, "hidden"],
+        [out, apartOut, "normed"],
+      ] as const) {
+        const [a, b] = [backend.read(fused), backend.read(apart)];
+        let same = true;
+        for (let i = 0; same && i < a.length; i++) same = Object.is(a[i], b[i]);
+        expect(same, `${what}, width ${width}`).toBe(true);
+      }
+      pair.reference.add(hiddenRef, hiddenRef, deltaRef, rows * width);
+      pair.reference.rmsNorm(outRef, hiddenRef, wRef, rows, 1e-6);
+      expect(nmse(...pair.read([out, outRef])), `width ${width}`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
+    }
+    const b = backend.allocate(64);
+    const norm = new Uint8Array(64 * 4);
+    const w = backend.uploadWeight(tensorInfo("norm", GGMLType.F32, [64], norm), norm);
+    expect(() => backend.addRmsNorm(b, b, backend.allocate(64), w, 1, 1e-6)).toThrow(/out, hidden and delta must not overlap/);
+  });
+
+  it("qkNormRope gives the QK-norms and RoPEs one by one bit for bit, within the reference's bound", () => {
+    const rows = 3;
+    const positions = Int32Array.from([0, 17, 4000]);
+    for (const [heads, kvHeads, headDim] of [
+      [4, 2, 16],
+      [3, 1, 64],
+      [2, 2, 128],
+    ] as const) {
+      const weight = (seed: number) => {
+        const data = new Uint8Array(normals(headDim, seed, 1).buffer);
+        return pair.weights(tensorInfo("norm", GGMLType.F32, [headDim], data), data);
+      };
+      const [qNorm, qNormRef] = weight(1);
+      const [kNorm, kNormRef] = weight(2);
+      const qValues = normals(rows * heads * headDim, 3, 2);
+      const kValues = normals(rows * kvHeads * headDim, 4, 2);
+      const [q, qRef] = pair.buffers(qValues);
+      const [k, kRef] = pair.buffers(kValues);
+      expect(backend.qkNormRope(q, k, qNorm, kNorm, positions, heads, kvHeads, headDim, 1e-6, 1e6)).toBe(true);
+      const [q1, k1] = [backend.allocate(qValues.length), backend.allocate(kValues.length)];
+      backend.write(q1, qValues);
+      backend.write(k1, kValues);
+      backend.rmsNorm(q1, q1, qNorm, rows * heads, 1e-6);
+      backend.rmsNorm(k1, k1, kNorm, rows * kvHeads, 1e-6);
+      backend.ropeNeox(q1, positions, heads, headDim, 1e6);
+      backend.ropeNeox(k1, positions, kvHeads, headDim, 1e6);
+      for (const [fused, apart, what] of [
+        [q, q1, "q"],
+        [k, k1, "k"],
+      ] as const) {
+        const [a, b] = [backend.read(fused), backend.read(apart)];
+        let same = true;
+        for (let i = 0; same && i < a.length; i++) same = Object.is(a[i], b[i]);
+        expect(same, `${what}, head_dim ${headDim}`).toBe(true);
+      }
+      pair.reference.rmsNorm(qRef, qRef, qNormRef, rows * heads, 1e-6);
+      pair.reference.rmsNorm(kRef, kRef, kNormRef, rows * kvHeads, 1e-6);
+      pair.reference.ropeNeox(qRef, positions, heads, headDim, 1e6);
+      pair.reference.ropeNeox(kRef, positions, kvHeads, headDim, 1e6);
+      expect(nmse(...pair.read([q, qRef])), `q against the reference, head_dim ${headDim}`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
+      expect(nmse(...pair.read([k, kRef])), `k against the reference, head_dim ${headDim}`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
+    }
+    const wide = backend.allocate(256);
+    const norm = new Uint8Array(256 * 4);
+    const w = backend.uploadWeight(tensorInfo("norm", GGMLType.F32, [256], norm), norm);
+    expect(backend.qkNormRope(wide, backend.allocate(256), w, w, Int32Array.of(1), 1, 1, 256, 1e-6, 1e6)).toBe(false); // one warp per head: below 256
+  });
+
   it("expertMatmul picks the expert's matrix of a 3-D weight", () => {
     const [nIn, nOut, experts] = [256, 24, 3];
     for (const rows of [4, 40]) {

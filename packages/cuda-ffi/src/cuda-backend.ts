@@ -143,6 +143,15 @@ export class CudaBackend implements Backend {
   /** While capturing: every host array passed to the library, by address. */
   private captured: Map<string, HostArray> | undefined;
   private readonly liveGraphs = new Set<CudaGraph>();
+  /** The host arrays memra_cuda_matmul_shared reads (copied by the call; reused). */
+  private readonly groupArguments = {
+    outs: new BigUint64Array(8),
+    outLengths: new BigInt64Array(8),
+    types: new Int32Array(8),
+    weights: new BigUint64Array(8),
+    weightBytes: new BigInt64Array(8),
+    nOuts: new BigInt64Array(8),
+  };
   /** Records ops as a CUDA graph (Backend.captureGraph); absent when graphs are off (CudaBackendOptions.graphs). */
   readonly captureGraph?: (record: () => void) => BackendGraph;
 
@@ -284,6 +293,28 @@ export class CudaBackend implements Backend {
     this.library.call("memra_cuda_rms_norm", this.context(), o.pointer as Pointer, o.length, input.pointer as Pointer, input.length, pointer as Pointer, w.elementCount, rows, w.elementCount, eps);
   }
 
+  addRmsNorm(out: DeviceBuffer, hidden: DeviceBuffer, delta: DeviceBuffer, weight: WeightHandle, rows: number, eps: number): void {
+    const o = asBuffer(out);
+    const h = asBuffer(hidden);
+    const d = asBuffer(delta);
+    const w = asWeight(weight);
+    this.library.call(
+      "memra_cuda_add_rms_norm",
+      this.context(),
+      o.pointer as Pointer,
+      o.length,
+      h.pointer as Pointer,
+      h.length,
+      d.pointer as Pointer,
+      d.length,
+      this.f32Weight(w) as Pointer,
+      w.elementCount,
+      rows,
+      w.elementCount,
+      eps,
+    );
+  }
+
   matmul(out: DeviceBuffer, x: DeviceBuffer, weight: WeightHandle, rows: number): void {
     const o = asBuffer(out);
     const input = asBuffer(x);
@@ -301,6 +332,43 @@ export class CudaBackend implements Backend {
       w.byteLength,
       w.shape[0]!,
       w.shape[1] ?? 1,
+    );
+  }
+
+  matmuls(outs: readonly DeviceBuffer[], x: DeviceBuffer, weights: readonly WeightHandle[], rows: number): void {
+    const count = outs.length;
+    if (count !== weights.length) throw new RangeError(`matmuls: ${count} outputs for ${weights.length} weights`);
+    if (count === 0) return;
+    if (count > 8) throw new RangeError(`matmuls: ${count} weights (at most 8)`);
+    const input = asBuffer(x);
+    const a = this.groupArguments;
+    let nIn = 0;
+    for (let i = 0; i < count; i++) {
+      const o = asBuffer(outs[i]!);
+      const w = asWeight(weights[i]!);
+      if (i === 0) nIn = w.shape[0]!;
+      else if (w.shape[0] !== nIn) throw new RangeError(`matmuls: weight "${w.name}" takes ${w.shape[0]} inputs, "${weights[0]!.name}" ${nIn}`);
+      a.outs[i] = BigInt(o.pointer);
+      a.outLengths[i] = BigInt(o.length);
+      a.types[i] = w.type;
+      a.weights[i] = BigInt(w.pointer);
+      a.weightBytes[i] = BigInt(w.byteLength);
+      a.nOuts[i] = BigInt(w.shape[1] ?? 1);
+    }
+    this.library.call(
+      "memra_cuda_matmul_shared",
+      this.context(),
+      count,
+      ptr(a.outs),
+      ptr(a.outLengths),
+      input.pointer as Pointer,
+      input.length,
+      rows,
+      ptr(a.types),
+      ptr(a.weights),
+      ptr(a.weightBytes),
+      nIn,
+      ptr(a.nOuts),
     );
   }
 
@@ -330,6 +398,35 @@ export class CudaBackend implements Backend {
     if (positions.length === 0) return;
     const b = asBuffer(x);
     this.library.call("memra_cuda_rope_neox", this.context(), b.pointer as Pointer, b.length, this.hostPointer(positions), positions.length, heads, headDim, freqBase);
+  }
+
+  qkNormRope(q: DeviceBuffer, k: DeviceBuffer, qNorm: WeightHandle, kNorm: WeightHandle, positions: Int32Array, heads: number, kvHeads: number, headDim: number, eps: number, freqBase: number): boolean {
+    if (headDim >= 256 || headDim % 2 !== 0) return false; // one warp per head: the ops one by one
+    const qw = asWeight(qNorm);
+    const kw = asWeight(kNorm);
+    if (qw.elementCount !== headDim || kw.elementCount !== headDim) throw new RangeError(`qkNormRope: norm weights of ${qw.elementCount} and ${kw.elementCount} values for head_dim ${headDim}`);
+    if (positions.length === 0) return true;
+    const qb = asBuffer(q);
+    const kb = asBuffer(k);
+    this.library.call(
+      "memra_cuda_qk_norm_rope",
+      this.context(),
+      qb.pointer as Pointer,
+      qb.length,
+      kb.pointer as Pointer,
+      kb.length,
+      this.f32Weight(qw) as Pointer,
+      this.f32Weight(kw) as Pointer,
+      headDim,
+      this.hostPointer(positions),
+      positions.length,
+      heads,
+      kvHeads,
+      headDim,
+      eps,
+      freqBase,
+    );
+    return true;
   }
 
   allocateKV(type: KVType, rows: number, width: number): KVStorage {

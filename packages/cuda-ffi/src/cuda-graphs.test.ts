@@ -216,6 +216,22 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
     graph.dispose();
   });
 
+  it("matmuls of one input record one rounding and one matrix-vector launch for Q, K and V", () => {
+    const weights = [64, 32, 32].map((nOut, i) => {
+      const data = quantize(GGMLType.Q8_0, normals(HIDDEN * nOut, 20 + i, 0.1));
+      return recording.uploadWeight(tensorInfo(`w${i}`, GGMLType.Q8_0, [HIDDEN, nOut], data), data);
+    });
+    const x = recording.allocate(HIDDEN);
+    const outs = weights.map((w) => recording.allocate(w.shape[1]!));
+    const nodes = (record: () => void) => {
+      const graph = recording.captureGraph!(record) as BackendGraph & { nodes: number };
+      graph.dispose();
+      return graph.nodes;
+    };
+    expect(nodes(() => weights.forEach((w, i) => recording.matmul(outs[i]!, x, w, 1)))).toBe(6);
+    expect(nodes(() => recording.matmuls(outs, x, weights, 1))).toBe(2);
+  });
+
   it("a model's decode steps through graphs give the logits of decode op by op", async () => {
     const path = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" }));
     const run = (graphs: boolean) => {

@@ -55,12 +55,18 @@ export const MEMRA_CUDA_SYMBOLS = {
   memra_cuda_dequantize: { args: [ptr, ptr, i64, i32, ptr, i64, i64], returns: i32 },
   // (cuda, out, out_length, x, x_length, weight, weight_length, rows, width, eps)
   memra_cuda_rms_norm: { args: [ptr, ptr, i64, ptr, i64, ptr, i64, i64, i64, f32], returns: i32 },
+  // (cuda, out, out_length, hidden, hidden_length, delta, delta_length, weight, weight_length, rows, width, eps)
+  memra_cuda_add_rms_norm: { args: [ptr, ptr, i64, ptr, i64, ptr, i64, ptr, i64, i64, i64, f32], returns: i32 },
   // (cuda, out, out_length, x, x_length, rows, type, weight, weight_bytes, n_in, n_out)
   memra_cuda_matmul: { args: [ptr, ptr, i64, ptr, i64, i64, i32, ptr, i64, i64, i64], returns: i32 },
+  // (cuda, count, outs, out_lengths, x, x_length, rows, types, weights, weight_bytes, n_in, n_outs)
+  memra_cuda_matmul_shared: { args: [ptr, i64, ptr, ptr, ptr, i64, i64, ptr, ptr, ptr, i64, ptr], returns: i32 },
   // (cuda, out, out_length, x, x_length, rows, type, weight, weight_bytes, n_in, n_out, experts, expert)
   memra_cuda_expert_matmul: { args: [ptr, ptr, i64, ptr, i64, i64, i32, ptr, i64, i64, i64, i64, i64], returns: i32 },
   // (cuda, x, x_length, positions, rows, heads, head_dim, freq_base)
   memra_cuda_rope_neox: { args: [ptr, ptr, i64, ptr, i64, i64, i64, f32], returns: i32 },
+  // (cuda, q, q_length, k, k_length, q_weight, k_weight, weight_length, positions, rows, heads, kv_heads, head_dim, eps, freq_base)
+  memra_cuda_qk_norm_rope: { args: [ptr, ptr, i64, ptr, i64, ptr, ptr, i64, ptr, i64, i64, i64, i64, f32, f32], returns: i32 },
   // (cuda, type, storage, storage_bytes, width, slots, count, source, source_length)
   memra_cuda_kv_write: { args: [ptr, i32, ptr, i64, i64, ptr, i64, ptr, i64], returns: i32 },
   // (cuda, out, out_length, q, q_length, type, keys, values, storage_bytes, block_tokens, block_tables, table_length,

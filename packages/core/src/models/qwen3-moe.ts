@@ -34,10 +34,8 @@ export function moeFeedForward(d: ModelDimensions, experts: number, expertsUsed:
       }, expertBackend);
       return {
         ffn_norm,
-        forward(b, s, rows) {
-          b.rmsNorm(s.normed, s.hidden, ffn_norm, rows, d.eps);
+        forward(_b, s, rows) {
           experts_.forward(s.projected, s.normed, rows);
-          b.add(s.hidden, s.hidden, s.projected, rows * d.embedding);
         },
       };
     },

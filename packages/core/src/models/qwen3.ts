@@ -139,7 +139,29 @@ interface BatchLayout {
   readonly sequences: Int32Array; // [sequences, 4]
 }
 
-/** hidden += attention(RMSNorm(hidden)), writing this step's K/V into the cache's blocks first. */
+/** Several matmuls of one input: together where the backend offers it (Backend.matmuls), else one by one. */
+function matmuls(backend: Backend, outs: readonly DeviceBuffer[], x: DeviceBuffer, weights: readonly WeightHandle[], rows: number): void {
+  if (backend.matmuls) backend.matmuls(outs, x, weights, rows);
+  else for (let i = 0; i < outs.length; i++) backend.matmul(outs[i]!, x, weights[i]!, rows);
+}
+
+/**
+ * normed = RMSNorm(hidden) · weight, first adding the pending residual (projected) to hidden when
+ * there is one: in one op where the backend has it (Backend.addRmsNorm).
+ */
+function addAndNorm(backend: Backend, d: ModelDimensions, s: Scratch, pending: boolean, weight: WeightHandle, rows: number): void {
+  if (!pending) backend.rmsNorm(s.normed, s.hidden, weight, rows, d.eps);
+  else if (backend.addRmsNorm) backend.addRmsNorm(s.normed, s.hidden, s.projected, weight, rows, d.eps);
+  else {
+    backend.add(s.hidden, s.hidden, s.projected, rows * d.embedding);
+    backend.rmsNorm(s.normed, s.hidden, weight, rows, d.eps);
+  }
+}
+
+/**
+ * projected = attention(normed) (normed = RMSNorm(hidden) · attn_norm already), writing this
+ * step's K/V into the cache's blocks first. The caller adds projected to hidden.
+ */
 function attentionBlock(
   backend: Backend,
   d: ModelDimensions,
@@ -150,15 +172,14 @@ function attentionBlock(
   layout: BatchLayout,
   layer: number,
 ): void {
-  backend.rmsNorm(s.normed, s.hidden, w.attn_norm, rows, d.eps);
-  backend.matmul(s.query, s.normed, w.attn_q, rows);
-  backend.matmul(s.key, s.normed, w.attn_k, rows);
-  backend.matmul(s.value, s.normed, w.attn_v, rows);
-  // QK-norm: RMSNorm over each head's headDim values, before RoPE.
-  backend.rmsNorm(s.query, s.query, w.attn_q_norm, rows * d.heads, d.eps);
-  backend.rmsNorm(s.key, s.key, w.attn_k_norm, rows * d.kvHeads, d.eps);
-  backend.ropeNeox(s.query, positions, d.heads, d.headDim, d.ropeFreqBase);
-  backend.ropeNeox(s.key, positions, d.kvHeads, d.headDim, d.ropeFreqBase);
+  matmuls(backend, [s.query, s.key, s.value], s.normed, [w.attn_q, w.attn_k, w.attn_v], rows);
+  // QK-norm: RMSNorm over each head's headDim values, before RoPE (in one op where the backend has it).
+  if (!backend.qkNormRope?.(s.query, s.key, w.attn_q_norm, w.attn_k_norm, positions, d.heads, d.kvHeads, d.headDim, d.eps, d.ropeFreqBase)) {
+    backend.rmsNorm(s.query, s.query, w.attn_q_norm, rows * d.heads, d.eps);
+    backend.rmsNorm(s.key, s.key, w.attn_k_norm, rows * d.kvHeads, d.eps);
+    backend.ropeNeox(s.query, positions, d.heads, d.headDim, d.ropeFreqBase);
+    backend.ropeNeox(s.key, positions, d.kvHeads, d.headDim, d.ropeFreqBase);
+  }
   const storage = layout.cache.storage;
   backend.writeKV(storage.keys[layer]!, layout.slots, s.key);
   backend.writeKV(storage.values[layer]!, layout.slots, s.value);
@@ -169,12 +190,14 @@ function attentionBlock(
     { rows, heads: d.heads, kvHeads: d.kvHeads, headDim: d.headDim, scale: 1 / Math.sqrt(d.headDim) },
   );
   backend.matmul(s.projected, s.attention, w.attn_output, rows);
-  backend.add(s.hidden, s.hidden, s.projected, rows * d.embedding);
 }
 
 // ---- MLP ----
 
-/** The feed-forward half of a decoder layer: hidden += ffn(RMSNorm(hidden)). Dense or MoE. */
+/**
+ * The feed-forward half of a decoder layer: projected = ffn(normed), where the layer has set
+ * normed = RMSNorm(hidden) · ffn_norm and adds projected to hidden afterwards. Dense or MoE.
+ */
 export interface FeedForward {
   readonly ffn_norm: WeightHandle;
   /** Whether forward() may be recorded as a backend graph: it never reads back to the host (MoE routing does). */
@@ -211,12 +234,9 @@ export function denseFeedForward(d: ModelDimensions, feedForwardLength: number):
         ffn_norm,
         recordable: true,
         forward(b, s, rows) {
-          b.rmsNorm(s.normed, s.hidden, ffn_norm, rows, d.eps);
-          b.matmul(gate, s.normed, ffn_gate, rows);
-          b.matmul(up, s.normed, ffn_up, rows);
+          matmuls(b, [gate, up], s.normed, [ffn_gate, ffn_up], rows);
           b.swiglu(gate, gate, up, rows * feedForwardLength);
           b.matmul(s.projected, gate, ffn_down, rows);
-          b.add(s.hidden, s.hidden, s.projected, rows * d.embedding);
         },
       };
     },
@@ -514,24 +534,28 @@ export class Transformer {
     let backend = this.backend;
     let s = this.embeddingScratch;
     backend.embedding(s.hidden, this.tokenEmbedding, tokens);
+    // `pending`: s.projected holds the last block's output, not yet added to the residual stream
+    // (it is added together with the next RMSNorm, or before the stream moves to another backend).
+    let pending = false;
+    const moveTo = (target: Backend, targetScratch: Scratch) => {
+      if (pending) backend.add(s.hidden, s.hidden, s.projected, rows * d.embedding);
+      pending = false;
+      transferBetweenBackends(backend, s.hidden, target, targetScratch.hidden, rows * d.embedding, this.staging);
+      backend = target;
+      s = targetScratch;
+    };
     for (let layer = 0; layer < this.layers.length; layer++) {
       const layerBackend = this.layerBackends[layer]!;
-      if (layerBackend !== backend) {
-        const target = this.layerScratch[layer]!;
-        transferBetweenBackends(backend, s.hidden, layerBackend, target.hidden, rows * d.embedding, this.staging);
-        backend = layerBackend;
-        s = target;
-      }
+      if (layerBackend !== backend) moveTo(layerBackend, this.layerScratch[layer]!);
       const { attention, feedForward } = this.layers[layer]!;
+      addAndNorm(backend, d, s, pending, attention.attn_norm, rows);
       attentionBlock(backend, d, attention, s, rows, positions, layout, layer);
+      addAndNorm(backend, d, s, true, feedForward.ffn_norm, rows);
       feedForward.forward(backend, s, rows);
+      pending = true;
     }
-    if (this.outputBackend !== backend) {
-      transferBetweenBackends(backend, s.hidden, this.outputBackend, this.outputScratch.hidden, rows * d.embedding, this.staging);
-      backend = this.outputBackend;
-      s = this.outputScratch;
-    }
-    backend.rmsNorm(s.normed, s.hidden, this.outputNorm, rows, d.eps);
+    if (this.outputBackend !== backend) moveTo(this.outputBackend, this.outputScratch);
+    addAndNorm(backend, d, s, pending, this.outputNorm, rows);
   }
 
   /**
