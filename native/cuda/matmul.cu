@@ -6,6 +6,7 @@
 
 #include "cuda-internal.cuh"
 #include "kernels/matmul.cuh"
+#include "rounding-launch.cuh"
 
 using namespace memra_cuda_kernels;
 
@@ -25,47 +26,6 @@ static void launch_matrix_vector_q8_0(dim3 grid, int threads, cudaStream_t strea
     else if (rows <= 4) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<4>)(segments, codes, scales, row_bytes, rows, n_in);
     else MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<8>)(segments, codes, scales, row_bytes, rows, n_in);
 }
-
-/* round_activations_kernel for a runtime rounding mode: the rounded values (CODES false) or the
- * q8 codes and block scales (CODES true, q8 modes only). */
-template <bool CODES>
-static void launch_rounding(int rounding, const memra_cuda_launch & launch, cudaStream_t stream, float * rounded, float * corrections, const float * x,
-                            int64_t count, int8_t * codes, float * scales) {
-    const dim3 grid = memra_grid(launch);
-    switch (rounding) {
-        case MEMRA_CUDA_ROUND_Q8_0:
-            MEMRA_LAUNCH(grid, launch.threads, 0, stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_0, CODES>)(rounded, corrections, x, count, codes, scales);
-            break;
-        case MEMRA_CUDA_ROUND_Q8_1:
-            MEMRA_LAUNCH(grid, launch.threads, 0, stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_1, CODES>)(rounded, corrections, x, count, codes, scales);
-            break;
-        case MEMRA_CUDA_ROUND_Q8_K:
-            MEMRA_LAUNCH(grid, launch.threads, 0, stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_K, CODES>)(rounded, corrections, x, count, codes, scales);
-            break;
-        case MEMRA_CUDA_ROUND_F16:
-            MEMRA_LAUNCH(grid, launch.threads, 0, stream, round_activations_kernel<MEMRA_CUDA_ROUND_F16, false>)(rounded, corrections, x, count, codes, scales);
-            break;
-        default:
-            MEMRA_LAUNCH(grid, launch.threads, 0, stream, round_activations_kernel<MEMRA_CUDA_ROUND_BF16, false>)(rounded, corrections, x, count, codes, scales);
-            break;
-    }
-}
-
-/* Device memory for the duration of one call: from the caching allocator, back to it on return. */
-struct workspace {
-    memra_cuda * cuda;
-    void * pointer = nullptr;
-    explicit workspace(memra_cuda * context) : cuda(context) {}
-    workspace(const workspace &) = delete;
-    workspace & operator=(const workspace &) = delete;
-    int allocate(int64_t bytes) {
-        pointer = memra_cuda_alloc(cuda, bytes);
-        return pointer ? MEMRA_CUDA_OK : memra_cuda_last_status();
-    }
-    ~workspace() {
-        if (pointer) memra_cuda_free(cuda, pointer);
-    }
-};
 
 /* One weight matrix of a matmul group, checked and planned. */
 struct matmul_target {

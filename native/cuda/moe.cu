@@ -1,9 +1,12 @@
 /*
- * moe.cu — launcher of memra_cuda_moe_route (kernel in kernels/moe.cuh): routes on the device,
- * then copies the [rows, k] ids and weights to the caller's host arrays.
+ * moe.cu — launchers of memra_cuda_moe_route (kernel in kernels/moe.cuh: routes on the device,
+ * then copies the [rows, k] ids and weights to the caller's host arrays) and of
+ * memra_cuda_moe_experts (routing and the chosen experts' SwiGLU FFNs all on the device).
  */
 #include "cuda-internal.cuh"
+#include "kernels/elementwise.cuh"
 #include "kernels/moe.cuh"
+#include "rounding-launch.cuh"
 
 using namespace memra_cuda_kernels;
 
@@ -36,4 +39,101 @@ extern "C" int memra_cuda_moe_route(memra_cuda * cuda, int32_t * ids_out, float 
     memra_cuda_free(cuda, scratch);
     if (error != cudaSuccess) return memra_cuda_fail_cuda(error, function, "routing");
     return waited;
+}
+
+/* Launches expert_matrix_vector_kernel for `type` over pairs × n_out outputs. */
+static int launch_experts(const char * function, memra_cuda * cuda, int type, float * out, const float * x, int64_t x_row_divisor, const void * weights,
+                          int64_t matrices, int64_t n_in, int64_t n_out, const int32_t * ids, int64_t pairs) {
+    const int64_t row_bytes = memra_cuda_row_bytes(type, n_in);
+    const dim3 grid((unsigned)((n_out + MEMRA_CUDA_MMV_WARPS - 1) / MEMRA_CUDA_MMV_WARPS), (unsigned)pairs, 1);
+    (void)matrices;
+    MEMRA_CUDA_DISPATCH_TYPE(type, (MEMRA_LAUNCH(grid, MEMRA_CUDA_MMV_WARPS * 32, 0, cuda->stream, expert_matrix_vector_kernel<T>)(
+                                       out, x, x_row_divisor, (const uint8_t *)weights, n_out * row_bytes, row_bytes, ids, n_in, n_out)));
+    LAUNCH_CHECK(function, "expert_matrix_vector_kernel");
+    return MEMRA_CUDA_OK;
+}
+
+/* `x` rounded for `type` into `rounded` (when the context rounds activations): *source is what the
+ * expert kernel reads. */
+static int round_for(const char * function, memra_cuda * cuda, int type, const float * x, int64_t rows, int64_t n_in, workspace & rounded,
+                     const float ** source) {
+    *source = x;
+    const int rounding = cuda->activation_rounding ? memra_cuda_activation_rounding(type) : MEMRA_CUDA_ROUND_NONE;
+    if (rounding == MEMRA_CUDA_ROUND_NONE) return MEMRA_CUDA_OK;
+    CHECK(rounded.allocate(rows * n_in * 4));
+    const memra_cuda_launch launch = memra_cuda_plan_rounding(rounding, rows, n_in);
+    launch_rounding<false>(rounding, launch, cuda->stream, (float *)rounded.pointer, nullptr, x, rows * n_in, nullptr, nullptr);
+    LAUNCH_CHECK(function, "round_activations_kernel");
+    *source = (const float *)rounded.pointer;
+    return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_moe_experts(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, const float * logits,
+                                      int64_t logits_length, int64_t rows, int64_t experts, int64_t k, int gate_type, const void * gate, int64_t gate_bytes,
+                                      int up_type, const void * up, int64_t up_bytes, int down_type, const void * down, int64_t down_bytes, int64_t embedding,
+                                      int64_t ffn) {
+    static const char function[] = "memra_cuda_moe_experts";
+    CHECK(memra_cuda_enter(function, cuda));
+    CHECK(memra_cuda_check_size(function, "rows", rows, 0));
+    CHECK(memra_cuda_check_size(function, "embedding", embedding, 1));
+    CHECK(memra_cuda_check_size(function, "ffn", ffn, 1));
+    memra_cuda_launch route;
+    char message[512];
+    const int planned = memra_cuda_plan_moe_route(rows, experts, k, &route, message, sizeof message);
+    if (planned != MEMRA_CUDA_OK) FAIL(planned, "%s: %s", function, message);
+    int64_t pairs = 0, x_needed = 0, logits_needed = 0, matrices = 0, row_bytes = 0;
+    CHECK(memra_cuda_check_product(function, "rows * k", rows, k, &pairs));
+    if (pairs > 65535) FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: %lld (row, expert) pairs: at most 65535 in one call", function, (long long)pairs);
+    CHECK(memra_cuda_check_product(function, "rows * embedding", rows, embedding, &x_needed));
+    CHECK(memra_cuda_check_product(function, "rows * experts", rows, experts, &logits_needed));
+    CHECK(memra_cuda_check_buffer(function, "x", x, x_length, x_needed));
+    CHECK(memra_cuda_check_buffer(function, "out", out, out_length, x_needed));
+    CHECK(memra_cuda_check_buffer(function, "logits", logits, logits_length, logits_needed));
+    CHECK(memra_cuda_check_product(function, "experts * ffn", experts, ffn, &matrices));
+    CHECK(memra_cuda_check_weight(function, "gate", gate_type, gate, gate_bytes, matrices, embedding, &row_bytes));
+    CHECK(memra_cuda_check_weight(function, "up", up_type, up, up_bytes, matrices, embedding, &row_bytes));
+    CHECK(memra_cuda_check_product(function, "experts * embedding", experts, embedding, &matrices));
+    CHECK(memra_cuda_check_weight(function, "down", down_type, down, down_bytes, matrices, ffn, &row_bytes));
+    if (cuda->activation_rounding) {
+        const int types[3] = {gate_type, up_type, down_type};
+        for (int t = 0; t < 3; t++) {
+            /* q4_1 / q5_1 need the per-block offset correction, which only the gather path applies */
+            if (memra_cuda_activation_rounding(types[t]) == MEMRA_CUDA_ROUND_Q8_1)
+                FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: expert weights of type %d (q8_1 activations) go through gather, matmul and scatter", function, types[t]);
+        }
+    }
+    const uintptr_t o = (uintptr_t)out, i = (uintptr_t)x;
+    if (rows > 0 && o < i + (uintptr_t)x_needed * 4 && i < o + (uintptr_t)x_needed * 4) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: out overlaps x", function);
+    if ((uintptr_t)x % 16 != 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: x must be 16-byte aligned", function);
+    if (rows == 0) return MEMRA_CUDA_OK;
+
+    /* Routing: ids and weights stay on the device. */
+    workspace routing(cuda), gate_out(cuda), up_out(cuda), down_out(cuda), rounded_x(cuda), rounded_up(cuda), rounded_h(cuda);
+    CHECK(routing.allocate(pairs * 8));
+    int32_t * ids = (int32_t *)routing.pointer;
+    float * weights = (float *)((uint8_t *)routing.pointer + pairs * 4);
+    MEMRA_LAUNCH(memra_grid(route), route.threads, route.shared_bytes, cuda->stream, moe_route_kernel)(ids, weights, logits, rows, (int)experts, (int)k);
+    LAUNCH_CHECK(function, "moe_route_kernel");
+    CHECK(gate_out.allocate(pairs * ffn * 4));
+    CHECK(up_out.allocate(pairs * ffn * 4));
+    CHECK(down_out.allocate(pairs * embedding * 4));
+    /* gate and up of every pair from its row's rounded input, SwiGLU, down from the pair's rounded hidden values */
+    const float * source = nullptr;
+    CHECK(round_for(function, cuda, gate_type, x, rows, embedding, rounded_x, &source));
+    CHECK(launch_experts(function, cuda, gate_type, (float *)gate_out.pointer, source, k, gate, experts, embedding, ffn, ids, pairs));
+    if (memra_cuda_activation_rounding(up_type) != memra_cuda_activation_rounding(gate_type)) {
+        CHECK(round_for(function, cuda, up_type, x, rows, embedding, rounded_up, &source));
+    }
+    CHECK(launch_experts(function, cuda, up_type, (float *)up_out.pointer, source, k, up, experts, embedding, ffn, ids, pairs));
+    const memra_cuda_launch elementwise = memra_cuda_plan_elementwise(pairs * ffn);
+    MEMRA_LAUNCH(memra_grid(elementwise), elementwise.threads, 0, cuda->stream, swiglu_kernel)((float *)gate_out.pointer, (const float *)gate_out.pointer,
+                                                                                              (const float *)up_out.pointer, pairs * ffn);
+    LAUNCH_CHECK(function, "swiglu_kernel");
+    CHECK(round_for(function, cuda, down_type, (const float *)gate_out.pointer, pairs, ffn, rounded_h, &source));
+    CHECK(launch_experts(function, cuda, down_type, (float *)down_out.pointer, source, 1, down, experts, ffn, embedding, ids, pairs));
+    const memra_cuda_launch combine = memra_cuda_plan_elementwise(x_needed);
+    MEMRA_LAUNCH(memra_grid(combine), combine.threads, 0, cuda->stream, expert_combine_kernel)(out, (const float *)down_out.pointer, ids, weights, rows, (int)k,
+                                                                                             embedding);
+    LAUNCH_CHECK(function, "expert_combine_kernel");
+    return MEMRA_CUDA_OK;
 }

@@ -215,6 +215,17 @@ MEMRA_CUDA_API int memra_cuda_add(memra_cuda * cuda, float * out, int64_t out_le
  * memory; waits for the stream. k at most 64. */
 MEMRA_CUDA_API int memra_cuda_moe_route(memra_cuda * cuda, int32_t * ids_out, float * weights_out, int64_t out_length, const float * logits,
                                         int64_t logits_length, int64_t rows, int64_t experts, int64_t k);
+/* Qwen3-MoE's routed experts for a few rows (decode), all on the device, nothing read back:
+ * routing of `logits` [rows, experts] as memra_cuda_moe_route, then for each row and chosen
+ * expert the SwiGLU FFN of that expert (gate/up [experts, ffn, embedding], down [experts,
+ * embedding, ffn] in ggml layout, activations rounded per weight type), and
+ * out[r] = Σ weight · expert output, added in ascending expert id. rows · k ≤ 65535. q4_1 / q5_1
+ * experts (q8_1 activations) are MEMRA_CUDA_ERROR_UNSUPPORTED: use the gather path. rows 0 checks
+ * the weights alone. */
+MEMRA_CUDA_API int memra_cuda_moe_experts(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, const float * logits,
+                                          int64_t logits_length, int64_t rows, int64_t experts, int64_t k, int gate_type, const void * gate,
+                                          int64_t gate_bytes, int up_type, const void * up, int64_t up_bytes, int down_type, const void * down,
+                                          int64_t down_bytes, int64_t embedding, int64_t ffn);
 
 /* out[i] = x[row_ids[i]] for i < count, rows of `width`; row_ids on the host. */
 MEMRA_CUDA_API int memra_cuda_gather_rows(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length,

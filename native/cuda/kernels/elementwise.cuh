@@ -26,7 +26,7 @@ __global__ void embedding_kernel(float * __restrict__ out, const uint8_t * __res
 }
 
 /* Rows of `width` values: as ggml's rms_norm + mul, the sum of squares in double. */
-__global__ void rms_norm_kernel(float * out, const float * x, const float * __restrict__ weight, int64_t rows, int64_t width, float eps) {
+static __global__ void rms_norm_kernel(float * out, const float * x, const float * __restrict__ weight, int64_t rows, int64_t width, float eps) {
     __shared__ double partial[32];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const float * xr = x + r * width;
@@ -51,7 +51,7 @@ __global__ void rms_norm_kernel(float * out, const float * x, const float * __re
 
 /* The residual add and the next RMSNorm in one pass: hidden += delta, then out = RMSNorm(hidden) ·
  * weight, each value as add_kernel and rms_norm_kernel (same block size) compute it. */
-__global__ void add_rms_norm_kernel(float * out, float * hidden, const float * __restrict__ delta, const float * __restrict__ weight, int64_t rows,
+static __global__ void add_rms_norm_kernel(float * out, float * hidden, const float * __restrict__ delta, const float * __restrict__ weight, int64_t rows,
                                     int64_t width, float eps) {
     __shared__ double partial[32];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -82,7 +82,7 @@ __global__ void add_rms_norm_kernel(float * out, float * hidden, const float * _
 
 /* NEOX RoPE in place; one thread per (row, head, pair). theta as ggml: the position times
  * theta_scale, pair by pair, in f32. */
-__global__ void rope_neox_kernel(float * x, const int32_t * __restrict__ positions, int64_t rows, int64_t heads, int64_t head_dim, float theta_scale) {
+static __global__ void rope_neox_kernel(float * x, const int32_t * __restrict__ positions, int64_t rows, int64_t heads, int64_t head_dim, float theta_scale) {
     const int64_t half = head_dim / 2;
     const int64_t total = rows * heads * half;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
@@ -102,7 +102,7 @@ __global__ void rope_neox_kernel(float * x, const int32_t * __restrict__ positio
 /* Qwen3's QK-norm and RoPE in one pass, in place: one warp per (row, head) of q (heads) and of k
  * (kv_heads): the head's RMSNorm exactly as rms_norm_kernel computes it with one warp (width
  * head_dim < 256), then NEOX RoPE exactly as rope_neox_kernel on the normed values. */
-__global__ void qk_norm_rope_kernel(float * q, float * k, const float * __restrict__ q_weight, const float * __restrict__ k_weight,
+static __global__ void qk_norm_rope_kernel(float * q, float * k, const float * __restrict__ q_weight, const float * __restrict__ k_weight,
                                     const int32_t * __restrict__ positions, int64_t rows, int heads, int kv_heads, int head_dim, float eps,
                                     float theta_scale) {
     const int lane = threadIdx.x & 31;
@@ -135,18 +135,18 @@ __global__ void qk_norm_rope_kernel(float * q, float * k, const float * __restri
     }
 }
 
-__global__ void swiglu_kernel(float * out, const float * gate, const float * up, int64_t length) {
+static __global__ void swiglu_kernel(float * out, const float * gate, const float * up, int64_t length) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < length; i += (int64_t)gridDim.x * blockDim.x) {
         const float g = gate[i];
         out[i] = __fmul_rn(g / (1.0f + expf(-g)), up[i]);
     }
 }
 
-__global__ void add_kernel(float * out, const float * a, const float * b, int64_t length) {
+static __global__ void add_kernel(float * out, const float * a, const float * b, int64_t length) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < length; i += (int64_t)gridDim.x * blockDim.x) out[i] = a[i] + b[i];
 }
 
-__global__ void gather_rows_kernel(float * __restrict__ out, const float * __restrict__ x, const int32_t * __restrict__ row_ids, int64_t count, int64_t width) {
+static __global__ void gather_rows_kernel(float * __restrict__ out, const float * __restrict__ x, const int32_t * __restrict__ row_ids, int64_t count, int64_t width) {
     const int64_t total = count * width;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         out[i] = x[(int64_t)row_ids[i / width] * width + i % width];
@@ -155,7 +155,7 @@ __global__ void gather_rows_kernel(float * __restrict__ out, const float * __res
 
 /* One thread per column: the rows are added in order of i, as the CPU does (deterministic even
  * when a row id repeats). */
-__global__ void scatter_add_rows_kernel(float * out, const float * __restrict__ x, const int32_t * __restrict__ row_ids, const float * __restrict__ scales,
+static __global__ void scatter_add_rows_kernel(float * out, const float * __restrict__ x, const int32_t * __restrict__ row_ids, const float * __restrict__ scales,
                                         int64_t count, int64_t width) {
     for (int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c < width; c += (int64_t)gridDim.x * blockDim.x) {
         for (int64_t i = 0; i < count; i++) {

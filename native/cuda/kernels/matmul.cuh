@@ -441,7 +441,7 @@ __global__ void round_activations_kernel(float * __restrict__ out, float * __res
 /* out[r, o] += Σ_b m(o, b) · corrections[r, b] for q4_1 / q5_1 weights (offset m at byte 2 of each
  * block): ggml multiplies the weight's offset with the activation block's rounded sum s, not with
  * the sum of the rounded values. One thread per output, grid-stride. */
-__global__ void offset_correction_kernel(float * __restrict__ out, const float * __restrict__ corrections, const uint8_t * __restrict__ weight,
+static __global__ void offset_correction_kernel(float * __restrict__ out, const float * __restrict__ corrections, const uint8_t * __restrict__ weight,
                                          int64_t row_bytes, int64_t block_bytes, int64_t rows, int64_t blocks, int64_t n_out) {
     const int64_t total = rows * n_out;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {

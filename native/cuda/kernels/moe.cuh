@@ -2,14 +2,20 @@
  * moe.cuh — Qwen3-MoE routing: one warp per row; softmax over the row's logits (probabilities in
  * shared memory), k rounds of a warp arg-max (ties to the lower expert id), the chosen weights
  * renormalised to sum to one (summed in order, as llama.cpp's ggml_sum_rows over k values).
+ *
+ * The experts of a few rows on the device (decode), no routing read back to the host:
+ * expert_matrix_vector_kernel multiplies each (row, chosen expert) pair's input by that expert's
+ * matrix, its id read from the device; expert_combine_kernel sums the pairs' outputs per row,
+ * weighted, in ascending expert id, as the gather/scatter path adds them.
  */
 #pragma once
 
 #include "device.cuh"
+#include "matmul.cuh"
 
 namespace memra_cuda_kernels {
 
-__global__ void moe_route_kernel(int32_t * __restrict__ ids, float * __restrict__ weights, const float * __restrict__ logits, int64_t rows, int experts, int k) {
+static __global__ void moe_route_kernel(int32_t * __restrict__ ids, float * __restrict__ weights, const float * __restrict__ logits, int64_t rows, int experts, int k) {
     MEMRA_DYNAMIC_SHARED(float, probabilities);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + warp;
@@ -50,6 +56,53 @@ __global__ void moe_route_kernel(int32_t * __restrict__ ids, float * __restrict_
     }
     if (lane == 0) {
         for (int j = 0; j < k; j++) weights[row * k + j] /= chosen_sum;
+    }
+}
+
+/* out[p, o] = W[ids[p]][o, :] · x[p / x_row_divisor, :] for pairs p = row · k + j: grid.x covers
+ * n_out in warps (one per output feature, as matrix_vector_kernel with one row), grid.y the pairs. */
+template <int TYPE>
+__global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) expert_matrix_vector_kernel(float * __restrict__ out, const float * __restrict__ x,
+                                                                                         int64_t x_row_divisor, const uint8_t * __restrict__ weights,
+                                                                                         int64_t matrix_bytes, int64_t row_bytes,
+                                                                                         const int32_t * __restrict__ ids, int64_t n_in, int64_t n_out) {
+    const int lane = threadIdx.x & 31;
+    const int64_t pair = blockIdx.y;
+    const int64_t o = blockIdx.x * (int64_t)MEMRA_CUDA_MMV_WARPS + (threadIdx.x >> 5);
+    if (o >= n_out) return;
+    const uint8_t * w = weights + (int64_t)ids[pair] * matrix_bytes + o * row_bytes;
+    const float * xr = x + (pair / x_row_divisor) * n_in;
+    float sum[1] = {0.0f};
+    for (int64_t g = lane; g < n_in / 8; g += 32) {
+        float v[8];
+        dequantize_group<TYPE>(w, g, v);
+        const float4 * x4 = reinterpret_cast<const float4 *>(xr + g * 8);
+        const float4 a = __ldg(x4), b = __ldg(x4 + 1);
+        sum[0] += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z + v[7] * b.w;
+    }
+    reduce_rows_and_store<1>(sum, lane, 1, out + pair * n_out, n_out, o);
+}
+
+/* out[r, c] = Σ_j weights[r, j] · down[r · k + j, c], added in ascending expert id from zero (the
+ * order in which the gather/scatter path adds the experts' rows). */
+static __global__ void expert_combine_kernel(float * __restrict__ out, const float * __restrict__ down, const int32_t * __restrict__ ids,
+                                      const float * __restrict__ weights, int64_t rows, int k, int64_t width) {
+    const int64_t total = rows * width;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / width, c = i % width;
+        const int32_t * row_ids = ids + r * k;
+        float sum = 0.0f;
+        int last = -1;
+        for (int n = 0; n < k; n++) {
+            int chosen = -1;
+            for (int j = 0; j < k; j++) {
+                if (row_ids[j] > last && (chosen < 0 || row_ids[j] < row_ids[chosen])) chosen = j;
+            }
+            if (chosen < 0) break;
+            last = row_ids[chosen];
+            sum = __fadd_rn(sum, __fmul_rn(weights[r * k + chosen], down[(r * k + chosen) * width + c]));
+        }
+        out[i] = sum;
     }
 }
 

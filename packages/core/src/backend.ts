@@ -165,6 +165,22 @@ export interface Backend {
    * logits: [rows, experts]; returns expert ids and weights, [rows, k] each, on the host.
    */
   moeRoute(logits: DeviceBuffer, rows: number, experts: number, k: number): { ids: Int32Array; weights: Float32Array };
+  /**
+   * Optional: a routed-experts FFN for a few rows (decode) with nothing read back to the host:
+   * route `logits` [rows, experts] as moeRoute does, run each row's k chosen experts' SwiGLU FFN
+   * (gate/up [embedding, ffn, experts], down [ffn, embedding, experts]) and set out[r] to their
+   * routing-weighted sum. Returns false, having done nothing, where the backend has no kernel for
+   * these weights; the answer depends on the weights alone (rows 0: only that question).
+   */
+  moeExperts?(
+    out: DeviceBuffer,
+    x: DeviceBuffer,
+    logits: DeviceBuffer,
+    weights: { readonly gate: WeightHandle; readonly up: WeightHandle; readonly down: WeightHandle },
+    rows: number,
+    experts: number,
+    k: number,
+  ): boolean;
   /** matmul with expert `expert` of a 3-D weight [in, out, experts], over `rows` rows of x. */
   expertMatmul(out: DeviceBuffer, x: DeviceBuffer, weight: WeightHandle, expert: number, rows: number): void;
   /** out[i] = x[rows[i]], rows of `width`. */

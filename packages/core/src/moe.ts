@@ -21,7 +21,12 @@ export interface RoutedExpertsWeights {
 export interface RoutedExperts {
   /** out = Σ_selected weight · expert(x). x/out: [rows, embedding] */
   forward(out: DeviceBuffer, x: DeviceBuffer, rows: number): void;
+  /** Most rows forward runs without reading back to the host (on the backend's moeExperts); 0 when it always reads back. */
+  readonly deviceRows: number;
 }
+
+/** Rows up to which the experts run through Backend.moeExperts (each row reads its experts' matrices itself). */
+export const DEVICE_EXPERT_ROWS = 64;
 
 /**
  * `backend` runs the router; `expertBackend` (default: the same) holds the expert weights and runs
@@ -41,9 +46,14 @@ export function routedExperts(backend: Backend, w: RoutedExpertsWeights, expertB
   const output = split ? eb.allocate(maxRows * embedding) : undefined; // [rows, embedding] out on the expert backend
   const staging = new Float32Array(split ? maxRows * embedding : 0);
   const zeros = new Float32Array(maxRows * embedding);
+  const expertWeights = { gate: w.ffn_gate_exps, up: w.ffn_up_exps, down: w.ffn_down_exps };
+  // Decode on the device where the backend has a kernel for these experts (asked once, rows 0).
+  const onDevice = !split && backend.moeExperts?.(routerLogits, routerLogits, routerLogits, expertWeights, 0, experts, expertsUsed) === true;
   return {
+    deviceRows: onDevice ? Math.min(DEVICE_EXPERT_ROWS, maxRows) : 0,
     forward(out, x, rows) {
       backend.matmul(routerLogits, x, w.ffn_gate_inp, rows);
+      if (onDevice && rows <= DEVICE_EXPERT_ROWS && backend.moeExperts!(out, x, routerLogits, expertWeights, rows, experts, expertsUsed)) return;
       const { ids, weights } = backend.moeRoute(routerLogits, rows, experts, expertsUsed);
       const expertInput = input ?? x;
       const expertOutput = output ?? out;

@@ -436,6 +436,54 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     expect(nmse(...pair.read([x, xRef]))).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
   });
 
+  it("moeExperts routes and runs the chosen experts on the device, as routing, gather, expert matmuls and scatter do on the reference", () => {
+    const [embedding, ffn, experts, k] = [64, 32, 8, 3];
+    const results: Record<string, number> = {};
+    for (const [gateType, downType] of [
+      [GGMLType.Q8_0, GGMLType.Q8_0],
+      [GGMLType.Q4_0, GGMLType.Q8_0],
+      [GGMLType.F16, GGMLType.BF16],
+    ] as const) {
+      const upload = (name: string, type: GGMLType, shape: number[], seed: number) => {
+        const data = quantize(type, normals(shape[0]! * shape[1]! * shape[2]!, seed, 0.1));
+        return pair.weights(tensorInfo(name, type, shape, data), data);
+      };
+      const [gate, gateRef] = upload("gate", gateType, [embedding, ffn, experts], 51);
+      const [up, upRef] = upload("up", gateType, [embedding, ffn, experts], 52);
+      const [down, downRef] = upload("down", downType, [ffn, embedding, experts], 53);
+      for (const rows of [1, 5]) {
+        const [x, xRef] = pair.buffers(normals(rows * embedding, 54 + rows));
+        const [logits, logitsRef] = pair.buffers(normals(rows * experts, 56 + rows, 2));
+        const out = backend.allocate(rows * embedding);
+        expect(backend.moeExperts(out, x, logits, { gate, up, down }, rows, experts, k)).toBe(true);
+        // the reference: the gather/scatter path of the model's routed experts
+        const r = pair.reference;
+        const outRef = r.allocate(rows * embedding);
+        r.write(outRef, new Float32Array(rows * embedding));
+        const { ids, weights } = r.moeRoute(logitsRef, rows, experts, k);
+        const [gathered, g, u, d] = [r.allocate(rows * embedding), r.allocate(rows * ffn), r.allocate(rows * ffn), r.allocate(rows * embedding)];
+        for (let expert = 0; expert < experts; expert++) {
+          const chosen = [...ids.keys()].filter((i) => ids[i] === expert);
+          if (chosen.length === 0) continue;
+          const rowIds = Int32Array.from(chosen, (i) => Math.floor(i / k));
+          r.gatherRows(gathered, xRef, rowIds, embedding);
+          r.expertMatmul(g, gathered, gateRef, expert, chosen.length);
+          r.expertMatmul(u, gathered, upRef, expert, chosen.length);
+          r.swiglu(g, g, u, chosen.length * ffn);
+          r.expertMatmul(d, g, downRef, expert, chosen.length);
+          r.scatterAddRows(outRef, d, rowIds, Float32Array.from(chosen, (i) => weights[i]!), embedding);
+        }
+        results[`${ggmlTypeName(gateType)}/${ggmlTypeName(downType)} ${rows}`] = nmse(backend.read(out), r.read(outRef));
+      }
+    }
+    if (process.env.MEMRA_PRINT_NMSE) console.log("moeExperts", results);
+    for (const [what, error] of Object.entries(results)) expect(error, what).toBeLessThanOrEqual(VECTOR_MATMUL_BOUND);
+    const data = quantize(GGMLType.Q4_1, normals(embedding * ffn * experts, 60));
+    const q41 = backend.uploadWeight(tensorInfo("q4_1", GGMLType.Q4_1, [embedding, ffn, experts], data), data);
+    const b = backend.allocate(embedding);
+    expect(backend.moeExperts(b, b, b, { gate: q41, up: q41, down: q41 }, 1, experts, k)).toBe(false); // q8_1 activations: the gather path
+  });
+
   it("errors: sizes, indices and unsupported types are CudaErrors with the library's message, not crashes", () => {
     const data = quantize(GGMLType.Q8_0, normals(64 * 8, 130));
     const w = backend.uploadWeight(tensorInfo("w", GGMLType.Q8_0, [64, 8], data), data);

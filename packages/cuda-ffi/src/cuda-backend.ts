@@ -524,6 +524,50 @@ export class CudaBackend implements Backend {
     return { ids, weights };
   }
 
+  moeExperts(
+    out: DeviceBuffer,
+    x: DeviceBuffer,
+    logits: DeviceBuffer,
+    weights: { readonly gate: WeightHandle; readonly up: WeightHandle; readonly down: WeightHandle },
+    rows: number,
+    experts: number,
+    k: number,
+  ): boolean {
+    const gate = asWeight(weights.gate);
+    const up = asWeight(weights.up);
+    const down = asWeight(weights.down);
+    // q4_1 / q5_1 experts need the offset correction of their q8_1 activations: the gather path.
+    if ([gate, up, down].some((w) => w.type === GGMLType.Q4_1 || w.type === GGMLType.Q5_1 || !this.supportsOp("expertMatmul", w.type))) return false;
+    const o = asBuffer(out);
+    const input = asBuffer(x);
+    const l = asBuffer(logits);
+    this.library.call(
+      "memra_cuda_moe_experts",
+      this.context(),
+      o.pointer as Pointer,
+      o.length,
+      input.pointer as Pointer,
+      input.length,
+      l.pointer as Pointer,
+      l.length,
+      rows,
+      experts,
+      k,
+      gate.type,
+      gate.pointer as Pointer,
+      gate.byteLength,
+      up.type,
+      up.pointer as Pointer,
+      up.byteLength,
+      down.type,
+      down.pointer as Pointer,
+      down.byteLength,
+      gate.shape[0]!,
+      gate.shape[1] ?? 1,
+    );
+    return true;
+  }
+
   gatherRows(out: DeviceBuffer, x: DeviceBuffer, rows: Int32Array, width: number): void {
     if (rows.length === 0) return;
     const o = asBuffer(out);

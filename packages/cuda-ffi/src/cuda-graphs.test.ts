@@ -2,7 +2,8 @@
  * CUDA graphs (CudaBackend.captureGraph): a captured step replays bit for bit what the same ops
  * compute one by one, reading its index arrays anew at every replay; the index checks run again
  * before each replay; what may not happen while capturing fails cleanly; workspace stays the
- * graph's; a model's decode steps through graphs equal its decode op by op. Skipped without a GPU
+ * graph's; a model's decode steps through graphs equal its decode op by op (dense, and MoE with the
+ * experts routed and run on the device). Skipped without a GPU
  * unless MEMRA_CUDA_LIBRARY names the emulated library (CI runs it on the CPU emulator).
  */
 import { type BackendGraph, type DeviceBuffer, type KVStorage, loadModel } from "@memra/core";
@@ -232,8 +233,8 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
     expect(nodes(() => recording.matmuls(outs, x, weights, 1))).toBe(2);
   });
 
-  it("a model's decode steps through graphs give the logits of decode op by op", async () => {
-    const path = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" }));
+  it.each(["tiny", "tiny-moe"] as const)("a model's decode steps through graphs give the logits of decode op by op (%s)", async (preset) => {
+    const path = await syntheticModelFile(resolveOptions(preset, { weightType: "q8_0" }));
     const run = (graphs: boolean) => {
       const model = loadModel(path, { backend: CudaBackend.create({ graphs }), maxBatchTokens: 16 });
       try {

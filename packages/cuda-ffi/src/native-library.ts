@@ -78,6 +78,9 @@ export const MEMRA_CUDA_SYMBOLS = {
   memra_cuda_add: { args: [ptr, ptr, i64, ptr, i64, ptr, i64, i64], returns: i32 },
   // (cuda, ids_out, weights_out, out_length, logits, logits_length, rows, experts, k)
   memra_cuda_moe_route: { args: [ptr, ptr, ptr, i64, ptr, i64, i64, i64, i64], returns: i32 },
+  // (cuda, out, out_length, x, x_length, logits, logits_length, rows, experts, k,
+  //  gate_type, gate, gate_bytes, up_type, up, up_bytes, down_type, down, down_bytes, embedding, ffn)
+  memra_cuda_moe_experts: { args: [ptr, ptr, i64, ptr, i64, ptr, i64, i64, i64, i64, i32, ptr, i64, i32, ptr, i64, i32, ptr, i64, i64, i64], returns: i32 },
   // (cuda, out, out_length, x, x_length, row_ids, count, width)
   memra_cuda_gather_rows: { args: [ptr, ptr, i64, ptr, i64, ptr, i64, i64], returns: i32 },
   // (cuda, out, out_length, x, x_length, row_ids, scales, count, width)

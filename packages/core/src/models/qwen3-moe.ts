@@ -34,6 +34,7 @@ export function moeFeedForward(d: ModelDimensions, experts: number, expertsUsed:
       }, expertBackend);
       return {
         ffn_norm,
+        recordableRows: experts_.deviceRows,
         forward(_b, s, rows) {
           experts_.forward(s.projected, s.normed, rows);
         },

@@ -200,8 +200,11 @@ function attentionBlock(
  */
 export interface FeedForward {
   readonly ffn_norm: WeightHandle;
-  /** Whether forward() may be recorded as a backend graph: it never reads back to the host (MoE routing does). */
-  readonly recordable?: boolean;
+  /**
+   * Most rows for which forward() may be recorded as a backend graph: it reads nothing back to the
+   * host (MoE routing does, unless the backend routes on the device). 0 or absent: never.
+   */
+  readonly recordableRows?: number;
   forward(backend: Backend, s: Scratch, rows: number): void;
 }
 
@@ -232,7 +235,7 @@ export function denseFeedForward(d: ModelDimensions, feedForwardLength: number):
       const up = backend.allocate(maxRows * feedForwardLength); // [rows, ffn]
       return {
         ffn_norm,
-        recordable: true,
+        recordableRows: Number.POSITIVE_INFINITY,
         forward(b, s, rows) {
           matmuls(b, [gate, up], s.normed, [ffn_gate, ffn_up], rows);
           b.swiglu(gate, gate, up, rows * feedForwardLength);
@@ -263,7 +266,8 @@ export interface TransformerOptions {
   /**
    * Record decode steps (one token per sequence) as backend graphs and replay them (true, the
    * default), where the model runs on one backend that records graphs (CudaBackend) and its FFN
-   * never reads back to the host (dense; MoE routing does).
+   * reads nothing back to the host (dense; MoE where the backend routes on the device, up to 64
+   * sequences).
    */
   readonly decodeGraphs?: boolean;
 }
@@ -324,6 +328,8 @@ export class Transformer {
   readonly weightBytesByBackend: ReadonlyMap<Backend, number>;
   /** Recorded decode steps by `storage:rows:stride`, least recently used first; undefined when decode runs op by op. */
   private decodeSteps: Map<string, DecodeStep> | undefined;
+  /** Most sequences a recorded decode step may hold (the FFNs' recordableRows). */
+  private readonly recordableRows: number;
 
   /**
    * `placement`: one backend for everything, or a backend per layer (and per layer's experts, and
@@ -385,7 +391,8 @@ export class Transformer {
     this.staging = new Float32Array(scratchOf.size > 1 ? maxRows * d.embedding : 0);
     this.weightBytes = weights.loadedBytes;
     this.weightBytesByBackend = weights.loadedBytesByBackend;
-    const recordable = this.backends.length === 1 && typeof this.backend.captureGraph === "function" && this.layers.every((layer) => layer.feedForward.recordable === true);
+    this.recordableRows = Math.min(...this.layers.map((layer) => layer.feedForward.recordableRows ?? 0));
+    const recordable = this.backends.length === 1 && typeof this.backend.captureGraph === "function" && this.recordableRows > 0;
     this.decodeSteps = options.decodeGraphs !== false && recordable ? new Map() : undefined;
   }
 
@@ -472,7 +479,7 @@ export class Transformer {
       row += entryTokens.length;
     }
     const blockTables = Int32Array.from(tables);
-    const decode = this.decodeSteps !== undefined && rows === entries.length;
+    const decode = this.decodeSteps !== undefined && rows === entries.length && rows <= this.recordableRows;
     if (decode) {
       this.replayDecodeStep(storage, entries, tokens, positions, slots, blockTables, sequences);
     } else {
