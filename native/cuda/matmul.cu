@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cuda-internal.cuh"
+#include "kernels/elementwise.cuh"
 #include "kernels/matmul.cuh"
 #include "rounding-launch.cuh"
 
@@ -57,11 +58,13 @@ static const int MAX_GROUP = 8;
  * out[t] = x · W[t] for `count` weights of `n_in` inputs (a group: Q/K/V, gate/up; one weight for
  * memra_cuda_matmul). The activations are rounded once per rounding mode the group needs; decode
  * matrices of one type go through one matrix-vector launch (up to MEMRA_CUDA_MMV_SEGMENTS at a
- * time). Every matrix's result is the same as its own memra_cuda_matmul's, bit for bit.
+ * time). Every matrix's result is the same as its own memra_cuda_matmul's, bit for bit. With `up`,
+ * the activations are SwiGLU's silu(x) · up, computed as the rounding reads them (materialized
+ * only for weights whose activations are not rounded).
  */
 static int matmul_group(const char * function, memra_cuda * cuda, int count, float * const * outs, const int64_t * out_lengths, const float * x,
                         int64_t x_length, int64_t rows, const int32_t * types, const void * const * weights, const int64_t * weight_bytes, int64_t n_in,
-                        const int64_t * n_outs, int64_t experts, int64_t expert) {
+                        const int64_t * n_outs, int64_t experts, int64_t expert, const float * up = nullptr, int64_t up_length = 0) {
     CHECK(memra_cuda_enter(function, cuda));
     if (count < 1 || count > MAX_GROUP) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %d weights (1..%d)", function, count, MAX_GROUP);
     CHECK(memra_cuda_check_size(function, "rows", rows, 0));
@@ -72,6 +75,7 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
     CHECK(memra_cuda_check_product(function, "rows * n_in", rows, n_in, &x_needed));
     CHECK(memra_cuda_check_buffer(function, "x", x, x_length, x_needed));
     if ((uintptr_t)x % 16 != 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: x must be 16-byte aligned", function);
+    if (up) CHECK(memra_cuda_check_buffer(function, "up", up, up_length, x_needed));
     matmul_target targets[MAX_GROUP];
     for (int t = 0; t < count; t++) {
         matmul_target & target = targets[t];
@@ -86,6 +90,8 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
         CHECK(memra_cuda_check_buffer(function, "out", target.out, out_lengths[t], out_needed));
         const uintptr_t o = (uintptr_t)target.out, i = (uintptr_t)x;
         if (rows > 0 && o < i + (uintptr_t)x_needed * 4 && i < o + (uintptr_t)out_needed * 4) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: out overlaps x", function);
+        const uintptr_t u = (uintptr_t)up;
+        if (up && rows > 0 && o < u + (uintptr_t)x_needed * 4 && u < o + (uintptr_t)out_needed * 4) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: out overlaps up", function);
         for (int u = 0; u < t; u++) {
             const uintptr_t p = (uintptr_t)targets[u].out;
             if (rows > 0 && o < p + (uintptr_t)(rows * targets[u].n_out) * 4 && p < o + (uintptr_t)out_needed * 4)
@@ -105,6 +111,21 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
                        (target.plan.kernel == MEMRA_CUDA_MATMUL_VECTOR && target.type == MEMRA_CUDA_TYPE_Q8_0 && target.rounding == MEMRA_CUDA_ROUND_Q8_0);
     }
     if (rows == 0) return MEMRA_CUDA_OK;
+
+    /* SwiGLU's product for weights that read unrounded activations. */
+    workspace product(cuda);
+    const float * plain = x;
+    if (up) {
+        bool needed = false;
+        for (int t = 0; t < count; t++) needed = needed || targets[t].rounding == MEMRA_CUDA_ROUND_NONE;
+        if (needed) {
+            CHECK(product.allocate(x_needed * 4));
+            const memra_cuda_launch launch = memra_cuda_plan_elementwise(x_needed);
+            MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, swiglu_kernel)((float *)product.pointer, x, up, x_needed);
+            LAUNCH_CHECK(function, "swiglu_kernel");
+            plain = (const float *)product.pointer;
+        }
+    }
 
     /* Each distinct (rounding, codes) the group needs, rounded once. */
     rounded_input inputs[4] = {rounded_input(cuda), rounded_input(cuda), rounded_input(cuda), rounded_input(cuda)};
@@ -132,10 +153,10 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
         const memra_cuda_launch launch = memra_cuda_plan_rounding(input.rounding, rows, n_in);
         if (input.codes) {
             launch_rounding<true>(input.rounding, launch, cuda->stream, nullptr, (float *)input.corrections.pointer, x, x_needed, (int8_t *)input.codes_memory.pointer,
-                                  (float *)input.scales.pointer);
+                                  (float *)input.scales.pointer, up);
         } else {
             launch_rounding<false>(input.rounding, launch, cuda->stream, (float *)input.values.pointer, (float *)input.corrections.pointer, x, x_needed, nullptr,
-                                   nullptr);
+                                   nullptr, up);
         }
         LAUNCH_CHECK(function, "round_activations_kernel");
     }
@@ -147,7 +168,7 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
             continue;
         }
         const rounded_input * input = first_target.input >= 0 ? &inputs[first_target.input] : nullptr;
-        const float * source = input && !input->codes ? (const float *)input->values.pointer : x;
+        const float * source = input && !input->codes ? (const float *)input->values.pointer : plain;
         /* Matrix-vector: the next matrices of the same type and input join this launch. */
         int group = 1;
         if (first_target.plan.kernel == MEMRA_CUDA_MATMUL_VECTOR) {
@@ -243,4 +264,12 @@ extern "C" int memra_cuda_matmul_shared(memra_cuda * cuda, int64_t count, const 
         weight_pointers[t] = (const void *)(uintptr_t)weights[t];
     }
     return matmul_group(function, cuda, (int)count, out_pointers, out_lengths, x, x_length, rows, types, weight_pointers, weight_bytes, n_in, n_outs, 1, 0);
+}
+
+extern "C" int memra_cuda_swiglu_matmul(memra_cuda * cuda, float * out, int64_t out_length, const float * gate, int64_t gate_length, const float * up,
+                                        int64_t up_length, int64_t rows, int type, const void * weight, int64_t weight_bytes, int64_t n_in, int64_t n_out) {
+    const int32_t type32 = type;
+    if (!up) return memra_cuda_fail(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "memra_cuda_swiglu_matmul: up is NULL");
+    return matmul_group("memra_cuda_swiglu_matmul", cuda, 1, &out, &out_length, gate, gate_length, rows, &type32, &weight, &weight_bytes, n_in, &n_out, 1, 0, up,
+                        up_length);
 }

@@ -10,26 +10,26 @@
 namespace memra_cuda_kernels {
 
 /* round_activations_kernel for a runtime rounding mode: the rounded values (CODES false) or the
- * q8 codes and block scales (CODES true, q8 modes only). */
+ * q8 codes and block scales (CODES true, q8 modes only); of silu(x) · up where `up` is given. */
 template <bool CODES>
 static inline void launch_rounding(int rounding, const memra_cuda_launch & launch, cudaStream_t stream, float * rounded, float * corrections, const float * x,
-                            int64_t count, int8_t * codes, float * scales) {
+                                   int64_t count, int8_t * codes, float * scales, const float * up = nullptr) {
     const dim3 grid = memra_grid(launch);
     switch (rounding) {
         case MEMRA_CUDA_ROUND_Q8_0:
-            MEMRA_LAUNCH(grid, launch.threads, 0, stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_0, CODES>)(rounded, corrections, x, count, codes, scales);
+            MEMRA_LAUNCH(grid, launch.threads, 0, stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_0, CODES>)(rounded, corrections, x, count, codes, scales, up);
             break;
         case MEMRA_CUDA_ROUND_Q8_1:
-            MEMRA_LAUNCH(grid, launch.threads, 0, stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_1, CODES>)(rounded, corrections, x, count, codes, scales);
+            MEMRA_LAUNCH(grid, launch.threads, 0, stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_1, CODES>)(rounded, corrections, x, count, codes, scales, up);
             break;
         case MEMRA_CUDA_ROUND_Q8_K:
-            MEMRA_LAUNCH(grid, launch.threads, 0, stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_K, CODES>)(rounded, corrections, x, count, codes, scales);
+            MEMRA_LAUNCH(grid, launch.threads, 0, stream, round_activations_kernel<MEMRA_CUDA_ROUND_Q8_K, CODES>)(rounded, corrections, x, count, codes, scales, up);
             break;
         case MEMRA_CUDA_ROUND_F16:
-            MEMRA_LAUNCH(grid, launch.threads, 0, stream, round_activations_kernel<MEMRA_CUDA_ROUND_F16, false>)(rounded, corrections, x, count, codes, scales);
+            MEMRA_LAUNCH(grid, launch.threads, 0, stream, round_activations_kernel<MEMRA_CUDA_ROUND_F16, false>)(rounded, corrections, x, count, codes, scales, up);
             break;
         default:
-            MEMRA_LAUNCH(grid, launch.threads, 0, stream, round_activations_kernel<MEMRA_CUDA_ROUND_BF16, false>)(rounded, corrections, x, count, codes, scales);
+            MEMRA_LAUNCH(grid, launch.threads, 0, stream, round_activations_kernel<MEMRA_CUDA_ROUND_BF16, false>)(rounded, corrections, x, count, codes, scales, up);
             break;
     }
 }

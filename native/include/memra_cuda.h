@@ -174,6 +174,11 @@ MEMRA_CUDA_API int memra_cuda_expert_matmul(memra_cuda * cuda, float * out, int6
 MEMRA_CUDA_API int memra_cuda_matmul_shared(memra_cuda * cuda, int64_t count, const uint64_t * outs, const int64_t * out_lengths, const float * x,
                                             int64_t x_length, int64_t rows, const int32_t * types, const uint64_t * weights, const int64_t * weight_bytes,
                                             int64_t n_in, const int64_t * n_outs);
+/* out = (silu(gate) · up) · Wᵀ: SwiGLU and the down projection without storing their product
+ * (computed as the activation rounding reads it; gate and up are left as they are). The same
+ * values as memra_cuda_swiglu then memra_cuda_matmul. */
+MEMRA_CUDA_API int memra_cuda_swiglu_matmul(memra_cuda * cuda, float * out, int64_t out_length, const float * gate, int64_t gate_length, const float * up,
+                                            int64_t up_length, int64_t rows, int type, const void * weight, int64_t weight_bytes, int64_t n_in, int64_t n_out);
 
 /* NEOX rotary embedding in place, as ggml (theta_scale = powf(freq_base, -2 / head_dim) computed on
  * the host, theta multiplied by it pair by pair in f32). x: [rows, heads * head_dim]; positions: [rows] (host). */

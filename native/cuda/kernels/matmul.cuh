@@ -359,15 +359,23 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_codes_kernel(flo
  * matrix kernels' f32 products of rounded values give llama.cpp's results up to summation order.
  * q8_0/q8_1/q8_K: one warp per block of 32 or 256 values; `corrections` (q8_1 only) gets
  * f16(d · Σq) − d16 · Σq per 32-value block. */
+/* Activation i: x[i], or SwiGLU's silu(x[i]) · up[i] exactly as swiglu_kernel computes it when the
+ * rounding reads the gate and up projections (memra_cuda_swiglu_matmul). */
+__device__ __forceinline__ float activation_at(const float * __restrict__ x, const float * __restrict__ up, int64_t i) {
+    if (!up) return x[i];
+    const float g = x[i];
+    return __fmul_rn(g / (1.0f + expf(-g)), up[i]);
+}
+
 template <int MODE, bool CODES = false>
 __global__ void round_activations_kernel(float * __restrict__ out, float * __restrict__ corrections, const float * __restrict__ x, int64_t count,
-                                         int8_t * __restrict__ codes, float * __restrict__ scales) {
+                                         int8_t * __restrict__ codes, float * __restrict__ scales, const float * __restrict__ up) {
     /* CODES (q8_0/q8_1/q8_K, for the integer GEMM): the codes q and the block scales d instead of
      * the values d · q. */
     if constexpr (MODE == MEMRA_CUDA_ROUND_F16 || MODE == MEMRA_CUDA_ROUND_BF16) {
         for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count; i += (int64_t)gridDim.x * blockDim.x) {
-            if constexpr (MODE == MEMRA_CUDA_ROUND_F16) out[i] = __half2float(__float2half_rn(x[i]));
-            else out[i] = __bfloat162float(__float2bfloat16_rn(x[i]));
+            if constexpr (MODE == MEMRA_CUDA_ROUND_F16) out[i] = __half2float(__float2half_rn(activation_at(x, up, i)));
+            else out[i] = __bfloat162float(__float2bfloat16_rn(activation_at(x, up, i)));
         }
     } else {
         constexpr int BLOCK = MODE == MEMRA_CUDA_ROUND_Q8_K ? 256 : 32;
@@ -376,7 +384,7 @@ __global__ void round_activations_kernel(float * __restrict__ out, float * __res
         const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
         /* The loop's trip count depends on the warp only: every lane takes part in each shuffle. */
         for (int64_t b = blockIdx.x * (int64_t)(blockDim.x / 32) + (threadIdx.x >> 5); b < blocks; b += warps) {
-            const float * xb = x + b * BLOCK;
+            const int64_t base = b * BLOCK;
             float * ob = out + b * BLOCK;
             if constexpr (MODE == MEMRA_CUDA_ROUND_Q8_K) {
                 /* The first value of largest magnitude, with its sign (ggml's q8_K keeps the sign). */
@@ -384,7 +392,7 @@ __global__ void round_activations_kernel(float * __restrict__ out, float * __res
                 int best_index = BLOCK;
 #pragma unroll
                 for (int i = 0; i < BLOCK / 32; i++) {
-                    const float a = fabsf(xb[i * 32 + lane]);
+                    const float a = fabsf(activation_at(x, up, base + i * 32 + lane));
                     if (a > best) { best = a; best_index = i * 32 + lane; }
                 }
 #pragma unroll
@@ -402,17 +410,17 @@ __global__ void round_activations_kernel(float * __restrict__ out, float * __res
                     if (CODES && lane == 0) scales[b] = 0.0f;
                     continue;
                 }
-                const float inverse_scale = -127.0f / xb[best_index];
+                const float inverse_scale = -127.0f / activation_at(x, up, base + best_index);
                 const float d = 1.0f / inverse_scale;
 #pragma unroll
                 for (int i = 0; i < BLOCK / 32; i++) {
-                    const float q = fminf(127.0f, rintf(__fmul_rn(inverse_scale, xb[i * 32 + lane])));
+                    const float q = fminf(127.0f, rintf(__fmul_rn(inverse_scale, activation_at(x, up, base + i * 32 + lane))));
                     if constexpr (CODES) codes[b * BLOCK + i * 32 + lane] = (int8_t)q;
                     else ob[i * 32 + lane] = __fmul_rn(d, q);
                 }
                 if (CODES && lane == 0) scales[b] = d;
             } else {
-                const float value = xb[lane];
+                const float value = activation_at(x, up, base + lane);
                 float max = fabsf(value);
 #pragma unroll
                 for (int offset = 16; offset > 0; offset >>= 1) max = fmaxf(max, __shfl_xor_sync(0xffffffffu, max, offset));

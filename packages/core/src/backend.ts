@@ -158,6 +158,11 @@ export interface Backend {
   attention(out: DeviceBuffer, q: DeviceBuffer, kv: KVLayerView, shape: AttentionShape): void;
   /** out = silu(gate) * up, elementwise over `length`. */
   swiglu(out: DeviceBuffer, gate: DeviceBuffer, up: DeviceBuffer, length: number): void;
+  /**
+   * Optional: out = matmul of silu(gate) ⊙ up ([rows, weight inputs]) by `weight`, without storing
+   * the product (gate and up keep their values); the same as swiglu into a buffer, then matmul.
+   */
+  swigluMatmul?(out: DeviceBuffer, gate: DeviceBuffer, up: DeviceBuffer, weight: WeightHandle, rows: number): void;
   /** out = a + b, elementwise over `length`. */
   add(out: DeviceBuffer, a: DeviceBuffer, b: DeviceBuffer, length: number): void;
   /**

@@ -211,6 +211,36 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     expect(() => backend.matmuls([shared, shared], backend.allocate(256), [narrow, narrow], 1)).toThrow(/outputs of weights 0 and 1 overlap/);
   });
 
+  it("swigluMatmul gives swiglu then matmul bit for bit, and leaves gate and up as they were", () => {
+    const [nIn, nOut] = [256, 40];
+    for (const type of [GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.Q4_1, GGMLType.F16, GGMLType.BF16, GGMLType.F32]) {
+      const data = quantize(type, normals(nIn * nOut, 900 + type, 0.05));
+      const w = backend.uploadWeight(tensorInfo("down", type, [nIn, nOut], data), data);
+      for (const rows of [1, 5, 70]) {
+        const gateValues = normals(rows * nIn, 910 + rows, 2);
+        const upValues = normals(rows * nIn, 920 + rows);
+        const [gate, up] = [backend.allocate(rows * nIn), backend.allocate(rows * nIn)];
+        backend.write(gate, gateValues);
+        backend.write(up, upValues);
+        const fused = backend.allocate(rows * nOut);
+        backend.swigluMatmul(fused, gate, up, w, rows);
+        const product = backend.allocate(rows * nIn);
+        backend.swiglu(product, gate, up, rows * nIn);
+        const apart = backend.allocate(rows * nOut);
+        backend.matmul(apart, product, w, rows);
+        for (const [actual, expected, what] of [
+          [backend.read(fused), backend.read(apart), "out"],
+          [backend.read(gate), gateValues, "gate"],
+          [backend.read(up), upValues, "up"],
+        ] as const) {
+          let same = actual.length === expected.length;
+          for (let i = 0; same && i < actual.length; i++) same = Object.is(actual[i], expected[i]);
+          expect(same, `${ggmlTypeName(type)} ${rows} rows: ${what}`).toBe(true);
+        }
+      }
+    }
+  });
+
   it("addRmsNorm gives add then rmsNorm bit for bit, within the reference's bound", () => {
     for (const width of [64, 1024, 4096]) {
       const rows = 3;

@@ -335,6 +335,29 @@ export class CudaBackend implements Backend {
     );
   }
 
+  swigluMatmul(out: DeviceBuffer, gate: DeviceBuffer, up: DeviceBuffer, weight: WeightHandle, rows: number): void {
+    const o = asBuffer(out);
+    const g = asBuffer(gate);
+    const u = asBuffer(up);
+    const w = asWeight(weight);
+    this.library.call(
+      "memra_cuda_swiglu_matmul",
+      this.context(),
+      o.pointer as Pointer,
+      o.length,
+      g.pointer as Pointer,
+      g.length,
+      u.pointer as Pointer,
+      u.length,
+      rows,
+      w.type,
+      w.pointer as Pointer,
+      w.byteLength,
+      w.shape[0]!,
+      w.shape[1] ?? 1,
+    );
+  }
+
   matmuls(outs: readonly DeviceBuffer[], x: DeviceBuffer, weights: readonly WeightHandle[], rows: number): void {
     const count = outs.length;
     if (count !== weights.length) throw new RangeError(`matmuls: ${count} outputs for ${weights.length} weights`);

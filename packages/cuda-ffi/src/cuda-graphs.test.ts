@@ -236,7 +236,16 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
   it.each(["tiny", "tiny-moe"] as const)("a model's decode steps through graphs give the logits of decode op by op (%s)", async (preset) => {
     const path = await syntheticModelFile(resolveOptions(preset, { weightType: "q8_0" }));
     const run = (graphs: boolean) => {
-      const model = loadModel(path, { backend: CudaBackend.create({ graphs }), maxBatchTokens: 16 });
+      const backend = CudaBackend.create({ graphs });
+      if (backend.captureGraph) {
+        const capture = backend.captureGraph;
+        (backend as { captureGraph?: typeof capture }).captureGraph = (record) => {
+          const graph = capture(record) as BackendGraph & { nodes: number };
+          nodes.push(graph.nodes);
+          return graph;
+        };
+      }
+      const model = loadModel(path, { backend, maxBatchTokens: 16 });
       try {
         expect(model.transformer.recordsDecodeGraphs).toBe(graphs);
         const pool = model.createKVPool(64, { blockTokens: 4 });
@@ -250,8 +259,14 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
         model.dispose();
       }
     };
+    const nodes: number[] = [];
     const expected = run(false);
     const actual = run(true);
+    expect(nodes.length).toBeGreaterThanOrEqual(1);
+    // Dense: the embedding, 14 kernels per layer (norm, Q/K/V rounding + one launch, QK-norm+RoPE,
+    // K and V writes, attention, O rounding + matvec, add+norm, gate/up rounding + one launch,
+    // SwiGLU-in-rounding + down), the final add+norm, and the 5 input copies.
+    if (preset === "tiny") for (const count of nodes) expect(count).toBe(1 + 2 * 14 + 1 + 5);
     for (let i = 0; i < expected.length; i++) expect(firstDifference(actual[i]!, expected[i]!), `logits ${i}`).toBe(-1);
   });
 });

@@ -59,6 +59,8 @@ export const MEMRA_CUDA_SYMBOLS = {
   memra_cuda_add_rms_norm: { args: [ptr, ptr, i64, ptr, i64, ptr, i64, ptr, i64, i64, i64, f32], returns: i32 },
   // (cuda, out, out_length, x, x_length, rows, type, weight, weight_bytes, n_in, n_out)
   memra_cuda_matmul: { args: [ptr, ptr, i64, ptr, i64, i64, i32, ptr, i64, i64, i64], returns: i32 },
+  // (cuda, out, out_length, gate, gate_length, up, up_length, rows, type, weight, weight_bytes, n_in, n_out)
+  memra_cuda_swiglu_matmul: { args: [ptr, ptr, i64, ptr, i64, ptr, i64, i64, i32, ptr, i64, i64, i64], returns: i32 },
   // (cuda, count, outs, out_lengths, x, x_length, rows, types, weights, weight_bytes, n_in, n_outs)
   memra_cuda_matmul_shared: { args: [ptr, i64, ptr, ptr, ptr, i64, i64, ptr, ptr, ptr, i64, ptr], returns: i32 },
   // (cuda, out, out_length, x, x_length, rows, type, weight, weight_bytes, n_in, n_out, experts, expert)

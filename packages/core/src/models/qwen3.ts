@@ -238,8 +238,11 @@ export function denseFeedForward(d: ModelDimensions, feedForwardLength: number):
         recordableRows: Number.POSITIVE_INFINITY,
         forward(b, s, rows) {
           matmuls(b, [gate, up], s.normed, [ffn_gate, ffn_up], rows);
-          b.swiglu(gate, gate, up, rows * feedForwardLength);
-          b.matmul(s.projected, gate, ffn_down, rows);
+          if (b.swigluMatmul) b.swigluMatmul(s.projected, gate, up, ffn_down, rows);
+          else {
+            b.swiglu(gate, gate, up, rows * feedForwardLength);
+            b.matmul(s.projected, gate, ffn_down, rows);
+          }
         },
       };
     },
