@@ -25,6 +25,22 @@ __global__ void embedding_kernel(float * __restrict__ out, const uint8_t * __res
     }
 }
 
+/* The block's total of every thread's `sum`: a warp's shuffles, then the warps' partials (in
+ * `partial`, shared) added in warp order; every thread gets it. */
+__device__ __forceinline__ double block_sum(double sum, double * partial) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    if (warps > 1) {
+        if (lane == 0) partial[warp] = sum;
+        __syncthreads();
+        sum = 0.0;
+        for (int w = 0; w < warps; w++) sum += partial[w];
+        __syncthreads();
+    }
+    return sum;
+}
+
 /* Rows of `width` values: as ggml's rms_norm + mul, the sum of squares in double. */
 static __global__ void rms_norm_kernel(float * out, const float * x, const float * __restrict__ weight, int64_t rows, int64_t width, float eps) {
     __shared__ double partial[32];
@@ -32,16 +48,7 @@ static __global__ void rms_norm_kernel(float * out, const float * x, const float
         const float * xr = x + r * width;
         double sum = 0.0;
         for (int64_t i = threadIdx.x; i < width; i += blockDim.x) sum += (double)xr[i] * (double)xr[i];
-#pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-        if (warps > 1) {
-            if (lane == 0) partial[warp] = sum;
-            __syncthreads();
-            sum = 0.0;
-            for (int w = 0; w < warps; w++) sum += partial[w];
-            __syncthreads();
-        }
+        sum = block_sum(sum, partial);
         const float mean = (float)(sum / (double)width);
         const float scale = 1.0f / sqrtf(mean + eps);
         float * o = out + r * width;
@@ -63,16 +70,7 @@ static __global__ void add_rms_norm_kernel(float * out, float * hidden, const fl
             hr[i] = h;
             sum += (double)h * (double)h;
         }
-#pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-        if (warps > 1) {
-            if (lane == 0) partial[warp] = sum;
-            __syncthreads();
-            sum = 0.0;
-            for (int w = 0; w < warps; w++) sum += partial[w];
-            __syncthreads();
-        }
+        sum = block_sum(sum, partial);
         const float mean = (float)(sum / (double)width);
         const float scale = 1.0f / sqrtf(mean + eps);
         float * o = out + r * width;

@@ -23,7 +23,7 @@ import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { ReferenceBackend } from "@memra/core";
 import { GGMLType, canQuantize, ggmlTypeName, quantize } from "@memra/gguf";
-import { ALL_GGML_TYPES, BackendPair, nmse, normals, tensorInfo } from "@memra/core/internal";
+import { ALL_GGML_TYPES, BackendPair, firstDifference, nmse, normals, tensorInfo } from "@memra/core/internal";
 import { mulberry32 } from "@memra/synthetic";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cudaUnavailableReason } from "./cuda-availability";
@@ -197,9 +197,7 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
           const alone = backend.allocate(rows * w.shape[1]!);
           backend.matmul(alone, x, w, rows);
           const [a, b] = [backend.read(together[i]!), backend.read(alone)];
-          let same = a.length === b.length;
-          for (let k = 0; same && k < a.length; k++) same = Object.is(a[k], b[k]);
-          expect(same, `${types.map(ggmlTypeName).join("+")} weight ${i}, ${rows} rows`).toBe(true);
+          expect(firstDifference(a, b), `${types.map(ggmlTypeName).join("+")} weight ${i}, ${rows} rows`).toBe(-1);
         }
       }
     }
@@ -233,9 +231,7 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
           [backend.read(gate), gateValues, "gate"],
           [backend.read(up), upValues, "up"],
         ] as const) {
-          let same = actual.length === expected.length;
-          for (let i = 0; same && i < actual.length; i++) same = Object.is(actual[i], expected[i]);
-          expect(same, `${ggmlTypeName(type)} ${rows} rows: ${what}`).toBe(true);
+          expect(firstDifference(actual, expected), `${ggmlTypeName(type)} ${rows} rows: ${what}`).toBe(-1);
         }
       }
     }
@@ -262,9 +258,7 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
         [out, apartOut, "normed"],
       ] as const) {
         const [a, b] = [backend.read(fused), backend.read(apart)];
-        let same = true;
-        for (let i = 0; same && i < a.length; i++) same = Object.is(a[i], b[i]);
-        expect(same, `${what}, width ${width}`).toBe(true);
+        expect(firstDifference(a, b), `${what}, width ${width}`).toBe(-1);
       }
       pair.reference.add(hiddenRef, hiddenRef, deltaRef, rows * width);
       pair.reference.rmsNorm(outRef, hiddenRef, wRef, rows, 1e-6);
@@ -307,9 +301,7 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
         [k, k1, "k"],
       ] as const) {
         const [a, b] = [backend.read(fused), backend.read(apart)];
-        let same = true;
-        for (let i = 0; same && i < a.length; i++) same = Object.is(a[i], b[i]);
-        expect(same, `${what}, head_dim ${headDim}`).toBe(true);
+        expect(firstDifference(a, b), `${what}, head_dim ${headDim}`).toBe(-1);
       }
       pair.reference.rmsNorm(qRef, qRef, qNormRef, rows * heads, 1e-6);
       pair.reference.rmsNorm(kRef, kRef, kNormRef, rows * kvHeads, 1e-6);

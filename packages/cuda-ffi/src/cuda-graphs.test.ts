@@ -7,7 +7,7 @@
  * unless MEMRA_CUDA_LIBRARY names the emulated library (CI runs it on the CPU emulator).
  */
 import { type BackendGraph, type DeviceBuffer, type KVStorage, loadModel } from "@memra/core";
-import { normals, tensorInfo } from "@memra/core/internal";
+import { firstDifference, normals, tensorInfo } from "@memra/core/internal";
 import { GGMLType, quantize } from "@memra/gguf";
 import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -16,15 +16,6 @@ import { CudaBackend } from "./cuda-backend";
 import { CudaError } from "./errors";
 
 const unavailable = cudaUnavailableReason();
-
-/** The first index where two arrays differ bit for bit (-1: identical); cheap to report on failure. */
-function firstDifference(a: Float32Array, b: Float32Array): number {
-  if (a.length !== b.length) return Math.min(a.length, b.length);
-  const x = new Uint32Array(a.buffer, a.byteOffset, a.length);
-  const y = new Uint32Array(b.buffer, b.byteOffset, b.length);
-  for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return i;
-  return -1;
-}
 
 const [HIDDEN, HEADS, KV_HEADS, HEAD_DIM, VOCABULARY, BLOCK_TOKENS, BLOCKS] = [64, 2, 1, 32, 50, 4, 8];
 

@@ -3,16 +3,8 @@ import { beforeAll, describe, expect, it } from "vitest";
 import type { KVCache } from "../kv-cache";
 import { type Model, loadModel } from "../load-model";
 import { ReferenceBackend } from "../reference-backend";
+import { firstDifference } from "../testing/backend-pair";
 import { type RecordingBackend, recordingBackend } from "../testing/recording-backend";
-
-/** The first index where two arrays differ (bit for bit; -1 when equal), cheap to report when a test fails. */
-function firstDifference(a: Float32Array, b: Float32Array): number {
-  if (a.length !== b.length) return Math.min(a.length, b.length);
-  const x = new Uint32Array(a.buffer, a.byteOffset, a.length);
-  const y = new Uint32Array(b.buffer, b.byteOffset, b.length);
-  for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return i;
-  return -1;
-}
 
 function tokens(count: number, seed = 1000): Int32Array {
   return Int32Array.from({ length: count }, (_, i) => (seed + i * 7919) % 150000);

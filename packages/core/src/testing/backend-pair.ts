@@ -31,6 +31,15 @@ export function nmse(actual: Float32Array, expected: Float32Array): number {
   return energy === 0 ? error : error / energy;
 }
 
+/** The first index where two arrays differ bit for bit (-1: identical; the shorter length when the lengths differ); cheap to report when a test fails. */
+export function firstDifference(a: Float32Array, b: Float32Array): number {
+  if (a.length !== b.length) return Math.min(a.length, b.length);
+  const x = new Uint32Array(a.buffer, a.byteOffset, a.length);
+  const y = new Uint32Array(b.buffer, b.byteOffset, b.length);
+  for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return i;
+  return -1;
+}
+
 /** A tensor info for `data` of `type` and ggml `shape` (fastest dimension first), at offset 0. */
 export function tensorInfo(name: string, type: GGMLType, shape: number[], data: Uint8Array): GGUFTensorInfo {
   return { name, type, shape, elementCount: shape.reduce((a, b) => a * b, 1), offset: 0, byteSize: data.byteLength };
