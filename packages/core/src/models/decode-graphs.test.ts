@@ -50,6 +50,25 @@ describe("decode steps recorded as backend graphs", () => {
     expect(backend.recordings).toBeLessThanOrEqual(5);
   });
 
+  it("keep at most 32 graphs, dropping the least recently used, and record a dropped one again when needed", () => {
+    const backend = recordingBackend(new ReferenceBackend());
+    const model = loadModel(path, { backend });
+    // 33 KV pools: 33 keys (a graph belongs to its pool's storage)
+    const caches = Array.from({ length: 33 }, () => model.createKVPool(16, { blockTokens: 16 }).createSequence(16));
+    for (const cache of caches) model.transformer.forward(Int32Array.of(6, 7), cache); // prefill (2 rows): no graph
+    for (const cache of caches.slice(0, 32)) model.transformer.forward(Int32Array.of(8), cache);
+    expect([backend.recordings, backend.disposals]).toEqual([32, 0]);
+    model.transformer.forward(Int32Array.of(9), caches[0]!); // pool 0 used again: now the most recent
+    model.transformer.forward(Int32Array.of(8), caches[32]!); // the 33rd: pool 1's graph (least recent) goes
+    expect([backend.recordings, backend.disposals, backend.replays]).toEqual([33, 1, 34]);
+    model.transformer.forward(Int32Array.of(9), caches[1]!); // recorded again (and pool 2's goes)
+    expect([backend.recordings, backend.disposals, backend.replays]).toEqual([34, 2, 35]);
+    model.transformer.forward(Int32Array.of(10), caches[0]!); // still there
+    expect(backend.recordings).toBe(34);
+    model.transformer.releaseDecodeGraphs();
+    expect(backend.disposals).toBe(34);
+  });
+
   it("reports a bad token of a replayed step as op-by-op decode does", () => {
     const model = loadModel(path, { backend: recordingBackend(new ReferenceBackend()) });
     const cache = model.createKVPool(32, { blockTokens: 4 }).createSequence(32);

@@ -14,14 +14,15 @@ const RECORDED = new Set(["copy", "embedding", "rmsNorm", "addRmsNorm", "matmul"
 const REFUSED = new Set(["read", "readInto", "write", "moeRoute", "allocate", "allocateKV", "uploadWeight"]);
 
 export interface RecordingBackend extends Backend {
-  /** Graphs recorded so far, and replays of any of them. */
+  /** Graphs recorded so far, replays of any of them, and graphs disposed. */
   readonly recordings: number;
   readonly replays: number;
+  readonly disposals: number;
 }
 
 export function recordingBackend(inner: Backend): RecordingBackend {
   let queue: (() => void)[] | undefined;
-  const counts = { recordings: 0, replays: 0 };
+  const counts = { recordings: 0, replays: 0, disposals: 0 };
   const captureGraph = (record: () => void): BackendGraph => {
     if (queue) throw new Error("recordingBackend: graphs do not nest");
     const ops: (() => void)[] = [];
@@ -40,6 +41,7 @@ export function recordingBackend(inner: Backend): RecordingBackend {
         for (const op of ops) op();
       },
       dispose() {
+        if (!disposed) counts.disposals++;
         disposed = true;
       },
     };
@@ -47,7 +49,7 @@ export function recordingBackend(inner: Backend): RecordingBackend {
   return new Proxy(inner, {
     get(target, property, receiver) {
       if (property === "captureGraph") return captureGraph;
-      if (property === "recordings" || property === "replays") return counts[property];
+      if (property === "recordings" || property === "replays" || property === "disposals") return counts[property];
       const value = Reflect.get(target, property, receiver);
       if (typeof value !== "function" || typeof property !== "string") return value;
       if (queue && REFUSED.has(property)) return () => { throw new Error(`recordingBackend: ${property} while recording a graph`); };
