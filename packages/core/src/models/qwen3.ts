@@ -280,8 +280,9 @@ const DECODE_GRAPH_LIMIT = 32;
 
 /**
  * A recorded decode step and the host arrays it reads: the step's inputs are written into these
- * (same objects every time) and the graph replayed. Block tables are padded to `stride` entries
- * per sequence, so that the graph fits every step until a sequence outgrows them.
+ * (same objects every time) and the graph replayed. Block tables are padded to a power-of-two
+ * width per sequence (the key's stride), so that the graph fits every step until a sequence
+ * outgrows them.
  */
 interface DecodeStep {
   readonly tokens: Int32Array; // [rows]
@@ -289,7 +290,6 @@ interface DecodeStep {
   readonly slots: Int32Array; // [rows]
   readonly blockTables: Int32Array; // [rows * stride]
   readonly sequences: Int32Array; // [rows, 4]
-  readonly stride: number;
   graph: BackendGraph | undefined;
 }
 
@@ -598,7 +598,6 @@ export class Transformer {
         slots: new Int32Array(rows),
         blockTables: new Int32Array(rows * stride),
         sequences: new Int32Array(rows * 4),
-        stride,
         graph: undefined,
       };
     }
