@@ -30,17 +30,20 @@ static int check_slots(const char * function, const int32_t * slots, int64_t cou
     return MEMRA_CUDA_OK;
 }
 
-extern "C" int memra_cuda_kv_write(memra_cuda * cuda, int type, void * storage, int64_t storage_bytes, int64_t width, const int32_t * slots, int64_t count,
-                                   const float * source, int64_t source_length) {
-    static const char function[] = "memra_cuda_kv_write";
+/* kv_write of `pairs` (1 or 2) storages of one type and size at the same slots, in one launch. */
+static int kv_write(const char * function, memra_cuda * cuda, int type, void * const * storages, int pairs, int64_t storage_bytes, int64_t width,
+                    const int32_t * slots, int64_t count, const float * const * sources, const int64_t * source_lengths) {
     CHECK(memra_cuda_enter(function, cuda));
     CHECK(memra_cuda_check_size(function, "count", count, 0));
     CHECK(memra_cuda_check_size(function, "width", width, 1));
     int64_t row_bytes = 0, needed = 0;
     CHECK(check_kv_type(function, type, width, &row_bytes));
     CHECK(memra_cuda_check_product(function, "count * width", count, width, &needed));
-    CHECK(memra_cuda_check_buffer(function, "source", source, source_length, needed));
-    if (storage_bytes < 0 || (storage_bytes > 0 && !storage)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: storage is NULL", function);
+    for (int p = 0; p < pairs; p++) {
+        CHECK(memra_cuda_check_buffer(function, p == 0 ? "source" : "second source", sources[p], source_lengths[p], needed));
+        if (storage_bytes < 0 || (storage_bytes > 0 && !storages[p])) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: storage is NULL", function);
+    }
+    if (pairs == 2 && storages[0] == storages[1] && count > 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: keys and values are one storage", function);
     if (count > 0 && !slots) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: slots is NULL", function);
     const int64_t storage_slots = storage_bytes / row_bytes;
     CHECK(check_slots(function, slots, count, storage_slots));
@@ -52,13 +55,35 @@ extern "C" int memra_cuda_kv_write(memra_cuda * cuda, int type, void * storage, 
         CHECK(memra_cuda_capture_check(function, cuda, [=]() { return check_slots(function, copy, count, storage_slots); }));
     }
     const memra_cuda_launch launch = memra_cuda_plan_kv_write(count, width);
-    const dim3 grid = memra_grid(launch);
+    dim3 grid = memra_grid(launch);
+    grid.z = (unsigned)pairs;
     const int32_t * s = (const int32_t *)device_slots;
-    if (type == MEMRA_CUDA_TYPE_F32) MEMRA_LAUNCH(grid, launch.threads, 0, cuda->stream, kv_write_kernel<MEMRA_CUDA_TYPE_F32>)((uint8_t *)storage, row_bytes, width, s, count, source);
-    else if (type == MEMRA_CUDA_TYPE_F16) MEMRA_LAUNCH(grid, launch.threads, 0, cuda->stream, kv_write_kernel<MEMRA_CUDA_TYPE_F16>)((uint8_t *)storage, row_bytes, width, s, count, source);
-    else MEMRA_LAUNCH(grid, launch.threads, 0, cuda->stream, kv_write_kernel<MEMRA_CUDA_TYPE_Q8_0>)((uint8_t *)storage, row_bytes, width, s, count, source);
+    uint8_t * first = (uint8_t *)storages[0];
+    uint8_t * second = (uint8_t *)storages[pairs - 1];
+    const float * first_source = sources[0];
+    const float * second_source = sources[pairs - 1];
+    if (type == MEMRA_CUDA_TYPE_F32) {
+        MEMRA_LAUNCH(grid, launch.threads, 0, cuda->stream, kv_write_kernel<MEMRA_CUDA_TYPE_F32>)(first, second, row_bytes, width, s, count, first_source, second_source);
+    } else if (type == MEMRA_CUDA_TYPE_F16) {
+        MEMRA_LAUNCH(grid, launch.threads, 0, cuda->stream, kv_write_kernel<MEMRA_CUDA_TYPE_F16>)(first, second, row_bytes, width, s, count, first_source, second_source);
+    } else {
+        MEMRA_LAUNCH(grid, launch.threads, 0, cuda->stream, kv_write_kernel<MEMRA_CUDA_TYPE_Q8_0>)(first, second, row_bytes, width, s, count, first_source, second_source);
+    }
     LAUNCH_CHECK(function, "kv_write_kernel");
     return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_kv_write(memra_cuda * cuda, int type, void * storage, int64_t storage_bytes, int64_t width, const int32_t * slots, int64_t count,
+                                   const float * source, int64_t source_length) {
+    return kv_write("memra_cuda_kv_write", cuda, type, &storage, 1, storage_bytes, width, slots, count, &source, &source_length);
+}
+
+extern "C" int memra_cuda_kv_write_pair(memra_cuda * cuda, int type, void * keys, void * values, int64_t storage_bytes, int64_t width, const int32_t * slots,
+                                        int64_t count, const float * k, int64_t k_length, const float * v, int64_t v_length) {
+    void * storages[2] = {keys, values};
+    const float * sources[2] = {k, v};
+    const int64_t lengths[2] = {k_length, v_length};
+    return kv_write("memra_cuda_kv_write_pair", cuda, type, storages, 2, storage_bytes, width, slots, count, sources, lengths);
 }
 
 /* The batch's sequences ([query row, rows, position, table offset] each) cover rows 0..rows-1 in

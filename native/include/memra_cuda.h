@@ -197,6 +197,10 @@ MEMRA_CUDA_API int memra_cuda_qk_norm_rope(memra_cuda * cuda, float * q, int64_t
  * reference). A slot outside the storage is MEMRA_CUDA_ERROR_OUT_OF_RANGE. */
 MEMRA_CUDA_API int memra_cuda_kv_write(memra_cuda * cuda, int type, void * storage, int64_t storage_bytes, int64_t width, const int32_t * slots,
                                        int64_t count, const float * source, int64_t source_length);
+/* memra_cuda_kv_write of k into `keys` and of v into `values` (two storages of one type and size,
+ * the same slots) in one launch. */
+MEMRA_CUDA_API int memra_cuda_kv_write_pair(memra_cuda * cuda, int type, void * keys, void * values, int64_t storage_bytes, int64_t width,
+                                            const int32_t * slots, int64_t count, const float * k, int64_t k_length, const float * v, int64_t v_length);
 
 /* Causal attention with grouped KV heads for a batch of sequences, each reading K/V through its
  * block table; arguments as memra_cpu_paged_attention (block_tables and sequences are host arrays;

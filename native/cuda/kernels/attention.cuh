@@ -29,9 +29,15 @@ __device__ __forceinline__ float kv_value(const uint8_t * row, int64_t d) {
     }
 }
 
+/* Rows of `source` into `storage` at `slots`, converted to the KV type; blockIdx.z 1 writes
+ * `second_source` into `second_storage` (K and V of a layer in one launch). */
 template <int KV>
-__global__ void kv_write_kernel(uint8_t * storage, int64_t row_bytes, int64_t width, const int32_t * __restrict__ slots, int64_t count,
-                                const float * __restrict__ source) {
+__global__ void kv_write_kernel(uint8_t * storage, uint8_t * second_storage, int64_t row_bytes, int64_t width, const int32_t * __restrict__ slots,
+                                int64_t count, const float * source, const float * second_source) {
+    if (blockIdx.z == 1) {
+        storage = second_storage;
+        source = second_source;
+    }
     const int lane = threadIdx.x & 31;
     const int64_t chunk = blockIdx.x * (int64_t)(blockDim.x / 32) + (threadIdx.x >> 5);
     const int64_t d = chunk * 32 + lane;

@@ -149,6 +149,8 @@ export interface Backend {
   allocateKV(type: KVType, rows: number, width: number): KVStorage;
   /** Stores rows [0, slots.length) of `source` ([rows, width] f32) at `slots`, converting to the storage type. */
   writeKV(storage: KVStorage, slots: Int32Array, source: DeviceBuffer): void;
+  /** Optional: writeKV(keys, slots, k) and writeKV(values, slots, v) in one op (storages of one type and size). */
+  writeKVPair?(keys: KVStorage, values: KVStorage, slots: Int32Array, k: DeviceBuffer, v: DeviceBuffer): void;
   /** Copies `rows` slots from `sourceSlot` to `targetSlot` (copy-on-write of a block). */
   copyKV(storage: KVStorage, targetSlot: number, sourceSlot: number, rows: number): void;
   /**

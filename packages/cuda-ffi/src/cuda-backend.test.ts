@@ -21,10 +21,11 @@
  */
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { ReferenceBackend } from "@memra/core";
+import { type KVStorage, ReferenceBackend } from "@memra/core";
 import { GGMLType, canQuantize, ggmlTypeName, quantize } from "@memra/gguf";
 import { ALL_GGML_TYPES, BackendPair, firstDifference, nmse, normals, tensorInfo } from "@memra/core/internal";
 import { mulberry32 } from "@memra/synthetic";
+import { type Pointer, ptr } from "bun:ffi";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cudaUnavailableReason } from "./cuda-availability";
 import { CudaBackend } from "./cuda-backend";
@@ -435,6 +436,32 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
       pair.reference.attention(o1Ref, q1Ref, { keys: keysRef, values: valuesRef, blockTokens, blockTables: Int32Array.from([0]), sequences: single }, { ...shape, rows: 1 });
       expect(nmse(pair.native.read(o1), pair.reference.read(o1Ref)), `attention after copyKV ${type}`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
     }
+  });
+
+  it("writeKVPair stores K and V as two writeKVs do, for f32, f16 and q8_0 storage", () => {
+    const [width, slots] = [64, Int32Array.from([5, 0, 9])];
+    const k = backend.allocate(slots.length * width);
+    const v = backend.allocate(slots.length * width);
+    backend.write(k, normals(slots.length * width, 71, 3));
+    backend.write(v, normals(slots.length * width, 72, 3));
+    const bytesOf = (storage: KVStorage) => {
+      const kv = storage as KVStorage & { pointer: number; bytes: number };
+      const out = new Uint8Array(kv.bytes);
+      backend.library.call("memra_cuda_download", backend.contextHandle(), ptr(out), kv.pointer as Pointer, kv.bytes);
+      return new Float32Array(out.buffer); // compared bit for bit
+    };
+    for (const type of ["f32", "f16", "q8_0"] as const) {
+      const [keys, values, keysApart, valuesApart] = [0, 1, 2, 3].map(() => backend.allocateKV(type, 16, width));
+      backend.writeKVPair(keys!, values!, slots, k, v);
+      backend.writeKV(keysApart!, slots, k);
+      backend.writeKV(valuesApart!, slots, v);
+      expect(firstDifference(bytesOf(keys!), bytesOf(keysApart!)), `${type} keys`).toBe(-1);
+      expect(firstDifference(bytesOf(values!), bytesOf(valuesApart!)), `${type} values`).toBe(-1);
+      expect(firstDifference(bytesOf(keys!), bytesOf(values!)), `${type}: K and V differ`).not.toBe(-1);
+    }
+    const storage = backend.allocateKV("f16", 16, width);
+    expect(() => backend.writeKVPair(storage, storage, slots, k, v)).toThrow(/keys and values are one storage/);
+    expect(() => backend.writeKVPair(storage, backend.allocateKV("f16", 16, width), Int32Array.of(16), k, v)).toThrow(/slot 16 \(row 0\) outside the storage's 16 slots/);
   });
 
   it("moeRoute, gatherRows, scatterAddRows", () => {

@@ -480,6 +480,30 @@ export class CudaBackend implements Backend {
     );
   }
 
+  writeKVPair(keys: KVStorage, values: KVStorage, slots: Int32Array, k: DeviceBuffer, v: DeviceBuffer): void {
+    if (slots.length === 0) return;
+    const kk = asKV(keys);
+    const vv = asKV(values);
+    if (kk.type !== vv.type || kk.bytes !== vv.bytes || kk.width !== vv.width) throw new RangeError("writeKVPair: keys and values storage differ in type or size");
+    const kb = asBuffer(k);
+    const vb = asBuffer(v);
+    this.library.call(
+      "memra_cuda_kv_write_pair",
+      this.context(),
+      KV_TYPE_IDS[kk.type],
+      kk.pointer as Pointer,
+      vv.pointer as Pointer,
+      kk.bytes,
+      kk.width,
+      this.hostPointer(slots),
+      slots.length,
+      kb.pointer as Pointer,
+      kb.length,
+      vb.pointer as Pointer,
+      vb.length,
+    );
+  }
+
   copyKV(storage: KVStorage, targetSlot: number, sourceSlot: number, rows: number): void {
     const kv = asKV(storage);
     if (sourceSlot < 0 || targetSlot < 0 || rows < 0 || sourceSlot + rows > kv.rows || targetSlot + rows > kv.rows) throw new RangeError("copyKV outside the storage");

@@ -181,8 +181,11 @@ function attentionBlock(
     backend.ropeNeox(s.key, positions, d.kvHeads, d.headDim, d.ropeFreqBase);
   }
   const storage = layout.cache.storage;
-  backend.writeKV(storage.keys[layer]!, layout.slots, s.key);
-  backend.writeKV(storage.values[layer]!, layout.slots, s.value);
+  if (backend.writeKVPair) backend.writeKVPair(storage.keys[layer]!, storage.values[layer]!, layout.slots, s.key, s.value);
+  else {
+    backend.writeKV(storage.keys[layer]!, layout.slots, s.key);
+    backend.writeKV(storage.values[layer]!, layout.slots, s.value);
+  }
   backend.attention(
     s.attention,
     s.query,
