@@ -128,7 +128,10 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
     }
 
     /* Each distinct (rounding, codes) the group needs, rounded once. */
-    rounded_input inputs[4] = {rounded_input(cuda), rounded_input(cuda), rounded_input(cuda), rounded_input(cuda)};
+    /* at most one per weight (up to six distinct: q8_0 codes and values, q8_1, q8_K, f16, bf16) */
+    rounded_input inputs[MAX_GROUP] = {rounded_input(cuda), rounded_input(cuda), rounded_input(cuda), rounded_input(cuda),
+                                       rounded_input(cuda), rounded_input(cuda), rounded_input(cuda), rounded_input(cuda)};
+    static_assert(MAX_GROUP == 8, "one rounded input per weight of a group");
     int input_count = 0;
     for (int t = 0; t < count; t++) {
         matmul_target & target = targets[t];

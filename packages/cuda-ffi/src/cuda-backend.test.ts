@@ -183,6 +183,8 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
       [GGMLType.Q4_K, GGMLType.Q4_K, GGMLType.Q6_K], // q8_K values; q6_K in its own launch
       [GGMLType.Q4_1, GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_0], // q8_1 with offset correction, q8_0 codes and values
       [GGMLType.F32, GGMLType.F16, GGMLType.BF16],
+      // six roundings in one group (q8_0 codes, q8_0 values, q8_1, q8_K, f16, bf16)
+      [GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q4_K, GGMLType.F16, GGMLType.BF16],
     ];
     for (const [g, types] of groups.entries()) {
       const weights = types.map((type, i) => {
