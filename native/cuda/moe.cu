@@ -43,10 +43,9 @@ extern "C" int memra_cuda_moe_route(memra_cuda * cuda, int32_t * ids_out, float 
 
 /* Launches expert_matrix_vector_kernel for `type` over pairs × n_out outputs. */
 static int launch_experts(const char * function, memra_cuda * cuda, int type, float * out, const float * x, int64_t x_row_divisor, const void * weights,
-                          int64_t matrices, int64_t n_in, int64_t n_out, const int32_t * ids, int64_t pairs) {
+                          int64_t n_in, int64_t n_out, const int32_t * ids, int64_t pairs) {
     const int64_t row_bytes = memra_cuda_row_bytes(type, n_in);
     const dim3 grid((unsigned)((n_out + MEMRA_CUDA_MMV_WARPS - 1) / MEMRA_CUDA_MMV_WARPS), (unsigned)pairs, 1);
-    (void)matrices;
     MEMRA_CUDA_DISPATCH_TYPE(type, (MEMRA_LAUNCH(grid, MEMRA_CUDA_MMV_WARPS * 32, 0, cuda->stream, expert_matrix_vector_kernel<T>)(
                                        out, x, x_row_divisor, (const uint8_t *)weights, n_out * row_bytes, row_bytes, ids, n_in, n_out)));
     LAUNCH_CHECK(function, "expert_matrix_vector_kernel");
@@ -120,17 +119,17 @@ extern "C" int memra_cuda_moe_experts(memra_cuda * cuda, float * out, int64_t ou
     /* gate and up of every pair from its row's rounded input, SwiGLU, down from the pair's rounded hidden values */
     const float * source = nullptr;
     CHECK(round_for(function, cuda, gate_type, x, rows, embedding, rounded_x, &source));
-    CHECK(launch_experts(function, cuda, gate_type, (float *)gate_out.pointer, source, k, gate, experts, embedding, ffn, ids, pairs));
+    CHECK(launch_experts(function, cuda, gate_type, (float *)gate_out.pointer, source, k, gate, embedding, ffn, ids, pairs));
     if (memra_cuda_activation_rounding(up_type) != memra_cuda_activation_rounding(gate_type)) {
         CHECK(round_for(function, cuda, up_type, x, rows, embedding, rounded_up, &source));
     }
-    CHECK(launch_experts(function, cuda, up_type, (float *)up_out.pointer, source, k, up, experts, embedding, ffn, ids, pairs));
+    CHECK(launch_experts(function, cuda, up_type, (float *)up_out.pointer, source, k, up, embedding, ffn, ids, pairs));
     const memra_cuda_launch elementwise = memra_cuda_plan_elementwise(pairs * ffn);
     MEMRA_LAUNCH(memra_grid(elementwise), elementwise.threads, 0, cuda->stream, swiglu_kernel)((float *)gate_out.pointer, (const float *)gate_out.pointer,
                                                                                               (const float *)up_out.pointer, pairs * ffn);
     LAUNCH_CHECK(function, "swiglu_kernel");
     CHECK(round_for(function, cuda, down_type, (const float *)gate_out.pointer, pairs, ffn, rounded_h, &source));
-    CHECK(launch_experts(function, cuda, down_type, (float *)down_out.pointer, source, 1, down, experts, ffn, embedding, ids, pairs));
+    CHECK(launch_experts(function, cuda, down_type, (float *)down_out.pointer, source, 1, down, ffn, embedding, ids, pairs));
     const memra_cuda_launch combine = memra_cuda_plan_elementwise(x_needed);
     MEMRA_LAUNCH(memra_grid(combine), combine.threads, 0, cuda->stream, expert_combine_kernel)(out, (const float *)down_out.pointer, ids, weights, rows, (int)k,
                                                                                              embedding);
