@@ -56,6 +56,9 @@ bench() { # bench NAME ARGS...  (CUDA graphs never run on a GPU before: if the r
 bench qwen3-0.6b-q8_0 --preset qwen3-0.6b --type q8_0 --prompt 512 --decode 128 --batch 64
 # The same decode with every op launched (no CUDA graphs): what the graphs save at batch 1.
 bench qwen3-0.6b-q8_0-no-graphs --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128 --graphs 0
+# Every step's logits read back and the token picked on the host (a non-greedy sampler's path):
+# what picking on the GPU saves, at batch 1 and 64.
+bench qwen3-0.6b-q8_0-pick-host --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128 --batch 64 --pick host
 bench qwen3-8b-shape-q8_0 --preset qwen3-0.6b --type q8_0 --layers 8 --full-layers 36 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 512 --decode 128 --batch 64
 bench qwen3-30b-a3b-scaled-q8_0 --preset qwen3-30b-a3b-scaled --type q8_0 --prompt 512 --decode 128
 

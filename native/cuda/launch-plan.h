@@ -188,6 +188,12 @@ void memra_cuda_arena_reset(memra_cuda_arena * arena);
 /* The number of chunks of `chunk_bytes` a copy of `bytes` takes. */
 int64_t memra_cuda_staging_chunks(int64_t bytes, int64_t chunk_bytes);
 
+/* ---- sampling ---- */
+/* argmax_rows_kernel: one block of MEMRA_CUDA_ARGMAX_THREADS per row (grid-stride beyond the grid
+ * limit). Fails for columns outside 1..INT32_MAX (the index is an int32). */
+#define MEMRA_CUDA_ARGMAX_THREADS 1024
+int memra_cuda_plan_argmax(int64_t rows, int64_t columns, memra_cuda_launch * launch, char * message, size_t message_bytes);
+
 #ifdef __cplusplus
 }
 #endif

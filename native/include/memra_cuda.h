@@ -18,7 +18,8 @@
  * block tables, sequences, row ids, scales) are HOST pointers: the library checks them on the host
  * (so an index out of range is an error code, never a device fault) and stages them to the device
  * through pinned memory on the context's stream. Ops are asynchronous on the context's one stream;
- * memra_cuda_download, memra_cuda_moe_route and memra_cuda_synchronize wait for it.
+ * memra_cuda_download, memra_cuda_moe_route, memra_cuda_argmax_rows and memra_cuda_synchronize wait
+ * for it.
  *
  * A context must not be used from two threads at once; distinct contexts are independent.
  */
@@ -38,7 +39,7 @@ extern "C" {
 #endif
 
 /* Incremented on every incompatible change of this header. */
-#define MEMRA_CUDA_ABI_VERSION 3
+#define MEMRA_CUDA_ABI_VERSION 4
 
 /* ---- status codes (1..4 as memra.h) ---- */
 enum memra_cuda_status {
@@ -243,6 +244,15 @@ MEMRA_CUDA_API int memra_cuda_gather_rows(memra_cuda * cuda, float * out, int64_
 /* out[row_ids[i]] += scales[i] * x[i] for i < count (in order of i); row_ids and scales on the host. */
 MEMRA_CUDA_API int memra_cuda_scatter_add_rows(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length,
                                                const int32_t * row_ids, const float * scales, int64_t count, int64_t width);
+
+/* ---- sampling ---- */
+
+/* Greedy tokens: out[r] = the first index of the largest value of row r of `logits` [rows, columns]
+ * (values compared with >, from index 0: a NaN never wins, ties go to the lower index, and a NaN
+ * at index 0 gives 0), as the sampler's argmax. out: [rows], HOST memory; waits for the stream.
+ * columns at most 2^31 - 1. */
+MEMRA_CUDA_API int memra_cuda_argmax_rows(memra_cuda * cuda, int32_t * out, int64_t out_length, const float * logits, int64_t logits_length, int64_t rows,
+                                          int64_t columns);
 
 /* ---- graphs: ops captured once, replayed many times (a decode step: one launch) ---- */
 

@@ -224,7 +224,20 @@ static void test_flash_attention_plans(void) {
     EXPECT(memra_cuda_flash_tiles(sequences, 4, tiles, 6) == -1); /* does not fit */
 }
 
+static void test_argmax_plans(void) {
+    memra_cuda_launch launch;
+    char message[256];
+    EXPECT(memra_cuda_plan_argmax(64, 151936, &launch, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(launch.grid_x == 64 && launch.grid_y == 1 && launch.threads == MEMRA_CUDA_ARGMAX_THREADS && launch.shared_bytes == 0);
+    EXPECT(memra_cuda_plan_argmax(0, 8, &launch, message, sizeof message) == MEMRA_CUDA_OK && launch.grid_x == 1);
+    EXPECT(memra_cuda_plan_argmax(3LL << 31, 8, &launch, message, sizeof message) == MEMRA_CUDA_OK && launch.grid_x == MEMRA_CUDA_MAX_GRID_X);
+    EXPECT(memra_cuda_plan_argmax(1, 0, &launch, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT && strstr(message, "0 columns"));
+    EXPECT(memra_cuda_plan_argmax(1, 1LL << 31, &launch, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
+    EXPECT(memra_cuda_plan_argmax(-1, 8, &launch, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT && strstr(message, "negative"));
+}
+
 int main(void) {
+    test_argmax_plans();
     test_flash_attention_plans();
     test_activation_rounding_plans();
     test_type_tables();

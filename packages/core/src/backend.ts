@@ -116,6 +116,13 @@ export interface Backend {
   read(buffer: DeviceBuffer, offset?: number, length?: number): Float32Array;
   /** Copies `length` elements starting at `offset` into `target` at `targetOffset`, without an intermediate array (optional: read() + set() otherwise). */
   readInto?(buffer: DeviceBuffer, offset: number, length: number, target: Float32Array, targetOffset: number): void;
+  /**
+   * Optional: greedy tokens without reading the logits back: out[r] for r < rows = the first index
+   * of the largest value of row r of `logits` ([rows, columns] from element 0), exactly as the
+   * sampler's argmax picks it (values compared with >, from index 0: a NaN never wins, ties go to
+   * the lower index, a NaN at index 0 gives 0).
+   */
+  argmaxRows?(out: Int32Array, logits: DeviceBuffer, rows: number, columns: number): void;
   /** Copies `length` elements between buffers of this backend. */
   copy(out: DeviceBuffer, outOffset: number, source: DeviceBuffer, sourceOffset: number, length: number): void;
 

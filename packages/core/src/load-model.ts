@@ -166,6 +166,12 @@ export class Model {
     return this.transformer.forward(ids, cache, options);
   }
 
+  /** See Transformer.forwardGreedy: runs tokens after what the cache holds, returns the greedy next token. */
+  forwardGreedy(tokens: Int32Array | readonly number[], cache: KVCache): number {
+    const ids = tokens instanceof Int32Array ? tokens : Int32Array.from(tokens);
+    return this.transformer.forwardGreedy(ids, cache);
+  }
+
   /**
    * Generates a continuation, streamed: `for await (const chunk of model.generate(prompt))`.
    * A string prompt is completed as is (special tokens in it are parsed unless `special: false`);

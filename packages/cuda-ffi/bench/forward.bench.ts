@@ -4,7 +4,7 @@
  *
  *   bun packages/cuda-ffi/bench/forward.bench.ts [--preset qwen3-0.6b] [--type q8_0] [--layers N]
  *       [--hidden H --heads A --kv-heads K --head-dim D --ffn F] [--prompt 512] [--decode 128] [--runs 2]
- *       [--batch 64 --batch-prompt 16] [--graphs 0] [--json]
+ *       [--batch 64 --batch-prompt 16] [--graphs 0] [--pick device|host] [--json]
  *
  * --batch N adds batched decode: N sequences share one KV pool, each is prefilled with
  * --batch-prompt tokens, then every step decodes one token of each of them in one forward
@@ -12,7 +12,9 @@
  * the batch-1 tgN (issue 8 asks ≥ 20× at 64).
  *
  * Decode steps replay CUDA graphs (the default); --graphs 0 launches every op of them instead, to
- * measure what the graphs save.
+ * measure what the graphs save. Each decoded token is the greedy pick of the step before, made on
+ * the GPU (Transformer.forwardGreedy: one int read back per sequence); --pick host reads every
+ * step's logits back and picks on the host instead (what a sampler other than greedy needs).
  *
  * Shape overrides build e.g. a Qwen3-8B-shaped model (--hidden 4096 --heads 32 --kv-heads 8
  * --head-dim 128 --ffn 12288) with fewer layers, to keep the synthetic file small: then tokens/s
@@ -40,6 +42,7 @@ const { values } = parseArgs({
     batch: { type: "string", default: "0" },
     "batch-prompt": { type: "string", default: "16" },
     graphs: { type: "string", default: "1" },
+    pick: { type: "string", default: "device" },
     json: { type: "boolean", default: false },
   },
 });
@@ -71,11 +74,16 @@ const randomToken = () => {
   return 1000 + (state % 50000);
 };
 const prompt = Int32Array.from({ length: promptTokens }, randomToken);
+if (values.pick !== "device" && values.pick !== "host") throw new Error(`--pick is device or host, not ${values.pick}`);
+const onDevice = values.pick === "device";
 const argmax = (logits: Float32Array) => {
   let best = 0;
   for (let i = 1; i < logits.length; i++) if (logits[i]! > logits[best]!) best = i;
   return best;
 };
+/** The greedy next token after `tokens`, picked on the GPU or from the logits read back. */
+const next = (tokens: Int32Array | number[], cache: Parameters<typeof model.forward>[1]) =>
+  onDevice ? model.forwardGreedy(tokens, cache) : argmax(model.forward(tokens, cache));
 
 {
   const cache = model.createCache(16);
@@ -90,10 +98,10 @@ const pool = model.createKVPool(Math.ceil((promptTokens + decodeTokens + 1) / 16
 for (let run = 0; run < runs; run++) {
   const cache = pool.createSequence(promptTokens + decodeTokens + 1);
   let started = performance.now();
-  let token = argmax(model.forward(prompt, cache));
+  let token = next(prompt, cache);
   bestPrefill = Math.min(bestPrefill, performance.now() - started);
   started = performance.now();
-  for (let i = 0; i < decodeTokens; i++) token = argmax(model.forward([token], cache));
+  for (let i = 0; i < decodeTokens; i++) token = next([token], cache);
   bestDecode = Math.min(bestDecode, performance.now() - started);
   cache.dispose();
 }
@@ -106,11 +114,17 @@ if (batch > 0) {
   for (let run = 0; run < runs; run++) {
     const pool = model.createKVPool(batch * perSequence, { blockTokens });
     const caches = Array.from({ length: batch }, () => pool.createSequence(batchPrompt + decodeTokens + 1));
-    let tokens = caches.map((cache, i) => argmax(model.forward(prompt.subarray(i % Math.max(1, promptTokens - batchPrompt), (i % Math.max(1, promptTokens - batchPrompt)) + batchPrompt), cache)));
+    let tokens = caches.map((cache, i) => next(prompt.subarray(i % Math.max(1, promptTokens - batchPrompt), (i % Math.max(1, promptTokens - batchPrompt)) + batchPrompt), cache));
+    const picked = caches.map(() => new Int32Array(1));
     const started = performance.now();
     for (let step = 0; step < decodeTokens; step++) {
-      const logits = model.transformer.forwardBatch(caches.map((cache, i) => ({ tokens: Int32Array.of(tokens[i]!), cache })));
-      tokens = logits.map(argmax);
+      if (onDevice) {
+        model.transformer.forwardBatch(caches.map((cache, i) => ({ tokens: Int32Array.of(tokens[i]!), cache, greedy: picked[i]! })));
+        tokens = picked.map((token) => token[0]!);
+      } else {
+        const logits = model.transformer.forwardBatch(caches.map((cache, i) => ({ tokens: Int32Array.of(tokens[i]!), cache })));
+        tokens = logits.map(argmax);
+      }
     }
     bestBatch = Math.min(bestBatch, performance.now() - started);
     for (const cache of caches) cache.dispose();
@@ -126,6 +140,7 @@ const result = {
   fullLayers,
   device: backend.deviceInfo().name,
   graphs: model.transformer.recordsDecodeGraphs,
+  pick: values.pick,
   [`pp${promptTokens}`]: (promptTokens / bestPrefill) * 1000,
   [`tg${decodeTokens}`]: (decodeTokens / bestDecode) * 1000,
   [`pp${promptTokens}Scaled`]: (promptTokens / bestPrefill) * 1000 * scale,

@@ -24,6 +24,7 @@ import { fileURLToPath } from "node:url";
 import { type KVStorage, ReferenceBackend } from "@memra/core";
 import { GGMLType, canQuantize, ggmlTypeName, quantize } from "@memra/gguf";
 import { ALL_GGML_TYPES, BackendPair, firstDifference, nmse, normals, tensorInfo } from "@memra/core/internal";
+import { argmax } from "@memra/sampler";
 import { mulberry32 } from "@memra/synthetic";
 import { type Pointer, ptr } from "bun:ffi";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -485,6 +486,45 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     pair.native.scatterAddRows(x, gathered, ids, scales, width);
     pair.reference.scatterAddRows(xRef, gatheredRef, ids, scales, width);
     expect(nmse(...pair.read([x, xRef]))).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
+  });
+
+  it("argmaxRows picks each row's token as the sampler's argmax (ties, NaN, infinities), and readInto reads into an array at an offset", () => {
+    const columns = 151_936;
+    const rows = 7;
+    const values = normals(rows * columns, 130, 3);
+    const row = (r: number) => values.subarray(r * columns, (r + 1) * columns);
+    row(1).fill(-1); // ties everywhere: the first
+    row(1)[5000] = 2;
+    row(1)[100_000] = 2;
+    row(2)[0] = Number.NaN; // a NaN first: 0 whatever follows
+    row(3).fill(Number.NEGATIVE_INFINITY);
+    row(3)[77_777] = Number.NaN;
+    row(4).fill(Number.NaN); // NaN from index 1 on, -0 at index 0: 0
+    row(4)[0] = -0;
+    row(5)[columns - 1] = Number.POSITIVE_INFINITY;
+    row(5)[3] = Number.NaN;
+    row(6).fill(0);
+    row(6)[1] = -0; // -0 == 0: still index 0
+    row(6)[columns - 2] = 1e-30;
+    const logits = backend.allocate(values.length);
+    backend.write(logits, values);
+    const picked = new Int32Array(rows + 1).fill(-5);
+    backend.argmaxRows(picked, logits, rows, columns);
+    const expected = Array.from({ length: rows }, (_, r) => argmax(row(r), columns));
+    expect(expected.slice(1)).toEqual([5000, 0, 0, 0, columns - 1, columns - 2]);
+    expect(Array.from(picked)).toEqual([...expected, -5]);
+    // a random row against the sampler
+    expect(argmax(row(0), columns)).toBe(picked[0]);
+
+    const target = new Float32Array(100).fill(7);
+    backend.readInto(logits, columns + 4990, 20, target, 50);
+    expect(firstDifference(target.subarray(50, 70), row(1).subarray(4990, 5010))).toBe(-1);
+    expect(target[49]).toBe(7);
+    expect(target[70]).toBe(7);
+    expect(() => backend.readInto(logits, 0, 20, target, 90)).toThrow(RangeError);
+    expect(() => backend.argmaxRows(new Int32Array(2), logits, 3, columns)).toThrow(RangeError);
+    expect(() => backend.argmaxRows(picked, logits, 8, columns)).toThrow(/memra_cuda_argmax_rows: logits/);
+    expect(() => backend.argmaxRows(picked, logits, 1, 0)).toThrow(/0 columns/);
   });
 
   it("moeExperts routes and runs the chosen experts on the device, as routing, gather, expert matmuls and scatter do on the reference", () => {

@@ -258,6 +258,20 @@ export class CudaBackend implements Backend {
     return out;
   }
 
+  readInto(buffer: DeviceBuffer, offset: number, length: number, target: Float32Array, targetOffset: number): void {
+    const b = asBuffer(buffer);
+    if (offset < 0 || length < 0 || offset + length > b.length) throw new RangeError(`read of ${length} values at ${offset} outside a buffer of ${b.length}`);
+    if (targetOffset < 0 || targetOffset + length > target.length) throw new RangeError(`read of ${length} values into ${targetOffset} of an array of ${target.length}`);
+    if (length > 0) this.library.call("memra_cuda_download", this.context(), ptr(target, targetOffset * 4), (b.pointer + offset * 4) as Pointer, length * 4);
+  }
+
+  argmaxRows(out: Int32Array, logits: DeviceBuffer, rows: number, columns: number): void {
+    if (out.length < rows) throw new RangeError(`argmax of ${rows} rows into an array of ${out.length}`);
+    if (rows === 0) return;
+    const l = asBuffer(logits);
+    this.library.call("memra_cuda_argmax_rows", this.context(), ptr(out), out.length, l.pointer as Pointer, l.length, rows, columns);
+  }
+
   copy(out: DeviceBuffer, outOffset: number, source: DeviceBuffer, sourceOffset: number, length: number): void {
     const o = asBuffer(out);
     const s = asBuffer(source);

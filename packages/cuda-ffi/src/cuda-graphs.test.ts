@@ -9,6 +9,7 @@
 import { type BackendGraph, type DeviceBuffer, type KVStorage, loadModel } from "@memra/core";
 import { firstDifference, normals, tensorInfo } from "@memra/core/internal";
 import { GGMLType, quantize } from "@memra/gguf";
+import { argmax } from "@memra/sampler";
 import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cudaUnavailableReason } from "./cuda-availability";

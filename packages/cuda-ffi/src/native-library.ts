@@ -10,7 +10,7 @@ import { FFIType, type Library, type Pointer, dlopen, suffix } from "bun:ffi";
 import { CUDA_STATUS_NO_DEVICE, CudaError, CudaUnavailableError } from "./errors";
 
 /** MEMRA_CUDA_ABI_VERSION this binding is written against. */
-export const MEMRA_CUDA_ABI_VERSION = 3;
+export const MEMRA_CUDA_ABI_VERSION = 4;
 
 const { ptr, i32, i64, f32, cstring } = FFIType;
 
@@ -89,6 +89,10 @@ export const MEMRA_CUDA_SYMBOLS = {
   memra_cuda_gather_rows: { args: [ptr, ptr, i64, ptr, i64, ptr, i64, i64], returns: i32 },
   // (cuda, out, out_length, x, x_length, row_ids, scales, count, width)
   memra_cuda_scatter_add_rows: { args: [ptr, ptr, i64, ptr, i64, ptr, ptr, i64, i64], returns: i32 },
+
+  // ---- sampling ----
+  // (cuda, out, out_length, logits, logits_length, rows, columns)
+  memra_cuda_argmax_rows: { args: [ptr, ptr, i64, ptr, i64, i64, i64], returns: i32 },
 
   // ---- graphs ----
   memra_cuda_graph_begin: { args: [ptr], returns: i32 },

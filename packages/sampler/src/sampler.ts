@@ -69,6 +69,21 @@ export function createSampler(options: SamplingOptions, context: SamplerContext)
   return new ChainSampler(resolved, context);
 }
 
+/**
+ * Whether a sampler of these options picks argmax(logits) whatever the history: greedy
+ * (temperature <= 0) with no logit bias, penalties, DRY, typical or XTC, which could change the
+ * pick. Then a caller may pick the token where the logits are (a GPU) instead of sampling them.
+ */
+export function isPlainGreedy(options: SamplingOptions): boolean {
+  const parsed = samplingOptionsSchema.strip().safeParse(options ?? {});
+  if (!parsed.success) return false;
+  const o = parsed.data;
+  const bias = o.logitBias;
+  if (bias && (bias instanceof Map ? bias.size > 0 : Object.keys(bias).length > 0)) return false;
+  const penalties = { lastN: o.penaltyLastN, repeat: o.repeatPenalty, frequency: o.frequencyPenalty, presence: o.presencePenalty };
+  return o.temperature <= 0 && !penaltiesEnabled(penalties) && !dryEnabled(o.dry) && o.typicalP >= 1 && !(o.xtc.probability > 0 && o.xtc.threshold <= 0.5);
+}
+
 class ChainSampler implements Sampler {
   readonly seed: number;
   readonly options: ResolvedSamplingOptions;

@@ -65,12 +65,6 @@ function benchTokens(count: number, vocabulary: number): Int32Array {
   });
 }
 
-function argmax(logits: Float32Array): number {
-  let best = 0;
-  for (let i = 1; i < logits.length; i++) if (logits[i]! > logits[best]!) best = i;
-  return best;
-}
-
 function peakRssBytes(): number {
   return process.resourceUsage().maxRSS * 1024;
 }
@@ -130,7 +124,8 @@ export async function benchCommand(args: string[], io: CliIO): Promise<void> {
       try {
         let token = prompt[0]!;
         const started = performance.now();
-        for (let i = 0; i < count; i++) token = argmax(model.forward([token], cache));
+        // greedy decode as `memra generate --temperature 0` runs it: the token picked where the logits are
+        for (let i = 0; i < count; i++) token = model.forwardGreedy([token], cache);
         return performance.now() - started;
       } finally {
         cache.dispose();

@@ -41,6 +41,9 @@ export interface EngineStatistics {
 interface Work {
   /** Most tokens of this sequence per step (chunked prefill). */
   readonly chunkTokens: number;
+  /** Resolve with the greedy token (into EngineSequence.greedy) instead of the logits. */
+  readonly greedy: boolean;
+  /** With the logits, or undefined (aborted, released); a greedy evaluation reads its token from EngineSequence.greedy. */
   readonly resolve: (logits: Float32Array | undefined) => void;
   readonly reject: (error: unknown) => void;
   readonly signal: AbortSignal | undefined;
@@ -61,6 +64,8 @@ export class EngineSequence {
   released = false;
   /** The logits every evaluation of this sequence resolves with (see evaluate). */
   logits: Float32Array | undefined;
+  /** Where a greedy evaluation's token is written (see evaluateGreedy). */
+  readonly greedy = new Int32Array(1);
 
   constructor(
     private readonly engine: InferenceEngine,
@@ -80,6 +85,16 @@ export class EngineSequence {
    */
   evaluate(tokens: readonly number[], signal?: AbortSignal, chunkTokens = Number.POSITIVE_INFINITY): Promise<Float32Array | undefined> {
     return this.engine.evaluate(this, tokens, signal, chunkTokens);
+  }
+
+  /**
+   * evaluate, resolving with the greedy next token instead of the logits (the sampler's argmax of
+   * them), picked on the backend where it can (Transformer.forwardGreedy): a greedy decode reads
+   * one int back per step instead of the vocabulary's logits. Undefined when `signal` aborts first.
+   */
+  async evaluateGreedy(tokens: readonly number[], signal?: AbortSignal, chunkTokens = Number.POSITIVE_INFINITY): Promise<number | undefined> {
+    const logits = await this.engine.evaluate(this, tokens, signal, chunkTokens, true);
+    return logits === undefined ? undefined : this.greedy[0]!;
   }
 
   /** Forgets tokens from `length` on (their cache rows too): to continue from a shorter history. */
@@ -144,7 +159,8 @@ export class InferenceEngine {
     return { running: this.running.length, waiting: this.waiting.length };
   }
 
-  evaluate(sequence: EngineSequence, tokens: readonly number[], signal: AbortSignal | undefined, chunkTokens: number): Promise<Float32Array | undefined> {
+  /** See EngineSequence.evaluate; `greedy`: EngineSequence.evaluateGreedy (resolves with an empty array, the token in sequence.greedy). */
+  evaluate(sequence: EngineSequence, tokens: readonly number[], signal: AbortSignal | undefined, chunkTokens: number, greedy = false): Promise<Float32Array | undefined> {
     if (!(chunkTokens >= 1)) throw new RangeError(`chunkTokens must be at least 1, got ${chunkTokens}`);
     if (sequence.released) throw new Error("the sequence was released");
     if (sequence.work) throw new Error("the sequence is already being evaluated");
@@ -156,7 +172,7 @@ export class InferenceEngine {
     if (sequence.tokens.length + tokens.length > sequence.capacity) throw new KVCacheFullError(sequence.tokens.length + tokens.length, sequence.capacity);
     for (const token of tokens) sequence.tokens.push(token);
     return new Promise((resolve, reject) => {
-      sequence.work = { resolve, reject, signal, chunkTokens };
+      sequence.work = { resolve, reject, signal, chunkTokens, greedy };
       if (!sequence.cache && !this.waiting.includes(sequence)) this.waiting.push(sequence);
       this.scheduleStep();
     });
@@ -304,6 +320,7 @@ export class InferenceEngine {
       const cache = sequence.cache!;
       const tokens = Int32Array.from(sequence.tokens.slice(cache.length, cache.length + count));
       if (cache.length + count !== sequence.tokens.length) return { tokens, cache, logits: [] };
+      if (sequence.work!.greedy) return { tokens, cache, greedy: sequence.greedy };
       sequence.logits ??= new Float32Array(this.transformer.dimensions.vocabulary);
       return { tokens, cache, logits: "last", output: sequence.logits };
     });

@@ -1,4 +1,4 @@
-import { StopSequenceMatcher, createSampler } from "@memra/sampler";
+import { StopSequenceMatcher, createSampler, isPlainGreedy } from "@memra/sampler";
 import type { EngineSequence } from "../engine/inference-engine";
 import { logSumExp, topLogprobs } from "../evaluation";
 import type { Model } from "../load-model";
@@ -47,6 +47,9 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
   const constraint = createGenerationConstraint(model, options);
   const baseSampler = createSampler(options, { vocabularySize: model.vocabularySize, tokenText: (id) => tokenizer.tokenText(id) });
   const sampler = constraint ? constraint.wrap(baseSampler) : baseSampler;
+  // A plain greedy pick needs no logits on the host: the backend picks the token (one int read
+  // back per step instead of the vocabulary's logits). Logprobs need the logits.
+  const pickOnBackend = !constraint && !options.logprobs && isPlainGreedy(options);
 
   // Prompt tokens the engine found in its prefix cache (a recompute after preemption may find more).
   const reused = () => Math.min(sequence.reusedTokens, promptTokens.length - 1 - request.cachedTokens);
@@ -84,9 +87,13 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
     // Prefill: the engine runs the prompt in chunks, batched with other sequences' steps, and
     // answers undefined when the signal aborts between two of them.
     const prefillStarted = performance.now();
-    let logits: Float32Array | undefined = await sequence.evaluate(promptTokens.slice(request.cachedTokens), options.signal, options.prefillChunkTokens);
+    const prompt = promptTokens.slice(request.cachedTokens);
+    let logits: Float32Array | undefined;
+    let picked: number | undefined;
+    if (pickOnBackend) picked = await sequence.evaluateGreedy(prompt, options.signal, options.prefillChunkTokens);
+    else logits = await sequence.evaluate(prompt, options.signal, options.prefillChunkTokens);
     prefillMs = performance.now() - prefillStarted;
-    if (logits === undefined || aborted()) {
+    if ((logits === undefined && picked === undefined) || aborted()) {
       finishReason = "abort";
       return;
     }
@@ -94,7 +101,7 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
     // Decode: sample, stream, feed the token back.
     decodeStarted = performance.now();
     while (true) {
-      const { token } = sampler.sample(logits, history);
+      const token = picked ?? sampler.sample(logits!, history).token;
       generated.push(token);
       history.push(token);
       if (tokenizer.isEndOfGeneration(token)) {
@@ -104,7 +111,7 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
       const step = matcher.push(decoder.push(token));
       text += step.text;
       yield options.logprobs
-        ? { text: step.text, token, logprob: logits[token]! - logSumExp(logits), ...(options.topLogprobs > 0 ? { topLogprobs: topLogprobs(logits, options.topLogprobs) } : {}) }
+        ? { text: step.text, token, logprob: logits![token]! - logSumExp(logits!), ...(options.topLogprobs > 0 ? { topLogprobs: topLogprobs(logits!, options.topLogprobs) } : {}) }
         : { text: step.text, token };
       if (step.stopped) {
         finishReason = "stop";
@@ -120,8 +127,9 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
         finishReason = "abort";
         break;
       }
-      logits = await sequence.evaluate([token], options.signal);
-      if (logits === undefined) {
+      if (pickOnBackend) picked = await sequence.evaluateGreedy([token], options.signal);
+      else logits = await sequence.evaluate([token], options.signal);
+      if (pickOnBackend ? picked === undefined : logits === undefined) {
         finishReason = "abort";
         break;
       }

@@ -5,6 +5,7 @@
  * embedding when `output.weight` is absent). Activations are token-major [tokens, width].
  */
 import type { GGUFFile, Qwen3Config, Qwen3MoeConfig } from "@memra/gguf";
+import { argmax } from "@memra/sampler";
 import type { Backend, BackendGraph, DeviceBuffer, WeightHandle } from "../backend";
 import type { KVCache } from "../kv-cache";
 import type { BackendPlacement } from "../placement/backend-placement";
@@ -22,6 +23,13 @@ export interface BatchEntry {
    * leave ~0.6 MB of garbage per sequence and step for the collector.
    */
   readonly output?: Float32Array;
+  /**
+   * Greedy decoding: the logits of the entry's last row are reduced to their greedy token (the
+   * sampler's argmax: the first largest logit), written to greedy[0], on the backend where it can
+   * (Backend.argmaxRows), so that only the token comes back to the host. The entry's result is then
+   * an empty array; `logits` and `output` must be absent.
+   */
+  readonly greedy?: Int32Array;
 }
 import { ModelWeights } from "./model-weights";
 
@@ -278,6 +286,9 @@ export interface TransformerOptions {
   readonly decodeGraphs?: boolean;
 }
 
+/** The result of a greedy batch entry (its token is in BatchEntry.greedy). */
+const EMPTY_LOGITS = new Float32Array(0);
+
 /** Decode graphs kept per model (least recently used dropped first): one per batch size, block-table width and KV pool. */
 const DECODE_GRAPH_LIMIT = 32;
 
@@ -325,6 +336,9 @@ export class Transformer {
   private readonly embeddingScratch: Scratch;
   private readonly outputScratch: Scratch;
   private readonly logits: DeviceBuffer; // [min(rows, LOGIT_ROWS), vocabulary] on the output backend
+  /** Greedy tokens of a logits chunk (Backend.argmaxRows), and one row's logits where the backend has no argmaxRows. */
+  private readonly greedyTokens = new Int32Array(LOGIT_ROWS);
+  private greedyRowStorage: Float32Array | undefined;
   /** Host memory the residual stream passes through at device boundaries (empty when not split). */
   private readonly staging: Float32Array;
   private readonly maxRows: number;
@@ -403,6 +417,10 @@ export class Transformer {
   }
 
   /** Whether decode steps are recorded and replayed as backend graphs (see TransformerOptions.decodeGraphs). */
+  private get greedyRow(): Float32Array {
+    return (this.greedyRowStorage ??= new Float32Array(this.dimensions.vocabulary));
+  }
+
   get recordsDecodeGraphs(): boolean {
     return this.decodeSteps !== undefined;
   }
@@ -439,6 +457,23 @@ export class Transformer {
     return result;
   }
 
+  /**
+   * forward(tokens, cache), returning instead of logits the greedy token after the last of them
+   * (the sampler's argmax of its logits), picked on the backend where it can: a greedy decode
+   * step then reads one int back instead of the vocabulary's logits.
+   */
+  forwardGreedy(tokens: Int32Array, cache: KVCache): number {
+    if (tokens.length === 0) throw new RangeError("forwardGreedy needs at least one token");
+    const token = new Int32Array(1);
+    const step = this.maxRows;
+    for (let start = 0; start < tokens.length; start += step) {
+      const end = Math.min(tokens.length, start + step);
+      const chunk = tokens.subarray(start, end);
+      this.forwardBatch([end === tokens.length ? { tokens: chunk, cache, greedy: token } : { tokens: chunk, cache, logits: [] }]);
+    }
+    return token[0]!;
+  }
+
   /** A split model's KV blocks must live on their layers' backends (Model.createCache and the engine see to it). */
   private checkStorageBackends(storage: KVCache["storage"]): void {
     const backends = (storage as { readonly layerBackends?: readonly Backend[] }).layerBackends;
@@ -461,6 +496,10 @@ export class Transformer {
     const storage = entries[0]!.cache.storage;
     const wanted = entries.map((entry) => requestedRows(entry.logits ?? "last", entry.tokens.length));
     for (const entry of entries) {
+      if (entry.greedy !== undefined) {
+        if (entry.logits !== undefined || entry.output !== undefined) throw new Error("a greedy batch entry takes neither `logits` nor `output`");
+        if (entry.greedy.length < 1) throw new RangeError("a greedy batch entry's token array is empty");
+      }
       if (entry.cache.storage !== storage) throw new Error("the caches of one batch must share one KV pool");
       if (entry.tokens.length === 0) throw new RangeError("a batch entry has no tokens");
     }
@@ -499,6 +538,7 @@ export class Transformer {
     const picked: number[] = [];
     for (let i = 0; i < entries.length; i++) for (const r of wanted[i]!) picked.push(sequences[i * 4]! + r);
     const results = wanted.map((rowsOfEntry, i) => {
+      if (entries[i]!.greedy !== undefined) return EMPTY_LOGITS;
       const length = rowsOfEntry.length * d.vocabulary;
       const output = entries[i]!.output;
       if (output === undefined) return new Float32Array(length);
@@ -506,9 +546,16 @@ export class Transformer {
       return output;
     });
     if (picked.length === 0) return results;
-    // logits of picked row p go to results[entry of p] at the entry's own row index
+    // logits of picked row p go to results[entry of p] at the entry's own row index, or its greedy
+    // token to greedy[0] of its entry
     const destination: [Float32Array, number][] = [];
-    for (let i = 0; i < entries.length; i++) for (let j = 0; j < wanted[i]!.length; j++) destination.push([results[i]!, j]);
+    const greedyOf: (Int32Array | undefined)[] = [];
+    for (let i = 0; i < entries.length; i++) {
+      for (let j = 0; j < wanted[i]!.length; j++) {
+        destination.push([results[i]!, j]);
+        greedyOf.push(entries[i]!.greedy);
+      }
+    }
     const chunkRows = Math.min(LOGIT_ROWS, this.maxRows);
     for (let first = 0; first < picked.length; first += chunkRows) {
       const count = Math.min(chunkRows, picked.length - first);
@@ -527,12 +574,27 @@ export class Transformer {
         }
       }
       backend.matmul(this.logits, source, this.output, count);
+      let greedyRows = 0;
+      for (let k = 0; k < count; k++) if (greedyOf[first + k]) greedyRows++;
+      if (greedyRows > 0 && backend.argmaxRows) {
+        // every row of the chunk: cheaper than a call per greedy row, and only ints come back
+        const tokens = this.greedyTokens.subarray(0, count);
+        backend.argmaxRows(tokens, this.logits, count, d.vocabulary);
+        for (let k = 0; k < count; k++) {
+          const greedy = greedyOf[first + k];
+          if (greedy) greedy[0] = tokens[k]!;
+        }
+      }
+      if (greedyRows === count && backend.argmaxRows) continue;
       // straight into the results when the backend can (decode makes one of these per token)
       const chunk = backend.readInto ? undefined : backend.read(this.logits, 0, count * d.vocabulary);
       for (let k = 0; k < count; k++) {
-        const [target, row] = destination[first + k]!;
+        const greedy = greedyOf[first + k];
+        if (greedy && backend.argmaxRows) continue;
+        const [target, row] = greedy ? [this.greedyRow, 0] : destination[first + k]!;
         if (chunk) target.set(chunk.subarray(k * d.vocabulary, (k + 1) * d.vocabulary), row * d.vocabulary);
         else backend.readInto!(this.logits, k * d.vocabulary, d.vocabulary, target, row * d.vocabulary);
+        if (greedy) greedy[0] = argmax(this.greedyRow, d.vocabulary);
       }
     }
     return results;
