@@ -7,6 +7,7 @@
 #include "cuda-internal.cuh"
 #include "kernels/elementwise.cuh"
 #include "kernels/matmul.cuh"
+#include "kernels/norm-rounding.cuh"
 #include "rounding-launch.cuh"
 
 using namespace memra_cuda_kernels;
@@ -54,6 +55,40 @@ struct rounded_input {
 
 static const int MAX_GROUP = 8;
 
+/* The RMSNorm that writes a group's input (memra_cuda_norm_matmul_shared): x = RMSNorm(hidden) ·
+ * weight, adding delta to hidden first when given. */
+struct norm_step {
+    float * hidden;
+    int64_t hidden_length;
+    const float * delta; /* NULL: no residual add */
+    int64_t delta_length;
+    const float * weight;
+    int64_t weight_length;
+    float eps;
+};
+
+static bool q8_rounding(int rounding) { return rounding == MEMRA_CUDA_ROUND_Q8_0 || rounding == MEMRA_CUDA_ROUND_Q8_1 || rounding == MEMRA_CUDA_ROUND_Q8_K; }
+
+/* norm_round_kernel for a runtime q8 rounding mode and output form. */
+static void launch_norm_round(int rounding, bool codes, const memra_cuda_launch & launch, cudaStream_t stream, float * out, const norm_step & norm, int64_t rows,
+                              int64_t width, float * rounded, float * corrections, int8_t * code_out, float * scales) {
+    const dim3 grid = memra_grid(launch);
+#define MEMRA_NORM_ROUND(MODE, CODES)                                                                                                                     \
+    MEMRA_LAUNCH(grid, launch.threads, 0, stream, norm_round_kernel<MODE, CODES>)(out, norm.hidden, norm.delta, norm.weight, rows, width, norm.eps, rounded, \
+                                                                                 corrections, code_out, scales)
+    if (rounding == MEMRA_CUDA_ROUND_Q8_0) {
+        if (codes) MEMRA_NORM_ROUND(MEMRA_CUDA_ROUND_Q8_0, true);
+        else MEMRA_NORM_ROUND(MEMRA_CUDA_ROUND_Q8_0, false);
+    } else if (rounding == MEMRA_CUDA_ROUND_Q8_1) {
+        if (codes) MEMRA_NORM_ROUND(MEMRA_CUDA_ROUND_Q8_1, true);
+        else MEMRA_NORM_ROUND(MEMRA_CUDA_ROUND_Q8_1, false);
+    } else {
+        if (codes) MEMRA_NORM_ROUND(MEMRA_CUDA_ROUND_Q8_K, true);
+        else MEMRA_NORM_ROUND(MEMRA_CUDA_ROUND_Q8_K, false);
+    }
+#undef MEMRA_NORM_ROUND
+}
+
 /*
  * out[t] = x · W[t] for `count` weights of `n_in` inputs (a group: Q/K/V, gate/up; one weight for
  * memra_cuda_matmul). The activations are rounded once per rounding mode the group needs; decode
@@ -64,7 +99,8 @@ static const int MAX_GROUP = 8;
  */
 static int matmul_group(const char * function, memra_cuda * cuda, int count, float * const * outs, const int64_t * out_lengths, const float * x,
                         int64_t x_length, int64_t rows, const int32_t * types, const void * const * weights, const int64_t * weight_bytes, int64_t n_in,
-                        const int64_t * n_outs, int64_t experts, int64_t expert, const float * up = nullptr, int64_t up_length = 0) {
+                        const int64_t * n_outs, int64_t experts, int64_t expert, const float * up = nullptr, int64_t up_length = 0,
+                        const norm_step * norm = nullptr) {
     CHECK(memra_cuda_enter(function, cuda));
     if (count < 1 || count > MAX_GROUP) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %d weights (1..%d)", function, count, MAX_GROUP);
     CHECK(memra_cuda_check_size(function, "rows", rows, 0));
@@ -76,6 +112,17 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
     CHECK(memra_cuda_check_buffer(function, "x", x, x_length, x_needed));
     if ((uintptr_t)x % 16 != 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: x must be 16-byte aligned", function);
     if (up) CHECK(memra_cuda_check_buffer(function, "up", up, up_length, x_needed));
+    if (norm) {
+        if (up) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: a normed group takes no up", function);
+        CHECK(memra_cuda_check_buffer(function, "hidden", norm->hidden, norm->hidden_length, x_needed));
+        if (norm->delta) CHECK(memra_cuda_check_buffer(function, "delta", norm->delta, norm->delta_length, x_needed));
+        CHECK(memra_cuda_check_buffer(function, "norm_weight", norm->weight, norm->weight_length, n_in));
+        if (!(norm->eps >= 0.0f)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: eps must be non-negative", function);
+        const uintptr_t o = (uintptr_t)x, h = (uintptr_t)norm->hidden, d = (uintptr_t)norm->delta, bytes = (uintptr_t)x_needed * 4;
+        if (rows > 0 && ((o < h + bytes && h < o + bytes) || (d && ((o < d + bytes && d < o + bytes) || (h < d + bytes && d < h + bytes))))) {
+            FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: normed, hidden and delta must not overlap", function);
+        }
+    }
     matmul_target targets[MAX_GROUP];
     for (int t = 0; t < count; t++) {
         matmul_target & target = targets[t];
@@ -92,6 +139,11 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
         if (rows > 0 && o < i + (uintptr_t)x_needed * 4 && i < o + (uintptr_t)out_needed * 4) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: out overlaps x", function);
         const uintptr_t u = (uintptr_t)up;
         if (up && rows > 0 && o < u + (uintptr_t)x_needed * 4 && u < o + (uintptr_t)out_needed * 4) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: out overlaps up", function);
+        if (norm) {
+            const uintptr_t h = (uintptr_t)norm->hidden, d = (uintptr_t)norm->delta, x_bytes = (uintptr_t)x_needed * 4, out_bytes = (uintptr_t)out_needed * 4;
+            if (rows > 0 && ((o < h + x_bytes && h < o + out_bytes) || (d && o < d + x_bytes && d < o + out_bytes)))
+                FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: out overlaps hidden or delta", function);
+        }
         for (int u = 0; u < t; u++) {
             const uintptr_t p = (uintptr_t)targets[u].out;
             if (rows > 0 && o < p + (uintptr_t)(rows * targets[u].n_out) * 4 && p < o + (uintptr_t)out_needed * 4)
@@ -127,6 +179,26 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
         }
     }
 
+    /* The norm first: fused with the first rounding when that is a q8 one (the first input rounded
+     * below), else on its own. */
+    bool fuse_norm = false;
+    if (norm) {
+        for (int t = 0; t < count; t++) {
+            if (targets[t].rounding == MEMRA_CUDA_ROUND_NONE) continue;
+            fuse_norm = q8_rounding(targets[t].rounding);
+            break;
+        }
+        if (!fuse_norm) {
+            const memra_cuda_launch launch = memra_cuda_plan_rows(rows, n_in);
+            if (norm->delta) {
+                MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, add_rms_norm_kernel)((float *)x, norm->hidden, norm->delta, norm->weight, rows, n_in, norm->eps);
+            } else {
+                MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, rms_norm_kernel)((float *)x, norm->hidden, norm->weight, rows, n_in, norm->eps);
+            }
+            LAUNCH_CHECK(function, "rms_norm_kernel");
+        }
+    }
+
     /* Each distinct (rounding, codes) the group needs, rounded once. */
     /* at most one per weight (up to six distinct: q8_0 codes and values, q8_1, q8_K, f16, bf16) */
     rounded_input inputs[MAX_GROUP] = {rounded_input(cuda), rounded_input(cuda), rounded_input(cuda), rounded_input(cuda),
@@ -153,6 +225,12 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
             CHECK(input.values.allocate(x_needed * 4));
         }
         if (input.rounding == MEMRA_CUDA_ROUND_Q8_1) CHECK(input.corrections.allocate(x_needed / 32 * 4));
+        if (fuse_norm && target.input == 0) {
+            launch_norm_round(input.rounding, input.codes, memra_cuda_plan_rows(rows, n_in), cuda->stream, (float *)x, *norm, rows, n_in, (float *)input.values.pointer,
+                              (float *)input.corrections.pointer, (int8_t *)input.codes_memory.pointer, (float *)input.scales.pointer);
+            LAUNCH_CHECK(function, "norm_round_kernel");
+            continue;
+        }
         const memra_cuda_launch launch = memra_cuda_plan_rounding(input.rounding, rows, n_in);
         if (input.codes) {
             launch_rounding<true>(input.rounding, launch, cuda->stream, nullptr, (float *)input.corrections.pointer, x, x_needed, (int8_t *)input.codes_memory.pointer,
@@ -254,19 +332,39 @@ extern "C" int memra_cuda_expert_matmul(memra_cuda * cuda, float * out, int64_t 
     return matmul_group("memra_cuda_expert_matmul", cuda, 1, &out, &out_length, x, x_length, rows, &type32, &weight, &weight_bytes, n_in, &n_out, experts, expert);
 }
 
-extern "C" int memra_cuda_matmul_shared(memra_cuda * cuda, int64_t count, const uint64_t * outs, const int64_t * out_lengths, const float * x, int64_t x_length,
-                                        int64_t rows, const int32_t * types, const uint64_t * weights, const int64_t * weight_bytes, int64_t n_in,
-                                        const int64_t * n_outs) {
-    static const char function[] = "memra_cuda_matmul_shared";
+/* A group's pointer arrays (64-bit integers from JS) as pointers, checked. */
+static int group_pointers(const char * function, int64_t count, const uint64_t * outs, const int64_t * out_lengths, const int32_t * types, const uint64_t * weights,
+                          const int64_t * weight_bytes, const int64_t * n_outs, float ** out_pointers, const void ** weight_pointers) {
     if (count < 1 || count > MAX_GROUP) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %lld weights (1..%d)", function, (long long)count, MAX_GROUP);
     if (!outs || !out_lengths || !types || !weights || !weight_bytes || !n_outs) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: an array argument is NULL", function);
-    float * out_pointers[MAX_GROUP];
-    const void * weight_pointers[MAX_GROUP];
     for (int64_t t = 0; t < count; t++) {
         out_pointers[t] = (float *)(uintptr_t)outs[t];
         weight_pointers[t] = (const void *)(uintptr_t)weights[t];
     }
+    return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_matmul_shared(memra_cuda * cuda, int64_t count, const uint64_t * outs, const int64_t * out_lengths, const float * x, int64_t x_length,
+                                        int64_t rows, const int32_t * types, const uint64_t * weights, const int64_t * weight_bytes, int64_t n_in,
+                                        const int64_t * n_outs) {
+    static const char function[] = "memra_cuda_matmul_shared";
+    float * out_pointers[MAX_GROUP];
+    const void * weight_pointers[MAX_GROUP];
+    CHECK(group_pointers(function, count, outs, out_lengths, types, weights, weight_bytes, n_outs, out_pointers, weight_pointers));
     return matmul_group(function, cuda, (int)count, out_pointers, out_lengths, x, x_length, rows, types, weight_pointers, weight_bytes, n_in, n_outs, 1, 0);
+}
+
+extern "C" int memra_cuda_norm_matmul_shared(memra_cuda * cuda, float * normed, int64_t normed_length, float * hidden, int64_t hidden_length, const float * delta,
+                                             int64_t delta_length, const float * norm_weight, int64_t norm_weight_length, float eps, int64_t count,
+                                             const uint64_t * outs, const int64_t * out_lengths, int64_t rows, const int32_t * types, const uint64_t * weights,
+                                             const int64_t * weight_bytes, int64_t n_in, const int64_t * n_outs) {
+    static const char function[] = "memra_cuda_norm_matmul_shared";
+    float * out_pointers[MAX_GROUP];
+    const void * weight_pointers[MAX_GROUP];
+    CHECK(group_pointers(function, count, outs, out_lengths, types, weights, weight_bytes, n_outs, out_pointers, weight_pointers));
+    const norm_step norm{hidden, hidden_length, delta, delta_length, norm_weight, norm_weight_length, eps};
+    return matmul_group(function, cuda, (int)count, out_pointers, out_lengths, normed, normed_length, rows, types, weight_pointers, weight_bytes, n_in, n_outs, 1,
+                        0, nullptr, 0, &norm);
 }
 
 extern "C" int memra_cuda_swiglu_matmul(memra_cuda * cuda, float * out, int64_t out_length, const float * gate, int64_t gate_length, const float * up,

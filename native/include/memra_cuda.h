@@ -175,6 +175,15 @@ MEMRA_CUDA_API int memra_cuda_expert_matmul(memra_cuda * cuda, float * out, int6
 MEMRA_CUDA_API int memra_cuda_matmul_shared(memra_cuda * cuda, int64_t count, const uint64_t * outs, const int64_t * out_lengths, const float * x,
                                             int64_t x_length, int64_t rows, const int32_t * types, const uint64_t * weights, const int64_t * weight_bytes,
                                             int64_t n_in, const int64_t * n_outs);
+/* normed = RMSNorm(hidden) · norm_weight (hidden += delta first when delta is not NULL), then
+ * memra_cuda_matmul_shared of normed: the same results as memra_cuda_add_rms_norm (or
+ * memra_cuda_rms_norm) and memra_cuda_matmul_shared one after the other, bit for bit. Where the
+ * group's first rounding is a q8 one, the norm and that rounding are one kernel. normed, hidden and
+ * delta are [rows, n_in] and must not overlap; norm_weight [n_in] f32. */
+MEMRA_CUDA_API int memra_cuda_norm_matmul_shared(memra_cuda * cuda, float * normed, int64_t normed_length, float * hidden, int64_t hidden_length,
+                                                 const float * delta, int64_t delta_length, const float * norm_weight, int64_t norm_weight_length, float eps,
+                                                 int64_t count, const uint64_t * outs, const int64_t * out_lengths, int64_t rows, const int32_t * types,
+                                                 const uint64_t * weights, const int64_t * weight_bytes, int64_t n_in, const int64_t * n_outs);
 /* out = (silu(gate) · up) · Wᵀ: SwiGLU and the down projection without storing their product
  * (computed as the activation rounding reads it; gate and up are left as they are). The same
  * values as memra_cuda_swiglu then memra_cuda_matmul. */

@@ -41,19 +41,34 @@ __device__ __forceinline__ double block_sum(double sum, double * partial) {
     return sum;
 }
 
-/* Rows of `width` values: as ggml's rms_norm + mul, the sum of squares in double. */
+/* Row r's RMSNorm, as ggml's rms_norm + mul (the sum of squares in double): out = x / sqrt(mean(x²)
+ * + eps) · weight; with `delta`, hidden += delta first (as add_kernel) and x is the sum. Every
+ * thread of the block takes part (block_sum). */
+__device__ __forceinline__ void norm_row(int64_t r, float * out, float * hidden, const float * delta, const float * __restrict__ weight, int64_t width, float eps,
+                                         double * partial) {
+    float * hr = hidden + r * width;
+    double sum = 0.0;
+    if (delta) {
+        const float * dr = delta + r * width;
+        for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
+            const float h = hr[i] + dr[i];
+            hr[i] = h;
+            sum += (double)h * (double)h;
+        }
+    } else {
+        for (int64_t i = threadIdx.x; i < width; i += blockDim.x) sum += (double)hr[i] * (double)hr[i];
+    }
+    sum = block_sum(sum, partial);
+    const float mean = (float)(sum / (double)width);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    float * o = out + r * width;
+    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) o[i] = __fmul_rn(__fmul_rn(hr[i], scale), weight[i]);
+}
+
+/* Rows of `width` values: as ggml's rms_norm + mul, the sum of squares in double (out may be x). */
 static __global__ void rms_norm_kernel(float * out, const float * x, const float * __restrict__ weight, int64_t rows, int64_t width, float eps) {
     __shared__ double partial[32];
-    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const float * xr = x + r * width;
-        double sum = 0.0;
-        for (int64_t i = threadIdx.x; i < width; i += blockDim.x) sum += (double)xr[i] * (double)xr[i];
-        sum = block_sum(sum, partial);
-        const float mean = (float)(sum / (double)width);
-        const float scale = 1.0f / sqrtf(mean + eps);
-        float * o = out + r * width;
-        for (int64_t i = threadIdx.x; i < width; i += blockDim.x) o[i] = __fmul_rn(__fmul_rn(xr[i], scale), weight[i]);
-    }
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) norm_row(r, out, const_cast<float *>(x), nullptr, weight, width, eps, partial);
 }
 
 /* The residual add and the next RMSNorm in one pass: hidden += delta, then out = RMSNorm(hidden) ·
@@ -61,21 +76,7 @@ static __global__ void rms_norm_kernel(float * out, const float * x, const float
 static __global__ void add_rms_norm_kernel(float * out, float * hidden, const float * __restrict__ delta, const float * __restrict__ weight, int64_t rows,
                                     int64_t width, float eps) {
     __shared__ double partial[32];
-    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        float * hr = hidden + r * width;
-        const float * dr = delta + r * width;
-        double sum = 0.0;
-        for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
-            const float h = hr[i] + dr[i];
-            hr[i] = h;
-            sum += (double)h * (double)h;
-        }
-        sum = block_sum(sum, partial);
-        const float mean = (float)(sum / (double)width);
-        const float scale = 1.0f / sqrtf(mean + eps);
-        float * o = out + r * width;
-        for (int64_t i = threadIdx.x; i < width; i += blockDim.x) o[i] = __fmul_rn(__fmul_rn(hr[i], scale), weight[i]);
-    }
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) norm_row(r, out, hidden, delta, weight, width, eps, partial);
 }
 
 /* NEOX RoPE in place; one thread per (row, head, pair). theta as ggml: the position times

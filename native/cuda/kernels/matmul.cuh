@@ -361,10 +361,79 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_codes_kernel(flo
  * f16(d · Σq) − d16 · Σq per 32-value block. */
 /* Activation i: x[i], or SwiGLU's silu(x[i]) · up[i] exactly as swiglu_kernel computes it when the
  * rounding reads the gate and up projections (memra_cuda_swiglu_matmul). */
-__device__ __forceinline__ float activation_at(const float * __restrict__ x, const float * __restrict__ up, int64_t i) {
+__device__ __forceinline__ float activation_at(const float * x, const float * up, int64_t i) {
     if (!up) return x[i];
     const float g = x[i];
     return __fmul_rn(g / (1.0f + expf(-g)), up[i]);
+}
+
+/* One q8 block (32 values, or 256 for q8_K) of the activations rounded by one warp: block b of x
+ * (or of silu(x) · up), every lane taking part. The body of round_activations_kernel, shared with
+ * the fused RMSNorm-and-rounding kernel so that both round bit for bit alike. */
+template <int MODE, bool CODES>
+/* x and up are not __restrict__: the fused kernel reads here values it wrote itself, which must
+ * not go through the read-only data cache. */
+__device__ __forceinline__ void round_block(int64_t b, int lane, float * __restrict__ out, float * __restrict__ corrections, const float * x,
+                                            int8_t * __restrict__ codes, float * __restrict__ scales, const float * up) {
+    constexpr int BLOCK = MODE == MEMRA_CUDA_ROUND_Q8_K ? 256 : 32;
+    const int64_t base = b * BLOCK;
+    float * ob = out + b * BLOCK;
+    if constexpr (MODE == MEMRA_CUDA_ROUND_Q8_K) {
+        /* The first value of largest magnitude, with its sign (ggml's q8_K keeps the sign). */
+        float best = -1.0f;
+        int best_index = BLOCK;
+#pragma unroll
+        for (int i = 0; i < BLOCK / 32; i++) {
+            const float a = fabsf(activation_at(x, up, base + i * 32 + lane));
+            if (a > best) { best = a; best_index = i * 32 + lane; }
+        }
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            const float other = __shfl_xor_sync(0xffffffffu, best, offset);
+            const int other_index = __shfl_xor_sync(0xffffffffu, best_index, offset);
+            if (other > best || (other == best && other_index < best_index)) { best = other; best_index = other_index; }
+        }
+        if (best == 0.0f) {
+#pragma unroll
+            for (int i = 0; i < BLOCK / 32; i++) {
+                if constexpr (CODES) codes[b * BLOCK + i * 32 + lane] = 0;
+                else ob[i * 32 + lane] = 0.0f;
+            }
+            if (CODES && lane == 0) scales[b] = 0.0f;
+            return;
+        }
+        const float inverse_scale = -127.0f / activation_at(x, up, base + best_index);
+        const float d = 1.0f / inverse_scale;
+#pragma unroll
+        for (int i = 0; i < BLOCK / 32; i++) {
+            const float q = fminf(127.0f, rintf(__fmul_rn(inverse_scale, activation_at(x, up, base + i * 32 + lane))));
+            if constexpr (CODES) codes[b * BLOCK + i * 32 + lane] = (int8_t)q;
+            else ob[i * 32 + lane] = __fmul_rn(d, q);
+        }
+        if (CODES && lane == 0) scales[b] = d;
+    } else {
+        const float value = activation_at(x, up, base + lane);
+        float max = fabsf(value);
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) max = fmaxf(max, __shfl_xor_sync(0xffffffffu, max, offset));
+        const float d = max / 127.0f;
+        const float d16 = __half2float(__float2half_rn(d));
+        const float inverse = max != 0.0f ? 127.0f / max : 0.0f;
+        const float q = rintf(__fmul_rn(value, inverse));
+        if constexpr (CODES) {
+            codes[b * BLOCK + lane] = (int8_t)q;
+            if (lane == 0) scales[b] = d16;
+        } else {
+            ob[lane] = __fmul_rn(d16, q);
+        }
+        if constexpr (MODE == MEMRA_CUDA_ROUND_Q8_1) {
+            int sum = (int)q;
+#pragma unroll
+            for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+            /* d16 · Σq is exact in f32 (11 + 12 bits), so is the difference. */
+            if (lane == 0) corrections[b] = __half2float(__float2half_rn(__fmul_rn(d, (float)sum))) - __fmul_rn(d16, (float)sum);
+        }
+    }
 }
 
 template <int MODE, bool CODES = false>
@@ -384,64 +453,7 @@ __global__ void round_activations_kernel(float * __restrict__ out, float * __res
         const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
         /* The loop's trip count depends on the warp only: every lane takes part in each shuffle. */
         for (int64_t b = blockIdx.x * (int64_t)(blockDim.x / 32) + (threadIdx.x >> 5); b < blocks; b += warps) {
-            const int64_t base = b * BLOCK;
-            float * ob = out + b * BLOCK;
-            if constexpr (MODE == MEMRA_CUDA_ROUND_Q8_K) {
-                /* The first value of largest magnitude, with its sign (ggml's q8_K keeps the sign). */
-                float best = -1.0f;
-                int best_index = BLOCK;
-#pragma unroll
-                for (int i = 0; i < BLOCK / 32; i++) {
-                    const float a = fabsf(activation_at(x, up, base + i * 32 + lane));
-                    if (a > best) { best = a; best_index = i * 32 + lane; }
-                }
-#pragma unroll
-                for (int offset = 16; offset > 0; offset >>= 1) {
-                    const float other = __shfl_xor_sync(0xffffffffu, best, offset);
-                    const int other_index = __shfl_xor_sync(0xffffffffu, best_index, offset);
-                    if (other > best || (other == best && other_index < best_index)) { best = other; best_index = other_index; }
-                }
-                if (best == 0.0f) {
-#pragma unroll
-                    for (int i = 0; i < BLOCK / 32; i++) {
-                        if constexpr (CODES) codes[b * BLOCK + i * 32 + lane] = 0;
-                        else ob[i * 32 + lane] = 0.0f;
-                    }
-                    if (CODES && lane == 0) scales[b] = 0.0f;
-                    continue;
-                }
-                const float inverse_scale = -127.0f / activation_at(x, up, base + best_index);
-                const float d = 1.0f / inverse_scale;
-#pragma unroll
-                for (int i = 0; i < BLOCK / 32; i++) {
-                    const float q = fminf(127.0f, rintf(__fmul_rn(inverse_scale, activation_at(x, up, base + i * 32 + lane))));
-                    if constexpr (CODES) codes[b * BLOCK + i * 32 + lane] = (int8_t)q;
-                    else ob[i * 32 + lane] = __fmul_rn(d, q);
-                }
-                if (CODES && lane == 0) scales[b] = d;
-            } else {
-                const float value = activation_at(x, up, base + lane);
-                float max = fabsf(value);
-#pragma unroll
-                for (int offset = 16; offset > 0; offset >>= 1) max = fmaxf(max, __shfl_xor_sync(0xffffffffu, max, offset));
-                const float d = max / 127.0f;
-                const float d16 = __half2float(__float2half_rn(d));
-                const float inverse = max != 0.0f ? 127.0f / max : 0.0f;
-                const float q = rintf(__fmul_rn(value, inverse));
-                if constexpr (CODES) {
-                    codes[b * BLOCK + lane] = (int8_t)q;
-                    if (lane == 0) scales[b] = d16;
-                } else {
-                    ob[lane] = __fmul_rn(d16, q);
-                }
-                if constexpr (MODE == MEMRA_CUDA_ROUND_Q8_1) {
-                    int sum = (int)q;
-#pragma unroll
-                    for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-                    /* d16 · Σq is exact in f32 (11 + 12 bits), so is the difference. */
-                    if (lane == 0) corrections[b] = __half2float(__float2half_rn(__fmul_rn(d, (float)sum))) - __fmul_rn(d16, (float)sum);
-                }
-            }
+            round_block<MODE, CODES>(b, lane, out, corrections, x, codes, scales, up);
         }
     }
 }

@@ -143,6 +143,21 @@ export interface Backend {
    * weights share their input width; at most 8.
    */
   matmuls?(outs: readonly DeviceBuffer[], x: DeviceBuffer, weights: readonly WeightHandle[], rows: number): void;
+  /**
+   * Optional: an RMSNorm and the matmuls that read it: normed = RMSNorm(hidden) · normWeight (rows
+   * of normWeight.length; with `delta`, hidden += delta first, as addRmsNorm), then
+   * matmuls(outs, normed, weights, rows); the same results as those ops one after the other.
+   */
+  rmsNormMatmuls?(
+    normed: DeviceBuffer,
+    hidden: DeviceBuffer,
+    delta: DeviceBuffer | undefined,
+    normWeight: WeightHandle,
+    eps: number,
+    outs: readonly DeviceBuffer[],
+    weights: readonly WeightHandle[],
+    rows: number,
+  ): void;
   /** NEOX rotary embedding in place: each head rotates pairs (i, i + headDim / 2). x: [rows, heads * headDim] */
   ropeNeox(x: DeviceBuffer, positions: Int32Array, heads: number, headDim: number, freqBase: number): void;
   /**

@@ -213,6 +213,56 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     expect(() => backend.matmuls([shared, shared], backend.allocate(256), [narrow, narrow], 1)).toThrow(/outputs of weights 0 and 1 overlap/);
   });
 
+  it("rmsNormMatmuls gives (add and) RMSNorm then matmuls bit for bit, the norm fused with q8 roundings", () => {
+    const nIn = 256;
+    const eps = 1e-6;
+    const normData = new Uint8Array(normals(nIn, 41, 1).buffer);
+    const normWeight = backend.uploadWeight(tensorInfo("norm", GGMLType.F32, [nIn], normData), normData);
+    const groups: GGMLType[][] = [
+      [GGMLType.Q8_0, GGMLType.Q8_0, GGMLType.Q8_0], // q8_0 codes: norm and rounding in one kernel
+      [GGMLType.Q4_K, GGMLType.Q4_K, GGMLType.Q6_K], // q8_K values
+      [GGMLType.Q4_1, GGMLType.Q8_0, GGMLType.Q4_0], // q8_1 fused (first), q8_0 codes and values apart
+      [GGMLType.F16, GGMLType.Q8_0], // f16 first: the norm on its own
+      [GGMLType.F32, GGMLType.BF16],
+    ];
+    for (const [g, types] of groups.entries()) {
+      const weights = types.map((type, i) => {
+        const data = quantize(type, normals(nIn * (24 + 8 * i), 1700 + 10 * g + i, 0.05));
+        return backend.uploadWeight(tensorInfo(`w${i}`, type, [nIn, 24 + 8 * i], data), data);
+      });
+      for (const rows of [1, 5, 70]) {
+        for (const withDelta of [true, false]) {
+          const what = `${types.map(ggmlTypeName).join("+")}, ${rows} rows, ${withDelta ? "add and norm" : "norm"}`;
+          const hiddenValues = normals(rows * nIn, 1800 + rows, 3);
+          const delta = backend.allocate(rows * nIn);
+          backend.write(delta, normals(rows * nIn, 1900 + rows));
+          const run = (fused: boolean) => {
+            const hidden = backend.allocate(rows * nIn);
+            backend.write(hidden, hiddenValues);
+            const normed = backend.allocate(rows * nIn);
+            const outs = weights.map((w) => backend.allocate(rows * w.shape[1]!));
+            if (fused) backend.rmsNormMatmuls(normed, hidden, withDelta ? delta : undefined, normWeight, eps, outs, weights, rows);
+            else {
+              if (withDelta) backend.addRmsNorm(normed, hidden, delta, normWeight, rows, eps);
+              else backend.rmsNorm(normed, hidden, normWeight, rows, eps);
+              backend.matmuls(outs, normed, weights, rows);
+            }
+            return [hidden, normed, ...outs].map((buffer) => backend.read(buffer));
+          };
+          const [fused, apart] = [run(true), run(false)];
+          expect(firstDifference(fused[0]!, hiddenValues) === -1, `${what}: hidden ${withDelta ? "changed" : "unchanged"}`).toBe(!withDelta);
+          for (let i = 0; i < apart.length; i++) expect(firstDifference(fused[i]!, apart[i]!), `${what}: ${["hidden", "normed"][i] ?? `out ${i - 2}`}`).toBe(-1);
+        }
+      }
+    }
+    const x = backend.allocate(256);
+    const q8 = quantize(GGMLType.Q8_0, normals(256 * 8, 5));
+    const w = backend.uploadWeight(tensorInfo("w", GGMLType.Q8_0, [256, 8], q8), q8);
+    expect(() => backend.rmsNormMatmuls(x, x, undefined, normWeight, eps, [backend.allocate(8)], [w], 1)).toThrow(/normed, hidden and delta must not overlap/);
+    const shortNorm = backend.uploadWeight(tensorInfo("short", GGMLType.F32, [64], normData.subarray(0, 256)), normData.subarray(0, 256));
+    expect(() => backend.rmsNormMatmuls(x, backend.allocate(256), undefined, shortNorm, eps, [backend.allocate(8)], [w], 1)).toThrow(/norm_weight/);
+  });
+
   it("swigluMatmul gives swiglu then matmul bit for bit, and leaves gate and up as they were", () => {
     const [nIn, nOut] = [256, 40];
     for (const type of [GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.Q4_1, GGMLType.F16, GGMLType.BF16, GGMLType.F32]) {

@@ -151,6 +151,7 @@ export class CudaBackend implements Backend {
     weights: new BigUint64Array(8),
     weightBytes: new BigInt64Array(8),
     nOuts: new BigInt64Array(8),
+    nIn: 0,
   };
   /** Records ops as a CUDA graph (Backend.captureGraph); absent when graphs are off (CudaBackendOptions.graphs). */
   readonly captureGraph?: (record: () => void) => BackendGraph;
@@ -373,25 +374,10 @@ export class CudaBackend implements Backend {
   }
 
   matmuls(outs: readonly DeviceBuffer[], x: DeviceBuffer, weights: readonly WeightHandle[], rows: number): void {
-    const count = outs.length;
-    if (count !== weights.length) throw new RangeError(`matmuls: ${count} outputs for ${weights.length} weights`);
+    const count = this.groupArgumentsOf("matmuls", outs, weights);
     if (count === 0) return;
-    if (count > 8) throw new RangeError(`matmuls: ${count} weights (at most 8)`);
     const input = asBuffer(x);
     const a = this.groupArguments;
-    let nIn = 0;
-    for (let i = 0; i < count; i++) {
-      const o = asBuffer(outs[i]!);
-      const w = asWeight(weights[i]!);
-      if (i === 0) nIn = w.shape[0]!;
-      else if (w.shape[0] !== nIn) throw new RangeError(`matmuls: weight "${w.name}" takes ${w.shape[0]} inputs, "${weights[0]!.name}" ${nIn}`);
-      a.outs[i] = BigInt(o.pointer);
-      a.outLengths[i] = BigInt(o.length);
-      a.types[i] = w.type;
-      a.weights[i] = BigInt(w.pointer);
-      a.weightBytes[i] = BigInt(w.byteLength);
-      a.nOuts[i] = BigInt(w.shape[1] ?? 1);
-    }
     this.library.call(
       "memra_cuda_matmul_shared",
       this.context(),
@@ -404,9 +390,71 @@ export class CudaBackend implements Backend {
       ptr(a.types),
       ptr(a.weights),
       ptr(a.weightBytes),
-      nIn,
+      a.nIn,
       ptr(a.nOuts),
     );
+  }
+
+  rmsNormMatmuls(
+    normed: DeviceBuffer,
+    hidden: DeviceBuffer,
+    delta: DeviceBuffer | undefined,
+    normWeight: WeightHandle,
+    eps: number,
+    outs: readonly DeviceBuffer[],
+    weights: readonly WeightHandle[],
+    rows: number,
+  ): void {
+    const count = this.groupArgumentsOf("rmsNormMatmuls", outs, weights);
+    if (count === 0) throw new RangeError("rmsNormMatmuls: no weights");
+    const n = asBuffer(normed);
+    const h = asBuffer(hidden);
+    const d = delta === undefined ? undefined : asBuffer(delta);
+    const w = asWeight(normWeight);
+    const a = this.groupArguments;
+    this.library.call(
+      "memra_cuda_norm_matmul_shared",
+      this.context(),
+      n.pointer as Pointer,
+      n.length,
+      h.pointer as Pointer,
+      h.length,
+      (d?.pointer ?? null) as Pointer,
+      d?.length ?? 0,
+      this.f32Weight(w) as Pointer,
+      w.elementCount,
+      eps,
+      count,
+      ptr(a.outs),
+      ptr(a.outLengths),
+      rows,
+      ptr(a.types),
+      ptr(a.weights),
+      ptr(a.weightBytes),
+      a.nIn,
+      ptr(a.nOuts),
+    );
+  }
+
+  /** Fills groupArguments for a group of weights of one input; returns their count. */
+  private groupArgumentsOf(op: string, outs: readonly DeviceBuffer[], weights: readonly WeightHandle[]): number {
+    const count = outs.length;
+    if (count !== weights.length) throw new RangeError(`${op}: ${count} outputs for ${weights.length} weights`);
+    if (count > 8) throw new RangeError(`${op}: ${count} weights (at most 8)`);
+    const a = this.groupArguments;
+    for (let i = 0; i < count; i++) {
+      const o = asBuffer(outs[i]!);
+      const w = asWeight(weights[i]!);
+      if (i === 0) a.nIn = w.shape[0]!;
+      else if (w.shape[0] !== a.nIn) throw new RangeError(`${op}: weight "${w.name}" takes ${w.shape[0]} inputs, "${weights[0]!.name}" ${a.nIn}`);
+      a.outs[i] = BigInt(o.pointer);
+      a.outLengths[i] = BigInt(o.length);
+      a.types[i] = w.type;
+      a.weights[i] = BigInt(w.pointer);
+      a.weightBytes[i] = BigInt(w.byteLength);
+      a.nOuts[i] = BigInt(w.shape[1] ?? 1);
+    }
+    return count;
   }
 
   expertMatmul(out: DeviceBuffer, x: DeviceBuffer, weight: WeightHandle, expert: number, rows: number): void {

@@ -63,6 +63,9 @@ export const MEMRA_CUDA_SYMBOLS = {
   memra_cuda_swiglu_matmul: { args: [ptr, ptr, i64, ptr, i64, ptr, i64, i64, i32, ptr, i64, i64, i64], returns: i32 },
   // (cuda, count, outs, out_lengths, x, x_length, rows, types, weights, weight_bytes, n_in, n_outs)
   memra_cuda_matmul_shared: { args: [ptr, i64, ptr, ptr, ptr, i64, i64, ptr, ptr, ptr, i64, ptr], returns: i32 },
+  // (cuda, normed, normed_length, hidden, hidden_length, delta, delta_length, norm_weight, norm_weight_length, eps,
+  //  count, outs, out_lengths, rows, types, weights, weight_bytes, n_in, n_outs)
+  memra_cuda_norm_matmul_shared: { args: [ptr, ptr, i64, ptr, i64, ptr, i64, ptr, i64, f32, i64, ptr, ptr, i64, ptr, ptr, ptr, i64, ptr], returns: i32 },
   // (cuda, out, out_length, x, x_length, rows, type, weight, weight_bytes, n_in, n_out, experts, expert)
   memra_cuda_expert_matmul: { args: [ptr, ptr, i64, ptr, i64, i64, i32, ptr, i64, i64, i64, i64, i64], returns: i32 },
   // (cuda, x, x_length, positions, rows, heads, head_dim, freq_base)

@@ -167,8 +167,30 @@ function addAndNorm(backend: Backend, d: ModelDimensions, s: Scratch, pending: b
 }
 
 /**
- * projected = attention(normed) (normed = RMSNorm(hidden) · attn_norm already), writing this
- * step's K/V into the cache's blocks first. The caller adds projected to hidden.
+ * addAndNorm with `weight`, then matmuls(outs, normed, weights): in one op where the backend has
+ * it (Backend.rmsNormMatmuls: CUDA rounds the matmuls' activations in the norm's kernel).
+ */
+function normAndMatmuls(
+  backend: Backend,
+  d: ModelDimensions,
+  s: Scratch,
+  pending: boolean,
+  weight: WeightHandle,
+  outs: readonly DeviceBuffer[],
+  weights: readonly WeightHandle[],
+  rows: number,
+): void {
+  if (backend.rmsNormMatmuls) backend.rmsNormMatmuls(s.normed, s.hidden, pending ? s.projected : undefined, weight, d.eps, outs, weights, rows);
+  else {
+    addAndNorm(backend, d, s, pending, weight, rows);
+    matmuls(backend, outs, s.normed, weights, rows);
+  }
+}
+
+/**
+ * projected = attention(RMSNorm(hidden) · attn_norm), adding the pending residual (projected) to
+ * hidden first when there is one, and writing this step's K/V into the cache's blocks. The caller
+ * adds projected to hidden.
  */
 function attentionBlock(
   backend: Backend,
@@ -179,8 +201,9 @@ function attentionBlock(
   positions: Int32Array,
   layout: BatchLayout,
   layer: number,
+  pending: boolean,
 ): void {
-  matmuls(backend, [s.query, s.key, s.value], s.normed, [w.attn_q, w.attn_k, w.attn_v], rows);
+  normAndMatmuls(backend, d, s, pending, w.attn_norm, [s.query, s.key, s.value], [w.attn_q, w.attn_k, w.attn_v], rows);
   // QK-norm: RMSNorm over each head's headDim values, before RoPE (in one op where the backend has it).
   if (!backend.qkNormRope?.(s.query, s.key, w.attn_q_norm, w.attn_k_norm, positions, d.heads, d.kvHeads, d.headDim, d.eps, d.ropeFreqBase)) {
     backend.rmsNorm(s.query, s.query, w.attn_q_norm, rows * d.heads, d.eps);
@@ -216,6 +239,12 @@ export interface FeedForward {
    * host (MoE routing does, unless the backend routes on the device). 0 or absent: never.
    */
   readonly recordableRows?: number;
+  /**
+   * The FFN's first matmuls of `normed` (dense: gate and up), if it has them: the layer then runs
+   * the norm and these together (Backend.rmsNormMatmuls) before forward(), which reads only their
+   * outputs.
+   */
+  readonly projections?: { readonly outs: readonly DeviceBuffer[]; readonly weights: readonly WeightHandle[] };
   forward(backend: Backend, s: Scratch, rows: number): void;
 }
 
@@ -247,8 +276,9 @@ export function denseFeedForward(d: ModelDimensions, feedForwardLength: number):
       return {
         ffn_norm,
         recordableRows: Number.POSITIVE_INFINITY,
+        projections: { outs: [gate, up], weights: [ffn_gate, ffn_up] },
         forward(b, s, rows) {
-          matmuls(b, [gate, up], s.normed, [ffn_gate, ffn_up], rows);
+          // gate and up hold the projections (run with the norm)
           if (b.swigluMatmul) b.swigluMatmul(s.projected, gate, up, ffn_down, rows);
           else {
             b.swiglu(gate, gate, up, rows * feedForwardLength);
@@ -623,9 +653,10 @@ export class Transformer {
       const layerBackend = this.layerBackends[layer]!;
       if (layerBackend !== backend) moveTo(layerBackend, this.layerScratch[layer]!);
       const { attention, feedForward } = this.layers[layer]!;
-      addAndNorm(backend, d, s, pending, attention.attn_norm, rows);
-      attentionBlock(backend, d, attention, s, rows, positions, layout, layer);
-      addAndNorm(backend, d, s, true, feedForward.ffn_norm, rows);
+      attentionBlock(backend, d, attention, s, rows, positions, layout, layer, pending);
+      const projections = feedForward.projections;
+      if (projections) normAndMatmuls(backend, d, s, true, feedForward.ffn_norm, projections.outs, projections.weights, rows);
+      else addAndNorm(backend, d, s, true, feedForward.ffn_norm, rows);
       feedForward.forward(backend, s, rows);
       pending = true;
     }
