@@ -9,6 +9,7 @@
 
 #include "cuda-internal.cuh"
 #include "kernels/attention.cuh"
+#include "rounding-launch.cuh"
 
 using namespace memra_cuda_kernels;
 
@@ -120,12 +121,16 @@ static int check_sequences(const char * function, const int32_t * sequences, int
 }
 
 template <int KV>
-static void launch_attention(const memra_cuda_launch & launch, cudaStream_t stream, int chunks, float * out, const float * q, const uint8_t * keys,
-                             const uint8_t * values, int64_t row_bytes, int block_tokens, const int32_t * tables, const int32_t * sequences, int sequence_count,
-                             int heads, int kv_heads, int head_dim, float scale) {
+static void launch_attention(const memra_cuda_launch & launch, cudaStream_t stream, int chunks, float * out, float * partials, const float * q,
+                             const uint8_t * keys, const uint8_t * values, int64_t row_bytes, int block_tokens, const int32_t * tables, const int32_t * sequences,
+                             int sequence_count, int heads, int kv_heads, int head_dim, float scale) {
     const dim3 grid = memra_grid(launch);
-#define MEMRA_ATTENTION_CASE(N) \
-    case N: MEMRA_LAUNCH(grid, 32, 0, stream, paged_attention_kernel<KV, N>)(out, q, keys, values, row_bytes, block_tokens, tables, sequences, sequence_count, heads, kv_heads, head_dim, scale); break;
+    const int splits = (int)launch.grid_z;
+#define MEMRA_ATTENTION_CASE(N)                                                                                                                           \
+    case N:                                                                                                                                               \
+        MEMRA_LAUNCH(grid, launch.threads, 0, stream, paged_attention_kernel<KV, N>)(out, partials, q, keys, values, row_bytes, block_tokens, tables, sequences, \
+                                                                                    sequence_count, heads, kv_heads, head_dim, scale, splits);             \
+        break;
     switch (chunks) {
         MEMRA_ATTENTION_CASE(1) MEMRA_ATTENTION_CASE(2) MEMRA_ATTENTION_CASE(3) MEMRA_ATTENTION_CASE(4)
         MEMRA_ATTENTION_CASE(5) MEMRA_ATTENTION_CASE(6) MEMRA_ATTENTION_CASE(7) MEMRA_ATTENTION_CASE(8)
@@ -207,17 +212,28 @@ extern "C" int memra_cuda_paged_attention(memra_cuda * cuda, float * out, int64_
     }
     const int chunks = (int)((head_dim + 31) / 32);
     const int32_t * tables = devices[0] ? (const int32_t *)devices[0] : (const int32_t *)devices[1];
+    /* Split-K: the splits' partial states, merged by attention_combine_kernel. */
+    workspace partials(cuda);
+    const int64_t partial_bytes = memra_cuda_attention_partial_bytes(&launch, head_dim);
+    if (partial_bytes > 0) CHECK(partials.allocate(partial_bytes));
+    float * partial = (float *)partials.pointer;
     if (type == MEMRA_CUDA_TYPE_F32) {
-        launch_attention<MEMRA_CUDA_TYPE_F32>(launch, cuda->stream, chunks, out, q, (const uint8_t *)keys, (const uint8_t *)values, row_bytes, (int)block_tokens,
-                                              tables, (const int32_t *)devices[1], (int)sequence_count, (int)heads, (int)kv_heads, (int)head_dim, scale);
+        launch_attention<MEMRA_CUDA_TYPE_F32>(launch, cuda->stream, chunks, out, partial, q, (const uint8_t *)keys, (const uint8_t *)values, row_bytes,
+                                              (int)block_tokens, tables, (const int32_t *)devices[1], (int)sequence_count, (int)heads, (int)kv_heads, (int)head_dim,
+                                              scale);
     } else if (type == MEMRA_CUDA_TYPE_F16) {
-        launch_attention<MEMRA_CUDA_TYPE_F16>(launch, cuda->stream, chunks, out, q, (const uint8_t *)keys, (const uint8_t *)values, row_bytes, (int)block_tokens,
-                                              tables, (const int32_t *)devices[1], (int)sequence_count, (int)heads, (int)kv_heads, (int)head_dim, scale);
+        launch_attention<MEMRA_CUDA_TYPE_F16>(launch, cuda->stream, chunks, out, partial, q, (const uint8_t *)keys, (const uint8_t *)values, row_bytes,
+                                              (int)block_tokens, tables, (const int32_t *)devices[1], (int)sequence_count, (int)heads, (int)kv_heads, (int)head_dim,
+                                              scale);
     } else {
-        launch_attention<MEMRA_CUDA_TYPE_Q8_0>(launch, cuda->stream, chunks, out, q, (const uint8_t *)keys, (const uint8_t *)values, row_bytes,
+        launch_attention<MEMRA_CUDA_TYPE_Q8_0>(launch, cuda->stream, chunks, out, partial, q, (const uint8_t *)keys, (const uint8_t *)values, row_bytes,
                                                (int)block_tokens, tables, (const int32_t *)devices[1], (int)sequence_count, (int)heads, (int)kv_heads,
                                                (int)head_dim, scale);
     }
     LAUNCH_CHECK(function, "paged_attention_kernel");
+    if (partial_bytes > 0) {
+        MEMRA_LAUNCH(dim3((unsigned)(rows * heads), 1, 1), 128, 0, cuda->stream, attention_combine_kernel)(out, partial, (int)head_dim, (int)launch.grid_z);
+        LAUNCH_CHECK(function, "attention_combine_kernel");
+    }
     return MEMRA_CUDA_OK;
 }

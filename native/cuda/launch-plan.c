@@ -183,8 +183,15 @@ int memra_cuda_plan_attention(int64_t rows, int64_t heads, int64_t kv_heads, int
     }
     if (heads > MEMRA_CUDA_MAX_GRID_YZ) return fail(message, message_bytes, MEMRA_CUDA_ERROR_UNSUPPORTED, "%lld heads exceed a grid's y", (long long)heads);
     if (rows < 0 || rows > MEMRA_CUDA_MAX_GRID_X) return fail(message, message_bytes, MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "rows %lld", (long long)rows);
-    *launch = launch_of(rows, heads, 1, 32, 0);
+    const int64_t pairs = (rows > 0 ? rows : 1) * heads;
+    const int64_t splits = pairs >= MEMRA_CUDA_ATTENTION_TARGET_BLOCKS ? 1 : min64(ceil_div(MEMRA_CUDA_ATTENTION_TARGET_BLOCKS, pairs), MEMRA_CUDA_ATTENTION_MAX_SPLITS);
+    *launch = launch_of(rows, heads, splits, MEMRA_CUDA_ATTENTION_WARPS * 32, 0);
     return MEMRA_CUDA_OK;
+}
+
+int64_t memra_cuda_attention_partial_bytes(const memra_cuda_launch * launch, int64_t head_dim) {
+    if (launch->grid_z <= 1) return 0;
+    return launch->grid_x * launch->grid_y * launch->grid_z * (head_dim + 2) * 4;
 }
 
 int memra_cuda_flash_attention_applies(int kv_type, int64_t head_dim, int64_t longest) {

@@ -118,10 +118,21 @@ memra_cuda_launch memra_cuda_plan_groups(int64_t groups);
 memra_cuda_launch memra_cuda_plan_kv_write(int64_t count, int64_t width);
 
 /* ---- attention ---- */
-/* One warp per (query row, head); each lane holds head_dim / 32 values of q and of the output. */
+/* paged_attention_kernel: a block of MEMRA_CUDA_ATTENTION_WARPS warps per (query row, head, split)
+ * (grid x, y, z); each lane holds head_dim / 32 values of q and of the output; a warp takes
+ * MEMRA_CUDA_ATTENTION_KEYS consecutive positions at a time. The splits (grid_z) depend on rows and
+ * heads only: enough blocks for MEMRA_CUDA_ATTENTION_TARGET_BLOCKS, at most
+ * MEMRA_CUDA_ATTENTION_MAX_SPLITS; more than one needs memra_cuda_attention_partial_bytes of
+ * workspace and attention_combine_kernel. */
 #define MEMRA_CUDA_ATTENTION_MAX_HEAD_DIM 256
+#define MEMRA_CUDA_ATTENTION_WARPS 4
+#define MEMRA_CUDA_ATTENTION_KEYS 4
+#define MEMRA_CUDA_ATTENTION_TARGET_BLOCKS 2048
+#define MEMRA_CUDA_ATTENTION_MAX_SPLITS 32
 int memra_cuda_plan_attention(int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim, memra_cuda_launch * launch, char * message,
                               size_t message_bytes);
+/* Bytes of the splits' partial states ((max, sum, head_dim values) per row, head and split). */
+int64_t memra_cuda_attention_partial_bytes(const memra_cuda_launch * launch, int64_t head_dim);
 
 /* Flash-style prefill attention (f16 KV, head_dim 64 or 128): a block of 4 warps takes a tile of
  * up to 64 query rows of one sequence (16 per warp) and one head, and walks the sequence's KV

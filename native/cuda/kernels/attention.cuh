@@ -4,11 +4,18 @@
  * kv_write_kernel<KV>: one warp per 32 values of a source row; q8_0 as ggml's quantize_row_q8_0
  * reference (d = amax / 127 stored as f16, q = roundf(x / d)), f16 round-to-nearest-even.
  *
- * paged_attention_kernel<KV, CHUNKS>: one warp per (query row, head); lane l holds dims
- * l + 32c (c < CHUNKS = ceil(head_dim / 32)) of q and of the output. The row's sequence is found in the
- * sequence list; keys and values are read slot by slot through its block table, with an online
- * softmax (running max and sum, f32). Serves decode (one row per sequence) and prefill (many
- * rows) alike; a tensor-core flash-attention kernel for long prefills is still to come.
+ * paged_attention_kernel<KV, CHUNKS>: split-K ("flash decoding") over the row's positions. Block
+ * (query row, head, split) of MEMRA_CUDA_ATTENTION_WARPS warps; lane l holds dims l + 32c
+ * (c < CHUNKS = ceil(head_dim / 32)) of q and of the output. The positions [0, length) of the row
+ * are cut into groups of MEMRA_CUDA_ATTENTION_KEYS consecutive ones, dealt round robin to the
+ * warps of all splits; a warp loads a group's keys together (their loads in flight at once), sums
+ * the dot products with interleaved shuffles, and keeps an online softmax (running max and sum,
+ * f32) with the weighted values. The block's warps are combined in shared memory; with one split
+ * the block writes the output, with more each writes its (max, sum, values) and
+ * attention_combine_kernel merges them. The splits depend on rows and heads only (launch-plan.c),
+ * never on the sequences' lengths, so that a decode step recorded in a CUDA graph and the same
+ * step run op by op sum in the same order. Serves decode and the prefills the flash kernel does
+ * not take (f32 / q8_0 caches, other head sizes, short chunks).
  */
 #pragma once
 
@@ -62,57 +69,138 @@ __global__ void kv_write_kernel(uint8_t * storage, uint8_t * second_storage, int
     }
 }
 
+/* One warp's online softmax state over the keys it has seen: running max m, sum l, and the
+ * weighted sum of values acc (lane l holds dims l + 32c). */
+template <int CHUNKS>
+struct softmax_state {
+    float m, l, acc[CHUNKS];
+};
+
 template <int KV, int CHUNKS>
-__global__ void __launch_bounds__(32) paged_attention_kernel(float * __restrict__ out, const float * __restrict__ q, const uint8_t * __restrict__ keys,
-                                                             const uint8_t * __restrict__ values, int64_t row_bytes, int block_tokens,
-                                                             const int32_t * __restrict__ block_tables, const int32_t * __restrict__ sequences,
-                                                             int sequence_count, int heads, int kv_heads, int head_dim, float scale) {
+__global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
+    paged_attention_kernel(float * __restrict__ out, float * __restrict__ partials, const float * __restrict__ q, const uint8_t * __restrict__ keys,
+                           const uint8_t * __restrict__ values, int64_t row_bytes, int block_tokens, const int32_t * __restrict__ block_tables,
+                           const int32_t * __restrict__ sequences, int sequence_count, int heads, int kv_heads, int head_dim, float scale, int splits) {
+    constexpr int WARPS = MEMRA_CUDA_ATTENTION_WARPS, KEYS = MEMRA_CUDA_ATTENTION_KEYS;
+    __shared__ float shared_m[WARPS], shared_l[WARPS], shared_acc[WARPS][CHUNKS * 32];
     const int64_t row = blockIdx.x;
     const int head = blockIdx.y;
-    const int lane = threadIdx.x;
+    const int split = blockIdx.z;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int s = 0;
     while (s + 1 < sequence_count && row >= sequences[(s + 1) * 4]) s++;
     const int32_t * sequence = sequences + s * 4;
-    const int64_t last = (int64_t)sequence[2] + (row - sequence[0]); /* attends to positions [0, last] */
+    const int64_t length = (int64_t)sequence[2] + (row - sequence[0]) + 1; /* attends to positions [0, length) */
     const int32_t * table = block_tables + sequence[3];
     const int kv_head = head / (heads / kv_heads);
     const int64_t kv_offset = (int64_t)kv_head * head_dim;
     const float * qr = q + (row * heads + head) * (int64_t)head_dim;
     /* Lanes past head_dim (head_dim not a multiple of 32) hold zeros and never load. */
-    float qv[CHUNKS], acc[CHUNKS];
+    float qv[CHUNKS];
+    softmax_state<CHUNKS> state;
+    state.m = -INFINITY;
+    state.l = 0.0f;
 #pragma unroll
     for (int c = 0; c < CHUNKS; c++) {
         qv[c] = c * 32 + lane < head_dim ? qr[c * 32 + lane] : 0.0f;
-        acc[c] = 0.0f;
+        state.acc[c] = 0.0f;
     }
-    float running_max = -INFINITY, running_sum = 0.0f;
-    for (int64_t p = 0; p <= last; p++) {
-        const int64_t slot = (int64_t)table[p / block_tokens] * block_tokens + p % block_tokens;
-        const uint8_t * k = keys + slot * row_bytes;
-        float dot = 0.0f;
+    /* Groups of KEYS consecutive positions, dealt round robin to the warps of every split. */
+    const int64_t stride = (int64_t)splits * WARPS * KEYS;
+    for (int64_t first = ((int64_t)split * WARPS + warp) * KEYS; first < length; first += stride) {
+        float dot[KEYS];
+        const uint8_t * v[KEYS];
 #pragma unroll
-        for (int c = 0; c < CHUNKS; c++) {
-            if (c * 32 + lane < head_dim) dot += qv[c] * kv_value<KV>(k, kv_offset + c * 32 + lane);
+        for (int j = 0; j < KEYS; j++) {
+            const int64_t p = first + j < length ? first + j : first; /* past the end: a repeat, unused */
+            const int64_t slot = (int64_t)table[p / block_tokens] * block_tokens + p % block_tokens;
+            const uint8_t * k = keys + slot * row_bytes;
+            v[j] = values + slot * row_bytes;
+            dot[j] = 0.0f;
+#pragma unroll
+            for (int c = 0; c < CHUNKS; c++) {
+                if (c * 32 + lane < head_dim) dot[j] += qv[c] * kv_value<KV>(k, kv_offset + c * 32 + lane);
+            }
         }
 #pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-        const float score = dot * scale;
-        const float next_max = fmaxf(running_max, score);
-        const float correction = expf(running_max - next_max);
-        const float weight = expf(score - next_max);
-        running_sum = running_sum * correction + weight;
-        const uint8_t * v = values + slot * row_bytes;
+        for (int offset = 16; offset > 0; offset >>= 1) {
 #pragma unroll
-        for (int c = 0; c < CHUNKS; c++) {
-            if (c * 32 + lane < head_dim) acc[c] = acc[c] * correction + weight * kv_value<KV>(v, kv_offset + c * 32 + lane);
+            for (int j = 0; j < KEYS; j++) dot[j] += __shfl_xor_sync(0xffffffffu, dot[j], offset);
         }
-        running_max = next_max;
-    }
-    float * o = out + (row * heads + head) * (int64_t)head_dim;
-    const float inverse = 1.0f / running_sum;
 #pragma unroll
-    for (int c = 0; c < CHUNKS; c++) {
-        if (c * 32 + lane < head_dim) o[c * 32 + lane] = acc[c] * inverse;
+        for (int j = 0; j < KEYS; j++) {
+            if (first + j >= length) break;
+            const float score = dot[j] * scale;
+            const float next_max = fmaxf(state.m, score);
+            const float correction = expf(state.m - next_max);
+            const float weight = expf(score - next_max);
+            state.l = state.l * correction + weight;
+#pragma unroll
+            for (int c = 0; c < CHUNKS; c++) {
+                if (c * 32 + lane < head_dim) state.acc[c] = state.acc[c] * correction + weight * kv_value<KV>(v[j], kv_offset + c * 32 + lane);
+            }
+            state.m = next_max;
+        }
+    }
+    /* The block's warps combined: weights exp(m_w − M) (0 for a warp that saw no key). */
+    if (lane == 0) {
+        shared_m[warp] = state.m;
+        shared_l[warp] = state.l;
+    }
+#pragma unroll
+    for (int c = 0; c < CHUNKS; c++) shared_acc[warp][c * 32 + lane] = state.acc[c];
+    __syncthreads();
+    float m = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < WARPS; w++) m = fmaxf(m, shared_m[w]);
+    float factor[WARPS], l = 0.0f;
+#pragma unroll
+    for (int w = 0; w < WARPS; w++) {
+        factor[w] = shared_m[w] == -INFINITY ? 0.0f : expf(shared_m[w] - m);
+        l += factor[w] * shared_l[w];
+    }
+    const int64_t pair = row * heads + head;
+    if (splits == 1) {
+        const float inverse = 1.0f / l;
+        float * o = out + pair * (int64_t)head_dim;
+        for (int d = threadIdx.x; d < head_dim; d += WARPS * 32) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int w = 0; w < WARPS; w++) sum += factor[w] * shared_acc[w][d];
+            o[d] = sum * inverse;
+        }
+        return;
+    }
+    /* Several splits: this one's (m, l, acc[head_dim]) for attention_combine_kernel. */
+    float * partial = partials + (pair * splits + split) * (int64_t)(head_dim + 2);
+    if (threadIdx.x == 0) {
+        partial[0] = m;
+        partial[1] = l;
+    }
+    for (int d = threadIdx.x; d < head_dim; d += WARPS * 32) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int w = 0; w < WARPS; w++) sum += factor[w] * shared_acc[w][d];
+        partial[2 + d] = sum;
+    }
+}
+
+/* out[pair] from the splits' partial states of paged_attention_kernel: one block per (row, head). */
+static __global__ void attention_combine_kernel(float * __restrict__ out, const float * __restrict__ partials, int head_dim, int splits) {
+    const int64_t pair = blockIdx.x;
+    const float * p = partials + pair * splits * (int64_t)(head_dim + 2);
+    const int64_t size = head_dim + 2;
+    float m = -INFINITY;
+    for (int s = 0; s < splits; s++) m = fmaxf(m, p[s * size]);
+    float l = 0.0f;
+    for (int s = 0; s < splits; s++) l += p[s * size] == -INFINITY ? 0.0f : expf(p[s * size] - m) * p[s * size + 1];
+    const float inverse = 1.0f / l;
+    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+        float sum = 0.0f;
+        for (int s = 0; s < splits; s++) {
+            if (p[s * size] != -INFINITY) sum += expf(p[s * size] - m) * p[s * size + 2 + d];
+        }
+        out[pair * head_dim + d] = sum * inverse;
     }
 }
 

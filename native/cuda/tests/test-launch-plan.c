@@ -118,7 +118,15 @@ static void test_attention_and_moe_plans(void) {
     memra_cuda_launch launch;
     char message[256];
     EXPECT(memra_cuda_plan_attention(37, 32, 8, 128, &launch, message, sizeof message) == MEMRA_CUDA_OK);
-    EXPECT(launch.grid_x == 37 && launch.grid_y == 32 && launch.threads == 32);
+    EXPECT(launch.grid_x == 37 && launch.grid_y == 32 && launch.grid_z == 2 && launch.threads == 128); /* 1184 pairs: 2 splits reach 2048 blocks */
+    EXPECT(memra_cuda_attention_partial_bytes(&launch, 128) == 37LL * 32 * 2 * 130 * 4);
+    /* decode of one sequence (Qwen3-0.6B: 16 heads): 32 splits, the most */
+    EXPECT(memra_cuda_plan_attention(1, 16, 8, 128, &launch, message, sizeof message) == MEMRA_CUDA_OK && launch.grid_z == 32);
+    /* 64 sequences × 32 heads, or a prefill: one split, no partial states */
+    EXPECT(memra_cuda_plan_attention(64, 32, 8, 128, &launch, message, sizeof message) == MEMRA_CUDA_OK && launch.grid_z == 1);
+    EXPECT(memra_cuda_attention_partial_bytes(&launch, 128) == 0);
+    EXPECT(memra_cuda_plan_attention(512, 16, 8, 128, &launch, message, sizeof message) == MEMRA_CUDA_OK && launch.grid_z == 1);
+    EXPECT(memra_cuda_plan_attention(0, 16, 8, 128, &launch, message, sizeof message) == MEMRA_CUDA_OK && launch.grid_x == 0);
     EXPECT(memra_cuda_plan_attention(1, 6, 4, 128, &launch, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
     EXPECT(memra_cuda_plan_attention(1, 4, 2, 16, &launch, message, sizeof message) == MEMRA_CUDA_OK); /* tiny models: lanes past 16 idle */
     EXPECT(memra_cuda_plan_attention(1, 8, 8, 512, &launch, message, sizeof message) == MEMRA_CUDA_ERROR_UNSUPPORTED);

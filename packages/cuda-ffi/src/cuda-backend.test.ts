@@ -491,6 +491,52 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     }
   });
 
+  it("paged attention splits long decodes across blocks (32 splits) and takes wide prefills in one (q8_0 and f32 KV)", () => {
+    const [heads, kvHeads, headDim, blockTokens, blocks] = [8, 2, 128, 16, 64];
+    const kvWidth = kvHeads * headDim;
+    const random = mulberry32(1093);
+    for (const type of ["q8_0", "f32"] as const) {
+      const keys = pair.native.allocateKV(type, blocks * blockTokens, kvWidth);
+      const values = pair.native.allocateKV(type, blocks * blockTokens, kvWidth);
+      const keysRef = pair.reference.allocateKV(type, blocks * blockTokens, kvWidth);
+      const valuesRef = pair.reference.allocateKV(type, blocks * blockTokens, kvWidth);
+      const slots = Int32Array.from({ length: blocks * blockTokens }, (_, i) => i);
+      const [k, kRef] = pair.buffers(normals(slots.length * kvWidth, 190, 2));
+      const [v, vRef] = pair.buffers(normals(slots.length * kvWidth, 191));
+      pair.native.writeKVPair(keys, values, slots, k, v);
+      pair.reference.writeKV(keysRef, slots, kRef);
+      pair.reference.writeKV(valuesRef, slots, vRef);
+      // decode of three sequences (3 rows × 8 heads: 32 splits of 4 warps × 4 keys, 512 positions a
+      // round, so the 1000-token one takes two) and a 300-row prefill (2400 pairs: one split)
+      for (const shapes of [
+        [
+          [1, 999],
+          [1, 5],
+          [1, 700],
+        ],
+        [[300, 200]],
+      ] as const) {
+        const sequences = new Int32Array(shapes.length * 4);
+        const tables: number[] = [];
+        let rows = 0;
+        for (let i = 0; i < shapes.length; i++) {
+          const [queryRows, position] = shapes[i]!;
+          sequences.set([rows, queryRows, position, tables.length], i * 4);
+          for (let b = 0; b < Math.ceil((position + queryRows) / blockTokens); b++) tables.push(Math.floor(random() * blocks));
+          rows += queryRows;
+        }
+        const [q, qRef] = pair.buffers(normals(rows * heads * headDim, 192 + rows, 2));
+        const out = pair.native.allocate(rows * heads * headDim);
+        const outRef = pair.reference.allocate(rows * heads * headDim);
+        const shape = { rows, heads, kvHeads, headDim, scale: 1 / Math.sqrt(headDim) };
+        const blockTables = Int32Array.from(tables);
+        pair.native.attention(out, q, { keys, values, blockTokens, blockTables, sequences }, shape);
+        pair.reference.attention(outRef, qRef, { keys: keysRef, values: valuesRef, blockTokens, blockTables, sequences }, shape);
+        expect(nmse(pair.native.read(out), pair.reference.read(outRef)), `${type}, ${rows} rows`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
+      }
+    }
+  });
+
   it("writeKVPair stores K and V as two writeKVs do, for f32, f16 and q8_0 storage", () => {
     const [width, slots] = [64, Int32Array.from([5, 0, 9])];
     const k = backend.allocate(slots.length * width);

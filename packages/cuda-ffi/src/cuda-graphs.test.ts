@@ -255,10 +255,35 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
     const expected = run(false);
     const actual = run(true);
     expect(nodes.length).toBeGreaterThanOrEqual(1);
-    // Dense: the embedding, 13 kernels per layer (norm, Q/K/V rounding + one launch, QK-norm+RoPE,
-    // the K and V write, attention, O rounding + matvec, add+norm, gate/up rounding + one launch,
-    // SwiGLU-in-rounding + down), the final add+norm, and the 5 input copies.
-    if (preset === "tiny") for (const count of nodes) expect(count).toBe(1 + 2 * 13 + 1 + 5);
+    // Dense: the embedding, 12 kernels per layer ((add+)norm with the Q/K/V rounding + one launch,
+    // QK-norm+RoPE, the K and V write, split attention + the splits' combine, O rounding + matvec,
+    // add+norm with the gate/up rounding + one launch, SwiGLU-in-rounding + down), the final
+    // add+norm, and the 5 input copies.
+    if (preset === "tiny") for (const count of nodes) expect(count).toBe(1 + 2 * 12 + 1 + 5);
     for (let i = 0; i < expected.length; i++) expect(firstDifference(actual[i]!, expected[i]!), `logits ${i}`).toBe(-1);
+  });
+
+  it("greedy decode through graphs picks on the device the argmax of the logits decode op by op gives", async () => {
+    const path = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" }));
+    const eagerModel = loadModel(path, { backend: CudaBackend.create({ graphs: false }), maxBatchTokens: 16 });
+    const graphModel = loadModel(path, { backend: CudaBackend.create(), maxBatchTokens: 16 });
+    try {
+      expect(graphModel.transformer.recordsDecodeGraphs).toBe(true);
+      const vocabulary = eagerModel.vocabularySize;
+      const eagerCache = eagerModel.createCache(32);
+      const graphCache = graphModel.createCache(32);
+      let expected = argmax(eagerModel.forward([11, 12, 13, 14], eagerCache), vocabulary);
+      let actual = graphModel.forwardGreedy([11, 12, 13, 14], graphCache);
+      const picks: [number, number][] = [];
+      for (let step = 0; step < 6; step++) {
+        picks.push([actual, expected]);
+        expected = argmax(eagerModel.forward([expected], eagerCache), vocabulary);
+        actual = graphModel.forwardGreedy([actual], graphCache);
+      }
+      for (const [a, e] of picks) expect(a).toBe(e);
+    } finally {
+      eagerModel.dispose();
+      graphModel.dispose();
+    }
   });
 });
