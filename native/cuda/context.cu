@@ -72,8 +72,14 @@ extern "C" int memra_cuda_plan_matmul(int type, int64_t rows, int64_t n_in, int6
     if (!plan || plan_length < 7) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: plan holds %lld values, 7 needed", function, (long long)plan_length);
     memra_cuda_matmul_plan chosen;
     char message[512];
-    const int status = memra_cuda_plan_matmul_for(type, rows, n_in, n_out, &chosen, message, sizeof message);
+    int status = memra_cuda_plan_matmul_for(type, rows, n_in, n_out, &chosen, message, sizeof message);
     if (status != MEMRA_CUDA_OK) FAIL(status, "%s: %s", function, message);
+    /* A context with the default settings (activation rounding, MEMRA_CUDA_INT8_GEMM on) runs the
+     * prefill of q8_0/q4_0/q5_0 on the int8 GEMM (matmul.cu). */
+    if (chosen.kernel == MEMRA_CUDA_MATMUL_GEMM && memra_cuda_int8_gemm_supports(type)) {
+        status = memra_cuda_plan_int8_gemm(type, rows, n_in, n_out, &chosen, message, sizeof message);
+        if (status != MEMRA_CUDA_OK) FAIL(status, "%s: %s", function, message);
+    }
     plan[0] = chosen.kernel;
     plan[1] = chosen.launch.grid_x;
     plan[2] = chosen.launch.grid_y;
@@ -220,6 +226,8 @@ static int create_into(memra_cuda * cuda, int device) {
     }
     const char * gemm = getenv("MEMRA_CUDA_GEMM");
     cuda->gemm = !(gemm && strcmp(gemm, "0") == 0);
+    const char * int8_gemm = getenv("MEMRA_CUDA_INT8_GEMM");
+    cuda->int8_gemm = !(int8_gemm && strcmp(int8_gemm, "0") == 0);
     const char * rounding = getenv("MEMRA_CUDA_ACTIVATION_ROUNDING");
     cuda->activation_rounding = !(rounding && strcmp(rounding, "0") == 0);
     const char * flash = getenv("MEMRA_CUDA_FLASH_ATTENTION");

@@ -34,6 +34,7 @@ struct memra_cuda {
     int compute_capability;
     int multiprocessors;
     int gemm;                /* tensor-core GEMM for prefill (MEMRA_CUDA_GEMM=0: off) */
+    int int8_gemm;           /* q8_0/q4_0/q5_0 prefill on the int8 GEMM, else the f16-code GEMM (MEMRA_CUDA_INT8_GEMM=0: off) */
     int activation_rounding; /* activations rounded as ggml's CPU matmul (MEMRA_CUDA_ACTIVATION_ROUNDING=0: off) */
     int flash_attention;     /* tensor-core prefill attention over f16 KV (MEMRA_CUDA_FLASH_ATTENTION=0: off) */
     memra_cuda_capture * capture;               /* non-NULL between memra_cuda_graph_begin and _end */

@@ -119,6 +119,44 @@ int memra_cuda_plan_matmul_with(int type, int64_t rows, int64_t n_in, int64_t n_
     return MEMRA_CUDA_OK;
 }
 
+int memra_cuda_int8_gemm_supports(int type) {
+    return type == MEMRA_CUDA_TYPE_Q8_0 || type == MEMRA_CUDA_TYPE_Q4_0 || type == MEMRA_CUDA_TYPE_Q5_0;
+}
+
+int32_t memra_cuda_int8_gemm_shared_bytes(void) {
+    /* per stage: int8 codes of TILE_M + TILE_N rows of TILE_K, and an f32 scale per row and block */
+    const int32_t blocks = MEMRA_CUDA_INT8_GEMM_TILE_K / 32;
+    const int32_t stage = (MEMRA_CUDA_INT8_GEMM_TILE_M + MEMRA_CUDA_INT8_GEMM_TILE_N) * (MEMRA_CUDA_INT8_GEMM_TILE_K + blocks * 4);
+    return MEMRA_CUDA_INT8_GEMM_STAGES * stage;
+}
+
+int memra_cuda_plan_int8_gemm(int type, int64_t rows, int64_t n_in, int64_t n_out, memra_cuda_matmul_plan * plan, char * message,
+                              size_t message_bytes) {
+    memra_cuda_matmul_plan none = {MEMRA_CUDA_MATMUL_NONE, {0, 0, 0, 0, 0}, 0, 0};
+    *plan = none;
+    if (!memra_cuda_int8_gemm_supports(type)) {
+        return fail(message, message_bytes, MEMRA_CUDA_ERROR_UNSUPPORTED_TYPE, "weight type %d has no int8 GEMM (q8_0, q4_0, q5_0 only)", type);
+    }
+    if (rows <= 0 || n_in <= 0 || n_out <= 0) {
+        return fail(message, message_bytes, MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "rows %lld, n_in %lld, n_out %lld: sizes must be positive", (long long)rows,
+                    (long long)n_in, (long long)n_out);
+    }
+    if (n_in % 32 != 0) {
+        return fail(message, message_bytes, MEMRA_CUDA_ERROR_UNSUPPORTED, "n_in %lld is not a multiple of 32", (long long)n_in);
+    }
+    const int64_t column_tiles = ceil_div(n_out, MEMRA_CUDA_INT8_GEMM_TILE_N);
+    if (column_tiles > MEMRA_CUDA_MAX_GRID_X) {
+        return fail(message, message_bytes, MEMRA_CUDA_ERROR_UNSUPPORTED, "n_out %lld needs more blocks than a grid holds", (long long)n_out);
+    }
+    const int64_t row_tiles = ceil_div(rows, MEMRA_CUDA_INT8_GEMM_TILE_M);
+    const int64_t tiles_per_launch = min64(row_tiles, MEMRA_CUDA_MAX_GRID_YZ);
+    plan->kernel = MEMRA_CUDA_MATMUL_GEMM;
+    plan->launch = launch_of(column_tiles, tiles_per_launch, 1, MEMRA_CUDA_INT8_GEMM_THREADS, 0); /* static shared memory */
+    plan->rows_per_launch = tiles_per_launch * MEMRA_CUDA_INT8_GEMM_TILE_M;
+    plan->launches = ceil_div(rows, plan->rows_per_launch);
+    return MEMRA_CUDA_OK;
+}
+
 int memra_cuda_activation_rounding(int type) {
     switch (type) {
         case MEMRA_CUDA_TYPE_Q4_0:

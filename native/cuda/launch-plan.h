@@ -87,6 +87,27 @@ int memra_cuda_plan_matmul_for(int type, int64_t rows, int64_t n_in, int64_t n_o
 int memra_cuda_plan_matmul_with(int type, int64_t rows, int64_t n_in, int64_t n_out, int allow_gemm, memra_cuda_matmul_plan * plan, char * message,
                                 size_t message_bytes);
 
+/* Int8 tensor-core GEMM (gemm_int8_kernel, kernels/matmul.cuh) for prefill of weights whose codes
+ * are int8 with one scale per 32 values (q8_0, q4_0, q5_0), times the activations' q8_0 codes:
+ * mma.sync m16n8k32 s8 → s32, one 32-value block per k-step. TILE_M activation rows × TILE_N output
+ * features per block of 8 warps (2 × 4, each 64 × 32), TILE_K = 2 blocks per shared-memory stage,
+ * 2 stages (the next k-tile's global loads are in flight while the tensor cores work on the
+ * current one). Shared memory is static: 2 stages × (int8 A and B tiles + f32 block scales). */
+#define MEMRA_CUDA_INT8_GEMM_TILE_M 128
+#define MEMRA_CUDA_INT8_GEMM_TILE_N 128
+#define MEMRA_CUDA_INT8_GEMM_TILE_K 64
+#define MEMRA_CUDA_INT8_GEMM_THREADS 256
+#define MEMRA_CUDA_INT8_GEMM_STAGES 2
+/* 1 for the weight types gemm_int8_kernel handles (q8_0, q4_0, q5_0). */
+int memra_cuda_int8_gemm_supports(int type);
+/* Shared bytes of one block of gemm_int8_kernel (all stages). */
+int32_t memra_cuda_int8_gemm_shared_bytes(void);
+/* The int8 GEMM's plan for rows × n_in inputs and n_out outputs (rows ≥ 1, n_in a multiple of 32):
+ * ceil(n_out / TILE_N) × ceil(rows / TILE_M) blocks, at most MEMRA_CUDA_MAX_GRID_YZ row tiles per
+ * launch (more rows: several launches). 0, or a status with a message. */
+int memra_cuda_plan_int8_gemm(int type, int64_t rows, int64_t n_in, int64_t n_out, memra_cuda_matmul_plan * plan, char * message,
+                              size_t message_bytes);
+
 /* ---- activation rounding (as ggml's CPU matmul rounds activations to the weight's vec_dot_type) ---- */
 enum memra_cuda_rounding {
     MEMRA_CUDA_ROUND_NONE = 0, /* f32 weights */

@@ -38,7 +38,8 @@ struct matmul_target {
     memra_cuda_matmul_plan plan;
     int rounding;        /* MEMRA_CUDA_ROUND_* of the weight type (NONE: f32 activations) */
     bool codes;          /* reads the activations' q8 codes and block scales, not rounded values */
-    bool integer_gemm;   /* prefill: gemm_codes_kernel */
+    bool integer_gemm;   /* prefill on q8 codes: gemm_int8_kernel (int8_gemm) or gemm_codes_kernel */
+    bool int8_gemm;      /* q8_0/q4_0/q5_0 prefill: gemm_int8_kernel, with its own plan */
     int input;           /* index of its rounded input */
 };
 
@@ -159,6 +160,12 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
         /* With q8 rounding, the integer kernels take the activations' codes and block scales: the
          * integer GEMM for prefill, the __dp4a matrix-vector kernel for q8_0 decode. */
         target.integer_gemm = target.plan.kernel == MEMRA_CUDA_MATMUL_GEMM && q8;
+        /* Weights with int8 codes and 32-value scales on q8_0 codes: the int8 GEMM, 128 × 128 tiles. */
+        target.int8_gemm = target.integer_gemm && cuda->int8_gemm && target.rounding == MEMRA_CUDA_ROUND_Q8_0 && memra_cuda_int8_gemm_supports(target.type);
+        if (target.int8_gemm) {
+            const int replanned = memra_cuda_plan_int8_gemm(target.type, rows, n_in, target.n_out, &target.plan, message, sizeof message);
+            if (replanned != MEMRA_CUDA_OK) FAIL(replanned, "%s: %s", function, message);
+        }
         target.codes = target.integer_gemm ||
                        (target.plan.kernel == MEMRA_CUDA_MATMUL_VECTOR && target.type == MEMRA_CUDA_TYPE_Q8_0 && target.rounding == MEMRA_CUDA_ROUND_Q8_0);
     }
@@ -263,8 +270,27 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
             if (plan.kernel == MEMRA_CUDA_MATMUL_GEMM) {
                 float * os = first_target.out + first * first_target.n_out;
                 dim3 grid = memra_grid(plan.launch);
-                grid.y = (unsigned)((chunk + MEMRA_CUDA_GEMM_TILE_M - 1) / MEMRA_CUDA_GEMM_TILE_M);
-                if (first_target.integer_gemm) {
+                const int64_t tile_rows = first_target.int8_gemm ? MEMRA_CUDA_INT8_GEMM_TILE_M : MEMRA_CUDA_GEMM_TILE_M;
+                grid.y = (unsigned)((chunk + tile_rows - 1) / tile_rows);
+                if (first_target.int8_gemm) {
+                    const int8_t * q = (const int8_t *)input->codes_memory.pointer + first * n_in;
+                    const float * d = (const float *)input->scales.pointer + first * n_in / 32;
+                    switch (first_target.type) {
+                        case MEMRA_CUDA_TYPE_Q8_0:
+                            MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_int8_kernel<MEMRA_CUDA_TYPE_Q8_0>)(
+                                os, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out);
+                            break;
+                        case MEMRA_CUDA_TYPE_Q4_0:
+                            MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_int8_kernel<MEMRA_CUDA_TYPE_Q4_0>)(
+                                os, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out);
+                            break;
+                        default:
+                            MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_int8_kernel<MEMRA_CUDA_TYPE_Q5_0>)(
+                                os, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out);
+                            break;
+                    }
+                    LAUNCH_CHECK(function, "gemm_int8_kernel");
+                } else if (first_target.integer_gemm) {
                     const int8_t * q = (const int8_t *)input->codes_memory.pointer + first * n_in;
                     const float * d = (const float *)input->scales.pointer + ((first * n_in) >> input->block_shift);
                     MEMRA_CUDA_DISPATCH_QUANTIZED_TYPE(first_target.type, (MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_codes_kernel<T>)(

@@ -293,7 +293,8 @@ MEMRA_CUDA_API int memra_cuda_graph_destroy(memra_cuda * cuda, memra_cuda_graph 
 
 /* ---- launch plans (pure host arithmetic, no GPU; for tests and tools) ---- */
 
-/* The plan memra_cuda_matmul would use: plan[0] = kernel (0 none, 1 matrix-vector, 2 tensor-core
+/* The plan memra_cuda_matmul would use in a context with the default settings (q8_0/q4_0/q5_0
+ * prefill: the int8 GEMM's 128 × 128 tiles): plan[0] = kernel (0 none, 1 matrix-vector, 2 tensor-core
  * GEMM), plan[1..3] = grid x, y, z, plan[4] = threads per block, plan[5] = dynamic shared bytes,
  * plan[6] = activation rows per launch. Status as memra_cuda_matmul's shape checks. */
 MEMRA_CUDA_API int memra_cuda_plan_matmul(int type, int64_t rows, int64_t n_in, int64_t n_out, int64_t * plan, int64_t plan_length);

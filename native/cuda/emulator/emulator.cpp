@@ -162,7 +162,7 @@ struct fiber {
 };
 
 struct mma_operands {
-    float * c;
+    void * c; /* float[4] (f16 inputs) or int32_t[4] (s8 inputs) */
     const uint32_t * a;
     const uint32_t * b;
 };
@@ -448,12 +448,46 @@ void mma_m16n8k16_f16_f32(float c[4], const uint32_t a[4], const uint32_t b[2]) 
         }
         for (int lane = 0; lane < 32; lane++) {
             const int group = lane >> 2, quad = lane & 3;
-            float * out = w.mma[lane].c;
+            float * out = static_cast<float *>(w.mma[lane].c);
             for (int i = 0; i < 4; i++) {
                 const int row = group + (i >> 1) * 8, column = quad * 2 + (i & 1);
                 float sum = out[i];
                 for (int k = 0; k < 16; k++) sum += A[row][k] * B[k][column];
                 out[i] = sum;
+            }
+        }
+    }
+}
+
+void mma_m16n8k32_s8_s32(int32_t c[4], const uint32_t a[4], const uint32_t b[2]) {
+    /* As mma_m16n8k16_f16_f32: the last lane to arrive computes the warp's 16 × 8 product. */
+    fiber & f = *block.running;
+    warp_state & w = block.warps[f.state.warp];
+    w.mma[f.state.lane] = mma_operands{c, a, b};
+    unsigned mask = 0xffffffffu;
+    if (warp_meet(mask, "mma.sync.aligned.m16n8k32") && mask == 0xffffffffu) {
+        int32_t A[16][32], B[32][8];
+        for (int lane = 0; lane < 32; lane++) {
+            const int group = lane >> 2, quad = lane & 3;
+            const uint32_t * fa = w.mma[lane].a;
+            const uint32_t * fb = w.mma[lane].b;
+            for (int r = 0; r < 4; r++) {
+                const int row = group + (r & 1) * 8, column = quad * 4 + (r >> 1) * 16;
+                for (int i = 0; i < 4; i++) A[row][column + i] = (int8_t)(uint8_t)(fa[r] >> (8 * i));
+            }
+            for (int r = 0; r < 2; r++) {
+                const int k = quad * 4 + r * 16;
+                for (int i = 0; i < 4; i++) B[k + i][group] = (int8_t)(uint8_t)(fb[r] >> (8 * i));
+            }
+        }
+        for (int lane = 0; lane < 32; lane++) {
+            const int group = lane >> 2, quad = lane & 3;
+            int32_t * out = static_cast<int32_t *>(w.mma[lane].c);
+            for (int i = 0; i < 4; i++) {
+                const int row = group + (i >> 1) * 8, column = quad * 2 + (i & 1);
+                uint32_t sum = (uint32_t)out[i];
+                for (int k = 0; k < 32; k++) sum += (uint32_t)(A[row][k] * B[k][column]);
+                out[i] = (int32_t)sum;
             }
         }
     }

@@ -260,6 +260,14 @@ static inline T shuffle_from(unsigned mask, T value, int source, const char * wh
  * c[0..1] = (group, 2 quad .. +1), c[2..3] = (group + 8, ...). */
 void mma_m16n8k16_f16_f32(float c[4], const uint32_t a[4], const uint32_t b[2]);
 
+/* mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 across the warp, by the PTX ISA's layouts for
+ * .s8 (lane = 4 · group + quad; a register holds 4 consecutive k values, the lowest byte first):
+ * A (16 × 32, row-major) a[0] = (group, 4 quad .. +3), a[1] = (group + 8, 4 quad ..),
+ * a[2] = (group, 16 + 4 quad ..), a[3] = (group + 8, 16 + 4 quad ..); B (32 × 8, column-major)
+ * b[0] = k (4 quad .. +3) of column group, b[1] = k + 16; C and D (16 × 8, s32) as m16n8k16's.
+ * Sums wrap modulo 2^32 as the hardware's do without .satfinite. */
+void mma_m16n8k32_s8_s32(int32_t c[4], const uint32_t a[4], const uint32_t b[2]);
+
 /* The launch: grid × block threads, each running `body()`; errors go to cudaGetLastError. On a
  * stream that is capturing, the launch is recorded instead (its configuration checked as it would
  * be when run): the node keeps a heap copy of `context` made with `clone`, released with

@@ -11,6 +11,15 @@
  * dimension, the activation tile (f32 → f16) and the weight tile (dequantized → f16) go to shared
  * memory, rows padded by 16 bytes so that the fragment loads of a warp hit 32 distinct banks.
  * Correctness first: no cp.async pipelining, no ldmatrix yet.
+ *
+ * gemm_codes_kernel<TYPE>: prefill of quantized weights on the activations' q8 codes (the f16
+ * tiles above holding integer codes; exact products, scaled per 16-value chunk). Every quantized
+ * type but q8_0/q4_0/q5_0, and those too with MEMRA_CUDA_INT8_GEMM=0.
+ *
+ * gemm_int8_kernel<TYPE>: prefill of q8_0, q4_0 and q5_0 weights on int8 tensor cores
+ * (mma.sync m16n8k32 s8, one 32-value block per k-step, the block scales applied in registers),
+ * 128 × 128 tiles of 8 warps, two shared-memory stages. Checked on the CPU emulator and compiled for
+ * sm_80/89/90; not yet run or timed on a GPU (see its comment below).
  */
 #pragma once
 
@@ -352,6 +361,274 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_codes_kernel(flo
         __syncthreads();
     }
     store_accumulators(out, acc, tile_m, tile_n, warp_m, warp_n, group, quad, rows, n_out);
+}
+
+/* gemm_int8_kernel<TYPE>: prefill of q8_0, q4_0 and q5_0 weights (int8 codes, one f16 scale d_w
+ * per 32 values) with the activations as q8_0 codes and f32 block scales d_x
+ * (round_activations_kernel<MEMRA_CUDA_ROUND_Q8_0, true>), on mma.sync m16n8k32 s8 → s32.
+ *
+ * Numerics: one k-step is one 32-value block, so the s32 result of an mma is the block's exact
+ * integer dot product isum, and each accumulator element gets acc += (d_w · d_x) · (float)isum, the
+ * two products and the sum rounded separately (__fmul_rn, __fadd_rn) as ggml's scalar
+ * vec_dot_q8_0_q8_0 does per block: the results are ggml's up to the order of the block sum.
+ *
+ * Tile: 128 activation rows × 128 output features per block of 8 warps (2 × 4; each warp 64 × 32 =
+ * 4 × 4 m16n8k32 tiles), 2 blocks (64 inputs) per k-tile. The choice, for H100/H200 (65536
+ * registers, 228 KB of shared memory per SM): a thread holds 64 f32 accumulators, per k-step 16 A
+ * and 8 B fragment registers and 16 scales, and the prefetched next k-tile (8 activation words and
+ * up to 10 weight words), about 150 registers by this count; ptxas (CUDA 13.0, sm_90) reports
+ * 174-177 and no spills. So one block of 256 threads (8 warps) per SM: two would need ≤ 128
+ * registers, which 64 accumulators leave no room for without spills. Per k-step a warp issues
+ * 16 mma and, for the per-block scaling, 64 I2F + 128 FMUL + 64 FADD: by instruction count the
+ * scaling rather than the tensor cores should bound the kernel (an estimate, not a measurement),
+ * and it costs the same per product for any tile shape. Against 64 × 64 tiles of 4 warps the
+ * larger tile halves the global loads per product and the B-fragment reads (a B fragment serves
+ * 4 mma instead of 2). The cost: 128-row tiles waste more on short prompts, and narrow matrices
+ * give few blocks (pp512 of a 1024-wide K/V projection: 8 × 4 = 32 blocks for 132 SMs).
+ *
+ * Data movement: thread t loads block (t & 1) of row t / 2 of both tiles per k-tile: 32 activation
+ * code bytes as two 16-byte loads and the weight block (2-byte aligned: 4-byte loads from the
+ * block or from the block + 2 and one 2-byte load, whichever alignment the block has, then
+ * realigned; no divergence), q4_0 nibbles and q5_0 high bits expanded to int8 codes (offset
+ * applied) in registers. Two shared-memory stages: the next k-tile's global loads are issued before
+ * the current tile's mma loop and stored to the other stage after it, one barrier per k-tile.
+ *
+ * Shared layout: rows of 64 code bytes, no padding. Within each 32-byte block the 4-byte words are
+ * interleaved (word 4h + q at position 2q + h) so that a lane's two words of a fragment row
+ * (k 4q..4q+3 and 16 + 4q..) are one 8-byte load, and the two blocks of a row swap places when
+ * bit 1 of the row is set: a half-warp's 8-byte fragment loads (4 rows × 4 quads) then hit 32
+ * distinct banks; a thread's block is stored as two 16-byte stores (2-way conflicts). Scales as f32,
+ * [block][row]. 36 KB in all (memra_cuda_int8_gemm_shared_bytes), static, under the 48 KB that
+ * needs no opt-in.
+ *
+ * Not yet measured on a GPU: written for the emulator's checks and compiled by nvcc for
+ * sm_80/89/90; no speed is claimed. Not used: cp.async, ldmatrix, wgmma. */
+
+/* Words of a weight block after its f16 scale: q8_0 32 code bytes; q4_0 16 nibble bytes; q5_0 4 bytes
+ * of high bits and 16 nibble bytes. A block is 2 + 4 · words bytes. */
+template <int TYPE>
+struct int8_block_words;
+template <>
+struct int8_block_words<MEMRA_CUDA_TYPE_Q8_0> { static constexpr int value = 8; };
+template <>
+struct int8_block_words<MEMRA_CUDA_TYPE_Q4_0> { static constexpr int value = 4; };
+template <>
+struct int8_block_words<MEMRA_CUDA_TYPE_Q5_0> { static constexpr int value = 5; };
+
+/* A 2-byte aligned block of 2 + 4 · P bytes: its scale's bits and its P payload words. A block at a
+ * 4-byte boundary is read as P words from its start and 2 bytes at its end; one 2 bytes past a
+ * boundary as 2 bytes at its start and P words after them; either way P + 1 loads within the block. */
+template <int P>
+__device__ __forceinline__ void load_weight_block(const uint8_t * block, uint32_t & scale_bits, uint32_t payload[P]) {
+    const bool aligned = ((uintptr_t)block & 2u) == 0;
+    const uint32_t * words = reinterpret_cast<const uint32_t *>(block + (aligned ? 0 : 2));
+    const uint32_t edge = __ldg(reinterpret_cast<const unsigned short *>(block + (aligned ? 4 * P : 0)));
+    uint32_t w[P];
+#pragma unroll
+    for (int j = 0; j < P; j++) w[j] = __ldg(words + j);
+    scale_bits = aligned ? (w[0] & 0xffffu) : edge;
+#pragma unroll
+    for (int j = 0; j < P; j++) payload[j] = aligned ? (w[j] >> 16) | ((j + 1 < P ? w[j + 1] : edge) << 16) : w[j];
+}
+
+/* Four 4-bit codes (one per byte, 0..15) minus 8, as int8: the low 3 bits, and 0xf8 where bit 3 is clear. */
+__device__ __forceinline__ uint32_t nibbles_minus_8(uint32_t nibbles) { return (nibbles & 0x07070707u) | ((~nibbles & 0x08080808u) * 0x1fu); }
+
+/* The block's 32 codes as int8, 4 per word (word j: values 4j .. 4j + 3, the lowest in the low byte). */
+template <int TYPE>
+__device__ __forceinline__ void int8_codes(const uint32_t payload[int8_block_words<TYPE>::value], uint32_t codes[8]) {
+    if constexpr (TYPE == MEMRA_CUDA_TYPE_Q8_0) {
+#pragma unroll
+        for (int j = 0; j < 8; j++) codes[j] = payload[j];
+    } else if constexpr (TYPE == MEMRA_CUDA_TYPE_Q4_0) {
+        /* value i < 16: the low nibble of byte i; value 16 + i: its high nibble */
+#pragma unroll
+        for (int j = 0; j < 8; j++) codes[j] = nibbles_minus_8((payload[j & 3] >> (j >= 4 ? 4 : 0)) & 0x0f0f0f0fu);
+    } else {
+        /* q5_0: value i = (nibble | bit i of qh << 4) − 16: the nibble where the bit is set, else nibble | 0xf0 */
+        const uint32_t qh = payload[0];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const uint32_t nibbles = (payload[1 + (j & 3)] >> (j >= 4 ? 4 : 0)) & 0x0f0f0f0fu;
+            const uint32_t high = (((qh >> (4 * j)) & 0xfu) * 0x00204081u) & 0x01010101u; /* bit b → byte b */
+            codes[j] = nibbles | ((~high & 0x01010101u) * 0xf0u);
+        }
+    }
+}
+
+/* One stage of the int8 GEMM's shared memory: codes of TILE_M activation rows and TILE_N weight rows
+ * (64 bytes each, laid out by int8_tile_word) and their block scales. */
+struct int8_gemm_stage {
+    uint32_t a[MEMRA_CUDA_INT8_GEMM_TILE_M * MEMRA_CUDA_INT8_GEMM_TILE_K / 4];
+    uint32_t b[MEMRA_CUDA_INT8_GEMM_TILE_N * MEMRA_CUDA_INT8_GEMM_TILE_K / 4];
+    float a_scale[MEMRA_CUDA_INT8_GEMM_TILE_K / 32][MEMRA_CUDA_INT8_GEMM_TILE_M];
+    float b_scale[MEMRA_CUDA_INT8_GEMM_TILE_K / 32][MEMRA_CUDA_INT8_GEMM_TILE_N];
+};
+
+/* Index of the first word of block `step` of tile row `row` (16 words a row; blocks swapped in rows
+ * with bit 1 set). Word 4h + q of the block is at + 2q + h. */
+__device__ __forceinline__ int int8_tile_block(int row, int step) { return row * 16 + 8 * (step ^ ((row >> 1) & 1)); }
+
+/* Stores the 8 code words of block `step` of tile row `row` (word j: k 4j .. 4j + 3). */
+__device__ __forceinline__ void store_int8_block(uint32_t * tile, int row, int step, const uint32_t w[8]) {
+    uint4 * target = reinterpret_cast<uint4 *>(tile + int8_tile_block(row, step));
+    target[0] = make_uint4(w[0], w[4], w[1], w[5]);
+    target[1] = make_uint4(w[2], w[6], w[3], w[7]);
+}
+
+/* A lane's two words of fragment row `row` at k-step `step`: k 4 quad .. +3 (x) and 16 + 4 quad .. (y). */
+__device__ __forceinline__ uint2 load_int8_pair(const uint32_t * tile, int row, int step, int quad) {
+    return *reinterpret_cast<const uint2 *>(tile + int8_tile_block(row, step) + 2 * quad);
+}
+
+/* The next k-tile of one thread, in registers between its global loads and its shared stores. */
+template <int TYPE>
+struct int8_gemm_fetch {
+    uint4 a[2];       /* 32 activation codes */
+    float a_scale;
+    uint32_t b[int8_block_words<TYPE>::value];
+    uint32_t b_scale; /* f16 bits */
+};
+
+template <int TYPE>
+__global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS) gemm_int8_kernel(float * __restrict__ out, const int8_t * __restrict__ codes,
+                                                                                 const float * __restrict__ scales, const uint8_t * __restrict__ weight,
+                                                                                 int64_t row_bytes, int64_t rows, int64_t n_in, int64_t n_out) {
+    constexpr int TM = MEMRA_CUDA_INT8_GEMM_TILE_M, TN = MEMRA_CUDA_INT8_GEMM_TILE_N, STEPS = MEMRA_CUDA_INT8_GEMM_TILE_K / 32;
+    constexpr int P = int8_block_words<TYPE>::value, BLOCK_BYTES = 2 + 4 * P;
+    constexpr int MI = 4, NI = 4; /* a warp's 64 × 32: 4 × 4 m16n8k32 tiles */
+    static_assert(STEPS == 2 && MEMRA_CUDA_INT8_GEMM_THREADS == TM * STEPS && TM == TN && MEMRA_CUDA_INT8_GEMM_STAGES == 2,
+                  "one (row, block) of each tile per thread and k-tile; two stages");
+    static_assert(sizeof(int8_gemm_stage) * 2 <= 48 * 1024, "static shared memory");
+    __shared__ __align__(16) int8_gemm_stage stages[2];
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int warp_m = warp >> 2, warp_n = warp & 3, group = lane >> 2, quad = lane & 3;
+    const int64_t tile_m = blockIdx.y * (int64_t)TM, tile_n = blockIdx.x * (int64_t)TN;
+    const int64_t blocks = n_in / 32, k_tiles = (blocks + STEPS - 1) / STEPS;
+
+    /* This thread's share of every k-tile: block `load_step` of activation row tile_m + load_row and
+     * of weight row tile_n + load_row; rows past the matrices (and the second block of a last k-tile
+     * of one block) are zeros with zero scales. */
+    const int load_row = tid >> 1, load_step = tid & 1;
+    const bool a_row = tile_m + load_row < rows, b_row = tile_n + load_row < n_out;
+    const int8_t * a_codes = codes + (a_row ? tile_m + load_row : 0) * n_in;
+    const float * a_scales = scales + (a_row ? tile_m + load_row : 0) * blocks;
+    const uint8_t * b_blocks = weight + (b_row ? tile_n + load_row : 0) * row_bytes;
+
+    int8_gemm_fetch<TYPE> next;
+    auto fetch = [&](int64_t k_tile) {
+        const int64_t block = k_tile * STEPS + load_step;
+        if (a_row && block < blocks) {
+            const uint4 * source = reinterpret_cast<const uint4 *>(a_codes + block * 32);
+            next.a[0] = __ldg(source);
+            next.a[1] = __ldg(source + 1);
+            next.a_scale = __ldg(a_scales + block);
+        } else {
+            next.a[0] = next.a[1] = make_uint4(0, 0, 0, 0);
+            next.a_scale = 0.0f;
+        }
+        if (b_row && block < blocks) {
+            load_weight_block<P>(b_blocks + block * BLOCK_BYTES, next.b_scale, next.b);
+        } else {
+            next.b_scale = 0;
+#pragma unroll
+            for (int j = 0; j < P; j++) next.b[j] = 0;
+        }
+    };
+    auto store = [&](int64_t k_tile, int8_gemm_stage & stage) {
+        const uint32_t a_words[8] = {next.a[0].x, next.a[0].y, next.a[0].z, next.a[0].w, next.a[1].x, next.a[1].y, next.a[1].z, next.a[1].w};
+        store_int8_block(stage.a, load_row, load_step, a_words);
+        stage.a_scale[load_step][load_row] = next.a_scale;
+        uint32_t b_words[8];
+        int8_codes<TYPE>(next.b, b_words);
+        const bool present = b_row && k_tile * STEPS + load_step < blocks;
+#pragma unroll
+        for (int j = 0; j < 8; j++) b_words[j] = present ? b_words[j] : 0u; /* q4_0/q5_0 zeros would decode to −8/−16 */
+        store_int8_block(stage.b, load_row, load_step, b_words);
+        stage.b_scale[load_step][load_row] = __half2float(__ushort_as_half((unsigned short)next.b_scale));
+    };
+
+    float acc[MI][NI][4];
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
+
+    fetch(0);
+    store(0, stages[0]);
+    __syncthreads();
+    for (int64_t k_tile = 0; k_tile < k_tiles; k_tile++) {
+        const int8_gemm_stage & stage = stages[k_tile & 1];
+        if (k_tile + 1 < k_tiles) fetch(k_tile + 1); /* in flight during the mma loop */
+#pragma unroll
+        for (int step = 0; step < STEPS; step++) {
+            if (step > 0 && k_tile * STEPS + step >= blocks) break; /* the same for the whole block */
+            uint32_t a[MI][4], b[NI][2];
+            float row_scale[MI][2], column_scale[NI][2];
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++) {
+                const int row = warp_m * 64 + mi * 16 + group;
+                const uint2 top = load_int8_pair(stage.a, row, step, quad), bottom = load_int8_pair(stage.a, row + 8, step, quad);
+                a[mi][0] = top.x;
+                a[mi][1] = bottom.x;
+                a[mi][2] = top.y;
+                a[mi][3] = bottom.y;
+                row_scale[mi][0] = stage.a_scale[step][row];
+                row_scale[mi][1] = stage.a_scale[step][row + 8];
+            }
+#pragma unroll
+            for (int ni = 0; ni < NI; ni++) {
+                const int column = warp_n * 32 + ni * 8;
+                const uint2 pair = load_int8_pair(stage.b, column + group, step, quad);
+                b[ni][0] = pair.x;
+                b[ni][1] = pair.y;
+                const float2 d = *reinterpret_cast<const float2 *>(&stage.b_scale[step][column + 2 * quad]);
+                column_scale[ni][0] = d.x;
+                column_scale[ni][1] = d.y;
+            }
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++) {
+#pragma unroll
+                for (int ni = 0; ni < NI; ni++) {
+                    int32_t dot[4] = {0, 0, 0, 0};
+                    mma_m16n8k32_s8(dot, a[mi], b[ni]);
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const float d = __fmul_rn(column_scale[ni][e & 1], row_scale[mi][e >> 1]);
+                        acc[mi][ni][e] = __fadd_rn(acc[mi][ni][e], __fmul_rn(d, (float)dot[e]));
+                    }
+                }
+            }
+        }
+        if (k_tile + 1 < k_tiles) store(k_tile + 1, stages[(k_tile + 1) & 1]);
+        __syncthreads();
+    }
+
+    /* C fragments: (group, 2 quad .. +1) and (group + 8, ...) of each 16 × 8 tile; pairs as float2
+     * where the row length and `out` allow 8-byte stores. */
+    const bool pairs = (n_out & 1) == 0 && ((uintptr_t)out & 7u) == 0;
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++) {
+#pragma unroll
+        for (int ni = 0; ni < NI; ni++) {
+            const int64_t column = tile_n + warp_n * 32 + ni * 8 + 2 * quad;
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                const int64_t row = tile_m + warp_m * 64 + mi * 16 + group + half * 8;
+                if (row >= rows) continue;
+                float * target = out + row * n_out + column;
+                if (pairs && column + 1 < n_out) {
+                    *reinterpret_cast<float2 *>(target) = make_float2(acc[mi][ni][half * 2], acc[mi][ni][half * 2 + 1]);
+                } else {
+                    if (column < n_out) target[0] = acc[mi][ni][half * 2];
+                    if (column + 1 < n_out) target[1] = acc[mi][ni][half * 2 + 1];
+                }
+            }
+        }
+    }
 }
 
 /* Activations rounded as ggml's CPU matmul rounds them for the weight type (launch-plan.h enum

@@ -760,6 +760,76 @@ static void test_mma() {
     }
 }
 
+/* Warp w accumulates C_w += A_w,0 · B_w,0 + A_w,1 · B_w,1 in s32 with the fragments of the PTX
+ * ISA's m16n8k32 .s8 layout: A 16 × 32 row-major int8, B 32 × 8 stored k-major (B[k][n] at
+ * k · 8 + n), C 16 × 8. Each register packs 4 consecutive k values, the lowest byte first. */
+static uint32_t pack_bytes(const int8_t * v, int stride) {
+    uint32_t word = 0;
+    for (int i = 0; i < 4; i++) word |= (uint32_t)(uint8_t)v[i * stride] << (8 * i);
+    return word;
+}
+
+__global__ void mma_s8_kernel(const int8_t * a, const int8_t * b, int32_t * c, int diverge) {
+    const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, group = lane >> 2, quad = lane & 3;
+    if (diverge && lane >= 16) __syncwarp(0xffff0000u);
+    int32_t * C = c + warp * 128;
+    int32_t accumulator[4] = {C[group * 8 + 2 * quad], C[group * 8 + 2 * quad + 1], C[(group + 8) * 8 + 2 * quad], C[(group + 8) * 8 + 2 * quad + 1]};
+    for (int step = 0; step < 2; step++) {
+        const int8_t * A = a + (warp * 2 + step) * 512;
+        const int8_t * B = b + (warp * 2 + step) * 256;
+        const uint32_t fa[4] = {pack_bytes(A + group * 32 + 4 * quad, 1), pack_bytes(A + (group + 8) * 32 + 4 * quad, 1),
+                                pack_bytes(A + group * 32 + 4 * quad + 16, 1), pack_bytes(A + (group + 8) * 32 + 4 * quad + 16, 1)};
+        const uint32_t fb[2] = {pack_bytes(B + (4 * quad) * 8 + group, 8), pack_bytes(B + (4 * quad + 16) * 8 + group, 8)};
+        memra_emu::mma_m16n8k32_s8_s32(accumulator, fa, fb);
+    }
+    C[group * 8 + 2 * quad] = accumulator[0];
+    C[group * 8 + 2 * quad + 1] = accumulator[1];
+    C[(group + 8) * 8 + 2 * quad] = accumulator[2];
+    C[(group + 8) * 8 + 2 * quad + 1] = accumulator[3];
+}
+
+static int8_t random_code() { /* -128 .. 127 */
+    random_state = random_state * 1103515245u + 12345u;
+    return (int8_t)(uint8_t)(random_state >> 16);
+}
+
+/* The emulated int8 mma against a plain integer matrix product of random full-range codes (the
+ * extremes -128 and 127 included), over two k-steps into a non-zero accumulator. */
+static void test_mma_s8() {
+    for (int warps : {1, 4}) {
+        for (int diverge = 0; diverge < 2; diverge++) {
+            std::vector<int8_t> a((size_t)warps * 2 * 512), b((size_t)warps * 2 * 256);
+            std::vector<int32_t> c((size_t)warps * 128);
+            for (int8_t & v : a) v = random_code();
+            for (int8_t & v : b) v = random_code();
+            a[0] = -128;
+            b[0] = -128;
+            a[1] = 127;
+            b[8] = 127;
+            for (int32_t & v : c) v = (int32_t)(random_state = random_state * 1103515245u + 12345u) >> 8;
+            std::vector<int64_t> expected(c.begin(), c.end());
+            for (int w = 0; w < warps; w++)
+                for (int step = 0; step < 2; step++)
+                    for (int i = 0; i < 16; i++)
+                        for (int j = 0; j < 8; j++) {
+                            int64_t sum = 0;
+                            for (int k = 0; k < 32; k++) sum += (int64_t)a[(size_t)(w * 2 + step) * 512 + i * 32 + k] * b[(size_t)(w * 2 + step) * 256 + k * 8 + j];
+                            expected[(size_t)w * 128 + i * 8 + j] += sum;
+                        }
+            MEMRA_LAUNCH(1, 32 * warps, 0, 0, mma_s8_kernel)(a.data(), b.data(), c.data(), diverge);
+            EXPECT_LAUNCH_OK("mma_s8_kernel");
+            int mismatches = 0;
+            for (int w = 0; w < warps; w++)
+                for (int i = 0; i < 16; i++)
+                    for (int j = 0; j < 8; j++) {
+                        const size_t at = (size_t)w * 128 + i * 8 + j;
+                        if (c[at] != expected[at]) detail(mismatches, "warp %d C[%d][%d] = %d, expected %lld", w, i, j, c[at], (long long)expected[at]);
+                    }
+            CHECK(mismatches == 0, "mma m16n8k32 s8 with %d warp(s)%s: %d wrong elements", warps, diverge ? " after a half-warp __syncwarp" : "", mismatches);
+        }
+    }
+}
+
 /* ------------------------------------------------------------- 7. device memory ---- */
 
 static void test_device_memory() {
@@ -1207,6 +1277,7 @@ int main(int argc, char ** argv) {
     test_warp_collectives();
     test_errors();
     test_mma();
+    test_mma_s8();
     test_device_memory();
     test_many_blocks();
     test_capture();

@@ -95,6 +95,39 @@ static void test_matmul_plans(void) {
     EXPECT(memra_cuda_gemm_shared_bytes() <= 48 * 1024);
 }
 
+/* The int8 GEMM: q8_0, q4_0 and q5_0 only; every 128 × 128 output tile covered once, shapes that
+ * are not tile multiples rounded up, the row tiles split into launches of at most 65535. */
+static void test_int8_gemm_plans(void) {
+    memra_cuda_matmul_plan plan;
+    char message[256];
+    EXPECT(memra_cuda_int8_gemm_supports(8) && memra_cuda_int8_gemm_supports(2) && memra_cuda_int8_gemm_supports(6));
+    EXPECT(!memra_cuda_int8_gemm_supports(3) && !memra_cuda_int8_gemm_supports(7) && !memra_cuda_int8_gemm_supports(12) && !memra_cuda_int8_gemm_supports(1));
+    const int64_t shapes[][3] = {{9, 32, 8}, {37, 96, 200}, {130, 4096, 200}, {128, 64, 128}, {129, 64, 129}, {512, 4096, 4096}, {512, 4096, 151936}};
+    const int64_t expected_grid[][2] = {{1, 1}, {2, 1}, {2, 2}, {1, 1}, {2, 2}, {32, 4}, {1187, 4}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int64_t rows = shapes[i][0], n_in = shapes[i][1], n_out = shapes[i][2];
+        EXPECT(memra_cuda_plan_int8_gemm(8, rows, n_in, n_out, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+        EXPECT(plan.kernel == MEMRA_CUDA_MATMUL_GEMM && plan.launch.threads == MEMRA_CUDA_INT8_GEMM_THREADS && plan.launch.shared_bytes == 0);
+        EXPECT(plan.launch.grid_x == expected_grid[i][0] && plan.launch.grid_y == expected_grid[i][1] && plan.launch.grid_z == 1);
+        EXPECT(plan.launch.grid_x * MEMRA_CUDA_INT8_GEMM_TILE_N >= n_out && (plan.launch.grid_x - 1) * MEMRA_CUDA_INT8_GEMM_TILE_N < n_out);
+        EXPECT(plan.rows_per_launch == plan.launch.grid_y * MEMRA_CUDA_INT8_GEMM_TILE_M && plan.launches == 1);
+    }
+    /* More row tiles than grid.y holds: launches of 65535 tiles, the last one partial. */
+    const int64_t huge = (int64_t)MEMRA_CUDA_MAX_GRID_YZ * MEMRA_CUDA_INT8_GEMM_TILE_M + 1;
+    EXPECT(memra_cuda_plan_int8_gemm(2, huge, 64, 10, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.launches == 2 && plan.launch.grid_y == MEMRA_CUDA_MAX_GRID_YZ && plan.launch.grid_x == 1);
+    EXPECT(plan.launches * plan.rows_per_launch >= huge && (plan.launches - 1) * plan.rows_per_launch < huge);
+    /* Errors: a type without int8 codes, n_in not a multiple of 32, no rows. */
+    EXPECT(memra_cuda_plan_int8_gemm(12, 64, 256, 64, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_UNSUPPORTED_TYPE);
+    EXPECT(strstr(message, "weight type 12") != NULL && plan.kernel == MEMRA_CUDA_MATMUL_NONE);
+    EXPECT(memra_cuda_plan_int8_gemm(8, 64, 48, 64, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_UNSUPPORTED);
+    EXPECT(memra_cuda_plan_int8_gemm(8, 0, 64, 64, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
+    /* Two stages of 128 + 128 rows × (64 code bytes + 2 f32 scales): 36 KiB, under the 48 KiB of
+     * static shared memory a block may have without opting in. */
+    EXPECT(memra_cuda_int8_gemm_shared_bytes() == 2 * 256 * (64 + 8));
+    EXPECT(memra_cuda_int8_gemm_shared_bytes() <= 48 * 1024);
+}
+
 static void test_row_and_elementwise_plans(void) {
     memra_cuda_launch launch = memra_cuda_plan_elementwise(0);
     EXPECT(launch.grid_x == 1 && launch.threads == 256);
@@ -250,6 +283,7 @@ int main(void) {
     test_activation_rounding_plans();
     test_type_tables();
     test_matmul_plans();
+    test_int8_gemm_plans();
     test_row_and_elementwise_plans();
     test_attention_and_moe_plans();
     test_allocator_cache();

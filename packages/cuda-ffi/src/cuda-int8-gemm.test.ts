@@ -1,0 +1,156 @@
+/**
+ * The int8 prefill GEMM (gemm_int8_kernel in native/cuda/kernels/matmul.cuh): q8_0, q4_0 and q5_0
+ * weights times the activations' q8_0 codes on int8 tensor cores, from MEMRA_CUDA_GEMM_MIN_ROWS (9)
+ * rows, with activation rounding on (the default). Skipped without a GPU unless MEMRA_CUDA_LIBRARY
+ * names the emulated library (CI runs it on the CPU emulator of native/cuda).
+ *
+ * Shapes are not multiples of the 128 × 128 tile nor of its 64-input k-tile: 9, 37 and 130 rows
+ * (one and two row tiles), 8 and 200 outputs (one partial tile, a full and a partial one), 32, 96
+ * and 4096 inputs (a k-tile of one block; one and a half k-tiles; 64 k-tiles).
+ *
+ * Bounds. The reference multiplies the rounded activations (exact f32 values d_x · q) with the
+ * dequantized weights (exact d_w · c) and sums in double: it is the exact sum of the block terms
+ * d_w · d_x · isum. The kernel rounds each term twice (the scale product, then times isum) and
+ * sums n_in / 32 of them in f32, so each output is within about (n_in / 32 + 2) · 2^-24 of the sum of
+ * the terms' magnitudes; with random signs the error is ~1e-7 of the outputs' scale. Bounds:
+ * NMSE ≤ 1e-12 (cuda-backend.test.ts's GEMM bound) and max |error| ≤ 1e-5 · max |reference|;
+ * measured on the emulator: exact at 32 inputs (one block: one rounding of a product), NMSE ≤ 5e-15
+ * and ≤ 1.2e-7 at 96, NMSE ≤ 4.4e-14 and ≤ 4.3e-7 at 4096. Against the previous kernel
+ * (gemm_codes_kernel, MEMRA_CUDA_INT8_GEMM=0, run in a child process because the variable is read
+ * when a context is created): the same exact integer products, scaled per 16-value chunk instead
+ * of per 32-value block, so the two differ in rounding only: the same bounds (measured NMSE
+ * ≤ 1.3e-13, max ≤ 8.7e-7 of the largest output, at 4096 inputs).
+ */
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { ReferenceBackend } from "@memra/core";
+import { BackendPair, nmse, normals, tensorInfo } from "@memra/core/internal";
+import { GGMLType, ggmlTypeName, quantize } from "@memra/gguf";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cudaUnavailableReason } from "./cuda-availability";
+import { CudaBackend } from "./cuda-backend";
+
+const unavailable = cudaUnavailableReason();
+
+const NMSE_BOUND = 1e-12;
+const MAX_ERROR_BOUND = 1e-5; // relative to max |expected|
+
+type Case = { type: GGMLType; rows: number; nIn: number; nOut: number };
+
+const TYPES = [GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q5_0];
+const CASES: Case[] = [
+  ...TYPES.flatMap((type) =>
+    [9, 37, 130].flatMap((rows) => [8, 200].flatMap((nOut) => [32, 96].map((nIn) => ({ type, rows, nIn, nOut })))),
+  ),
+  ...TYPES.map((type) => ({ type, rows: 130, nIn: 4096, nOut: 200 })),
+];
+
+/** The seeded weights and activations of a case (the child process builds the same). */
+function inputs({ type, rows, nIn, nOut }: Case): { data: Uint8Array; x: Float32Array } {
+  const seed = type * 1000 + rows * 7 + nIn + nOut;
+  return { data: quantize(type, normals(nIn * nOut, seed, 0.05)), x: normals(rows * nIn, seed + 1) };
+}
+
+function compare(actual: Float32Array, expected: Float32Array) {
+  let maxError = 0;
+  let maxExpected = 0;
+  let worst = -1;
+  for (let i = 0; i < expected.length; i++) {
+    const error = Math.abs(actual[i]! - expected[i]!);
+    if (!(error <= maxError)) {
+      maxError = error;
+      worst = i;
+    }
+    maxExpected = Math.max(maxExpected, Math.abs(expected[i]!));
+  }
+  return { nmse: nmse(actual, expected), relative: maxError / maxExpected, worst };
+}
+
+function describeCase({ type, rows, nIn, nOut }: Case): string {
+  return `${ggmlTypeName(type)} ${rows}×${nIn}→${nOut}`;
+}
+
+/** Each case's output from the previous kernel (MEMRA_CUDA_INT8_GEMM=0), computed in a child process. */
+function previousKernelOutputs(cases: Case[]): Float32Array[] {
+  const url = (file: string) => JSON.stringify(fileURLToPath(new URL(file, import.meta.url)));
+  const script = `
+    const { CudaBackend } = await import(${url("./cuda-backend.ts")});
+    const { normals, tensorInfo } = await import(${url("../../core/src/internal.ts")});
+    const { quantize } = await import(${url("../../gguf/src/index.ts")});
+    const backend = CudaBackend.create();
+    for (const { type, rows, nIn, nOut } of ${JSON.stringify(cases)}) {
+      const seed = type * 1000 + rows * 7 + nIn + nOut;
+      const data = quantize(type, normals(nIn * nOut, seed, 0.05));
+      const w = backend.uploadWeight(tensorInfo("w", type, [nIn, nOut], data), data);
+      const x = backend.allocate(rows * nIn);
+      backend.write(x, normals(rows * nIn, seed + 1));
+      const out = backend.allocate(rows * nOut);
+      backend.matmul(out, x, w, rows);
+      const values = backend.read(out);
+      console.log(Buffer.from(values.buffer, values.byteOffset, values.byteLength).toString("base64"));
+    }
+    backend.dispose();`;
+  const result = spawnSync(process.execPath.includes("bun") ? process.execPath : "bun", ["-e", script], {
+    env: { ...process.env, MEMRA_CUDA_INT8_GEMM: "0" },
+    encoding: "utf8",
+    maxBuffer: 1 << 28,
+  });
+  if (result.status !== 0) throw new Error(`the child process failed (${result.status}): ${result.stderr}`);
+  return result.stdout
+    .trim()
+    .split("\n")
+    .map((line) => {
+      const bytes = Buffer.from(line, "base64");
+      return new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4).slice();
+    });
+}
+
+describe.skipIf(unavailable !== undefined)(`int8 GEMM against the reference backend and the previous kernel${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
+  let backend: CudaBackend;
+  let pair: BackendPair;
+  const outputs = new Map<Case, Float32Array>();
+  beforeAll(() => {
+    backend = CudaBackend.create();
+    pair = new BackendPair(backend, new ReferenceBackend());
+  });
+  afterAll(() => backend?.dispose());
+
+  it("q8_0, q4_0 and q5_0 at shapes that are not tile multiples: within the bounds of the reference", () => {
+    const results: Record<string, ReturnType<typeof compare>> = {};
+    for (const testCase of CASES) {
+      const { type, rows, nIn, nOut } = testCase;
+      const { data, x: values } = inputs(testCase);
+      const [w, wRef] = pair.weights(tensorInfo("w", type, [nIn, nOut], data), data);
+      const [x, xRef] = pair.buffers(values);
+      const out = pair.native.allocate(rows * nOut);
+      const outRef = pair.reference.allocate(rows * nOut);
+      pair.native.matmul(out, x, w, rows);
+      pair.reference.matmul(outRef, xRef, wRef, rows);
+      const actual = pair.native.read(out);
+      outputs.set(testCase, actual);
+      results[describeCase(testCase)] = compare(actual, pair.reference.read(outRef));
+    }
+    if (process.env.MEMRA_PRINT_NMSE) console.log("int8 GEMM against the reference", results);
+    for (const [what, { nmse: error, relative, worst }] of Object.entries(results)) {
+      expect(error, `${what}: NMSE (worst element ${worst})`).toBeLessThanOrEqual(NMSE_BOUND);
+      expect(relative, `${what}: max |error| / max |reference| (worst element ${worst})`).toBeLessThanOrEqual(MAX_ERROR_BOUND);
+    }
+  });
+
+  it("agrees with the previous kernel (MEMRA_CUDA_INT8_GEMM=0, gemm_codes_kernel) within the same bounds", () => {
+    expect(outputs.size, "the first test has run").toBe(CASES.length);
+    const previous = previousKernelOutputs(CASES);
+    expect(previous.length).toBe(CASES.length);
+    const results: Record<string, ReturnType<typeof compare>> = {};
+    for (const [i, testCase] of CASES.entries()) results[describeCase(testCase)] = compare(outputs.get(testCase)!, previous[i]!);
+    if (process.env.MEMRA_PRINT_NMSE) console.log("int8 GEMM against gemm_codes_kernel", results);
+    let identical = 0;
+    for (const [what, { nmse: error, relative, worst }] of Object.entries(results)) {
+      expect(error, `${what}: NMSE (worst element ${worst})`).toBeLessThanOrEqual(NMSE_BOUND);
+      expect(relative, `${what}: max |difference| / max |previous| (worst element ${worst})`).toBeLessThanOrEqual(MAX_ERROR_BOUND);
+      if (relative === 0) identical++;
+    }
+    // Different kernels: rounding differs somewhere (were they all identical, the switch would not switch).
+    expect(identical, "cases where the two kernels agree bit for bit").toBeLessThan(CASES.length);
+  });
+});
