@@ -150,11 +150,23 @@ int memra_cuda_plan_int8_gemm(int type, int64_t rows, int64_t n_in, int64_t n_ou
     }
     const int64_t row_tiles = ceil_div(rows, MEMRA_CUDA_INT8_GEMM_TILE_M);
     const int64_t tiles_per_launch = min64(row_tiles, MEMRA_CUDA_MAX_GRID_YZ);
+    const int64_t k_tiles = ceil_div(n_in, MEMRA_CUDA_INT8_GEMM_TILE_K);
+    const int64_t tiles = column_tiles * tiles_per_launch;
+    int64_t splits = 1;
+    if (tiles < MEMRA_CUDA_INT8_GEMM_TARGET_BLOCKS) {
+        const int64_t wanted = min64(min64(ceil_div(MEMRA_CUDA_INT8_GEMM_TARGET_BLOCKS, tiles), MEMRA_CUDA_INT8_GEMM_MAX_SPLITS), k_tiles);
+        splits = ceil_div(k_tiles, ceil_div(k_tiles, wanted)); /* no empty part */
+    }
     plan->kernel = MEMRA_CUDA_MATMUL_GEMM;
-    plan->launch = launch_of(column_tiles, tiles_per_launch, 1, MEMRA_CUDA_INT8_GEMM_THREADS, 0); /* static shared memory */
+    plan->launch = launch_of(column_tiles, tiles_per_launch, splits, MEMRA_CUDA_INT8_GEMM_THREADS, 0); /* static shared memory */
     plan->rows_per_launch = tiles_per_launch * MEMRA_CUDA_INT8_GEMM_TILE_M;
     plan->launches = ceil_div(rows, plan->rows_per_launch);
     return MEMRA_CUDA_OK;
+}
+
+int64_t memra_cuda_int8_gemm_split_tiles(const memra_cuda_matmul_plan * plan, int64_t n_in) {
+    const int64_t k_tiles = ceil_div(n_in, MEMRA_CUDA_INT8_GEMM_TILE_K);
+    return ceil_div(k_tiles, plan->launch.grid_z > 0 ? plan->launch.grid_z : 1);
 }
 
 int memra_cuda_activation_rounding(int type) {

@@ -98,15 +98,22 @@ int memra_cuda_plan_matmul_with(int type, int64_t rows, int64_t n_in, int64_t n_
 #define MEMRA_CUDA_INT8_GEMM_TILE_K 64
 #define MEMRA_CUDA_INT8_GEMM_THREADS 256
 #define MEMRA_CUDA_INT8_GEMM_STAGES 2
+/* Split-K where the output tiles of a launch are fewer than TARGET_BLOCKS (two waves of an H100's
+ * or H200's 132 SMs, one block each): grid z parts of the k-tiles, at most MAX_SPLITS. */
+#define MEMRA_CUDA_INT8_GEMM_TARGET_BLOCKS 264
+#define MEMRA_CUDA_INT8_GEMM_MAX_SPLITS 16
 /* 1 for the weight types gemm_int8_kernel handles (q8_0, q4_0, q5_0). */
 int memra_cuda_int8_gemm_supports(int type);
 /* Shared bytes of one block of gemm_int8_kernel (all stages). */
 int32_t memra_cuda_int8_gemm_shared_bytes(void);
 /* The int8 GEMM's plan for rows × n_in inputs and n_out outputs (rows ≥ 1, n_in a multiple of 32):
  * ceil(n_out / TILE_N) × ceil(rows / TILE_M) blocks, at most MEMRA_CUDA_MAX_GRID_YZ row tiles per
- * launch (more rows: several launches). 0, or a status with a message. */
+ * launch (more rows: several launches), × grid_z split-K parts of ceil(k-tiles / grid_z) k-tiles
+ * each (none empty). 0, or a status with a message. */
 int memra_cuda_plan_int8_gemm(int type, int64_t rows, int64_t n_in, int64_t n_out, memra_cuda_matmul_plan * plan, char * message,
                               size_t message_bytes);
+/* K-tiles of one split-K part of an int8 GEMM plan over n_in inputs. */
+int64_t memra_cuda_int8_gemm_split_tiles(const memra_cuda_matmul_plan * plan, int64_t n_in);
 
 /* ---- activation rounding (as ggml's CPU matmul rounds activations to the weight's vec_dot_type) ---- */
 enum memra_cuda_rounding {

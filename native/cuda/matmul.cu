@@ -275,21 +275,33 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
                 if (first_target.int8_gemm) {
                     const int8_t * q = (const int8_t *)input->codes_memory.pointer + first * n_in;
                     const float * d = (const float *)input->scales.pointer + first * n_in / 32;
+                    /* split-K: the parts' sums in workspace, then added in part order */
+                    const int splits = (int)plan.launch.grid_z;
+                    const int64_t per_split = memra_cuda_int8_gemm_split_tiles(&plan, n_in);
+                    workspace partials(cuda);
+                    if (splits > 1) CHECK(partials.allocate(splits * chunk * first_target.n_out * 4));
+                    float * target = splits > 1 ? (float *)partials.pointer : os;
                     switch (first_target.type) {
                         case MEMRA_CUDA_TYPE_Q8_0:
                             MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_int8_kernel<MEMRA_CUDA_TYPE_Q8_0>)(
-                                os, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out);
+                                target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split);
                             break;
                         case MEMRA_CUDA_TYPE_Q4_0:
                             MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_int8_kernel<MEMRA_CUDA_TYPE_Q4_0>)(
-                                os, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out);
+                                target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split);
                             break;
                         default:
                             MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_int8_kernel<MEMRA_CUDA_TYPE_Q5_0>)(
-                                os, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out);
+                                target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split);
                             break;
                     }
                     LAUNCH_CHECK(function, "gemm_int8_kernel");
+                    if (splits > 1) {
+                        const memra_cuda_launch sum = memra_cuda_plan_elementwise(chunk * first_target.n_out);
+                        MEMRA_LAUNCH(memra_grid(sum), sum.threads, 0, cuda->stream, split_sum_kernel)(os, target, chunk * first_target.n_out, splits);
+                        LAUNCH_CHECK(function, "split_sum_kernel");
+                    }
+                    continue;
                 } else if (first_target.integer_gemm) {
                     const int8_t * q = (const int8_t *)input->codes_memory.pointer + first * n_in;
                     const float * d = (const float *)input->scales.pointer + ((first * n_in) >> input->block_shift);

@@ -384,7 +384,10 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_codes_kernel(flo
  * and it costs the same per product for any tile shape. Against 64 × 64 tiles of 4 warps the
  * larger tile halves the global loads per product and the B-fragment reads (a B fragment serves
  * 4 mma instead of 2). The cost: 128-row tiles waste more on short prompts, and narrow matrices
- * give few blocks (pp512 of a 1024-wide K/V projection: 8 × 4 = 32 blocks for 132 SMs).
+ * give few blocks (pp512 of a 1024-wide K/V projection: 8 × 4 = 32 blocks for 132 SMs): where the
+ * tiles are fewer than MEMRA_CUDA_INT8_GEMM_TARGET_BLOCKS the k-tiles are split over grid z
+ * (split-K, at most 16 parts), each part's sums go to workspace and split_sum_kernel adds them
+ * in part order (deterministic: the split follows the shape only).
  *
  * Data movement: thread t loads block (t & 1) of row t / 2 of both tiles per k-tile: 32 activation
  * code bytes as two 16-byte loads and the weight block (2-byte aligned: 4-byte loads from the
@@ -493,7 +496,8 @@ struct int8_gemm_fetch {
 template <int TYPE>
 __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS) gemm_int8_kernel(float * __restrict__ out, const int8_t * __restrict__ codes,
                                                                                  const float * __restrict__ scales, const uint8_t * __restrict__ weight,
-                                                                                 int64_t row_bytes, int64_t rows, int64_t n_in, int64_t n_out) {
+                                                                                 int64_t row_bytes, int64_t rows, int64_t n_in, int64_t n_out,
+                                                                                 int64_t k_tiles_per_split) {
     constexpr int TM = MEMRA_CUDA_INT8_GEMM_TILE_M, TN = MEMRA_CUDA_INT8_GEMM_TILE_N, STEPS = MEMRA_CUDA_INT8_GEMM_TILE_K / 32;
     constexpr int P = int8_block_words<TYPE>::value, BLOCK_BYTES = 2 + 4 * P;
     constexpr int MI = 4, NI = 4; /* a warp's 64 × 32: 4 × 4 m16n8k32 tiles */
@@ -506,6 +510,10 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS) gemm_int8_kernel
     const int warp_m = warp >> 2, warp_n = warp & 3, group = lane >> 2, quad = lane & 3;
     const int64_t tile_m = blockIdx.y * (int64_t)TM, tile_n = blockIdx.x * (int64_t)TN;
     const int64_t blocks = n_in / 32, k_tiles = (blocks + STEPS - 1) / STEPS;
+    /* Split-K (grid z): this block's k-tiles, and its partial sums at out + z · rows · n_out. */
+    const int64_t k_first = blockIdx.z * k_tiles_per_split;
+    const int64_t k_end = k_first + k_tiles_per_split < k_tiles ? k_first + k_tiles_per_split : k_tiles;
+    out += blockIdx.z * rows * n_out;
 
     /* This thread's share of every k-tile: block `load_step` of activation row tile_m + load_row and
      * of weight row tile_n + load_row; rows past the matrices (and the second block of a last k-tile
@@ -557,12 +565,12 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS) gemm_int8_kernel
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
 
-    fetch(0);
-    store(0, stages[0]);
+    fetch(k_first);
+    store(k_first, stages[0]);
     __syncthreads();
-    for (int64_t k_tile = 0; k_tile < k_tiles; k_tile++) {
-        const int8_gemm_stage & stage = stages[k_tile & 1];
-        if (k_tile + 1 < k_tiles) fetch(k_tile + 1); /* in flight during the mma loop */
+    for (int64_t k_tile = k_first; k_tile < k_end; k_tile++) {
+        const int8_gemm_stage & stage = stages[(k_tile - k_first) & 1];
+        if (k_tile + 1 < k_end) fetch(k_tile + 1); /* in flight during the mma loop */
 #pragma unroll
         for (int step = 0; step < STEPS; step++) {
             if (step > 0 && k_tile * STEPS + step >= blocks) break; /* the same for the whole block */
@@ -603,7 +611,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS) gemm_int8_kernel
                 }
             }
         }
-        if (k_tile + 1 < k_tiles) store(k_tile + 1, stages[(k_tile + 1) & 1]);
+        if (k_tile + 1 < k_end) store(k_tile + 1, stages[(k_tile + 1 - k_first) & 1]);
         __syncthreads();
     }
 
@@ -628,6 +636,15 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS) gemm_int8_kernel
                 }
             }
         }
+    }
+}
+
+/* out[i] = Σ_s partials[s · count + i], s = 0, 1, ... in order: a split-K GEMM's partial sums. */
+static __global__ void split_sum_kernel(float * __restrict__ out, const float * __restrict__ partials, int64_t count, int splits) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count; i += (int64_t)gridDim.x * blockDim.x) {
+        float sum = partials[i];
+        for (int s = 1; s < splits; s++) sum = __fadd_rn(sum, partials[s * count + i]);
+        out[i] = sum;
     }
 }
 

@@ -103,20 +103,27 @@ static void test_int8_gemm_plans(void) {
     EXPECT(memra_cuda_int8_gemm_supports(8) && memra_cuda_int8_gemm_supports(2) && memra_cuda_int8_gemm_supports(6));
     EXPECT(!memra_cuda_int8_gemm_supports(3) && !memra_cuda_int8_gemm_supports(7) && !memra_cuda_int8_gemm_supports(12) && !memra_cuda_int8_gemm_supports(1));
     const int64_t shapes[][3] = {{9, 32, 8}, {37, 96, 200}, {130, 4096, 200}, {128, 64, 128}, {129, 64, 129}, {512, 4096, 4096}, {512, 4096, 151936}};
-    const int64_t expected_grid[][2] = {{1, 1}, {2, 1}, {2, 2}, {1, 1}, {2, 2}, {32, 4}, {1187, 4}};
+    /* grid x, y, and z: split-K parts where the x · y tiles are under 264 (at most 16, none empty) */
+    const int64_t expected_grid[][3] = {{1, 1, 1}, {2, 1, 2}, {2, 2, 16}, {1, 1, 1}, {2, 2, 1}, {32, 4, 3}, {1187, 4, 1}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const int64_t rows = shapes[i][0], n_in = shapes[i][1], n_out = shapes[i][2];
         EXPECT(memra_cuda_plan_int8_gemm(8, rows, n_in, n_out, &plan, message, sizeof message) == MEMRA_CUDA_OK);
         EXPECT(plan.kernel == MEMRA_CUDA_MATMUL_GEMM && plan.launch.threads == MEMRA_CUDA_INT8_GEMM_THREADS && plan.launch.shared_bytes == 0);
-        EXPECT(plan.launch.grid_x == expected_grid[i][0] && plan.launch.grid_y == expected_grid[i][1] && plan.launch.grid_z == 1);
+        EXPECT(plan.launch.grid_x == expected_grid[i][0] && plan.launch.grid_y == expected_grid[i][1] && plan.launch.grid_z == expected_grid[i][2]);
+        const int64_t k_tiles = (n_in + MEMRA_CUDA_INT8_GEMM_TILE_K - 1) / MEMRA_CUDA_INT8_GEMM_TILE_K;
+        const int64_t per_split = memra_cuda_int8_gemm_split_tiles(&plan, n_in);
+        EXPECT(per_split * plan.launch.grid_z >= k_tiles && (plan.launch.grid_z - 1) * per_split < k_tiles); /* every k-tile once, no empty part */
         EXPECT(plan.launch.grid_x * MEMRA_CUDA_INT8_GEMM_TILE_N >= n_out && (plan.launch.grid_x - 1) * MEMRA_CUDA_INT8_GEMM_TILE_N < n_out);
         EXPECT(plan.rows_per_launch == plan.launch.grid_y * MEMRA_CUDA_INT8_GEMM_TILE_M && plan.launches == 1);
     }
     /* More row tiles than grid.y holds: launches of 65535 tiles, the last one partial. */
     const int64_t huge = (int64_t)MEMRA_CUDA_MAX_GRID_YZ * MEMRA_CUDA_INT8_GEMM_TILE_M + 1;
     EXPECT(memra_cuda_plan_int8_gemm(2, huge, 64, 10, &plan, message, sizeof message) == MEMRA_CUDA_OK);
-    EXPECT(plan.launches == 2 && plan.launch.grid_y == MEMRA_CUDA_MAX_GRID_YZ && plan.launch.grid_x == 1);
+    EXPECT(plan.launches == 2 && plan.launch.grid_y == MEMRA_CUDA_MAX_GRID_YZ && plan.launch.grid_x == 1 && plan.launch.grid_z == 1);
     EXPECT(plan.launches * plan.rows_per_launch >= huge && (plan.launches - 1) * plan.rows_per_launch < huge);
+    /* Batched decode of a 0.6B-shaped model: 64 rows of a 1024-wide K projection, 8 tiles → 16 parts of one k-tile. */
+    EXPECT(memra_cuda_plan_int8_gemm(8, 64, 1024, 1024, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.launch.grid_x * plan.launch.grid_y == 8 && plan.launch.grid_z == 16 && memra_cuda_int8_gemm_split_tiles(&plan, 1024) == 1);
     /* Errors: a type without int8 codes, n_in not a multiple of 32, no rows. */
     EXPECT(memra_cuda_plan_int8_gemm(12, 64, 256, 64, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_UNSUPPORTED_TYPE);
     EXPECT(strstr(message, "weight type 12") != NULL && plan.kernel == MEMRA_CUDA_MATMUL_NONE);
