@@ -16,7 +16,8 @@
  *   tensor cores, as llama.cpp's CPU matmuls round them against f16 K and V; measured 2.7e-8).
  * - matmul, every weight type and row count: 1e-12. Decode and f32 weights: the matrix-vector
  *   kernel's f32 products of the rounded activations (measured ≤ 1.2e-14). Prefill of quantized
- *   weights: the integer GEMM, exact q8 × weight-code products (≤ 1.9e-14). f16 / bf16 prefill:
+ *   weights: the integer GEMMs (int8 tensor cores for q8_0/q4_0/q5_0, cuda-int8-gemm.test.ts; the
+ *   f16 GEMM over integer codes for the others), exact q8 × weight-code products (≤ 1.9e-14). f16 / bf16 prefill:
  *   the f16 GEMM, exact for these magnitudes (f16 1.4e-13, bf16 2.6e-14).
  */
 import { spawnSync } from "node:child_process";
