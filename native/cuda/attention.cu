@@ -87,6 +87,68 @@ extern "C" int memra_cuda_kv_write_pair(memra_cuda * cuda, int type, void * keys
     return kv_write("memra_cuda_kv_write_pair", cuda, type, storages, 2, storage_bytes, width, slots, count, sources, lengths);
 }
 
+extern "C" int memra_cuda_qk_norm_rope_kv(memra_cuda * cuda, float * q, int64_t q_length, float * k, int64_t k_length, const float * v, int64_t v_length,
+                                          const float * q_weight, const float * k_weight, int64_t weight_length, const int32_t * positions, int64_t rows,
+                                          int64_t heads, int64_t kv_heads, int64_t head_dim, float eps, float freq_base, int type, void * keys, void * values,
+                                          int64_t storage_bytes, const int32_t * slots) {
+    static const char function[] = "memra_cuda_qk_norm_rope_kv";
+    CHECK(memra_cuda_enter(function, cuda));
+    CHECK(memra_cuda_check_size(function, "rows", rows, 0));
+    CHECK(memra_cuda_check_size(function, "heads", heads, 1));
+    CHECK(memra_cuda_check_size(function, "kv_heads", kv_heads, 1));
+    if (head_dim < 2 || head_dim >= 256 || head_dim % 2 != 0) {
+        FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: head_dim %lld (an even number below 256: one warp per head)", function, (long long)head_dim);
+    }
+    if (type == MEMRA_CUDA_TYPE_Q8_0 && head_dim % 32 != 0) {
+        FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: head_dim %lld with a q8_0 cache (a head must be whole 32-value blocks)", function, (long long)head_dim);
+    }
+    if (heads + 2 * kv_heads > 65536) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %lld heads", function, (long long)(heads + 2 * kv_heads));
+    if (!(eps >= 0.0f)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: eps must be non-negative", function);
+    if (!(freq_base > 0.0f)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: freq_base must be positive", function);
+    int64_t q_needed = 0, kv_width = 0, kv_needed = 0, row_bytes = 0;
+    CHECK(memra_cuda_check_product(function, "rows * heads * head_dim", rows, heads * head_dim, &q_needed));
+    CHECK(memra_cuda_check_product(function, "kv_heads * head_dim", kv_heads, head_dim, &kv_width));
+    CHECK(memra_cuda_check_product(function, "rows * kv_heads * head_dim", rows, kv_width, &kv_needed));
+    CHECK(check_kv_type(function, type, kv_width, &row_bytes));
+    CHECK(memra_cuda_check_buffer(function, "q", q, q_length, q_needed));
+    CHECK(memra_cuda_check_buffer(function, "k", k, k_length, kv_needed));
+    CHECK(memra_cuda_check_buffer(function, "v", v, v_length, kv_needed));
+    CHECK(memra_cuda_check_buffer(function, "q_weight", q_weight, weight_length, head_dim));
+    CHECK(memra_cuda_check_buffer(function, "k_weight", k_weight, weight_length, head_dim));
+    const uintptr_t qa = (uintptr_t)q, ka = (uintptr_t)k, va = (uintptr_t)v, q_bytes = (uintptr_t)q_needed * 4, kv_bytes = (uintptr_t)kv_needed * 4;
+    if (rows > 0 && ((qa < ka + kv_bytes && ka < qa + q_bytes) || (qa < va + kv_bytes && va < qa + q_bytes) || (ka < va + kv_bytes && va < ka + kv_bytes))) {
+        FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: q, k and v must not overlap", function);
+    }
+    if (storage_bytes < 0 || (storage_bytes > 0 && (!keys || !values))) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: storage is NULL", function);
+    if (keys == values && rows > 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: keys and values are one storage", function);
+    if (rows > 0 && (!positions || !slots)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: positions or slots is NULL", function);
+    const int64_t storage_slots = storage_bytes / row_bytes;
+    CHECK(check_slots(function, slots, rows, storage_slots));
+    if (rows == 0) return MEMRA_CUDA_OK;
+    const void * hosts[2] = {positions, slots};
+    const int64_t sizes[2] = {rows * 4, rows * 4};
+    const void * devices[2];
+    CHECK(memra_cuda_stage_many(function, cuda, 2, hosts, sizes, devices));
+    if (cuda->capture) {
+        const int32_t * copy = (const int32_t *)memra_cuda_capture_host_copy(cuda, devices[1]);
+        CHECK(memra_cuda_capture_check(function, cuda, [=]() { return check_slots(function, copy, rows, storage_slots); }));
+    }
+    const float theta_scale = powf(freq_base, -2.0f / (float)head_dim); /* the host's powf, as memra_cuda_qk_norm_rope */
+    const memra_cuda_launch launch = memra_cuda_plan_groups(rows * (heads + 2 * kv_heads) * 32); /* 128 threads: 4 warps, one per (row, head) */
+    const int32_t * p = (const int32_t *)devices[0];
+    const int32_t * s = (const int32_t *)devices[1];
+#define MEMRA_QK_KV(KV)                                                                                                                                   \
+    MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, qk_norm_rope_kv_kernel<KV>)(q, k, v, q_weight, k_weight, p, s, (uint8_t *)keys,       \
+                                                                                                 (uint8_t *)values, row_bytes, rows, (int)heads, (int)kv_heads, \
+                                                                                                 (int)head_dim, eps, theta_scale)
+    if (type == MEMRA_CUDA_TYPE_F32) MEMRA_QK_KV(MEMRA_CUDA_TYPE_F32);
+    else if (type == MEMRA_CUDA_TYPE_F16) MEMRA_QK_KV(MEMRA_CUDA_TYPE_F16);
+    else MEMRA_QK_KV(MEMRA_CUDA_TYPE_Q8_0);
+#undef MEMRA_QK_KV
+    LAUNCH_CHECK(function, "qk_norm_rope_kv_kernel");
+    return MEMRA_CUDA_OK;
+}
+
 /* The batch's sequences ([query row, rows, position, table offset] each) cover rows 0..rows-1 in
  * order, and every block their KV spans is inside the storage; *longest: most rows of one sequence. */
 static int check_sequences(const char * function, const int32_t * sequences, int64_t sequence_count, int64_t rows, const int32_t * block_tables,

@@ -201,6 +201,14 @@ MEMRA_CUDA_API int memra_cuda_rope_neox(memra_cuda * cuda, float * x, int64_t x_
 MEMRA_CUDA_API int memra_cuda_qk_norm_rope(memra_cuda * cuda, float * q, int64_t q_length, float * k, int64_t k_length, const float * q_weight,
                                            const float * k_weight, int64_t weight_length, const int32_t * positions, int64_t rows, int64_t heads,
                                            int64_t kv_heads, int64_t head_dim, float eps, float freq_base);
+/* memra_cuda_qk_norm_rope, then memra_cuda_kv_write_pair of k and v ([rows, kv_heads, head_dim]) into
+ * keys and values (one KV type, storage_bytes each) at `slots` (host, rows), in one launch: the
+ * same stored bytes as the three calls. A q8_0 cache needs head_dim a multiple of 32
+ * (MEMRA_CUDA_ERROR_UNSUPPORTED otherwise). */
+MEMRA_CUDA_API int memra_cuda_qk_norm_rope_kv(memra_cuda * cuda, float * q, int64_t q_length, float * k, int64_t k_length, const float * v, int64_t v_length,
+                                              const float * q_weight, const float * k_weight, int64_t weight_length, const int32_t * positions, int64_t rows,
+                                              int64_t heads, int64_t kv_heads, int64_t head_dim, float eps, float freq_base, int type, void * keys,
+                                              void * values, int64_t storage_bytes, const int32_t * slots);
 
 /* Stores rows [0, count) of source ([count, width] f32, device) at slots[i] (host) of KV storage of
  * element type `type` (f32 = 0, f16 = 1 round-to-nearest-even, q8_0 = 8 as ggml's quantize_row_q8_0

@@ -19,6 +19,7 @@
  */
 #pragma once
 
+#include "elementwise.cuh"
 #include "mma.cuh"
 #include "quant.cuh"
 
@@ -36,6 +37,27 @@ __device__ __forceinline__ float kv_value(const uint8_t * row, int64_t d) {
     }
 }
 
+/* Values d = 32 · chunk + lane (lanes past `width` idle) of a KV row, converted to the KV type; the
+ * whole warp calls it (q8_0: the chunk's amax by shuffles). */
+template <int KV>
+__device__ __forceinline__ void store_kv_chunk(uint8_t * row, int64_t chunk, int lane, int64_t width, float value) {
+    const int64_t d = chunk * 32 + lane;
+    if constexpr (KV == MEMRA_CUDA_TYPE_F32) {
+        if (d < width) reinterpret_cast<float *>(row)[d] = value;
+    } else if constexpr (KV == MEMRA_CUDA_TYPE_F16) {
+        if (d < width) reinterpret_cast<__half *>(row)[d] = __float2half_rn(value);
+    } else {
+        float amax = fabsf(value);
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+        const float scale = amax / 127.0f;
+        const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+        uint8_t * block = row + chunk * 34;
+        block[2 + lane] = (uint8_t)(int8_t)roundf(__fmul_rn(value, inverse));
+        if (lane == 0) *reinterpret_cast<__half *>(block) = __float2half_rn(scale);
+    }
+}
+
 /* Rows of `source` into `storage` at `slots`, converted to the KV type; blockIdx.z 1 writes
  * `second_source` into `second_storage` (K and V of a layer in one launch). */
 template <int KV>
@@ -50,22 +72,51 @@ __global__ void kv_write_kernel(uint8_t * storage, uint8_t * second_storage, int
     const int64_t d = chunk * 32 + lane;
     if (chunk * 32 >= width) return;
     for (int64_t i = blockIdx.y; i < count; i += gridDim.y) {
-        uint8_t * row = storage + (int64_t)slots[i] * row_bytes;
         const float value = d < width ? source[i * width + d] : 0.0f;
-        if constexpr (KV == MEMRA_CUDA_TYPE_F32) {
-            if (d < width) reinterpret_cast<float *>(row)[d] = value;
-        } else if constexpr (KV == MEMRA_CUDA_TYPE_F16) {
-            if (d < width) reinterpret_cast<__half *>(row)[d] = __float2half_rn(value);
-        } else {
-            float amax = fabsf(value);
-#pragma unroll
-            for (int offset = 16; offset > 0; offset >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-            const float scale = amax / 127.0f;
-            const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
-            uint8_t * block = row + chunk * 34;
-            block[2 + lane] = (uint8_t)(int8_t)roundf(__fmul_rn(value, inverse));
-            if (lane == 0) *reinterpret_cast<__half *>(block) = __float2half_rn(scale);
+        store_kv_chunk<KV>(storage + (int64_t)slots[i] * row_bytes, chunk, lane, width, value);
+    }
+}
+
+/* QK-norm, RoPE and the K/V write of a layer in one launch: one warp per (row, head) of q (heads),
+ * of k (kv_heads: norm_rope_head, then its values into `keys` at the row's slot) and of v
+ * (kv_heads: into `values`), the stores exactly as kv_write_kernel's. head_dim a multiple of 32
+ * for a q8_0 cache (a head is whole blocks). */
+template <int KV>
+__global__ void qk_norm_rope_kv_kernel(float * q, float * k, const float * __restrict__ v, const float * __restrict__ q_weight,
+                                       const float * __restrict__ k_weight, const int32_t * __restrict__ positions, const int32_t * __restrict__ slots,
+                                       uint8_t * keys, uint8_t * values, int64_t row_bytes, int64_t rows, int heads, int kv_heads, int head_dim, float eps,
+                                       float theta_scale) {
+    const int lane = threadIdx.x & 31;
+    const int warps = blockDim.x / 32;
+    const int per_row = heads + 2 * kv_heads;
+    const int64_t width = (int64_t)kv_heads * head_dim;
+    const int64_t head_rows = rows * per_row;
+    for (int64_t hr = blockIdx.x * (int64_t)warps + threadIdx.x / 32; hr < head_rows; hr += (int64_t)gridDim.x * warps) {
+        const int64_t row = hr / per_row;
+        const int h = (int)(hr % per_row);
+        if (h < heads) {
+            norm_rope_head(q + (row * heads + h) * head_dim, q_weight, positions[row], lane, head_dim, eps, theta_scale);
+            continue;
         }
+        const bool key = h < heads + kv_heads;
+        const int kv_head = key ? h - heads : h - heads - kv_heads;
+        const float * source = (key ? k : v) + row * width + (int64_t)kv_head * head_dim;
+        if (key) norm_rope_head(k + row * width + (int64_t)kv_head * head_dim, k_weight, positions[row], lane, head_dim, eps, theta_scale);
+        uint8_t * target = (key ? keys : values) + (int64_t)slots[row] * row_bytes;
+        const int64_t first_chunk = (int64_t)kv_head * head_dim / 32;
+        for (int c = 0; c * 32 < head_dim; c++) {
+            const int i = c * 32 + lane;
+            const float value = i < head_dim ? source[i] : 0.0f;
+            if constexpr (KV == MEMRA_CUDA_TYPE_Q8_0) {
+                store_kv_chunk<KV>(target, first_chunk + c, lane, width, value);
+            } else if (i < head_dim) {
+                /* f32/f16: value by value (a head need not start a 32-value chunk), as store_kv_chunk converts */
+                const int64_t d = (int64_t)kv_head * head_dim + i;
+                if constexpr (KV == MEMRA_CUDA_TYPE_F32) reinterpret_cast<float *>(target)[d] = value;
+                else reinterpret_cast<__half *>(target)[d] = __float2half_rn(value);
+            }
+        }
+        __syncwarp();
     }
 }
 

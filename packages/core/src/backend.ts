@@ -167,6 +167,27 @@ export interface Backend {
    * returning false (then nothing was done).
    */
   qkNormRope?(q: DeviceBuffer, k: DeviceBuffer, qNorm: WeightHandle, kNorm: WeightHandle, positions: Int32Array, heads: number, kvHeads: number, headDim: number, eps: number, freqBase: number): boolean;
+  /**
+   * Optional: qkNormRope, then writeKVPair(keys, values, slots, k, v) (slots: one per row), in one
+   * op with the same results. A backend may decline a shape by returning false (then nothing was
+   * done).
+   */
+  qkNormRopeWriteKV?(
+    q: DeviceBuffer,
+    k: DeviceBuffer,
+    v: DeviceBuffer,
+    qNorm: WeightHandle,
+    kNorm: WeightHandle,
+    positions: Int32Array,
+    heads: number,
+    kvHeads: number,
+    headDim: number,
+    eps: number,
+    freqBase: number,
+    keys: KVStorage,
+    values: KVStorage,
+    slots: Int32Array,
+  ): boolean;
   /** KV storage of `rows` slots of `width` values of `type` (zeroed). */
   allocateKV(type: KVType, rows: number, width: number): KVStorage;
   /** Stores rows [0, slots.length) of `source` ([rows, width] f32) at `slots`, converting to the storage type. */

@@ -504,7 +504,7 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
       const slots = Int32Array.from({ length: blocks * blockTokens }, (_, i) => i);
       const [k, kRef] = pair.buffers(normals(slots.length * kvWidth, 190, 2));
       const [v, vRef] = pair.buffers(normals(slots.length * kvWidth, 191));
-      pair.native.writeKVPair(keys, values, slots, k, v);
+      backend.writeKVPair(keys, values, slots, k, v);
       pair.reference.writeKV(keysRef, slots, kRef);
       pair.reference.writeKV(valuesRef, slots, vRef);
       // decode of three sequences (3 rows × 8 heads: 32 splits of 4 warps × 4 keys, 512 positions a
@@ -562,6 +562,56 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     const storage = backend.allocateKV("f16", 16, width);
     expect(() => backend.writeKVPair(storage, storage, slots, k, v)).toThrow(/keys and values are one storage/);
     expect(() => backend.writeKVPair(storage, backend.allocateKV("f16", 16, width), Int32Array.of(16), k, v)).toThrow(/slot 16 \(row 0\) outside the storage's 16 slots/);
+  });
+
+  it("qkNormRopeWriteKV gives qkNormRope then writeKVPair bit for bit, for f32, f16 and q8_0 storage", () => {
+    const positions = Int32Array.from([0, 17, 4000]);
+    const slots = Int32Array.from([5, 0, 9]);
+    const bytesOf = (storage: KVStorage) => {
+      const kv = storage as KVStorage & { pointer: number; bytes: number };
+      const out = new Uint8Array(kv.bytes);
+      backend.library.call("memra_cuda_download", backend.contextHandle(), ptr(out), kv.pointer as Pointer, kv.bytes);
+      return new Float32Array(out.buffer); // compared bit for bit
+    };
+    for (const [heads, kvHeads, headDim] of [
+      [4, 2, 16],
+      [3, 1, 64],
+      [2, 2, 128],
+    ] as const) {
+      const norm = (seed: number) => {
+        const data = new Uint8Array(normals(headDim, seed, 1).buffer);
+        return backend.uploadWeight(tensorInfo("norm", GGMLType.F32, [headDim], data), data);
+      };
+      const [qNorm, kNorm] = [norm(11), norm(12)];
+      const qValues = normals(3 * heads * headDim, 13, 2);
+      const kValues = normals(3 * kvHeads * headDim, 14, 2);
+      const v = backend.allocate(3 * kvHeads * headDim);
+      backend.write(v, normals(3 * kvHeads * headDim, 15, 2));
+      for (const type of ["f32", "f16", "q8_0"] as const) {
+        const what = `${type}, ${heads}/${kvHeads} heads of ${headDim}`;
+        const [q1, k1, q2, k2] = [qValues, kValues, qValues, kValues].map((values) => {
+          const buffer = backend.allocate(values.length);
+          backend.write(buffer, values);
+          return buffer;
+        });
+        const [keys, values, keysApart, valuesApart] = [0, 1, 2, 3].map(() => backend.allocateKV(type, 16, kvHeads * headDim));
+        const fused = backend.qkNormRopeWriteKV(q1!, k1!, v, qNorm, kNorm, positions, heads, kvHeads, headDim, 1e-6, 1e6, keys!, values!, slots);
+        expect(fused, what).toBe(!(type === "q8_0" && headDim % 32 !== 0)); // a q8_0 head must be whole blocks
+        if (!fused) continue;
+        backend.qkNormRope(q2!, k2!, qNorm, kNorm, positions, heads, kvHeads, headDim, 1e-6, 1e6);
+        backend.writeKVPair(keysApart!, valuesApart!, slots, k2!, v);
+        expect(firstDifference(backend.read(q1!), backend.read(q2!)), `${what}: q`).toBe(-1);
+        expect(firstDifference(backend.read(k1!), backend.read(k2!)), `${what}: k`).toBe(-1);
+        expect(firstDifference(bytesOf(keys!), bytesOf(keysApart!)), `${what}: keys`).toBe(-1);
+        expect(firstDifference(bytesOf(values!), bytesOf(valuesApart!)), `${what}: values`).toBe(-1);
+      }
+    }
+    const [keys, values] = [backend.allocateKV("f16", 16, 64), backend.allocateKV("f16", 16, 64)];
+    const data = new Uint8Array(normals(64, 1, 1).buffer);
+    const w = backend.uploadWeight(tensorInfo("norm", GGMLType.F32, [64], data), data);
+    const [q, k, v] = [backend.allocate(64), backend.allocate(64), backend.allocate(64)];
+    expect(() => backend.qkNormRopeWriteKV(q, k, v, w, w, Int32Array.of(1), 1, 1, 64, 1e-6, 1e6, keys, values, Int32Array.of(16))).toThrow(/slot 16 \(row 0\) outside/);
+    expect(() => backend.qkNormRopeWriteKV(q, k, v, w, w, Int32Array.of(1), 1, 1, 64, 1e-6, 1e6, keys, keys, Int32Array.of(1))).toThrow(/one storage/);
   });
 
   it("moeRoute, gatherRows, scatterAddRows", () => {

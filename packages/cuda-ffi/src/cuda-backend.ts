@@ -514,6 +514,62 @@ export class CudaBackend implements Backend {
     return true;
   }
 
+  qkNormRopeWriteKV(
+    q: DeviceBuffer,
+    k: DeviceBuffer,
+    v: DeviceBuffer,
+    qNorm: WeightHandle,
+    kNorm: WeightHandle,
+    positions: Int32Array,
+    heads: number,
+    kvHeads: number,
+    headDim: number,
+    eps: number,
+    freqBase: number,
+    keys: KVStorage,
+    values: KVStorage,
+    slots: Int32Array,
+  ): boolean {
+    const kk = asKV(keys);
+    const vv = asKV(values);
+    if (headDim >= 256 || headDim % 2 !== 0 || (kk.type === "q8_0" && headDim % 32 !== 0)) return false; // the ops one by one
+    if (kk.type !== vv.type || kk.bytes !== vv.bytes || kk.width !== vv.width) throw new RangeError("qkNormRopeWriteKV: keys and values storage differ in type or size");
+    if (slots.length !== positions.length) throw new RangeError(`qkNormRopeWriteKV: ${slots.length} slots for ${positions.length} rows`);
+    const qw = asWeight(qNorm);
+    const kw = asWeight(kNorm);
+    if (qw.elementCount !== headDim || kw.elementCount !== headDim) throw new RangeError(`qkNormRopeWriteKV: norm weights of ${qw.elementCount} and ${kw.elementCount} values for head_dim ${headDim}`);
+    if (positions.length === 0) return true;
+    const qb = asBuffer(q);
+    const kb = asBuffer(k);
+    const vb = asBuffer(v);
+    this.library.call(
+      "memra_cuda_qk_norm_rope_kv",
+      this.context(),
+      qb.pointer as Pointer,
+      qb.length,
+      kb.pointer as Pointer,
+      kb.length,
+      vb.pointer as Pointer,
+      vb.length,
+      this.f32Weight(qw) as Pointer,
+      this.f32Weight(kw) as Pointer,
+      headDim,
+      this.hostPointer(positions),
+      positions.length,
+      heads,
+      kvHeads,
+      headDim,
+      eps,
+      freqBase,
+      KV_TYPE_IDS[kk.type],
+      kk.pointer as Pointer,
+      vv.pointer as Pointer,
+      kk.bytes,
+      this.hostPointer(slots),
+    );
+    return true;
+  }
+
   allocateKV(type: KVType, rows: number, width: number): KVStorage {
     if (!Number.isInteger(rows) || rows < 0) throw new RangeError(`KV rows must be a non-negative integer, got ${rows}`);
     if (!(type in KV_TYPE_IDS)) throw new RangeError(`unknown KV type "${type}" (f32, f16, q8_0)`);

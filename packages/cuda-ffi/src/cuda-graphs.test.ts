@@ -255,11 +255,11 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
     const expected = run(false);
     const actual = run(true);
     expect(nodes.length).toBeGreaterThanOrEqual(1);
-    // Dense: the embedding, 12 kernels per layer ((add+)norm with the Q/K/V rounding + one launch,
-    // QK-norm+RoPE, the K and V write, split attention + the splits' combine, O rounding + matvec,
-    // add+norm with the gate/up rounding + one launch, SwiGLU-in-rounding + down), the final
-    // add+norm, and the 5 input copies.
-    if (preset === "tiny") for (const count of nodes) expect(count).toBe(1 + 2 * 12 + 1 + 5);
+    // Dense: the embedding, 11 kernels per layer ((add+)norm with the Q/K/V rounding + one launch,
+    // QK-norm+RoPE with the K and V write, split attention + the splits' combine, O rounding +
+    // matvec, add+norm with the gate/up rounding + one launch, SwiGLU-in-rounding + down), the
+    // final add+norm, and the 5 input copies.
+    if (preset === "tiny") for (const count of nodes) expect(count).toBe(1 + 2 * 11 + 1 + 5);
     for (let i = 0; i < expected.length; i++) expect(firstDifference(actual[i]!, expected[i]!), `logits ${i}`).toBe(-1);
   });
 

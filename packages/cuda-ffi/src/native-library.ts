@@ -72,6 +72,9 @@ export const MEMRA_CUDA_SYMBOLS = {
   memra_cuda_rope_neox: { args: [ptr, ptr, i64, ptr, i64, i64, i64, f32], returns: i32 },
   // (cuda, q, q_length, k, k_length, q_weight, k_weight, weight_length, positions, rows, heads, kv_heads, head_dim, eps, freq_base)
   memra_cuda_qk_norm_rope: { args: [ptr, ptr, i64, ptr, i64, ptr, ptr, i64, ptr, i64, i64, i64, i64, f32, f32], returns: i32 },
+  // (cuda, q, q_length, k, k_length, v, v_length, q_weight, k_weight, weight_length, positions, rows, heads, kv_heads, head_dim, eps, freq_base,
+  //  type, keys, values, storage_bytes, slots)
+  memra_cuda_qk_norm_rope_kv: { args: [ptr, ptr, i64, ptr, i64, ptr, i64, ptr, ptr, i64, ptr, i64, i64, i64, i64, f32, f32, i32, ptr, ptr, i64, ptr], returns: i32 },
   // (cuda, type, keys, values, storage_bytes, width, slots, count, k, k_length, v, v_length)
   memra_cuda_kv_write_pair: { args: [ptr, i32, ptr, ptr, i64, i64, ptr, i64, ptr, i64, ptr, i64], returns: i32 },
   // (cuda, type, storage, storage_bytes, width, slots, count, source, source_length)

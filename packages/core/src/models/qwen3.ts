@@ -204,18 +204,23 @@ function attentionBlock(
   pending: boolean,
 ): void {
   normAndMatmuls(backend, d, s, pending, w.attn_norm, [s.query, s.key, s.value], [w.attn_q, w.attn_k, w.attn_v], rows);
-  // QK-norm: RMSNorm over each head's headDim values, before RoPE (in one op where the backend has it).
-  if (!backend.qkNormRope?.(s.query, s.key, w.attn_q_norm, w.attn_k_norm, positions, d.heads, d.kvHeads, d.headDim, d.eps, d.ropeFreqBase)) {
-    backend.rmsNorm(s.query, s.query, w.attn_q_norm, rows * d.heads, d.eps);
-    backend.rmsNorm(s.key, s.key, w.attn_k_norm, rows * d.kvHeads, d.eps);
-    backend.ropeNeox(s.query, positions, d.heads, d.headDim, d.ropeFreqBase);
-    backend.ropeNeox(s.key, positions, d.kvHeads, d.headDim, d.ropeFreqBase);
-  }
+  // QK-norm: RMSNorm over each head's headDim values, before RoPE; then this step's K and V into
+  // the cache. In one op where the backend has it, else in as few as it has.
   const storage = layout.cache.storage;
-  if (backend.writeKVPair) backend.writeKVPair(storage.keys[layer]!, storage.values[layer]!, layout.slots, s.key, s.value);
-  else {
-    backend.writeKV(storage.keys[layer]!, layout.slots, s.key);
-    backend.writeKV(storage.values[layer]!, layout.slots, s.value);
+  const [keys, values] = [storage.keys[layer]!, storage.values[layer]!];
+  const together = backend.qkNormRopeWriteKV?.(s.query, s.key, s.value, w.attn_q_norm, w.attn_k_norm, positions, d.heads, d.kvHeads, d.headDim, d.eps, d.ropeFreqBase, keys, values, layout.slots);
+  if (!together) {
+    if (!backend.qkNormRope?.(s.query, s.key, w.attn_q_norm, w.attn_k_norm, positions, d.heads, d.kvHeads, d.headDim, d.eps, d.ropeFreqBase)) {
+      backend.rmsNorm(s.query, s.query, w.attn_q_norm, rows * d.heads, d.eps);
+      backend.rmsNorm(s.key, s.key, w.attn_k_norm, rows * d.kvHeads, d.eps);
+      backend.ropeNeox(s.query, positions, d.heads, d.headDim, d.ropeFreqBase);
+      backend.ropeNeox(s.key, positions, d.kvHeads, d.headDim, d.ropeFreqBase);
+    }
+    if (backend.writeKVPair) backend.writeKVPair(keys, values, layout.slots, s.key, s.value);
+    else {
+      backend.writeKV(keys, layout.slots, s.key);
+      backend.writeKV(values, layout.slots, s.value);
+    }
   }
   backend.attention(
     s.attention,
