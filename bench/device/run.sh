@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one prepared script for a GPU session (issue 8): builds libmemra_cuda, runs the native and
-# TypeScript CUDA tests, the golden suite on CUDA, then tg128 / pp512 benchmarks on synthetic
-# Qwen3-0.6B, Qwen3-8B-shaped (8 of 36 layers, scaled) and the scaled Qwen3-30B-A3B shapes.
+# TypeScript CUDA tests, the golden suite on CUDA, single-op timings (ops.bench.ts, with and
+# without the int8 GEMM), then tg128 / pp512 benchmarks on synthetic Qwen3-0.6B, Qwen3-8B-shaped
+# (8 of 36 layers, scaled) and the scaled Qwen3-30B-A3B shapes.
 # Logs and summary.json go to $OUT (default bench/device/out). Every step has a timeout, a failing
 # step does not stop the next, and the summary is always written. Budget: ~8 minutes.
 #   bash bench/device/run.sh
@@ -44,8 +45,15 @@ fi
 nvidia-smi >"$OUT/nvidia-smi.log" 2>&1 || true
 step build 240 bun native/build.ts all
 step native-tests 60 bash native/cuda/tests/run.sh
-step op-tests 120 env MEMRA_PRINT_NMSE=1 bun --bun vitest run packages/cuda-ffi/src/cuda-backend.test.ts packages/cuda-ffi/src/cuda-graphs.test.ts
+step op-tests 180 env MEMRA_PRINT_NMSE=1 bun --bun vitest run packages/cuda-ffi/src/cuda-backend.test.ts packages/cuda-ffi/src/cuda-graphs.test.ts packages/cuda-ffi/src/cuda-int8-gemm.test.ts
 step golden-suite 180 bun --bun vitest run packages/cuda-ffi/src/golden-suite.test.ts packages/cuda-ffi/src/golden-suite-part-2.test.ts
+
+# Single ops at the targets' shapes (matvec bandwidth, GEMM TFLOP/s, decode attention, fused norm,
+# argmax), with the int8 prefill GEMM and with the previous one: where a forward's time goes.
+OPS=()
+if [ "${MEMRA_DEVICE_DRY_RUN:-0}" = 1 ]; then OPS=(--quick); fi
+step ops 120 bash -o pipefail -c "bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$OUT/bench-ops.json.tmp' && mv '$OUT/bench-ops.json.tmp' '$OUT/bench-ops.json'"
+step ops-no-int8-gemm 120 bash -o pipefail -c "MEMRA_CUDA_INT8_GEMM=0 bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$OUT/bench-ops-no-int8-gemm.json.tmp' && mv '$OUT/bench-ops-no-int8-gemm.json.tmp' '$OUT/bench-ops-no-int8-gemm.json'"
 
 bench() { # bench NAME ARGS...  (CUDA graphs never run on a GPU before: if the run fails, once more without them)
   local name=$1; shift

@@ -1,0 +1,164 @@
+/**
+ * Times single CUDA ops at the shapes the issue-8 targets run, so that a GPU session sees where a
+ * forward's time goes, not only the whole forward's tokens/s:
+ *
+ *   bun packages/cuda-ffi/bench/ops.bench.ts [--json] [--quick]
+ *
+ * - decode matrix-vector (q8_0, 1 row): µs and the weight bytes per second it streams (HBM: 4.8 TB/s
+ *   on an H200);
+ * - prefill and batched-decode GEMMs (q8_0, 512 and 64 rows): µs and TFLOP/s (2 · rows · in · out);
+ *   MEMRA_CUDA_INT8_GEMM=0 in the environment times the previous kernel;
+ * - paged attention over a 640-token context (f16 KV): decode of 1 and 64 sequences;
+ * - the norm fused with the Q/K/V rounding against the norm and the matmuls apart;
+ * - argmaxRows over the vocabulary.
+ *
+ * Each op is recorded `repeat` times into one CUDA graph and the graph replayed (GPU time without
+ * the host's launch cost), and also called eagerly (with it); argmaxRows reads back, so eagerly
+ * only. Times are medians of 5 runs. --quick: tiny shapes (a check of this script on the emulator).
+ */
+import { parseArgs } from "node:util";
+import { type DeviceBuffer, type WeightHandle } from "@memra/core";
+import { normals, tensorInfo } from "@memra/core/internal";
+import { GGMLType, quantize } from "@memra/gguf";
+import { CudaBackend } from "../src/index";
+
+const { values } = parseArgs({ options: { json: { type: "boolean", default: false }, quick: { type: "boolean", default: false } } });
+const quick = values.quick;
+const backend = CudaBackend.create();
+const results: Record<string, Record<string, number | string>> = {};
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+/** Median µs of one call of `op`: eagerly (launch cost included) and from a graph of `repeat` calls. */
+function time(op: () => void, options: { graph?: boolean; repeat?: number } = {}): { eagerUs: number; graphUs?: number } {
+  const repeat = quick ? 2 : (options.repeat ?? 20);
+  const runs = quick ? 1 : 5;
+  for (let i = 0; i < 3; i++) op();
+  backend.synchronize();
+  const eager: number[] = [];
+  for (let run = 0; run < runs; run++) {
+    const started = performance.now();
+    for (let i = 0; i < repeat; i++) op();
+    backend.synchronize();
+    eager.push(((performance.now() - started) * 1000) / repeat);
+  }
+  if (options.graph === false || !backend.captureGraph) return { eagerUs: median(eager) };
+  const graph = backend.captureGraph(() => {
+    for (let i = 0; i < repeat; i++) op();
+  });
+  graph.replay();
+  backend.synchronize();
+  const replayed: number[] = [];
+  for (let run = 0; run < runs; run++) {
+    const started = performance.now();
+    graph.replay();
+    backend.synchronize();
+    replayed.push(((performance.now() - started) * 1000) / repeat);
+  }
+  graph.dispose();
+  return { eagerUs: median(eager), graphUs: median(replayed) };
+}
+
+function weight(nIn: number, nOut: number, seed: number): WeightHandle {
+  const data = quantize(GGMLType.Q8_0, normals(nIn * nOut, seed, 0.05));
+  return backend.uploadWeight(tensorInfo(`w${seed}`, GGMLType.Q8_0, [nIn, nOut], data), data);
+}
+
+function buffer(length: number, seed: number): DeviceBuffer {
+  const b = backend.allocate(length);
+  backend.write(b, normals(length, seed));
+  return b;
+}
+
+const scale = (n: number) => (quick ? Math.max(32, Math.floor(n / 64 / 32) * 32) : n);
+
+// ---- decode matrix-vector (1 row) ----
+for (const [name, nIn, nOut] of [
+  ["matvec-4096x12288", 4096, 12288],
+  ["matvec-12288x4096", 12288, 4096],
+  ["matvec-1024x32768", 1024, 32768],
+] as const) {
+  const [i, o] = [scale(nIn), scale(nOut)];
+  const w = weight(i, o, i + o);
+  const x = buffer(i, 1);
+  const out = backend.allocate(o);
+  const t = time(() => backend.matmul(out, x, w, 1));
+  const bytes = backend.weightBytes(w);
+  results[name] = { ...t, weightGBps: bytes / ((t.graphUs ?? t.eagerUs) * 1e-6) / 1e9 };
+}
+
+// ---- GEMMs: prefill (512 rows) and batched decode (64 rows) ----
+for (const [name, rows, nIn, nOut] of [
+  ["gemm-512x4096x4096", 512, 4096, 4096],
+  ["gemm-512x4096x1024", 512, 4096, 1024],
+  ["gemm-512x4096x12288", 512, 4096, 12288],
+  ["gemm-512x12288x4096", 512, 12288, 4096],
+  ["gemm-64x1024x1024", 64, 1024, 1024],
+  ["gemm-64x1024x3072", 64, 1024, 3072],
+  ["gemm-64x3072x1024", 64, 3072, 1024],
+] as const) {
+  const [r, i, o] = [quick ? 16 : rows, scale(nIn), scale(nOut)];
+  const w = weight(i, o, i + 2 * o);
+  const x = buffer(r * i, 2);
+  const out = backend.allocate(r * o);
+  const t = time(() => backend.matmul(out, x, w, r), { repeat: 5 });
+  results[name] = { ...t, tflops: (2 * r * i * o) / ((t.graphUs ?? t.eagerUs) * 1e-6) / 1e12, int8Gemm: process.env.MEMRA_CUDA_INT8_GEMM === "0" ? "off" : "on" };
+}
+
+// ---- paged attention: decode over a 640-token context, f16 KV ----
+{
+  const [kvHeads, headDim, blockTokens, context] = [8, 128, 16, quick ? 40 : 640];
+  for (const [name, sequences, heads] of [
+    ["attention-decode-1x16h", 1, 16],
+    ["attention-decode-1x32h", 1, 32],
+    ["attention-decode-64x16h", quick ? 2 : 64, 16],
+  ] as const) {
+    const blocksPer = Math.ceil((context + 1) / blockTokens);
+    const slots = sequences * blocksPer * blockTokens;
+    const keys = backend.allocateKV("f16", slots, kvHeads * headDim);
+    const values = backend.allocateKV("f16", slots, kvHeads * headDim);
+    const all = Int32Array.from({ length: slots }, (_, i) => i);
+    backend.writeKVPair(keys, values, all, buffer(slots * kvHeads * headDim, 3), buffer(slots * kvHeads * headDim, 4));
+    const blockTables = Int32Array.from({ length: sequences * blocksPer }, (_, i) => i);
+    const layout = new Int32Array(sequences * 4);
+    for (let s = 0; s < sequences; s++) layout.set([s, 1, context, s * blocksPer], s * 4);
+    const q = buffer(sequences * heads * headDim, 5);
+    const out = backend.allocate(sequences * heads * headDim);
+    const t = time(() =>
+      backend.attention(out, q, { keys, values, blockTokens, blockTables, sequences: layout }, { rows: sequences, heads, kvHeads, headDim, scale: 1 / Math.sqrt(headDim) }),
+    );
+    // K and V bytes the step reads (f16), once per KV head
+    const bytes = sequences * (context + 1) * kvHeads * headDim * 2 * 2;
+    results[name] = { ...t, kvGBps: bytes / ((t.graphUs ?? t.eagerUs) * 1e-6) / 1e9 };
+  }
+}
+
+// ---- the attn_norm → Q/K/V group of a Qwen3-0.6B layer, fused and apart (1 row) ----
+{
+  const [hidden, queryWidth, kvWidth] = [scale(1024), scale(2048), scale(1024)];
+  const ws = [weight(hidden, queryWidth, 31), weight(hidden, kvWidth, 32), weight(hidden, kvWidth, 33)];
+  const normData = new Uint8Array(normals(hidden, 34, 1).buffer);
+  const norm = backend.uploadWeight(tensorInfo("norm", GGMLType.F32, [hidden], normData), normData);
+  const [h, delta, normed] = [buffer(hidden, 35), buffer(hidden, 36), backend.allocate(hidden)];
+  const outs = [backend.allocate(queryWidth), backend.allocate(kvWidth), backend.allocate(kvWidth)];
+  results["norm-qkv-fused"] = time(() => backend.rmsNormMatmuls(normed, h, delta, norm, 1e-6, outs, ws, 1));
+  results["norm-qkv-apart"] = time(() => {
+    backend.addRmsNorm(normed, h, delta, norm, 1, 1e-6);
+    backend.matmuls(outs, normed, ws, 1);
+  });
+}
+
+// ---- argmaxRows over the vocabulary ----
+{
+  const vocabulary = quick ? 4096 : 151936;
+  for (const rows of [1, quick ? 2 : 64]) {
+    const logits = buffer(rows * vocabulary, 40 + rows);
+    const picked = new Int32Array(rows);
+    results[`argmax-${rows}x${vocabulary}`] = time(() => backend.argmaxRows(picked, logits, rows, vocabulary), { graph: false });
+  }
+}
+
+const summary = { device: backend.deviceInfo().name, int8Gemm: process.env.MEMRA_CUDA_INT8_GEMM === "0" ? "off" : "on", ops: results };
+if (values.json) console.log(JSON.stringify(summary));
+else console.log(JSON.stringify(summary, null, 2));
+backend.dispose();
