@@ -104,7 +104,14 @@ int memra_cuda_plan_matmul_with(int type, int64_t rows, int64_t n_in, int64_t n_
         plan->kernel = MEMRA_CUDA_MATMUL_GEMM;
         const int64_t row_tiles = ceil_div(rows, MEMRA_CUDA_GEMM_TILE_M);
         const int64_t tiles_per_launch = min64(row_tiles, MEMRA_CUDA_MAX_GRID_YZ);
-        plan->launch = launch_of(ceil_div(n_out, MEMRA_CUDA_GEMM_TILE_N), tiles_per_launch, 1, MEMRA_CUDA_GEMM_THREADS, 0);
+        const int64_t column_tiles = ceil_div(n_out, MEMRA_CUDA_GEMM_TILE_N);
+        const int64_t k_steps = n_in / MEMRA_CUDA_GEMM_TILE_K;
+        int64_t splits = 1;
+        if (column_tiles * tiles_per_launch < MEMRA_CUDA_GEMM_TARGET_BLOCKS) {
+            const int64_t wanted = min64(min64(ceil_div(MEMRA_CUDA_GEMM_TARGET_BLOCKS, column_tiles * tiles_per_launch), MEMRA_CUDA_GEMM_MAX_SPLITS), k_steps);
+            splits = ceil_div(k_steps, ceil_div(k_steps, wanted)); /* no empty part */
+        }
+        plan->launch = launch_of(column_tiles, tiles_per_launch, splits, MEMRA_CUDA_GEMM_THREADS, 0);
         plan->rows_per_launch = tiles_per_launch * MEMRA_CUDA_GEMM_TILE_M;
         plan->launches = ceil_div(rows, plan->rows_per_launch);
         return MEMRA_CUDA_OK;
@@ -117,6 +124,11 @@ int memra_cuda_plan_matmul_with(int type, int64_t rows, int64_t n_in, int64_t n_
         return fail(message, message_bytes, MEMRA_CUDA_ERROR_UNSUPPORTED, "n_out %lld needs more blocks than a grid holds", (long long)n_out);
     }
     return MEMRA_CUDA_OK;
+}
+
+int64_t memra_cuda_gemm_split_inputs(const memra_cuda_matmul_plan * plan, int64_t n_in) {
+    const int64_t k_steps = n_in / MEMRA_CUDA_GEMM_TILE_K;
+    return ceil_div(k_steps, plan->launch.grid_z > 0 ? plan->launch.grid_z : 1) * MEMRA_CUDA_GEMM_TILE_K;
 }
 
 int memra_cuda_int8_gemm_supports(int type) {

@@ -71,6 +71,10 @@ enum memra_cuda_matmul_kernel { MEMRA_CUDA_MATMUL_NONE = 0, MEMRA_CUDA_MATMUL_VE
 #define MEMRA_CUDA_GEMM_PAD 8
 /* Rows from which the GEMM is used instead of the matrix-vector kernel. */
 #define MEMRA_CUDA_GEMM_MIN_ROWS 9
+/* Split-K where a GEMM launch has fewer output tiles than TARGET_BLOCKS: grid z parts of the
+ * inputs (whole TILE_K steps, at most MAX_SPLITS), summed afterwards in part order. */
+#define MEMRA_CUDA_GEMM_TARGET_BLOCKS 264
+#define MEMRA_CUDA_GEMM_MAX_SPLITS 16
 
 typedef struct memra_cuda_matmul_plan {
     int kernel;            /* enum memra_cuda_matmul_kernel */
@@ -86,6 +90,8 @@ int memra_cuda_plan_matmul_for(int type, int64_t rows, int64_t n_in, int64_t n_o
  * for every row count, exact f32 products of the rounded activations). */
 int memra_cuda_plan_matmul_with(int type, int64_t rows, int64_t n_in, int64_t n_out, int allow_gemm, memra_cuda_matmul_plan * plan, char * message,
                                 size_t message_bytes);
+/* Inputs of one split-K part of a GEMM plan (grid_z parts; a multiple of MEMRA_CUDA_GEMM_TILE_K). */
+int64_t memra_cuda_gemm_split_inputs(const memra_cuda_matmul_plan * plan, int64_t n_in);
 
 /* Int8 tensor-core GEMM (gemm_int8_kernel, kernels/matmul.cuh) for prefill of weights whose codes
  * are int8 with one scale per 32 values (q8_0, q4_0, q5_0), times the activations' q8_0 codes:

@@ -302,18 +302,31 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
                         LAUNCH_CHECK(function, "split_sum_kernel");
                     }
                     continue;
-                } else if (first_target.integer_gemm) {
+                }
+                /* split-K: the parts' sums in workspace, then added in part order */
+                const int splits = (int)plan.launch.grid_z;
+                const int64_t k_per_split = memra_cuda_gemm_split_inputs(&plan, n_in);
+                workspace partials(cuda);
+                if (splits > 1) CHECK(partials.allocate(splits * chunk * first_target.n_out * 4));
+                float * target = splits > 1 ? (float *)partials.pointer : os;
+                if (first_target.integer_gemm) {
                     const int8_t * q = (const int8_t *)input->codes_memory.pointer + first * n_in;
                     const float * d = (const float *)input->scales.pointer + ((first * n_in) >> input->block_shift);
                     MEMRA_CUDA_DISPATCH_QUANTIZED_TYPE(first_target.type, (MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_codes_kernel<T>)(
-                                                                               os, q, d, input->block_shift, first_target.w, first_target.row_bytes, chunk, n_in,
-                                                                               first_target.n_out)));
+                                                                               target, q, d, input->block_shift, first_target.w, first_target.row_bytes, chunk, n_in,
+                                                                               first_target.n_out, k_per_split)));
                     LAUNCH_CHECK(function, "gemm_codes_kernel");
                 } else {
                     const float * xs = source + first * n_in;
                     MEMRA_CUDA_DISPATCH_TYPE(first_target.type, (MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_kernel<T>)(
-                                                                     os, xs, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out)));
+                                                                     target, xs, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out,
+                                                                     k_per_split)));
                     LAUNCH_CHECK(function, "gemm_kernel");
+                }
+                if (splits > 1) {
+                    const memra_cuda_launch sum = memra_cuda_plan_elementwise(chunk * first_target.n_out);
+                    MEMRA_LAUNCH(memra_grid(sum), sum.threads, 0, cuda->stream, split_sum_kernel)(os, target, chunk * first_target.n_out, splits);
+                    LAUNCH_CHECK(function, "split_sum_kernel");
                 }
                 continue;
             }

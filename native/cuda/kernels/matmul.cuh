@@ -219,10 +219,13 @@ __device__ __forceinline__ void store_accumulators(float * __restrict__ out, con
 template <int TYPE>
 __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_kernel(float * __restrict__ out, const float * __restrict__ x,
                                                                        const uint8_t * __restrict__ weight, int64_t row_bytes, int64_t rows,
-                                                                       int64_t n_in, int64_t n_out) {
+                                                                       int64_t n_in, int64_t n_out, int64_t k_per_split) {
     constexpr int TM = MEMRA_CUDA_GEMM_TILE_M, TN = MEMRA_CUDA_GEMM_TILE_N, TK = MEMRA_CUDA_GEMM_TILE_K, STRIDE = TK + MEMRA_CUDA_GEMM_PAD;
     __shared__ __align__(16) __half a_tile[TM * STRIDE];
     __shared__ __align__(16) __half b_tile[TN * STRIDE];
+    /* Split-K (grid z): inputs [k_begin, k_end), partial sums at out + z · rows · n_out. */
+    const int64_t k_begin = blockIdx.z * k_per_split, k_end = k_begin + k_per_split < n_in ? k_begin + k_per_split : n_in;
+    out += blockIdx.z * rows * n_out;
     const int tid = threadIdx.x;
     const gemm_warp at = gemm_warp_here(TM, TN);
     const int warp_m = at.warp_m, warp_n = at.warp_n, group = at.group, quad = at.quad;
@@ -230,7 +233,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_kernel(float * _
 
     float acc[2][4][4] = {};
 
-    for (int64_t k0 = 0; k0 < n_in; k0 += TK) {
+    for (int64_t k0 = k_begin; k0 < k_end; k0 += TK) {
         /* 64 rows × 4 groups of 8 per tile: 256 groups, 2 per thread, for A and for B. */
 #pragma unroll
         for (int i = 0; i < 2; i++) {
@@ -282,7 +285,7 @@ template <int TYPE>
 __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_codes_kernel(float * __restrict__ out, const int8_t * __restrict__ codes,
                                                                              const float * __restrict__ scales, int block_shift,
                                                                              const uint8_t * __restrict__ weight, int64_t row_bytes, int64_t rows,
-                                                                             int64_t n_in, int64_t n_out) {
+                                                                             int64_t n_in, int64_t n_out, int64_t k_per_split) {
     constexpr int TM = MEMRA_CUDA_GEMM_TILE_M, TN = MEMRA_CUDA_GEMM_TILE_N, TK = MEMRA_CUDA_GEMM_TILE_K, STRIDE = TK + MEMRA_CUDA_GEMM_PAD;
     __shared__ __align__(16) __half a_tile[TM * STRIDE];
     __shared__ __align__(16) __half b_tile[TN * STRIDE];
@@ -294,10 +297,13 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_codes_kernel(flo
     const int warp_m = at.warp_m, warp_n = at.warp_n, group = at.group, quad = at.quad;
     const int64_t tile_m = at.tile_m, tile_n = at.tile_n;
     const int64_t blocks_per_row = n_in >> block_shift;
+    /* Split-K (grid z): inputs [k_begin, k_end), partial sums at out + z · rows · n_out. */
+    const int64_t k_begin = blockIdx.z * k_per_split, k_end = k_begin + k_per_split < n_in ? k_begin + k_per_split : n_in;
+    out += blockIdx.z * rows * n_out;
 
     float acc[2][4][4] = {};
 
-    for (int64_t k0 = 0; k0 < n_in; k0 += TK) {
+    for (int64_t k0 = k_begin; k0 < k_end; k0 += TK) {
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const int index = tid + i * MEMRA_CUDA_GEMM_THREADS;

@@ -70,9 +70,12 @@ static void test_matmul_plans(void) {
     expect_matmul_covers(&plan, 8, 151937);
     EXPECT(memra_cuda_plan_matmul_for(8, 9, 1024, 3072, &plan, message, sizeof message) == MEMRA_CUDA_OK);
     EXPECT(plan.kernel == MEMRA_CUDA_MATMUL_GEMM && plan.launch.grid_x == 48 && plan.launch.grid_y == 1 && plan.launches == 1);
+    /* 48 tiles: split-K in 6 parts of 192 inputs (6 steps of 32), none empty */
+    EXPECT(plan.launch.grid_z == 6 && memra_cuda_gemm_split_inputs(&plan, 1024) == 192);
     expect_matmul_covers(&plan, 9, 3072);
     EXPECT(memra_cuda_plan_matmul_for(14, 512, 4096, 151936, &plan, message, sizeof message) == MEMRA_CUDA_OK);
-    EXPECT(plan.kernel == MEMRA_CUDA_MATMUL_GEMM && plan.launch.grid_x == 2374 && plan.launch.grid_y == 8);
+    EXPECT(plan.kernel == MEMRA_CUDA_MATMUL_GEMM && plan.launch.grid_x == 2374 && plan.launch.grid_y == 8 && plan.launch.grid_z == 1);
+    EXPECT(memra_cuda_gemm_split_inputs(&plan, 4096) == 4096);
     expect_matmul_covers(&plan, 512, 151936);
     const int64_t huge = (int64_t)MEMRA_CUDA_MAX_GRID_YZ * MEMRA_CUDA_GEMM_TILE_M + 1;
     EXPECT(memra_cuda_plan_matmul_for(1, huge, 64, 10, &plan, message, sizeof message) == MEMRA_CUDA_OK);
