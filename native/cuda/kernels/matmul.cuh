@@ -385,8 +385,9 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_codes_kernel(flo
  * up to 10 weight words), about 150 registers by this count; ptxas (CUDA 13.0, sm_90) reports
  * 174-177 and no spills. So one block of 256 threads (8 warps) per SM: two would need ≤ 128
  * registers, which 64 accumulators leave no room for without spills. Per k-step a warp issues
- * 16 mma and, for the per-block scaling, 64 I2F + 128 FMUL + 64 FADD: by instruction count the
- * scaling rather than the tensor cores should bound the kernel (an estimate, not a measurement),
+ * 16 mma and, for the per-block scaling, 64 int-to-float conversions (small_int_to_float: an IADD
+ * and an FADD, not the quarter-rate I2F) + 128 FMUL + 64 FADD: by instruction count the scaling
+ * rather than the tensor cores should bound the kernel (an estimate, not a measurement),
  * and it costs the same per product for any tile shape. Against 64 × 64 tiles of 4 warps the
  * larger tile halves the global loads per product and the B-fragment reads (a B fragment serves
  * 4 mma instead of 2). The cost: 128-row tiles waste more on short prompts, and narrow matrices
@@ -412,6 +413,12 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_codes_kernel(flo
  *
  * Not yet measured on a GPU: written for the emulator's checks and compiled by nvcc for
  * sm_80/89/90; no speed is claimed. Not used: cp.async, ldmatrix, wgmma. */
+
+/* (float)v for |v| < 2^22, exactly, without I2F (a quarter-rate instruction on sm_80/90, which
+ * would bound the int8 GEMM's per-block scaling): the bits of 2^23 + 2^22 + v, a float whose
+ * integer part is that sum, minus 2^23 + 2^22. An int8 block dot product is at most 32 · 128 · 128
+ * = 2^19 in magnitude. */
+__device__ __forceinline__ float small_int_to_float(int32_t v) { return __fsub_rn(__int_as_float(0x4B400000 + v), 12582912.0f); }
 
 /* Words of a weight block after its f16 scale: q8_0 32 code bytes; q4_0 16 nibble bytes; q5_0 4 bytes
  * of high bits and 16 nibble bytes. A block is 2 + 4 · words bytes. */
@@ -612,7 +619,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS) gemm_int8_kernel
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
                         const float d = __fmul_rn(column_scale[ni][e & 1], row_scale[mi][e >> 1]);
-                        acc[mi][ni][e] = __fadd_rn(acc[mi][ni][e], __fmul_rn(d, (float)dot[e]));
+                        acc[mi][ni][e] = __fadd_rn(acc[mi][ni][e], __fmul_rn(d, small_int_to_float(dot[e])));
                     }
                 }
             }
