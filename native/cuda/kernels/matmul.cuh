@@ -118,14 +118,17 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_kerne
 
 /* matrix_vector_q8_0_kernel<ROWS>: decode with q8_0 weights on the activations' q8_0 codes
  * (round_activations_kernel with CODES): per 32-value block, 8 __dp4a of the weight's and the
- * activation's int8 codes, then sum · (d_w · d_x) as ggml's vec_dot_q8_0_q8_0 does. Lane l takes
- * blocks l, l + 32, ... (a warp reads 32 consecutive 34-byte blocks); the weight codes are read 16
- * bits at a time (a block is only 2-byte aligned), the activation codes 16 bytes at a time. */
+ * activation's int8 codes, then sum · (d_w · d_x) as ggml's vec_dot_q8_0_q8_0 does. The 4 lanes of
+ * a quad take the 4 quarters (8 codes) of one block, so a warp reads 8 consecutive 34-byte blocks
+ * (272 bytes) per step with every load instruction, two steps' loads in flight together; the
+ * quarters' integer dot products are added with two shuffles (exact) and the quad's first lane
+ * scales the block's sum. Weight codes are read 16 bits at a time (a block is only 2-byte
+ * aligned), the activation codes 8 bytes at a time. */
 template <int ROWS>
 __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_kernel(matrix_segments segments, const int8_t * __restrict__ codes,
                                                                                        const float * __restrict__ scales, int64_t row_bytes, int rows,
                                                                                        int64_t n_in) {
-    const int lane = threadIdx.x & 31;
+    const int lane = threadIdx.x & 31, quarter = lane & 3;
     const segment_row target = segment_of(segments);
     const int64_t o = target.o, n_out = target.n_out;
     float * __restrict__ out = target.out;
@@ -135,28 +138,35 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_
     float sum[ROWS];
 #pragma unroll
     for (int r = 0; r < ROWS; r++) sum[r] = 0.0f;
-    for (int64_t b = lane; b < blocks; b += 32) {
-        const uint8_t * block = w + b * 34;
-        const float d = half_at(block);
-        const unsigned short * halves = reinterpret_cast<const unsigned short *>(block + 2);
-        int q[8];
+    /* Two steps of 8 blocks at a time, their weight loads issued together (more bytes in flight per
+     * warp). The trip count is the warp's: every lane takes part in the quad's shuffles. */
+    constexpr int STEPS = 2;
+    for (int64_t first = 0; first < blocks; first += 8 * STEPS) {
+        int64_t b[STEPS];
+        bool present[STEPS];
+        float d[STEPS];
+        int q[STEPS][2];
 #pragma unroll
-        for (int i = 0; i < 8; i++) q[i] = (int)((uint32_t)__ldg(halves + 2 * i) | ((uint32_t)__ldg(halves + 2 * i + 1) << 16));
+        for (int k = 0; k < STEPS; k++) {
+            b[k] = first + 8 * k + (lane >> 2);
+            present[k] = b[k] < blocks;
+            const uint8_t * block = w + (present[k] ? b[k] : 0) * 34;
+            d[k] = half_at(block);
+            const unsigned short * halves = reinterpret_cast<const unsigned short *>(block + 2 + quarter * 8);
 #pragma unroll
-        for (int r = 0; r < ROWS; r++) {
-            if (r < rows) {
-                const int4 * a = reinterpret_cast<const int4 *>(codes + r * n_in + b * 32);
-                const int4 first = __ldg(a), second = __ldg(a + 1);
-                int dot = 0;
-                dot = __dp4a(q[0], first.x, dot);
-                dot = __dp4a(q[1], first.y, dot);
-                dot = __dp4a(q[2], first.z, dot);
-                dot = __dp4a(q[3], first.w, dot);
-                dot = __dp4a(q[4], second.x, dot);
-                dot = __dp4a(q[5], second.y, dot);
-                dot = __dp4a(q[6], second.z, dot);
-                dot = __dp4a(q[7], second.w, dot);
-                sum[r] += (float)dot * __fmul_rn(d, __ldg(scales + r * blocks + b));
+            for (int i = 0; i < 2; i++) q[k][i] = (int)((uint32_t)__ldg(halves + 2 * i) | ((uint32_t)__ldg(halves + 2 * i + 1) << 16));
+        }
+#pragma unroll
+        for (int k = 0; k < STEPS; k++) {
+#pragma unroll
+            for (int r = 0; r < ROWS; r++) {
+                if (r < rows) {
+                    const int2 a = __ldg(reinterpret_cast<const int2 *>(codes + r * n_in + (present[k] ? b[k] : 0) * 32 + quarter * 8));
+                    int dot = present[k] ? __dp4a(q[k][1], a.y, __dp4a(q[k][0], a.x, 0)) : 0;
+                    dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+                    dot += __shfl_xor_sync(0xffffffffu, dot, 2);
+                    if (present[k] && quarter == 0) sum[r] += (float)dot * __fmul_rn(d[k], __ldg(scales + r * blocks + b[k]));
+                }
             }
         }
     }

@@ -146,6 +146,22 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     for (const [type, error] of Object.entries(results)) expect(error, `matmul ${type} NMSE`).toBeLessThanOrEqual(bound);
   });
 
+  it("q8_0 decode reads rows of any block count (a warp takes 8 blocks a step)", () => {
+    for (const nIn of [32, 96, 256, 1056]) {
+      for (const rows of [1, 3, 8]) {
+        const nOut = 13;
+        const data = quantize(GGMLType.Q8_0, normals(nIn * nOut, 5000 + nIn, 0.05));
+        const [w, wRef] = pair.weights(tensorInfo("w", GGMLType.Q8_0, [nIn, nOut], data), data);
+        const [x, xRef] = pair.buffers(normals(rows * nIn, 5100 + rows));
+        const out = pair.native.allocate(rows * nOut);
+        const outRef = pair.reference.allocate(rows * nOut);
+        pair.native.matmul(out, x, w, rows);
+        pair.reference.matmul(outRef, xRef, wRef, rows);
+        expect(nmse(...pair.read([out, outRef])), `${nIn} inputs, ${rows} rows`).toBeLessThanOrEqual(VECTOR_MATMUL_BOUND);
+      }
+    }
+  });
+
   it("options: activationRounding false multiplies exact f32 activations; tensorCoreGemm false keeps prefill on the matrix-vector kernel", () => {
     const [nIn, nOut] = [512, 37];
     const exact = new ReferenceBackend({ ggmlActivationRounding: false });
@@ -536,7 +552,7 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
         expect(nmse(pair.native.read(out), pair.reference.read(outRef)), `${type}, ${rows} rows`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
       }
     }
-  });
+  }, 180_000); // ~25 s on the emulator
 
   it("writeKVPair stores K and V as two writeKVs do, for f32, f16 and q8_0 storage", () => {
     const [width, slots] = [64, Int32Array.from([5, 0, 9])];
