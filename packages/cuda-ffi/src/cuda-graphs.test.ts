@@ -261,7 +261,7 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
     // final add+norm, and the 5 input copies.
     if (preset === "tiny") for (const count of nodes) expect(count).toBe(1 + 2 * 11 + 1 + 5);
     for (let i = 0; i < expected.length; i++) expect(firstDifference(actual[i]!, expected[i]!), `logits ${i}`).toBe(-1);
-  });
+  }, 240_000); // whole models on the emulator: ~35 s each alone, twice that on a busy machine
 
   it("greedy decode through graphs picks on the device the argmax of the logits decode op by op gives", async () => {
     const path = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" }));
@@ -285,5 +285,5 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
       eagerModel.dispose();
       graphModel.dispose();
     }
-  });
+  }, 240_000); // whole models on the emulator: ~35 s each alone, twice that on a busy machine
 });
