@@ -3,7 +3,7 @@
  * (ppN: one forward over N prompt tokens; tgN: N single-token forwards after it):
  *
  *   bun packages/cuda-ffi/bench/forward.bench.ts [--preset qwen3-0.6b] [--type q8_0] [--layers N]
- *       [--hidden H --heads A --kv-heads K --head-dim D --ffn F] [--prompt 512] [--decode 128] [--runs 2]
+ *       [--hidden H --heads A --kv-heads K --head-dim D --ffn F] [--prompt 512] [--decode 128] [--runs 3]
  *       [--batch 64 --batch-prompt 16] [--graphs 0] [--pick device|host] [--json]
  *
  * --batch N adds batched decode: N sequences share one KV pool, each is prefilled with
@@ -38,7 +38,7 @@ const { values } = parseArgs({
     ffn: { type: "string" },
     prompt: { type: "string", default: "512" },
     decode: { type: "string", default: "128" },
-    runs: { type: "string", default: "2" },
+    runs: { type: "string", default: "3" },
     batch: { type: "string", default: "0" },
     "batch-prompt": { type: "string", default: "16" },
     graphs: { type: "string", default: "1" },
@@ -90,29 +90,32 @@ const next = (tokens: Int32Array | number[], cache: Parameters<typeof model.forw
   model.forward(prompt.subarray(0, Math.min(8, promptTokens)), cache);
   cache.dispose();
 }
-let bestPrefill = Number.POSITIVE_INFINITY;
-let bestDecode = Number.POSITIVE_INFINITY;
+// Figures are medians of `runs` timed runs after one untimed run (which records the decode graphs).
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const prefillMs: number[] = [];
+const decodeMs: number[] = [];
+const batchMs: number[] = [];
 // One KV pool for every run: decode graphs belong to a pool, so the runs after the first replay
-// the graph the first one recorded (the best run excludes recording it).
+// the graph the first (untimed) one recorded.
 const pool = model.createKVPool(Math.ceil((promptTokens + decodeTokens + 1) / 16), { blockTokens: 16 });
-for (let run = 0; run < runs; run++) {
+for (let run = 0; run <= runs; run++) {
   const cache = pool.createSequence(promptTokens + decodeTokens + 1);
   let started = performance.now();
   let token = next(prompt, cache);
-  bestPrefill = Math.min(bestPrefill, performance.now() - started);
+  if (run > 0) prefillMs.push(performance.now() - started);
   started = performance.now();
   for (let i = 0; i < decodeTokens; i++) token = next([token], cache);
-  bestDecode = Math.min(bestDecode, performance.now() - started);
+  if (run > 0) decodeMs.push(performance.now() - started);
   cache.dispose();
 }
 pool.dispose();
 // Batched decode: `batch` sequences, one token each per forwardBatch step.
-let bestBatch = Number.POSITIVE_INFINITY;
 if (batch > 0) {
   const blockTokens = 16;
   const perSequence = Math.ceil((batchPrompt + decodeTokens + 1) / blockTokens);
-  for (let run = 0; run < runs; run++) {
-    const pool = model.createKVPool(batch * perSequence, { blockTokens });
+  // one pool for all runs, as above: the timed runs replay the graphs the untimed one recorded
+  const pool = model.createKVPool(batch * perSequence, { blockTokens });
+  for (let run = 0; run <= runs; run++) {
     const caches = Array.from({ length: batch }, () => pool.createSequence(batchPrompt + decodeTokens + 1));
     let tokens = caches.map((cache, i) => next(prompt.subarray(i % Math.max(1, promptTokens - batchPrompt), (i % Math.max(1, promptTokens - batchPrompt)) + batchPrompt), cache));
     const picked = caches.map(() => new Int32Array(1));
@@ -126,14 +129,18 @@ if (batch > 0) {
         tokens = logits.map(argmax);
       }
     }
-    bestBatch = Math.min(bestBatch, performance.now() - started);
+    if (run > 0) batchMs.push(performance.now() - started);
     for (const cache of caches) cache.dispose();
-    pool.dispose();
   }
+  pool.dispose();
 }
 const fullLayers = values["full-layers"] ? Number(values["full-layers"]) : options.layers;
 const scale = options.layers / fullLayers; // time per token grows ~linearly with layers
+const medianPrefill = median(prefillMs);
+const medianDecode = median(decodeMs);
+const medianBatch = batch > 0 ? median(batchMs) : Number.POSITIVE_INFINITY;
 const result = {
+  runs,
   preset: values.preset,
   type: values.type,
   layers: options.layers,
@@ -141,15 +148,15 @@ const result = {
   device: backend.deviceInfo().name,
   graphs: model.transformer.recordsDecodeGraphs,
   pick: values.pick,
-  [`pp${promptTokens}`]: (promptTokens / bestPrefill) * 1000,
-  [`tg${decodeTokens}`]: (decodeTokens / bestDecode) * 1000,
-  [`pp${promptTokens}Scaled`]: (promptTokens / bestPrefill) * 1000 * scale,
-  [`tg${decodeTokens}Scaled`]: (decodeTokens / bestDecode) * 1000 * scale,
+  [`pp${promptTokens}`]: (promptTokens / medianPrefill) * 1000,
+  [`tg${decodeTokens}`]: (decodeTokens / medianDecode) * 1000,
+  [`pp${promptTokens}Scaled`]: (promptTokens / medianPrefill) * 1000 * scale,
+  [`tg${decodeTokens}Scaled`]: (decodeTokens / medianDecode) * 1000 * scale,
   ...(batch > 0
     ? {
-        [`tg${decodeTokens}_batch${batch}`]: ((batch * decodeTokens) / bestBatch) * 1000,
-        [`tg${decodeTokens}_batch${batch}Scaled`]: ((batch * decodeTokens) / bestBatch) * 1000 * scale,
-        batchSpeedup: ((batch * decodeTokens) / bestBatch) / (decodeTokens / bestDecode),
+        [`tg${decodeTokens}_batch${batch}`]: ((batch * decodeTokens) / medianBatch) * 1000,
+        [`tg${decodeTokens}_batch${batch}Scaled`]: ((batch * decodeTokens) / medianBatch) * 1000 * scale,
+        batchSpeedup: ((batch * decodeTokens) / medianBatch) / (decodeTokens / medianDecode),
       }
     : {}),
 };
