@@ -272,15 +272,15 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
                 dim3 grid = memra_grid(plan.launch);
                 const int64_t tile_rows = first_target.int8_gemm ? MEMRA_CUDA_INT8_GEMM_TILE_M : MEMRA_CUDA_GEMM_TILE_M;
                 grid.y = (unsigned)((chunk + tile_rows - 1) / tile_rows);
+                /* split-K: the parts' sums in workspace, then added in part order */
+                const int splits = (int)plan.launch.grid_z;
+                workspace partials(cuda);
+                if (splits > 1) CHECK(partials.allocate(splits * chunk * first_target.n_out * 4));
+                float * target = splits > 1 ? (float *)partials.pointer : os;
                 if (first_target.int8_gemm) {
                     const int8_t * q = (const int8_t *)input->codes_memory.pointer + first * n_in;
                     const float * d = (const float *)input->scales.pointer + first * n_in / 32;
-                    /* split-K: the parts' sums in workspace, then added in part order */
-                    const int splits = (int)plan.launch.grid_z;
                     const int64_t per_split = memra_cuda_int8_gemm_split_tiles(&plan, n_in);
-                    workspace partials(cuda);
-                    if (splits > 1) CHECK(partials.allocate(splits * chunk * first_target.n_out * 4));
-                    float * target = splits > 1 ? (float *)partials.pointer : os;
                     switch (first_target.type) {
                         case MEMRA_CUDA_TYPE_Q8_0:
                             MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_int8_kernel<MEMRA_CUDA_TYPE_Q8_0>)(
@@ -296,28 +296,17 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
                             break;
                     }
                     LAUNCH_CHECK(function, "gemm_int8_kernel");
-                    if (splits > 1) {
-                        const memra_cuda_launch sum = memra_cuda_plan_elementwise(chunk * first_target.n_out);
-                        MEMRA_LAUNCH(memra_grid(sum), sum.threads, 0, cuda->stream, split_sum_kernel)(os, target, chunk * first_target.n_out, splits);
-                        LAUNCH_CHECK(function, "split_sum_kernel");
-                    }
-                    continue;
-                }
-                /* split-K: the parts' sums in workspace, then added in part order */
-                const int splits = (int)plan.launch.grid_z;
-                const int64_t k_per_split = memra_cuda_gemm_split_inputs(&plan, n_in);
-                workspace partials(cuda);
-                if (splits > 1) CHECK(partials.allocate(splits * chunk * first_target.n_out * 4));
-                float * target = splits > 1 ? (float *)partials.pointer : os;
-                if (first_target.integer_gemm) {
+                } else if (first_target.integer_gemm) {
                     const int8_t * q = (const int8_t *)input->codes_memory.pointer + first * n_in;
                     const float * d = (const float *)input->scales.pointer + ((first * n_in) >> input->block_shift);
+                    const int64_t k_per_split = memra_cuda_gemm_split_inputs(&plan, n_in);
                     MEMRA_CUDA_DISPATCH_QUANTIZED_TYPE(first_target.type, (MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_codes_kernel<T>)(
                                                                                target, q, d, input->block_shift, first_target.w, first_target.row_bytes, chunk, n_in,
                                                                                first_target.n_out, k_per_split)));
                     LAUNCH_CHECK(function, "gemm_codes_kernel");
                 } else {
                     const float * xs = source + first * n_in;
+                    const int64_t k_per_split = memra_cuda_gemm_split_inputs(&plan, n_in);
                     MEMRA_CUDA_DISPATCH_TYPE(first_target.type, (MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_kernel<T>)(
                                                                      target, xs, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out,
                                                                      k_per_split)));
