@@ -451,11 +451,12 @@ export class Transformer {
     this.decodeSteps = options.decodeGraphs !== false && recordable ? new Map() : undefined;
   }
 
-  /** Whether decode steps are recorded and replayed as backend graphs (see TransformerOptions.decodeGraphs). */
+  /** One row's logits, for a greedy pick on the host (a backend without argmaxRows). */
   private get greedyRow(): Float32Array {
     return (this.greedyRowStorage ??= new Float32Array(this.dimensions.vocabulary));
   }
 
+  /** Whether decode steps are recorded and replayed as backend graphs (see TransformerOptions.decodeGraphs). */
   get recordsDecodeGraphs(): boolean {
     return this.decodeSteps !== undefined;
   }
