@@ -93,35 +93,23 @@ extern "C" int memra_cuda_qk_norm_rope_kv(memra_cuda * cuda, float * q, int64_t 
                                           int64_t storage_bytes, const int32_t * slots) {
     static const char function[] = "memra_cuda_qk_norm_rope_kv";
     CHECK(memra_cuda_enter(function, cuda));
-    CHECK(memra_cuda_check_size(function, "rows", rows, 0));
-    CHECK(memra_cuda_check_size(function, "heads", heads, 1));
-    CHECK(memra_cuda_check_size(function, "kv_heads", kv_heads, 1));
-    if (head_dim < 2 || head_dim >= 256 || head_dim % 2 != 0) {
-        FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: head_dim %lld (an even number below 256: one warp per head)", function, (long long)head_dim);
-    }
+    CHECK(memra_cuda_check_qk_norm_rope(function, q, q_length, k, k_length, q_weight, k_weight, weight_length, positions, rows, heads, kv_heads, head_dim, eps,
+                                        freq_base, heads + 2 * kv_heads));
     if (type == MEMRA_CUDA_TYPE_Q8_0 && head_dim % 32 != 0) {
         FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: head_dim %lld with a q8_0 cache (a head must be whole 32-value blocks)", function, (long long)head_dim);
     }
-    if (heads + 2 * kv_heads > 65536) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %lld heads", function, (long long)(heads + 2 * kv_heads));
-    if (!(eps >= 0.0f)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: eps must be non-negative", function);
-    if (!(freq_base > 0.0f)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: freq_base must be positive", function);
-    int64_t q_needed = 0, kv_width = 0, kv_needed = 0, row_bytes = 0;
-    CHECK(memra_cuda_check_product(function, "rows * heads * head_dim", rows, heads * head_dim, &q_needed));
+    int64_t kv_width = 0, kv_needed = 0, row_bytes = 0;
     CHECK(memra_cuda_check_product(function, "kv_heads * head_dim", kv_heads, head_dim, &kv_width));
     CHECK(memra_cuda_check_product(function, "rows * kv_heads * head_dim", rows, kv_width, &kv_needed));
     CHECK(check_kv_type(function, type, kv_width, &row_bytes));
-    CHECK(memra_cuda_check_buffer(function, "q", q, q_length, q_needed));
-    CHECK(memra_cuda_check_buffer(function, "k", k, k_length, kv_needed));
     CHECK(memra_cuda_check_buffer(function, "v", v, v_length, kv_needed));
-    CHECK(memra_cuda_check_buffer(function, "q_weight", q_weight, weight_length, head_dim));
-    CHECK(memra_cuda_check_buffer(function, "k_weight", k_weight, weight_length, head_dim));
-    const uintptr_t qa = (uintptr_t)q, ka = (uintptr_t)k, va = (uintptr_t)v, q_bytes = (uintptr_t)q_needed * 4, kv_bytes = (uintptr_t)kv_needed * 4;
-    if (rows > 0 && ((qa < ka + kv_bytes && ka < qa + q_bytes) || (qa < va + kv_bytes && va < qa + q_bytes) || (ka < va + kv_bytes && va < ka + kv_bytes))) {
-        FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: q, k and v must not overlap", function);
+    const uintptr_t qa = (uintptr_t)q, ka = (uintptr_t)k, va = (uintptr_t)v, q_bytes = (uintptr_t)(rows * heads * head_dim) * 4, kv_bytes = (uintptr_t)kv_needed * 4;
+    if (rows > 0 && ((qa < va + kv_bytes && va < qa + q_bytes) || (ka < va + kv_bytes && va < ka + kv_bytes))) {
+        FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: v overlaps q or k", function);
     }
     if (storage_bytes < 0 || (storage_bytes > 0 && (!keys || !values))) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: storage is NULL", function);
     if (keys == values && rows > 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: keys and values are one storage", function);
-    if (rows > 0 && (!positions || !slots)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: positions or slots is NULL", function);
+    if (rows > 0 && !slots) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: slots is NULL", function);
     const int64_t storage_slots = storage_bytes / row_bytes;
     CHECK(check_slots(function, slots, rows, storage_slots));
     if (rows == 0) return MEMRA_CUDA_OK;

@@ -92,6 +92,11 @@ int memra_cuda_enter(const char * function, memra_cuda * cuda);
 int memra_cuda_check_buffer(const char * function, const char * name, const void * pointer, int64_t length, int64_t needed);
 int memra_cuda_check_size(const char * function, const char * name, int64_t value, int64_t minimum);
 int memra_cuda_check_product(const char * function, const char * what, int64_t a, int64_t b, int64_t * product);
+/* The checks memra_cuda_qk_norm_rope and memra_cuda_qk_norm_rope_kv share (sizes, head_dim, eps,
+ * freq_base, q / k / weight buffers, q not overlapping k); warps_per_row: the launch's warps per row. */
+int memra_cuda_check_qk_norm_rope(const char * function, const float * q, int64_t q_length, const float * k, int64_t k_length, const float * q_weight,
+                                  const float * k_weight, int64_t weight_length, const int32_t * positions, int64_t rows, int64_t heads, int64_t kv_heads,
+                                  int64_t head_dim, float eps, float freq_base, int64_t warps_per_row);
 /* Copies `bytes` of host memory into the context's device staging arena (stream-ordered); *device
  * points at the copy, valid for ops queued before the next synchronisation. */
 int memra_cuda_stage(const char * function, memra_cuda * cuda, const void * host, int64_t bytes, const void ** device);

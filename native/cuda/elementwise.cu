@@ -172,18 +172,16 @@ extern "C" int memra_cuda_rope_neox(memra_cuda * cuda, float * x, int64_t x_leng
 
 static int overlaps(const void * a, int64_t a_bytes, const void * b, int64_t b_bytes);
 
-extern "C" int memra_cuda_qk_norm_rope(memra_cuda * cuda, float * q, int64_t q_length, float * k, int64_t k_length, const float * q_weight,
-                                       const float * k_weight, int64_t weight_length, const int32_t * positions, int64_t rows, int64_t heads,
-                                       int64_t kv_heads, int64_t head_dim, float eps, float freq_base) {
-    static const char function[] = "memra_cuda_qk_norm_rope";
-    CHECK(memra_cuda_enter(function, cuda));
+int memra_cuda_check_qk_norm_rope(const char * function, const float * q, int64_t q_length, const float * k, int64_t k_length, const float * q_weight,
+                                   const float * k_weight, int64_t weight_length, const int32_t * positions, int64_t rows, int64_t heads, int64_t kv_heads,
+                                   int64_t head_dim, float eps, float freq_base, int64_t warps_per_row) {
     CHECK(memra_cuda_check_size(function, "rows", rows, 0));
     CHECK(memra_cuda_check_size(function, "heads", heads, 1));
     CHECK(memra_cuda_check_size(function, "kv_heads", kv_heads, 1));
     if (head_dim < 2 || head_dim >= 256 || head_dim % 2 != 0) {
         FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: head_dim %lld (an even number below 256: one warp per head)", function, (long long)head_dim);
     }
-    if (heads + kv_heads > 65536) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %lld heads", function, (long long)(heads + kv_heads));
+    if (warps_per_row > 65536) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %lld heads", function, (long long)warps_per_row);
     if (!(eps >= 0.0f)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: eps must be non-negative", function);
     if (!(freq_base > 0.0f)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: freq_base must be positive", function);
     int64_t q_needed = 0, k_needed = 0;
@@ -195,6 +193,16 @@ extern "C" int memra_cuda_qk_norm_rope(memra_cuda * cuda, float * q, int64_t q_l
     CHECK(memra_cuda_check_buffer(function, "k_weight", k_weight, weight_length, head_dim));
     if (rows > 0 && !positions) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: positions is NULL", function);
     if (rows > 0 && overlaps(q, q_needed * 4, k, k_needed * 4)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: q overlaps k", function);
+    return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_qk_norm_rope(memra_cuda * cuda, float * q, int64_t q_length, float * k, int64_t k_length, const float * q_weight,
+                                       const float * k_weight, int64_t weight_length, const int32_t * positions, int64_t rows, int64_t heads,
+                                       int64_t kv_heads, int64_t head_dim, float eps, float freq_base) {
+    static const char function[] = "memra_cuda_qk_norm_rope";
+    CHECK(memra_cuda_enter(function, cuda));
+    CHECK(memra_cuda_check_qk_norm_rope(function, q, q_length, k, k_length, q_weight, k_weight, weight_length, positions, rows, heads, kv_heads, head_dim, eps,
+                                        freq_base, heads + kv_heads));
     if (rows == 0) return MEMRA_CUDA_OK;
     const float theta_scale = powf(freq_base, -2.0f / (float)head_dim); /* the host's powf, as memra_cuda_rope_neox */
     const void * device_positions = NULL;

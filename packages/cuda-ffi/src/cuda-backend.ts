@@ -487,9 +487,7 @@ export class CudaBackend implements Backend {
 
   qkNormRope(q: DeviceBuffer, k: DeviceBuffer, qNorm: WeightHandle, kNorm: WeightHandle, positions: Int32Array, heads: number, kvHeads: number, headDim: number, eps: number, freqBase: number): boolean {
     if (headDim >= 256 || headDim % 2 !== 0) return false; // one warp per head: the ops one by one
-    const qw = asWeight(qNorm);
-    const kw = asWeight(kNorm);
-    if (qw.elementCount !== headDim || kw.elementCount !== headDim) throw new RangeError(`qkNormRope: norm weights of ${qw.elementCount} and ${kw.elementCount} values for head_dim ${headDim}`);
+    const [qWeight, kWeight] = this.qkNormWeights("qkNormRope", qNorm, kNorm, headDim);
     if (positions.length === 0) return true;
     const qb = asBuffer(q);
     const kb = asBuffer(k);
@@ -500,8 +498,8 @@ export class CudaBackend implements Backend {
       qb.length,
       kb.pointer as Pointer,
       kb.length,
-      this.f32Weight(qw) as Pointer,
-      this.f32Weight(kw) as Pointer,
+      qWeight,
+      kWeight,
       headDim,
       this.hostPointer(positions),
       positions.length,
@@ -512,6 +510,14 @@ export class CudaBackend implements Backend {
       freqBase,
     );
     return true;
+  }
+
+  /** The f32 copies of the QK-norm weights, each of head_dim values. */
+  private qkNormWeights(op: string, qNorm: WeightHandle, kNorm: WeightHandle, headDim: number): [Pointer, Pointer] {
+    const qw = asWeight(qNorm);
+    const kw = asWeight(kNorm);
+    if (qw.elementCount !== headDim || kw.elementCount !== headDim) throw new RangeError(`${op}: norm weights of ${qw.elementCount} and ${kw.elementCount} values for head_dim ${headDim}`);
+    return [this.f32Weight(qw) as Pointer, this.f32Weight(kw) as Pointer];
   }
 
   qkNormRopeWriteKV(
@@ -535,9 +541,7 @@ export class CudaBackend implements Backend {
     if (headDim >= 256 || headDim % 2 !== 0 || (kk.type === "q8_0" && headDim % 32 !== 0)) return false; // the ops one by one
     if (kk.type !== vv.type || kk.bytes !== vv.bytes || kk.width !== vv.width) throw new RangeError("qkNormRopeWriteKV: keys and values storage differ in type or size");
     if (slots.length !== positions.length) throw new RangeError(`qkNormRopeWriteKV: ${slots.length} slots for ${positions.length} rows`);
-    const qw = asWeight(qNorm);
-    const kw = asWeight(kNorm);
-    if (qw.elementCount !== headDim || kw.elementCount !== headDim) throw new RangeError(`qkNormRopeWriteKV: norm weights of ${qw.elementCount} and ${kw.elementCount} values for head_dim ${headDim}`);
+    const [qWeight, kWeight] = this.qkNormWeights("qkNormRopeWriteKV", qNorm, kNorm, headDim);
     if (positions.length === 0) return true;
     const qb = asBuffer(q);
     const kb = asBuffer(k);
@@ -551,8 +555,8 @@ export class CudaBackend implements Backend {
       kb.length,
       vb.pointer as Pointer,
       vb.length,
-      this.f32Weight(qw) as Pointer,
-      this.f32Weight(kw) as Pointer,
+      qWeight,
+      kWeight,
       headDim,
       this.hostPointer(positions),
       positions.length,
