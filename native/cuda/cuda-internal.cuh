@@ -108,5 +108,20 @@ int memra_cuda_check_weight(const char * function, const char * name, int type, 
                             int64_t * row_bytes);
 /* Waits for the stream and resets the staging arena. */
 int memra_cuda_wait(const char * function, memra_cuda * cuda);
+/* The grouped MoE GEMMs' row tiles on the device (moe_group_kernel): a table for the int8 GEMM's
+ * 128-row tiles and one for the other GEMMs' 64-row tiles, {expert, first row, end row} per entry,
+ * and their entries (memra_cuda_moe_tile_bound). */
+struct memra_cuda_moe_tiles {
+    const int32_t * int8_tiles;
+    int64_t int8_bound;
+    const int32_t * gemm_tiles;
+    int64_t gemm_bound;
+};
+/* matmul.cu: count projections of the same rows x (sorted by expert), each row by its expert's
+ * matrix as `tiles` say, as memra_cuda_matmul_shared (or, with up, memra_cuda_swiglu_matmul)
+ * otherwise does; every weight must have a GEMM for `rows` rows and no q8_1 activations. */
+int memra_cuda_grouped_matmul(const char * function, memra_cuda * cuda, int count, float * const * outs, const int64_t * out_lengths, const float * x,
+                              int64_t x_length, int64_t rows, const int32_t * types, const void * const * weights, const int64_t * weight_bytes, int64_t n_in,
+                              const int64_t * n_outs, int64_t experts, const float * up, int64_t up_length, const memra_cuda_moe_tiles & tiles);
 /* A dim3 from a planned launch. */
 static inline dim3 memra_grid(const memra_cuda_launch & launch) { return dim3((unsigned)launch.grid_x, (unsigned)launch.grid_y, (unsigned)launch.grid_z); }

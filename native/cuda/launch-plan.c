@@ -290,6 +290,21 @@ int memra_cuda_plan_moe_route(int64_t rows, int64_t experts, int64_t k, memra_cu
     return MEMRA_CUDA_OK;
 }
 
+int memra_cuda_moe_grouped(int64_t rows, int64_t experts, int64_t k) {
+    if (rows <= 0 || experts <= 0 || k <= 0 || rows > INT64_MAX / k) return 0;
+    const int64_t pairs = rows * k;
+    return pairs >= MEMRA_CUDA_GEMM_MIN_ROWS && pairs / 2 >= experts;
+}
+
+int64_t memra_cuda_moe_tile_bound(int64_t pairs, int64_t experts, int64_t tile_rows) {
+    if (pairs <= 0 || experts <= 0 || tile_rows <= 0) return 0;
+    return min64(pairs, pairs / tile_rows + min64(experts, pairs));
+}
+
+memra_cuda_launch memra_cuda_plan_moe_group(int64_t experts) {
+    return launch_of(1, 1, 1, MEMRA_CUDA_MOE_GROUP_THREADS, (int32_t)(2 * experts * 4));
+}
+
 int64_t memra_cuda_allocation_class(int64_t bytes) {
     const int64_t small = 512, large = 2LL << 20;
     if (bytes <= small) return small;

@@ -191,6 +191,21 @@ int64_t memra_cuda_flash_tiles(const int32_t * sequences, int64_t sequence_count
 /* One warp per row; the row's probabilities in shared memory (experts floats per warp). */
 int memra_cuda_plan_moe_route(int64_t rows, int64_t experts, int64_t k, memra_cuda_launch * launch, char * message, size_t message_bytes);
 
+/* Many rows (prefill, large decode batches): memra_cuda_moe_experts sorts the (row, expert) pairs
+ * by expert on the device and runs each projection as one grouped GEMM whose blocks take tiles of
+ * one expert's rows (moe_group_kernel writes the tile table), so that an expert's matrix is read
+ * once per tile of its rows instead of once per pair. Chosen when the pairs are at least twice
+ * the experts (on average two or more rows per expert; below that, one matrix-vector product per
+ * pair reads no more weights) and at least MEMRA_CUDA_GEMM_MIN_ROWS. */
+int memra_cuda_moe_grouped(int64_t rows, int64_t experts, int64_t k);
+/* Most tiles of tile_rows rows the pairs, grouped by expert, can need: Σ ceil(count_e / tile_rows)
+ * over the experts with rows is at most floor(pairs / tile_rows) + min(experts, pairs), and at
+ * most pairs. The grouped GEMM's grid has this many row tiles; blocks past the used ones exit. */
+int64_t memra_cuda_moe_tile_bound(int64_t pairs, int64_t experts, int64_t tile_rows);
+/* moe_group_kernel: one block; per-expert counts and cursors in shared memory (2 · experts int32). */
+#define MEMRA_CUDA_MOE_GROUP_THREADS 1024
+memra_cuda_launch memra_cuda_plan_moe_group(int64_t experts);
+
 /* ---- caching allocator bookkeeping ---- */
 /* The size class of a request: 512-byte steps below 1 MiB, 2 MiB steps above. */
 int64_t memra_cuda_allocation_class(int64_t bytes);

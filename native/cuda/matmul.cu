@@ -101,7 +101,7 @@ static void launch_norm_round(int rounding, bool codes, const memra_cuda_launch 
 static int matmul_group(const char * function, memra_cuda * cuda, int count, float * const * outs, const int64_t * out_lengths, const float * x,
                         int64_t x_length, int64_t rows, const int32_t * types, const void * const * weights, const int64_t * weight_bytes, int64_t n_in,
                         const int64_t * n_outs, int64_t experts, int64_t expert, const float * up = nullptr, int64_t up_length = 0,
-                        const norm_step * norm = nullptr) {
+                        const norm_step * norm = nullptr, const memra_cuda_moe_tiles * groups = nullptr) {
     CHECK(memra_cuda_enter(function, cuda));
     if (count < 1 || count > MAX_GROUP) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %d weights (1..%d)", function, count, MAX_GROUP);
     CHECK(memra_cuda_check_size(function, "rows", rows, 0));
@@ -168,6 +168,20 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
         }
         target.codes = target.integer_gemm ||
                        (target.plan.kernel == MEMRA_CUDA_MATMUL_VECTOR && target.type == MEMRA_CUDA_TYPE_Q8_0 && target.rounding == MEMRA_CUDA_ROUND_Q8_0);
+        if (groups) {
+            /* Grouped experts: the GEMM over the tile table's row tiles, every expert's matrix from weights[t]. */
+            if (target.plan.kernel != MEMRA_CUDA_MATMUL_GEMM || target.rounding == MEMRA_CUDA_ROUND_Q8_1)
+                FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: weight type %d has no grouped GEMM for %lld rows", function, target.type, (long long)rows);
+            const int64_t bound = target.int8_gemm ? groups->int8_bound : groups->gemm_bound;
+            const int64_t tile_rows = target.int8_gemm ? MEMRA_CUDA_INT8_GEMM_TILE_M : MEMRA_CUDA_GEMM_TILE_M;
+            if (bound > MEMRA_CUDA_MAX_GRID_YZ) FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: %lld row tiles in one grouped GEMM", function, (long long)bound);
+            const int replanned = target.int8_gemm ? memra_cuda_plan_int8_gemm(target.type, bound * tile_rows, n_in, target.n_out, &target.plan, message, sizeof message)
+                                                   : memra_cuda_plan_matmul_with(target.type, bound * tile_rows, n_in, target.n_out, 1, &target.plan, message, sizeof message);
+            if (replanned != MEMRA_CUDA_OK) FAIL(replanned, "%s: %s", function, message);
+            if (target.plan.kernel != MEMRA_CUDA_MATMUL_GEMM || target.plan.launch.grid_y != bound)
+                FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: the grouped GEMM's plan has %lld row tiles, not %lld", function, (long long)target.plan.launch.grid_y,
+                     (long long)bound);
+        }
     }
     if (rows == 0) return MEMRA_CUDA_OK;
 
@@ -271,7 +285,10 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
                 float * os = first_target.out + first * first_target.n_out;
                 dim3 grid = memra_grid(plan.launch);
                 const int64_t tile_rows = first_target.int8_gemm ? MEMRA_CUDA_INT8_GEMM_TILE_M : MEMRA_CUDA_GEMM_TILE_M;
-                grid.y = (unsigned)((chunk + tile_rows - 1) / tile_rows);
+                /* grouped: one block row per table entry (the plan's grid); else the chunk's tiles */
+                if (!groups) grid.y = (unsigned)((chunk + tile_rows - 1) / tile_rows);
+                const gemm_groups tiles = {groups ? (first_target.int8_gemm ? groups->int8_tiles : groups->gemm_tiles) : nullptr,
+                                           first_target.n_out * first_target.row_bytes};
                 /* split-K: the parts' sums in workspace, then added in part order */
                 const int splits = (int)plan.launch.grid_z;
                 workspace partials(cuda);
@@ -284,15 +301,15 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
                     switch (first_target.type) {
                         case MEMRA_CUDA_TYPE_Q8_0:
                             MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_int8_kernel<MEMRA_CUDA_TYPE_Q8_0>)(
-                                target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split);
+                                target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split, tiles);
                             break;
                         case MEMRA_CUDA_TYPE_Q4_0:
                             MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_int8_kernel<MEMRA_CUDA_TYPE_Q4_0>)(
-                                target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split);
+                                target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split, tiles);
                             break;
                         default:
                             MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_int8_kernel<MEMRA_CUDA_TYPE_Q5_0>)(
-                                target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split);
+                                target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split, tiles);
                             break;
                     }
                     LAUNCH_CHECK(function, "gemm_int8_kernel");
@@ -302,14 +319,14 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
                     const int64_t k_per_split = memra_cuda_gemm_split_inputs(&plan, n_in);
                     MEMRA_CUDA_DISPATCH_QUANTIZED_TYPE(first_target.type, (MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_codes_kernel<T>)(
                                                                                target, q, d, input->block_shift, first_target.w, first_target.row_bytes, chunk, n_in,
-                                                                               first_target.n_out, k_per_split)));
+                                                                               first_target.n_out, k_per_split, tiles)));
                     LAUNCH_CHECK(function, "gemm_codes_kernel");
                 } else {
                     const float * xs = source + first * n_in;
                     const int64_t k_per_split = memra_cuda_gemm_split_inputs(&plan, n_in);
                     MEMRA_CUDA_DISPATCH_TYPE(first_target.type, (MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_kernel<T>)(
                                                                      target, xs, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out,
-                                                                     k_per_split)));
+                                                                     k_per_split, tiles)));
                     LAUNCH_CHECK(function, "gemm_kernel");
                 }
                 if (splits > 1) {
@@ -413,4 +430,11 @@ extern "C" int memra_cuda_swiglu_matmul(memra_cuda * cuda, float * out, int64_t 
     if (!up) return memra_cuda_fail(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "memra_cuda_swiglu_matmul: up is NULL");
     return matmul_group("memra_cuda_swiglu_matmul", cuda, 1, &out, &out_length, gate, gate_length, rows, &type32, &weight, &weight_bytes, n_in, &n_out, 1, 0, up,
                         up_length);
+}
+
+int memra_cuda_grouped_matmul(const char * function, memra_cuda * cuda, int count, float * const * outs, const int64_t * out_lengths, const float * x,
+                              int64_t x_length, int64_t rows, const int32_t * types, const void * const * weights, const int64_t * weight_bytes, int64_t n_in,
+                              const int64_t * n_outs, int64_t experts, const float * up, int64_t up_length, const memra_cuda_moe_tiles & tiles) {
+    return matmul_group(function, cuda, count, outs, out_lengths, x, x_length, rows, types, weights, weight_bytes, n_in, n_outs, experts, 0, up, up_length, nullptr,
+                        &tiles);
 }

@@ -41,14 +41,18 @@ extern "C" int memra_cuda_moe_route(memra_cuda * cuda, int32_t * ids_out, float 
     return waited;
 }
 
-/* Launches expert_matrix_vector_kernel for `type` over pairs × n_out outputs. */
+/* Launches expert_matrix_vector_kernel for `type` over pairs × n_out outputs (grid y: at most
+ * MEMRA_CUDA_MAX_GRID_YZ pairs a launch). */
 static int launch_experts(const char * function, memra_cuda * cuda, int type, float * out, const float * x, int64_t x_row_divisor, const void * weights,
                           int64_t n_in, int64_t n_out, const int32_t * ids, int64_t pairs) {
     const int64_t row_bytes = memra_cuda_row_bytes(type, n_in);
-    const dim3 grid((unsigned)((n_out + MEMRA_CUDA_MMV_WARPS - 1) / MEMRA_CUDA_MMV_WARPS), (unsigned)pairs, 1);
-    MEMRA_CUDA_DISPATCH_TYPE(type, (MEMRA_LAUNCH(grid, MEMRA_CUDA_MMV_WARPS * 32, 0, cuda->stream, expert_matrix_vector_kernel<T>)(
-                                       out, x, x_row_divisor, (const uint8_t *)weights, n_out * row_bytes, row_bytes, ids, n_in, n_out)));
-    LAUNCH_CHECK(function, "expert_matrix_vector_kernel");
+    for (int64_t first = 0; first < pairs; first += MEMRA_CUDA_MAX_GRID_YZ) {
+        const int64_t count = pairs - first < MEMRA_CUDA_MAX_GRID_YZ ? pairs - first : MEMRA_CUDA_MAX_GRID_YZ;
+        const dim3 grid((unsigned)((n_out + MEMRA_CUDA_MMV_WARPS - 1) / MEMRA_CUDA_MMV_WARPS), (unsigned)count, 1);
+        MEMRA_CUDA_DISPATCH_TYPE(type, (MEMRA_LAUNCH(grid, MEMRA_CUDA_MMV_WARPS * 32, 0, cuda->stream, expert_matrix_vector_kernel<T>)(
+                                           out, x, x_row_divisor, (const uint8_t *)weights, n_out * row_bytes, row_bytes, ids, first, n_in, n_out)));
+        LAUNCH_CHECK(function, "expert_matrix_vector_kernel");
+    }
     return MEMRA_CUDA_OK;
 }
 
@@ -67,6 +71,71 @@ static int round_for(const char * function, memra_cuda * cuda, int type, const f
     return MEMRA_CUDA_OK;
 }
 
+/* Whether the three projections have a GEMM for `pairs` rows (the grouped path's kernels). */
+static bool grouped_gemms_apply(memra_cuda * cuda, int64_t pairs, int gate_type, int up_type, int down_type, int64_t embedding, int64_t ffn) {
+    const int types[3] = {gate_type, up_type, down_type};
+    const int64_t n_in[3] = {embedding, embedding, ffn}, n_out[3] = {ffn, ffn, embedding};
+    for (int t = 0; t < 3; t++) {
+        memra_cuda_matmul_plan plan;
+        char message[256];
+        if (memra_cuda_plan_matmul_with(types[t], pairs, n_in[t], n_out[t], 1, &plan, message, sizeof message) != MEMRA_CUDA_OK) return false;
+        if (plan.kernel != MEMRA_CUDA_MATMUL_GEMM) return false;
+        if (cuda->activation_rounding && memra_cuda_activation_rounding(types[t]) == MEMRA_CUDA_ROUND_Q8_1) return false;
+    }
+    return true;
+}
+
+/* The chosen experts of many rows (memra_cuda_moe_grouped), routing already on the device: the
+ * pairs sorted by expert (moe_group_kernel), each slot's input row gathered, gate and up as one
+ * grouped GEMM call on the shared input, down as a grouped GEMM on silu(gate) · up (fused into its
+ * input's rounding), and the routing-weighted sum of each row's pairs. */
+static int grouped_experts(const char * function, memra_cuda * cuda, float * out, const float * x, const int32_t * ids, const float * weights, int64_t rows,
+                           int64_t experts, int64_t k, int gate_type, const void * gate, int64_t gate_bytes, int up_type, const void * up, int64_t up_bytes,
+                           int down_type, const void * down, int64_t down_bytes, int64_t embedding, int64_t ffn) {
+    const int64_t pairs = rows * k;
+    memra_cuda_moe_tiles tiles;
+    tiles.int8_bound = memra_cuda_moe_tile_bound(pairs, experts, MEMRA_CUDA_INT8_GEMM_TILE_M);
+    tiles.gemm_bound = memra_cuda_moe_tile_bound(pairs, experts, MEMRA_CUDA_GEMM_TILE_M);
+    workspace sorting(cuda), sorted_x(cuda), gate_out(cuda), up_out(cuda), down_out(cuda);
+    CHECK(sorting.allocate((2 * pairs + 3 * (tiles.int8_bound + tiles.gemm_bound)) * 4));
+    int32_t * slot_pairs = (int32_t *)sorting.pointer;
+    int32_t * pair_slots = slot_pairs + pairs;
+    int32_t * int8_tiles = pair_slots + pairs;
+    int32_t * gemm_tiles = int8_tiles + 3 * tiles.int8_bound;
+    tiles.int8_tiles = int8_tiles;
+    tiles.gemm_tiles = gemm_tiles;
+    const memra_cuda_launch group = memra_cuda_plan_moe_group(experts);
+    MEMRA_LAUNCH(memra_grid(group), group.threads, group.shared_bytes, cuda->stream, moe_group_kernel)(
+        slot_pairs, pair_slots, int8_tiles, MEMRA_CUDA_INT8_GEMM_TILE_M, tiles.int8_bound, gemm_tiles, MEMRA_CUDA_GEMM_TILE_M, tiles.gemm_bound, ids, pairs,
+        (int)experts);
+    LAUNCH_CHECK(function, "moe_group_kernel");
+    const int64_t x_values = pairs * embedding, hidden_values = pairs * ffn;
+    CHECK(sorted_x.allocate(x_values * 4));
+    const memra_cuda_launch gather = memra_cuda_plan_elementwise(x_values);
+    MEMRA_LAUNCH(memra_grid(gather), gather.threads, 0, cuda->stream, gather_pair_rows_kernel)((float *)sorted_x.pointer, x, slot_pairs, pairs, (int)k,
+                                                                                              embedding);
+    LAUNCH_CHECK(function, "gather_pair_rows_kernel");
+    CHECK(gate_out.allocate(hidden_values * 4));
+    CHECK(up_out.allocate(hidden_values * 4));
+    CHECK(down_out.allocate(x_values * 4));
+    float * const projections[2] = {(float *)gate_out.pointer, (float *)up_out.pointer};
+    const int64_t projection_lengths[2] = {hidden_values, hidden_values}, ffns[2] = {ffn, ffn};
+    const int32_t projection_types[2] = {gate_type, up_type};
+    const void * const projection_weights[2] = {gate, up};
+    const int64_t projection_bytes[2] = {gate_bytes, up_bytes};
+    CHECK(memra_cuda_grouped_matmul(function, cuda, 2, projections, projection_lengths, (const float *)sorted_x.pointer, x_values, pairs, projection_types,
+                                    projection_weights, projection_bytes, embedding, ffns, experts, nullptr, 0, tiles));
+    float * const down_target = (float *)down_out.pointer;
+    const int32_t down_type32 = down_type;
+    CHECK(memra_cuda_grouped_matmul(function, cuda, 1, &down_target, &x_values, (const float *)gate_out.pointer, hidden_values, pairs, &down_type32, &down,
+                                    &down_bytes, ffn, &embedding, experts, (const float *)up_out.pointer, hidden_values, tiles));
+    const memra_cuda_launch combine = memra_cuda_plan_elementwise(rows * embedding);
+    MEMRA_LAUNCH(memra_grid(combine), combine.threads, 0, cuda->stream, expert_combine_kernel)(out, (const float *)down_out.pointer, ids, weights, pair_slots, rows,
+                                                                                             (int)k, embedding);
+    LAUNCH_CHECK(function, "expert_combine_kernel");
+    return MEMRA_CUDA_OK;
+}
+
 extern "C" int memra_cuda_moe_experts(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, const float * logits,
                                       int64_t logits_length, int64_t rows, int64_t experts, int64_t k, int gate_type, const void * gate, int64_t gate_bytes,
                                       int up_type, const void * up, int64_t up_bytes, int down_type, const void * down, int64_t down_bytes, int64_t embedding,
@@ -82,7 +151,7 @@ extern "C" int memra_cuda_moe_experts(memra_cuda * cuda, float * out, int64_t ou
     if (planned != MEMRA_CUDA_OK) FAIL(planned, "%s: %s", function, message);
     int64_t pairs = 0, x_needed = 0, logits_needed = 0, matrices = 0, row_bytes = 0;
     CHECK(memra_cuda_check_product(function, "rows * k", rows, k, &pairs));
-    if (pairs > 65535) FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: %lld (row, expert) pairs: at most 65535 in one call", function, (long long)pairs);
+    if (pairs > INT32_MAX) FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: %lld (row, expert) pairs: at most %d in one call", function, (long long)pairs, INT32_MAX);
     CHECK(memra_cuda_check_product(function, "rows * embedding", rows, embedding, &x_needed));
     CHECK(memra_cuda_check_product(function, "rows * experts", rows, experts, &logits_needed));
     CHECK(memra_cuda_check_buffer(function, "x", x, x_length, x_needed));
@@ -105,6 +174,7 @@ extern "C" int memra_cuda_moe_experts(memra_cuda * cuda, float * out, int64_t ou
     if (rows > 0 && o < i + (uintptr_t)x_needed * 4 && i < o + (uintptr_t)x_needed * 4) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: out overlaps x", function);
     if ((uintptr_t)x % 16 != 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: x must be 16-byte aligned", function);
     if (rows == 0) return MEMRA_CUDA_OK;
+    const bool grouped = cuda->gemm && memra_cuda_moe_grouped(rows, experts, k) && grouped_gemms_apply(cuda, pairs, gate_type, up_type, down_type, embedding, ffn);
 
     /* Routing: ids and weights stay on the device. */
     workspace routing(cuda), gate_out(cuda), up_out(cuda), down_out(cuda), rounded_x(cuda), rounded_up(cuda), rounded_h(cuda);
@@ -113,6 +183,8 @@ extern "C" int memra_cuda_moe_experts(memra_cuda * cuda, float * out, int64_t ou
     float * weights = (float *)((uint8_t *)routing.pointer + pairs * 4);
     MEMRA_LAUNCH(memra_grid(route), route.threads, route.shared_bytes, cuda->stream, moe_route_kernel)(ids, weights, logits, rows, (int)experts, (int)k);
     LAUNCH_CHECK(function, "moe_route_kernel");
+    if (grouped) return grouped_experts(function, cuda, out, x, ids, weights, rows, experts, k, gate_type, gate, gate_bytes, up_type, up, up_bytes, down_type, down,
+                                        down_bytes, embedding, ffn);
     CHECK(gate_out.allocate(pairs * ffn * 4));
     CHECK(up_out.allocate(pairs * ffn * 4));
     CHECK(down_out.allocate(pairs * embedding * 4));
@@ -131,8 +203,8 @@ extern "C" int memra_cuda_moe_experts(memra_cuda * cuda, float * out, int64_t ou
     CHECK(round_for(function, cuda, down_type, (const float *)gate_out.pointer, pairs, ffn, rounded_h, &source));
     CHECK(launch_experts(function, cuda, down_type, (float *)down_out.pointer, source, 1, down, ffn, embedding, ids, pairs));
     const memra_cuda_launch combine = memra_cuda_plan_elementwise(x_needed);
-    MEMRA_LAUNCH(memra_grid(combine), combine.threads, 0, cuda->stream, expert_combine_kernel)(out, (const float *)down_out.pointer, ids, weights, rows, (int)k,
-                                                                                             embedding);
+    MEMRA_LAUNCH(memra_grid(combine), combine.threads, 0, cuda->stream, expert_combine_kernel)(out, (const float *)down_out.pointer, ids, weights, nullptr, rows,
+                                                                                             (int)k, embedding);
     LAUNCH_CHECK(function, "expert_combine_kernel");
     return MEMRA_CUDA_OK;
 }

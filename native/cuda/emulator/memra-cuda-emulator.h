@@ -320,6 +320,13 @@ static constexpr int warpSize = 32;
 
 static inline void __syncthreads() { memra_emu::sync_block(); }
 static inline void __syncwarp(unsigned mask = 0xffffffffu) { memra_emu::sync_warp(mask); }
+/* A launch runs on one host thread and its fibers switch only at barriers and warp operations, so a
+ * plain read-modify-write is atomic here. */
+static inline int atomicAdd(int * address, int value) {
+    const int old = *address;
+    *address = old + value;
+    return old;
+}
 static inline void __threadfence() {}
 static inline void __threadfence_block() {}
 

@@ -185,6 +185,33 @@ __device__ __forceinline__ gemm_warp gemm_warp_here(int tile_rows, int tile_colu
     return gemm_warp{warp >> 1, warp & 1, lane >> 2, lane & 3, blockIdx.y * (int64_t)tile_rows, blockIdx.x * (int64_t)tile_columns};
 }
 
+/* A grouped GEMM (MoE experts over rows sorted by expert, moe_group_kernel): row tile y of the grid
+ * is tiles[3y .. 3y + 2] = {expert, first row, end row}, the expert's matrix `matrix_bytes` after
+ * the previous one; expert −1: no tile, the block exits. tiles null: the plain GEMM, row tile y is
+ * rows [y · tile_rows, (y + 1) · tile_rows) of one matrix. */
+struct gemm_groups {
+    const int32_t * tiles;
+    int64_t matrix_bytes;
+};
+
+/* The block's first row, end row and its matrix's byte offset under `groups`; false for a block
+ * without a tile. */
+__device__ __forceinline__ bool gemm_group_tile(const gemm_groups & groups, int tile_rows, int64_t rows, int64_t & tile_m, int64_t & row_end,
+                                                int64_t & matrix_offset) {
+    matrix_offset = 0;
+    if (!groups.tiles) {
+        tile_m = blockIdx.y * (int64_t)tile_rows;
+        row_end = rows;
+        return true;
+    }
+    const int32_t * tile = groups.tiles + 3 * (int64_t)blockIdx.y;
+    if (tile[0] < 0) return false;
+    matrix_offset = tile[0] * groups.matrix_bytes;
+    tile_m = tile[1];
+    row_end = tile[2];
+    return true;
+}
+
 /* The warp's A fragments (2 row blocks of 16) and B fragments (4 column blocks of 8) of the
  * 16-wide k-step `kk`, from the padded f16 tiles (rows of STRIDE halves) by the m16n8k16 layouts. */
 template <int STRIDE>
@@ -229,17 +256,20 @@ __device__ __forceinline__ void store_accumulators(float * __restrict__ out, con
 template <int TYPE>
 __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_kernel(float * __restrict__ out, const float * __restrict__ x,
                                                                        const uint8_t * __restrict__ weight, int64_t row_bytes, int64_t rows,
-                                                                       int64_t n_in, int64_t n_out, int64_t k_per_split) {
+                                                                       int64_t n_in, int64_t n_out, int64_t k_per_split, gemm_groups groups) {
     constexpr int TM = MEMRA_CUDA_GEMM_TILE_M, TN = MEMRA_CUDA_GEMM_TILE_N, TK = MEMRA_CUDA_GEMM_TILE_K, STRIDE = TK + MEMRA_CUDA_GEMM_PAD;
     __shared__ __align__(16) __half a_tile[TM * STRIDE];
     __shared__ __align__(16) __half b_tile[TN * STRIDE];
+    int64_t tile_m = 0, row_end = 0, matrix_offset = 0;
+    if (!gemm_group_tile(groups, TM, rows, tile_m, row_end, matrix_offset)) return;
+    weight += matrix_offset;
     /* Split-K (grid z): inputs [k_begin, k_end), partial sums at out + z · rows · n_out. */
     const int64_t k_begin = blockIdx.z * k_per_split, k_end = k_begin + k_per_split < n_in ? k_begin + k_per_split : n_in;
     out += blockIdx.z * rows * n_out;
     const int tid = threadIdx.x;
     const gemm_warp at = gemm_warp_here(TM, TN);
     const int warp_m = at.warp_m, warp_n = at.warp_n, group = at.group, quad = at.quad;
-    const int64_t tile_m = at.tile_m, tile_n = at.tile_n;
+    const int64_t tile_n = at.tile_n;
 
     float acc[2][4][4] = {};
 
@@ -251,7 +281,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_kernel(float * _
             const int r = index >> 2, c = (index & 3) * 8;
             float v[8];
             const int64_t m = tile_m + r;
-            if (m < rows) {
+            if (m < row_end) {
                 const float4 * source = reinterpret_cast<const float4 *>(x + m * n_in + k0 + c);
                 const float4 p = __ldg(source), q = __ldg(source + 1);
                 v[0] = p.x; v[1] = p.y; v[2] = p.z; v[3] = p.w; v[4] = q.x; v[5] = q.y; v[6] = q.z; v[7] = q.w;
@@ -281,7 +311,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_kernel(float * _
         }
         __syncthreads();
     }
-    store_accumulators(out, acc, tile_m, tile_n, warp_m, warp_n, group, quad, rows, n_out);
+    store_accumulators(out, acc, tile_m, tile_n, warp_m, warp_n, group, quad, row_end, n_out);
 }
 
 /* gemm_codes_kernel<TYPE>: prefill with the activations as q8 codes (round_activations_kernel
@@ -295,17 +325,20 @@ template <int TYPE>
 __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_codes_kernel(float * __restrict__ out, const int8_t * __restrict__ codes,
                                                                              const float * __restrict__ scales, int block_shift,
                                                                              const uint8_t * __restrict__ weight, int64_t row_bytes, int64_t rows,
-                                                                             int64_t n_in, int64_t n_out, int64_t k_per_split) {
+                                                                             int64_t n_in, int64_t n_out, int64_t k_per_split, gemm_groups groups) {
     constexpr int TM = MEMRA_CUDA_GEMM_TILE_M, TN = MEMRA_CUDA_GEMM_TILE_N, TK = MEMRA_CUDA_GEMM_TILE_K, STRIDE = TK + MEMRA_CUDA_GEMM_PAD;
     __shared__ __align__(16) __half a_tile[TM * STRIDE];
     __shared__ __align__(16) __half b_tile[TN * STRIDE];
     __shared__ float row_scale[TM];          /* d_x of the k-step's block */
     __shared__ int row_sums[TM][TK / 8];     /* Σ q_x per 8-value group */
     __shared__ float column_scale[TN][TK / 16], column_offset[TN][TK / 16];
+    int64_t tile_m = 0, row_end = 0, matrix_offset = 0;
+    if (!gemm_group_tile(groups, TM, rows, tile_m, row_end, matrix_offset)) return;
+    weight += matrix_offset;
     const int tid = threadIdx.x;
     const gemm_warp at = gemm_warp_here(TM, TN);
     const int warp_m = at.warp_m, warp_n = at.warp_n, group = at.group, quad = at.quad;
-    const int64_t tile_m = at.tile_m, tile_n = at.tile_n;
+    const int64_t tile_n = at.tile_n;
     const int64_t blocks_per_row = n_in >> block_shift;
     /* Split-K (grid z): inputs [k_begin, k_end), partial sums at out + z · rows · n_out. */
     const int64_t k_begin = blockIdx.z * k_per_split, k_end = k_begin + k_per_split < n_in ? k_begin + k_per_split : n_in;
@@ -321,7 +354,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_codes_kernel(flo
             float v[8];
             const int64_t m = tile_m + r;
             int sum = 0;
-            if (m < rows) {
+            if (m < row_end) {
                 uint8_t q[8];
                 const uint2 raw = *reinterpret_cast<const uint2 *>(codes + m * n_in + k0 + c);
                 memcpy(q, &raw, 8);
@@ -376,7 +409,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_codes_kernel(flo
         }
         __syncthreads();
     }
-    store_accumulators(out, acc, tile_m, tile_n, warp_m, warp_n, group, quad, rows, n_out);
+    store_accumulators(out, acc, tile_m, tile_n, warp_m, warp_n, group, quad, row_end, n_out);
 }
 
 /* gemm_int8_kernel<TYPE>: prefill of q8_0, q4_0 and q5_0 weights (int8 codes, one f16 scale d_w
@@ -520,7 +553,7 @@ template <int TYPE>
 __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS) gemm_int8_kernel(float * __restrict__ out, const int8_t * __restrict__ codes,
                                                                                  const float * __restrict__ scales, const uint8_t * __restrict__ weight,
                                                                                  int64_t row_bytes, int64_t rows, int64_t n_in, int64_t n_out,
-                                                                                 int64_t k_tiles_per_split) {
+                                                                                 int64_t k_tiles_per_split, gemm_groups groups) {
     constexpr int TM = MEMRA_CUDA_INT8_GEMM_TILE_M, TN = MEMRA_CUDA_INT8_GEMM_TILE_N, STEPS = MEMRA_CUDA_INT8_GEMM_TILE_K / 32;
     constexpr int P = int8_block_words<TYPE>::value, BLOCK_BYTES = 2 + 4 * P;
     constexpr int MI = 4, NI = 4; /* a warp's 64 × 32: 4 × 4 m16n8k32 tiles */
@@ -529,9 +562,12 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS) gemm_int8_kernel
     static_assert(sizeof(int8_gemm_stage) * 2 <= 48 * 1024, "static shared memory");
     __shared__ __align__(16) int8_gemm_stage stages[2];
 
+    int64_t tile_m = 0, row_end = 0, matrix_offset = 0;
+    if (!gemm_group_tile(groups, TM, rows, tile_m, row_end, matrix_offset)) return;
+    weight += matrix_offset;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int warp_m = warp >> 2, warp_n = warp & 3, group = lane >> 2, quad = lane & 3;
-    const int64_t tile_m = blockIdx.y * (int64_t)TM, tile_n = blockIdx.x * (int64_t)TN;
+    const int64_t tile_n = blockIdx.x * (int64_t)TN;
     const int64_t blocks = n_in / 32, k_tiles = (blocks + STEPS - 1) / STEPS;
     /* Split-K (grid z): this block's k-tiles, and its partial sums at out + z · rows · n_out. */
     const int64_t k_first = blockIdx.z * k_tiles_per_split;
@@ -542,7 +578,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS) gemm_int8_kernel
      * of weight row tile_n + load_row; rows past the matrices (and the second block of a last k-tile
      * of one block) are zeros with zero scales. */
     const int load_row = tid >> 1, load_step = tid & 1;
-    const bool a_row = tile_m + load_row < rows, b_row = tile_n + load_row < n_out;
+    const bool a_row = tile_m + load_row < row_end, b_row = tile_n + load_row < n_out;
     const int8_t * a_codes = codes + (a_row ? tile_m + load_row : 0) * n_in;
     const float * a_scales = scales + (a_row ? tile_m + load_row : 0) * blocks;
     const uint8_t * b_blocks = weight + (b_row ? tile_n + load_row : 0) * row_bytes;
@@ -649,7 +685,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS) gemm_int8_kernel
 #pragma unroll
             for (int half = 0; half < 2; half++) {
                 const int64_t row = tile_m + warp_m * 64 + mi * 16 + group + half * 8;
-                if (row >= rows) continue;
+                if (row >= row_end) continue;
                 float * target = out + row * n_out + column;
                 if (pairs && column + 1 < n_out) {
                     *reinterpret_cast<float2 *>(target) = make_float2(acc[mi][ni][half * 2], acc[mi][ni][half * 2 + 1]);

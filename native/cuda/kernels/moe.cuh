@@ -7,6 +7,11 @@
  * expert_matrix_vector_kernel multiplies each (row, chosen expert) pair's input by that expert's
  * matrix, its id read from the device; expert_combine_kernel sums the pairs' outputs per row,
  * weighted, in ascending expert id, as the gather/scatter path adds them.
+ *
+ * Many rows (memra_cuda_moe_grouped): moe_group_kernel sorts the pairs by expert and writes the
+ * grouped GEMMs' tile tables, gather_pair_rows_kernel copies each slot's input row, the projections
+ * run as grouped GEMMs (kernels/matmul.cuh, gemm_groups), and expert_combine_kernel reads each
+ * pair's output from its slot.
  */
 #pragma once
 
@@ -60,14 +65,16 @@ static __global__ void moe_route_kernel(int32_t * __restrict__ ids, float * __re
 }
 
 /* out[p, o] = W[ids[p]][o, :] · x[p / x_row_divisor, :] for pairs p = row · k + j: grid.x covers
- * n_out in warps (one per output feature, as matrix_vector_kernel with one row), grid.y the pairs. */
+ * n_out in warps (one per output feature, as matrix_vector_kernel with one row), grid.y the pairs
+ * from first_pair. */
 template <int TYPE>
 __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) expert_matrix_vector_kernel(float * __restrict__ out, const float * __restrict__ x,
                                                                                          int64_t x_row_divisor, const uint8_t * __restrict__ weights,
                                                                                          int64_t matrix_bytes, int64_t row_bytes,
-                                                                                         const int32_t * __restrict__ ids, int64_t n_in, int64_t n_out) {
+                                                                                         const int32_t * __restrict__ ids, int64_t first_pair, int64_t n_in,
+                                                                                         int64_t n_out) {
     const int lane = threadIdx.x & 31;
-    const int64_t pair = blockIdx.y;
+    const int64_t pair = first_pair + blockIdx.y;
     const int64_t o = blockIdx.x * (int64_t)MEMRA_CUDA_MMV_WARPS + (threadIdx.x >> 5);
     if (o >= n_out) return;
     const uint8_t * w = weights + (int64_t)ids[pair] * matrix_bytes + o * row_bytes;
@@ -83,10 +90,12 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) expert_matrix_vecto
     reduce_rows_and_store<1>(sum, lane, 1, out + pair * n_out, n_out, o);
 }
 
-/* out[r, c] = Σ_j weights[r, j] · down[r · k + j, c], added in ascending expert id from zero (the
- * order in which the gather/scatter path adds the experts' rows). */
+/* out[r, c] = Σ_j weights[r, j] · down[slot(r · k + j), c], added in ascending expert id from zero
+ * (the order in which the gather/scatter path adds the experts' rows); slot(p) = pair_slots[p], or
+ * p where pair_slots is null (the pairs' outputs in pair order). */
 static __global__ void expert_combine_kernel(float * __restrict__ out, const float * __restrict__ down, const int32_t * __restrict__ ids,
-                                      const float * __restrict__ weights, int64_t rows, int k, int64_t width) {
+                                             const float * __restrict__ weights, const int32_t * __restrict__ pair_slots, int64_t rows, int k,
+                                             int64_t width) {
     const int64_t total = rows * width;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = i / width, c = i % width;
@@ -100,9 +109,71 @@ static __global__ void expert_combine_kernel(float * __restrict__ out, const flo
             }
             if (chosen < 0) break;
             last = row_ids[chosen];
-            sum = __fadd_rn(sum, __fmul_rn(weights[r * k + chosen], down[(r * k + chosen) * width + c]));
+            const int64_t pair = r * k + chosen, slot = pair_slots ? pair_slots[pair] : pair;
+            sum = __fadd_rn(sum, __fmul_rn(weights[pair], down[slot * width + c]));
         }
         out[i] = sum;
+    }
+}
+
+/* The grouped path's sort (one block of MEMRA_CUDA_MOE_GROUP_THREADS; shared: counts and cursors,
+ * experts int32 each): each expert's pairs get the consecutive slots from its offset (experts in
+ * ascending id), slot_pairs[slot] = pair and pair_slots[pair] = slot. Within an expert the slots go
+ * in whatever order the threads' atomics take them: a GEMM row's results do not depend on where in
+ * a tile the row sits, so the outputs are the same for any order. Then the tile tables, one per
+ * GEMM tile height: entry t = {expert, first slot, end slot} for the experts' rows in tiles of
+ * tile_rows, experts ascending; entries from the last used one to `bound` get expert −1 (no tile). */
+static __global__ void __launch_bounds__(MEMRA_CUDA_MOE_GROUP_THREADS) moe_group_kernel(int32_t * __restrict__ slot_pairs, int32_t * __restrict__ pair_slots,
+                                                                                     int32_t * __restrict__ tiles_a, int tile_rows_a, int64_t bound_a,
+                                                                                     int32_t * __restrict__ tiles_b, int tile_rows_b, int64_t bound_b,
+                                                                                     const int32_t * __restrict__ ids, int64_t pairs, int experts) {
+    MEMRA_DYNAMIC_SHARED(int, shared);
+    int * counts = shared;
+    int * cursors = shared + experts;
+    __shared__ int64_t used[2];
+    const int tid = threadIdx.x, threads = blockDim.x;
+    for (int e = tid; e < experts; e += threads) counts[e] = 0;
+    __syncthreads();
+    for (int64_t p = tid; p < pairs; p += threads) atomicAdd(&counts[ids[p]], 1);
+    __syncthreads();
+    if (tid == 0) {
+        int offset = 0;
+        int64_t used_a = 0, used_b = 0;
+        for (int e = 0; e < experts; e++) {
+            const int count = counts[e];
+            cursors[e] = offset;
+            for (int first = 0; first < count; first += tile_rows_a, used_a++) {
+                tiles_a[3 * used_a] = e;
+                tiles_a[3 * used_a + 1] = offset + first;
+                tiles_a[3 * used_a + 2] = offset + (count - first < tile_rows_a ? count : first + tile_rows_a);
+            }
+            for (int first = 0; first < count; first += tile_rows_b, used_b++) {
+                tiles_b[3 * used_b] = e;
+                tiles_b[3 * used_b + 1] = offset + first;
+                tiles_b[3 * used_b + 2] = offset + (count - first < tile_rows_b ? count : first + tile_rows_b);
+            }
+            offset += count;
+        }
+        used[0] = used_a;
+        used[1] = used_b;
+    }
+    __syncthreads();
+    for (int64_t t = used[0] + tid; t < bound_a; t += threads) tiles_a[3 * t] = -1;
+    for (int64_t t = used[1] + tid; t < bound_b; t += threads) tiles_b[3 * t] = -1;
+    for (int64_t p = tid; p < pairs; p += threads) {
+        const int slot = atomicAdd(&cursors[ids[p]], 1);
+        slot_pairs[slot] = (int32_t)p;
+        pair_slots[p] = slot;
+    }
+}
+
+/* out[s, :] = x[slot_pairs[s] / k, :]: each slot's row of the input, rows of `width` floats. */
+static __global__ void gather_pair_rows_kernel(float * __restrict__ out, const float * __restrict__ x, const int32_t * __restrict__ slot_pairs, int64_t slots,
+                                               int k, int64_t width) {
+    const int64_t total = slots * width;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t s = i / width, c = i % width;
+        out[i] = x[(int64_t)(slot_pairs[s] / k) * width + c];
     }
 }
 

@@ -182,6 +182,48 @@ static void test_attention_and_moe_plans(void) {
     EXPECT(launch.shared_bytes <= 48 * 1024);
 }
 
+/* Σ ceil(count_e / tile) of `experts` counts. */
+static int64_t moe_tiles(const int64_t * counts, int64_t experts, int64_t tile) {
+    int64_t tiles = 0;
+    for (int64_t e = 0; e < experts; e++) tiles += (counts[e] + tile - 1) / tile;
+    return tiles;
+}
+
+static void test_moe_grouping(void) {
+    /* grouped from twice as many (row, expert) pairs as experts, and from the GEMM's least rows */
+    EXPECT(memra_cuda_moe_grouped(32, 128, 8) == 1);  /* Qwen3-30B-A3B: 256 pairs */
+    EXPECT(memra_cuda_moe_grouped(31, 128, 8) == 0);
+    EXPECT(memra_cuda_moe_grouped(1, 128, 8) == 0);   /* decode of one sequence */
+    EXPECT(memra_cuda_moe_grouped(512, 128, 8) == 1); /* pp512 */
+    EXPECT(memra_cuda_moe_grouped(3, 4, 2) == 0);     /* 6 pairs: under MEMRA_CUDA_GEMM_MIN_ROWS */
+    EXPECT(memra_cuda_moe_grouped(5, 4, 2) == 1);
+    EXPECT(memra_cuda_moe_grouped(0, 4, 2) == 0 && memra_cuda_moe_grouped(INT64_MAX / 2, 4, 4) == 0);
+    EXPECT(memra_cuda_moe_tile_bound(0, 8, 64) == 0);
+    EXPECT(memra_cuda_moe_tile_bound(4096, 128, 128) == 32 + 128);
+    EXPECT(memra_cuda_moe_tile_bound(20, 128, 64) == 20); /* each pair its own tile at most */
+    /* The bound holds for every way of spreading the pairs, and is reached. */
+    uint64_t state = 12345;
+    int64_t counts[64];
+    for (int trial = 0; trial < 2000; trial++) {
+        const int64_t experts = 1 + trial % 64, tile = trial % 3 == 0 ? 64 : trial % 3 == 1 ? 128 : 7;
+        int64_t pairs = 0;
+        for (int64_t e = 0; e < experts; e++) {
+            state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+            const uint64_t r = state >> 33;
+            counts[e] = (r & 3) == 0 ? 0 : (int64_t)(r % (uint64_t)(3 * tile)); /* some experts without rows */
+            pairs += counts[e];
+        }
+        if (pairs == 0) continue;
+        EXPECT(moe_tiles(counts, experts, tile) <= memra_cuda_moe_tile_bound(pairs, experts, tile));
+    }
+    /* reached: every expert one row past a multiple of the tile */
+    for (int64_t e = 0; e < 8; e++) counts[e] = 2 * 64 + 1;
+    EXPECT(moe_tiles(counts, 8, 64) == memra_cuda_moe_tile_bound(8 * 129, 8, 64));
+    const memra_cuda_launch launch = memra_cuda_plan_moe_group(MEMRA_CUDA_MOE_MAX_EXPERTS);
+    EXPECT(launch.grid_x == 1 && launch.threads == MEMRA_CUDA_MOE_GROUP_THREADS && launch.shared_bytes == 2 * MEMRA_CUDA_MOE_MAX_EXPERTS * 4);
+    EXPECT(launch.shared_bytes <= 48 * 1024);
+}
+
 static void test_allocator_cache(void) {
     EXPECT(memra_cuda_allocation_class(0) == 512);
     EXPECT(memra_cuda_allocation_class(1) == 512);
@@ -296,6 +338,7 @@ int main(void) {
     test_int8_gemm_plans();
     test_row_and_elementwise_plans();
     test_attention_and_moe_plans();
+    test_moe_grouping();
     test_allocator_cache();
     test_arena();
     if (failures) {
