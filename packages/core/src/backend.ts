@@ -216,7 +216,7 @@ export interface Backend {
    */
   moeRoute(logits: DeviceBuffer, rows: number, experts: number, k: number): { ids: Int32Array; weights: Float32Array };
   /**
-   * Optional: a routed-experts FFN for a few rows (decode) with nothing read back to the host:
+   * Optional: a routed-experts FFN for any number of rows with nothing read back to the host:
    * route `logits` [rows, experts] as moeRoute does, run each row's k chosen experts' SwiGLU FFN
    * (gate/up [embedding, ffn, experts], down [ffn, embedding, experts]) and set out[r] to their
    * routing-weighted sum. Returns false, having done nothing, where the backend has no kernel for

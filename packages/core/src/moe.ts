@@ -1,7 +1,8 @@
 /**
  * Routed mixture-of-experts FFN, shared by MoE architectures: router logits → backend.moeRoute
  * (softmax over all experts, top-k, renormalised) → for each expert, its rows gathered, SwiGLU
- * with that expert's weights, scattered back scaled by the routing weight.
+ * with that expert's weights, scattered back scaled by the routing weight. A backend with
+ * moeExperts for these weights does all of it on the device instead, for any number of rows.
  */
 import type { Backend, DeviceBuffer, WeightHandle } from "./backend";
 import { transferBetweenBackends } from "./placement/transfer-between-backends";
@@ -25,9 +26,6 @@ export interface RoutedExperts {
   readonly deviceRows: number;
 }
 
-/** Rows up to which the experts run through Backend.moeExperts (each row reads its experts' matrices itself). */
-export const DEVICE_EXPERT_ROWS = 64;
-
 /**
  * `backend` runs the router; `expertBackend` (default: the same) holds the expert weights and runs
  * them. When they differ, the normed input goes to the expert backend and the result comes back:
@@ -47,13 +45,13 @@ export function routedExperts(backend: Backend, w: RoutedExpertsWeights, expertB
   const staging = new Float32Array(split ? maxRows * embedding : 0);
   const zeros = new Float32Array(maxRows * embedding);
   const expertWeights = { gate: w.ffn_gate_exps, up: w.ffn_up_exps, down: w.ffn_down_exps };
-  // Decode on the device where the backend has a kernel for these experts (asked once, rows 0).
+  // On the device where the backend has kernels for these experts (asked once, rows 0).
   const onDevice = !split && backend.moeExperts?.(routerLogits, routerLogits, routerLogits, expertWeights, 0, experts, expertsUsed) === true;
   return {
-    deviceRows: onDevice ? Math.min(DEVICE_EXPERT_ROWS, maxRows) : 0,
+    deviceRows: onDevice ? maxRows : 0,
     forward(out, x, rows) {
       backend.matmul(routerLogits, x, w.ffn_gate_inp, rows);
-      if (onDevice && rows <= DEVICE_EXPERT_ROWS && backend.moeExperts!(out, x, routerLogits, expertWeights, rows, experts, expertsUsed)) return;
+      if (onDevice && backend.moeExperts!(out, x, routerLogits, expertWeights, rows, experts, expertsUsed)) return;
       const { ids, weights } = backend.moeRoute(routerLogits, rows, experts, expertsUsed);
       const expertInput = input ?? x;
       const expertOutput = output ?? out;
