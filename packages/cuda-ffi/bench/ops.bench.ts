@@ -10,7 +10,11 @@
  *   MEMRA_CUDA_INT8_GEMM=0 in the environment times the previous kernel;
  * - paged attention over a 640-token context (f16 KV): decode of 1 and 64 sequences;
  * - the norm fused with the Q/K/V rounding against the norm and the matmuls apart;
- * - argmaxRows over the vocabulary.
+ * - argmaxRows over the vocabulary;
+ * - moeExperts of a Qwen3-30B-A3B layer (128 experts of 2048 → 768 → 2048, 8 per row, q8_0) at 1,
+ *   16, 64 and 512 rows: one matrix-vector product per (row, expert) pair below 32 rows, grouped
+ *   GEMMs over the rows sorted by expert from 32 (memra_cuda_moe_grouped); µs and the bytes of the
+ *   experts the rows chose per second (each chosen matrix read once: the least traffic).
  *
  * Each op is recorded `repeat` times into one CUDA graph and the graph replayed (GPU time without
  * the host's launch cost), and also called eagerly (with it); argmaxRows reads back, so eagerly
@@ -155,6 +159,43 @@ for (const [name, rows, nIn, nOut] of [
     const logits = buffer(rows * vocabulary, 40 + rows);
     const picked = new Int32Array(rows);
     results[`argmax-${rows}x${vocabulary}`] = time(() => backend.argmaxRows(picked, logits, rows, vocabulary), { graph: false });
+  }
+}
+
+// ---- moeExperts: a Qwen3-30B-A3B layer's routed experts ----
+{
+  const [embedding, ffn, experts, k] = quick ? [64, 32, 8, 2] : [2048, 768, 128, 8];
+  // q8_0 blocks of random codes with one scale (0.01): quantizing 600 M normals would take minutes
+  let state = 0x9e3779b9;
+  const expertsWeight = (name: string, nIn: number, nOut: number) => {
+    const blocks = (nIn / 32) * nOut * experts;
+    const data = new Uint8Array(blocks * 34);
+    const words = new Uint32Array(data.buffer, 0, Math.floor(data.length / 4));
+    for (let i = 0; i < words.length; i++) {
+      state ^= state << 13;
+      state ^= state >>> 17;
+      state ^= state << 5;
+      words[i] = state >>> 0;
+    }
+    for (let b = 0; b < blocks; b++) {
+      data[b * 34] = 0x1f; // f16 0.01: 0x211f, little-endian
+      data[b * 34 + 1] = 0x21;
+    }
+    return backend.uploadWeight(tensorInfo(name, GGMLType.Q8_0, [nIn, nOut, experts], data), data);
+  };
+  const weights = { gate: expertsWeight("gate_exps", embedding, ffn), up: expertsWeight("up_exps", embedding, ffn), down: expertsWeight("down_exps", ffn, embedding) };
+  const matrixBytes = backend.weightBytes(weights.gate) / experts;
+  for (const rows of quick ? [1, 4, 40] : [1, 16, 64, 512]) {
+    const x = buffer(rows * embedding, 50 + rows);
+    const logits = buffer(rows * experts, 60 + rows);
+    const out = backend.allocate(rows * embedding);
+    const chosen = new Set(backend.moeRoute(logits, rows, experts, k).ids).size;
+    const t = time(() => backend.moeExperts(out, x, logits, weights, rows, experts, k), { repeat: 3 });
+    results[`moe-experts-${rows}x${experts}e${k}`] = {
+      ...t,
+      chosenExperts: chosen,
+      weightGBps: (3 * chosen * matrixBytes) / ((t.graphUs ?? t.eagerUs) * 1e-6) / 1e9,
+    };
   }
 }
 
