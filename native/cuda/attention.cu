@@ -189,11 +189,14 @@ static void launch_attention(const memra_cuda_launch & launch, cudaStream_t stre
 #undef MEMRA_ATTENTION_CASE
 }
 
-extern "C" int memra_cuda_paged_attention(memra_cuda * cuda, float * out, int64_t out_length, const float * q, int64_t q_length, int type, const void * keys,
-                                          const void * values, int64_t storage_bytes, int64_t block_tokens, const int32_t * block_tables, int64_t table_length,
-                                          const int32_t * sequences, int64_t sequence_count, int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim,
-                                          float scale) {
-    static const char function[] = "memra_cuda_paged_attention";
+/* memra_cuda_paged_attention; with `rounding` (codes and scales for rows × heads · head_dim values),
+ * where the splits' combine runs and head_dim is a multiple of 32 it also writes out's q8_0 codes
+ * there and sets *rounded (else *rounded stays false and nothing is written there). */
+static int paged_attention(const char * function, memra_cuda * cuda, float * out, int64_t out_length, const float * q, int64_t q_length, int type,
+                           const void * keys, const void * values, int64_t storage_bytes, int64_t block_tokens, const int32_t * block_tables, int64_t table_length,
+                           const int32_t * sequences, int64_t sequence_count, int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim, float scale,
+                           const memra_cuda_q8_0_codes * rounding, bool * rounded) {
+    if (rounded) *rounded = false;
     CHECK(memra_cuda_enter(function, cuda));
     CHECK(memra_cuda_check_size(function, "rows", rows, 0));
     CHECK(memra_cuda_check_size(function, "block_tokens", block_tokens, 1));
@@ -282,8 +285,54 @@ extern "C" int memra_cuda_paged_attention(memra_cuda * cuda, float * out, int64_
     }
     LAUNCH_CHECK(function, "paged_attention_kernel");
     if (partial_bytes > 0) {
-        MEMRA_LAUNCH(dim3((unsigned)(rows * heads), 1, 1), 128, 0, cuda->stream, attention_combine_kernel)(out, partial, (int)head_dim, (int)launch.grid_z);
+        const dim3 grid((unsigned)(rows * heads), 1, 1);
+        if (rounding && head_dim % 32 == 0) {
+            MEMRA_LAUNCH(grid, 128, 0, cuda->stream, attention_combine_kernel<true>)(out, partial, (int)head_dim, (int)launch.grid_z, (int8_t *)rounding->codes,
+                                                                                    (float *)rounding->scales);
+            *rounded = true;
+        } else {
+            MEMRA_LAUNCH(grid, 128, 0, cuda->stream, attention_combine_kernel<false>)(out, partial, (int)head_dim, (int)launch.grid_z, nullptr, nullptr);
+        }
         LAUNCH_CHECK(function, "attention_combine_kernel");
     }
     return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_paged_attention(memra_cuda * cuda, float * out, int64_t out_length, const float * q, int64_t q_length, int type, const void * keys,
+                                          const void * values, int64_t storage_bytes, int64_t block_tokens, const int32_t * block_tables, int64_t table_length,
+                                          const int32_t * sequences, int64_t sequence_count, int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                                          float scale) {
+    return paged_attention("memra_cuda_paged_attention", cuda, out, out_length, q, q_length, type, keys, values, storage_bytes, block_tokens, block_tables,
+                           table_length, sequences, sequence_count, rows, heads, kv_heads, head_dim, scale, nullptr, nullptr);
+}
+
+extern "C" int memra_cuda_attention_matmul(memra_cuda * cuda, float * projected, int64_t projected_length, float * out, int64_t out_length, const float * q,
+                                           int64_t q_length, int type, const void * keys, const void * values, int64_t storage_bytes, int64_t block_tokens,
+                                           const int32_t * block_tables, int64_t table_length, const int32_t * sequences, int64_t sequence_count, int64_t rows,
+                                           int64_t heads, int64_t kv_heads, int64_t head_dim, float scale, int weight_type, const void * weight,
+                                           int64_t weight_bytes, int64_t n_out) {
+    static const char function[] = "memra_cuda_attention_matmul";
+    CHECK(memra_cuda_enter(function, cuda));
+    CHECK(memra_cuda_check_size(function, "rows", rows, 0));
+    CHECK(memra_cuda_check_size(function, "heads", heads, 1));
+    CHECK(memra_cuda_check_size(function, "head_dim", head_dim, 1));
+    int64_t width = 0, values_needed = 0;
+    CHECK(memra_cuda_check_product(function, "heads * head_dim", heads, head_dim, &width));
+    CHECK(memra_cuda_check_product(function, "rows * heads * head_dim", rows, width, &values_needed));
+    /* The O projection's q8_0 codes from the attention's combine where the matmul reads codes. */
+    workspace codes(cuda), scales(cuda);
+    memra_cuda_q8_0_codes rounding = {nullptr, nullptr};
+    const bool wanted = rows > 0 && width % 32 == 0 && memra_cuda_matmul_reads_q8_0_codes(cuda, weight_type, rows, width, n_out);
+    if (wanted) {
+        CHECK(codes.allocate(values_needed));
+        CHECK(scales.allocate(values_needed / 32 * 4));
+        rounding = {(const int8_t *)codes.pointer, (const float *)scales.pointer};
+    }
+    bool rounded = false;
+    CHECK(paged_attention(function, cuda, out, out_length, q, q_length, type, keys, values, storage_bytes, block_tokens, block_tables, table_length, sequences,
+                          sequence_count, rows, heads, kv_heads, head_dim, scale, wanted ? &rounding : nullptr, &rounded));
+    /* not rounded (one split, or a prefill's flash kernel): the matmul rounds out itself */
+    if (!rounded) rounding = {nullptr, nullptr};
+    return memra_cuda_matmul_with_codes(function, cuda, projected, projected_length, out, out_length, rows, weight_type, weight, weight_bytes, width, n_out,
+                                        rounding);
 }

@@ -123,5 +123,18 @@ struct memra_cuda_moe_tiles {
 int memra_cuda_grouped_matmul(const char * function, memra_cuda * cuda, int count, float * const * outs, const int64_t * out_lengths, const float * x,
                               int64_t x_length, int64_t rows, const int32_t * types, const void * const * weights, const int64_t * weight_bytes, int64_t n_in,
                               const int64_t * n_outs, int64_t experts, const float * up, int64_t up_length, const memra_cuda_moe_tiles & tiles);
+/* q8_0 codes and block scales of a matmul's input, rounded by the op that wrote the input. */
+struct memra_cuda_q8_0_codes {
+    const int8_t * codes;
+    const float * scales;
+};
+/* 1 where memra_cuda_matmul of `type` over `rows` rows reads its input as q8_0 codes and block
+ * scales (the integer GEMMs, the q8_0 matrix-vector kernel); the codes memra_cuda_matmul_with_codes
+ * then takes instead of rounding x. */
+int memra_cuda_matmul_reads_q8_0_codes(memra_cuda * cuda, int type, int64_t rows, int64_t n_in, int64_t n_out);
+/* memra_cuda_matmul of x, whose q8_0 codes are `codes` (used where the kernel reads codes; null
+ * codes: rounded here as memra_cuda_matmul does). */
+int memra_cuda_matmul_with_codes(const char * function, memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, int64_t rows,
+                                 int type, const void * weight, int64_t weight_bytes, int64_t n_in, int64_t n_out, const memra_cuda_q8_0_codes & codes);
 /* A dim3 from a planned launch. */
 static inline dim3 memra_grid(const memra_cuda_launch & launch) { return dim3((unsigned)launch.grid_x, (unsigned)launch.grid_y, (unsigned)launch.grid_z); }

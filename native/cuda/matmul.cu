@@ -51,7 +51,10 @@ struct rounded_input {
     bool codes;
     int block_shift;
     workspace values, corrections, codes_memory, scales;
-    explicit rounded_input(memra_cuda * cuda) : rounding(0), codes(false), block_shift(5), values(cuda), corrections(cuda), codes_memory(cuda), scales(cuda) {}
+    const int8_t * code_data;  /* the codes and block scales the kernels read: codes_memory and */
+    const float * scale_data;  /* scales, or the caller's (q8_0 codes rounded by the previous op) */
+    explicit rounded_input(memra_cuda * cuda)
+        : rounding(0), codes(false), block_shift(5), values(cuda), corrections(cuda), codes_memory(cuda), scales(cuda), code_data(nullptr), scale_data(nullptr) {}
 };
 
 static const int MAX_GROUP = 8;
@@ -101,7 +104,7 @@ static void launch_norm_round(int rounding, bool codes, const memra_cuda_launch 
 static int matmul_group(const char * function, memra_cuda * cuda, int count, float * const * outs, const int64_t * out_lengths, const float * x,
                         int64_t x_length, int64_t rows, const int32_t * types, const void * const * weights, const int64_t * weight_bytes, int64_t n_in,
                         const int64_t * n_outs, int64_t experts, int64_t expert, const float * up = nullptr, int64_t up_length = 0,
-                        const norm_step * norm = nullptr, const memra_cuda_moe_tiles * groups = nullptr) {
+                        const norm_step * norm = nullptr, const memra_cuda_moe_tiles * groups = nullptr, const memra_cuda_q8_0_codes * given = nullptr) {
     CHECK(memra_cuda_enter(function, cuda));
     if (count < 1 || count > MAX_GROUP) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %d weights (1..%d)", function, count, MAX_GROUP);
     CHECK(memra_cuda_check_size(function, "rows", rows, 0));
@@ -239,9 +242,17 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
         input.rounding = target.rounding;
         input.codes = target.codes;
         input.block_shift = target.rounding == MEMRA_CUDA_ROUND_Q8_K ? 8 : 5;
+        if (given && input.codes && input.rounding == MEMRA_CUDA_ROUND_Q8_0 && !fuse_norm) {
+            /* x's q8_0 codes, already rounded by the op that wrote x */
+            input.code_data = given->codes;
+            input.scale_data = given->scales;
+            continue;
+        }
         if (input.codes) {
             CHECK(input.codes_memory.allocate(x_needed));
             CHECK(input.scales.allocate((x_needed >> input.block_shift) * 4));
+            input.code_data = (const int8_t *)input.codes_memory.pointer;
+            input.scale_data = (const float *)input.scales.pointer;
         } else {
             CHECK(input.values.allocate(x_needed * 4));
         }
@@ -295,8 +306,8 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
                 if (splits > 1) CHECK(partials.allocate(splits * chunk * first_target.n_out * 4));
                 float * target = splits > 1 ? (float *)partials.pointer : os;
                 if (first_target.int8_gemm) {
-                    const int8_t * q = (const int8_t *)input->codes_memory.pointer + first * n_in;
-                    const float * d = (const float *)input->scales.pointer + first * n_in / 32;
+                    const int8_t * q = input->code_data + first * n_in;
+                    const float * d = input->scale_data + first * n_in / 32;
                     const int64_t per_split = memra_cuda_int8_gemm_split_tiles(&plan, n_in);
                     switch (first_target.type) {
                         case MEMRA_CUDA_TYPE_Q8_0:
@@ -314,8 +325,8 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
                     }
                     LAUNCH_CHECK(function, "gemm_int8_kernel");
                 } else if (first_target.integer_gemm) {
-                    const int8_t * q = (const int8_t *)input->codes_memory.pointer + first * n_in;
-                    const float * d = (const float *)input->scales.pointer + ((first * n_in) >> input->block_shift);
+                    const int8_t * q = input->code_data + first * n_in;
+                    const float * d = input->scale_data + ((first * n_in) >> input->block_shift);
                     const int64_t k_per_split = memra_cuda_gemm_split_inputs(&plan, n_in);
                     MEMRA_CUDA_DISPATCH_QUANTIZED_TYPE(first_target.type, (MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_codes_kernel<T>)(
                                                                                target, q, d, input->block_shift, first_target.w, first_target.row_bytes, chunk, n_in,
@@ -351,8 +362,8 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
             if (blocks > MEMRA_CUDA_MAX_GRID_X) FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: %lld blocks in one launch", function, (long long)blocks);
             const dim3 grid((unsigned)blocks, 1, 1);
             if (first_target.codes) {
-                const int8_t * q = (const int8_t *)input->codes_memory.pointer + first * n_in;
-                const float * d = (const float *)input->scales.pointer + first * n_in / 32;
+                const int8_t * q = input->code_data + first * n_in;
+                const float * d = input->scale_data + first * n_in / 32;
                 launch_matrix_vector_q8_0(grid, plan.launch.threads, cuda->stream, segments, q, d, first_target.row_bytes, (int)chunk, n_in);
                 LAUNCH_CHECK(function, "matrix_vector_q8_0_kernel");
             } else {
@@ -430,6 +441,22 @@ extern "C" int memra_cuda_swiglu_matmul(memra_cuda * cuda, float * out, int64_t 
     if (!up) return memra_cuda_fail(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "memra_cuda_swiglu_matmul: up is NULL");
     return matmul_group("memra_cuda_swiglu_matmul", cuda, 1, &out, &out_length, gate, gate_length, rows, &type32, &weight, &weight_bytes, n_in, &n_out, 1, 0, up,
                         up_length);
+}
+
+int memra_cuda_matmul_reads_q8_0_codes(memra_cuda * cuda, int type, int64_t rows, int64_t n_in, int64_t n_out) {
+    if (!cuda->activation_rounding || memra_cuda_activation_rounding(type) != MEMRA_CUDA_ROUND_Q8_0 || n_in % 32 != 0) return 0;
+    memra_cuda_matmul_plan plan;
+    char message[256];
+    if (memra_cuda_plan_matmul_with(type, rows, n_in, n_out, cuda->gemm, &plan, message, sizeof message) != MEMRA_CUDA_OK) return 0;
+    /* matmul_group's choice: the integer GEMMs read codes, and so does the q8_0 matrix-vector kernel */
+    return plan.kernel == MEMRA_CUDA_MATMUL_GEMM || (plan.kernel == MEMRA_CUDA_MATMUL_VECTOR && type == MEMRA_CUDA_TYPE_Q8_0);
+}
+
+int memra_cuda_matmul_with_codes(const char * function, memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, int64_t rows,
+                                 int type, const void * weight, int64_t weight_bytes, int64_t n_in, int64_t n_out, const memra_cuda_q8_0_codes & codes) {
+    const int32_t type32 = type;
+    return matmul_group(function, cuda, 1, &out, &out_length, x, x_length, rows, &type32, &weight, &weight_bytes, n_in, &n_out, 1, 0, nullptr, 0, nullptr, nullptr,
+                        codes.codes ? &codes : nullptr);
 }
 
 int memra_cuda_grouped_matmul(const char * function, memra_cuda * cuda, int count, float * const * outs, const int64_t * out_lengths, const float * x,

@@ -39,7 +39,7 @@ extern "C" {
 #endif
 
 /* Incremented on every incompatible change of this header. */
-#define MEMRA_CUDA_ABI_VERSION 4
+#define MEMRA_CUDA_ABI_VERSION 5
 
 /* ---- status codes (1..4 as memra.h) ---- */
 enum memra_cuda_status {
@@ -228,6 +228,17 @@ MEMRA_CUDA_API int memra_cuda_paged_attention(memra_cuda * cuda, float * out, in
                                               const void * keys, const void * values, int64_t storage_bytes, int64_t block_tokens,
                                               const int32_t * block_tables, int64_t table_length, const int32_t * sequences,
                                               int64_t sequence_count, int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim, float scale);
+
+/* memra_cuda_paged_attention into `out`, then projected = out · weight ([n_out rows of heads ·
+ * head_dim inputs], as memra_cuda_matmul with rows rows): the same results. Where the attention's
+ * splits are combined in a separate kernel and the matmul reads q8_0 codes (q8_0 decode, the
+ * integer GEMMs), that kernel also writes the codes, one launch fewer. */
+MEMRA_CUDA_API int memra_cuda_attention_matmul(memra_cuda * cuda, float * projected, int64_t projected_length, float * out, int64_t out_length,
+                                               const float * q, int64_t q_length, int type, const void * keys, const void * values,
+                                               int64_t storage_bytes, int64_t block_tokens, const int32_t * block_tables, int64_t table_length,
+                                               const int32_t * sequences, int64_t sequence_count, int64_t rows, int64_t heads, int64_t kv_heads,
+                                               int64_t head_dim, float scale, int weight_type, const void * weight, int64_t weight_bytes,
+                                               int64_t n_out);
 
 /* out = silu(gate) * up over `length` values (out may equal gate or up). */
 MEMRA_CUDA_API int memra_cuda_swiglu(memra_cuda * cuda, float * out, int64_t out_length, const float * gate, int64_t gate_length,

@@ -20,6 +20,7 @@
 #pragma once
 
 #include "elementwise.cuh"
+#include "matmul.cuh"
 #include "mma.cuh"
 #include "quant.cuh"
 
@@ -236,8 +237,16 @@ __global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
     }
 }
 
-/* out[pair] from the splits' partial states of paged_attention_kernel: one block per (row, head). */
-static __global__ void attention_combine_kernel(float * __restrict__ out, const float * __restrict__ partials, int head_dim, int splits) {
+/* out[pair] from the splits' partial states of paged_attention_kernel: one block per (row, head).
+ * ROUND (the O projection's input, memra_cuda_attention_matmul): then its warps round the head's
+ * q8_0 blocks (head_dim a multiple of 32: a block never spans two heads) into codes and scales with
+ * round_block, the body of round_activations_kernel: bit for bit the rounding the matmul would do,
+ * one launch fewer. No barrier: thread t wrote the values d ≡ t (mod blockDim), and warp w takes
+ * blocks b ≡ w (mod warps), so lane l reads d = 32b + l ≡ 32w + l = t: each thread rounds values
+ * it wrote itself. `out` is not __restrict__: read back here. */
+template <bool ROUND>
+__global__ void attention_combine_kernel(float * out, const float * __restrict__ partials, int head_dim, int splits, int8_t * __restrict__ codes,
+                                         float * __restrict__ scales) {
     const int64_t pair = blockIdx.x;
     const float * p = partials + pair * splits * (int64_t)(head_dim + 2);
     const int64_t size = head_dim + 2;
@@ -252,6 +261,12 @@ static __global__ void attention_combine_kernel(float * __restrict__ out, const 
             if (p[s * size] != -INFINITY) sum += expf(p[s * size] - m) * p[s * size + 2 + d];
         }
         out[pair * head_dim + d] = sum * inverse;
+    }
+    if constexpr (ROUND) {
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+        const int64_t first = pair * head_dim / 32;
+        /* The trip count depends on the warp only: every lane takes part in each shuffle. */
+        for (int b = warp; b < head_dim / 32; b += warps) round_block<MEMRA_CUDA_ROUND_Q8_0, true>(first + b, lane, nullptr, nullptr, out, codes, scales, nullptr);
     }
 }
 

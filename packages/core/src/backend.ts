@@ -201,6 +201,12 @@ export interface Backend {
    * table (KVLayerView). q/out: [rows, heads * headDim]
    */
   attention(out: DeviceBuffer, q: DeviceBuffer, kv: KVLayerView, shape: AttentionShape): void;
+  /**
+   * Optional: attention into `out` as attention() does, then projected = matmul(out, weight,
+   * shape.rows): the same as the two calls, where the backend can hand the attention's result to the
+   * matmul in the form it reads (rounded codes) without another pass.
+   */
+  attentionMatmul?(projected: DeviceBuffer, out: DeviceBuffer, q: DeviceBuffer, kv: KVLayerView, shape: AttentionShape, weight: WeightHandle): void;
   /** out = silu(gate) * up, elementwise over `length`. */
   swiglu(out: DeviceBuffer, gate: DeviceBuffer, up: DeviceBuffer, length: number): void;
   /**

@@ -563,6 +563,69 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     }
   }, 180_000); // ~25 s on the emulator
 
+  it("attentionMatmul gives attention then matmul bit for bit, the O projection's q8_0 codes rounded by the splits' combine", () => {
+    const [heads, kvHeads, blockTokens, blocks] = [8, 2, 16, 24];
+    const random = mulberry32(2203);
+    for (const headDim of [64, 128]) {
+      const [width, kvWidth] = [heads * headDim, kvHeads * headDim];
+      const keys = backend.allocateKV("f16", blocks * blockTokens, kvWidth);
+      const values = backend.allocateKV("f16", blocks * blockTokens, kvWidth);
+      const slots = Int32Array.from({ length: blocks * blockTokens }, (_, i) => i);
+      const [k, v] = [backend.allocate(slots.length * kvWidth), backend.allocate(slots.length * kvWidth)];
+      backend.write(k, normals(slots.length * kvWidth, 210 + headDim, 2));
+      backend.write(v, normals(slots.length * kvWidth, 211 + headDim));
+      backend.writeKVPair(keys, values, slots, k, v);
+      const weights = [GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.F16, GGMLType.Q4_K].map((type) => {
+        const data = quantize(type, normals(width * 96, 220 + type, 0.05));
+        return [type, backend.uploadWeight(tensorInfo(`o${type}`, type, [width, 96], data), data)] as const;
+      });
+      // decode of 1 and of 3 sequences, a batch of 40 single-row sequences (int8 GEMM for q8_0 and
+      // q4_0), and a 20-row prefill (the flash kernel: no combine, the matmul rounds)
+      for (const shapes of [[[1, 30]], [[1, 7], [1, 100], [1, 63]], Array.from({ length: 40 }, (_, i) => [1, 3 + i] as const), [[20, 9]]] as const) {
+        const sequences = new Int32Array(shapes.length * 4);
+        const tables: number[] = [];
+        let rows = 0;
+        for (let i = 0; i < shapes.length; i++) {
+          const [queryRows, position] = shapes[i]!;
+          sequences.set([rows, queryRows, position, tables.length], i * 4);
+          for (let b = 0; b < Math.ceil((position + queryRows) / blockTokens); b++) tables.push(Math.floor(random() * blocks));
+          rows += queryRows;
+        }
+        const kv = { keys, values, blockTokens, blockTables: Int32Array.from(tables), sequences };
+        const shape = { rows, heads, kvHeads, headDim, scale: 1 / Math.sqrt(headDim) };
+        const q = backend.allocate(rows * width);
+        backend.write(q, normals(rows * width, 230 + rows, 2));
+        const [out, outApart] = [backend.allocate(rows * width), backend.allocate(rows * width)];
+        backend.attention(outApart, q, kv, shape);
+        for (const [type, weight] of weights) {
+          const [projected, projectedApart] = [backend.allocate(rows * 96), backend.allocate(rows * 96)];
+          backend.matmul(projectedApart, outApart, weight, rows);
+          backend.attentionMatmul(projected, out, q, kv, shape, weight);
+          const what = `head_dim ${headDim}, ${rows} rows, ${ggmlTypeName(type)}`;
+          expect(firstDifference(backend.read(out), backend.read(outApart)), `${what}: attention`).toBe(-1);
+          expect(firstDifference(backend.read(projected), backend.read(projectedApart)), `${what}: projection`).toBe(-1);
+        }
+      }
+      // one kernel fewer where the combine rounds: 1-row decode with a q8_0 O weight, not with f16
+      const kv = { keys, values, blockTokens, blockTables: Int32Array.from([3, 5, 7]), sequences: Int32Array.from([0, 1, 40, 0]) };
+      const shape = { rows: 1, heads, kvHeads, headDim, scale: 1 / Math.sqrt(headDim) };
+      const [q, out, projected] = [backend.allocate(width), backend.allocate(width), backend.allocate(96)];
+      const nodes = (record: () => void) => {
+        const graph = backend.captureGraph!(record) as BackendGraph & { nodes: number };
+        graph.dispose();
+        return graph.nodes;
+      };
+      for (const [type, weight] of weights.filter(([type]) => type === GGMLType.Q8_0 || type === GGMLType.F16)) {
+        const fused = nodes(() => backend.attentionMatmul(projected, out, q, kv, shape, weight));
+        const apart = nodes(() => {
+          backend.attention(out, q, kv, shape);
+          backend.matmul(projected, out, weight, 1);
+        });
+        expect(fused, ggmlTypeName(type)).toBe(type === GGMLType.Q8_0 ? apart - 1 : apart);
+      }
+    }
+  }, 180_000);
+
   it("writeKVPair stores K and V as two writeKVs do, for f32, f16 and q8_0 storage", () => {
     const [width, slots] = [64, Int32Array.from([5, 0, 9])];
     const k = backend.allocate(slots.length * width);

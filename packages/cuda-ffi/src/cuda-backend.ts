@@ -670,6 +670,47 @@ export class CudaBackend implements Backend {
     );
   }
 
+  attentionMatmul(projected: DeviceBuffer, out: DeviceBuffer, q: DeviceBuffer, kv: KVLayerView, shape: AttentionShape, weight: WeightHandle): void {
+    const p = asBuffer(projected);
+    const o = asBuffer(out);
+    const query = asBuffer(q);
+    const keys = asKV(kv.keys);
+    const values = asKV(kv.values);
+    const w = asWeight(weight);
+    if (keys.type !== values.type || keys.bytes !== values.bytes) throw new RangeError("attentionMatmul: keys and values storage differ in type or size");
+    if (w.shape[0] !== shape.heads * shape.headDim) {
+      throw new RangeError(`attentionMatmul: the weight takes ${w.shape[0]} inputs, the attention gives ${shape.heads} heads × ${shape.headDim}`);
+    }
+    this.library.call(
+      "memra_cuda_attention_matmul",
+      this.context(),
+      p.pointer as Pointer,
+      p.length,
+      o.pointer as Pointer,
+      o.length,
+      query.pointer as Pointer,
+      query.length,
+      KV_TYPE_IDS[keys.type],
+      keys.pointer as Pointer,
+      values.pointer as Pointer,
+      keys.bytes,
+      kv.blockTokens,
+      this.hostPointer(kv.blockTables),
+      kv.blockTables.length,
+      this.hostPointer(kv.sequences),
+      kv.sequences.length / 4,
+      shape.rows,
+      shape.heads,
+      shape.kvHeads,
+      shape.headDim,
+      shape.scale,
+      w.type,
+      w.pointer as Pointer,
+      w.byteLength,
+      w.shape[1] ?? 1,
+    );
+  }
+
   swiglu(out: DeviceBuffer, gate: DeviceBuffer, up: DeviceBuffer, length: number): void {
     const o = asBuffer(out);
     const g = asBuffer(gate);

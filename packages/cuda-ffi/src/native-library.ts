@@ -10,7 +10,7 @@ import { FFIType, type Library, type Pointer, dlopen, suffix } from "bun:ffi";
 import { CUDA_STATUS_NO_DEVICE, CudaError, CudaUnavailableError } from "./errors";
 
 /** MEMRA_CUDA_ABI_VERSION this binding is written against. */
-export const MEMRA_CUDA_ABI_VERSION = 4;
+export const MEMRA_CUDA_ABI_VERSION = 5;
 
 const { ptr, i32, i64, f32, cstring } = FFIType;
 
@@ -82,6 +82,12 @@ export const MEMRA_CUDA_SYMBOLS = {
   // (cuda, out, out_length, q, q_length, type, keys, values, storage_bytes, block_tokens, block_tables, table_length,
   //  sequences, sequence_count, rows, heads, kv_heads, head_dim, scale)
   memra_cuda_paged_attention: { args: [ptr, ptr, i64, ptr, i64, i32, ptr, ptr, i64, i64, ptr, i64, ptr, i64, i64, i64, i64, i64, f32], returns: i32 },
+  // (cuda, projected, projected_length, out, out_length, q, q_length, type, keys, values, storage_bytes, block_tokens, block_tables, table_length,
+  //  sequences, sequence_count, rows, heads, kv_heads, head_dim, scale, weight_type, weight, weight_bytes, n_out)
+  memra_cuda_attention_matmul: {
+    args: [ptr, ptr, i64, ptr, i64, ptr, i64, i32, ptr, ptr, i64, i64, ptr, i64, ptr, i64, i64, i64, i64, i64, f32, i32, ptr, i64, i64],
+    returns: i32,
+  },
   // (cuda, out, out_length, gate, gate_length, up, up_length, length)
   memra_cuda_swiglu: { args: [ptr, ptr, i64, ptr, i64, ptr, i64, i64], returns: i32 },
   // (cuda, out, out_length, a, a_length, b, b_length, length)

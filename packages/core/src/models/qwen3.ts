@@ -222,13 +222,13 @@ function attentionBlock(
       backend.writeKV(values, layout.slots, s.value);
     }
   }
-  backend.attention(
-    s.attention,
-    s.query,
-    { keys: storage.keys[layer]!, values: storage.values[layer]!, blockTokens: storage.blockTokens, blockTables: layout.blockTables, sequences: layout.sequences },
-    { rows, heads: d.heads, kvHeads: d.kvHeads, headDim: d.headDim, scale: 1 / Math.sqrt(d.headDim) },
-  );
-  backend.matmul(s.projected, s.attention, w.attn_output, rows);
+  const kv = { keys: storage.keys[layer]!, values: storage.values[layer]!, blockTokens: storage.blockTokens, blockTables: layout.blockTables, sequences: layout.sequences };
+  const shape = { rows, heads: d.heads, kvHeads: d.kvHeads, headDim: d.headDim, scale: 1 / Math.sqrt(d.headDim) };
+  if (backend.attentionMatmul) backend.attentionMatmul(s.projected, s.attention, s.query, kv, shape, w.attn_output);
+  else {
+    backend.attention(s.attention, s.query, kv, shape);
+    backend.matmul(s.projected, s.attention, w.attn_output, rows);
+  }
 }
 
 // ---- MLP ----
