@@ -59,15 +59,18 @@ if [ "${MEMRA_DEVICE_DRY_RUN:-0}" = 1 ]; then OPS=(--quick); fi
 step ops 120 bash -o pipefail -c "bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$OUT/bench-ops.json.tmp' && mv '$OUT/bench-ops.json.tmp' '$OUT/bench-ops.json'"
 step ops-no-int8-gemm 120 bash -o pipefail -c "MEMRA_CUDA_INT8_GEMM=0 bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$OUT/bench-ops-no-int8-gemm.json.tmp' && mv '$OUT/bench-ops-no-int8-gemm.json.tmp' '$OUT/bench-ops-no-int8-gemm.json'"
 
-bench() { # bench NAME ARGS...  (CUDA graphs never run on a GPU before: if the run fails, once more without them)
+bench() { # [BENCH_ENV=NAME=VALUE] bench NAME ARGS...  (CUDA graphs never run on a GPU before: if the run fails, once more without them)
   local name=$1; shift
-  local run="bun packages/cuda-ffi/bench/forward.bench.ts --json $* ${DRY[*]:-}"
+  local run="env ${BENCH_ENV:-} bun packages/cuda-ffi/bench/forward.bench.ts --json $* ${DRY[*]:-}"
   step "bench-$name" "$BENCH_LIMIT" bash -o pipefail -c "{ $run || { echo 'failed; again with --graphs 0' >&2; $run --graphs 0; }; } | tail -1 > '$OUT/bench-$name.json.tmp' && mv '$OUT/bench-$name.json.tmp' '$OUT/bench-$name.json'"
 }
 # --batch 64: aggregate decode of 64 sequences in one step (target: ≥ 20× batch 1).
 bench qwen3-0.6b-q8_0 --preset qwen3-0.6b --type q8_0 --prompt 512 --decode 128 --batch 64
 # The same decode with every op launched (no CUDA graphs): what the graphs save at batch 1.
 bench qwen3-0.6b-q8_0-no-graphs --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128 --graphs 0
+# Every kernel launched without programmatic dependent launch (each begins launching only once the
+# one before has finished): what PDL saves at batch 1.
+BENCH_ENV=MEMRA_CUDA_PDL=0 bench qwen3-0.6b-q8_0-no-pdl --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
 # Every step's logits read back and the token picked on the host (a non-greedy sampler's path):
 # what picking on the GPU saves, at batch 1 and 64.
 bench qwen3-0.6b-q8_0-pick-host --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128 --batch 64 --pick host

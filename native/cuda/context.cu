@@ -10,6 +10,9 @@
 #include <new>
 
 #include "cuda-internal.cuh"
+#include "kernels/device.cuh"
+
+int memra_cuda_pdl = 0;
 
 static thread_local char last_error[1024];
 static thread_local int last_status = MEMRA_CUDA_OK;
@@ -208,6 +211,47 @@ static void release(memra_cuda * cuda) {
     free(cuda);
 }
 
+/* Nothing but every kernel's first statement: the probe of programmatic dependent launch. */
+static __global__ void pdl_probe_kernel() {
+    memra_grid_dependencies();
+}
+
+/* Whether two dependent launches (MEMRA_LAUNCH with memra_cuda_pdl set) run on `stream`, eagerly
+ * and captured in a graph that is instantiated and replayed; every error on the way is cleared,
+ * so that a driver or device without programmatic dependent launch leaves the context as plain
+ * launches would. */
+static bool probe_pdl(cudaStream_t stream) {
+#ifdef MEMRA_CUDA_EMULATED
+    (void)stream;
+    return false; /* the emulator runs launches one after another: nothing to overlap */
+#else
+    const int previous = memra_cuda_pdl;
+    memra_cuda_pdl = 1;
+    MEMRA_LAUNCH(1, 32, 0, stream, pdl_probe_kernel)();
+    MEMRA_LAUNCH(1, 32, 0, stream, pdl_probe_kernel)();
+    cudaError_t error = cudaGetLastError();
+    if (error == cudaSuccess) error = cudaStreamSynchronize(stream);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    if (error == cudaSuccess) error = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+    if (error == cudaSuccess) {
+        MEMRA_LAUNCH(1, 32, 0, stream, pdl_probe_kernel)();
+        MEMRA_LAUNCH(1, 32, 0, stream, pdl_probe_kernel)();
+        const cudaError_t launched = cudaGetLastError();
+        error = cudaStreamEndCapture(stream, &graph);
+        if (error == cudaSuccess) error = launched;
+    }
+    if (error == cudaSuccess) error = cudaGraphInstantiate(&exec, graph, 0);
+    if (error == cudaSuccess) error = cudaGraphLaunch(exec, stream);
+    if (error == cudaSuccess) error = cudaStreamSynchronize(stream);
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+    memra_cuda_pdl = previous;
+    return error == cudaSuccess;
+#endif
+}
+
 static int create_into(memra_cuda * cuda, int device) {
     static const char function[] = "memra_cuda_create";
     int32_t count = 0;
@@ -233,6 +277,13 @@ static int create_into(memra_cuda * cuda, int device) {
     const char * flash = getenv("MEMRA_CUDA_FLASH_ATTENTION");
     cuda->flash_attention = !(flash && strcmp(flash, "0") == 0);
     CUDA_CHECK(function, cudaStreamCreateWithFlags(&cuda->stream, cudaStreamNonBlocking));
+    /* Programmatic dependent launch (sm_90 and newer; MEMRA_CUDA_PDL=0 turns it off): one setting
+     * for the process, on only while every context's device has it. */
+    static bool pdl_decided = false;
+    const char * pdl = getenv("MEMRA_CUDA_PDL");
+    const bool pdl_here = !(pdl && strcmp(pdl, "0") == 0) && cuda->compute_capability >= 90 && probe_pdl(cuda->stream);
+    memra_cuda_pdl = (pdl_decided ? memra_cuda_pdl != 0 : true) && pdl_here;
+    pdl_decided = true;
     cuda->live = new (std::nothrow) std::unordered_map<void *, int64_t>();
     if (!cuda->live) FAIL(MEMRA_CUDA_ERROR_OUT_OF_MEMORY, "%s: out of host memory", function);
     for (int i = 0; i < 2; i++) {
@@ -272,6 +323,8 @@ extern "C" int memra_cuda_device_info(memra_cuda * cuda, char * name, int64_t na
     if (multiprocessors) *multiprocessors = cuda->multiprocessors;
     return MEMRA_CUDA_OK;
 }
+
+extern "C" int memra_cuda_programmatic_launch(void) { return memra_cuda_pdl; }
 
 extern "C" int memra_cuda_memory_info(memra_cuda * cuda, int64_t * free_bytes, int64_t * total_bytes, int64_t * cached_bytes) {
     static const char function[] = "memra_cuda_memory_info";

@@ -106,6 +106,11 @@ MEMRA_CUDA_API void memra_cuda_destroy(memra_cuda * cuda);
 /* Writes the device's name (NUL-terminated, truncated to name_bytes) and compute capability. */
 MEMRA_CUDA_API int memra_cuda_device_info(memra_cuda * cuda, char * name, int64_t name_bytes, int32_t * compute_capability,
                                           int32_t * multiprocessors);
+/* 1 when kernels are launched with programmatic dependent launch (each may start launching while
+ * the one before it finishes, and waits for it before touching memory): sm_90 and newer, unless
+ * MEMRA_CUDA_PDL=0, and only when a probe launch and graph capture with it worked when the
+ * contexts were created; 0 otherwise. */
+MEMRA_CUDA_API int memra_cuda_programmatic_launch(void);
 /* Free and total device memory in bytes, and the bytes this context's allocator holds cached. */
 MEMRA_CUDA_API int memra_cuda_memory_info(memra_cuda * cuda, int64_t * free_bytes, int64_t * total_bytes, int64_t * cached_bytes);
 /* Waits until every op queued on the context's stream has finished; reports a kernel's fault. */

@@ -64,6 +64,7 @@ __device__ __forceinline__ void store_kv_chunk(uint8_t * row, int64_t chunk, int
 template <int KV>
 __global__ void kv_write_kernel(uint8_t * storage, uint8_t * second_storage, int64_t row_bytes, int64_t width, const int32_t * __restrict__ slots,
                                 int64_t count, const float * source, const float * second_source) {
+    memra_grid_dependencies();
     if (blockIdx.z == 1) {
         storage = second_storage;
         source = second_source;
@@ -87,6 +88,7 @@ __global__ void qk_norm_rope_kv_kernel(float * q, float * k, const float * __res
                                        const float * __restrict__ k_weight, const int32_t * __restrict__ positions, const int32_t * __restrict__ slots,
                                        uint8_t * keys, uint8_t * values, int64_t row_bytes, int64_t rows, int heads, int kv_heads, int head_dim, float eps,
                                        float theta_scale) {
+    memra_grid_dependencies();
     const int lane = threadIdx.x & 31;
     const int warps = blockDim.x / 32;
     const int per_row = heads + 2 * kv_heads;
@@ -133,6 +135,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
     paged_attention_kernel(float * __restrict__ out, float * __restrict__ partials, const float * __restrict__ q, const uint8_t * __restrict__ keys,
                            const uint8_t * __restrict__ values, int64_t row_bytes, int block_tokens, const int32_t * __restrict__ block_tables,
                            const int32_t * __restrict__ sequences, int sequence_count, int heads, int kv_heads, int head_dim, float scale, int splits) {
+    memra_grid_dependencies();
     constexpr int WARPS = MEMRA_CUDA_ATTENTION_WARPS, KEYS = MEMRA_CUDA_ATTENTION_KEYS;
     __shared__ float shared_m[WARPS], shared_l[WARPS], shared_acc[WARPS][CHUNKS * 32];
     const int64_t row = blockIdx.x;
@@ -247,6 +250,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
 template <bool ROUND>
 __global__ void attention_combine_kernel(float * out, const float * __restrict__ partials, int head_dim, int splits, int8_t * __restrict__ codes,
                                          float * __restrict__ scales) {
+    memra_grid_dependencies();
     const int64_t pair = blockIdx.x;
     const float * p = partials + pair * splits * (int64_t)(head_dim + 2);
     const int64_t size = head_dim + 2;
@@ -299,6 +303,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_FLASH_THREADS) flash_attention_kern
                                                                                    int64_t row_bytes, int block_tokens, const int32_t * __restrict__ block_tables,
                                                                                    const int32_t * __restrict__ sequences, const int32_t * __restrict__ tiles,
                                                                                    int heads, int kv_heads, float scale) {
+    memra_grid_dependencies();
     constexpr int KV = MEMRA_CUDA_FLASH_KV, STRIDE = D + 8; /* rows padded by 16 bytes */
     __shared__ __align__(16) __half k_tile[KV * STRIDE];
     __shared__ __align__(16) __half v_tile[KV * STRIDE];

@@ -13,6 +13,7 @@ namespace memra_cuda_kernels {
 template <int TYPE>
 __global__ void embedding_kernel(float * __restrict__ out, const uint8_t * __restrict__ table, int64_t row_bytes, int64_t width,
                                  const int32_t * __restrict__ ids, int64_t id_count) {
+    memra_grid_dependencies();
     const int64_t groups_per_row = width / 8;
     const int64_t total = id_count * groups_per_row;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
@@ -67,6 +68,7 @@ __device__ __forceinline__ void norm_row(int64_t r, float * out, float * hidden,
 
 /* Rows of `width` values: as ggml's rms_norm + mul, the sum of squares in double (out may be x). */
 static __global__ void rms_norm_kernel(float * out, const float * x, const float * __restrict__ weight, int64_t rows, int64_t width, float eps) {
+    memra_grid_dependencies();
     __shared__ double partial[32];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) norm_row(r, out, const_cast<float *>(x), nullptr, weight, width, eps, partial);
 }
@@ -75,6 +77,7 @@ static __global__ void rms_norm_kernel(float * out, const float * x, const float
  * weight, each value as add_kernel and rms_norm_kernel (same block size) compute it. */
 static __global__ void add_rms_norm_kernel(float * out, float * hidden, const float * __restrict__ delta, const float * __restrict__ weight, int64_t rows,
                                     int64_t width, float eps) {
+    memra_grid_dependencies();
     __shared__ double partial[32];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) norm_row(r, out, hidden, delta, weight, width, eps, partial);
 }
@@ -82,6 +85,7 @@ static __global__ void add_rms_norm_kernel(float * out, float * hidden, const fl
 /* NEOX RoPE in place; one thread per (row, head, pair). theta as ggml: the position times
  * theta_scale, pair by pair, in f32. */
 static __global__ void rope_neox_kernel(float * x, const int32_t * __restrict__ positions, int64_t rows, int64_t heads, int64_t head_dim, float theta_scale) {
+    memra_grid_dependencies();
     const int64_t half = head_dim / 2;
     const int64_t total = rows * heads * half;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
@@ -129,6 +133,7 @@ __device__ __forceinline__ void norm_rope_head(float * v, const float * __restri
 static __global__ void qk_norm_rope_kernel(float * q, float * k, const float * __restrict__ q_weight, const float * __restrict__ k_weight,
                                     const int32_t * __restrict__ positions, int64_t rows, int heads, int kv_heads, int head_dim, float eps,
                                     float theta_scale) {
+    memra_grid_dependencies();
     const int lane = threadIdx.x & 31;
     const int warps = blockDim.x / 32;
     const int64_t head_rows = rows * (heads + kv_heads);
@@ -142,6 +147,7 @@ static __global__ void qk_norm_rope_kernel(float * q, float * k, const float * _
 }
 
 static __global__ void swiglu_kernel(float * out, const float * gate, const float * up, int64_t length) {
+    memra_grid_dependencies();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < length; i += (int64_t)gridDim.x * blockDim.x) {
         const float g = gate[i];
         out[i] = __fmul_rn(g / (1.0f + expf(-g)), up[i]);
@@ -149,10 +155,12 @@ static __global__ void swiglu_kernel(float * out, const float * gate, const floa
 }
 
 static __global__ void add_kernel(float * out, const float * a, const float * b, int64_t length) {
+    memra_grid_dependencies();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < length; i += (int64_t)gridDim.x * blockDim.x) out[i] = a[i] + b[i];
 }
 
 static __global__ void gather_rows_kernel(float * __restrict__ out, const float * __restrict__ x, const int32_t * __restrict__ row_ids, int64_t count, int64_t width) {
+    memra_grid_dependencies();
     const int64_t total = count * width;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         out[i] = x[(int64_t)row_ids[i / width] * width + i % width];
@@ -163,6 +171,7 @@ static __global__ void gather_rows_kernel(float * __restrict__ out, const float 
  * when a row id repeats). */
 static __global__ void scatter_add_rows_kernel(float * out, const float * __restrict__ x, const int32_t * __restrict__ row_ids, const float * __restrict__ scales,
                                         int64_t count, int64_t width) {
+    memra_grid_dependencies();
     for (int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c < width; c += (int64_t)gridDim.x * blockDim.x) {
         for (int64_t i = 0; i < count; i++) {
             float * o = out + (int64_t)row_ids[i] * width + c;

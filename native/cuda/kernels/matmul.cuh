@@ -91,6 +91,7 @@ __device__ __forceinline__ segment_row segment_of(const matrix_segments & segmen
 template <int TYPE, int ROWS>
 __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_kernel(matrix_segments segments, const float * __restrict__ x,
                                                                                   int64_t row_bytes, int rows, int64_t n_in) {
+    memra_grid_dependencies();
     const int lane = threadIdx.x & 31;
     const segment_row target = segment_of(segments);
     const int64_t o = target.o, n_out = target.n_out;
@@ -128,6 +129,7 @@ template <int ROWS>
 __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_kernel(matrix_segments segments, const int8_t * __restrict__ codes,
                                                                                        const float * __restrict__ scales, int64_t row_bytes, int rows,
                                                                                        int64_t n_in) {
+    memra_grid_dependencies();
     const int lane = threadIdx.x & 31, quarter = lane & 3;
     const segment_row target = segment_of(segments);
     const int64_t o = target.o, n_out = target.n_out;
@@ -257,6 +259,7 @@ template <int TYPE>
 __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_kernel(float * __restrict__ out, const float * __restrict__ x,
                                                                        const uint8_t * __restrict__ weight, int64_t row_bytes, int64_t rows,
                                                                        int64_t n_in, int64_t n_out, int64_t k_per_split, gemm_groups groups) {
+    memra_grid_dependencies();
     constexpr int TM = MEMRA_CUDA_GEMM_TILE_M, TN = MEMRA_CUDA_GEMM_TILE_N, TK = MEMRA_CUDA_GEMM_TILE_K, STRIDE = TK + MEMRA_CUDA_GEMM_PAD;
     __shared__ __align__(16) __half a_tile[TM * STRIDE];
     __shared__ __align__(16) __half b_tile[TN * STRIDE];
@@ -326,6 +329,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_codes_kernel(flo
                                                                              const float * __restrict__ scales, int block_shift,
                                                                              const uint8_t * __restrict__ weight, int64_t row_bytes, int64_t rows,
                                                                              int64_t n_in, int64_t n_out, int64_t k_per_split, gemm_groups groups) {
+    memra_grid_dependencies();
     constexpr int TM = MEMRA_CUDA_GEMM_TILE_M, TN = MEMRA_CUDA_GEMM_TILE_N, TK = MEMRA_CUDA_GEMM_TILE_K, STRIDE = TK + MEMRA_CUDA_GEMM_PAD;
     __shared__ __align__(16) __half a_tile[TM * STRIDE];
     __shared__ __align__(16) __half b_tile[TN * STRIDE];
@@ -554,6 +558,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS) gemm_int8_kernel
                                                                                  const float * __restrict__ scales, const uint8_t * __restrict__ weight,
                                                                                  int64_t row_bytes, int64_t rows, int64_t n_in, int64_t n_out,
                                                                                  int64_t k_tiles_per_split, gemm_groups groups) {
+    memra_grid_dependencies();
     constexpr int TM = MEMRA_CUDA_INT8_GEMM_TILE_M, TN = MEMRA_CUDA_INT8_GEMM_TILE_N, STEPS = MEMRA_CUDA_INT8_GEMM_TILE_K / 32;
     constexpr int P = int8_block_words<TYPE>::value, BLOCK_BYTES = 2 + 4 * P;
     constexpr int MI = 4, NI = 4; /* a warp's 64 × 32: 4 × 4 m16n8k32 tiles */
@@ -700,6 +705,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS) gemm_int8_kernel
 
 /* out[i] = Σ_s partials[s · count + i], s = 0, 1, ... in order: a split-K GEMM's partial sums. */
 static __global__ void split_sum_kernel(float * __restrict__ out, const float * __restrict__ partials, int64_t count, int splits) {
+    memra_grid_dependencies();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count; i += (int64_t)gridDim.x * blockDim.x) {
         float sum = partials[i];
         for (int s = 1; s < splits; s++) sum = __fadd_rn(sum, partials[s * count + i]);
@@ -792,6 +798,7 @@ __device__ __forceinline__ void round_block(int64_t b, int lane, float * __restr
 template <int MODE, bool CODES = false>
 __global__ void round_activations_kernel(float * __restrict__ out, float * __restrict__ corrections, const float * __restrict__ x, int64_t count,
                                          int8_t * __restrict__ codes, float * __restrict__ scales, const float * __restrict__ up) {
+    memra_grid_dependencies();
     /* CODES (q8_0/q8_1/q8_K, for the integer GEMM): the codes q and the block scales d instead of
      * the values d · q. */
     if constexpr (MODE == MEMRA_CUDA_ROUND_F16 || MODE == MEMRA_CUDA_ROUND_BF16) {
@@ -816,6 +823,7 @@ __global__ void round_activations_kernel(float * __restrict__ out, float * __res
  * the sum of the rounded values. One thread per output, grid-stride. */
 static __global__ void offset_correction_kernel(float * __restrict__ out, const float * __restrict__ corrections, const uint8_t * __restrict__ weight,
                                          int64_t row_bytes, int64_t block_bytes, int64_t rows, int64_t blocks, int64_t n_out) {
+    memra_grid_dependencies();
     const int64_t total = rows * n_out;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = i / n_out, o = i % n_out;

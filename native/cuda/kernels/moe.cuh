@@ -21,6 +21,7 @@
 namespace memra_cuda_kernels {
 
 static __global__ void moe_route_kernel(int32_t * __restrict__ ids, float * __restrict__ weights, const float * __restrict__ logits, int64_t rows, int experts, int k) {
+    memra_grid_dependencies();
     MEMRA_DYNAMIC_SHARED(float, probabilities);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + warp;
@@ -73,6 +74,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) expert_matrix_vecto
                                                                                          int64_t matrix_bytes, int64_t row_bytes,
                                                                                          const int32_t * __restrict__ ids, int64_t first_pair, int64_t n_in,
                                                                                          int64_t n_out) {
+    memra_grid_dependencies();
     const int lane = threadIdx.x & 31;
     const int64_t pair = first_pair + blockIdx.y;
     const int64_t o = blockIdx.x * (int64_t)MEMRA_CUDA_MMV_WARPS + (threadIdx.x >> 5);
@@ -96,6 +98,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) expert_matrix_vecto
 static __global__ void expert_combine_kernel(float * __restrict__ out, const float * __restrict__ down, const int32_t * __restrict__ ids,
                                              const float * __restrict__ weights, const int32_t * __restrict__ pair_slots, int64_t rows, int k,
                                              int64_t width) {
+    memra_grid_dependencies();
     const int64_t total = rows * width;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = i / width, c = i % width;
@@ -127,6 +130,7 @@ static __global__ void __launch_bounds__(MEMRA_CUDA_MOE_GROUP_THREADS) moe_group
                                                                                      int32_t * __restrict__ tiles_a, int tile_rows_a, int64_t bound_a,
                                                                                      int32_t * __restrict__ tiles_b, int tile_rows_b, int64_t bound_b,
                                                                                      const int32_t * __restrict__ ids, int64_t pairs, int experts) {
+    memra_grid_dependencies();
     MEMRA_DYNAMIC_SHARED(int, shared);
     int * counts = shared;
     int * cursors = shared + experts;
@@ -170,6 +174,7 @@ static __global__ void __launch_bounds__(MEMRA_CUDA_MOE_GROUP_THREADS) moe_group
 /* out[s, :] = x[slot_pairs[s] / k, :]: each slot's row of the input, rows of `width` floats. */
 static __global__ void gather_pair_rows_kernel(float * __restrict__ out, const float * __restrict__ x, const int32_t * __restrict__ slot_pairs, int64_t slots,
                                                int k, int64_t width) {
+    memra_grid_dependencies();
     const int64_t total = slots * width;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t s = i / width, c = i % width;

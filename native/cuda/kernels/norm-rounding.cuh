@@ -18,6 +18,7 @@ namespace memra_cuda_kernels {
 template <int MODE, bool CODES>
 __global__ void norm_round_kernel(float * out, float * hidden, const float * delta, const float * __restrict__ weight, int64_t rows, int64_t width, float eps,
                                   float * __restrict__ rounded, float * __restrict__ corrections, int8_t * __restrict__ codes, float * __restrict__ scales) {
+    memra_grid_dependencies();
     static_assert(MODE == MEMRA_CUDA_ROUND_Q8_0 || MODE == MEMRA_CUDA_ROUND_Q8_1 || MODE == MEMRA_CUDA_ROUND_Q8_K, "q8 roundings only");
     __shared__ double partial[32];
     constexpr int BLOCK = MODE == MEMRA_CUDA_ROUND_Q8_K ? 256 : 32;

@@ -29,6 +29,7 @@ __device__ __forceinline__ argmax_pair argmax_better(argmax_pair a, argmax_pair 
 }
 
 static __global__ void argmax_rows_kernel(int32_t * __restrict__ out, const float * __restrict__ logits, int64_t rows, int64_t columns) {
+    memra_grid_dependencies();
     __shared__ argmax_pair partial[32];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {

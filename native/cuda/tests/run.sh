@@ -4,7 +4,8 @@
 #   2. the CPU emulator of CUDA (emulator/, which the cuda-emulated build runs the kernels on),
 #      built with the C++ compiler and the emulated build's flags, then again with AddressSanitizer
 #      (it switches stacks between fibers: the annotations for that are checked too); no nvcc;
-#   3. when native/build/libmemra_cuda.so exists (bun native/build.ts cuda): the library loads and
+#   3. every kernel begins with memra_grid_dependencies() (programmatic dependent launch);
+#   4. when native/build/libmemra_cuda.so exists (bun native/build.ts cuda): the library loads and
 #      reports a missing driver/GPU as error codes with messages (on a GPU machine: the device
 #      checks are skipped, the rest still runs).
 set -eu
@@ -32,6 +33,22 @@ if "$CXX" -O1 -fsanitize=address -fno-omit-frame-pointer $emulated $emulator_sou
 else
     echo "run.sh: $CXX cannot build with -fsanitize=address: ASan run of test-emulator skipped"
 fi
+
+# Programmatic dependent launch lets a kernel start while the one before it finishes: every kernel
+# must wait for it (memra_grid_dependencies(), kernels/device.cuh) before it touches memory, so the
+# call must be its first statement. Checked in the sources, as no GPU runs here.
+awk '
+    /__global__/ { kernel = FNR }
+    kernel && /\{$/ {
+        if ((getline next_line) <= 0 || next_line !~ /^ *memra_grid_dependencies\(\);/) {
+            printf "%s:%d: a kernel whose first statement is not memra_grid_dependencies();\n", FILENAME, kernel
+            bad = 1
+        }
+        kernel = 0
+    }
+    END { exit bad }
+' "$here"/../*.cu "$here"/../kernels/*.cuh
+echo "run.sh: every kernel begins with memra_grid_dependencies()"
 
 library="${MEMRA_CUDA_LIBRARY:-$here/../../build/libmemra_cuda.so}"
 if [ -f "$library" ]; then

@@ -146,6 +146,7 @@ const result = {
   layers: options.layers,
   fullLayers,
   device: backend.deviceInfo().name,
+  programmaticLaunch: backend.deviceInfo().programmaticLaunch,
   graphs: model.transformer.recordsDecodeGraphs,
   pick: values.pick,
   [`pp${promptTokens}`]: (promptTokens / medianPrefill) * 1000,

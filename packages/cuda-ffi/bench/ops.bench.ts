@@ -199,7 +199,7 @@ for (const [name, rows, nIn, nOut] of [
   }
 }
 
-const summary = { device: backend.deviceInfo().name, int8Gemm: process.env.MEMRA_CUDA_INT8_GEMM === "0" ? "off" : "on", ops: results };
+const summary = { device: backend.deviceInfo().name, programmaticLaunch: backend.deviceInfo().programmaticLaunch, int8Gemm: process.env.MEMRA_CUDA_INT8_GEMM === "0" ? "off" : "on", ops: results };
 if (values.json) console.log(JSON.stringify(summary));
 else console.log(JSON.stringify(summary, null, 2));
 backend.dispose();

@@ -128,6 +128,9 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     const info = backend.deviceInfo();
     expect(info.computeCapability).toBeGreaterThanOrEqual(80);
     expect(info.name.length).toBeGreaterThan(0);
+    // programmatic dependent launch: on sm_90 GPUs unless turned off; the emulator runs launches in order
+    const emulated = info.name.includes("emulator");
+    expect(info.programmaticLaunch).toBe(!emulated && info.computeCapability >= 90 && process.env.MEMRA_CUDA_PDL !== "0");
     expect(matmulTypes().map(ggmlTypeName)).toEqual(expect.arrayContaining(["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K"]));
     expect(backend.supportsOp("matmul", GGMLType.IQ2_XXS)).toBe(false);
     expect(backend.supportsOp("attention")).toBe(true);

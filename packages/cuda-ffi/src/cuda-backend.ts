@@ -191,12 +191,18 @@ export class CudaBackend implements Backend {
   }
 
   /** The device's name, compute capability (e.g. 90) and multiprocessor count. */
-  deviceInfo(): { name: string; computeCapability: number; multiprocessors: number } {
+  /** The device, and whether kernels launch with programmatic dependent launch (sm_90+, MEMRA_CUDA_PDL). */
+  deviceInfo(): { name: string; computeCapability: number; multiprocessors: number; programmaticLaunch: boolean } {
     const name = new Uint8Array(256);
     const numbers = new Int32Array(2);
     this.library.call("memra_cuda_device_info", this.context(), ptr(name), name.length, ptr(numbers), ptr(numbers, 4));
     const end = name.indexOf(0);
-    return { name: new TextDecoder().decode(name.subarray(0, end < 0 ? name.length : end)), computeCapability: numbers[0]!, multiprocessors: numbers[1]! };
+    return {
+      name: new TextDecoder().decode(name.subarray(0, end < 0 ? name.length : end)),
+      computeCapability: numbers[0]!,
+      multiprocessors: numbers[1]!,
+      programmaticLaunch: this.library.symbols.memra_cuda_programmatic_launch() === 1,
+    };
   }
 
   /** Free and total device memory, and the bytes the allocator keeps cached. */

@@ -30,6 +30,7 @@ export const MEMRA_CUDA_SYMBOLS = {
   memra_cuda_destroy: { args: [ptr], returns: FFIType.void },
   // (cuda, name, name_bytes, compute_capability, multiprocessors)
   memra_cuda_device_info: { args: [ptr, ptr, i64, ptr, ptr], returns: i32 },
+  memra_cuda_programmatic_launch: { args: [], returns: i32 },
   // (cuda, free_bytes, total_bytes, cached_bytes)
   memra_cuda_memory_info: { args: [ptr, ptr, ptr, ptr], returns: i32 },
   memra_cuda_synchronize: { args: [ptr], returns: i32 },
