@@ -173,13 +173,14 @@ static int check_sequences(const char * function, const int32_t * sequences, int
 template <int KV>
 static void launch_attention(const memra_cuda_launch & launch, cudaStream_t stream, int chunks, float * out, float * partials, const float * q,
                              const uint8_t * keys, const uint8_t * values, int64_t row_bytes, int block_tokens, const int32_t * tables, const int32_t * sequences,
-                             int sequence_count, int heads, int kv_heads, int head_dim, float scale) {
+                             int sequence_count, int heads, int kv_heads, int head_dim, float scale, int * counters, int8_t * codes, float * scales) {
     const dim3 grid = memra_grid(launch);
     const int splits = (int)launch.grid_z;
 #define MEMRA_ATTENTION_CASE(N)                                                                                                                           \
     case N:                                                                                                                                               \
         MEMRA_LAUNCH(grid, launch.threads, 0, stream, paged_attention_kernel<KV, N>)(out, partials, q, keys, values, row_bytes, block_tokens, tables, sequences, \
-                                                                                    sequence_count, heads, kv_heads, head_dim, scale, splits);             \
+                                                                                    sequence_count, heads, kv_heads, head_dim, scale, splits, counters, codes, \
+                                                                                    scales);                                                                \
         break;
     switch (chunks) {
         MEMRA_ATTENTION_CASE(1) MEMRA_ATTENTION_CASE(2) MEMRA_ATTENTION_CASE(3) MEMRA_ATTENTION_CASE(4)
@@ -190,8 +191,9 @@ static void launch_attention(const memra_cuda_launch & launch, cudaStream_t stre
 }
 
 /* memra_cuda_paged_attention; with `rounding` (codes and scales for rows × heads · head_dim values),
- * where the splits' combine runs and head_dim is a multiple of 32 it also writes out's q8_0 codes
- * there and sets *rounded (else *rounded stays false and nothing is written there). */
+ * where the split kernel runs (not the flash kernel) and head_dim is a multiple of 32, the block
+ * that writes a head of out also writes its q8_0 codes there, and *rounded is set (else it stays
+ * false and nothing is written there). */
 static int paged_attention(const char * function, memra_cuda * cuda, float * out, int64_t out_length, const float * q, int64_t q_length, int type,
                            const void * keys, const void * values, int64_t storage_bytes, int64_t block_tokens, const int32_t * block_tables, int64_t table_length,
                            const int32_t * sequences, int64_t sequence_count, int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim, float scale,
@@ -265,36 +267,35 @@ static int paged_attention(const char * function, memra_cuda * cuda, float * out
     }
     const int chunks = (int)((head_dim + 31) / 32);
     const int32_t * tables = devices[0] ? (const int32_t *)devices[0] : (const int32_t *)devices[1];
-    /* Split-K: the splits' partial states, merged by attention_combine_kernel. */
+    /* Split-K: the splits' partial states, merged by the pair's last split to finish (its counter
+     * in the context's zeroed array, which the merge resets). */
     workspace partials(cuda);
     const int64_t partial_bytes = memra_cuda_attention_partial_bytes(&launch, head_dim);
+    if (partial_bytes > 0 && rows * heads > MEMRA_CUDA_ATTENTION_COUNTERS) {
+        FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: %lld (row, head) pairs in %lld splits, more than the %d split counters", function, (long long)(rows * heads),
+             (long long)launch.grid_z, MEMRA_CUDA_ATTENTION_COUNTERS);
+    }
     if (partial_bytes > 0) CHECK(partials.allocate(partial_bytes));
     float * partial = (float *)partials.pointer;
+    int * counters = cuda->attention_counters;
+    const bool round = rounding && head_dim % 32 == 0;
+    int8_t * codes = round ? (int8_t *)rounding->codes : nullptr;
+    float * scales = round ? (float *)rounding->scales : nullptr;
     if (type == MEMRA_CUDA_TYPE_F32) {
         launch_attention<MEMRA_CUDA_TYPE_F32>(launch, cuda->stream, chunks, out, partial, q, (const uint8_t *)keys, (const uint8_t *)values, row_bytes,
                                               (int)block_tokens, tables, (const int32_t *)devices[1], (int)sequence_count, (int)heads, (int)kv_heads, (int)head_dim,
-                                              scale);
+                                              scale, counters, codes, scales);
     } else if (type == MEMRA_CUDA_TYPE_F16) {
         launch_attention<MEMRA_CUDA_TYPE_F16>(launch, cuda->stream, chunks, out, partial, q, (const uint8_t *)keys, (const uint8_t *)values, row_bytes,
                                               (int)block_tokens, tables, (const int32_t *)devices[1], (int)sequence_count, (int)heads, (int)kv_heads, (int)head_dim,
-                                              scale);
+                                              scale, counters, codes, scales);
     } else {
         launch_attention<MEMRA_CUDA_TYPE_Q8_0>(launch, cuda->stream, chunks, out, partial, q, (const uint8_t *)keys, (const uint8_t *)values, row_bytes,
                                                (int)block_tokens, tables, (const int32_t *)devices[1], (int)sequence_count, (int)heads, (int)kv_heads,
-                                               (int)head_dim, scale);
+                                               (int)head_dim, scale, counters, codes, scales);
     }
     LAUNCH_CHECK(function, "paged_attention_kernel");
-    if (partial_bytes > 0) {
-        const dim3 grid((unsigned)(rows * heads), 1, 1);
-        if (rounding && head_dim % 32 == 0) {
-            MEMRA_LAUNCH(grid, 128, 0, cuda->stream, attention_combine_kernel<true>)(out, partial, (int)head_dim, (int)launch.grid_z, (int8_t *)rounding->codes,
-                                                                                    (float *)rounding->scales);
-            *rounded = true;
-        } else {
-            MEMRA_LAUNCH(grid, 128, 0, cuda->stream, attention_combine_kernel<false>)(out, partial, (int)head_dim, (int)launch.grid_z, nullptr, nullptr);
-        }
-        LAUNCH_CHECK(function, "attention_combine_kernel");
-    }
+    if (rounded) *rounded = round;
     return MEMRA_CUDA_OK;
 }
 

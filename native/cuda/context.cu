@@ -207,6 +207,7 @@ static void release(memra_cuda * cuda) {
     }
     if (cuda->arena_host) cudaFreeHost(cuda->arena_host);
     if (cuda->arena_device) cudaFree(cuda->arena_device);
+    if (cuda->attention_counters) cudaFree(cuda->attention_counters);
     if (cuda->stream) cudaStreamDestroy(cuda->stream);
     free(cuda);
 }
@@ -293,6 +294,8 @@ static int create_into(memra_cuda * cuda, int device) {
     cuda->arena.capacity = 1 << 20;
     CUDA_CHECK(function, cudaMallocHost(&cuda->arena_host, (size_t)cuda->arena.capacity));
     CUDA_CHECK(function, cudaMalloc(&cuda->arena_device, (size_t)cuda->arena.capacity));
+    CUDA_CHECK(function, cudaMalloc((void **)&cuda->attention_counters, MEMRA_CUDA_ATTENTION_COUNTERS * sizeof(int)));
+    CUDA_CHECK(function, cudaMemsetAsync(cuda->attention_counters, 0, MEMRA_CUDA_ATTENTION_COUNTERS * sizeof(int), cuda->stream));
     return MEMRA_CUDA_OK;
 }
 

@@ -157,12 +157,15 @@ memra_cuda_launch memra_cuda_plan_kv_write(int64_t count, int64_t width);
  * MEMRA_CUDA_ATTENTION_KEYS consecutive positions at a time. The splits (grid_z) depend on rows and
  * heads only: enough blocks for MEMRA_CUDA_ATTENTION_TARGET_BLOCKS, at most
  * MEMRA_CUDA_ATTENTION_MAX_SPLITS; more than one needs memra_cuda_attention_partial_bytes of
- * workspace and attention_combine_kernel. */
+ * workspace and a counter per (row, head): the last split to finish merges them. */
 #define MEMRA_CUDA_ATTENTION_MAX_HEAD_DIM 256
 #define MEMRA_CUDA_ATTENTION_WARPS 4
 #define MEMRA_CUDA_ATTENTION_KEYS 4
 #define MEMRA_CUDA_ATTENTION_TARGET_BLOCKS 2048
 #define MEMRA_CUDA_ATTENTION_MAX_SPLITS 32
+/* The context's split counters (one int per (row, head) pair): a launch has several splits only
+ * when its pairs are fewer than MEMRA_CUDA_ATTENTION_TARGET_BLOCKS, so that many always suffice. */
+#define MEMRA_CUDA_ATTENTION_COUNTERS MEMRA_CUDA_ATTENTION_TARGET_BLOCKS
 int memra_cuda_plan_attention(int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim, memra_cuda_launch * launch, char * message,
                               size_t message_bytes);
 /* Bytes of the splits' partial states ((max, sum, head_dim values) per row, head and split). */

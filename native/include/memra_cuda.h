@@ -235,9 +235,10 @@ MEMRA_CUDA_API int memra_cuda_paged_attention(memra_cuda * cuda, float * out, in
                                               int64_t sequence_count, int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim, float scale);
 
 /* memra_cuda_paged_attention into `out`, then projected = out · weight ([n_out rows of heads ·
- * head_dim inputs], as memra_cuda_matmul with rows rows): the same results. Where the attention's
- * splits are combined in a separate kernel and the matmul reads q8_0 codes (q8_0 decode, the
- * integer GEMMs), that kernel also writes the codes, one launch fewer. */
+ * head_dim inputs], as memra_cuda_matmul with rows rows): the same results. Where the matmul reads
+ * q8_0 codes (q8_0 decode, the integer GEMMs) and the split attention kernel runs (decode, the
+ * prefills the flash kernel does not take), the attention also writes the codes: no rounding
+ * launch. */
 MEMRA_CUDA_API int memra_cuda_attention_matmul(memra_cuda * cuda, float * projected, int64_t projected_length, float * out, int64_t out_length,
                                                const float * q, int64_t q_length, int type, const void * keys, const void * values,
                                                int64_t storage_bytes, int64_t block_tokens, const int32_t * block_tables, int64_t table_length,

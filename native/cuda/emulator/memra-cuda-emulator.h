@@ -327,6 +327,11 @@ static inline int atomicAdd(int * address, int value) {
     *address = old + value;
     return old;
 }
+/* Loads that bypass L1 (cache-global): the emulator has no caches. */
+template <typename T>
+static inline T __ldcg(const T * p) {
+    return *p;
+}
 static inline void __threadfence() {}
 static inline void __threadfence_block() {}
 

@@ -11,11 +11,13 @@
  * warps of all splits; a warp loads a group's keys together (their loads in flight at once), sums
  * the dot products with interleaved shuffles, and keeps an online softmax (running max and sum,
  * f32) with the weighted values. The block's warps are combined in shared memory; with one split
- * the block writes the output, with more each writes its (max, sum, values) and
- * attention_combine_kernel merges them. The splits depend on rows and heads only (launch-plan.c),
- * never on the sequences' lengths, so that a decode step recorded in a CUDA graph and the same
- * step run op by op sum in the same order. Serves decode and the prefills the flash kernel does
- * not take (f32 / q8_0 caches, other head sizes, short chunks).
+ * the block writes the output, with more each writes its (max, sum, values) and the pair's last
+ * split to finish (a ticket from the context's counters) merges them in split order: the same
+ * sums whichever block is last. The block that writes a head's output may also round it to the O projection's q8_0 codes.
+ * The splits depend on rows and heads only (launch-plan.c), never on the sequences' lengths, so
+ * that a decode step recorded in a CUDA graph and the same step run op by op sum in the same
+ * order. Serves decode and the prefills the flash kernel does not take (f32 / q8_0 caches, other
+ * head sizes, short chunks).
  */
 #pragma once
 
@@ -125,6 +127,44 @@ __global__ void qk_norm_rope_kv_kernel(float * q, float * k, const float * __res
 
 /* One warp's online softmax state over the keys it has seen: running max m, sum l, and the
  * weighted sum of values acc (lane l holds dims l + 32c). */
+/* The O projection's input rounded (memra_cuda_attention_matmul) by the block that wrote head
+ * `pair` of out: its warps round the head's q8_0 blocks (head_dim a multiple of 32: a block never
+ * spans two heads) into codes and scales with round_block, the body of round_activations_kernel:
+ * bit for bit the rounding the matmul would do, without its launch. No barrier: the block's thread
+ * t wrote the values d ≡ t (mod blockDim), and warp w takes blocks b ≡ w (mod warps), so lane l
+ * reads d = 32b + l ≡ 32w + l = t: each thread rounds values it wrote itself. */
+__device__ __forceinline__ void round_head(float * out, int64_t pair, int head_dim, int8_t * __restrict__ codes, float * __restrict__ scales) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    const int64_t first = pair * head_dim / 32;
+    /* The trip count depends on the warp only: every lane takes part in each shuffle. */
+    for (int b = warp; b < head_dim / 32; b += warps) round_block<MEMRA_CUDA_ROUND_Q8_0, true>(first + b, lane, nullptr, nullptr, out, codes, scales, nullptr);
+}
+
+/* out[pair] from the splits' partial states (read through L2: written by other blocks of the same
+ * launch), then its rounding where codes is not null. `out` is not __restrict__: read back. */
+__device__ __forceinline__ void combine_head(float * out, const float * partials, int64_t pair, int head_dim, int splits, int8_t * __restrict__ codes,
+                                             float * __restrict__ scales) {
+    const float * p = partials + pair * splits * (int64_t)(head_dim + 2);
+    const int64_t size = head_dim + 2;
+    float m = -INFINITY;
+    for (int s = 0; s < splits; s++) m = fmaxf(m, __ldcg(p + s * size));
+    float l = 0.0f;
+    for (int s = 0; s < splits; s++) {
+        const float ms = __ldcg(p + s * size);
+        l += ms == -INFINITY ? 0.0f : expf(ms - m) * __ldcg(p + s * size + 1);
+    }
+    const float inverse = 1.0f / l;
+    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+        float sum = 0.0f;
+        for (int s = 0; s < splits; s++) {
+            const float ms = __ldcg(p + s * size);
+            if (ms != -INFINITY) sum += expf(ms - m) * __ldcg(p + s * size + 2 + d);
+        }
+        out[pair * head_dim + d] = sum * inverse;
+    }
+    if (codes) round_head(out, pair, head_dim, codes, scales);
+}
+
 template <int CHUNKS>
 struct softmax_state {
     float m, l, acc[CHUNKS];
@@ -132,9 +172,10 @@ struct softmax_state {
 
 template <int KV, int CHUNKS>
 __global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
-    paged_attention_kernel(float * __restrict__ out, float * __restrict__ partials, const float * __restrict__ q, const uint8_t * __restrict__ keys,
+    paged_attention_kernel(float * out, float * __restrict__ partials, const float * __restrict__ q, const uint8_t * __restrict__ keys,
                            const uint8_t * __restrict__ values, int64_t row_bytes, int block_tokens, const int32_t * __restrict__ block_tables,
-                           const int32_t * __restrict__ sequences, int sequence_count, int heads, int kv_heads, int head_dim, float scale, int splits) {
+                           const int32_t * __restrict__ sequences, int sequence_count, int heads, int kv_heads, int head_dim, float scale, int splits,
+                           int * __restrict__ counters, int8_t * __restrict__ codes, float * __restrict__ scales) {
     memra_grid_dependencies();
     constexpr int WARPS = MEMRA_CUDA_ATTENTION_WARPS, KEYS = MEMRA_CUDA_ATTENTION_KEYS;
     __shared__ float shared_m[WARPS], shared_l[WARPS], shared_acc[WARPS][CHUNKS * 32];
@@ -224,9 +265,10 @@ __global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
             for (int w = 0; w < WARPS; w++) sum += factor[w] * shared_acc[w][d];
             o[d] = sum * inverse;
         }
+        if (codes) round_head(out, pair, head_dim, codes, scales);
         return;
     }
-    /* Several splits: this one's (m, l, acc[head_dim]) for attention_combine_kernel. */
+    /* Several splits: this one's (m, l, acc[head_dim]) for the combine. */
     float * partial = partials + (pair * splits + split) * (int64_t)(head_dim + 2);
     if (threadIdx.x == 0) {
         partial[0] = m;
@@ -238,40 +280,17 @@ __global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
         for (int w = 0; w < WARPS; w++) sum += factor[w] * shared_acc[w][d];
         partial[2 + d] = sum;
     }
-}
-
-/* out[pair] from the splits' partial states of paged_attention_kernel: one block per (row, head).
- * ROUND (the O projection's input, memra_cuda_attention_matmul): then its warps round the head's
- * q8_0 blocks (head_dim a multiple of 32: a block never spans two heads) into codes and scales with
- * round_block, the body of round_activations_kernel: bit for bit the rounding the matmul would do,
- * one launch fewer. No barrier: thread t wrote the values d ≡ t (mod blockDim), and warp w takes
- * blocks b ≡ w (mod warps), so lane l reads d = 32b + l ≡ 32w + l = t: each thread rounds values
- * it wrote itself. `out` is not __restrict__: read back here. */
-template <bool ROUND>
-__global__ void attention_combine_kernel(float * out, const float * __restrict__ partials, int head_dim, int splits, int8_t * __restrict__ codes,
-                                         float * __restrict__ scales) {
-    memra_grid_dependencies();
-    const int64_t pair = blockIdx.x;
-    const float * p = partials + pair * splits * (int64_t)(head_dim + 2);
-    const int64_t size = head_dim + 2;
-    float m = -INFINITY;
-    for (int s = 0; s < splits; s++) m = fmaxf(m, p[s * size]);
-    float l = 0.0f;
-    for (int s = 0; s < splits; s++) l += p[s * size] == -INFINITY ? 0.0f : expf(p[s * size] - m) * p[s * size + 1];
-    const float inverse = 1.0f / l;
-    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-        float sum = 0.0f;
-        for (int s = 0; s < splits; s++) {
-            if (p[s * size] != -INFINITY) sum += expf(p[s * size] - m) * p[s * size + 2 + d];
-        }
-        out[pair * head_dim + d] = sum * inverse;
-    }
-    if constexpr (ROUND) {
-        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-        const int64_t first = pair * head_dim / 32;
-        /* The trip count depends on the warp only: every lane takes part in each shuffle. */
-        for (int b = warp; b < head_dim / 32; b += warps) round_block<MEMRA_CUDA_ROUND_Q8_0, true>(first + b, lane, nullptr, nullptr, out, codes, scales, nullptr);
-    }
+    /* The last split of the pair to finish merges them (its partial reads bypass L1, which may hold
+     * stale lines of this workspace): every thread's writes made visible device-wide before the
+     * block takes its ticket; the last one resets the pair's counter for the next launch. */
+    __shared__ int ticket;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) ticket = atomicAdd(&counters[pair], 1);
+    __syncthreads();
+    if (ticket != splits - 1) return;
+    if (threadIdx.x == 0) counters[pair] = 0;
+    combine_head(out, partials, pair, head_dim, splits, codes, scales);
 }
 
 __device__ __forceinline__ uint32_t pack_half2(float a, float b) {

@@ -169,6 +169,15 @@ static void test_attention_and_moe_plans(void) {
     EXPECT(memra_cuda_plan_attention(64, 32, 8, 128, &launch, message, sizeof message) == MEMRA_CUDA_OK && launch.grid_z == 1);
     EXPECT(memra_cuda_attention_partial_bytes(&launch, 128) == 0);
     EXPECT(memra_cuda_plan_attention(512, 16, 8, 128, &launch, message, sizeof message) == MEMRA_CUDA_OK && launch.grid_z == 1);
+    /* several splits only for fewer (row, head) pairs than the context's split counters */
+    int counters_hold = 1;
+    for (int64_t heads = 1; heads <= 128; heads++) {
+        for (int64_t rows = 1; rows <= 4096; rows++) {
+            if (memra_cuda_plan_attention(rows, heads, 1, 64, &launch, message, sizeof message) != MEMRA_CUDA_OK) continue;
+            if (launch.grid_z > 1 && rows * heads > MEMRA_CUDA_ATTENTION_COUNTERS) counters_hold = 0;
+        }
+    }
+    EXPECT(counters_hold);
     EXPECT(memra_cuda_plan_attention(0, 16, 8, 128, &launch, message, sizeof message) == MEMRA_CUDA_OK && launch.grid_x == 0);
     EXPECT(memra_cuda_plan_attention(1, 6, 4, 128, &launch, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
     EXPECT(memra_cuda_plan_attention(1, 4, 2, 16, &launch, message, sizeof message) == MEMRA_CUDA_OK); /* tiny models: lanes past 16 idle */

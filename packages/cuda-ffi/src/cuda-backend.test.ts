@@ -582,9 +582,11 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
         const data = quantize(type, normals(width * 96, 220 + type, 0.05));
         return [type, backend.uploadWeight(tensorInfo(`o${type}`, type, [width, 96], data), data)] as const;
       });
-      // decode of 1 and of 3 sequences, a batch of 40 single-row sequences (int8 GEMM for q8_0 and
-      // q4_0), and a 20-row prefill (the flash kernel: no combine, the matmul rounds)
-      for (const shapes of [[[1, 30]], [[1, 7], [1, 100], [1, 63]], Array.from({ length: 40 }, (_, i) => [1, 3 + i] as const), [[20, 9]]] as const) {
+      // decode of 1 and of 3 sequences, batches of 40 and 256 single-row sequences (int8 GEMM for
+      // q8_0 and q4_0; 256 × 8 heads: one split, each block rounding its own head), and a 20-row
+      // prefill (the flash kernel: the matmul rounds)
+      const batch = (size: number) => Array.from({ length: size }, (_, i) => [1, 3 + (i % 50)] as const);
+      for (const shapes of [[[1, 30]], [[1, 7], [1, 100], [1, 63]], batch(40), batch(256), [[20, 9]]] as const) {
         const sequences = new Int32Array(shapes.length * 4);
         const tables: number[] = [];
         let rows = 0;
@@ -597,13 +599,15 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
         const kv = { keys, values, blockTokens, blockTables: Int32Array.from(tables), sequences };
         const shape = { rows, heads, kvHeads, headDim, scale: 1 / Math.sqrt(headDim) };
         const q = backend.allocate(rows * width);
-        backend.write(q, normals(rows * width, 230 + rows, 2));
         const [out, outApart] = [backend.allocate(rows * width), backend.allocate(rows * width)];
-        backend.attention(outApart, q, kv, shape);
         for (const [type, weight] of weights) {
+          // a new q each time, the fused call first: workspace the allocator hands out again then
+          // holds another input's codes, never this one's
+          backend.write(q, normals(rows * width, 230 + rows + type, 2));
           const [projected, projectedApart] = [backend.allocate(rows * 96), backend.allocate(rows * 96)];
-          backend.matmul(projectedApart, outApart, weight, rows);
           backend.attentionMatmul(projected, out, q, kv, shape, weight);
+          backend.attention(outApart, q, kv, shape);
+          backend.matmul(projectedApart, outApart, weight, rows);
           const what = `head_dim ${headDim}, ${rows} rows, ${ggmlTypeName(type)}`;
           expect(firstDifference(backend.read(out), backend.read(outApart)), `${what}: attention`).toBe(-1);
           expect(firstDifference(backend.read(projected), backend.read(projectedApart)), `${what}: projection`).toBe(-1);
