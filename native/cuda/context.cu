@@ -275,6 +275,8 @@ static int create_into(memra_cuda * cuda, int device) {
     cuda->int8_gemm = !(int8_gemm && strcmp(int8_gemm, "0") == 0);
     const char * rounding = getenv("MEMRA_CUDA_ACTIVATION_ROUNDING");
     cuda->activation_rounding = !(rounding && strcmp(rounding, "0") == 0);
+    const char * mmv_steps = getenv("MEMRA_CUDA_MMV_STEPS");
+    cuda->mmv_steps = mmv_steps && strcmp(mmv_steps, "2") == 0 ? 2 : 4;
     const char * flash = getenv("MEMRA_CUDA_FLASH_ATTENTION");
     cuda->flash_attention = !(flash && strcmp(flash, "0") == 0);
     CUDA_CHECK(function, cudaStreamCreateWithFlags(&cuda->stream, cudaStreamNonBlocking));

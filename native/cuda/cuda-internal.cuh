@@ -37,6 +37,7 @@ struct memra_cuda {
     int int8_gemm;           /* q8_0/q4_0/q5_0 prefill on the int8 GEMM, else the f16-code GEMM (MEMRA_CUDA_INT8_GEMM=0: off) */
     int activation_rounding; /* activations rounded as ggml's CPU matmul (MEMRA_CUDA_ACTIVATION_ROUNDING=0: off) */
     int flash_attention;     /* tensor-core prefill attention over f16 KV (MEMRA_CUDA_FLASH_ATTENTION=0: off) */
+    int mmv_steps;           /* steps of 8 blocks in flight per warp in q8_0 decode: 4, or MEMRA_CUDA_MMV_STEPS=2 */
     int * attention_counters; /* device, MEMRA_CUDA_ATTENTION_COUNTERS zeros between launches: splits finished per (row, head) */
     memra_cuda_capture * capture;               /* non-NULL between memra_cuda_graph_begin and _end */
     std::vector<memra_cuda_graph *> * graphs;   /* live graphs, destroyed with the context */

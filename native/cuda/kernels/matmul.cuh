@@ -77,14 +77,23 @@ struct segment_row {
     int64_t n_out, o;
 };
 __device__ __forceinline__ segment_row segment_of(const matrix_segments & segments) {
-    int i = 0;
-#pragma unroll
-    for (int k = 1; k < MEMRA_CUDA_MMV_SEGMENTS; k++) i = k < segments.count && (int64_t)blockIdx.x >= segments.first_block[k] ? k : i;
+    /* Only compile-time indices into the parameter's arrays: a run-time index would copy the whole
+     * struct to local memory (a 104-byte stack frame per thread, by ptxas's report). */
     segment_row row;
-    row.out = segments.out[i];
-    row.weight = segments.weight[i];
-    row.n_out = segments.n_out[i];
-    row.o = ((int64_t)blockIdx.x - segments.first_block[i]) * MEMRA_CUDA_MMV_WARPS + (threadIdx.x >> 5);
+    row.out = segments.out[0];
+    row.weight = segments.weight[0];
+    row.n_out = segments.n_out[0];
+    int64_t first = 0;
+#pragma unroll
+    for (int k = 1; k < MEMRA_CUDA_MMV_SEGMENTS; k++) {
+        if (k < segments.count && (int64_t)blockIdx.x >= segments.first_block[k]) {
+            row.out = segments.out[k];
+            row.weight = segments.weight[k];
+            row.n_out = segments.n_out[k];
+            first = segments.first_block[k];
+        }
+    }
+    row.o = ((int64_t)blockIdx.x - first) * MEMRA_CUDA_MMV_WARPS + (threadIdx.x >> 5);
     return row;
 }
 
@@ -117,15 +126,18 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_kerne
     reduce_rows_and_store<ROWS>(sum, lane, rows, out, n_out, o);
 }
 
-/* matrix_vector_q8_0_kernel<ROWS>: decode with q8_0 weights on the activations' q8_0 codes
+/* matrix_vector_q8_0_kernel<ROWS, STEPS>: decode with q8_0 weights on the activations' q8_0 codes
  * (round_activations_kernel with CODES): per 32-value block, 8 __dp4a of the weight's and the
  * activation's int8 codes, then sum · (d_w · d_x) as ggml's vec_dot_q8_0_q8_0 does. The 4 lanes of
  * a quad take the 4 quarters (8 codes) of one block, so a warp reads 8 consecutive 34-byte blocks
- * (272 bytes) per step with every load instruction, two steps' loads in flight together; the
- * quarters' integer dot products are added with two shuffles (exact) and the quad's first lane
- * scales the block's sum. Weight codes are read 16 bits at a time (a block is only 2-byte
- * aligned), the activation codes 8 bytes at a time. */
-template <int ROWS>
+ * (272 bytes) per step with every load instruction, STEPS steps' loads in flight together (4 by
+ * default, MEMRA_CUDA_MMV_STEPS=2 the previous 2: one warp per output row leaves an 8B-shaped
+ * down projection's 4096 rows at half occupancy, so the bytes in flight per warp bound the
+ * bandwidth); the quarters' integer dot products are added with two shuffles (exact) and the
+ * quad's first lane scales the block's sum. The blocks are summed in the same order for any STEPS.
+ * Weight codes are read 16 bits at a time (a block is only 2-byte aligned), the activation codes 8
+ * bytes at a time. */
+template <int ROWS, int STEPS>
 __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_kernel(matrix_segments segments, const int8_t * __restrict__ codes,
                                                                                        const float * __restrict__ scales, int64_t row_bytes, int rows,
                                                                                        int64_t n_in) {
@@ -140,9 +152,9 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_
     float sum[ROWS];
 #pragma unroll
     for (int r = 0; r < ROWS; r++) sum[r] = 0.0f;
-    /* Two steps of 8 blocks at a time, their weight loads issued together (more bytes in flight per
-     * warp). The trip count is the warp's: every lane takes part in the quad's shuffles. */
-    constexpr int STEPS = 2;
+    /* STEPS steps of 8 blocks at a time, their weight loads issued together (more bytes in flight
+     * per warp). The trip count is the warp's: every lane takes part in the quad's shuffles. */
+    static_assert(STEPS == 2 || STEPS == 4, "2 or 4 steps in flight");
     for (int64_t first = 0; first < blocks; first += 8 * STEPS) {
         int64_t b[STEPS];
         bool present[STEPS];

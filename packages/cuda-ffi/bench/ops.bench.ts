@@ -5,7 +5,7 @@
  *   bun packages/cuda-ffi/bench/ops.bench.ts [--json] [--quick]
  *
  * - decode matrix-vector (q8_0, 1 row): µs and the weight bytes per second it streams (HBM: 4.8 TB/s
- *   on an H200);
+ *   on an H200); MEMRA_CUDA_MMV_STEPS=2 times the previous 2 steps in flight per warp;
  * - prefill and batched-decode GEMMs (q8_0, 512 and 64 rows): µs and TFLOP/s (2 · rows · in · out);
  *   MEMRA_CUDA_INT8_GEMM=0 in the environment times the previous kernel;
  * - paged attention over a 640-token context (f16 KV): decode of 1 and 64 sequences;
@@ -199,7 +199,13 @@ for (const [name, rows, nIn, nOut] of [
   }
 }
 
-const summary = { device: backend.deviceInfo().name, programmaticLaunch: backend.deviceInfo().programmaticLaunch, int8Gemm: process.env.MEMRA_CUDA_INT8_GEMM === "0" ? "off" : "on", ops: results };
+const summary = {
+  device: backend.deviceInfo().name,
+  programmaticLaunch: backend.deviceInfo().programmaticLaunch,
+  int8Gemm: process.env.MEMRA_CUDA_INT8_GEMM === "0" ? "off" : "on",
+  q8_0DecodeSteps: process.env.MEMRA_CUDA_MMV_STEPS === "2" ? 2 : 4,
+  ops: results,
+};
 if (values.json) console.log(JSON.stringify(summary));
 else console.log(JSON.stringify(summary, null, 2));
 backend.dispose();

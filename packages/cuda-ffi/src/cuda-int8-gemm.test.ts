@@ -20,11 +20,15 @@
  * when a context is created): the same exact integer products, scaled per 16-value chunk instead
  * of per 32-value block, so the two differ in rounding only: the same bounds (measured NMSE
  * ≤ 1.3e-13, max ≤ 8.7e-7 of the largest output, at 4096 inputs).
+ *
+ * Also here, as it needs the same child process: q8_0 decode (matrix_vector_q8_0_kernel) with 4
+ * steps of 8 blocks in flight per warp gives bit for bit what 2 steps (MEMRA_CUDA_MMV_STEPS=2) give,
+ * at block counts that leave every kind of tail.
  */
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { ReferenceBackend } from "@memra/core";
-import { BackendPair, nmse, normals, tensorInfo } from "@memra/core/internal";
+import { BackendPair, firstDifference, nmse, normals, tensorInfo } from "@memra/core/internal";
 import { GGMLType, ggmlTypeName, quantize } from "@memra/gguf";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cudaUnavailableReason } from "./cuda-availability";
@@ -70,8 +74,8 @@ function describeCase({ type, rows, nIn, nOut }: Case): string {
   return `${ggmlTypeName(type)} ${rows}×${nIn}→${nOut}`;
 }
 
-/** Each case's output from the previous kernel (MEMRA_CUDA_INT8_GEMM=0), computed in a child process. */
-function previousKernelOutputs(cases: Case[]): Float32Array[] {
+/** Each case's output with `environment` set (read when a context is created), from a child process. */
+function outputsWith(environment: Record<string, string>, cases: Case[]): Float32Array[] {
   const url = (file: string) => JSON.stringify(fileURLToPath(new URL(file, import.meta.url)));
   const script = `
     const { CudaBackend } = await import(${url("./cuda-backend.ts")});
@@ -91,7 +95,7 @@ function previousKernelOutputs(cases: Case[]): Float32Array[] {
     }
     backend.dispose();`;
   const result = spawnSync(process.execPath.includes("bun") ? process.execPath : "bun", ["-e", script], {
-    env: { ...process.env, MEMRA_CUDA_INT8_GEMM: "0" },
+    env: { ...process.env, ...environment },
     encoding: "utf8",
     maxBuffer: 1 << 28,
   });
@@ -139,7 +143,7 @@ describe.skipIf(unavailable !== undefined)(`int8 GEMM against the reference back
 
   it("agrees with the previous kernel (MEMRA_CUDA_INT8_GEMM=0, gemm_codes_kernel) within the same bounds", () => {
     expect(outputs.size, "the first test has run").toBe(CASES.length);
-    const previous = previousKernelOutputs(CASES);
+    const previous = outputsWith({ MEMRA_CUDA_INT8_GEMM: "0" }, CASES);
     expect(previous.length).toBe(CASES.length);
     const results: Record<string, ReturnType<typeof compare>> = {};
     for (const [i, testCase] of CASES.entries()) results[describeCase(testCase)] = compare(outputs.get(testCase)!, previous[i]!);
@@ -152,5 +156,28 @@ describe.skipIf(unavailable !== undefined)(`int8 GEMM against the reference back
     }
     // Different kernels: rounding differs somewhere (were they all identical, the switch would not switch).
     expect(identical, "cases where the two kernels agree bit for bit").toBeLessThan(CASES.length);
+  });
+});
+
+describe.skipIf(unavailable !== undefined)(`q8_0 decode, 4 steps in flight against 2${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
+  it("MEMRA_CUDA_MMV_STEPS=2 and the default 4 sum the same blocks in the same order", () => {
+    const cases: Case[] = [1, 3, 8].flatMap((rows) => [32, 96, 544, 1056, 2080].map((nIn) => ({ type: GGMLType.Q8_0, rows, nIn, nOut: 13 })));
+    const backend = CudaBackend.create();
+    try {
+      const fourSteps = cases.map((testCase) => {
+        const { type, rows, nIn, nOut } = testCase;
+        const { data, x: values } = inputs(testCase);
+        const w = backend.uploadWeight(tensorInfo("w", type, [nIn, nOut], data), data);
+        const x = backend.allocate(rows * nIn);
+        backend.write(x, values);
+        const out = backend.allocate(rows * nOut);
+        backend.matmul(out, x, w, rows);
+        return backend.read(out);
+      });
+      const twoSteps = outputsWith({ MEMRA_CUDA_MMV_STEPS: "2" }, cases);
+      cases.forEach((testCase, i) => expect(firstDifference(fourSteps[i]!, twoSteps[i]!), describeCase(testCase)).toBe(-1));
+    } finally {
+      backend.dispose();
+    }
   });
 });
