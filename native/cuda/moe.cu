@@ -41,32 +41,43 @@ extern "C" int memra_cuda_moe_route(memra_cuda * cuda, int32_t * ids_out, float 
     return waited;
 }
 
-/* Launches expert_matrix_vector_kernel for `type` over pairs × n_out outputs (grid y: at most
+/* Launches expert_matrix_vector_kernel for `type` over pairs × n_out outputs of `weights`, and of
+ * `second_weights` into second_out in the same launch where given (grid y: at most
  * MEMRA_CUDA_MAX_GRID_YZ pairs a launch). */
 static int launch_experts(const char * function, memra_cuda * cuda, int type, float * out, const float * x, int64_t x_row_divisor, const void * weights,
-                          int64_t n_in, int64_t n_out, const int32_t * ids, int64_t pairs) {
+                          int64_t n_in, int64_t n_out, const int32_t * ids, int64_t pairs, float * second_out = nullptr,
+                          const void * second_weights = nullptr) {
     const int64_t row_bytes = memra_cuda_row_bytes(type, n_in);
+    const int64_t blocks_per_matrix = (n_out + MEMRA_CUDA_MMV_WARPS - 1) / MEMRA_CUDA_MMV_WARPS;
     for (int64_t first = 0; first < pairs; first += MEMRA_CUDA_MAX_GRID_YZ) {
         const int64_t count = pairs - first < MEMRA_CUDA_MAX_GRID_YZ ? pairs - first : MEMRA_CUDA_MAX_GRID_YZ;
-        const dim3 grid((unsigned)((n_out + MEMRA_CUDA_MMV_WARPS - 1) / MEMRA_CUDA_MMV_WARPS), (unsigned)count, 1);
+        const dim3 grid((unsigned)(blocks_per_matrix * (second_weights ? 2 : 1)), (unsigned)count, 1);
         MEMRA_CUDA_DISPATCH_TYPE(type, (MEMRA_LAUNCH(grid, MEMRA_CUDA_MMV_WARPS * 32, 0, cuda->stream, expert_matrix_vector_kernel<T>)(
-                                           out, x, x_row_divisor, (const uint8_t *)weights, n_out * row_bytes, row_bytes, ids, first, n_in, n_out)));
+                                           out, second_out, x, x_row_divisor, (const uint8_t *)weights, (const uint8_t *)second_weights, blocks_per_matrix,
+                                           n_out * row_bytes, row_bytes, ids, first, n_in, n_out)));
         LAUNCH_CHECK(function, "expert_matrix_vector_kernel");
     }
     return MEMRA_CUDA_OK;
 }
 
-/* `x` rounded for `type` into `rounded` (when the context rounds activations): *source is what the
- * expert kernel reads. */
+/* `x` (or silu(x) · up, where up is given) rounded for `type` into `rounded` when the context
+ * rounds activations; *source is what the expert kernel reads. With up and no rounding, the
+ * SwiGLU product alone goes to `rounded`. */
 static int round_for(const char * function, memra_cuda * cuda, int type, const float * x, int64_t rows, int64_t n_in, workspace & rounded,
-                     const float ** source) {
+                     const float ** source, const float * up = nullptr) {
     *source = x;
     const int rounding = cuda->activation_rounding ? memra_cuda_activation_rounding(type) : MEMRA_CUDA_ROUND_NONE;
-    if (rounding == MEMRA_CUDA_ROUND_NONE) return MEMRA_CUDA_OK;
+    if (rounding == MEMRA_CUDA_ROUND_NONE && !up) return MEMRA_CUDA_OK;
     CHECK(rounded.allocate(rows * n_in * 4));
-    const memra_cuda_launch launch = memra_cuda_plan_rounding(rounding, rows, n_in);
-    launch_rounding<false>(rounding, launch, cuda->stream, (float *)rounded.pointer, nullptr, x, rows * n_in, nullptr, nullptr);
-    LAUNCH_CHECK(function, "round_activations_kernel");
+    if (rounding == MEMRA_CUDA_ROUND_NONE) {
+        const memra_cuda_launch launch = memra_cuda_plan_elementwise(rows * n_in);
+        MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, swiglu_kernel)((float *)rounded.pointer, x, up, rows * n_in);
+        LAUNCH_CHECK(function, "swiglu_kernel");
+    } else {
+        const memra_cuda_launch launch = memra_cuda_plan_rounding(rounding, rows, n_in);
+        launch_rounding<false>(rounding, launch, cuda->stream, (float *)rounded.pointer, nullptr, x, rows * n_in, nullptr, nullptr, up);
+        LAUNCH_CHECK(function, "round_activations_kernel");
+    }
     *source = (const float *)rounded.pointer;
     return MEMRA_CUDA_OK;
 }
@@ -188,19 +199,20 @@ extern "C" int memra_cuda_moe_experts(memra_cuda * cuda, float * out, int64_t ou
     CHECK(gate_out.allocate(pairs * ffn * 4));
     CHECK(up_out.allocate(pairs * ffn * 4));
     CHECK(down_out.allocate(pairs * embedding * 4));
-    /* gate and up of every pair from its row's rounded input, SwiGLU, down from the pair's rounded hidden values */
+    /* gate and up of every pair from its row's rounded input (one launch where they share a type),
+     * down from the pair's hidden values silu(gate) · up, rounded as the SwiGLU is computed */
     const float * source = nullptr;
     CHECK(round_for(function, cuda, gate_type, x, rows, embedding, rounded_x, &source));
-    CHECK(launch_experts(function, cuda, gate_type, (float *)gate_out.pointer, source, k, gate, embedding, ffn, ids, pairs));
-    if (memra_cuda_activation_rounding(up_type) != memra_cuda_activation_rounding(gate_type)) {
-        CHECK(round_for(function, cuda, up_type, x, rows, embedding, rounded_up, &source));
+    if (up_type == gate_type) {
+        CHECK(launch_experts(function, cuda, gate_type, (float *)gate_out.pointer, source, k, gate, embedding, ffn, ids, pairs, (float *)up_out.pointer, up));
+    } else {
+        CHECK(launch_experts(function, cuda, gate_type, (float *)gate_out.pointer, source, k, gate, embedding, ffn, ids, pairs));
+        if (memra_cuda_activation_rounding(up_type) != memra_cuda_activation_rounding(gate_type)) {
+            CHECK(round_for(function, cuda, up_type, x, rows, embedding, rounded_up, &source));
+        }
+        CHECK(launch_experts(function, cuda, up_type, (float *)up_out.pointer, source, k, up, embedding, ffn, ids, pairs));
     }
-    CHECK(launch_experts(function, cuda, up_type, (float *)up_out.pointer, source, k, up, embedding, ffn, ids, pairs));
-    const memra_cuda_launch elementwise = memra_cuda_plan_elementwise(pairs * ffn);
-    MEMRA_LAUNCH(memra_grid(elementwise), elementwise.threads, 0, cuda->stream, swiglu_kernel)((float *)gate_out.pointer, (const float *)gate_out.pointer,
-                                                                                              (const float *)up_out.pointer, pairs * ffn);
-    LAUNCH_CHECK(function, "swiglu_kernel");
-    CHECK(round_for(function, cuda, down_type, (const float *)gate_out.pointer, pairs, ffn, rounded_h, &source));
+    CHECK(round_for(function, cuda, down_type, (const float *)gate_out.pointer, pairs, ffn, rounded_h, &source, (const float *)up_out.pointer));
     CHECK(launch_experts(function, cuda, down_type, (float *)down_out.pointer, source, 1, down, ffn, embedding, ids, pairs));
     const memra_cuda_launch combine = memra_cuda_plan_elementwise(x_needed);
     MEMRA_LAUNCH(memra_grid(combine), combine.threads, 0, cuda->stream, expert_combine_kernel)(out, (const float *)down_out.pointer, ids, weights, nullptr, rows,

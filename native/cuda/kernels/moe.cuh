@@ -66,19 +66,27 @@ static __global__ void moe_route_kernel(int32_t * __restrict__ ids, float * __re
 }
 
 /* out[p, o] = W[ids[p]][o, :] · x[p / x_row_divisor, :] for pairs p = row · k + j: grid.x covers
- * n_out in warps (one per output feature, as matrix_vector_kernel with one row), grid.y the pairs
- * from first_pair. */
+ * n_out in warps (one per output feature, as matrix_vector_kernel with one row), for each of one or
+ * two expert weights of one type (gate and up: the second's blocks after the first's, blocks_per
+ * matrix each), grid.y the pairs from first_pair. */
 template <int TYPE>
-__global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) expert_matrix_vector_kernel(float * __restrict__ out, const float * __restrict__ x,
-                                                                                         int64_t x_row_divisor, const uint8_t * __restrict__ weights,
+__global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) expert_matrix_vector_kernel(float * __restrict__ out, float * __restrict__ second_out,
+                                                                                         const float * __restrict__ x, int64_t x_row_divisor,
+                                                                                         const uint8_t * __restrict__ weights,
+                                                                                         const uint8_t * __restrict__ second_weights, int64_t blocks_per_matrix,
                                                                                          int64_t matrix_bytes, int64_t row_bytes,
                                                                                          const int32_t * __restrict__ ids, int64_t first_pair, int64_t n_in,
                                                                                          int64_t n_out) {
     memra_grid_dependencies();
     const int lane = threadIdx.x & 31;
     const int64_t pair = first_pair + blockIdx.y;
-    const int64_t o = blockIdx.x * (int64_t)MEMRA_CUDA_MMV_WARPS + (threadIdx.x >> 5);
+    const bool second = (int64_t)blockIdx.x >= blocks_per_matrix;
+    const int64_t o = ((int64_t)blockIdx.x - (second ? blocks_per_matrix : 0)) * MEMRA_CUDA_MMV_WARPS + (threadIdx.x >> 5);
     if (o >= n_out) return;
+    if (second) {
+        out = second_out;
+        weights = second_weights;
+    }
     const uint8_t * w = weights + (int64_t)ids[pair] * matrix_bytes + o * row_bytes;
     const float * xr = x + (pair / x_row_divisor) * n_in;
     float sum[1] = {0.0f};
