@@ -22,7 +22,7 @@ import { CpuBackend } from "./cpu-backend";
 import { BackendDisposedError, NativeError } from "./errors";
 import { nativeLibraryUnavailableReason } from "./native-availability";
 import { mulberry32 } from "@memra/synthetic";
-import { ALL_GGML_TYPES, BackendPair, nmse, normals, residentFraction, tensorInfo, weightBytes } from "@memra/core/internal";
+import { ALL_GGML_TYPES, BackendPair, nmse, normals, pagedLayout, residentFraction, tensorInfo, weightBytes } from "@memra/core/internal";
 
 const unavailable = nativeLibraryUnavailableReason();
 
@@ -169,20 +169,11 @@ describe.skipIf(unavailable !== undefined)(`CpuBackend ops against the reference
         [7, 5],
         [30, 0],
       ] as const;
-      const sequences = new Int32Array(shapes.length * 4);
-      const tables: number[] = [];
-      let rows = 0;
-      for (let i = 0; i < shapes.length; i++) {
-        const [queryRows, position] = shapes[i]!;
-        sequences.set([rows, queryRows, position, tables.length], i * 4);
-        for (let b = 0; b < Math.ceil((position + queryRows) / blockTokens); b++) tables.push(Math.floor(random() * blocks));
-        rows += queryRows;
-      }
+      const { rows, sequences, blockTables } = pagedLayout(shapes, blockTokens, () => Math.floor(random() * blocks));
       const [q, qRef] = pair.buffers(normals(rows * heads * headDim, 92));
       const out = pair.native.allocate(rows * heads * headDim);
       const outRef = pair.reference.allocate(rows * heads * headDim);
       const shape = { rows, heads, kvHeads, headDim, scale: 1 / Math.sqrt(headDim) };
-      const blockTables = Int32Array.from(tables);
       pair.native.attention(out, q, { keys, values, blockTokens, blockTables, sequences }, shape);
       pair.reference.attention(outRef, qRef, { keys: keysRef, values: valuesRef, blockTokens, blockTables, sequences }, shape);
       expect(nmse(pair.native.read(out), pair.reference.read(outRef)), `paged attention ${type}`).toBeLessThanOrEqual(ELEMENTWISE_BOUND);

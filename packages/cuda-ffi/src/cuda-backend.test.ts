@@ -24,7 +24,7 @@ import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { type BackendGraph, type KVStorage, ReferenceBackend } from "@memra/core";
 import { GGMLType, canQuantize, ggmlTypeName, quantize } from "@memra/gguf";
-import { ALL_GGML_TYPES, BackendPair, firstDifference, nmse, normals, tensorInfo } from "@memra/core/internal";
+import { ALL_GGML_TYPES, BackendPair, firstDifference, nmse, normals, pagedLayout, tensorInfo } from "@memra/core/internal";
 import { argmax } from "@memra/sampler";
 import { mulberry32 } from "@memra/synthetic";
 import { type Pointer, ptr } from "bun:ffi";
@@ -486,20 +486,11 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
         [30, 0],
         [70, 50], // two query tiles and four KV tiles of the flash kernel
       ] as const;
-      const sequences = new Int32Array(shapes.length * 4);
-      const tables: number[] = [];
-      let rows = 0;
-      for (let i = 0; i < shapes.length; i++) {
-        const [queryRows, position] = shapes[i]!;
-        sequences.set([rows, queryRows, position, tables.length], i * 4);
-        for (let b = 0; b < Math.ceil((position + queryRows) / blockTokens); b++) tables.push(Math.floor(random() * blocks));
-        rows += queryRows;
-      }
+      const { rows, sequences, blockTables } = pagedLayout(shapes, blockTokens, () => Math.floor(random() * blocks));
       const [q, qRef] = pair.buffers(normals(rows * heads * headDim, 92));
       const out = pair.native.allocate(rows * heads * headDim);
       const outRef = pair.reference.allocate(rows * heads * headDim);
       const shape = { rows, heads, kvHeads, headDim, scale: 1 / Math.sqrt(headDim) };
-      const blockTables = Int32Array.from(tables);
       pair.native.attention(out, q, { keys, values, blockTokens, blockTables, sequences }, shape);
       pair.reference.attention(outRef, qRef, { keys: keysRef, values: valuesRef, blockTokens, blockTables, sequences }, shape);
       // f16 KV and ≥ 16 rows: the flash kernel, Q and P rounded to f16 (measured 2.7e-8 at head_dim 64).
@@ -545,20 +536,11 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
         ],
         [[300, 200]],
       ] as const) {
-        const sequences = new Int32Array(shapes.length * 4);
-        const tables: number[] = [];
-        let rows = 0;
-        for (let i = 0; i < shapes.length; i++) {
-          const [queryRows, position] = shapes[i]!;
-          sequences.set([rows, queryRows, position, tables.length], i * 4);
-          for (let b = 0; b < Math.ceil((position + queryRows) / blockTokens); b++) tables.push(Math.floor(random() * blocks));
-          rows += queryRows;
-        }
+        const { rows, sequences, blockTables } = pagedLayout(shapes, blockTokens, () => Math.floor(random() * blocks));
         const [q, qRef] = pair.buffers(normals(rows * heads * headDim, 192 + rows, 2));
         const out = pair.native.allocate(rows * heads * headDim);
         const outRef = pair.reference.allocate(rows * heads * headDim);
         const shape = { rows, heads, kvHeads, headDim, scale: 1 / Math.sqrt(headDim) };
-        const blockTables = Int32Array.from(tables);
         pair.native.attention(out, q, { keys, values, blockTokens, blockTables, sequences }, shape);
         pair.reference.attention(outRef, qRef, { keys: keysRef, values: valuesRef, blockTokens, blockTables, sequences }, shape);
         expect(nmse(pair.native.read(out), pair.reference.read(outRef)), `${type}, ${rows} rows`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
@@ -566,7 +548,7 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     }
   }, 180_000); // ~25 s on the emulator
 
-  it("attentionMatmul gives attention then matmul bit for bit, the O projection's q8_0 codes rounded by the splits' combine", () => {
+  it("attentionMatmul gives attention then matmul bit for bit, the O projection's q8_0 codes rounded by the attention kernel", () => {
     const [heads, kvHeads, blockTokens, blocks] = [8, 2, 16, 24];
     const random = mulberry32(2203);
     for (const headDim of [64, 128]) {
@@ -587,16 +569,8 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
       // prefill (the flash kernel: the matmul rounds)
       const batch = (size: number) => Array.from({ length: size }, (_, i) => [1, 3 + (i % 50)] as const);
       for (const shapes of [[[1, 30]], [[1, 7], [1, 100], [1, 63]], batch(40), batch(256), [[20, 9]]] as const) {
-        const sequences = new Int32Array(shapes.length * 4);
-        const tables: number[] = [];
-        let rows = 0;
-        for (let i = 0; i < shapes.length; i++) {
-          const [queryRows, position] = shapes[i]!;
-          sequences.set([rows, queryRows, position, tables.length], i * 4);
-          for (let b = 0; b < Math.ceil((position + queryRows) / blockTokens); b++) tables.push(Math.floor(random() * blocks));
-          rows += queryRows;
-        }
-        const kv = { keys, values, blockTokens, blockTables: Int32Array.from(tables), sequences };
+        const { rows, sequences, blockTables } = pagedLayout(shapes, blockTokens, () => Math.floor(random() * blocks));
+        const kv = { keys, values, blockTokens, blockTables, sequences };
         const shape = { rows, heads, kvHeads, headDim, scale: 1 / Math.sqrt(headDim) };
         const q = backend.allocate(rows * width);
         const [out, outApart] = [backend.allocate(rows * width), backend.allocate(rows * width)];

@@ -23,7 +23,10 @@ import {
 import { GGMLType, type GGUFTensorInfo, ggmlTypeName } from "@memra/gguf";
 import { type Pointer, ptr } from "bun:ffi";
 import { CudaBackendDisposedError } from "./errors";
-import { CUDA_NO_WEIGHT_TYPE, MEMRA_CUDA_OPS, type MemraCudaLibrary, openMemraCudaLibrary } from "./native-library";
+import { CUDA_NO_WEIGHT_TYPE, MEMRA_CUDA_OPS, type MemraCudaLibrary, type MemraCudaSymbols, openMemraCudaLibrary } from "./native-library";
+
+/** The arguments of memra_cuda_paged_attention after the context. */
+type AttentionArguments = Parameters<MemraCudaSymbols["memra_cuda_paged_attention"]> extends [unknown, ...infer Rest] ? Rest : never;
 
 export interface CudaBackendOptions {
   /** CUDA device index. Default 0. */
@@ -647,51 +650,27 @@ export class CudaBackend implements Backend {
   }
 
   attention(out: DeviceBuffer, q: DeviceBuffer, kv: KVLayerView, shape: AttentionShape): void {
-    const o = asBuffer(out);
-    const query = asBuffer(q);
-    const keys = asKV(kv.keys);
-    const values = asKV(kv.values);
-    if (keys.type !== values.type || keys.bytes !== values.bytes) throw new RangeError("attention: keys and values storage differ in type or size");
-    this.library.call(
-      "memra_cuda_paged_attention",
-      this.context(),
-      o.pointer as Pointer,
-      o.length,
-      query.pointer as Pointer,
-      query.length,
-      KV_TYPE_IDS[keys.type],
-      keys.pointer as Pointer,
-      values.pointer as Pointer,
-      keys.bytes,
-      kv.blockTokens,
-      this.hostPointer(kv.blockTables),
-      kv.blockTables.length,
-      this.hostPointer(kv.sequences),
-      kv.sequences.length / 4,
-      shape.rows,
-      shape.heads,
-      shape.kvHeads,
-      shape.headDim,
-      shape.scale,
-    );
+    this.library.call("memra_cuda_paged_attention", this.context(), ...this.attentionArguments("attention", out, q, kv, shape));
   }
 
   attentionMatmul(projected: DeviceBuffer, out: DeviceBuffer, q: DeviceBuffer, kv: KVLayerView, shape: AttentionShape, weight: WeightHandle): void {
     const p = asBuffer(projected);
+    const w = asWeight(weight);
+    if (w.shape[0] !== shape.heads * shape.headDim) {
+      throw new RangeError(`attentionMatmul: the weight takes ${w.shape[0]} inputs, the attention gives ${shape.heads} heads × ${shape.headDim}`);
+    }
+    const attention = this.attentionArguments("attentionMatmul", out, q, kv, shape);
+    this.library.call("memra_cuda_attention_matmul", this.context(), p.pointer as Pointer, p.length, ...attention, w.type, w.pointer as Pointer, w.byteLength, w.shape[1] ?? 1);
+  }
+
+  /** memra_cuda_paged_attention's arguments after the context (out … scale), which memra_cuda_attention_matmul takes too. */
+  private attentionArguments(op: string, out: DeviceBuffer, q: DeviceBuffer, kv: KVLayerView, shape: AttentionShape): AttentionArguments {
     const o = asBuffer(out);
     const query = asBuffer(q);
     const keys = asKV(kv.keys);
     const values = asKV(kv.values);
-    const w = asWeight(weight);
-    if (keys.type !== values.type || keys.bytes !== values.bytes) throw new RangeError("attentionMatmul: keys and values storage differ in type or size");
-    if (w.shape[0] !== shape.heads * shape.headDim) {
-      throw new RangeError(`attentionMatmul: the weight takes ${w.shape[0]} inputs, the attention gives ${shape.heads} heads × ${shape.headDim}`);
-    }
-    this.library.call(
-      "memra_cuda_attention_matmul",
-      this.context(),
-      p.pointer as Pointer,
-      p.length,
+    if (keys.type !== values.type || keys.bytes !== values.bytes) throw new RangeError(`${op}: keys and values storage differ in type or size`);
+    return [
       o.pointer as Pointer,
       o.length,
       query.pointer as Pointer,
@@ -710,11 +689,7 @@ export class CudaBackend implements Backend {
       shape.kvHeads,
       shape.headDim,
       shape.scale,
-      w.type,
-      w.pointer as Pointer,
-      w.byteLength,
-      w.shape[1] ?? 1,
-    );
+    ];
   }
 
   swiglu(out: DeviceBuffer, gate: DeviceBuffer, up: DeviceBuffer, length: number): void {

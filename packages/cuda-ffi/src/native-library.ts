@@ -121,7 +121,7 @@ export const MEMRA_CUDA_SYMBOLS = {
   memra_cuda_graph_destroy: { args: [ptr, ptr], returns: i32 },
 } as const;
 
-type MemraCudaSymbols = Library<typeof MEMRA_CUDA_SYMBOLS>["symbols"];
+export type MemraCudaSymbols = Library<typeof MEMRA_CUDA_SYMBOLS>["symbols"];
 
 /** Entry points that return an int status. */
 export type CudaStatusSymbol = Exclude<

@@ -41,6 +41,27 @@ export function firstDifference(a: Float32Array, b: Float32Array): number {
 }
 
 /** A tensor info for `data` of `type` and ggml `shape` (fastest dimension first), at offset 0. */
+/**
+ * The batch layout of paged attention (KVLayerView's sequences and block tables) for sequences of
+ * (query rows, cache position of the first) in order: each sequence's blocks from `pickBlock`.
+ */
+export function pagedLayout(
+  shapes: readonly (readonly [number, number])[],
+  blockTokens: number,
+  pickBlock: () => number,
+): { rows: number; sequences: Int32Array; blockTables: Int32Array } {
+  const sequences = new Int32Array(shapes.length * 4);
+  const tables: number[] = [];
+  let rows = 0;
+  for (let i = 0; i < shapes.length; i++) {
+    const [queryRows, position] = shapes[i]!;
+    sequences.set([rows, queryRows, position, tables.length], i * 4);
+    for (let b = 0; b < Math.ceil((position + queryRows) / blockTokens); b++) tables.push(pickBlock());
+    rows += queryRows;
+  }
+  return { rows, sequences, blockTables: Int32Array.from(tables) };
+}
+
 export function tensorInfo(name: string, type: GGMLType, shape: number[], data: Uint8Array): GGUFTensorInfo {
   return { name, type, shape, elementCount: shape.reduce((a, b) => a * b, 1), offset: 0, byteSize: data.byteLength };
 }
