@@ -90,6 +90,8 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) expert_matrix_vecto
     const uint8_t * w = weights + (int64_t)ids[pair] * matrix_bytes + o * row_bytes;
     const float * xr = x + (pair / x_row_divisor) * n_in;
     float sum[1] = {0.0f};
+    /* Unrolled: several groups' loads in flight together (as matrix_vector_kernel). */
+#pragma unroll 4
     for (int64_t g = lane; g < n_in / 8; g += 32) {
         float v[8];
         dequantize_group<TYPE>(w, g, v);
