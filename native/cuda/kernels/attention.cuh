@@ -36,7 +36,7 @@ __device__ __forceinline__ float kv_value(const uint8_t * row, int64_t d) {
         return __half2float(reinterpret_cast<const __half *>(row)[d]);
     } else {
         const uint8_t * block = row + (d >> 5) * 34;
-        return half_at(block) * (float)(int8_t)block[2 + (d & 31)];
+        return half_at(block) * small_int_to_float((int8_t)block[2 + (d & 31)]);
     }
 }
 

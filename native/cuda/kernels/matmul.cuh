@@ -476,11 +476,8 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_codes_kernel(flo
  * Not yet measured on a GPU: written for the emulator's checks and compiled by nvcc for
  * sm_80/89/90; no speed is claimed. Not used: cp.async, ldmatrix, wgmma. */
 
-/* (float)v for |v| < 2^22, exactly, without I2F (a quarter-rate instruction on sm_80/90, which
- * would bound the int8 GEMM's per-block scaling): the bits of 2^23 + 2^22 + v, a float whose
- * integer part is that sum, minus 2^23 + 2^22. An int8 block dot product is at most 32 · 128 · 128
- * = 2^19 in magnitude. */
-__device__ __forceinline__ float small_int_to_float(int32_t v) { return __fsub_rn(__int_as_float(0x4B400000 + v), 12582912.0f); }
+/* small_int_to_float (quant.cuh) converts the int8 GEMM's block sums: an int8 block dot product is
+ * at most 32 · 128 · 128 = 2^19 in magnitude. */
 
 /* Words of a weight block after its f16 scale: q8_0 32 code bytes; q4_0 16 nibble bytes; q5_0 4 bytes
  * of high bits and 16 nibble bytes. A block is 2 + 4 · words bytes. */

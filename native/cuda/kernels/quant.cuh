@@ -16,6 +16,12 @@
 
 namespace memra_cuda_kernels {
 
+/* (float)v for |v| < 2^22, exactly, without I2F (a quarter-rate instruction on sm_80/90, which
+ * would bound the kernels that convert every weight code, and the int8 GEMM's per-block scaling):
+ * the bits of 2^23 + 2^22 + v, a float whose integer part is that sum, minus 2^23 + 2^22: an IADD
+ * and an FADD, both full rate. native/cuda/tests checks every such v. */
+__device__ __forceinline__ float small_int_to_float(int32_t v) { return __fsub_rn(__int_as_float(0x4B400000 + v), 12582912.0f); }
+
 __device__ __forceinline__ float half_at(const uint8_t * p) {
     return __half2float(__ushort_as_half(*reinterpret_cast<const unsigned short *>(p)));
 }
@@ -95,7 +101,7 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q8_0>(const uint8_t 
     uint8_t b[8];
     load8(block + 2 + (group & 3) * 8, b);
 #pragma unroll
-    for (int i = 0; i < 8; i++) c[i] = (float)(int8_t)b[i];
+    for (int i = 0; i < 8; i++) c[i] = small_int_to_float((int8_t)b[i]);
 }
 
 template <>
@@ -108,7 +114,7 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q4_0>(const uint8_t 
     load8(block + 2 + (part & 1) * 8, b);
     const int shift = part >= 2 ? 4 : 0;
 #pragma unroll
-    for (int i = 0; i < 8; i++) c[i] = (float)(((b[i] >> shift) & 0x0f) - 8);
+    for (int i = 0; i < 8; i++) c[i] = small_int_to_float((((b[i] >> shift) & 0x0f) - 8));
 }
 
 template <>
@@ -121,7 +127,7 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q4_1>(const uint8_t 
     load8(block + 4 + (part & 1) * 8, b);
     const int shift = part >= 2 ? 4 : 0;
 #pragma unroll
-    for (int i = 0; i < 8; i++) c[i] = (float)((b[i] >> shift) & 0x0f);
+    for (int i = 0; i < 8; i++) c[i] = small_int_to_float(((b[i] >> shift) & 0x0f));
 }
 
 template <>
@@ -136,7 +142,7 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q5_0>(const uint8_t 
     const int shift = part >= 2 ? 4 : 0;
     const int first = (part & 1) * 8 + (part >= 2 ? 16 : 0);
 #pragma unroll
-    for (int i = 0; i < 8; i++) c[i] = (float)((int)(((b[i] >> shift) & 0x0f) | (((qh >> (first + i)) & 1) << 4)) - 16); /* int: qh is unsigned */
+    for (int i = 0; i < 8; i++) c[i] = small_int_to_float(((int)(((b[i] >> shift) & 0x0f) | (((qh >> (first + i)) & 1) << 4)) - 16)); /* int: qh is unsigned */
 }
 
 template <>
@@ -151,7 +157,7 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q5_1>(const uint8_t 
     const int shift = part >= 2 ? 4 : 0;
     const int first = (part & 1) * 8 + (part >= 2 ? 16 : 0);
 #pragma unroll
-    for (int i = 0; i < 8; i++) c[i] = (float)(((b[i] >> shift) & 0x0f) | (((qh >> (first + i)) & 1) << 4));
+    for (int i = 0; i < 8; i++) c[i] = small_int_to_float((((b[i] >> shift) & 0x0f) | (((qh >> (first + i)) & 1) << 4)));
 }
 
 template <>
@@ -168,7 +174,7 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q4_K>(const uint8_t 
     load8(block + 16 + (j >> 1) * 32 + l, b);
     const int shift = (j & 1) * 4;
 #pragma unroll
-    for (int i = 0; i < 8; i++) c[i] = (float)((b[i] >> shift) & 0xf);
+    for (int i = 0; i < 8; i++) c[i] = small_int_to_float(((b[i] >> shift) & 0xf));
 }
 
 template <>
@@ -186,7 +192,7 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q5_K>(const uint8_t 
     load8(block + 16 + l, qh);
     const int shift = (j & 1) * 4;
 #pragma unroll
-    for (int i = 0; i < 8; i++) c[i] = (float)(((ql[i] >> shift) & 0xf) + ((qh[i] >> j) & 1 ? 16 : 0));
+    for (int i = 0; i < 8; i++) c[i] = small_int_to_float((((ql[i] >> shift) & 0xf) + ((qh[i] >> j) & 1 ? 16 : 0)));
 }
 
 template <>
@@ -203,7 +209,7 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q6_K>(const uint8_t 
     s = __fmul_rn(half_at(block + 208), (float)(int8_t)block[192 + half * 8 + (l >> 4) + quarter * 2]);
     o = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 8; i++) c[i] = (float)((((ql[i] >> low_shift) & 0xf) | (((qh[i] >> high_shift) & 3) << 4)) - 32);
+    for (int i = 0; i < 8; i++) c[i] = small_int_to_float(((((ql[i] >> low_shift) & 0xf) | (((qh[i] >> high_shift) & 3) << 4)) - 32));
 }
 
 /* The quantized types' dequantization is their codes: v = s · c (+ o), with the products and the

@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../kernels/quant.cuh"
 #include <time.h>
 
 #include <thread>
@@ -234,6 +236,18 @@ __global__ void neighbour_kernel(int * out) {
     mine[0] = next;
     mine[1] = values[(t + n - 1) % n];
     mine[2] = (int)(threadIdx.x | threadIdx.y << 10 | threadIdx.z << 20);
+}
+
+/* The kernels' int-to-float conversion without I2F (kernels/quant.cuh) against the C conversion,
+ * for every value it is documented for. */
+static void test_small_int_to_float() {
+    int mismatches = 0;
+    for (int32_t v = -(1 << 22) + 1; v < (1 << 22); v++) {
+        const float got = memra_cuda_kernels::small_int_to_float(v);
+        if (float_bits(got) == float_bits((float)v)) continue;
+        detail(mismatches, "small_int_to_float(%d) = %a, (float)%d = %a", v, (double)got, v, (double)(float)v);
+    }
+    CHECK(mismatches == 0, "small_int_to_float differs from (float)v for %d values of |v| < 2^22", mismatches);
 }
 
 static void test_block_barrier() {
@@ -1271,6 +1285,7 @@ int main(int argc, char ** argv) {
     if (argc > 0 && strrchr(argv[0], '/')) program = strrchr(argv[0], '/') + 1;
     else if (argc > 0) program = argv[0];
     test_conversions();
+    test_small_int_to_float();
     test_block_barrier();
     test_dynamic_shared();
     test_exited_threads();
