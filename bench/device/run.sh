@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The one prepared script for a GPU session (issue 8): builds libmemra_cuda, runs the native and
-# TypeScript CUDA tests, the golden suite on CUDA, single-op timings (ops.bench.ts, with and
-# without the int8 GEMM), then tg128 / pp512 benchmarks on synthetic Qwen3-0.6B, Qwen3-8B-shaped
-# (8 of 36 layers, scaled) and the scaled Qwen3-30B-A3B shapes.
+# TypeScript CUDA tests, the golden suite on CUDA, single-op timings (ops.bench.ts, with the
+# default kernels and the previous ones), then tg128 / pp512 benchmarks on synthetic Qwen3-0.6B,
+# Qwen3-8B-shaped (8 of 36 layers, scaled) and the scaled Qwen3-30B-A3B shapes.
 # Logs and summary.json go to $OUT (default bench/device/out). Every step has a timeout, a failing
 # step does not stop the next, and the summary is always written. Budget: ~8 minutes.
 #   bash bench/device/run.sh

@@ -67,6 +67,14 @@ static int fail(char * message, size_t message_bytes, int status, const char * f
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
+/* Split-K parts of a GEMM with `tiles` output tiles and `k_steps` steps of its k loop: 1 from
+ * `target` tiles on, else enough parts to reach it, at most `most` and `k_steps`, and none empty. */
+static int64_t split_parts(int64_t tiles, int64_t k_steps, int64_t target, int64_t most) {
+    if (tiles >= target) return 1;
+    const int64_t wanted = min64(min64(ceil_div(target, tiles), most), k_steps);
+    return ceil_div(k_steps, ceil_div(k_steps, wanted));
+}
+
 static memra_cuda_launch launch_of(int64_t x, int64_t y, int64_t z, int32_t threads, int32_t shared) {
     memra_cuda_launch launch = {x, y, z, threads, shared};
     return launch;
@@ -105,12 +113,7 @@ int memra_cuda_plan_matmul_with(int type, int64_t rows, int64_t n_in, int64_t n_
         const int64_t row_tiles = ceil_div(rows, MEMRA_CUDA_GEMM_TILE_M);
         const int64_t tiles_per_launch = min64(row_tiles, MEMRA_CUDA_MAX_GRID_YZ);
         const int64_t column_tiles = ceil_div(n_out, MEMRA_CUDA_GEMM_TILE_N);
-        const int64_t k_steps = n_in / MEMRA_CUDA_GEMM_TILE_K;
-        int64_t splits = 1;
-        if (column_tiles * tiles_per_launch < MEMRA_CUDA_GEMM_TARGET_BLOCKS) {
-            const int64_t wanted = min64(min64(ceil_div(MEMRA_CUDA_GEMM_TARGET_BLOCKS, column_tiles * tiles_per_launch), MEMRA_CUDA_GEMM_MAX_SPLITS), k_steps);
-            splits = ceil_div(k_steps, ceil_div(k_steps, wanted)); /* no empty part */
-        }
+        const int64_t splits = split_parts(column_tiles * tiles_per_launch, n_in / MEMRA_CUDA_GEMM_TILE_K, MEMRA_CUDA_GEMM_TARGET_BLOCKS, MEMRA_CUDA_GEMM_MAX_SPLITS);
         plan->launch = launch_of(column_tiles, tiles_per_launch, splits, MEMRA_CUDA_GEMM_THREADS, 0);
         plan->rows_per_launch = tiles_per_launch * MEMRA_CUDA_GEMM_TILE_M;
         plan->launches = ceil_div(rows, plan->rows_per_launch);
@@ -162,13 +165,8 @@ int memra_cuda_plan_int8_gemm(int type, int64_t rows, int64_t n_in, int64_t n_ou
     }
     const int64_t row_tiles = ceil_div(rows, MEMRA_CUDA_INT8_GEMM_TILE_M);
     const int64_t tiles_per_launch = min64(row_tiles, MEMRA_CUDA_MAX_GRID_YZ);
-    const int64_t k_tiles = ceil_div(n_in, MEMRA_CUDA_INT8_GEMM_TILE_K);
-    const int64_t tiles = column_tiles * tiles_per_launch;
-    int64_t splits = 1;
-    if (tiles < MEMRA_CUDA_INT8_GEMM_TARGET_BLOCKS) {
-        const int64_t wanted = min64(min64(ceil_div(MEMRA_CUDA_INT8_GEMM_TARGET_BLOCKS, tiles), MEMRA_CUDA_INT8_GEMM_MAX_SPLITS), k_tiles);
-        splits = ceil_div(k_tiles, ceil_div(k_tiles, wanted)); /* no empty part */
-    }
+    const int64_t splits = split_parts(column_tiles * tiles_per_launch, ceil_div(n_in, MEMRA_CUDA_INT8_GEMM_TILE_K), MEMRA_CUDA_INT8_GEMM_TARGET_BLOCKS,
+                                       MEMRA_CUDA_INT8_GEMM_MAX_SPLITS);
     plan->kernel = MEMRA_CUDA_MATMUL_GEMM;
     plan->launch = launch_of(column_tiles, tiles_per_launch, splits, MEMRA_CUDA_INT8_GEMM_THREADS, 0); /* static shared memory */
     plan->rows_per_launch = tiles_per_launch * MEMRA_CUDA_INT8_GEMM_TILE_M;

@@ -80,6 +80,14 @@ struct norm_step {
 
 static bool q8_rounding(int rounding) { return rounding == MEMRA_CUDA_ROUND_Q8_0 || rounding == MEMRA_CUDA_ROUND_Q8_1 || rounding == MEMRA_CUDA_ROUND_Q8_K; }
 
+/* Whether a matmul of `type` planned as `kernel` reads its input as q8 codes and block scales
+ * rather than rounded values: the integer GEMMs (any q8 rounding), and the __dp4a matrix-vector
+ * kernel for q8_0 weights. */
+static bool reads_codes(int kernel, int type, int rounding) {
+    return (kernel == MEMRA_CUDA_MATMUL_GEMM && q8_rounding(rounding)) ||
+           (kernel == MEMRA_CUDA_MATMUL_VECTOR && type == MEMRA_CUDA_TYPE_Q8_0 && rounding == MEMRA_CUDA_ROUND_Q8_0);
+}
+
 /* norm_round_kernel for a runtime q8 rounding mode and output form. */
 static void launch_norm_round(int rounding, bool codes, const memra_cuda_launch & launch, cudaStream_t stream, float * out, const norm_step & norm, int64_t rows,
                               int64_t width, float * rounded, float * corrections, int8_t * code_out, float * scales) {
@@ -166,7 +174,7 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
         if (status != MEMRA_CUDA_OK) FAIL(status, "%s: %s", function, message);
         target.w = (const uint8_t *)weights[t] + expert * target.n_out * target.row_bytes;
         target.rounding = cuda->activation_rounding ? memra_cuda_activation_rounding(target.type) : MEMRA_CUDA_ROUND_NONE;
-        const bool q8 = target.rounding == MEMRA_CUDA_ROUND_Q8_0 || target.rounding == MEMRA_CUDA_ROUND_Q8_1 || target.rounding == MEMRA_CUDA_ROUND_Q8_K;
+        const bool q8 = q8_rounding(target.rounding);
         /* With q8 rounding, the integer kernels take the activations' codes and block scales: the
          * integer GEMM for prefill, the __dp4a matrix-vector kernel for q8_0 decode. */
         target.integer_gemm = target.plan.kernel == MEMRA_CUDA_MATMUL_GEMM && q8;
@@ -176,8 +184,7 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
             const int replanned = memra_cuda_plan_int8_gemm(target.type, rows, n_in, target.n_out, &target.plan, message, sizeof message);
             if (replanned != MEMRA_CUDA_OK) FAIL(replanned, "%s: %s", function, message);
         }
-        target.codes = target.integer_gemm ||
-                       (target.plan.kernel == MEMRA_CUDA_MATMUL_VECTOR && target.type == MEMRA_CUDA_TYPE_Q8_0 && target.rounding == MEMRA_CUDA_ROUND_Q8_0);
+        target.codes = reads_codes(target.plan.kernel, target.type, target.rounding);
         if (groups) {
             /* Grouped experts: the GEMM over the tile table's row tiles, every expert's matrix from weights[t]. */
             if (target.plan.kernel != MEMRA_CUDA_MATMUL_GEMM || target.rounding == MEMRA_CUDA_ROUND_Q8_1)
@@ -455,8 +462,7 @@ int memra_cuda_matmul_reads_q8_0_codes(memra_cuda * cuda, int type, int64_t rows
     memra_cuda_matmul_plan plan;
     char message[256];
     if (memra_cuda_plan_matmul_with(type, rows, n_in, n_out, cuda->gemm, &plan, message, sizeof message) != MEMRA_CUDA_OK) return 0;
-    /* matmul_group's choice: the integer GEMMs read codes, and so does the q8_0 matrix-vector kernel */
-    return plan.kernel == MEMRA_CUDA_MATMUL_GEMM || (plan.kernel == MEMRA_CUDA_MATMUL_VECTOR && type == MEMRA_CUDA_TYPE_Q8_0);
+    return reads_codes(plan.kernel, type, MEMRA_CUDA_ROUND_Q8_0);
 }
 
 int memra_cuda_matmul_with_codes(const char * function, memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, int64_t rows,

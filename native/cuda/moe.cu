@@ -82,8 +82,9 @@ static int round_for(const char * function, memra_cuda * cuda, int type, const f
     return MEMRA_CUDA_OK;
 }
 
-/* Whether the three projections have a GEMM for `pairs` rows (the grouped path's kernels). */
-static bool grouped_gemms_apply(memra_cuda * cuda, int64_t pairs, int gate_type, int up_type, int down_type, int64_t embedding, int64_t ffn) {
+/* Whether the three projections have a GEMM for `pairs` rows (the grouped path's kernels; q8_1
+ * activations, which it lacks, were refused before). */
+static bool grouped_gemms_apply(int64_t pairs, int gate_type, int up_type, int down_type, int64_t embedding, int64_t ffn) {
     const int types[3] = {gate_type, up_type, down_type};
     const int64_t n_in[3] = {embedding, embedding, ffn}, n_out[3] = {ffn, ffn, embedding};
     for (int t = 0; t < 3; t++) {
@@ -91,7 +92,6 @@ static bool grouped_gemms_apply(memra_cuda * cuda, int64_t pairs, int gate_type,
         char message[256];
         if (memra_cuda_plan_matmul_with(types[t], pairs, n_in[t], n_out[t], 1, &plan, message, sizeof message) != MEMRA_CUDA_OK) return false;
         if (plan.kernel != MEMRA_CUDA_MATMUL_GEMM) return false;
-        if (cuda->activation_rounding && memra_cuda_activation_rounding(types[t]) == MEMRA_CUDA_ROUND_Q8_1) return false;
     }
     return true;
 }
@@ -185,7 +185,7 @@ extern "C" int memra_cuda_moe_experts(memra_cuda * cuda, float * out, int64_t ou
     if (rows > 0 && o < i + (uintptr_t)x_needed * 4 && i < o + (uintptr_t)x_needed * 4) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: out overlaps x", function);
     if ((uintptr_t)x % 16 != 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: x must be 16-byte aligned", function);
     if (rows == 0) return MEMRA_CUDA_OK;
-    const bool grouped = cuda->gemm && memra_cuda_moe_grouped(rows, experts, k) && grouped_gemms_apply(cuda, pairs, gate_type, up_type, down_type, embedding, ffn);
+    const bool grouped = cuda->gemm && memra_cuda_moe_grouped(rows, experts, k) && grouped_gemms_apply(pairs, gate_type, up_type, down_type, embedding, ffn);
 
     /* Routing: ids and weights stay on the device. */
     workspace routing(cuda), gate_out(cuda), up_out(cuda), down_out(cuda), rounded_x(cuda), rounded_up(cuda), rounded_h(cuda);

@@ -13,11 +13,11 @@
  * f32) with the weighted values. The block's warps are combined in shared memory; with one split
  * the block writes the output, with more each writes its (max, sum, values) and the pair's last
  * split to finish (a ticket from the context's counters) merges them in split order: the same
- * sums whichever block is last. The block that writes a head's output may also round it to the O projection's q8_0 codes.
- * The splits depend on rows and heads only (launch-plan.c), never on the sequences' lengths, so
- * that a decode step recorded in a CUDA graph and the same step run op by op sum in the same
- * order. Serves decode and the prefills the flash kernel does not take (f32 / q8_0 caches, other
- * head sizes, short chunks).
+ * sums whichever block is last. The block that writes a head's output may also round it to the O
+ * projection's q8_0 codes. The splits depend on rows and heads only (launch-plan.c), never on the
+ * sequences' lengths, so that a decode step recorded in a CUDA graph and the same step run op by
+ * op sum in the same order. Serves decode and the prefills the flash kernel does not take (f32 /
+ * q8_0 caches, other head sizes, short chunks).
  */
 #pragma once
 
@@ -125,8 +125,6 @@ __global__ void qk_norm_rope_kv_kernel(float * q, float * k, const float * __res
     }
 }
 
-/* One warp's online softmax state over the keys it has seen: running max m, sum l, and the
- * weighted sum of values acc (lane l holds dims l + 32c). */
 /* The O projection's input rounded (memra_cuda_attention_matmul) by the block that wrote head
  * `pair` of out: its warps round the head's q8_0 blocks (head_dim a multiple of 32: a block never
  * spans two heads) into codes and scales with round_block, the body of round_activations_kernel:
@@ -165,6 +163,8 @@ __device__ __forceinline__ void combine_head(float * out, const float * partials
     if (codes) round_head(out, pair, head_dim, codes, scales);
 }
 
+/* One warp's online softmax state over the keys it has seen: running max m, sum l, and the
+ * weighted sum of values acc (lane l holds dims l + 32c). */
 template <int CHUNKS>
 struct softmax_state {
     float m, l, acc[CHUNKS];

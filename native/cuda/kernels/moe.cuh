@@ -129,6 +129,16 @@ static __global__ void expert_combine_kernel(float * __restrict__ out, const flo
     }
 }
 
+/* Appends expert e's tiles of tile_rows rows (its `count` slots from `offset`) to a tile table
+ * that holds `used` entries. */
+__device__ __forceinline__ void append_expert_tiles(int32_t * tiles, int64_t & used, int e, int offset, int count, int tile_rows) {
+    for (int first = 0; first < count; first += tile_rows, used++) {
+        tiles[3 * used] = e;
+        tiles[3 * used + 1] = offset + first;
+        tiles[3 * used + 2] = offset + (count - first < tile_rows ? count : first + tile_rows);
+    }
+}
+
 /* The grouped path's sort (one block of MEMRA_CUDA_MOE_GROUP_THREADS; shared: counts and cursors,
  * experts int32 each): each expert's pairs get the consecutive slots from its offset (experts in
  * ascending id), slot_pairs[slot] = pair and pair_slots[pair] = slot. Within an expert the slots go
@@ -156,16 +166,8 @@ static __global__ void __launch_bounds__(MEMRA_CUDA_MOE_GROUP_THREADS) moe_group
         for (int e = 0; e < experts; e++) {
             const int count = counts[e];
             cursors[e] = offset;
-            for (int first = 0; first < count; first += tile_rows_a, used_a++) {
-                tiles_a[3 * used_a] = e;
-                tiles_a[3 * used_a + 1] = offset + first;
-                tiles_a[3 * used_a + 2] = offset + (count - first < tile_rows_a ? count : first + tile_rows_a);
-            }
-            for (int first = 0; first < count; first += tile_rows_b, used_b++) {
-                tiles_b[3 * used_b] = e;
-                tiles_b[3 * used_b + 1] = offset + first;
-                tiles_b[3 * used_b + 2] = offset + (count - first < tile_rows_b ? count : first + tile_rows_b);
-            }
+            append_expert_tiles(tiles_a, used_a, e, offset, count, tile_rows_a);
+            append_expert_tiles(tiles_b, used_b, e, offset, count, tile_rows_b);
             offset += count;
         }
         used[0] = used_a;

@@ -587,7 +587,7 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
           expect(firstDifference(backend.read(projected), backend.read(projectedApart)), `${what}: projection`).toBe(-1);
         }
       }
-      // one kernel fewer where the combine rounds: 1-row decode with a q8_0 O weight, not with f16
+      // one kernel fewer where the attention rounds: 1-row decode with a q8_0 O weight, not with f16
       const kv = { keys, values, blockTokens, blockTables: Int32Array.from([3, 5, 7]), sequences: Int32Array.from([0, 1, 40, 0]) };
       const shape = { rows: 1, heads, kvHeads, headDim, scale: 1 / Math.sqrt(headDim) };
       const [q, out, projected] = [backend.allocate(width), backend.allocate(width), backend.allocate(96)];

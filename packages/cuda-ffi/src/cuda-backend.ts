@@ -193,8 +193,10 @@ export class CudaBackend implements Backend {
     return new CudaBackend(library, context, device, graphs);
   }
 
-  /** The device's name, compute capability (e.g. 90) and multiprocessor count. */
-  /** The device, and whether kernels launch with programmatic dependent launch (sm_90+, MEMRA_CUDA_PDL). */
+  /**
+   * The device's name, compute capability (e.g. 90) and multiprocessor count, and whether kernels
+   * launch with programmatic dependent launch (sm_90+, unless MEMRA_CUDA_PDL=0).
+   */
   deviceInfo(): { name: string; computeCapability: number; multiprocessors: number; programmaticLaunch: boolean } {
     const name = new Uint8Array(256);
     const numbers = new Int32Array(2);

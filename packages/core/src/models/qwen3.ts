@@ -222,7 +222,7 @@ function attentionBlock(
       backend.writeKV(values, layout.slots, s.value);
     }
   }
-  const kv = { keys: storage.keys[layer]!, values: storage.values[layer]!, blockTokens: storage.blockTokens, blockTables: layout.blockTables, sequences: layout.sequences };
+  const kv = { keys, values, blockTokens: storage.blockTokens, blockTables: layout.blockTables, sequences: layout.sequences };
   const shape = { rows, heads: d.heads, kvHeads: d.kvHeads, headDim: d.headDim, scale: 1 / Math.sqrt(d.headDim) };
   if (backend.attentionMatmul) backend.attentionMatmul(s.projected, s.attention, s.query, kv, shape, w.attn_output);
   else {
