@@ -1,5 +1,5 @@
 export { Candidates, gatherCandidates, selectTopIndices, softmax, sortCandidates } from "./candidates";
-export { type SampleResult, type Sampler, type SamplerContext, createSampler, isPlainGreedy } from "./sampler";
+export { type SampleResult, type Sampler, type SamplerContext, createSampler, isPlainGreedy, topCandidatesSuffice } from "./sampler";
 export {
   DEFAULT_DRY_SEQUENCE_BREAKERS,
   type ResolvedSamplingOptions,

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { testRandom } from "./__fixtures__/candidates-from";
 import { Candidates } from "./candidates";
 import { pickDistribution, pickGreedy } from "./pick";
-import { createSampler } from "./sampler";
+import { createSampler, topCandidatesSuffice } from "./sampler";
 import { InvalidSamplingOptionError, SamplerError } from "./sampler-error";
 import type { SamplingOptions } from "./sampling-options";
 import { SeededRandom } from "./seeded-random";
@@ -179,5 +179,71 @@ describe("createSampler: the chain", () => {
     const extended = { temperature: 0, maxTokens: 5 } as SamplingOptions;
     expect(createSampler(extended, { vocabularySize: 4 }).sample(new Float32Array([0, 3, 1, 2]), []).token).toBe(1);
     expect(() => createSampler({ temperature: -1 }, { vocabularySize: 4 })).toThrow(InvalidSamplingOptionError);
+  });
+});
+
+/** The k best of `logits` by a plain sort (descending, -0 equal to +0, equal logits by ascending id): the device's contract. */
+function bestByPlainSort(logits: Float32Array, k: number): { ids: Int32Array; logits: Float32Array } {
+  const order = Array.from(logits.keys()).sort((a, b) => (logits[a]! === logits[b]! ? a - b : logits[b]! - logits[a]!));
+  const ids = Int32Array.from(order.slice(0, k));
+  return { ids, logits: Float32Array.from(ids, (id) => logits[id]!) };
+}
+
+describe("createSampler: from the best candidates alone (sampleTop)", () => {
+  it("topCandidatesSuffice: min(topK, vocabulary) for a sampling chain after top-k, 0 when other logits can matter", () => {
+    expect(topCandidatesSuffice({}, VOCABULARY)).toBe(40); // llama.cpp's defaults: temperature 0.8, top-k 40
+    expect(topCandidatesSuffice({ topK: 5000 }, VOCABULARY)).toBe(VOCABULARY);
+    expect(topCandidatesSuffice({ topK: 7, topP: 0.5, minP: 0.1, typicalP: 0.9, xtc: { probability: 0.5, threshold: 0.1 } }, VOCABULARY)).toBe(7);
+    expect(topCandidatesSuffice({ temperature: 0 }, VOCABULARY)).toBe(0);
+    expect(topCandidatesSuffice({ topK: 0 }, VOCABULARY)).toBe(0);
+    expect(topCandidatesSuffice({ logitBias: { 3: 1 } }, VOCABULARY)).toBe(0);
+    expect(topCandidatesSuffice({ logitBias: {} }, VOCABULARY)).toBe(40);
+    expect(topCandidatesSuffice({ repeatPenalty: 1.1 }, VOCABULARY)).toBe(0);
+    expect(topCandidatesSuffice({ presencePenalty: 0.5 }, VOCABULARY)).toBe(0);
+    expect(topCandidatesSuffice({ dry: { multiplier: 0.8 } }, VOCABULARY)).toBe(0);
+    expect(topCandidatesSuffice({ temperature: -1 }, VOCABULARY)).toBe(0);
+    expect(topCandidatesSuffice({}, 0)).toBe(0);
+  });
+
+  it("picks what sample picks from the whole logits (token, logprob and draws), with ties, -0 and -Infinity, for every truncation", () => {
+    const chains: SamplingOptions[] = [
+      {},
+      { topK: 1 },
+      { topK: 3, temperature: 2 },
+      { topK: 64, topP: 0.9, minP: 0.02 },
+      { topK: 25, typicalP: 0.7, topP: 1, minP: 0 },
+      { topK: 40, xtc: { probability: 0.6, threshold: 0.05 } },
+      { topK: 5000, temperature: 1.3, topP: 0.95 }, // more than the vocabulary: every token, sorted
+    ];
+    for (const [c, chain] of chains.entries()) {
+      const options = { ...chain, seed: 77 + c };
+      const full = createSampler(options, { vocabularySize: VOCABULARY });
+      const fromTop = createSampler(options, { vocabularySize: VOCABULARY });
+      const k = topCandidatesSuffice(options, VOCABULARY);
+      expect(k).toBeGreaterThan(0);
+      const history: number[] = [];
+      for (let step = 0; step < 150; step++) {
+        const random = testRandom(1000 * c + step);
+        // coarse logits: many exact ties; some -0 and +0, some -Infinity
+        const logits = Float32Array.from({ length: VOCABULARY }, () => {
+          const u = random();
+          if (u < 0.02) return -Infinity;
+          if (u < 0.06) return random() < 0.5 ? -0 : 0;
+          return Math.round((random() - 0.5) * 16) / 4;
+        });
+        const best = bestByPlainSort(logits, k);
+        const expected = full.sample(logits, history);
+        const got = fromTop.sampleTop!(best.ids, best.logits, history);
+        expect(got).toEqual(expected);
+        history.push(expected.token);
+      }
+    }
+  });
+
+  it("refuses options that need the whole logits, and a candidate count other than k", () => {
+    const penalized = createSampler({ repeatPenalty: 1.2 }, { vocabularySize: VOCABULARY });
+    expect(() => penalized.sampleTop!(new Int32Array(40), new Float32Array(40), [])).toThrow(/need the whole logits/);
+    const sampler = createSampler({ topK: 8 }, { vocabularySize: VOCABULARY });
+    expect(() => sampler.sampleTop!(new Int32Array(7), new Float32Array(7), [])).toThrow(/takes the 8 best candidates, got 7 ids/);
   });
 });

@@ -34,6 +34,14 @@ export interface Sampler {
    * generated, as llama.cpp feeds both to its samplers); penalties and DRY look at its end.
    */
   sample(logits: Float32Array, history: ArrayLike<number>): SampleResult;
+  /**
+   * Optional: `sample` from the step's best candidates alone, where `topCandidatesSuffice` says
+   * they decide the pick: ids[0..k) and logits[0..k) are the k = min(topK, vocabulary) highest
+   * logits of the step, in descending order, equal logits by ascending id (as top-k leaves them).
+   * Gives exactly what `sample` gives on the whole logits (same token, logprob and random draws),
+   * so that a GPU can send back k candidates instead of the vocabulary's logits.
+   */
+  sampleTop?(ids: Int32Array, logits: Float32Array, history: ArrayLike<number>): SampleResult;
   /** The seed in use: the one given, or the random one chosen. */
   readonly seed: number;
   /** The options with defaults filled in. */
@@ -84,6 +92,23 @@ export function isPlainGreedy(options: SamplingOptions): boolean {
   return o.temperature <= 0 && !penaltiesEnabled(penalties) && !dryEnabled(o.dry) && o.typicalP >= 1 && !(o.xtc.probability > 0 && o.xtc.threshold <= 0.5);
 }
 
+/**
+ * The number of best candidates that decide a sampler's pick whatever the other logits are:
+ * min(topK, vocabularySize) when the chain samples at a temperature above 0 after a top-k, with no
+ * logit bias, penalties or DRY (which change logits before top-k); 0 when the whole logits are
+ * needed. Typical, top-p, min-p, XTC and temperature work on top-k's survivors alone.
+ */
+export function topCandidatesSuffice(options: SamplingOptions, vocabularySize: number): number {
+  const parsed = samplingOptionsSchema.strip().safeParse(options ?? {});
+  if (!parsed.success || !Number.isInteger(vocabularySize) || vocabularySize < 1) return 0;
+  const o = parsed.data;
+  const bias = o.logitBias;
+  if (bias && (bias instanceof Map ? bias.size > 0 : Object.keys(bias).length > 0)) return 0;
+  const penalties = { lastN: o.penaltyLastN, repeat: o.repeatPenalty, frequency: o.frequencyPenalty, presence: o.presencePenalty };
+  if (o.temperature <= 0 || o.topK <= 0 || penaltiesEnabled(penalties) || dryEnabled(o.dry)) return 0;
+  return Math.min(o.topK, vocabularySize);
+}
+
 class ChainSampler implements Sampler {
   readonly seed: number;
   readonly options: ResolvedSamplingOptions;
@@ -95,6 +120,8 @@ class ChainSampler implements Sampler {
   private readonly penaltyCounts: Int32Array | undefined; // [vocabulary] zeroed between calls
   private readonly dryOptions: DryOptions;
   private readonly dryWorkspace: DryWorkspace | undefined;
+  /** topCandidatesSuffice of these options (0: sampleTop refuses). */
+  private readonly topCandidates: number;
 
   constructor(options: ResolvedSamplingOptions, context: SamplerContext) {
     this.options = options;
@@ -116,6 +143,7 @@ class ChainSampler implements Sampler {
     }
     this.dryOptions = { multiplier: dry.multiplier, base: dry.base, allowedLength: dry.allowedLength, penaltyLastN: dry.penaltyLastN, sequenceBreakers };
     this.dryWorkspace = dryEnabled(dry) ? new DryWorkspace(context.vocabularySize) : undefined;
+    this.topCandidates = topCandidatesSuffice(options, context.vocabularySize);
   }
 
   reset(): void {
@@ -148,6 +176,22 @@ class ChainSampler implements Sampler {
       return { token: ids[kept]!, logprob: logits[kept]! - logNormalizer };
     }
     this.truncate(candidates, typicalEnabled, xtcEnabled);
+    temperature(candidates, options.temperature);
+    return pickDistribution(candidates, this.distributionRandom);
+  }
+
+  sampleTop(ids: Int32Array, logits: Float32Array, history: ArrayLike<number>): SampleResult {
+    void history; // nothing that reads the history (penalties, DRY) may be on: see topCandidatesSuffice
+    const k = this.topCandidates;
+    if (k === 0) throw new SamplerError("these sampling options need the whole logits (sampleTop needs temperature > 0, topK > 0, no logitBias, penalties or DRY)");
+    if (ids.length !== k || logits.length !== k) throw new SamplerError(`sampleTop takes the ${k} best candidates, got ${ids.length} ids and ${logits.length} logits`);
+    const candidates = this.candidates;
+    candidates.ids.set(ids);
+    candidates.logits.set(logits);
+    candidates.length = k;
+    candidates.sorted = true;
+    const options = this.options;
+    this.truncate(candidates, options.typicalP < 1, options.xtc.probability > 0 && options.xtc.threshold <= 0.5);
     temperature(candidates, options.temperature);
     return pickDistribution(candidates, this.distributionRandom);
   }
