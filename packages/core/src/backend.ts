@@ -8,6 +8,9 @@ import type { GGMLType, GGUFTensorInfo } from "@memra/gguf";
 
 export const BACKEND_CONTRACT_VERSION = 2;
 
+/** The largest k a backend's topKRows must take (a larger top-k reads the logits back). */
+export const TOP_K_ROWS_MAX = 1024;
+
 /** An f32 activation buffer owned by a backend (host memory, device memory, ...). Opaque. */
 export interface DeviceBuffer {
   /** Number of f32 elements. */
@@ -123,6 +126,14 @@ export interface Backend {
    * the lower index, a NaN at index 0 gives 0).
    */
   argmaxRows?(out: Int32Array, logits: DeviceBuffer, rows: number, columns: number): void;
+  /**
+   * Optional: each row's best candidates without reading the logits back: for r < rows and
+   * j < k, ids[r * k + j] and values[r * k + j] are the k largest values of row r of `logits`
+   * ([rows, columns] from element 0) and their indices, in descending order, equal values by
+   * ascending index, -0 equal to +0 (as the sampler's top-k orders candidates), values with their
+   * exact bits. k from 1 to min(columns, TOP_K_ROWS_MAX).
+   */
+  topKRows?(ids: Int32Array, values: Float32Array, logits: DeviceBuffer, rows: number, columns: number, k: number): void;
   /** Copies `length` elements between buffers of this backend. */
   copy(out: DeviceBuffer, outOffset: number, source: DeviceBuffer, sourceOffset: number, length: number): void;
 

@@ -1,6 +1,7 @@
 export {
   type AttentionShape,
   BACKEND_CONTRACT_VERSION,
+  TOP_K_ROWS_MAX,
   type Backend,
   type BackendGraph,
   type BackendOp,
@@ -16,7 +17,7 @@ export { ModelTensorError, UnsupportedArchitectureError, UnsupportedTensorTypeEr
 export { KVBlocksExhaustedError, type KVCache, KVCacheFullError, type KVPoolStorage } from "./kv-cache";
 export { DEFAULT_BLOCK_TOKENS, KVBlockPool, type KVBlockPoolOptions, PagedKVCache } from "./paged-kv-cache";
 export { type LoadModelOptions, Model, type ModelMemory, loadModel } from "./load-model";
-export { type BatchEntry, type ForwardOptions, type ModelDimensions, Transformer } from "./models/qwen3";
+export { type BatchEntry, type ForwardOptions, type ModelDimensions, type TopCandidates, Transformer } from "./models/qwen3";
 export { ReferenceBackend, routeTopK } from "./reference-backend";
 export { type LogprobsResult, type PerplexityResult, type TokenLogprob, computeLogprobs, computePerplexity, logSumExp, topLogprobs } from "./evaluation";
 export { type ChatResult, ChatSession, type ChatSessionOptions, type ChatStream } from "./generation/chat-session";

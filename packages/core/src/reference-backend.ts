@@ -18,6 +18,7 @@ import {
 } from "./backend";
 import { activationRoundingFor, q8_1SumCorrections, roundActivations } from "./activation-rounding";
 import { UnsupportedTensorTypeError } from "./errors";
+import { HostTopK } from "./top-candidates";
 
 class HostBuffer implements DeviceBuffer {
   constructor(readonly data: Float32Array) {}
@@ -102,6 +103,7 @@ export class ReferenceBackend implements Backend {
   readonly name = "reference";
   private readonly ggmlActivationRounding: boolean;
   private rounded = new Float32Array(0);
+  private readonly topK = new HostTopK();
 
   constructor(options: ReferenceBackendOptions = {}) {
     this.ggmlActivationRounding = options.ggmlActivationRounding ?? true;
@@ -135,6 +137,10 @@ export class ReferenceBackend implements Backend {
 
   readInto(buffer: DeviceBuffer, offset: number, length: number, target: Float32Array, targetOffset: number): void {
     target.set(host(buffer).subarray(offset, offset + length), targetOffset);
+  }
+
+  topKRows(ids: Int32Array, values: Float32Array, logits: DeviceBuffer, rows: number, columns: number, k: number): void {
+    this.topK.rows(ids, values, host(logits), 0, rows, columns, k);
   }
 
   copy(out: DeviceBuffer, outOffset: number, source: DeviceBuffer, sourceOffset: number, length: number): void {

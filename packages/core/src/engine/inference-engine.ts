@@ -8,9 +8,9 @@
  * blocks); when blocks run out mid-generation, the most recently admitted sequence is preempted:
  * its blocks are released and its tokens recomputed when it is admitted again.
  */
-import type { KVType } from "../backend";
+import { type KVType, TOP_K_ROWS_MAX } from "../backend";
 import { KVBlocksExhaustedError, KVCacheFullError } from "../kv-cache";
-import type { BatchEntry, Transformer } from "../models/qwen3";
+import type { BatchEntry, TopCandidates, Transformer } from "../models/qwen3";
 import { KVBlockPool, type PagedKVCache } from "../paged-kv-cache";
 
 export interface InferenceEngineOptions {
@@ -43,6 +43,8 @@ interface Work {
   readonly chunkTokens: number;
   /** Resolve with the greedy token (into EngineSequence.greedy) instead of the logits. */
   readonly greedy: boolean;
+  /** Resolve with the best `top` candidates (into EngineSequence.top) instead of the logits; 0: not. */
+  readonly top: number;
   /** With the logits, or undefined (aborted, released); a greedy evaluation reads its token from EngineSequence.greedy. */
   readonly resolve: (logits: Float32Array | undefined) => void;
   readonly reject: (error: unknown) => void;
@@ -66,6 +68,8 @@ export class EngineSequence {
   logits: Float32Array | undefined;
   /** Where a greedy evaluation's token is written (see evaluateGreedy). */
   readonly greedy = new Int32Array(1);
+  /** Where a top-candidates evaluation's candidates are written (see evaluateTop); sized to the last k asked. */
+  top: TopCandidates | undefined;
 
   constructor(
     private readonly engine: InferenceEngine,
@@ -95,6 +99,20 @@ export class EngineSequence {
   async evaluateGreedy(tokens: readonly number[], signal?: AbortSignal, chunkTokens = Number.POSITIVE_INFINITY): Promise<number | undefined> {
     const logits = await this.engine.evaluate(this, tokens, signal, chunkTokens, true);
     return logits === undefined ? undefined : this.greedy[0]!;
+  }
+
+  /**
+   * evaluate, resolving with the k best candidates of the logits instead of the logits (ids and
+   * logits in descending order, equal logits by ascending id, as the sampler's top-k leaves them:
+   * see the sampler's topCandidatesSuffice and sampleTop), picked on the backend where it can
+   * (Backend.topKRows): a sampled decode step reads 2k numbers back instead of the vocabulary's
+   * logits. k from 1 to min(vocabulary, TOP_K_ROWS_MAX). The arrays are the sequence's own (the
+   * next evaluation overwrites them). Undefined when `signal` aborts first.
+   */
+  async evaluateTop(tokens: readonly number[], k: number, signal?: AbortSignal, chunkTokens = Number.POSITIVE_INFINITY): Promise<TopCandidates | undefined> {
+    if (!(k >= 1)) throw new RangeError(`top candidates: k must be an integer from 1 to ${Math.min(this.engine.transformer.dimensions.vocabulary, TOP_K_ROWS_MAX)}, got ${k}`);
+    const logits = await this.engine.evaluate(this, tokens, signal, chunkTokens, false, k);
+    return logits === undefined ? undefined : this.top;
   }
 
   /** Forgets tokens from `length` on (their cache rows too): to continue from a shorter history. */
@@ -159,9 +177,23 @@ export class InferenceEngine {
     return { running: this.running.length, waiting: this.waiting.length };
   }
 
-  /** See EngineSequence.evaluate; `greedy`: EngineSequence.evaluateGreedy (resolves with an empty array, the token in sequence.greedy). */
-  evaluate(sequence: EngineSequence, tokens: readonly number[], signal: AbortSignal | undefined, chunkTokens: number, greedy = false): Promise<Float32Array | undefined> {
+  /**
+   * See EngineSequence.evaluate; `greedy`: EngineSequence.evaluateGreedy (resolves with an empty
+   * array, the token in sequence.greedy); `top` > 0: EngineSequence.evaluateTop (resolves with an
+   * empty array, the candidates in sequence.top).
+   */
+  evaluate(
+    sequence: EngineSequence,
+    tokens: readonly number[],
+    signal: AbortSignal | undefined,
+    chunkTokens: number,
+    greedy = false,
+    top = 0,
+  ): Promise<Float32Array | undefined> {
     if (!(chunkTokens >= 1)) throw new RangeError(`chunkTokens must be at least 1, got ${chunkTokens}`);
+    const most = Math.min(this.transformer.dimensions.vocabulary, TOP_K_ROWS_MAX);
+    if (!Number.isInteger(top) || top < 0 || top > most) throw new RangeError(`top candidates: k must be an integer from 1 to ${most}, got ${top}`);
+    if (greedy && top > 0) throw new Error("an evaluation is greedy or asks for top candidates, not both");
     if (sequence.released) throw new Error("the sequence was released");
     if (sequence.work) throw new Error("the sequence is already being evaluated");
     if (tokens.length === 0 && sequence.cachedTokens === sequence.tokens.length) throw new RangeError("nothing to evaluate");
@@ -172,7 +204,8 @@ export class InferenceEngine {
     if (sequence.tokens.length + tokens.length > sequence.capacity) throw new KVCacheFullError(sequence.tokens.length + tokens.length, sequence.capacity);
     for (const token of tokens) sequence.tokens.push(token);
     return new Promise((resolve, reject) => {
-      sequence.work = { resolve, reject, signal, chunkTokens, greedy };
+      if (top > 0 && sequence.top?.ids.length !== top) sequence.top = { ids: new Int32Array(top), logits: new Float32Array(top) };
+      sequence.work = { resolve, reject, signal, chunkTokens, greedy, top };
       if (!sequence.cache && !this.waiting.includes(sequence)) this.waiting.push(sequence);
       this.scheduleStep();
     });
@@ -321,6 +354,7 @@ export class InferenceEngine {
       const tokens = Int32Array.from(sequence.tokens.slice(cache.length, cache.length + count));
       if (cache.length + count !== sequence.tokens.length) return { tokens, cache, logits: [] };
       if (sequence.work!.greedy) return { tokens, cache, greedy: sequence.greedy };
+      if (sequence.work!.top > 0) return { tokens, cache, top: sequence.top! };
       sequence.logits ??= new Float32Array(this.transformer.dimensions.vocabulary);
       return { tokens, cache, logits: "last", output: sequence.logits };
     });

@@ -1,7 +1,9 @@
-import { StopSequenceMatcher, createSampler, isPlainGreedy } from "@memra/sampler";
+import { StopSequenceMatcher, createSampler, isPlainGreedy, topCandidatesSuffice } from "@memra/sampler";
+import { TOP_K_ROWS_MAX } from "../backend";
 import type { EngineSequence } from "../engine/inference-engine";
 import { logSumExp, topLogprobs } from "../evaluation";
 import type { Model } from "../load-model";
+import type { TopCandidates } from "../models/qwen3";
 import type { ResolvedGenerateOptions } from "./generation-options";
 import { createGenerationConstraint } from "./output-constraint";
 import type { FinishReason, GenerationChunk, GenerationResult, GenerationStream } from "./generation-types";
@@ -50,6 +52,10 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
   // A plain greedy pick needs no logits on the host: the backend picks the token (one int read
   // back per step instead of the vocabulary's logits). Logprobs need the logits.
   const pickOnBackend = !constraint && !options.logprobs && isPlainGreedy(options);
+  // A sampled pick that depends on the best candidates alone gets only those (k ids and logits,
+  // picked on the backend where it can) instead of the vocabulary's logits.
+  const suffice = !constraint && !options.logprobs && !pickOnBackend && baseSampler.sampleTop ? topCandidatesSuffice(options, model.vocabularySize) : 0;
+  const topK = suffice <= TOP_K_ROWS_MAX ? suffice : 0;
 
   // Prompt tokens the engine found in its prefix cache (a recompute after preemption may find more).
   const reused = () => Math.min(sequence.reusedTokens, promptTokens.length - 1 - request.cachedTokens);
@@ -90,10 +96,12 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
     const prompt = promptTokens.slice(request.cachedTokens);
     let logits: Float32Array | undefined;
     let picked: number | undefined;
+    let top: TopCandidates | undefined;
     if (pickOnBackend) picked = await sequence.evaluateGreedy(prompt, options.signal, options.prefillChunkTokens);
+    else if (topK > 0) top = await sequence.evaluateTop(prompt, topK, options.signal, options.prefillChunkTokens);
     else logits = await sequence.evaluate(prompt, options.signal, options.prefillChunkTokens);
     prefillMs = performance.now() - prefillStarted;
-    if ((logits === undefined && picked === undefined) || aborted()) {
+    if ((logits === undefined && picked === undefined && top === undefined) || aborted()) {
       finishReason = "abort";
       return;
     }
@@ -101,7 +109,7 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
     // Decode: sample, stream, feed the token back.
     decodeStarted = performance.now();
     while (true) {
-      const token = picked ?? sampler.sample(logits!, history).token;
+      const token = picked ?? (top ? baseSampler.sampleTop!(top.ids, top.logits, history) : sampler.sample(logits!, history)).token;
       generated.push(token);
       history.push(token);
       if (tokenizer.isEndOfGeneration(token)) {
@@ -128,8 +136,9 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
         break;
       }
       if (pickOnBackend) picked = await sequence.evaluateGreedy([token], options.signal);
+      else if (topK > 0) top = await sequence.evaluateTop([token], topK, options.signal);
       else logits = await sequence.evaluate([token], options.signal);
-      if (pickOnBackend ? picked === undefined : logits === undefined) {
+      if (pickOnBackend ? picked === undefined : topK > 0 ? top === undefined : logits === undefined) {
         finishReason = "abort";
         break;
       }

@@ -6,10 +6,11 @@
  */
 import type { GGUFFile, Qwen3Config, Qwen3MoeConfig } from "@memra/gguf";
 import { argmax } from "@memra/sampler";
-import type { Backend, BackendGraph, DeviceBuffer, WeightHandle } from "../backend";
+import { type Backend, type BackendGraph, type DeviceBuffer, TOP_K_ROWS_MAX, type WeightHandle } from "../backend";
 import type { KVCache } from "../kv-cache";
 import type { BackendPlacement } from "../placement/backend-placement";
 import { transferBetweenBackends } from "../placement/transfer-between-backends";
+import { HostTopK } from "../top-candidates";
 
 /** One sequence's part of a batched forward: its new tokens, its cache, the rows to return logits for. */
 export interface BatchEntry {
@@ -30,6 +31,21 @@ export interface BatchEntry {
    * an empty array; `logits` and `output` must be absent.
    */
   readonly greedy?: Int32Array;
+  /**
+   * Sampling from the best candidates (see the sampler's topCandidatesSuffice): the k best of the
+   * entry's last row, k = ids.length = logits.length (1 to min(vocabulary, TOP_K_ROWS_MAX)), go to
+   * ids and logits in descending order, equal logits by ascending id, as the sampler's top-k
+   * leaves them; picked on the backend where it can (Backend.topKRows), so that 2k numbers come
+   * back instead of the vocabulary's logits. The entry's result is then an empty array; `logits`,
+   * `output` and `greedy` must be absent.
+   */
+  readonly top?: TopCandidates;
+}
+
+/** Where a batch entry's best candidates go (BatchEntry.top). */
+export interface TopCandidates {
+  readonly ids: Int32Array;
+  readonly logits: Float32Array;
 }
 import { ModelWeights } from "./model-weights";
 
@@ -371,9 +387,14 @@ export class Transformer {
   private readonly embeddingScratch: Scratch;
   private readonly outputScratch: Scratch;
   private readonly logits: DeviceBuffer; // [min(rows, LOGIT_ROWS), vocabulary] on the output backend
-  /** Greedy tokens of a logits chunk (Backend.argmaxRows), and one row's logits where the backend has no argmaxRows. */
+  /** Greedy tokens of a logits chunk (Backend.argmaxRows), and one row's logits where the backend has no argmaxRows or topKRows. */
   private readonly greedyTokens = new Int32Array(LOGIT_ROWS);
-  private greedyRowStorage: Float32Array | undefined;
+  private hostRowStorage: Float32Array | undefined;
+  /** Best candidates of a logits chunk (Backend.topKRows), [rows, k]; grown to the largest k asked. */
+  private topIds = new Int32Array(0);
+  private topLogits = new Float32Array(0);
+  /** Best candidates picked on the host where the output backend has no topKRows. */
+  private readonly hostTopK = new HostTopK();
   /** Host memory the residual stream passes through at device boundaries (empty when not split). */
   private readonly staging: Float32Array;
   private readonly maxRows: number;
@@ -451,9 +472,9 @@ export class Transformer {
     this.decodeSteps = options.decodeGraphs !== false && recordable ? new Map() : undefined;
   }
 
-  /** One row's logits, for a greedy pick on the host (a backend without argmaxRows). */
-  private get greedyRow(): Float32Array {
-    return (this.greedyRowStorage ??= new Float32Array(this.dimensions.vocabulary));
+  /** One row's logits, for a greedy or top-candidates pick on the host (a backend without argmaxRows or topKRows). */
+  private get hostRow(): Float32Array {
+    return (this.hostRowStorage ??= new Float32Array(this.dimensions.vocabulary));
   }
 
   /** Whether decode steps are recorded and replayed as backend graphs (see TransformerOptions.decodeGraphs). */
@@ -536,6 +557,13 @@ export class Transformer {
         if (entry.logits !== undefined || entry.output !== undefined) throw new Error("a greedy batch entry takes neither `logits` nor `output`");
         if (entry.greedy.length < 1) throw new RangeError("a greedy batch entry's token array is empty");
       }
+      if (entry.top !== undefined) {
+        if (entry.logits !== undefined || entry.output !== undefined || entry.greedy !== undefined) throw new Error("a top-candidates batch entry takes neither `logits`, `output` nor `greedy`");
+        const k = entry.top.ids.length;
+        if (entry.top.logits.length !== k || k < 1 || k > Math.min(d.vocabulary, TOP_K_ROWS_MAX)) {
+          throw new RangeError(`a top-candidates batch entry holds ${k} ids and ${entry.top.logits.length} logits; both must hold k from 1 to ${Math.min(d.vocabulary, TOP_K_ROWS_MAX)}`);
+        }
+      }
       if (entry.cache.storage !== storage) throw new Error("the caches of one batch must share one KV pool");
       if (entry.tokens.length === 0) throw new RangeError("a batch entry has no tokens");
     }
@@ -574,7 +602,7 @@ export class Transformer {
     const picked: number[] = [];
     for (let i = 0; i < entries.length; i++) for (const r of wanted[i]!) picked.push(sequences[i * 4]! + r);
     const results = wanted.map((rowsOfEntry, i) => {
-      if (entries[i]!.greedy !== undefined) return EMPTY_LOGITS;
+      if (entries[i]!.greedy !== undefined || entries[i]!.top !== undefined) return EMPTY_LOGITS;
       const length = rowsOfEntry.length * d.vocabulary;
       const output = entries[i]!.output;
       if (output === undefined) return new Float32Array(length);
@@ -586,10 +614,12 @@ export class Transformer {
     // token to greedy[0] of its entry
     const destination: [Float32Array, number][] = [];
     const greedyOf: (Int32Array | undefined)[] = [];
+    const topOf: (TopCandidates | undefined)[] = [];
     for (let i = 0; i < entries.length; i++) {
       for (let j = 0; j < wanted[i]!.length; j++) {
         destination.push([results[i]!, j]);
         greedyOf.push(entries[i]!.greedy);
+        topOf.push(entries[i]!.top);
       }
     }
     const chunkRows = Math.min(LOGIT_ROWS, this.maxRows);
@@ -611,26 +641,53 @@ export class Transformer {
       }
       backend.matmul(this.logits, source, this.output, count);
       let greedyRows = 0;
-      for (let k = 0; k < count; k++) if (greedyOf[first + k]) greedyRows++;
-      if (greedyRows > 0 && backend.argmaxRows) {
+      let topK = 0; // the largest k of the chunk's top-candidates rows
+      for (let k = 0; k < count; k++) {
+        if (greedyOf[first + k]) greedyRows++;
+        topK = Math.max(topK, topOf[first + k]?.ids.length ?? 0);
+      }
+      const greedyOnBackend = greedyRows > 0 && backend.argmaxRows !== undefined;
+      const topOnBackend = topK > 0 && backend.topKRows !== undefined;
+      if (greedyOnBackend) {
         // every row of the chunk: cheaper than a call per greedy row, and only ints come back
         const tokens = this.greedyTokens.subarray(0, count);
-        backend.argmaxRows(tokens, this.logits, count, d.vocabulary);
+        backend.argmaxRows!(tokens, this.logits, count, d.vocabulary);
         for (let k = 0; k < count; k++) {
           const greedy = greedyOf[first + k];
           if (greedy) greedy[0] = tokens[k]!;
         }
       }
-      if (greedyRows === count && backend.argmaxRows) continue;
+      if (topOnBackend) {
+        // every row of the chunk at the largest k; a row's best k' are the first k' of its best k
+        if (this.topIds.length < count * topK) {
+          this.topIds = new Int32Array(chunkRows * topK);
+          this.topLogits = new Float32Array(chunkRows * topK);
+        }
+        backend.topKRows!(this.topIds, this.topLogits, this.logits, count, d.vocabulary, topK);
+        for (let k = 0; k < count; k++) {
+          const top = topOf[first + k];
+          if (!top) continue;
+          top.ids.set(this.topIds.subarray(k * topK, k * topK + top.ids.length));
+          top.logits.set(this.topLogits.subarray(k * topK, k * topK + top.ids.length));
+        }
+      }
+      const onBackend = (k: number) => (greedyOf[first + k] !== undefined && greedyOnBackend) || (topOf[first + k] !== undefined && topOnBackend);
+      let hostRows = 0;
+      for (let k = 0; k < count; k++) if (!onBackend(k)) hostRows++;
+      if (hostRows === 0) continue;
       // straight into the results when the backend can (decode makes one of these per token)
       const chunk = backend.readInto ? undefined : backend.read(this.logits, 0, count * d.vocabulary);
       for (let k = 0; k < count; k++) {
+        if (onBackend(k)) continue;
         const greedy = greedyOf[first + k];
-        if (greedy && backend.argmaxRows) continue;
-        const [target, row] = greedy ? [this.greedyRow, 0] : destination[first + k]!;
+        const top = topOf[first + k];
+        const [target, row] = greedy || top ? [this.hostRow, 0] : destination[first + k]!;
         if (chunk) target.set(chunk.subarray(k * d.vocabulary, (k + 1) * d.vocabulary), row * d.vocabulary);
         else backend.readInto!(this.logits, k * d.vocabulary, d.vocabulary, target, row * d.vocabulary);
-        if (greedy) greedy[0] = argmax(this.greedyRow, d.vocabulary);
+        if (greedy) greedy[0] = argmax(this.hostRow, d.vocabulary);
+        if (top) {
+          this.hostTopK.rows(top.ids, top.logits, this.hostRow, 0, 1, d.vocabulary, top.ids.length);
+        }
       }
     }
     return results;

@@ -1,0 +1,193 @@
+import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
+import { beforeAll, describe, expect, it } from "vitest";
+import { type Backend, type DeviceBuffer, TOP_K_ROWS_MAX } from "../backend";
+import { type Model, loadModel } from "../load-model";
+import { ReferenceBackend } from "../reference-backend";
+import { HostTopK } from "../top-candidates";
+import type { BatchEntry } from "./qwen3";
+
+function tokens(count: number, seed = 1000): Int32Array {
+  return Int32Array.from({ length: count }, (_, i) => (seed + i * 7919) % 150000);
+}
+
+/** The k best of `logits` by a plain sort (descending, -0 equal to +0, equal logits by ascending id): Backend.topKRows's contract. */
+function bestByPlainSort(logits: Float32Array, k: number): { ids: number[]; bits: number[] } {
+  const order = Array.from(logits.keys()).sort((a, b) => (logits[a]! === logits[b]! ? a - b : logits[b]! - logits[a]!));
+  const ids = order.slice(0, k);
+  const bits = new Uint32Array(logits.buffer, logits.byteOffset, logits.length);
+  return { ids, bits: ids.map((id) => bits[id]!) };
+}
+
+const bitsOf = (values: Float32Array) => Array.from(new Uint32Array(values.buffer, values.byteOffset, values.length));
+
+type Counting = Backend & { readonly counts: { floatsRead: number; rowsPicked: number } };
+
+/** The reference backend counting the floats read back and the rows of topKRows; without topKRows when `withTopK` is false. */
+function countingBackend(withTopK: boolean): Counting {
+  const inner = new ReferenceBackend();
+  const counts = { floatsRead: 0, rowsPicked: 0 };
+  return new Proxy(inner, {
+    get(target, property, receiver) {
+      if (property === "counts") return counts;
+      if (property === "topKRows") {
+        if (!withTopK) return undefined;
+        return (ids: Int32Array, values: Float32Array, logits: DeviceBuffer, rows: number, columns: number, k: number) => {
+          counts.rowsPicked += rows;
+          target.topKRows(ids, values, logits, rows, columns, k);
+        };
+      }
+      if (property === "read") {
+        return (buffer: DeviceBuffer, offset?: number, length?: number) => {
+          const values = target.read(buffer, offset, length);
+          counts.floatsRead += values.length;
+          return values;
+        };
+      }
+      if (property === "readInto") {
+        return (buffer: DeviceBuffer, offset: number, length: number, out: Float32Array, outOffset: number) => {
+          counts.floatsRead += length;
+          target.readInto(buffer, offset, length, out, outOffset);
+        };
+      }
+      const value = Reflect.get(target, property, receiver);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  }) as unknown as Counting;
+}
+
+describe("sampling from the best candidates (BatchEntry.top, evaluateTop)", () => {
+  let path: string;
+  beforeAll(async () => {
+    path = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" }));
+  });
+
+  it("HostTopK (the reference backend's topKRows) keeps the sampler's order: ties by id, -0 equal to +0, exact bits", () => {
+    const columns = 300;
+    const rows = 3;
+    const logits = Float32Array.from({ length: rows * columns }, (_, i) => [0.5, -0, 0, 1, -Infinity, 2][(i * 7) % 6]! + (i % 97 === 0 ? 3 : 0));
+    for (const k of [1, 17, columns]) {
+      const ids = new Int32Array(rows * k);
+      const values = new Float32Array(rows * k);
+      new HostTopK().rows(ids, values, logits, 0, rows, columns, k);
+      for (let r = 0; r < rows; r++) {
+        const expected = bestByPlainSort(logits.subarray(r * columns, (r + 1) * columns), k);
+        expect(Array.from(ids.subarray(r * k, (r + 1) * k))).toEqual(expected.ids);
+        expect(bitsOf(values.subarray(r * k, (r + 1) * k))).toEqual(expected.bits);
+      }
+    }
+    const backend = new ReferenceBackend();
+    const buffer = backend.allocate(2 * columns);
+    expect(() => backend.topKRows(new Int32Array(5), new Float32Array(5), buffer, 2, columns, 0)).toThrow(/k from 1 to 300, got 0/);
+    expect(() => backend.topKRows(new Int32Array(5), new Float32Array(5), buffer, 2, columns, 301)).toThrow(/got 301/);
+    expect(() => backend.topKRows(new Int32Array(5), new Float32Array(5), buffer, 2, columns, 3)).toThrow(/top-3 of 2 rows into arrays of 5 ids/);
+    expect(() => backend.topKRows(new Int32Array(9), new Float32Array(9), buffer, 3, columns, 3)).toThrow(/outside logits/);
+    const wide = backend.allocate(2000);
+    expect(() => backend.topKRows(new Int32Array(2000), new Float32Array(2000), wide, 1, 2000, TOP_K_ROWS_MAX + 1)).toThrow(/k from 1 to 1024/);
+  });
+
+  for (const withTopK of [true, false]) {
+    it(`gives each top entry its k best in a mixed batch ${withTopK ? "with" : "without"} Backend.topKRows, other entries unchanged`, () => {
+      const backend = countingBackend(withTopK);
+      const model = loadModel(path, { backend });
+      const plain = loadModel(path, { backend: new ReferenceBackend() });
+      const vocabulary = model.vocabularySize;
+      const ks = [40, 0, 7, TOP_K_ROWS_MAX]; // entry 1 asks for logits
+      const run = (m: Model, top: boolean) => {
+        const pool = m.createKVPool(64, { blockTokens: 4 });
+        const caches = [tokens(5, 1), tokens(7, 2), tokens(3, 3), tokens(4, 4)].map((prompt) => {
+          const cache = pool.createSequence(64);
+          m.forward(prompt, cache, { logits: [] });
+          return cache;
+        });
+        const steps: { ids: number[]; bits: number[] }[][] = [];
+        const kept: Float32Array[] = [];
+        for (let step = 0; step < 3; step++) {
+          const slots = ks.map((k) => (k > 0 ? { ids: new Int32Array(k), logits: new Float32Array(k) } : undefined));
+          const entries: BatchEntry[] = caches.map((cache, i) => {
+            const input = i === 1 && step === 1 ? Int32Array.of(11 + step, 5) : Int32Array.of(11 * (i + 1) + step);
+            return top && slots[i] ? { tokens: input, cache, top: slots[i]! } : { tokens: input, cache };
+          });
+          const results = m.transformer.forwardBatch(entries);
+          steps.push(
+            results.map((logits, i) => {
+              if (top && slots[i]) {
+                expect(logits.length).toBe(0);
+                return { ids: Array.from(slots[i]!.ids), bits: bitsOf(slots[i]!.logits) };
+              }
+              expect(logits.length).toBe(vocabulary);
+              if (i === 1) kept.push(logits);
+              return ks[i]! > 0 ? bestByPlainSort(logits, ks[i]!) : { ids: [], bits: [] };
+            }),
+          );
+        }
+        return { steps, kept };
+      };
+      const expected = run(plain, false);
+      const before = { ...backend.counts };
+      const actual = run(model, true);
+      expect(actual.steps).toEqual(expected.steps);
+      for (let i = 0; i < expected.kept.length; i++) expect(bitsOf(actual.kept[i]!)).toEqual(bitsOf(expected.kept[i]!));
+      const read = backend.counts.floatsRead - before.floatsRead;
+      if (withTopK) {
+        // 3 steps of 4 rows through topKRows (the whole chunk at the largest k); only entry 1's logits came back
+        expect(backend.counts.rowsPicked - before.rowsPicked).toBe(12);
+        expect(read).toBe(3 * vocabulary);
+      } else {
+        expect(read).toBe(4 * 3 * vocabulary); // every row's logits, picked on the host
+      }
+    });
+  }
+
+  it("refuses a top entry that also asks for logits or greedy, or holds a bad k", () => {
+    const model = loadModel(path, { backend: new ReferenceBackend() });
+    const cache = model.createCache(8);
+    const top = (k: number, values = k) => ({ ids: new Int32Array(k), logits: new Float32Array(values) });
+    const one = Int32Array.of(1);
+    expect(() => model.transformer.forwardBatch([{ tokens: one, cache, logits: "all", top: top(4) }])).toThrow(/top-candidates batch entry takes neither/);
+    expect(() => model.transformer.forwardBatch([{ tokens: one, cache, greedy: new Int32Array(1), top: top(4) }])).toThrow(/top-candidates batch entry takes neither/);
+    expect(() => model.transformer.forwardBatch([{ tokens: one, cache, top: top(0) }])).toThrow(/holds 0 ids and 0 logits/);
+    expect(() => model.transformer.forwardBatch([{ tokens: one, cache, top: top(4, 5) }])).toThrow(/holds 4 ids and 5 logits/);
+    expect(() => model.transformer.forwardBatch([{ tokens: one, cache, top: top(TOP_K_ROWS_MAX + 1) }])).toThrow(RangeError);
+    expect(cache.length).toBe(0); // nothing ran
+  });
+
+  it("engine sequences evaluate to their best candidates, and generate samples from them the tokens of the whole-logits path", async () => {
+    const backend = countingBackend(true);
+    const model = loadModel(path, { backend });
+    const plain = loadModel(path, { backend: new ReferenceBackend() });
+    const sequence = model.engine.createSequence(64);
+    const reference = plain.engine.createSequence(64);
+    let top = await sequence.evaluateTop(Array.from(tokens(6)), 40);
+    let logits = await reference.evaluate(Array.from(tokens(6)));
+    for (let step = 0; step < 3; step++) {
+      const expected = bestByPlainSort(logits!, 40);
+      expect(Array.from(top!.ids)).toEqual(expected.ids);
+      expect(bitsOf(top!.logits)).toEqual(expected.bits);
+      const next = expected.ids[step]!;
+      top = await sequence.evaluateTop([next], step === 2 ? 5 : 40);
+      logits = await reference.evaluate([next]);
+    }
+    expect(top!.ids.length).toBe(5);
+    await expect(sequence.evaluateTop([1], 0)).rejects.toThrow(/from 1 to 1024, got 0/);
+    sequence.release();
+    reference.release();
+
+    const prompt = Array.from(tokens(5, 77));
+    const chains = [
+      { seed: 5, maxTokens: 12 }, // llama.cpp's defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05
+      { seed: 6, maxTokens: 12, temperature: 1.5, topK: 200, topP: 1, minP: 0 },
+      { seed: 7, maxTokens: 12, temperature: 1.1, topK: 30, typicalP: 0.8, xtc: { probability: 0.5, threshold: 0.1 } },
+    ];
+    for (const options of chains) {
+      const before = backend.counts.floatsRead;
+      const fast = await model.complete(prompt, options);
+      expect(backend.counts.floatsRead - before).toBe(0); // no logits came back
+      const whole = await plain.complete(prompt, { ...options, logprobs: true }); // logprobs: the sampler's path on the whole logits
+      expect(fast.tokens).toEqual(whole.tokens);
+      expect(fast.tokens.length).toBe(12);
+    }
+    const withPenalty = backend.counts.floatsRead;
+    await model.complete(prompt, { seed: 5, maxTokens: 2, repeatPenalty: 1.2 });
+    expect(backend.counts.floatsRead).toBeGreaterThan(withPenalty); // a penalty needs the logits
+  });
+});
