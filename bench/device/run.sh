@@ -82,9 +82,11 @@ bench qwen3-0.6b-q8_0-no-graphs --preset qwen3-0.6b --type q8_0 --prompt 16 --de
 # Every kernel launched without programmatic dependent launch (each begins launching only once the
 # one before has finished): what PDL saves at batch 1.
 BENCH_ENV=MEMRA_CUDA_PDL=0 bench qwen3-0.6b-q8_0-no-pdl --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
-# Every step's logits read back and the token picked on the host (a non-greedy sampler's path):
-# what picking on the GPU saves, at batch 1 and 64.
-bench qwen3-0.6b-q8_0-pick-host --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128 --batch 64 --pick host
+# Sampled decode (llama.cpp's default chain, seeded) at batch 1 and 64: from the 40 best
+# candidates picked on the GPU (Backend.topKRows), and from every step's whole logits read back
+# and sampled on the host (the path before topKRows; also what a greedy pick on the GPU saves).
+bench qwen3-0.6b-q8_0-sample --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128 --batch 64 --pick sample
+bench qwen3-0.6b-q8_0-host-sample --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128 --batch 64 --pick host-sample
 bench qwen3-8b-shape-q8_0 --preset qwen3-0.6b --type q8_0 --layers 8 --full-layers 36 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 512 --decode 128 --batch 64
 bench qwen3-30b-a3b-scaled-q8_0 --preset qwen3-30b-a3b-scaled --type q8_0 --prompt 512 --decode 128
 

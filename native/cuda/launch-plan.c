@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "memra_cuda.h"
 
@@ -380,5 +381,60 @@ int memra_cuda_plan_argmax(int64_t rows, int64_t columns, memra_cuda_launch * la
         return fail(message, message_bytes, MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%lld columns: an argmax row holds 1..%d values", (long long)columns, INT32_MAX);
     }
     *launch = launch_of(min64(rows > 0 ? rows : 1, MEMRA_CUDA_MAX_GRID_X), 1, 1, MEMRA_CUDA_ARGMAX_THREADS, 0);
+    return MEMRA_CUDA_OK;
+}
+
+/* 1 when a * b overflows int64 (both non-negative), else 0 with the product in *out. */
+static int checked_mul(int64_t a, int64_t b, int64_t * out) { return __builtin_mul_overflow(a, b, out); }
+
+static int32_t power_of_two_at_least(int64_t n) {
+    int32_t size = 1;
+    while (size < n) size <<= 1;
+    return size;
+}
+
+int memra_cuda_plan_top_k(int64_t rows, int64_t columns, int64_t k, memra_cuda_top_k_plan * plan, char * message, size_t message_bytes) {
+    memset(plan, 0, sizeof *plan);
+    if (rows < 0) return fail(message, message_bytes, MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "rows %lld is negative", (long long)rows);
+    if (columns < 1 || columns > INT32_MAX) {
+        return fail(message, message_bytes, MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%lld columns: a top-k row holds 1..%d values", (long long)columns, INT32_MAX);
+    }
+    if (k < 1 || k > columns || k > MEMRA_CUDA_TOP_K_MAX) {
+        return fail(message, message_bytes, MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "k %lld: the top-k of rows of %lld values takes 1..%lld of them", (long long)k,
+                    (long long)columns, (long long)min64(columns, MEMRA_CUDA_TOP_K_MAX));
+    }
+    const int64_t grid_rows = min64(rows > 0 ? rows : 1, MEMRA_CUDA_MAX_GRID_YZ);
+    const int64_t group = MEMRA_CUDA_TOP_K_SORT / k;
+    int64_t lists = 0;
+    for (int pass = 0; lists != 1; pass++) {
+        if (pass == MEMRA_CUDA_TOP_K_MAX_PASSES) return fail(message, message_bytes, MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "top-k needs more than %d passes", pass);
+        int64_t inputs, keys;
+        if (pass == 0) {
+            inputs = min64(columns, MEMRA_CUDA_TOP_K_SORT);
+            keys = inputs;
+            lists = ceil_div(columns, inputs);
+        } else {
+            inputs = min64(group, lists);
+            keys = inputs * k;
+            lists = ceil_div(lists, inputs);
+        }
+        const int32_t size = power_of_two_at_least(keys);
+        int32_t threads = size / 2;
+        if (threads < 32) threads = 32;
+        if (threads > MEMRA_CUDA_TOP_K_MAX_THREADS) threads = MEMRA_CUDA_TOP_K_MAX_THREADS;
+        plan->lists[pass] = lists;
+        plan->inputs[pass] = inputs;
+        plan->sort_size[pass] = size;
+        plan->launch[pass] = launch_of(lists, grid_rows, 1, threads, 0);
+        plan->passes = pass + 1;
+        if (lists > 1) {
+            int64_t list_keys = 0, buffer = 0;
+            if (checked_mul(rows, lists, &list_keys) || checked_mul(list_keys, k, &buffer) || buffer > INT64_MAX / 16) {
+                return fail(message, message_bytes, MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "the top-k workspace of %lld rows of %lld values overflows", (long long)rows,
+                            (long long)columns);
+            }
+            if (buffer > plan->buffer_keys[pass % 2]) plan->buffer_keys[pass % 2] = buffer;
+        }
+    }
     return MEMRA_CUDA_OK;
 }

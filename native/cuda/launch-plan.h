@@ -257,6 +257,35 @@ int64_t memra_cuda_staging_chunks(int64_t bytes, int64_t chunk_bytes);
 #define MEMRA_CUDA_ARGMAX_THREADS 1024
 int memra_cuda_plan_argmax(int64_t rows, int64_t columns, memra_cuda_launch * launch, char * message, size_t message_bytes);
 
+/* top_k_sort_kernel (memra_cuda_top_k_rows): bitonic sorts of at most MEMRA_CUDA_TOP_K_SORT 64-bit
+ * keys (value order, then index) in shared memory. Pass 0 sorts chunks of each row's values and
+ * keeps every chunk's best k keys (a list); each later pass sorts groups of up to
+ * MEMRA_CUDA_TOP_K_SORT / k lists and keeps their best k, until one list per row is left; the last
+ * pass writes indices and values instead of keys. k at most MEMRA_CUDA_TOP_K_MAX, so that a group
+ * holds at least 4 lists (a row of 2^31 values takes at most 11 passes). */
+#define MEMRA_CUDA_TOP_K_SORT 4096
+#define MEMRA_CUDA_TOP_K_MAX 1024
+#define MEMRA_CUDA_TOP_K_MAX_THREADS 512
+#define MEMRA_CUDA_TOP_K_MAX_PASSES 16
+
+typedef struct memra_cuda_top_k_plan {
+    int passes;
+    /* Per pass: lists each row has after it (1 after the last), inputs each block sorts (values
+     * in pass 0, lists later), the sort's size (a power of two holding them, in keys) and the launch
+     * (grid x = lists after the pass, grid y = rows up to the grid limit; blocks stride over rows). */
+    int64_t lists[MEMRA_CUDA_TOP_K_MAX_PASSES];
+    int64_t inputs[MEMRA_CUDA_TOP_K_MAX_PASSES];
+    int32_t sort_size[MEMRA_CUDA_TOP_K_MAX_PASSES];
+    memra_cuda_launch launch[MEMRA_CUDA_TOP_K_MAX_PASSES];
+    /* Keys of the two workspace buffers passes write their lists to (pass p to buffer p % 2; the
+     * last pass writes none). */
+    int64_t buffer_keys[2];
+} memra_cuda_top_k_plan;
+
+/* Fails for columns outside 1..INT32_MAX, k outside 1..min(columns, MEMRA_CUDA_TOP_K_MAX), or a
+ * workspace whose size overflows. */
+int memra_cuda_plan_top_k(int64_t rows, int64_t columns, int64_t k, memra_cuda_top_k_plan * plan, char * message, size_t message_bytes);
+
 #ifdef __cplusplus
 }
 #endif

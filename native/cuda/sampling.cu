@@ -1,6 +1,8 @@
 /*
- * sampling.cu — launcher of memra_cuda_argmax_rows (kernel in kernels/sampling.cuh): greedy tokens
- * picked on the device, only the [rows] token ids copied back to the host.
+ * sampling.cu — launchers of memra_cuda_argmax_rows and memra_cuda_top_k_rows (kernels in
+ * kernels/sampling.cuh): greedy tokens picked on the device, only the [rows] token ids copied back
+ * to the host; or each row's k best candidates, [rows, k] ids and values instead of the
+ * vocabulary's logits.
  */
 #include "cuda-internal.cuh"
 #include "kernels/sampling.cuh"
@@ -29,5 +31,47 @@ extern "C" int memra_cuda_argmax_rows(memra_cuda * cuda, int32_t * out, int64_t 
     const int waited = error == cudaSuccess ? memra_cuda_wait(function, cuda) : MEMRA_CUDA_OK;
     memra_cuda_free(cuda, tokens);
     if (error != cudaSuccess) return memra_cuda_fail_cuda(error, function, "argmax_rows_kernel");
+    return waited;
+}
+
+extern "C" int memra_cuda_top_k_rows(memra_cuda * cuda, int32_t * ids, int64_t ids_length, float * values, int64_t values_length, const float * logits,
+                                     int64_t logits_length, int64_t rows, int64_t columns, int64_t k) {
+    static const char function[] = "memra_cuda_top_k_rows";
+    CHECK(memra_cuda_enter(function, cuda));
+    REFUSE_WHILE_CAPTURING(function, cuda, "candidates cannot be read back to the host");
+    memra_cuda_top_k_plan plan;
+    char message[512];
+    const int planned = memra_cuda_plan_top_k(rows, columns, k, &plan, message, sizeof message);
+    if (planned != MEMRA_CUDA_OK) FAIL(planned, "%s: %s", function, message);
+    int64_t needed = 0, out_needed = 0;
+    CHECK(memra_cuda_check_product(function, "rows * columns", rows, columns, &needed));
+    CHECK(memra_cuda_check_buffer(function, "logits", logits, logits_length, needed));
+    CHECK(memra_cuda_check_product(function, "rows * k", rows, k, &out_needed));
+    CHECK(memra_cuda_check_buffer(function, "ids", ids, ids_length, out_needed));
+    CHECK(memra_cuda_check_buffer(function, "values", values, values_length, out_needed));
+    if (rows == 0) return MEMRA_CUDA_OK;
+    // One allocation: the two key buffers, then the [rows, k] ids and values.
+    const int64_t key_bytes = (plan.buffer_keys[0] + plan.buffer_keys[1]) * 8;
+    char * workspace = (char *)memra_cuda_alloc(cuda, key_bytes + out_needed * 8);
+    if (!workspace) return memra_cuda_last_status();
+    uint64_t * buffers[2] = {(uint64_t *)workspace, (uint64_t *)workspace + plan.buffer_keys[0]};
+    int32_t * device_ids = (int32_t *)(workspace + key_bytes);
+    float * device_values = (float *)(device_ids + out_needed);
+    cudaError_t error = cudaSuccess;
+    for (int pass = 0; pass < plan.passes && error == cudaSuccess; pass++) {
+        const memra_cuda_launch launch = plan.launch[pass];
+        const bool last = pass == plan.passes - 1;
+        const uint64_t * lists_in = pass == 0 ? nullptr : buffers[(pass - 1) % 2];
+        const int64_t inputs = pass == 0 ? columns : plan.lists[pass - 1];
+        uint64_t * lists_out = last ? nullptr : buffers[pass % 2];
+        MEMRA_LAUNCH(memra_grid(launch), launch.threads, launch.shared_bytes, cuda->stream, top_k_sort_kernel)(
+            logits, columns, lists_in, inputs, plan.inputs[pass], (int32_t)k, plan.sort_size[pass], lists_out, device_ids, device_values, rows);
+        error = cudaGetLastError();
+    }
+    if (error == cudaSuccess) error = cudaMemcpyAsync(ids, device_ids, (size_t)out_needed * 4, cudaMemcpyDeviceToHost, cuda->stream);
+    if (error == cudaSuccess) error = cudaMemcpyAsync(values, device_values, (size_t)out_needed * 4, cudaMemcpyDeviceToHost, cuda->stream);
+    const int waited = error == cudaSuccess ? memra_cuda_wait(function, cuda) : MEMRA_CUDA_OK;
+    memra_cuda_free(cuda, workspace);
+    if (error != cudaSuccess) return memra_cuda_fail_cuda(error, function, "top_k_sort_kernel");
     return waited;
 }

@@ -18,8 +18,8 @@
  * block tables, sequences, row ids, scales) are HOST pointers: the library checks them on the host
  * (so an index out of range is an error code, never a device fault) and stages them to the device
  * through pinned memory on the context's stream. Ops are asynchronous on the context's one stream;
- * memra_cuda_download, memra_cuda_moe_route, memra_cuda_argmax_rows and memra_cuda_synchronize wait
- * for it.
+ * memra_cuda_download, memra_cuda_moe_route, memra_cuda_argmax_rows, memra_cuda_top_k_rows and
+ * memra_cuda_synchronize wait for it.
  *
  * A context must not be used from two threads at once; distinct contexts are independent.
  */
@@ -39,7 +39,7 @@ extern "C" {
 #endif
 
 /* Incremented on every incompatible change of this header. */
-#define MEMRA_CUDA_ABI_VERSION 5
+#define MEMRA_CUDA_ABI_VERSION 6
 
 /* ---- status codes (1..4 as memra.h) ---- */
 enum memra_cuda_status {
@@ -287,6 +287,14 @@ MEMRA_CUDA_API int memra_cuda_scatter_add_rows(memra_cuda * cuda, float * out, i
  * columns at most 2^31 - 1. */
 MEMRA_CUDA_API int memra_cuda_argmax_rows(memra_cuda * cuda, int32_t * out, int64_t out_length, const float * logits, int64_t logits_length, int64_t rows,
                                           int64_t columns);
+
+/* Candidates: ids[r * k + j] and values[r * k + j] for j < k are the k largest values of row r of
+ * `logits` [rows, columns] and their indices, in descending order, equal values by ascending index
+ * (-0 equal to +0; NaN below -Infinity), as the sampler's top-k orders candidates; values keep
+ * their exact bits. k from 1 to min(columns, 1024); columns at most 2^31 - 1. ids, values: [rows * k],
+ * HOST memory; waits for the stream. */
+MEMRA_CUDA_API int memra_cuda_top_k_rows(memra_cuda * cuda, int32_t * ids, int64_t ids_length, float * values, int64_t values_length, const float * logits,
+                                         int64_t logits_length, int64_t rows, int64_t columns, int64_t k);
 
 /* ---- graphs: ops captured once, replayed many times (a decode step: one launch) ---- */
 

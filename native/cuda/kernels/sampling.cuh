@@ -8,9 +8,19 @@
  * follows (nothing compares > NaN). Each thread scans indices tid, tid + blockDim.x, ... keeping
  * its first largest non-NaN value; warps and then the block combine (value, index) pairs
  * preferring the larger value, then the lower index.
+ *
+ * top_k_sort_kernel: a pass of memra_cuda_top_k_rows (plan in launch-plan.h). A value and its
+ * index become one 64-bit key whose unsigned order is the sampler's top-k order (top-k.ts,
+ * candidates.ts): the high half is the value's bits mapped to unsigned order (-0 as +0, NaN below
+ * -Infinity), the low half 0xFFFFFFFF - index, so that of equal values the lower index is the
+ * larger key. Keys are distinct and nonzero; 0 pads. A block loads its inputs (a chunk of a row's
+ * values in pass 0, a group of lists of k keys later) into shared memory, bitonic-sorts them
+ * descending and writes the first k: as a list of keys, or, in the last pass, as indices and the
+ * values read again from the logits (their exact bits, -0 and NaN payloads included).
  */
 #pragma once
 
+#include "../launch-plan.h"
 #include "device.cuh"
 
 namespace memra_cuda_kernels {
@@ -51,6 +61,72 @@ static __global__ void argmax_rows_kernel(int32_t * __restrict__ out, const floa
             for (int w = 1; w < warps; w++) total = argmax_better(total, partial[w]);
             const float first = x[0];
             out[row] = (first != first || total.index < 0) ? 0 : total.index;
+        }
+        __syncthreads();
+    }
+}
+
+/* The sort key of `value` at `index` (see the file comment). */
+__device__ __forceinline__ uint64_t top_k_key(float value, uint32_t index) {
+    uint32_t bits = __float_as_uint(value);
+    uint32_t ordered = 0;  // NaN
+    if (value == value) {
+        if (bits == 0x80000000u) bits = 0;
+        ordered = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+    }
+    return ((uint64_t)ordered << 32) | (uint64_t)(0xFFFFFFFFu - index);
+}
+
+__device__ __forceinline__ uint32_t top_k_index(uint64_t key) { return 0xFFFFFFFFu - (uint32_t)(key & 0xFFFFFFFFu); }
+
+/*
+ * One pass: block (x, y) sorts inputs [x * per_block, min((x + 1) * per_block, inputs)) of row y
+ * (rows strided by gridDim.y): values of `logits` when `lists_in` is null, else lists of k keys
+ * ([rows, inputs, k]). Writes the best k keys to lists_out [rows, gridDim.x, k], or, when
+ * lists_out is null (the last pass: gridDim.x == 1), indices and values to ids / values [rows, k].
+ * sort_size: a power of two, at least the inputs' keys, at most MEMRA_CUDA_TOP_K_SORT.
+ */
+static __global__ void top_k_sort_kernel(const float * __restrict__ logits, int64_t columns, const uint64_t * __restrict__ lists_in, int64_t inputs,
+                                         int64_t per_block, int32_t k, int32_t sort_size, uint64_t * __restrict__ lists_out, int32_t * __restrict__ ids,
+                                         float * __restrict__ values, int64_t rows) {
+    memra_grid_dependencies();
+    __shared__ uint64_t keys[MEMRA_CUDA_TOP_K_SORT];
+    const int64_t first = (int64_t)blockIdx.x * per_block;
+    const int64_t count = (first + per_block < inputs ? first + per_block : inputs) - first;
+    for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
+        if (lists_in == nullptr) {
+            const float * x = logits + row * columns + first;
+            for (int i = threadIdx.x; i < sort_size; i += blockDim.x) keys[i] = i < count ? top_k_key(x[i], (uint32_t)(first + i)) : 0;
+        } else {
+            const uint64_t * from = lists_in + (row * inputs + first) * k;
+            const int64_t loaded = count * k;
+            for (int i = threadIdx.x; i < sort_size; i += blockDim.x) keys[i] = i < loaded ? from[i] : 0;
+        }
+        __syncthreads();
+        // Bitonic sort, descending: pairs (i, i + stride) with bit `stride` of i clear; the pair's
+        // order is descending where bit `size` of i is clear (always, in the last merge).
+        for (int size = 2; size <= sort_size; size <<= 1) {
+            for (int stride = size >> 1; stride > 0; stride >>= 1) {
+                for (int t = threadIdx.x; t < sort_size / 2; t += blockDim.x) {
+                    const int i = 2 * t - (t & (stride - 1));
+                    const uint64_t a = keys[i], b = keys[i + stride];
+                    if ((a < b) == ((i & size) == 0)) {
+                        keys[i] = b;
+                        keys[i + stride] = a;
+                    }
+                }
+                __syncthreads();
+            }
+        }
+        if (lists_out != nullptr) {
+            uint64_t * to = lists_out + (row * gridDim.x + blockIdx.x) * k;
+            for (int j = threadIdx.x; j < k; j += blockDim.x) to[j] = keys[j];  // k <= sort_size (plan)
+        } else {
+            for (int j = threadIdx.x; j < k; j += blockDim.x) {
+                const uint32_t index = top_k_index(keys[j]);
+                ids[row * k + j] = (int32_t)index;
+                values[row * k + j] = logits[row * columns + index];
+            }
         }
         __syncthreads();
     }

@@ -338,8 +338,177 @@ static void test_argmax_plans(void) {
     EXPECT(memra_cuda_plan_argmax(-1, 8, &launch, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT && strstr(message, "negative"));
 }
 
+/* The pass structure of a top-k plan, checked against its rules and simulated on the host: every
+ * list of every pass is a range of the row's columns, and the last pass's one list is all of them. */
+static void expect_top_k_plan_sound(const memra_cuda_top_k_plan * plan, int64_t rows, int64_t columns, int64_t k) {
+    EXPECT(plan->passes >= 1 && plan->passes <= MEMRA_CUDA_TOP_K_MAX_PASSES);
+    if (plan->passes < 1 || plan->passes > MEMRA_CUDA_TOP_K_MAX_PASSES) return;
+    EXPECT(plan->lists[plan->passes - 1] == 1);
+    const int64_t grid_rows = rows < 1 ? 1 : rows > MEMRA_CUDA_MAX_GRID_YZ ? MEMRA_CUDA_MAX_GRID_YZ : rows;
+    int64_t buffer_keys[2] = {0, 0};
+    for (int pass = 0; pass < plan->passes; pass++) {
+        const int64_t inputs_before = pass == 0 ? columns : plan->lists[pass - 1];
+        const int64_t inputs = plan->inputs[pass], lists = plan->lists[pass];
+        const int64_t keys = pass == 0 ? inputs : inputs * k;
+        const int32_t size = plan->sort_size[pass];
+        const memra_cuda_launch launch = plan->launch[pass];
+        if (pass > 0) {
+            EXPECT(lists < plan->lists[pass - 1]); /* strictly fewer lists each pass */
+            EXPECT(inputs >= 2 && inputs * k <= MEMRA_CUDA_TOP_K_SORT);
+        } else {
+            EXPECT(inputs >= 1 && inputs <= MEMRA_CUDA_TOP_K_SORT);
+        }
+        if (pass < plan->passes - 1) EXPECT(lists > 1);
+        /* blocks of `inputs` inputs: every input in one block, none empty */
+        EXPECT(lists * inputs >= inputs_before && (lists - 1) * inputs < inputs_before);
+        EXPECT(size >= keys && size >= k && size <= MEMRA_CUDA_TOP_K_SORT && (size & (size - 1)) == 0);
+        EXPECT(launch.threads >= 32 && launch.threads <= MEMRA_CUDA_TOP_K_MAX_THREADS && launch.threads % 32 == 0);
+        EXPECT(launch.threads <= (size / 2 > 32 ? size / 2 : 32));
+        EXPECT(launch.grid_x == lists && launch.grid_y == grid_rows && launch.grid_z == 1 && launch.shared_bytes == 0);
+        EXPECT(launch.grid_x <= MEMRA_CUDA_MAX_GRID_X);
+        if (lists > 1 && rows * lists * k > buffer_keys[pass % 2]) buffer_keys[pass % 2] = rows * lists * k;
+    }
+    EXPECT(plan->buffer_keys[0] == buffer_keys[0] && plan->buffer_keys[1] == buffer_keys[1]);
+    /* Host simulation: list x of a pass covers columns [begin[x], end[x]); pass 0's lists are the
+     * chunks, a later pass's list x the lists [x * inputs, (x + 1) * inputs) before it. */
+    int64_t count = plan->lists[0];
+    int64_t * begin = (int64_t *)malloc((size_t)count * sizeof *begin);
+    int64_t * end = (int64_t *)malloc((size_t)count * sizeof *end);
+    if (!begin || !end) {
+        EXPECT(!"allocation of the simulation");
+        free(begin);
+        free(end);
+        return;
+    }
+    for (int64_t x = 0; x < count; x++) {
+        begin[x] = x * plan->inputs[0];
+        end[x] = begin[x] + plan->inputs[0] < columns ? begin[x] + plan->inputs[0] : columns;
+    }
+    for (int pass = 1; pass < plan->passes; pass++) {
+        const int64_t inputs = plan->inputs[pass];
+        int64_t next = 0;
+        for (int64_t first = 0; first < count; first += inputs, next++) {
+            const int64_t last = (first + inputs < count ? first + inputs : count) - 1;
+            for (int64_t i = first; i < last; i++) EXPECT(end[i] == begin[i + 1]); /* adjacent, disjoint */
+            begin[next] = begin[first];
+            end[next] = end[last];
+        }
+        EXPECT(next == plan->lists[pass]);
+        count = next;
+    }
+    EXPECT(count == 1 && begin[0] == 0 && end[0] == columns);
+    free(begin);
+    free(end);
+}
+
+static uint64_t top_k_random_state = 0x9E3779B97F4A7C15ull;
+static uint64_t top_k_random(void) {
+    top_k_random_state ^= top_k_random_state << 13;
+    top_k_random_state ^= top_k_random_state >> 7;
+    top_k_random_state ^= top_k_random_state << 17;
+    return top_k_random_state;
+}
+
+static void test_top_k_plans(void) {
+    memra_cuda_top_k_plan plan;
+    char message[256];
+    /* A 151936-token vocabulary, k = 40: 38 chunks of 4096, then one group of 38 lists (1520 keys). */
+    EXPECT(memra_cuda_plan_top_k(64, 151936, 40, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.passes == 2);
+    EXPECT(plan.lists[0] == 38 && plan.inputs[0] == 4096 && plan.sort_size[0] == 4096);
+    EXPECT(plan.lists[1] == 1 && plan.inputs[1] == 38 && plan.sort_size[1] == 2048);
+    EXPECT(plan.launch[0].grid_x == 38 && plan.launch[0].grid_y == 64 && plan.launch[0].grid_z == 1 && plan.launch[0].threads == 512);
+    EXPECT(plan.launch[1].grid_x == 1 && plan.launch[1].grid_y == 64 && plan.launch[1].threads == 512 && plan.launch[1].shared_bytes == 0);
+    EXPECT(plan.buffer_keys[0] == 64 * 38 * 40 && plan.buffer_keys[1] == 0);
+    expect_top_k_plan_sound(&plan, 64, 151936, 40);
+    /* k = 1024: groups of 4 lists: 38 → 10 → 3 → 1. */
+    EXPECT(memra_cuda_plan_top_k(1, 151936, 1024, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.passes == 4);
+    EXPECT(plan.lists[0] == 38 && plan.inputs[0] == 4096 && plan.sort_size[0] == 4096);
+    EXPECT(plan.lists[1] == 10 && plan.inputs[1] == 4 && plan.sort_size[1] == 4096);
+    EXPECT(plan.lists[2] == 3 && plan.inputs[2] == 4 && plan.sort_size[2] == 4096);
+    EXPECT(plan.lists[3] == 1 && plan.inputs[3] == 3 && plan.sort_size[3] == 4096);
+    EXPECT(plan.buffer_keys[0] == 38 * 1024 && plan.buffer_keys[1] == 10 * 1024);
+    expect_top_k_plan_sound(&plan, 1, 151936, 1024);
+    /* Up to 4096 columns: one pass, sorting the next power of two. */
+    EXPECT(memra_cuda_plan_top_k(3, 4096, 40, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.passes == 1 && plan.lists[0] == 1 && plan.inputs[0] == 4096 && plan.sort_size[0] == 4096 && plan.launch[0].threads == 512);
+    EXPECT(plan.buffer_keys[0] == 0 && plan.buffer_keys[1] == 0);
+    EXPECT(memra_cuda_plan_top_k(3, 1000, 1000, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.passes == 1 && plan.inputs[0] == 1000 && plan.sort_size[0] == 1024 && plan.launch[0].threads == 512);
+    EXPECT(memra_cuda_plan_top_k(3, 100, 7, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.passes == 1 && plan.inputs[0] == 100 && plan.sort_size[0] == 128 && plan.launch[0].threads == 64);
+    EXPECT(memra_cuda_plan_top_k(3, 9, 9, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.passes == 1 && plan.sort_size[0] == 16 && plan.launch[0].threads == 32);
+    /* 4097 columns: two chunks (the second of one value), then a merge of their lists. */
+    EXPECT(memra_cuda_plan_top_k(2, 4097, 40, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.passes == 2 && plan.lists[0] == 2 && plan.inputs[1] == 2 && plan.sort_size[1] == 128 && plan.launch[1].threads == 64);
+    EXPECT(plan.buffer_keys[0] == 2 * 2 * 40 && plan.buffer_keys[1] == 0);
+    expect_top_k_plan_sound(&plan, 2, 4097, 40);
+    /* The smallest: one column, k = 1. */
+    EXPECT(memra_cuda_plan_top_k(1, 1, 1, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.passes == 1 && plan.lists[0] == 1 && plan.inputs[0] == 1 && plan.sort_size[0] == 1 && plan.launch[0].threads == 32);
+    expect_top_k_plan_sound(&plan, 1, 1, 1);
+    EXPECT(memra_cuda_plan_top_k(5, 151936, 1, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.passes == 2 && plan.lists[0] == 38 && plan.inputs[1] == 38 && plan.sort_size[1] == 64);
+    expect_top_k_plan_sound(&plan, 5, 151936, 1);
+    /* The longest row: 2^19 chunks, then groups of 4 lists: 11 passes, no overflow. */
+    EXPECT(memra_cuda_plan_top_k(2, INT32_MAX, 1024, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.passes <= 11 && plan.lists[0] == (1 << 19));
+    EXPECT(plan.buffer_keys[0] == 2LL * (1 << 19) * 1024 && plan.buffer_keys[1] == 2LL * (1 << 17) * 1024);
+    expect_top_k_plan_sound(&plan, 2, INT32_MAX, 1024);
+    EXPECT(memra_cuda_plan_top_k(2, INT32_MAX, 1, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.passes <= 11);
+    expect_top_k_plan_sound(&plan, 2, INT32_MAX, 1);
+    /* No rows: a valid plan (the launcher returns before it); rows beyond the grid: y capped. */
+    EXPECT(memra_cuda_plan_top_k(0, 151936, 40, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.passes == 2 && plan.launch[0].grid_y == 1 && plan.buffer_keys[0] == 0);
+    expect_top_k_plan_sound(&plan, 0, 151936, 40);
+    EXPECT(memra_cuda_plan_top_k(100000, 151936, 40, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(plan.launch[0].grid_y == MEMRA_CUDA_MAX_GRID_YZ && plan.launch[1].grid_y == MEMRA_CUDA_MAX_GRID_YZ);
+    EXPECT(plan.buffer_keys[0] == 100000LL * 38 * 40);
+    expect_top_k_plan_sound(&plan, 100000, 151936, 40);
+    /* Errors. */
+    EXPECT(memra_cuda_plan_top_k(1, 8, 0, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT && strstr(message, "k 0") &&
+           strstr(message, "1..8"));
+    EXPECT(memra_cuda_plan_top_k(1, 8, 9, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT && strstr(message, "k 9") &&
+           strstr(message, "1..8"));
+    EXPECT(memra_cuda_plan_top_k(1, 151936, 1025, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT && strstr(message, "k 1025") &&
+           strstr(message, "1..1024"));
+    EXPECT(memra_cuda_plan_top_k(1, 8, -1, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT && strstr(message, "k -1"));
+    EXPECT(memra_cuda_plan_top_k(1, 0, 1, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT && strstr(message, "0 columns"));
+    EXPECT(memra_cuda_plan_top_k(1, 1LL << 31, 1, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT &&
+           strstr(message, "2147483648 columns"));
+    EXPECT(memra_cuda_plan_top_k(-1, 8, 1, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT && strstr(message, "rows -1 is negative"));
+    EXPECT(memra_cuda_plan_top_k(1LL << 40, INT32_MAX, 1024, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT &&
+           strstr(message, "overflows"));
+    /* Properties over random shapes: columns log-uniform up to INT32_MAX, k up to min(columns, 1024). */
+    for (int trial = 0; trial < 4000; trial++) {
+        const int bits = (int)(top_k_random() % 32);
+        int64_t columns = bits == 0 ? 1 : (int64_t)(top_k_random() & ((1ull << bits) - 1)) + 1;
+        if (columns > INT32_MAX) columns = INT32_MAX;
+        const int64_t k_max = columns < MEMRA_CUDA_TOP_K_MAX ? columns : MEMRA_CUDA_TOP_K_MAX;
+        const int64_t k = trial % 4 == 0 ? k_max : (int64_t)(top_k_random() % (uint64_t)k_max) + 1;
+        const int64_t rows = trial % 8 == 0 ? (int64_t)(top_k_random() % 200000) : (int64_t)(top_k_random() % 70);
+        const int planned = memra_cuda_plan_top_k(rows, columns, k, &plan, message, sizeof message);
+        EXPECT(planned == MEMRA_CUDA_OK);
+        if (planned != MEMRA_CUDA_OK) {
+            fprintf(stderr, "top-k plan of %lld x %lld, k %lld: %s (further shapes not checked)\n", (long long)rows, (long long)columns, (long long)k, message);
+            break;
+        }
+        const int before = failures;
+        expect_top_k_plan_sound(&plan, rows, columns, k);
+        EXPECT(plan.passes <= 11);
+        if (failures != before) {
+            fprintf(stderr, "top-k plan of %lld x %lld, k %lld (further shapes not checked)\n", (long long)rows, (long long)columns, (long long)k);
+            break;
+        }
+    }
+}
+
 int main(void) {
     test_argmax_plans();
+    test_top_k_plans();
     test_flash_attention_plans();
     test_activation_rounding_plans();
     test_type_tables();

@@ -4,7 +4,7 @@
  *
  *   bun packages/cuda-ffi/bench/forward.bench.ts [--preset qwen3-0.6b] [--type q8_0] [--layers N]
  *       [--hidden H --heads A --kv-heads K --head-dim D --ffn F] [--prompt 512] [--decode 128] [--runs 3]
- *       [--batch 64 --batch-prompt 16] [--graphs 0] [--pick device|host] [--json]
+ *       [--batch 64 --batch-prompt 16] [--graphs 0] [--pick device|host|sample|host-sample] [--json]
  *
  * --batch N adds batched decode: N sequences share one KV pool, each is prefilled with
  * --batch-prompt tokens, then every step decodes one token of each of them in one forward
@@ -14,14 +14,18 @@
  * Decode steps replay CUDA graphs (the default); --graphs 0 launches every op of them instead, to
  * measure what the graphs save. Each decoded token is the greedy pick of the step before, made on
  * the GPU (Transformer.forwardGreedy: one int read back per sequence); --pick host reads every
- * step's logits back and picks on the host instead (what a sampler other than greedy needs).
+ * step's logits back and picks on the host instead. --pick sample samples with llama.cpp's default
+ * chain (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05; seeded) from the 40 best candidates
+ * picked on the GPU (BatchEntry.top, Backend.topKRows: 80 numbers read back per sequence);
+ * --pick host-sample runs the same chain on the whole logits read back (the path before topKRows).
  *
  * Shape overrides build e.g. a Qwen3-8B-shaped model (--hidden 4096 --heads 32 --kv-heads 8
  * --head-dim 128 --ffn 12288) with fewer layers, to keep the synthetic file small: then tokens/s
  * is reported as measured and as scaled to --full-layers (per-layer time × full layer count).
  */
 import { parseArgs } from "node:util";
-import { loadModel } from "@memra/core";
+import { type KVCache, loadModel } from "@memra/core";
+import { type Sampler, createSampler, topCandidatesSuffice } from "@memra/sampler";
 import { type PresetName, type WeightType, resolveOptions, syntheticModelFile } from "@memra/synthetic";
 import { CudaBackend } from "../src/index";
 
@@ -74,16 +78,35 @@ const randomToken = () => {
   return 1000 + (state % 50000);
 };
 const prompt = Int32Array.from({ length: promptTokens }, randomToken);
-if (values.pick !== "device" && values.pick !== "host") throw new Error(`--pick is device or host, not ${values.pick}`);
-const onDevice = values.pick === "device";
+const PICKS = ["device", "host", "sample", "host-sample"];
+if (!PICKS.includes(values.pick)) throw new Error(`--pick is one of ${PICKS.join(", ")}, not ${values.pick}`);
+const pick = values.pick;
 const argmax = (logits: Float32Array) => {
   let best = 0;
   for (let i = 1; i < logits.length; i++) if (logits[i]! > logits[best]!) best = i;
   return best;
 };
-/** The greedy next token after `tokens`, picked on the GPU or from the logits read back. */
-const next = (tokens: Int32Array | number[], cache: Parameters<typeof model.forward>[1]) =>
-  onDevice ? model.forwardGreedy(tokens, cache) : argmax(model.forward(tokens, cache));
+// --pick sample / host-sample: one seeded sampler of llama.cpp's default chain per sequence
+const SAMPLING = { seed: 1 };
+const topK = topCandidatesSuffice(SAMPLING, model.vocabularySize);
+const samplers = new Map<KVCache, Sampler>();
+const samplerOf = (cache: KVCache) => {
+  let sampler = samplers.get(cache);
+  if (!sampler) samplers.set(cache, (sampler = createSampler(SAMPLING, { vocabularySize: model.vocabularySize })));
+  return sampler;
+};
+const topOf = (cache: KVCache) => ({ ids: new Int32Array(topK), logits: new Float32Array(topK), cache });
+/** The next token after `tokens`: picked as --pick says. */
+const next = (tokens: Int32Array | number[], cache: KVCache): number => {
+  if (pick === "device") return model.forwardGreedy(tokens, cache);
+  if (pick === "host") return argmax(model.forward(tokens, cache));
+  if (pick === "host-sample") return samplerOf(cache).sample(model.forward(tokens, cache), []).token;
+  const all = Int32Array.from(tokens);
+  if (all.length > 1) model.forward(all.subarray(0, all.length - 1), cache, { logits: [] });
+  const top = topOf(cache);
+  model.transformer.forwardBatch([{ tokens: all.subarray(all.length - 1), cache, top }]);
+  return samplerOf(cache).sampleTop!(top.ids, top.logits, []).token;
+};
 
 {
   const cache = model.createCache(16);
@@ -119,14 +142,18 @@ if (batch > 0) {
     const caches = Array.from({ length: batch }, () => pool.createSequence(batchPrompt + decodeTokens + 1));
     let tokens = caches.map((cache, i) => next(prompt.subarray(i % Math.max(1, promptTokens - batchPrompt), (i % Math.max(1, promptTokens - batchPrompt)) + batchPrompt), cache));
     const picked = caches.map(() => new Int32Array(1));
+    const tops = caches.map(topOf);
     const started = performance.now();
     for (let step = 0; step < decodeTokens; step++) {
-      if (onDevice) {
+      if (pick === "device") {
         model.transformer.forwardBatch(caches.map((cache, i) => ({ tokens: Int32Array.of(tokens[i]!), cache, greedy: picked[i]! })));
         tokens = picked.map((token) => token[0]!);
+      } else if (pick === "sample") {
+        model.transformer.forwardBatch(caches.map((cache, i) => ({ tokens: Int32Array.of(tokens[i]!), cache, top: tops[i]! })));
+        tokens = tops.map((top) => samplerOf(top.cache).sampleTop!(top.ids, top.logits, []).token);
       } else {
         const logits = model.transformer.forwardBatch(caches.map((cache, i) => ({ tokens: Int32Array.of(tokens[i]!), cache })));
-        tokens = logits.map(argmax);
+        tokens = pick === "host" ? logits.map(argmax) : logits.map((row, i) => samplerOf(caches[i]!).sample(row, []).token);
       }
     }
     if (run > 0) batchMs.push(performance.now() - started);
@@ -148,7 +175,7 @@ const result = {
   device: backend.deviceInfo().name,
   programmaticLaunch: backend.deviceInfo().programmaticLaunch,
   graphs: model.transformer.recordsDecodeGraphs,
-  pick: values.pick,
+  pick,
   [`pp${promptTokens}`]: (promptTokens / medianPrefill) * 1000,
   [`tg${decodeTokens}`]: (decodeTokens / medianDecode) * 1000,
   [`pp${promptTokens}Scaled`]: (promptTokens / medianPrefill) * 1000 * scale,

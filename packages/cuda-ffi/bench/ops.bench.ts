@@ -10,15 +10,16 @@
  *   MEMRA_CUDA_INT8_GEMM=0 in the environment times the previous kernel;
  * - paged attention over a 640-token context (f16 KV): decode of 1 and 64 sequences;
  * - the norm fused with the Q/K/V rounding against the norm and the matmuls apart;
- * - argmaxRows over the vocabulary;
+ * - argmaxRows over the vocabulary; topKRows over it (the sampler's candidates on the device, k 40
+ *   for 1 and 64 rows, k 1024 for 1), its [rows, k] ids and values read back;
  * - moeExperts of a Qwen3-30B-A3B layer (128 experts of 2048 → 768 → 2048, 8 per row, q8_0) at 1,
  *   16, 64 and 512 rows: one matrix-vector product per (row, expert) pair below 32 rows, grouped
  *   GEMMs over the rows sorted by expert from 32 (memra_cuda_moe_grouped); µs and the bytes of the
  *   experts the rows chose per second (each chosen matrix read once: the least traffic).
  *
  * Each op is recorded `repeat` times into one CUDA graph and the graph replayed (GPU time without
- * the host's launch cost), and also called eagerly (with it); argmaxRows reads back, so eagerly
- * only. Times are medians of 5 runs. --quick: tiny shapes (a check of this script on the emulator).
+ * the host's launch cost), and also called eagerly (with it); argmaxRows and topKRows read back,
+ * so eagerly only. Times are medians of 5 runs. --quick: tiny shapes (a check of this script on the emulator).
  */
 import { parseArgs } from "node:util";
 import { type DeviceBuffer, type WeightHandle } from "@memra/core";
@@ -159,6 +160,20 @@ for (const [name, rows, nIn, nOut] of [
     const logits = buffer(rows * vocabulary, 40 + rows);
     const picked = new Int32Array(rows);
     results[`argmax-${rows}x${vocabulary}`] = time(() => backend.argmaxRows(picked, logits, rows, vocabulary), { graph: false });
+  }
+}
+
+// ---- topKRows over the vocabulary: sorts of 4096-value chunks, then merges of their best k ----
+{
+  const vocabulary = quick ? 3 * 4096 + 5 : 151936; // quick: still 4 chunks and a merge (2 passes; 3 for k 1024)
+  for (const [rows, k] of [
+    [1, 40],
+    [quick ? 2 : 64, 40],
+    [1, 1024],
+  ] as const) {
+    const logits = buffer(rows * vocabulary, 70 + rows);
+    const [ids, values] = [new Int32Array(rows * k), new Float32Array(rows * k)];
+    results[`topk-${rows}x${vocabulary}-k${k}`] = time(() => backend.topKRows(ids, values, logits, rows, vocabulary, k), { graph: false });
   }
 }
 

@@ -25,7 +25,7 @@ import { fileURLToPath } from "node:url";
 import { type BackendGraph, type KVStorage, ReferenceBackend } from "@memra/core";
 import { GGMLType, canQuantize, ggmlTypeName, quantize } from "@memra/gguf";
 import { ALL_GGML_TYPES, BackendPair, firstDifference, nmse, normals, pagedLayout, tensorInfo } from "@memra/core/internal";
-import { argmax } from "@memra/sampler";
+import { Candidates, argmax, topK } from "@memra/sampler";
 import { mulberry32 } from "@memra/synthetic";
 import { type Pointer, ptr } from "bun:ffi";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -741,6 +741,120 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     expect(() => backend.argmaxRows(new Int32Array(2), logits, 3, columns)).toThrow(RangeError);
     expect(() => backend.argmaxRows(picked, logits, 8, columns)).toThrow(/memra_cuda_argmax_rows: logits/);
     expect(() => backend.argmaxRows(picked, logits, 1, 0)).toThrow(/0 columns/);
+  });
+
+  it("topKRows gives each row's k best candidates as the sampler's top-k (ties by index, -0 as +0, NaN below -Infinity, exact bits)", () => {
+    /** The sampler's top-k of `row`: ids and logits, best first. */
+    const samplerTopK = (row: Float32Array, k: number) => {
+      const candidates = Candidates.fromLogits(row);
+      topK(candidates, k);
+      expect(candidates.length).toBe(k);
+      return { ids: candidates.ids.slice(0, k), logits: candidates.logits.slice(0, k) };
+    };
+    /** ids and values of rows [0, rows) of `values` on the device against the sampler's, values bit for bit. */
+    const expectSamplerTopK = (values: Float32Array, rows: number, columns: number, k: number) => {
+      const logits = backend.allocate(values.length);
+      backend.write(logits, values);
+      const ids = new Int32Array(rows * k + 1).fill(-5);
+      const got = new Float32Array(rows * k + 1).fill(7);
+      backend.topKRows(ids, got, logits, rows, columns, k);
+      expect([ids[rows * k], got[rows * k]]).toEqual([-5, 7]); // nothing written past rows * k
+      for (let r = 0; r < rows; r++) {
+        const expected = samplerTopK(values.subarray(r * columns, (r + 1) * columns), k);
+        const where = `${rows} x ${columns}, k ${k}, row ${r}`;
+        const rowIds = ids.subarray(r * k, (r + 1) * k);
+        expect(rowIds.findIndex((id, j) => id !== expected.ids[j]), where).toBe(-1);
+        expect(firstDifference(got.subarray(r * k, (r + 1) * k), expected.logits), where).toBe(-1); // bits: -0 is not +0
+      }
+    };
+    // A vocabulary of 151,936: a normal row; coarse values (many exact ties, -0 and +0 mixed,
+    // across chunks of 4096); -Infinity everywhere but a few (the best k run into -Infinity ties).
+    const columns = 151_936;
+    const random = mulberry32(77);
+    const vocabulary = normals(3 * columns, 78, 3);
+    const row = (r: number) => vocabulary.subarray(r * columns, (r + 1) * columns);
+    for (let i = 0; i < columns; i++) {
+      const coarse = Math.round((random() - 0.5) * 8) / 2; // -2 .. 2 by 0.5: ~17,000 each (-2 and 2 half that)
+      row(1)[i] = coarse === 0 ? (random() < 0.5 ? -0 : 0) : coarse;
+    }
+    row(2).fill(Number.NEGATIVE_INFINITY);
+    for (const [i, v] of [[150_000, 1], [3, -0], [9000, 0], [4095, -1e30], [4096, -0], [columns - 1, Number.POSITIVE_INFINITY], [70_000, -3e38]] as const) row(2)[i] = v;
+    for (const k of [1, 40, 1024]) expectSamplerTopK(vocabulary, 3, columns, k);
+    // The ties are really there, and -0 keeps its sign.
+    const coarseTop = samplerTopK(row(1), 1024);
+    expect(coarseTop.logits.every((v) => v === 2)).toBe(true);
+    const lowestTop = samplerTopK(row(2), 40);
+    expect(Array.from(lowestTop.ids.slice(0, 7))).toEqual([columns - 1, 150_000, 3, 4096, 9000, 4095, 70_000]);
+    expect([Object.is(lowestTop.logits[2], -0), Object.is(lowestTop.logits[4], 0), lowestTop.logits[7]]).toEqual([true, true, Number.NEGATIVE_INFINITY]);
+
+    // 4097 columns: two chunks, the second of one value (its list padded), merged; that value the best.
+    const twoChunks = normals(2 * 4097, 79, 1);
+    twoChunks[4096] = 10;
+    twoChunks[4097 + 4096] = -10;
+    for (const k of [1, 40, 300, 1024]) expectSamplerTopK(twoChunks, 2, 4097, k);
+
+    // Small rows (one sort of up to 16 keys), 70 rows, k up to columns; ties and -0 among them.
+    for (let width = 1; width <= 9; width++) {
+      const small = new Float32Array(70 * width);
+      for (let i = 0; i < small.length; i++) small[i] = random() < 0.25 ? (random() < 0.5 ? -0 : 0) : Math.round((random() - 0.5) * 6);
+      for (let k = 1; k <= width; k++) expectSamplerTopK(small, 70, width, k);
+    }
+
+    // More rows than the grid's 65,535: blocks stride over rows. Row r: [r % 7, -(r % 5), r % 7].
+    const manyRows = 65_537;
+    const many = new Float32Array(manyRows * 3);
+    for (let r = 0; r < manyRows; r++) many.set([r % 7, -(r % 5), r % 7], r * 3);
+    const manyLogits = backend.allocate(many.length);
+    backend.write(manyLogits, many);
+    const manyIds = new Int32Array(manyRows * 2);
+    const manyValues = new Float32Array(manyRows * 2);
+    backend.topKRows(manyIds, manyValues, manyLogits, manyRows, 3, 2);
+    const manyExpected = (r: number) => (r % 7 === 0 && r % 5 === 0 ? [0, 1, 0, -0] : r % 7 === 0 ? [0, 2, 0, 0] : [0, 2, r % 7, r % 7]);
+    const manyWrong = Array.from({ length: manyRows }, (_, r) => r).find((r) => {
+      const [a, b, x, y] = manyExpected(r);
+      return manyIds[2 * r] !== a || manyIds[2 * r + 1] !== b || !Object.is(manyValues[2 * r], x) || !Object.is(manyValues[2 * r + 1], y);
+    });
+    expect(manyWrong).toBeUndefined();
+
+    // NaN (the sampler's heap takes rows without NaN): below -Infinity, NaNs by ascending index,
+    // their bits (payload and sign) kept.
+    const nanWidth = 5000;
+    const nanRow = new Float32Array(nanWidth).fill(Number.NaN);
+    const nanBits = new Uint32Array(nanRow.buffer);
+    nanBits[500] = 0xffc00001; // a negative NaN with a payload: among the NaNs by its index all the same
+    nanBits[10] = 0x7f800abc;
+    nanRow[2000] = Number.NEGATIVE_INFINITY;
+    nanRow[4500] = -0;
+    nanRow[7] = 0;
+    nanRow[4200] = Number.NEGATIVE_INFINITY;
+    const nanLogits = backend.allocate(nanWidth);
+    backend.write(nanLogits, nanRow);
+    const nanIds = new Int32Array(8);
+    const nanValues = new Float32Array(8);
+    backend.topKRows(nanIds, nanValues, nanLogits, 1, nanWidth, 8);
+    expect(Array.from(nanIds)).toEqual([7, 4500, 2000, 4200, 0, 1, 2, 3]);
+    expect(Array.from(new Uint32Array(nanValues.buffer))).toEqual([0, 0x80000000, 0xff800000, 0xff800000, nanBits[0], nanBits[1], nanBits[2], nanBits[3]]);
+    const lastNaNs = new Int32Array(nanWidth);
+    const lastNaNValues = new Float32Array(nanWidth);
+    backend.topKRows(lastNaNs, lastNaNValues, nanLogits, 1, nanWidth, 1024);
+    expect(Array.from(lastNaNs.subarray(4, 1024))).toEqual(Array.from({ length: 1020 }, (_, j) => j + (j >= 7 ? 1 : 0)));
+    // after the 4 numbers, NaN index i at position 4 + i, less one past index 7 (a number)
+    expect([new Uint32Array(lastNaNValues.buffer)[4 + 10 - 1], new Uint32Array(lastNaNValues.buffer)[4 + 500 - 1]]).toEqual([0x7f800abc, 0xffc00001]);
+
+    // Errors: arrays too short, k outside 1..min(columns, 1024), logits too short.
+    const logits = backend.allocate(2 * 2000);
+    const ids = new Int32Array(2 * 1024);
+    const values = new Float32Array(2 * 1024);
+    expect(() => backend.topKRows(new Int32Array(79), values, logits, 2, 2000, 40)).toThrow(RangeError);
+    expect(() => backend.topKRows(ids, new Float32Array(79), logits, 2, 2000, 40)).toThrow(RangeError);
+    expect(() => backend.topKRows(ids, values, logits, 2, 2000, 0)).toThrow(/memra_cuda_top_k_rows: k 0: .*1\.\.1024/);
+    expect(() => backend.topKRows(ids, values, logits, 2, 8, 9)).toThrow(/k 9: .*1\.\.8/);
+    expect(() => backend.topKRows(ids, values, logits, 1, 2000, 1025)).toThrow(/k 1025: .*1\.\.1024/);
+    expect(() => backend.topKRows(ids, values, logits, 2, 0, 1)).toThrow(/0 columns/);
+    expect(() => backend.topKRows(ids, values, logits, 3, 2000, 40)).toThrow(/memra_cuda_top_k_rows: logits/);
+    backend.topKRows(ids, values, logits, 0, 2000, 40); // no rows: nothing to do
+    backend.topKRows(new Int32Array(0), new Float32Array(0), logits, 0, 2000, 40); // nor with empty arrays
+    expect(() => backend.topKRows(new Int32Array(0), new Float32Array(0), logits, 0, 2000, 0)).toThrow(/k 0/); // k is still checked
   });
 
   it("moeExperts routes and runs the chosen experts on the device, as routing, gather, expert matmuls and scatter do on the reference", () => {

@@ -284,6 +284,17 @@ export class CudaBackend implements Backend {
     this.library.call("memra_cuda_argmax_rows", this.context(), ptr(out), out.length, l.pointer as Pointer, l.length, rows, columns);
   }
 
+  topKRows(ids: Int32Array, values: Float32Array, logits: DeviceBuffer, rows: number, columns: number, k: number): void {
+    if (ids.length < rows * k || values.length < rows * k) throw new RangeError(`top-${k} of ${rows} rows into arrays of ${ids.length} ids and ${values.length} values`);
+    if (rows === 0) {
+      // nothing to pick (and no pointer to take of empty arrays): the library's check of k alone
+      if (!Number.isInteger(k) || k < 1 || k > Math.min(columns, 1024)) throw new RangeError(`k ${k}: the top-k of rows of ${columns} values takes 1..${Math.min(columns, 1024)} of them`);
+      return;
+    }
+    const l = asBuffer(logits);
+    this.library.call("memra_cuda_top_k_rows", this.context(), ptr(ids), ids.length, ptr(values), values.length, l.pointer as Pointer, l.length, rows, columns, k);
+  }
+
   copy(out: DeviceBuffer, outOffset: number, source: DeviceBuffer, sourceOffset: number, length: number): void {
     const o = asBuffer(out);
     const s = asBuffer(source);

@@ -286,4 +286,28 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
       graphModel.dispose();
     }
   }, 240_000); // whole models on the emulator: ~35 s each alone, twice that on a busy machine
+
+  it("sampled generation through graphs takes the 40 best candidates from the device and samples the tokens of the whole-logits path", async () => {
+    const path = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" }));
+    const model = loadModel(path, { backend: CudaBackend.create(), maxBatchTokens: 16 });
+    try {
+      const backend = model.transformer.outputBackend as CudaBackend;
+      let picked = 0;
+      const topKRows = backend.topKRows.bind(backend);
+      backend.topKRows = (ids, values, logits, rows, columns, k) => {
+        picked += rows;
+        expect(k).toBe(40);
+        topKRows(ids, values, logits, rows, columns, k);
+      };
+      const options = { seed: 11, maxTokens: 6 }; // llama.cpp's default chain: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05
+      const fromTop = await model.complete([11, 12, 13, 14], options);
+      expect(picked).toBe(6); // the prompt's last row and 5 decode steps
+      const whole = await model.complete([11, 12, 13, 14], { ...options, logprobs: true }); // logprobs: every step's logits read back
+      expect(picked).toBe(6);
+      expect(fromTop.tokens).toEqual(whole.tokens);
+      expect(fromTop.tokens.length).toBe(6);
+    } finally {
+      model.dispose();
+    }
+  }, 240_000);
 });

@@ -10,7 +10,7 @@ import { FFIType, type Library, type Pointer, dlopen, suffix } from "bun:ffi";
 import { CUDA_STATUS_NO_DEVICE, CudaError, CudaUnavailableError } from "./errors";
 
 /** MEMRA_CUDA_ABI_VERSION this binding is written against. */
-export const MEMRA_CUDA_ABI_VERSION = 5;
+export const MEMRA_CUDA_ABI_VERSION = 6;
 
 const { ptr, i32, i64, f32, cstring } = FFIType;
 
@@ -106,6 +106,7 @@ export const MEMRA_CUDA_SYMBOLS = {
   // ---- sampling ----
   // (cuda, out, out_length, logits, logits_length, rows, columns)
   memra_cuda_argmax_rows: { args: [ptr, ptr, i64, ptr, i64, i64, i64], returns: i32 },
+  memra_cuda_top_k_rows: { args: [ptr, ptr, i64, ptr, i64, ptr, i64, i64, i64, i64], returns: i32 },
 
   // ---- graphs ----
   memra_cuda_graph_begin: { args: [ptr], returns: i32 },
