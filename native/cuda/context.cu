@@ -277,6 +277,8 @@ static int create_into(memra_cuda * cuda, int device) {
     cuda->activation_rounding = !(rounding && strcmp(rounding, "0") == 0);
     const char * mmv_steps = getenv("MEMRA_CUDA_MMV_STEPS");
     cuda->mmv_steps = mmv_steps && strcmp(mmv_steps, "2") == 0 ? 2 : 4;
+    const char * codes_dp4a = getenv("MEMRA_CUDA_CODES_DP4A");
+    cuda->codes_mmv = !(codes_dp4a && strcmp(codes_dp4a, "0") == 0);
     const char * flash = getenv("MEMRA_CUDA_FLASH_ATTENTION");
     cuda->flash_attention = !(flash && strcmp(flash, "0") == 0);
     CUDA_CHECK(function, cudaStreamCreateWithFlags(&cuda->stream, cudaStreamNonBlocking));

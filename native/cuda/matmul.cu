@@ -36,6 +36,24 @@ static void launch_matrix_vector_q8_0(int steps, dim3 grid, int threads, cudaStr
     else launch_matrix_vector_q8_0_steps<4>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
 }
 
+template <int TYPE>
+static void launch_matrix_vector_codes_type(dim3 grid, int threads, cudaStream_t stream, const matrix_segments & segments, const int8_t * codes,
+                                              const float * scales, int64_t row_bytes, int rows, int64_t n_in) {
+    if (rows <= 1) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_codes_kernel<TYPE, 1>)(segments, codes, scales, row_bytes, rows, n_in);
+    else if (rows <= 2) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_codes_kernel<TYPE, 2>)(segments, codes, scales, row_bytes, rows, n_in);
+    else if (rows <= 4) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_codes_kernel<TYPE, 4>)(segments, codes, scales, row_bytes, rows, n_in);
+    else MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_codes_kernel<TYPE, 8>)(segments, codes, scales, row_bytes, rows, n_in);
+}
+
+static void launch_matrix_vector_codes(int type, dim3 grid, int threads, cudaStream_t stream, const matrix_segments & segments, const int8_t * codes,
+                                         const float * scales, int64_t row_bytes, int rows, int64_t n_in) {
+    if (type == MEMRA_CUDA_TYPE_Q4_0) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q4_0>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
+    else if (type == MEMRA_CUDA_TYPE_Q5_0) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q5_0>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
+    else if (type == MEMRA_CUDA_TYPE_Q4_K) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q4_K>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
+    else if (type == MEMRA_CUDA_TYPE_Q5_K) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q5_K>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
+    else launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q6_K>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
+}
+
 /* One weight matrix of a matmul group, checked and planned. */
 struct matmul_target {
     float * out;
@@ -80,12 +98,20 @@ struct norm_step {
 
 static bool q8_rounding(int rounding) { return rounding == MEMRA_CUDA_ROUND_Q8_0 || rounding == MEMRA_CUDA_ROUND_Q8_1 || rounding == MEMRA_CUDA_ROUND_Q8_K; }
 
+/* Weight types matrix_vector_codes_kernel takes (on the codes of their rounding: q8_0 or q8_K). */
+static bool codes_matrix_vector_type(int type) {
+    return type == MEMRA_CUDA_TYPE_Q4_0 || type == MEMRA_CUDA_TYPE_Q5_0 || type == MEMRA_CUDA_TYPE_Q4_K || type == MEMRA_CUDA_TYPE_Q5_K ||
+           type == MEMRA_CUDA_TYPE_Q6_K;
+}
+
 /* Whether a matmul of `type` planned as `kernel` reads its input as q8 codes and block scales
- * rather than rounded values: the integer GEMMs (any q8 rounding), and the __dp4a matrix-vector
- * kernel for q8_0 weights. */
-static bool reads_codes(int kernel, int type, int rounding) {
+ * rather than rounded values: the integer GEMMs (any q8 rounding), the __dp4a matrix-vector kernel
+ * of q8_0 weights, and that of q4_0/q5_0/q4_K/q5_K/q6_K weights where `codes_vector` (the
+ * context's codes_mmv). */
+static bool reads_codes(int kernel, int type, int rounding, bool codes_vector) {
     return (kernel == MEMRA_CUDA_MATMUL_GEMM && q8_rounding(rounding)) ||
-           (kernel == MEMRA_CUDA_MATMUL_VECTOR && type == MEMRA_CUDA_TYPE_Q8_0 && rounding == MEMRA_CUDA_ROUND_Q8_0);
+           (kernel == MEMRA_CUDA_MATMUL_VECTOR && type == MEMRA_CUDA_TYPE_Q8_0 && rounding == MEMRA_CUDA_ROUND_Q8_0) ||
+           (kernel == MEMRA_CUDA_MATMUL_VECTOR && codes_vector && codes_matrix_vector_type(type) && q8_rounding(rounding));
 }
 
 /* norm_round_kernel for a runtime q8 rounding mode and output form. */
@@ -184,7 +210,7 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
             const int replanned = memra_cuda_plan_int8_gemm(target.type, rows, n_in, target.n_out, &target.plan, message, sizeof message);
             if (replanned != MEMRA_CUDA_OK) FAIL(replanned, "%s: %s", function, message);
         }
-        target.codes = reads_codes(target.plan.kernel, target.type, target.rounding);
+        target.codes = reads_codes(target.plan.kernel, target.type, target.rounding, cuda->codes_mmv != 0);
         if (groups) {
             /* Grouped experts: the GEMM over the tile table's row tiles, every expert's matrix from weights[t]. */
             if (target.plan.kernel != MEMRA_CUDA_MATMUL_GEMM || target.rounding == MEMRA_CUDA_ROUND_Q8_1)
@@ -375,11 +401,16 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
             }
             if (blocks > MEMRA_CUDA_MAX_GRID_X) FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: %lld blocks in one launch", function, (long long)blocks);
             const dim3 grid((unsigned)blocks, 1, 1);
-            if (first_target.codes) {
+            if (first_target.codes && first_target.type == MEMRA_CUDA_TYPE_Q8_0) {
                 const int8_t * q = input->code_data + first * n_in;
                 const float * d = input->scale_data + first * n_in / 32;
                 launch_matrix_vector_q8_0(cuda->mmv_steps, grid, plan.launch.threads, cuda->stream, segments, q, d, first_target.row_bytes, (int)chunk, n_in);
                 LAUNCH_CHECK(function, "matrix_vector_q8_0_kernel");
+            } else if (first_target.codes) {
+                const int8_t * q = input->code_data + first * n_in;
+                const float * d = input->scale_data + ((first * n_in) >> input->block_shift);
+                launch_matrix_vector_codes(first_target.type, grid, plan.launch.threads, cuda->stream, segments, q, d, first_target.row_bytes, (int)chunk, n_in);
+                LAUNCH_CHECK(function, "matrix_vector_codes_kernel");
             } else {
                 const float * xs = source + first * n_in;
                 MEMRA_CUDA_DISPATCH_TYPE(first_target.type, (launch_matrix_vector<T>(grid, plan.launch.threads, cuda->stream, segments, xs, first_target.row_bytes,
@@ -462,7 +493,7 @@ int memra_cuda_matmul_reads_q8_0_codes(memra_cuda * cuda, int type, int64_t rows
     memra_cuda_matmul_plan plan;
     char message[256];
     if (memra_cuda_plan_matmul_with(type, rows, n_in, n_out, cuda->gemm, &plan, message, sizeof message) != MEMRA_CUDA_OK) return 0;
-    return reads_codes(plan.kernel, type, MEMRA_CUDA_ROUND_Q8_0);
+    return reads_codes(plan.kernel, type, MEMRA_CUDA_ROUND_Q8_0, cuda->codes_mmv != 0);
 }
 
 int memra_cuda_matmul_with_codes(const char * function, memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, int64_t rows,

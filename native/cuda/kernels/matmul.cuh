@@ -190,6 +190,150 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_
     reduce_rows_and_store<ROWS>(sum, lane, rows, out, n_out, o);
 }
 
+/* code_words<TYPE>(row, group, w, s, o, zero): the 8 weight codes of `group` (8 values) of a
+ * q4_0, q5_0 or k-quant row packed as 4 bytes per word, unsigned (0..63), with the scale s, offset
+ * o and code zero point of the group's block (q4_0, q5_0) or 16-value chunk (k-quants): value
+ * i = s · (byte i − zero) + o, as codes_group gives it (c = byte − zero). Words are built with
+ * shifts and masks on whole 32-bit words. */
+template <int TYPE>
+__device__ __forceinline__ void code_words(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero);
+
+/* Two 32-bit words from a 2-byte aligned address (q6_K, q4_0 and q5_0 blocks are 210, 18 and 22
+ * bytes). */
+__device__ __forceinline__ void load_words_2(const uint8_t * p, uint32_t words[2]) {
+    const unsigned short * h = reinterpret_cast<const unsigned short *>(p);
+#pragma unroll
+    for (int i = 0; i < 2; i++) words[i] = (uint32_t)__ldg(h + 2 * i) | ((uint32_t)__ldg(h + 2 * i + 1) << 16);
+}
+
+/* Bits 0..3 of x to bit 0 of bytes 0..3. */
+__device__ __forceinline__ uint32_t spread_bits_4(uint32_t x) { return (x & 1u) | ((x & 2u) << 7) | ((x & 4u) << 14) | ((x & 8u) << 21); }
+
+template <>
+__device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q4_0>(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero) {
+    const uint8_t * block = row + (group >> 2) * 18;
+    const int part = (int)(group & 3);
+    s = half_at(block);
+    o = 0.0f;
+    zero = 8;
+    uint32_t q[2];
+    load_words_2(block + 2 + (part & 1) * 8, q);
+    const int shift = part >= 2 ? 4 : 0;
+    w[0] = (int)((q[0] >> shift) & 0x0f0f0f0fu);
+    w[1] = (int)((q[1] >> shift) & 0x0f0f0f0fu);
+}
+
+template <>
+__device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q5_0>(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero) {
+    const uint8_t * block = row + (group >> 2) * 22;
+    const int part = (int)(group & 3);
+    s = half_at(block);
+    o = 0.0f;
+    zero = 16;
+    const uint32_t qh = load_qh(block + 2) >> ((part & 1) * 8 + (part >= 2 ? 16 : 0));
+    uint32_t q[2];
+    load_words_2(block + 6 + (part & 1) * 8, q);
+    const int shift = part >= 2 ? 4 : 0;
+    w[0] = (int)(((q[0] >> shift) & 0x0f0f0f0fu) | (spread_bits_4(qh) << 4));
+    w[1] = (int)(((q[1] >> shift) & 0x0f0f0f0fu) | (spread_bits_4(qh >> 4) << 4));
+}
+
+template <>
+__device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q4_K>(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero) {
+    const uint8_t * block = row + (group >> 5) * 144;
+    const int first = (int)(group & 31) * 8;
+    const int j = first >> 5, l = first & 31;
+    int sc, m;
+    scale_min_k4(j, block + 4, sc, m);
+    s = __fmul_rn(half_at(block), (float)sc);
+    o = -__fmul_rn(half_at(block + 2), (float)m);
+    zero = 0;
+    /* 144-byte blocks of 16-byte aligned rows: the 8 bytes are 8-byte aligned */
+    const uint2 q = __ldg(reinterpret_cast<const uint2 *>(block + 16 + (j >> 1) * 32 + l));
+    const int shift = (j & 1) * 4;
+    w[0] = (int)((q.x >> shift) & 0x0f0f0f0fu);
+    w[1] = (int)((q.y >> shift) & 0x0f0f0f0fu);
+}
+
+template <>
+__device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q5_K>(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero) {
+    const uint8_t * block = row + (group >> 5) * 176;
+    const int first = (int)(group & 31) * 8;
+    const int j = first >> 5, l = first & 31;
+    int sc, m;
+    scale_min_k4(j, block + 4, sc, m);
+    s = __fmul_rn(half_at(block), (float)sc);
+    o = -__fmul_rn(half_at(block + 2), (float)m);
+    zero = 0;
+    /* 176-byte blocks of 16-byte aligned rows: both 8-byte loads are 8-byte aligned */
+    const uint2 ql = __ldg(reinterpret_cast<const uint2 *>(block + 48 + (j >> 1) * 32 + l));
+    const uint2 qh = __ldg(reinterpret_cast<const uint2 *>(block + 16 + l));
+    const int shift = (j & 1) * 4;
+    w[0] = (int)(((ql.x >> shift) & 0x0f0f0f0fu) | (((qh.x >> j) & 0x01010101u) << 4));
+    w[1] = (int)(((ql.y >> shift) & 0x0f0f0f0fu) | (((qh.y >> j) & 0x01010101u) << 4));
+}
+
+template <>
+__device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q6_K>(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero) {
+    const uint8_t * block = row + (group >> 5) * 210;
+    const int first = (int)(group & 31) * 8;
+    const int half = first >> 7, quarter = (first & 127) >> 5, l = first & 31;
+    uint32_t ql[2], qh[2];
+    load_words_2(block + half * 64 + (quarter & 1) * 32 + l, ql);
+    load_words_2(block + 128 + half * 32 + l, qh);
+    const int low_shift = (quarter >> 1) * 4, high_shift = quarter * 2;
+    s = __fmul_rn(half_at(block + 208), (float)(int8_t)block[192 + half * 8 + (l >> 4) + quarter * 2]);
+    o = 0.0f;
+    zero = 32;
+#pragma unroll
+    for (int i = 0; i < 2; i++) w[i] = (int)(((ql[i] >> low_shift) & 0x0f0f0f0fu) | (((qh[i] >> high_shift) & 0x03030303u) << 4));
+}
+
+/* matrix_vector_codes_kernel<TYPE, ROWS>: decode with q4_0 or q5_0 weights on the activations'
+ * q8_0 codes, or q4_K, q5_K or q6_K weights on their q8_K codes (one scale per 32 or 256 values).
+ * As matrix_vector_kernel, lane l takes 8-value groups l, l + 32, ..., but multiplies codes: per
+ * group, 2 __dp4a for Σ c_w · c_a and 2 for Σ c_a (exact integers), then
+ * (s · (Σ c_w · c_a − zero · Σ c_a) + o · Σ c_a) · d_a: the products ggml's dot products of these
+ * types sum, in another order. A quarter of the float kernel's activation bytes and about half its
+ * instructions per weight. */
+template <int TYPE, int ROWS>
+__global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_codes_kernel(matrix_segments segments, const int8_t * __restrict__ codes,
+                                                                                          const float * __restrict__ scales, int64_t row_bytes, int rows,
+                                                                                          int64_t n_in) {
+    memra_grid_dependencies();
+    const int lane = threadIdx.x & 31;
+    const segment_row target = segment_of(segments);
+    const int64_t o = target.o, n_out = target.n_out;
+    float * __restrict__ out = target.out;
+    if (o >= n_out) return;
+    const uint8_t * w = target.weight + o * row_bytes;
+    /* activation blocks of 32 (q8_0) or 256 (q8_K) values: 4 or 32 groups */
+    constexpr int GROUP_SHIFT = TYPE == MEMRA_CUDA_TYPE_Q4_0 || TYPE == MEMRA_CUDA_TYPE_Q5_0 ? 2 : 5;
+    const int64_t groups = n_in / 8, blocks = groups >> GROUP_SHIFT;
+    float sum[ROWS];
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) sum[r] = 0.0f;
+    /* 4 groups' loads in flight for up to 2 rows, 2 for more (registers: 8 rows × 4 groups of
+     * codes would cut the blocks per SM) */
+#pragma unroll(ROWS <= 2 ? 4 : 2)
+    for (int64_t g = lane; g < groups; g += 32) {
+        int q[2], zero;
+        float s, offset;
+        code_words<TYPE>(w, g, q, s, offset, zero);
+#pragma unroll
+        for (int r = 0; r < ROWS; r++) {
+            if (r < rows) {
+                const int2 a = __ldg(reinterpret_cast<const int2 *>(codes + r * n_in + g * 8));
+                const int dot = __dp4a(q[1], a.y, __dp4a(q[0], a.x, 0));
+                const int total = __dp4a(0x01010101, a.y, __dp4a(0x01010101, a.x, 0));
+                const float chunk = __fmaf_rn(s, (float)(dot - zero * total), __fmul_rn(offset, (float)total));
+                sum[r] = __fmaf_rn(chunk, __ldg(scales + r * blocks + (g >> GROUP_SHIFT)), sum[r]);
+            }
+        }
+    }
+    reduce_rows_and_store<ROWS>(sum, lane, rows, out, n_out, o);
+}
+
 
 /* Where this thread's warp works in a GEMM block: warps in a 2 × 2 arrangement of 32 × 32, lanes
  * as (group, quad) of the m16n8k16 fragments, the block's tile origin. */

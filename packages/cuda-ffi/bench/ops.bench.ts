@@ -6,6 +6,8 @@
  *
  * - decode matrix-vector (q8_0, 1 row): µs and the weight bytes per second it streams (HBM: 4.8 TB/s
  *   on an H200); MEMRA_CUDA_MMV_STEPS=2 times the previous 2 steps in flight per warp;
+ * - the same for q4_0, q4_K, q5_K and q6_K (the types of Q4_0 / Q4_K_M / Q5_K_M files): on the q8_0
+ *   / q8_K codes with __dp4a; MEMRA_CUDA_CODES_DP4A=0 times the previous f32 kernel;
  * - prefill and batched-decode GEMMs (q8_0, 512 and 64 rows): µs and TFLOP/s (2 · rows · in · out);
  *   MEMRA_CUDA_INT8_GEMM=0 in the environment times the previous kernel;
  * - paged attention over a 640-token context (f16 KV): decode of 1 and 64 sequences;
@@ -25,6 +27,7 @@ import { parseArgs } from "node:util";
 import { type DeviceBuffer, type WeightHandle } from "@memra/core";
 import { normals, tensorInfo } from "@memra/core/internal";
 import { GGMLType, quantize } from "@memra/gguf";
+import { mulberry32 } from "@memra/synthetic";
 import { CudaBackend } from "../src/index";
 
 const { values } = parseArgs({ options: { json: { type: "boolean", default: false }, quick: { type: "boolean", default: false } } });
@@ -64,9 +67,33 @@ function time(op: () => void, options: { graph?: boolean; repeat?: number } = {}
   return { eagerUs: median(eager), graphUs: median(replayed) };
 }
 
-function weight(nIn: number, nOut: number, seed: number): WeightHandle {
-  const data = quantize(GGMLType.Q8_0, normals(nIn * nOut, seed, 0.05));
-  return backend.uploadWeight(tensorInfo(`w${seed}`, GGMLType.Q8_0, [nIn, nOut], data), data);
+function weight(nIn: number, nOut: number, seed: number, type: GGMLType = GGMLType.Q8_0): WeightHandle {
+  const data = quantize(type, normals(nIn * nOut, seed, 0.05));
+  return backend.uploadWeight(tensorInfo(`w${seed}`, type, [nIn, nOut], data), data);
+}
+
+/**
+ * A q4_0 or k-quant matrix of random codes and scales with small f16 block scales (quantizing 50M
+ * values to q4_K in TypeScript takes ~25 s; timing needs only valid blocks).
+ */
+function randomKQuant(type: GGMLType, nIn: number, nOut: number, seed: number): WeightHandle {
+  const blockBytes = type === GGMLType.Q4_0 ? 18 : type === GGMLType.Q4_K ? 144 : type === GGMLType.Q5_K ? 176 : 210;
+  const blocks = (nIn / (type === GGMLType.Q4_0 ? 32 : 256)) * nOut;
+  const data = new Uint8Array(blocks * blockBytes);
+  const random = mulberry32(seed);
+  const words = new Uint32Array(data.buffer, 0, Math.floor(data.length / 4));
+  for (let k = 0; k < words.length; k++) words[k] = (random() * 2 ** 32) >>> 0;
+  const view = new DataView(data.buffer);
+  for (let b = 0; b < blocks; b++) {
+    const at = b * blockBytes;
+    if (type === GGMLType.Q4_0) view.setUint16(at, 0x1400, true); // d ≈ 0.001
+    else if (type === GGMLType.Q6_K) view.setUint16(at + 208, 0x1400, true);
+    else {
+      view.setUint16(at, 0x1400, true); // d
+      view.setUint16(at + 2, 0x1000, true); // dmin
+    }
+  }
+  return backend.uploadWeight(tensorInfo(`k${seed}`, type, [nIn, nOut], data), data);
 }
 
 function buffer(length: number, seed: number): DeviceBuffer {
@@ -90,6 +117,24 @@ for (const [name, nIn, nOut] of [
   const t = time(() => backend.matmul(out, x, w, 1));
   const bytes = backend.weightBytes(w);
   results[name] = { ...t, weightGBps: bytes / ((t.graphUs ?? t.eagerUs) * 1e-6) / 1e9 };
+}
+
+// ---- decode matrix-vector of q4_0 and k-quant weights (Q4_K_M files: q4_K and q6_K), on the
+// q8_0 / q8_K codes (__dp4a) unless MEMRA_CUDA_CODES_DP4A=0 ----
+for (const [name, type, nIn, nOut] of [
+  ["matvec-q4_0-4096x12288", GGMLType.Q4_0, 4096, 12288],
+  ["matvec-q4_K-4096x12288", GGMLType.Q4_K, 4096, 12288],
+  ["matvec-q4_K-12288x4096", GGMLType.Q4_K, 12288, 4096],
+  ["matvec-q6_K-12288x4096", GGMLType.Q6_K, 12288, 4096],
+  ["matvec-q5_K-4096x12288", GGMLType.Q5_K, 4096, 12288],
+] as const) {
+  const [i, o] = [quick ? 256 : nIn, scale(nOut)];
+  const w = randomKQuant(type, i, o, i + o);
+  const x = buffer(i, 1);
+  const out = backend.allocate(o);
+  const t = time(() => backend.matmul(out, x, w, 1));
+  const bytes = backend.weightBytes(w);
+  results[name] = { ...t, weightGBps: bytes / ((t.graphUs ?? t.eagerUs) * 1e-6) / 1e9, codesDp4a: process.env.MEMRA_CUDA_CODES_DP4A === "0" ? "off" : "on" };
 }
 
 // ---- GEMMs: prefill (512 rows) and batched decode (64 rows) ----
