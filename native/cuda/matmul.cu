@@ -98,12 +98,6 @@ struct norm_step {
 
 static bool q8_rounding(int rounding) { return rounding == MEMRA_CUDA_ROUND_Q8_0 || rounding == MEMRA_CUDA_ROUND_Q8_1 || rounding == MEMRA_CUDA_ROUND_Q8_K; }
 
-/* Weight types matrix_vector_codes_kernel takes (on the codes of their rounding: q8_0 or q8_K). */
-static bool codes_matrix_vector_type(int type) {
-    return type == MEMRA_CUDA_TYPE_Q4_0 || type == MEMRA_CUDA_TYPE_Q5_0 || type == MEMRA_CUDA_TYPE_Q4_K || type == MEMRA_CUDA_TYPE_Q5_K ||
-           type == MEMRA_CUDA_TYPE_Q6_K;
-}
-
 /* Whether a matmul of `type` planned as `kernel` reads its input as q8 codes and block scales
  * rather than rounded values: the integer GEMMs (any q8 rounding), the __dp4a matrix-vector kernel
  * of q8_0 weights, and that of q4_0/q5_0/q4_K/q5_K/q6_K weights where `codes_vector` (the

@@ -41,10 +41,33 @@ extern "C" int memra_cuda_moe_route(memra_cuda * cuda, int32_t * ids_out, float 
     return waited;
 }
 
-/* Launches expert_matrix_vector_kernel for `type` over pairs × n_out outputs of `weights`, and of
- * `second_weights` into second_out in the same launch where given (grid y: at most
- * MEMRA_CUDA_MAX_GRID_YZ pairs a launch). */
-static int launch_experts(const char * function, memra_cuda * cuda, int type, float * out, const float * x, int64_t x_row_divisor, const void * weights,
+/* What an expert kernel reads: `values` (x, or x rounded), or the q8 `codes` and block `scales` of
+ * x rounded for the weight type (expert_reads_codes). */
+struct expert_input {
+    const float * values;
+    const int8_t * codes;
+    const float * scales;
+};
+
+/* Whether the experts of `type` multiply the activations' q8 codes (expert_matrix_vector_codes_kernel):
+ * q8_0, q4_0, q5_0 and the k-quants, where the context rounds activations and codes_mmv is on. */
+static bool expert_reads_codes(const memra_cuda * cuda, int type) {
+    return cuda->activation_rounding && cuda->codes_mmv && (type == MEMRA_CUDA_TYPE_Q8_0 || codes_matrix_vector_type(type));
+}
+
+template <int TYPE>
+static void launch_expert_codes(dim3 grid, cudaStream_t stream, float * out, float * second_out, const expert_input & x, int64_t x_row_divisor,
+                                const void * weights, const void * second_weights, int64_t blocks_per_matrix, int64_t matrix_bytes, int64_t row_bytes,
+                                const int32_t * ids, int64_t first, int64_t n_in, int64_t n_out) {
+    MEMRA_LAUNCH(grid, MEMRA_CUDA_MMV_WARPS * 32, 0, stream, expert_matrix_vector_codes_kernel<TYPE>)(
+        out, second_out, x.codes, x.scales, x_row_divisor, (const uint8_t *)weights, (const uint8_t *)second_weights, blocks_per_matrix, matrix_bytes, row_bytes,
+        ids, first, n_in, n_out);
+}
+
+/* Launches expert_matrix_vector_kernel (or its codes form) for `type` over pairs × n_out outputs
+ * of `weights`, and of `second_weights` into second_out in the same launch where given (grid y: at
+ * most MEMRA_CUDA_MAX_GRID_YZ pairs a launch). */
+static int launch_experts(const char * function, memra_cuda * cuda, int type, float * out, const expert_input & x, int64_t x_row_divisor, const void * weights,
                           int64_t n_in, int64_t n_out, const int32_t * ids, int64_t pairs, float * second_out = nullptr,
                           const void * second_weights = nullptr) {
     const int64_t row_bytes = memra_cuda_row_bytes(type, n_in);
@@ -52,22 +75,48 @@ static int launch_experts(const char * function, memra_cuda * cuda, int type, fl
     for (int64_t first = 0; first < pairs; first += MEMRA_CUDA_MAX_GRID_YZ) {
         const int64_t count = pairs - first < MEMRA_CUDA_MAX_GRID_YZ ? pairs - first : MEMRA_CUDA_MAX_GRID_YZ;
         const dim3 grid((unsigned)(blocks_per_matrix * (second_weights ? 2 : 1)), (unsigned)count, 1);
+        if (x.codes) {
+#define MEMRA_EXPERT_CODES(T)                                                                                                                          \
+    launch_expert_codes<T>(grid, cuda->stream, out, second_out, x, x_row_divisor, weights, second_weights, blocks_per_matrix, n_out * row_bytes, row_bytes, ids, \
+                           first, n_in, n_out)
+            switch (type) {
+                case MEMRA_CUDA_TYPE_Q8_0: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q8_0); break;
+                case MEMRA_CUDA_TYPE_Q4_0: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q4_0); break;
+                case MEMRA_CUDA_TYPE_Q5_0: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q5_0); break;
+                case MEMRA_CUDA_TYPE_Q4_K: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q4_K); break;
+                case MEMRA_CUDA_TYPE_Q5_K: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q5_K); break;
+                default: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q6_K); break;
+            }
+#undef MEMRA_EXPERT_CODES
+            LAUNCH_CHECK(function, "expert_matrix_vector_codes_kernel");
+            continue;
+        }
         MEMRA_CUDA_DISPATCH_TYPE(type, (MEMRA_LAUNCH(grid, MEMRA_CUDA_MMV_WARPS * 32, 0, cuda->stream, expert_matrix_vector_kernel<T>)(
-                                           out, second_out, x, x_row_divisor, (const uint8_t *)weights, (const uint8_t *)second_weights, blocks_per_matrix,
+                                           out, second_out, x.values, x_row_divisor, (const uint8_t *)weights, (const uint8_t *)second_weights, blocks_per_matrix,
                                            n_out * row_bytes, row_bytes, ids, first, n_in, n_out)));
         LAUNCH_CHECK(function, "expert_matrix_vector_kernel");
     }
     return MEMRA_CUDA_OK;
 }
 
-/* `x` (or silu(x) · up, where up is given) rounded for `type` into `rounded` when the context
- * rounds activations; *source is what the expert kernel reads. With up and no rounding, the
- * SwiGLU product alone goes to `rounded`. */
-static int round_for(const char * function, memra_cuda * cuda, int type, const float * x, int64_t rows, int64_t n_in, workspace & rounded,
-                     const float ** source, const float * up = nullptr) {
-    *source = x;
+/* `x` (or silu(x) · up, where up is given) rounded for `type` when the context rounds activations:
+ * into `rounded` as values, or as q8 codes with their block scales in `scales` where the experts of
+ * `type` read codes; *input is what the expert kernel reads. With up and no rounding, the SwiGLU
+ * product alone goes to `rounded`. */
+static int round_for(const char * function, memra_cuda * cuda, int type, const float * x, int64_t rows, int64_t n_in, workspace & rounded, workspace & scales,
+                     expert_input * input, const float * up = nullptr) {
+    *input = expert_input{x, nullptr, nullptr};
     const int rounding = cuda->activation_rounding ? memra_cuda_activation_rounding(type) : MEMRA_CUDA_ROUND_NONE;
     if (rounding == MEMRA_CUDA_ROUND_NONE && !up) return MEMRA_CUDA_OK;
+    if (expert_reads_codes(cuda, type)) {
+        CHECK(rounded.allocate(rows * n_in));
+        CHECK(scales.allocate(rows * n_in / memra_cuda_rounding_block(rounding) * 4));
+        const memra_cuda_launch launch = memra_cuda_plan_rounding(rounding, rows, n_in);
+        launch_rounding<true>(rounding, launch, cuda->stream, nullptr, nullptr, x, rows * n_in, (int8_t *)rounded.pointer, (float *)scales.pointer, up);
+        LAUNCH_CHECK(function, "round_activations_kernel");
+        *input = expert_input{nullptr, (const int8_t *)rounded.pointer, (const float *)scales.pointer};
+        return MEMRA_CUDA_OK;
+    }
     CHECK(rounded.allocate(rows * n_in * 4));
     if (rounding == MEMRA_CUDA_ROUND_NONE) {
         const memra_cuda_launch launch = memra_cuda_plan_elementwise(rows * n_in);
@@ -78,7 +127,7 @@ static int round_for(const char * function, memra_cuda * cuda, int type, const f
         launch_rounding<false>(rounding, launch, cuda->stream, (float *)rounded.pointer, nullptr, x, rows * n_in, nullptr, nullptr, up);
         LAUNCH_CHECK(function, "round_activations_kernel");
     }
-    *source = (const float *)rounded.pointer;
+    input->values = (const float *)rounded.pointer;
     return MEMRA_CUDA_OK;
 }
 
@@ -188,7 +237,8 @@ extern "C" int memra_cuda_moe_experts(memra_cuda * cuda, float * out, int64_t ou
     const bool grouped = cuda->gemm && memra_cuda_moe_grouped(rows, experts, k) && grouped_gemms_apply(pairs, gate_type, up_type, down_type, embedding, ffn);
 
     /* Routing: ids and weights stay on the device. */
-    workspace routing(cuda), gate_out(cuda), up_out(cuda), down_out(cuda), rounded_x(cuda), rounded_up(cuda), rounded_h(cuda);
+    workspace routing(cuda), gate_out(cuda), up_out(cuda), down_out(cuda), rounded_x(cuda), rounded_up(cuda), rounded_h(cuda), scales_x(cuda), scales_up(cuda),
+        scales_h(cuda);
     CHECK(routing.allocate(pairs * 8));
     int32_t * ids = (int32_t *)routing.pointer;
     float * weights = (float *)((uint8_t *)routing.pointer + pairs * 4);
@@ -201,18 +251,19 @@ extern "C" int memra_cuda_moe_experts(memra_cuda * cuda, float * out, int64_t ou
     CHECK(down_out.allocate(pairs * embedding * 4));
     /* gate and up of every pair from its row's rounded input (one launch where they share a type),
      * down from the pair's hidden values silu(gate) · up, rounded as the SwiGLU is computed */
-    const float * source = nullptr;
-    CHECK(round_for(function, cuda, gate_type, x, rows, embedding, rounded_x, &source));
+    expert_input source;
+    CHECK(round_for(function, cuda, gate_type, x, rows, embedding, rounded_x, scales_x, &source));
     if (up_type == gate_type) {
         CHECK(launch_experts(function, cuda, gate_type, (float *)gate_out.pointer, source, k, gate, embedding, ffn, ids, pairs, (float *)up_out.pointer, up));
     } else {
         CHECK(launch_experts(function, cuda, gate_type, (float *)gate_out.pointer, source, k, gate, embedding, ffn, ids, pairs));
-        if (memra_cuda_activation_rounding(up_type) != memra_cuda_activation_rounding(gate_type)) {
-            CHECK(round_for(function, cuda, up_type, x, rows, embedding, rounded_up, &source));
+        if (memra_cuda_activation_rounding(up_type) != memra_cuda_activation_rounding(gate_type) ||
+            expert_reads_codes(cuda, up_type) != expert_reads_codes(cuda, gate_type)) {
+            CHECK(round_for(function, cuda, up_type, x, rows, embedding, rounded_up, scales_up, &source));
         }
         CHECK(launch_experts(function, cuda, up_type, (float *)up_out.pointer, source, k, up, embedding, ffn, ids, pairs));
     }
-    CHECK(round_for(function, cuda, down_type, (const float *)gate_out.pointer, pairs, ffn, rounded_h, &source, (const float *)up_out.pointer));
+    CHECK(round_for(function, cuda, down_type, (const float *)gate_out.pointer, pairs, ffn, rounded_h, scales_h, &source, (const float *)up_out.pointer));
     CHECK(launch_experts(function, cuda, down_type, (float *)down_out.pointer, source, 1, down, ffn, embedding, ids, pairs));
     const memra_cuda_launch combine = memra_cuda_plan_elementwise(x_needed);
     MEMRA_LAUNCH(memra_grid(combine), combine.threads, 0, cuda->stream, expert_combine_kernel)(out, (const float *)down_out.pointer, ids, weights, nullptr, rows,

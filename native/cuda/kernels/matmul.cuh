@@ -191,10 +191,10 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_
 }
 
 /* code_words<TYPE>(row, group, w, s, o, zero): the 8 weight codes of `group` (8 values) of a
- * q4_0, q5_0 or k-quant row packed as 4 bytes per word, unsigned (0..63), with the scale s, offset
- * o and code zero point of the group's block (q4_0, q5_0) or 16-value chunk (k-quants): value
- * i = s · (byte i − zero) + o, as codes_group gives it (c = byte − zero). Words are built with
- * shifts and masks on whole 32-bit words. */
+ * q8_0 (signed codes), q4_0, q5_0 or k-quant row packed as 4 bytes per word (unsigned 0..63 but
+ * for q8_0), with the scale s, offset o and code zero point of the group's block (q8_0, q4_0,
+ * q5_0) or 16-value chunk (k-quants): value i = s · (byte i − zero) + o, as codes_group gives it
+ * (c = byte − zero). Words are built with shifts and masks on whole 32-bit words. */
 template <int TYPE>
 __device__ __forceinline__ void code_words(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero);
 
@@ -204,6 +204,24 @@ __device__ __forceinline__ void load_words_2(const uint8_t * p, uint32_t words[2
     const unsigned short * h = reinterpret_cast<const unsigned short *>(p);
 #pragma unroll
     for (int i = 0; i < 2; i++) words[i] = (uint32_t)__ldg(h + 2 * i) | ((uint32_t)__ldg(h + 2 * i + 1) << 16);
+}
+
+/* log2 of the 8-value groups per activation scale of code_words' types: 4 (q8_0 codes) or 32 (q8_K). */
+template <int TYPE>
+__device__ __forceinline__ constexpr int code_group_shift() {
+    return TYPE == MEMRA_CUDA_TYPE_Q8_0 || TYPE == MEMRA_CUDA_TYPE_Q4_0 || TYPE == MEMRA_CUDA_TYPE_Q5_0 ? 2 : 5;
+}
+
+template <>
+__device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q8_0>(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero) {
+    const uint8_t * block = row + (group >> 2) * 34;
+    s = half_at(block);
+    o = 0.0f;
+    zero = 0;
+    uint32_t q[2];
+    load_words_2(block + 2 + (group & 3) * 8, q); /* signed codes: __dp4a multiplies signed bytes */
+    w[0] = (int)q[0];
+    w[1] = (int)q[1];
 }
 
 /* Bits 0..3 of x to bit 0 of bytes 0..3. */
@@ -308,7 +326,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_codes
     if (o >= n_out) return;
     const uint8_t * w = target.weight + o * row_bytes;
     /* activation blocks of 32 (q8_0) or 256 (q8_K) values: 4 or 32 groups */
-    constexpr int GROUP_SHIFT = TYPE == MEMRA_CUDA_TYPE_Q4_0 || TYPE == MEMRA_CUDA_TYPE_Q5_0 ? 2 : 5;
+    constexpr int GROUP_SHIFT = code_group_shift<TYPE>();
     const int64_t groups = n_in / 8, blocks = groups >> GROUP_SHIFT;
     float sum[ROWS];
 #pragma unroll

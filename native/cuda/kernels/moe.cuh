@@ -102,6 +102,44 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) expert_matrix_vecto
     reduce_rows_and_store<1>(sum, lane, 1, out + pair * n_out, n_out, o);
 }
 
+/* expert_matrix_vector_kernel on the activations' q8 codes (q8_0, q4_0, q5_0, q4_K, q5_K, q6_K
+ * weights; codes [pairs / x_row_divisor, n_in], one scale per 32 or 256 of them): per 8-value
+ * group, __dp4a of the weight's and the activation's codes, as matrix_vector_codes_kernel. */
+template <int TYPE>
+__global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) expert_matrix_vector_codes_kernel(
+    float * __restrict__ out, float * __restrict__ second_out, const int8_t * __restrict__ codes, const float * __restrict__ scales, int64_t x_row_divisor,
+    const uint8_t * __restrict__ weights, const uint8_t * __restrict__ second_weights, int64_t blocks_per_matrix, int64_t matrix_bytes, int64_t row_bytes,
+    const int32_t * __restrict__ ids, int64_t first_pair, int64_t n_in, int64_t n_out) {
+    memra_grid_dependencies();
+    const int lane = threadIdx.x & 31;
+    const int64_t pair = first_pair + blockIdx.y;
+    const bool second = (int64_t)blockIdx.x >= blocks_per_matrix;
+    const int64_t o = ((int64_t)blockIdx.x - (second ? blocks_per_matrix : 0)) * MEMRA_CUDA_MMV_WARPS + (threadIdx.x >> 5);
+    if (o >= n_out) return;
+    if (second) {
+        out = second_out;
+        weights = second_weights;
+    }
+    constexpr int GROUP_SHIFT = code_group_shift<TYPE>();
+    const uint8_t * w = weights + (int64_t)ids[pair] * matrix_bytes + o * row_bytes;
+    const int64_t groups = n_in / 8, x_row = pair / x_row_divisor;
+    const int8_t * xr = codes + x_row * n_in;
+    const float * dr = scales + x_row * (groups >> GROUP_SHIFT);
+    float sum[1] = {0.0f};
+#pragma unroll 4
+    for (int64_t g = lane; g < groups; g += 32) {
+        int q[2], zero;
+        float s, offset;
+        code_words<TYPE>(w, g, q, s, offset, zero);
+        const int2 a = __ldg(reinterpret_cast<const int2 *>(xr + g * 8));
+        const int dot = __dp4a(q[1], a.y, __dp4a(q[0], a.x, 0));
+        const int total = __dp4a(0x01010101, a.y, __dp4a(0x01010101, a.x, 0));
+        const float chunk = __fmaf_rn(s, (float)(dot - zero * total), __fmul_rn(offset, (float)total));
+        sum[0] = __fmaf_rn(chunk, __ldg(dr + (g >> GROUP_SHIFT)), sum[0]);
+    }
+    reduce_rows_and_store<1>(sum, lane, 1, out + pair * n_out, n_out, o);
+}
+
 /* out[r, c] = Σ_j weights[r, j] · down[slot(r · k + j), c], added in ascending expert id from zero
  * (the order in which the gather/scatter path adds the experts' rows); slot(p) = pair_slots[p], or
  * p where pair_slots is null (the pairs' outputs in pair order). */

@@ -881,7 +881,7 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     // Rows 1 and 5 (3 and 15 pairs): a matrix-vector product per (row, expert) pair. Rows 40 and 400
     // (120 and 1200 pairs, at least twice the 8 experts): the pairs sorted by expert on the device and
     // each projection one grouped GEMM (int8 for q8_0/q4_0, integer codes for q4_K/q6_K, f16 for
-    // f16/bf16). "skewed": 400 rows all routed to experts 2 and 5 (and one more each), so those two
+    // f16/bf16). The per-pair products of quantized experts multiply the activations' q8 codes. "skewed": 400 rows all routed to experts 2 and 5 (and one more each), so those two
     // take several row tiles and some experts none.
     const [experts, k] = [8, 3];
     const results: Record<string, number> = {};
@@ -890,6 +890,7 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
       [GGMLType.Q4_0, GGMLType.Q8_0, 64, 32],
       [GGMLType.F16, GGMLType.BF16, 64, 32],
       [GGMLType.Q4_K, GGMLType.Q6_K, 256, 256],
+      [GGMLType.Q5_K, GGMLType.Q5_0, 256, 256], // per pair: the remaining codes kernels (q5_K, q5_0 on q8_K and q8_0 codes)
     ] as const) {
       const upload = (name: string, type: GGMLType, shape: number[], seed: number) => {
         const data = quantize(type, normals(shape[0]! * shape[1]! * shape[2]!, seed, 0.1));
