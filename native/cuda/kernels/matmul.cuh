@@ -261,10 +261,7 @@ __device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q4_K>(const uint8_t *
     const uint8_t * block = row + (group >> 5) * 144;
     const int first = (int)(group & 31) * 8;
     const int j = first >> 5, l = first & 31;
-    int sc, m;
-    scale_min_k4(j, block + 4, sc, m);
-    s = __fmul_rn(half_at(block), (float)sc);
-    o = -__fmul_rn(half_at(block + 2), (float)m);
+    k4_scale_offset(block, j, s, o);
     zero = 0;
     /* 144-byte blocks of 16-byte aligned rows: the 8 bytes are 8-byte aligned */
     const uint2 q = __ldg(reinterpret_cast<const uint2 *>(block + 16 + (j >> 1) * 32 + l));
@@ -278,10 +275,7 @@ __device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q5_K>(const uint8_t *
     const uint8_t * block = row + (group >> 5) * 176;
     const int first = (int)(group & 31) * 8;
     const int j = first >> 5, l = first & 31;
-    int sc, m;
-    scale_min_k4(j, block + 4, sc, m);
-    s = __fmul_rn(half_at(block), (float)sc);
-    o = -__fmul_rn(half_at(block + 2), (float)m);
+    k4_scale_offset(block, j, s, o);
     zero = 0;
     /* 176-byte blocks of 16-byte aligned rows: both 8-byte loads are 8-byte aligned */
     const uint2 ql = __ldg(reinterpret_cast<const uint2 *>(block + 48 + (j >> 1) * 32 + l));
@@ -293,18 +287,15 @@ __device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q5_K>(const uint8_t *
 
 template <>
 __device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q6_K>(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero) {
-    const uint8_t * block = row + (group >> 5) * 210;
-    const int first = (int)(group & 31) * 8;
-    const int half = first >> 7, quarter = (first & 127) >> 5, l = first & 31;
+    const q6_k_group at = q6_k_group_of(row, group);
     uint32_t ql[2], qh[2];
-    load_words_2(block + half * 64 + (quarter & 1) * 32 + l, ql);
-    load_words_2(block + 128 + half * 32 + l, qh);
-    const int low_shift = (quarter >> 1) * 4, high_shift = quarter * 2;
-    s = __fmul_rn(half_at(block + 208), (float)(int8_t)block[192 + half * 8 + (l >> 4) + quarter * 2]);
+    load_words_2(at.ql, ql);
+    load_words_2(at.qh, qh);
+    s = at.scale;
     o = 0.0f;
     zero = 32;
 #pragma unroll
-    for (int i = 0; i < 2; i++) w[i] = (int)(((ql[i] >> low_shift) & 0x0f0f0f0fu) | (((qh[i] >> high_shift) & 0x03030303u) << 4));
+    for (int i = 0; i < 2; i++) w[i] = (int)(((ql[i] >> at.low_shift) & 0x0f0f0f0fu) | (((qh[i] >> at.high_shift) & 0x03030303u) << 4));
 }
 
 /* matrix_vector_codes_kernel<TYPE, ROWS>: decode with q4_0 or q5_0 weights on the activations'

@@ -65,6 +65,24 @@ static __global__ void moe_route_kernel(int32_t * __restrict__ ids, float * __re
     }
 }
 
+/* This warp's pair, output feature and weight row in an expert matrix-vector launch: grid.y the
+ * pairs from first_pair, grid.x blocks_per_matrix blocks of the first matrix then as many of the
+ * second (gate and up in one launch). o >= n_out: a warp past the matrix's end. */
+struct expert_row {
+    int64_t pair, o;
+    float * out;
+    const uint8_t * weight;
+};
+__device__ __forceinline__ expert_row expert_row_here(float * out, float * second_out, const uint8_t * weights, const uint8_t * second_weights,
+                                                      int64_t blocks_per_matrix, int64_t matrix_bytes, int64_t row_bytes, const int32_t * ids,
+                                                      int64_t first_pair) {
+    const int64_t pair = first_pair + blockIdx.y;
+    const bool second = (int64_t)blockIdx.x >= blocks_per_matrix;
+    const int64_t o = ((int64_t)blockIdx.x - (second ? blocks_per_matrix : 0)) * MEMRA_CUDA_MMV_WARPS + (threadIdx.x >> 5);
+    const uint8_t * matrices = second ? second_weights : weights;
+    return expert_row{pair, o, second ? second_out : out, matrices + (int64_t)ids[pair] * matrix_bytes + o * row_bytes};
+}
+
 /* out[p, o] = W[ids[p]][o, :] · x[p / x_row_divisor, :] for pairs p = row · k + j: grid.x covers
  * n_out in warps (one per output feature, as matrix_vector_kernel with one row), for each of one or
  * two expert weights of one type (gate and up: the second's blocks after the first's, blocks_per
@@ -79,15 +97,11 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) expert_matrix_vecto
                                                                                          int64_t n_out) {
     memra_grid_dependencies();
     const int lane = threadIdx.x & 31;
-    const int64_t pair = first_pair + blockIdx.y;
-    const bool second = (int64_t)blockIdx.x >= blocks_per_matrix;
-    const int64_t o = ((int64_t)blockIdx.x - (second ? blocks_per_matrix : 0)) * MEMRA_CUDA_MMV_WARPS + (threadIdx.x >> 5);
+    const expert_row target = expert_row_here(out, second_out, weights, second_weights, blocks_per_matrix, matrix_bytes, row_bytes, ids, first_pair);
+    const int64_t pair = target.pair, o = target.o;
     if (o >= n_out) return;
-    if (second) {
-        out = second_out;
-        weights = second_weights;
-    }
-    const uint8_t * w = weights + (int64_t)ids[pair] * matrix_bytes + o * row_bytes;
+    out = target.out;
+    const uint8_t * w = target.weight;
     const float * xr = x + (pair / x_row_divisor) * n_in;
     float sum[1] = {0.0f};
     /* Unrolled: several groups' loads in flight together (as matrix_vector_kernel). */
@@ -112,16 +126,12 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) expert_matrix_vecto
     const int32_t * __restrict__ ids, int64_t first_pair, int64_t n_in, int64_t n_out) {
     memra_grid_dependencies();
     const int lane = threadIdx.x & 31;
-    const int64_t pair = first_pair + blockIdx.y;
-    const bool second = (int64_t)blockIdx.x >= blocks_per_matrix;
-    const int64_t o = ((int64_t)blockIdx.x - (second ? blocks_per_matrix : 0)) * MEMRA_CUDA_MMV_WARPS + (threadIdx.x >> 5);
+    const expert_row target = expert_row_here(out, second_out, weights, second_weights, blocks_per_matrix, matrix_bytes, row_bytes, ids, first_pair);
+    const int64_t pair = target.pair, o = target.o;
     if (o >= n_out) return;
-    if (second) {
-        out = second_out;
-        weights = second_weights;
-    }
+    out = target.out;
     constexpr int GROUP_SHIFT = code_group_shift<TYPE>();
-    const uint8_t * w = weights + (int64_t)ids[pair] * matrix_bytes + o * row_bytes;
+    const uint8_t * w = target.weight;
     const int64_t groups = n_in / 8, x_row = pair / x_row_divisor;
     const int8_t * xr = codes + x_row * n_in;
     const float * dr = scales + x_row * (groups >> GROUP_SHIFT);

@@ -47,6 +47,30 @@ __device__ __forceinline__ void scale_min_k4(int j, const uint8_t * q, int & d, 
     }
 }
 
+/* Scale s = d · sc and offset o = −dmin · m of sub-block j of a q4_K / q5_K super-block. */
+__device__ __forceinline__ void k4_scale_offset(const uint8_t * block, int j, float & s, float & o) {
+    int sc, m;
+    scale_min_k4(j, block + 4, sc, m);
+    s = __fmul_rn(half_at(block), (float)sc);
+    o = -__fmul_rn(half_at(block + 2), (float)m);
+}
+
+/* Where the 8 values of `group` of a q6_K row are: their low-nibble and high-bit bytes (ql, qh,
+ * 2-byte aligned), the shifts that take them out, and their 16-value chunk's scale. */
+struct q6_k_group {
+    const uint8_t * ql;
+    const uint8_t * qh;
+    int low_shift, high_shift;
+    float scale;
+};
+__device__ __forceinline__ q6_k_group q6_k_group_of(const uint8_t * row, int64_t group) {
+    const uint8_t * block = row + (group >> 5) * 210;
+    const int first = (int)(group & 31) * 8;
+    const int half = first >> 7, quarter = (first & 127) >> 5, l = first & 31;
+    return q6_k_group{block + half * 64 + (quarter & 1) * 32 + l, block + 128 + half * 32 + l, (quarter >> 1) * 4, quarter * 2,
+                      __fmul_rn(half_at(block + 208), (float)(int8_t)block[192 + half * 8 + (l >> 4) + quarter * 2])};
+}
+
 template <int TYPE>
 __device__ __forceinline__ void dequantize_group(const uint8_t * row, int64_t group, float v[8]);
 
@@ -166,10 +190,7 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q4_K>(const uint8_t 
     const int first = (int)(group & 31) * 8;
     const int j = first >> 5;
     const int l = first & 31;
-    int sc, m;
-    scale_min_k4(j, block + 4, sc, m);
-    s = __fmul_rn(half_at(block), (float)sc);
-    o = -__fmul_rn(half_at(block + 2), (float)m);
+    k4_scale_offset(block, j, s, o);
     uint8_t b[8];
     load8(block + 16 + (j >> 1) * 32 + l, b);
     const int shift = (j & 1) * 4;
@@ -183,10 +204,7 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q5_K>(const uint8_t 
     const int first = (int)(group & 31) * 8;
     const int j = first >> 5;
     const int l = first & 31;
-    int sc, m;
-    scale_min_k4(j, block + 4, sc, m);
-    s = __fmul_rn(half_at(block), (float)sc);
-    o = -__fmul_rn(half_at(block + 2), (float)m);
+    k4_scale_offset(block, j, s, o);
     uint8_t ql[8], qh[8];
     load8(block + 48 + (j >> 1) * 32 + l, ql);
     load8(block + 16 + l, qh);
@@ -197,19 +215,14 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q5_K>(const uint8_t 
 
 template <>
 __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q6_K>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
-    const uint8_t * block = row + (group >> 5) * 210;
-    const int first = (int)(group & 31) * 8;
-    const int half = first >> 7;
-    const int quarter = (first & 127) >> 5;
-    const int l = first & 31;
+    const q6_k_group at = q6_k_group_of(row, group);
     uint8_t ql[8], qh[8];
-    load8(block + half * 64 + (quarter & 1) * 32 + l, ql);
-    load8(block + 128 + half * 32 + l, qh);
-    const int low_shift = (quarter >> 1) * 4, high_shift = quarter * 2;
-    s = __fmul_rn(half_at(block + 208), (float)(int8_t)block[192 + half * 8 + (l >> 4) + quarter * 2]);
+    load8(at.ql, ql);
+    load8(at.qh, qh);
+    s = at.scale;
     o = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 8; i++) c[i] = small_int_to_float(((((ql[i] >> low_shift) & 0xf) | (((qh[i] >> high_shift) & 3) << 4)) - 32));
+    for (int i = 0; i < 8; i++) c[i] = small_int_to_float(((((ql[i] >> at.low_shift) & 0xf) | (((qh[i] >> at.high_shift) & 3) << 4)) - 32));
 }
 
 /* The quantized types' dequantization is their codes: v = s · c (+ o), with the products and the

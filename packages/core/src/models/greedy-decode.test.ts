@@ -1,9 +1,10 @@
 import { argmax, isPlainGreedy } from "@memra/sampler";
 import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
 import { beforeAll, describe, expect, it } from "vitest";
-import type { Backend, DeviceBuffer } from "../backend";
+import type { DeviceBuffer } from "../backend";
 import { type Model, loadModel } from "../load-model";
 import { ReferenceBackend } from "../reference-backend";
+import { countingBackend } from "../testing/counting-backend";
 
 function tokens(count: number, seed = 1000): Int32Array {
   return Int32Array.from({ length: count }, (_, i) => (seed + i * 7919) % 150000);
@@ -13,36 +14,14 @@ function tokens(count: number, seed = 1000): Int32Array {
  * The reference backend with Backend.argmaxRows (the sampler's argmax of each row, read where the
  * logits are), counting the floats read back and the rows picked.
  */
-function pickingBackend(): Backend & { readonly counts: { floatsRead: number; rowsPicked: number } } {
+function pickingBackend() {
   const inner = new ReferenceBackend();
-  const counts = { floatsRead: 0, rowsPicked: 0 };
-  return new Proxy(inner, {
-    get(target, property, receiver) {
-      if (property === "counts") return counts;
-      if (property === "argmaxRows") {
-        return (out: Int32Array, logits: DeviceBuffer, rows: number, columns: number) => {
-          const values = target.read(logits, 0, rows * columns);
-          for (let r = 0; r < rows; r++) out[r] = argmax(values.subarray(r * columns, (r + 1) * columns), columns);
-          counts.rowsPicked += rows;
-        };
-      }
-      if (property === "read") {
-        return (buffer: DeviceBuffer, offset?: number, length?: number) => {
-          const values = target.read(buffer, offset, length);
-          counts.floatsRead += values.length;
-          return values;
-        };
-      }
-      if (property === "readInto") {
-        return (buffer: DeviceBuffer, offset: number, length: number, out: Float32Array, outOffset: number) => {
-          counts.floatsRead += length;
-          target.readInto(buffer, offset, length, out, outOffset);
-        };
-      }
-      const value = Reflect.get(target, property, receiver);
-      return typeof value === "function" ? value.bind(target) : value;
+  return countingBackend(inner, {
+    argmaxRows: (out: Int32Array, logits: DeviceBuffer, rows: number, columns: number) => {
+      const values = inner.read(logits, 0, rows * columns);
+      for (let r = 0; r < rows; r++) out[r] = argmax(values.subarray(r * columns, (r + 1) * columns), columns);
     },
-  }) as unknown as Backend & { readonly counts: { floatsRead: number; rowsPicked: number } };
+  });
 }
 
 describe("greedy decoding on the backend", () => {

@@ -1,8 +1,9 @@
 import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
 import { beforeAll, describe, expect, it } from "vitest";
-import { type Backend, type DeviceBuffer, TOP_K_ROWS_MAX } from "../backend";
+import { TOP_K_ROWS_MAX } from "../backend";
 import { type Model, loadModel } from "../load-model";
 import { ReferenceBackend } from "../reference-backend";
+import { countingBackend } from "../testing/counting-backend";
 import { HostTopK } from "../top-candidates";
 import type { BatchEntry } from "./qwen3";
 
@@ -20,39 +21,10 @@ function bestByPlainSort(logits: Float32Array, k: number): { ids: number[]; bits
 
 const bitsOf = (values: Float32Array) => Array.from(new Uint32Array(values.buffer, values.byteOffset, values.length));
 
-type Counting = Backend & { readonly counts: { floatsRead: number; rowsPicked: number } };
-
 /** The reference backend counting the floats read back and the rows of topKRows; without topKRows when `withTopK` is false. */
-function countingBackend(withTopK: boolean): Counting {
+function countingReference(withTopK: boolean) {
   const inner = new ReferenceBackend();
-  const counts = { floatsRead: 0, rowsPicked: 0 };
-  return new Proxy(inner, {
-    get(target, property, receiver) {
-      if (property === "counts") return counts;
-      if (property === "topKRows") {
-        if (!withTopK) return undefined;
-        return (ids: Int32Array, values: Float32Array, logits: DeviceBuffer, rows: number, columns: number, k: number) => {
-          counts.rowsPicked += rows;
-          target.topKRows(ids, values, logits, rows, columns, k);
-        };
-      }
-      if (property === "read") {
-        return (buffer: DeviceBuffer, offset?: number, length?: number) => {
-          const values = target.read(buffer, offset, length);
-          counts.floatsRead += values.length;
-          return values;
-        };
-      }
-      if (property === "readInto") {
-        return (buffer: DeviceBuffer, offset: number, length: number, out: Float32Array, outOffset: number) => {
-          counts.floatsRead += length;
-          target.readInto(buffer, offset, length, out, outOffset);
-        };
-      }
-      const value = Reflect.get(target, property, receiver);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  }) as unknown as Counting;
+  return countingBackend(inner, { topKRows: withTopK ? inner.topKRows.bind(inner) : undefined });
 }
 
 describe("sampling from the best candidates (BatchEntry.top, evaluateTop)", () => {
@@ -87,7 +59,7 @@ describe("sampling from the best candidates (BatchEntry.top, evaluateTop)", () =
 
   for (const withTopK of [true, false]) {
     it(`gives each top entry its k best in a mixed batch ${withTopK ? "with" : "without"} Backend.topKRows, other entries unchanged`, () => {
-      const backend = countingBackend(withTopK);
+      const backend = countingReference(withTopK);
       const model = loadModel(path, { backend });
       const plain = loadModel(path, { backend: new ReferenceBackend() });
       const vocabulary = model.vocabularySize;
@@ -152,7 +124,7 @@ describe("sampling from the best candidates (BatchEntry.top, evaluateTop)", () =
   });
 
   it("engine sequences evaluate to their best candidates, and generate samples from them the tokens of the whole-logits path", async () => {
-    const backend = countingBackend(true);
+    const backend = countingReference(true);
     const model = loadModel(path, { backend });
     const plain = loadModel(path, { backend: new ReferenceBackend() });
     const sequence = model.engine.createSequence(64);
