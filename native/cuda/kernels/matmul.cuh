@@ -298,6 +298,15 @@ __device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q6_K>(const uint8_t *
     for (int i = 0; i < 2; i++) w[i] = (int)(((ql[i] >> at.low_shift) & 0x0f0f0f0fu) | (((qh[i] >> at.high_shift) & 0x03030303u) << 4));
 }
 
+/* A group's Σ weight · activation before the activation block's scale, from code_words' words,
+ * scale, offset and zero point and the activation's 8 codes: s · (Σ c_w·c_a − zero · Σ c_a) +
+ * o · Σ c_a, the two sums exact (2 __dp4a each). */
+__device__ __forceinline__ float code_group_dot(const int q[2], float s, float offset, int zero, int2 a) {
+    const int dot = __dp4a(q[1], a.y, __dp4a(q[0], a.x, 0));
+    const int total = __dp4a(0x01010101, a.y, __dp4a(0x01010101, a.x, 0));
+    return __fmaf_rn(s, (float)(dot - zero * total), __fmul_rn(offset, (float)total));
+}
+
 /* matrix_vector_codes_kernel<TYPE, ROWS>: decode with q4_0 or q5_0 weights on the activations'
  * q8_0 codes, or q4_K, q5_K or q6_K weights on their q8_K codes (one scale per 32 or 256 values).
  * As matrix_vector_kernel, lane l takes 8-value groups l, l + 32, ..., but multiplies codes: per
@@ -333,10 +342,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_codes
         for (int r = 0; r < ROWS; r++) {
             if (r < rows) {
                 const int2 a = __ldg(reinterpret_cast<const int2 *>(codes + r * n_in + g * 8));
-                const int dot = __dp4a(q[1], a.y, __dp4a(q[0], a.x, 0));
-                const int total = __dp4a(0x01010101, a.y, __dp4a(0x01010101, a.x, 0));
-                const float chunk = __fmaf_rn(s, (float)(dot - zero * total), __fmul_rn(offset, (float)total));
-                sum[r] = __fmaf_rn(chunk, __ldg(scales + r * blocks + (g >> GROUP_SHIFT)), sum[r]);
+                sum[r] = __fmaf_rn(code_group_dot(q, s, offset, zero, a), __ldg(scales + r * blocks + (g >> GROUP_SHIFT)), sum[r]);
             }
         }
     }

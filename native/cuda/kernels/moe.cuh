@@ -142,10 +142,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) expert_matrix_vecto
         float s, offset;
         code_words<TYPE>(w, g, q, s, offset, zero);
         const int2 a = __ldg(reinterpret_cast<const int2 *>(xr + g * 8));
-        const int dot = __dp4a(q[1], a.y, __dp4a(q[0], a.x, 0));
-        const int total = __dp4a(0x01010101, a.y, __dp4a(0x01010101, a.x, 0));
-        const float chunk = __fmaf_rn(s, (float)(dot - zero * total), __fmul_rn(offset, (float)total));
-        sum[0] = __fmaf_rn(chunk, __ldg(dr + (g >> GROUP_SHIFT)), sum[0]);
+        sum[0] = __fmaf_rn(code_group_dot(q, s, offset, zero, a), __ldg(dr + (g >> GROUP_SHIFT)), sum[0]);
     }
     reduce_rows_and_store<1>(sum, lane, 1, out + pair * n_out, n_out, o);
 }
