@@ -43,8 +43,12 @@ DRY=()
 # A forward benchmark's limit: the synthetic model is written first (the 8B shape's 8 layers are
 # ~1.7 GB); on the emulator (dry run) that bench takes about 330 s.
 BENCH_LIMIT=200
+# The op tests' and golden suite's limit: a minute or two on a GPU; the emulator runs every thread
+# of every kernel on the CPU (the op tests alone take 3-5 minutes there on 2 busy cores).
+TEST_LIMIT=180
 if [ "${MEMRA_DEVICE_DRY_RUN:-0}" = 1 ]; then
   BENCH_LIMIT=600
+  TEST_LIMIT=600
   bun native/build.ts cuda-emulated
   export MEMRA_CUDA_LIBRARY="$PWD/native/build/libmemra_cuda_emulated.so"
   DRY=(--layers 1 --full-layers 1 --prompt 16 --decode 2 --runs 1 --batch 2 --batch-prompt 8)
@@ -53,14 +57,14 @@ nvidia-smi >"$OUT/nvidia-smi.log" 2>&1 || true
 step build 240 bun native/build.ts all
 step native-tests 60 bash native/cuda/tests/run.sh
 OP_TESTS=(bun --bun vitest run packages/cuda-ffi/src/cuda-backend.test.ts packages/cuda-ffi/src/cuda-graphs.test.ts packages/cuda-ffi/src/cuda-int8-gemm.test.ts)
-step op-tests 180 env MEMRA_PRINT_NMSE=1 "${OP_TESTS[@]}"
+step op-tests "$TEST_LIMIT" env MEMRA_PRINT_NMSE=1 "${OP_TESTS[@]}"
 # Programmatic dependent launch (sm_90) has never run on a GPU before: where the op tests fail with
 # it, once more without; if they pass then, every later step runs without it (summary.json "pdl").
 if [ "$LAST_STATUS" != 0 ] && [ "${MEMRA_CUDA_PDL:-1}" != 0 ]; then
-  step op-tests-no-pdl 180 env MEMRA_CUDA_PDL=0 MEMRA_PRINT_NMSE=1 "${OP_TESTS[@]}"
+  step op-tests-no-pdl "$TEST_LIMIT" env MEMRA_CUDA_PDL=0 MEMRA_PRINT_NMSE=1 "${OP_TESTS[@]}"
   if [ "$LAST_STATUS" = 0 ]; then export MEMRA_CUDA_PDL=0; fi
 fi
-step golden-suite 180 bun --bun vitest run packages/cuda-ffi/src/golden-suite.test.ts packages/cuda-ffi/src/golden-suite-part-2.test.ts
+step golden-suite "$TEST_LIMIT" bun --bun vitest run packages/cuda-ffi/src/golden-suite.test.ts packages/cuda-ffi/src/golden-suite-part-2.test.ts
 
 # Single ops at the targets' shapes (matvec bandwidth, GEMM TFLOP/s, decode attention, fused norm,
 # argmax, top-k, MoE experts), with the default kernels and with the previous ones (the f16-code
