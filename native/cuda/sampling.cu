@@ -1,8 +1,8 @@
 /*
- * sampling.cu — launchers of memra_cuda_argmax_rows and memra_cuda_top_k_rows (kernels in
- * kernels/sampling.cuh): greedy tokens picked on the device, only the [rows] token ids copied back
- * to the host; or each row's k best candidates, [rows, k] ids and values instead of the
- * vocabulary's logits.
+ * sampling.cu — launchers of memra_cuda_argmax_rows, memra_cuda_top_k_rows and
+ * memra_cuda_log_softmax_at (kernels in kernels/sampling.cuh): greedy tokens picked on the device,
+ * only the [rows] token ids copied back to the host; each row's k best candidates, [rows, k] ids and
+ * values; or one log-probability per row; instead of the vocabulary's logits.
  */
 #include "cuda-internal.cuh"
 #include "kernels/sampling.cuh"
@@ -73,5 +73,39 @@ extern "C" int memra_cuda_top_k_rows(memra_cuda * cuda, int32_t * ids, int64_t i
     const int waited = error == cudaSuccess ? memra_cuda_wait(function, cuda) : MEMRA_CUDA_OK;
     memra_cuda_free(cuda, workspace);
     if (error != cudaSuccess) return memra_cuda_fail_cuda(error, function, "top_k_sort_kernel");
+    return waited;
+}
+
+extern "C" int memra_cuda_log_softmax_at(memra_cuda * cuda, float * out, int64_t out_length, const float * logits, int64_t logits_length, int64_t rows,
+                                         int64_t columns, const int32_t * targets, int64_t targets_length) {
+    static const char function[] = "memra_cuda_log_softmax_at";
+    CHECK(memra_cuda_enter(function, cuda));
+    REFUSE_WHILE_CAPTURING(function, cuda, "log-probabilities cannot be read back to the host");
+    memra_cuda_launch launch;
+    char message[512];
+    const int planned = memra_cuda_plan_argmax(rows, columns, &launch, message, sizeof message);
+    if (planned != MEMRA_CUDA_OK) FAIL(planned, "%s: %s", function, message);
+    int64_t needed = 0;
+    CHECK(memra_cuda_check_product(function, "rows * columns", rows, columns, &needed));
+    CHECK(memra_cuda_check_buffer(function, "logits", logits, logits_length, needed));
+    CHECK(memra_cuda_check_buffer(function, "out", out, out_length, rows));
+    if (rows > 0 && (!targets || targets_length < rows)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %lld targets for %lld rows", function, (long long)targets_length, (long long)rows);
+    for (int64_t r = 0; r < rows; r++) {
+        if (targets[r] < 0 || targets[r] >= columns) {
+            FAIL(MEMRA_CUDA_ERROR_OUT_OF_RANGE, "%s: target %d of row %lld is outside 0..%lld", function, targets[r], (long long)r, (long long)columns - 1);
+        }
+    }
+    if (rows == 0) return MEMRA_CUDA_OK;
+    const void * device_targets = nullptr;
+    CHECK(memra_cuda_stage(function, cuda, targets, rows * 4, &device_targets));
+    float * device_out = (float *)memra_cuda_alloc(cuda, rows * 4);
+    if (!device_out) return memra_cuda_last_status();
+    MEMRA_LAUNCH(memra_grid(launch), launch.threads, launch.shared_bytes, cuda->stream, log_softmax_at_kernel)(device_out, logits,
+                                                                                                          (const int32_t *)device_targets, rows, columns);
+    cudaError_t error = cudaGetLastError();
+    if (error == cudaSuccess) error = cudaMemcpyAsync(out, device_out, (size_t)rows * 4, cudaMemcpyDeviceToHost, cuda->stream);
+    const int waited = error == cudaSuccess ? memra_cuda_wait(function, cuda) : MEMRA_CUDA_OK;
+    memra_cuda_free(cuda, device_out);
+    if (error != cudaSuccess) return memra_cuda_fail_cuda(error, function, "log_softmax_at_kernel");
     return waited;
 }

@@ -18,8 +18,8 @@
  * block tables, sequences, row ids, scales) are HOST pointers: the library checks them on the host
  * (so an index out of range is an error code, never a device fault) and stages them to the device
  * through pinned memory on the context's stream. Ops are asynchronous on the context's one stream;
- * memra_cuda_download, memra_cuda_moe_route, memra_cuda_argmax_rows, memra_cuda_top_k_rows and
- * memra_cuda_synchronize wait for it.
+ * memra_cuda_download, memra_cuda_moe_route, memra_cuda_argmax_rows, memra_cuda_top_k_rows,
+ * memra_cuda_log_softmax_at and memra_cuda_synchronize wait for it.
  *
  * A context must not be used from two threads at once; distinct contexts are independent.
  */
@@ -295,6 +295,13 @@ MEMRA_CUDA_API int memra_cuda_argmax_rows(memra_cuda * cuda, int32_t * out, int6
  * HOST memory; waits for the stream. */
 MEMRA_CUDA_API int memra_cuda_top_k_rows(memra_cuda * cuda, int32_t * ids, int64_t ids_length, float * values, int64_t values_length, const float * logits,
                                          int64_t logits_length, int64_t rows, int64_t columns, int64_t k);
+
+/* Log-probabilities of given tokens: out[r] = logits[r, targets[r]] − log Σ_c exp(logits[r, c]) for
+ * r < rows, in f32 (the row's maximum m subtracted first: (x_t − m) − log Σ exp(x − m)). targets:
+ * [rows] HOST memory, each in 0..columns − 1; out: [rows], HOST memory; waits for the stream.
+ * columns at most 2^31 − 1. */
+MEMRA_CUDA_API int memra_cuda_log_softmax_at(memra_cuda * cuda, float * out, int64_t out_length, const float * logits, int64_t logits_length, int64_t rows,
+                                             int64_t columns, const int32_t * targets, int64_t targets_length);
 
 /* ---- graphs: ops captured once, replayed many times (a decode step: one launch) ---- */
 

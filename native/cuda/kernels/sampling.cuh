@@ -17,6 +17,10 @@
  * values in pass 0, a group of lists of k keys later) into shared memory, bitonic-sorts them
  * descending and writes the first k: as a list of keys, or, in the last pass, as indices and the
  * values read again from the logits (their exact bits, -0 and NaN payloads included).
+ *
+ * log_softmax_at_kernel: one block per row: out[r] = (logits[r, targets[r]] − m) − log Σ exp(x − m),
+ * m the row's largest value, in f32 (each thread's strided values summed in order, then the warps'
+ * and the block's partial sums by a tree).
  */
 #pragma once
 
@@ -63,6 +67,36 @@ static __global__ void argmax_rows_kernel(int32_t * __restrict__ out, const floa
             out[row] = (first != first || total.index < 0) ? 0 : total.index;
         }
         __syncthreads();
+    }
+}
+
+/* Block-wide reduction of one value per thread with op (all threads get the result); `partial`: 32 floats of shared memory. */
+template <typename Op>
+__device__ __forceinline__ float block_reduce(float value, float * partial, Op op) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
+    if (lane == 0) partial[warp] = value;
+    __syncthreads();
+    float total = partial[0];
+    for (int w = 1; w < warps; w++) total = op(total, partial[w]);
+    __syncthreads();
+    return total;
+}
+
+static __global__ void log_softmax_at_kernel(float * __restrict__ out, const float * __restrict__ logits, const int32_t * __restrict__ targets, int64_t rows,
+                                             int64_t columns) {
+    memra_grid_dependencies();
+    __shared__ float partial[32];
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const float * x = logits + row * columns;
+        float m = -INFINITY;
+        for (int64_t i = threadIdx.x; i < columns; i += blockDim.x) m = fmaxf(m, x[i]);
+        m = block_reduce(m, partial, [](float a, float b) { return fmaxf(a, b); });
+        float sum = 0.0f;
+        for (int64_t i = threadIdx.x; i < columns; i += blockDim.x) sum += expf(x[i] - m);
+        sum = block_reduce(sum, partial, [](float a, float b) { return a + b; });
+        if (threadIdx.x == 0) out[row] = (x[targets[row]] - m) - logf(sum);
     }
 }
 

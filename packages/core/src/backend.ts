@@ -134,6 +134,13 @@ export interface Backend {
    * exact bits. k from 1 to min(columns, TOP_K_ROWS_MAX).
    */
   topKRows?(ids: Int32Array, values: Float32Array, logits: DeviceBuffer, rows: number, columns: number, k: number): void;
+  /**
+   * Optional: log-probabilities of given tokens without reading the logits back: out[r] =
+   * logits[r, targets[r]] − log Σ_c exp(logits[r, c]) for r < rows (`logits` [rows, columns] from
+   * element 0; each target in 0..columns − 1), within 1e-5 · max(1, |out[r]|) of that computed in
+   * double precision (an f32 result: a GPU's sum of the row's exponentials).
+   */
+  logSoftmaxAt?(out: Float32Array, logits: DeviceBuffer, rows: number, columns: number, targets: Int32Array): void;
   /** Copies `length` elements between buffers of this backend. */
   copy(out: DeviceBuffer, outOffset: number, source: DeviceBuffer, sourceOffset: number, length: number): void;
 

@@ -73,30 +73,20 @@ export function computePerplexity(model: Model, tokens: readonly number[], conte
   if (!Number.isInteger(context) || context < 4) throw new RangeError(`context must be an integer of at least 4, got ${context}`);
   const windows = Math.floor(tokens.length / context);
   if (windows < 1) throw new RangeError(`perplexity needs at least ${context} tokens for a context of ${context}, the text has ${tokens.length}`);
-  const vocabulary = model.vocabularySize;
   const first = Math.floor(context / 2);
   let negativeLogLikelihood = 0;
   let scored = 0;
   const perWindow: number[] = [];
   const cache = model.createCache(context);
+  // The scored rows' log-probabilities of the next token, computed where the logits are
+  // (Model.forwardLogprobs): one float per row comes back, so a window runs in maxBatchTokens steps.
+  const rows = Array.from({ length: context - 1 - first }, (_, i) => first + i);
   for (let w = 0; w < windows; w++) {
     cache.trim(0);
     const window = tokens.slice(w * context, (w + 1) * context);
-    const step = 64;
-    for (let start = 0; start < context; start += step) {
-      const chunk = window.slice(start, Math.min(context, start + step));
-      const rows = chunk.map((_, r) => r).filter((r) => start + r >= first && start + r < context - 1);
-      if (rows.length === 0) {
-        model.forward(chunk, cache, { logits: [] });
-        continue;
-      }
-      const logits = model.forward(chunk, cache, { logits: rows });
-      rows.forEach((r, i) => {
-        const row = logits.subarray(i * vocabulary, (i + 1) * vocabulary);
-        negativeLogLikelihood += logSumExp(row) - row[window[start + r + 1]!]!;
-        scored++;
-      });
-    }
+    const logprobs = model.forwardLogprobs(window, cache, rows, Int32Array.from(rows, (r) => window[r + 1]!));
+    for (const logprob of logprobs) negativeLogLikelihood -= logprob;
+    scored += rows.length;
     perWindow.push(Math.exp(negativeLogLikelihood / scored));
   }
   cache.dispose();

@@ -172,6 +172,12 @@ export class Model {
     return this.transformer.forwardGreedy(ids, cache);
   }
 
+  /** See Transformer.forwardLogprobs: runs tokens after what the cache holds, returns log p(targets[i]) after row rows[i]. */
+  forwardLogprobs(tokens: Int32Array | readonly number[], cache: KVCache, rows: readonly number[], targets: Int32Array | readonly number[]): Float64Array {
+    const ids = tokens instanceof Int32Array ? tokens : Int32Array.from(tokens);
+    return this.transformer.forwardLogprobs(ids, cache, rows, targets instanceof Int32Array ? targets : Int32Array.from(targets));
+  }
+
   /**
    * Generates a continuation, streamed: `for await (const chunk of model.generate(prompt))`.
    * A string prompt is completed as is (special tokens in it are parsed unless `special: false`);

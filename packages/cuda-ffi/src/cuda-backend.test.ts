@@ -877,6 +877,41 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     expect(() => backend.topKRows(new Int32Array(0), new Float32Array(0), logits, 0, 2000, 0)).toThrow(/k 0/); // k is still checked
   });
 
+  it("logSoftmaxAt gives each row's log-probability of its target within 1e-5 · max(1, |value|) of double precision", () => {
+    const bound = 1e-5;
+    const check = (columns: number, rows: number, fill: (r: number, row: Float32Array) => void) => {
+      const values = normals(rows * columns, 900 + columns + rows, 4);
+      for (let r = 0; r < rows; r++) fill(r, values.subarray(r * columns, (r + 1) * columns));
+      const targets = Int32Array.from({ length: rows }, (_, r) => (r * 7919 + 13) % columns);
+      const logits = backend.allocate(values.length);
+      backend.write(logits, values);
+      const out = new Float32Array(rows + 1).fill(7);
+      backend.logSoftmaxAt(out, logits, rows, columns, targets);
+      for (let r = 0; r < rows; r++) {
+        const row = values.subarray(r * columns, (r + 1) * columns);
+        let max = -Infinity;
+        for (const value of row) max = Math.max(max, value);
+        let sum = 0;
+        for (const value of row) sum += Math.exp(value - max);
+        const expected = row[targets[r]!]! - (max + Math.log(sum));
+        if (expected === Number.NEGATIVE_INFINITY) expect(out[r]).toBe(expected); // a masked target
+        else expect(Math.abs(out[r]! - expected), `${columns} columns, row ${r}`).toBeLessThanOrEqual(bound * Math.max(1, Math.abs(expected)));
+      }
+      expect(out[rows]).toBe(7);
+      return logits;
+    };
+    const logits = check(151_936, 3, (r, row) => {
+      if (r === 1) for (let i = 0; i < row.length; i += 3) row[i] = Number.NEGATIVE_INFINITY; // masked tokens (the target too: 7932)
+      if (r === 2) row[77] = 300; // one dominant logit: the sum is about 1, the target's log-probability about −300 (f32 ulp 3e-5)
+    });
+    check(5, 70, () => {});
+    check(1, 2, () => {});
+    expect(() => backend.logSoftmaxAt(new Float32Array(3), logits, 3, 151_936, Int32Array.of(0, 151_936, 1))).toThrow(/target 151936 of row 1 is outside 0\.\.151935/);
+    expect(() => backend.logSoftmaxAt(new Float32Array(2), logits, 3, 151_936, Int32Array.of(0, 1, 2))).toThrow(RangeError);
+    expect(() => backend.logSoftmaxAt(new Float32Array(4), logits, 4, 151_936, Int32Array.of(0, 1, 2, 3))).toThrow(/memra_cuda_log_softmax_at: logits/);
+    backend.logSoftmaxAt(new Float32Array(0), logits, 0, 151_936, new Int32Array(0)); // no rows: nothing to do
+  });
+
   it("moeExperts routes and runs the chosen experts on the device, as routing, gather, expert matmuls and scatter do on the reference", () => {
     // Rows 1 and 5 (3 and 15 pairs): a matrix-vector product per (row, expert) pair. Rows 40 and 400
     // (120 and 1200 pairs, at least twice the 8 experts): the pairs sorted by expert on the device and

@@ -295,6 +295,13 @@ export class CudaBackend implements Backend {
     this.library.call("memra_cuda_top_k_rows", this.context(), ptr(ids), ids.length, ptr(values), values.length, l.pointer as Pointer, l.length, rows, columns, k);
   }
 
+  logSoftmaxAt(out: Float32Array, logits: DeviceBuffer, rows: number, columns: number, targets: Int32Array): void {
+    if (out.length < rows || targets.length < rows) throw new RangeError(`log-probabilities of ${rows} rows into ${out.length} values from ${targets.length} targets`);
+    if (rows === 0) return;
+    const l = asBuffer(logits);
+    this.library.call("memra_cuda_log_softmax_at", this.context(), ptr(out), out.length, l.pointer as Pointer, l.length, rows, columns, ptr(targets), targets.length);
+  }
+
   copy(out: DeviceBuffer, outOffset: number, source: DeviceBuffer, sourceOffset: number, length: number): void {
     const o = asBuffer(out);
     const s = asBuffer(source);

@@ -6,7 +6,7 @@
  * experts routed and run on the device). Skipped without a GPU
  * unless MEMRA_CUDA_LIBRARY names the emulated library (CI runs it on the CPU emulator).
  */
-import { type BackendGraph, type DeviceBuffer, type KVStorage, loadModel } from "@memra/core";
+import { type BackendGraph, type DeviceBuffer, type KVStorage, computePerplexity, loadModel } from "@memra/core";
 import { firstDifference, normals, tensorInfo } from "@memra/core/internal";
 import { GGMLType, quantize } from "@memra/gguf";
 import { argmax } from "@memra/sampler";
@@ -286,6 +286,23 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
       graphModel.dispose();
     }
   }, 240_000); // whole models on the emulator: ~35 s each alone, twice that on a busy machine
+
+  it("perplexity scores its tokens on the device (logSoftmaxAt) as the host does from the logits", async () => {
+    const path = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" }));
+    const model = loadModel(path, { backend: CudaBackend.create(), maxBatchTokens: 16 });
+    try {
+      const backend = model.transformer.outputBackend as CudaBackend;
+      const text = Array.from({ length: 8 }, (_, i) => (1000 + i * 7919) % 150_000);
+      const onDevice = computePerplexity(model, text, 8); // one window, its last 3 predictions scored
+      backend.logSoftmaxAt = undefined as never; // the host's double-precision path over the logits read back
+      const onHost = computePerplexity(model, text, 8);
+      expect(onDevice.scoredTokens).toBe(3);
+      expect(Math.abs(onDevice.perplexity / onHost.perplexity - 1)).toBeLessThan(1e-5);
+      expect(onDevice.perplexity).not.toBe(onHost.perplexity); // the f32 device sums, not the host's
+    } finally {
+      model.dispose();
+    }
+  }, 240_000);
 
   it("sampled generation through graphs takes the 40 best candidates from the device and samples the tokens of the whole-logits path", async () => {
     const path = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" }));

@@ -107,6 +107,7 @@ export const MEMRA_CUDA_SYMBOLS = {
   // (cuda, out, out_length, logits, logits_length, rows, columns)
   memra_cuda_argmax_rows: { args: [ptr, ptr, i64, ptr, i64, i64, i64], returns: i32 },
   memra_cuda_top_k_rows: { args: [ptr, ptr, i64, ptr, i64, ptr, i64, i64, i64, i64], returns: i32 },
+  memra_cuda_log_softmax_at: { args: [ptr, ptr, i64, ptr, i64, i64, i64, ptr, i64], returns: i32 },
 
   // ---- graphs ----
   memra_cuda_graph_begin: { args: [ptr], returns: i32 },

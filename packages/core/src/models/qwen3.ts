@@ -10,6 +10,7 @@ import { type Backend, type BackendGraph, type DeviceBuffer, TOP_K_ROWS_MAX, typ
 import type { KVCache } from "../kv-cache";
 import type { BackendPlacement } from "../placement/backend-placement";
 import { transferBetweenBackends } from "../placement/transfer-between-backends";
+import { logSumExp } from "../evaluation";
 import { HostTopK } from "../top-candidates";
 
 /** One sequence's part of a batched forward: its new tokens, its cache, the rows to return logits for. */
@@ -40,6 +41,13 @@ export interface BatchEntry {
    * `output` and `greedy` must be absent.
    */
   readonly top?: TopCandidates;
+  /**
+   * Scoring: for the i-th requested row (`logits`), out[i] = log p(targets[i]) under its softmax
+   * (targets and out hold one entry per requested row), computed on the backend where it can
+   * (Backend.logSoftmaxAt: one f32 per row comes back), else on the host in double precision.
+   * The entry's result is then an empty array; `output`, `greedy` and `top` must be absent.
+   */
+  readonly logprobs?: { readonly targets: Int32Array; readonly out: Float64Array };
 }
 
 /** Where a batch entry's best candidates go (BatchEntry.top). */
@@ -515,6 +523,26 @@ export class Transformer {
   }
 
   /**
+   * forward(tokens, cache) scoring given next tokens instead of returning logits: for each i,
+   * log p(targets[i] | tokens up to rows[i]), from the logits of row rows[i] (indices into tokens),
+   * on the backend where it can (BatchEntry.logprobs): one float per scored row comes back.
+   */
+  forwardLogprobs(tokens: Int32Array, cache: KVCache, rows: readonly number[], targets: Int32Array): Float64Array {
+    if (targets.length !== rows.length) throw new RangeError(`${targets.length} targets for ${rows.length} rows`);
+    const result = new Float64Array(rows.length);
+    const step = this.maxRows;
+    for (let start = 0; start < tokens.length; start += step) {
+      const end = Math.min(tokens.length, start + step);
+      const inChunk = rows.map((row, index) => ({ row: row - start, index })).filter(({ row }) => row >= 0 && row < end - start);
+      const out = new Float64Array(inChunk.length);
+      const chunkTargets = Int32Array.from(inChunk, ({ index }) => targets[index]!);
+      this.forwardBatch([{ tokens: tokens.subarray(start, end), cache, logits: inChunk.map(({ row }) => row), logprobs: { targets: chunkTargets, out } }]);
+      inChunk.forEach(({ index }, i) => (result[index] = out[i]!));
+    }
+    return result;
+  }
+
+  /**
    * forward(tokens, cache), returning instead of logits the greedy token after the last of them
    * (the sampler's argmax of its logits), picked on the backend where it can: a greedy decode
    * step then reads one int back instead of the vocabulary's logits.
@@ -552,10 +580,24 @@ export class Transformer {
     if (rows > this.maxRows) throw new RangeError(`a batch of ${rows} tokens exceeds maxBatchTokens (${this.maxRows})`);
     const storage = entries[0]!.cache.storage;
     const wanted = entries.map((entry) => requestedRows(entry.logits ?? "last", entry.tokens.length));
+    entries.forEach((entry, i) => {
+      const scoring = entry.logprobs;
+      if (!scoring) return;
+      const rows = wanted[i]!.length;
+      if (scoring.targets.length !== rows || scoring.out.length !== rows) {
+        throw new RangeError(`scoring batch entry ${i}: ${scoring.targets.length} targets and ${scoring.out.length} outputs for ${rows} requested rows`);
+      }
+      for (const target of scoring.targets) {
+        if (target < 0 || target >= d.vocabulary) throw new RangeError(`scoring batch entry ${i}: target ${target} is outside the vocabulary (0..${d.vocabulary - 1})`);
+      }
+    });
     for (const entry of entries) {
       if (entry.greedy !== undefined) {
         if (entry.logits !== undefined || entry.output !== undefined) throw new Error("a greedy batch entry takes neither `logits` nor `output`");
         if (entry.greedy.length < 1) throw new RangeError("a greedy batch entry's token array is empty");
+      }
+      if (entry.logprobs !== undefined) {
+        if (entry.output !== undefined || entry.greedy !== undefined || entry.top !== undefined) throw new Error("a scoring batch entry takes neither `output`, `greedy` nor `top`");
       }
       if (entry.top !== undefined) {
         if (entry.logits !== undefined || entry.output !== undefined || entry.greedy !== undefined) throw new Error("a top-candidates batch entry takes neither `logits`, `output` nor `greedy`");
@@ -602,7 +644,7 @@ export class Transformer {
     const picked: number[] = [];
     for (let i = 0; i < entries.length; i++) for (const r of wanted[i]!) picked.push(sequences[i * 4]! + r);
     const results = wanted.map((rowsOfEntry, i) => {
-      if (entries[i]!.greedy !== undefined || entries[i]!.top !== undefined) return EMPTY_LOGITS;
+      if (entries[i]!.greedy !== undefined || entries[i]!.top !== undefined || entries[i]!.logprobs !== undefined) return EMPTY_LOGITS;
       const length = rowsOfEntry.length * d.vocabulary;
       const output = entries[i]!.output;
       if (output === undefined) return new Float32Array(length);
@@ -615,11 +657,14 @@ export class Transformer {
     const destination: [Float32Array, number][] = [];
     const greedyOf: (Int32Array | undefined)[] = [];
     const topOf: (TopCandidates | undefined)[] = [];
+    const scoreOf: ({ target: number; out: Float64Array; index: number } | undefined)[] = [];
     for (let i = 0; i < entries.length; i++) {
       for (let j = 0; j < wanted[i]!.length; j++) {
         destination.push([results[i]!, j]);
         greedyOf.push(entries[i]!.greedy);
         topOf.push(entries[i]!.top);
+        const scoring = entries[i]!.logprobs;
+        scoreOf.push(scoring ? { target: scoring.targets[j]!, out: scoring.out, index: j } : undefined);
       }
     }
     const chunkRows = Math.min(LOGIT_ROWS, this.maxRows);
@@ -671,7 +716,22 @@ export class Transformer {
           top.logits.set(this.topLogits.subarray(k * topK, k * topK + top.ids.length));
         }
       }
-      const onBackend = (k: number) => (greedyOf[first + k] !== undefined && greedyOnBackend) || (topOf[first + k] !== undefined && topOnBackend);
+      let scoredRows = 0;
+      for (let k = 0; k < count; k++) if (scoreOf[first + k]) scoredRows++;
+      const scoresOnBackend = scoredRows > 0 && backend.logSoftmaxAt !== undefined;
+      if (scoresOnBackend) {
+        // every row of the chunk (rows not scored take target 0): one call, one float per row back
+        const targets = new Int32Array(count);
+        for (let k = 0; k < count; k++) targets[k] = scoreOf[first + k]?.target ?? 0;
+        const scores = new Float32Array(count);
+        backend.logSoftmaxAt!(scores, this.logits, count, d.vocabulary, targets);
+        for (let k = 0; k < count; k++) {
+          const score = scoreOf[first + k];
+          if (score) score.out[score.index] = scores[k]!;
+        }
+      }
+      const onBackend = (k: number) =>
+        (greedyOf[first + k] !== undefined && greedyOnBackend) || (topOf[first + k] !== undefined && topOnBackend) || (scoreOf[first + k] !== undefined && scoresOnBackend);
       let hostRows = 0;
       for (let k = 0; k < count; k++) if (!onBackend(k)) hostRows++;
       if (hostRows === 0) continue;
@@ -681,13 +741,13 @@ export class Transformer {
         if (onBackend(k)) continue;
         const greedy = greedyOf[first + k];
         const top = topOf[first + k];
-        const [target, row] = greedy || top ? [this.hostRow, 0] : destination[first + k]!;
+        const score = scoreOf[first + k];
+        const [target, row] = greedy || top || score ? [this.hostRow, 0] : destination[first + k]!;
         if (chunk) target.set(chunk.subarray(k * d.vocabulary, (k + 1) * d.vocabulary), row * d.vocabulary);
         else backend.readInto!(this.logits, k * d.vocabulary, d.vocabulary, target, row * d.vocabulary);
         if (greedy) greedy[0] = argmax(this.hostRow, d.vocabulary);
-        if (top) {
-          this.hostTopK.rows(top.ids, top.logits, this.hostRow, 0, 1, d.vocabulary, top.ids.length);
-        }
+        if (top) this.hostTopK.rows(top.ids, top.logits, this.hostRow, 0, 1, d.vocabulary, top.ids.length);
+        if (score) score.out[score.index] = this.hostRow[score.target]! - logSumExp(this.hostRow);
       }
     }
     return results;

@@ -4,7 +4,7 @@ import type { Backend, DeviceBuffer } from "../backend";
 export interface ReadCounts {
   /** Floats read back through read and readInto. */
   floatsRead: number;
-  /** Rows the overriding picks (argmaxRows, topKRows) were asked for. */
+  /** Rows the overriding picks (argmaxRows, topKRows, logSoftmaxAt) were asked for. */
   rowsPicked: number;
 }
 
@@ -15,13 +15,13 @@ export interface ReadCounts {
  */
 export function countingBackend<B extends Backend>(
   inner: B,
-  picks: { argmaxRows?: Backend["argmaxRows"] | undefined; topKRows?: Backend["topKRows"] | undefined },
+  picks: { argmaxRows?: Backend["argmaxRows"] | undefined; topKRows?: Backend["topKRows"] | undefined; logSoftmaxAt?: Backend["logSoftmaxAt"] | undefined },
 ): B & { readonly counts: ReadCounts } {
   const counts: ReadCounts = { floatsRead: 0, rowsPicked: 0 };
   return new Proxy(inner, {
     get(target, property, receiver) {
       if (property === "counts") return counts;
-      if (property === "argmaxRows" || property === "topKRows") {
+      if (property === "argmaxRows" || property === "topKRows" || property === "logSoftmaxAt") {
         if (!(property in picks)) {
           const own = Reflect.get(target, property, receiver);
           return typeof own === "function" ? own.bind(target) : own;
@@ -29,7 +29,7 @@ export function countingBackend<B extends Backend>(
         const pick = picks[property] as ((...args: unknown[]) => void) | undefined;
         if (!pick) return undefined;
         return (...args: unknown[]) => {
-          counts.rowsPicked += (property === "argmaxRows" ? args[2] : args[3]) as number;
+          counts.rowsPicked += (property === "topKRows" ? args[3] : args[2]) as number;
           pick(...args);
         };
       }

@@ -1,0 +1,109 @@
+import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
+import { beforeAll, describe, expect, it } from "vitest";
+import type { DeviceBuffer } from "../backend";
+import { computePerplexity, logSumExp } from "../evaluation";
+import { loadModel } from "../load-model";
+import { ReferenceBackend } from "../reference-backend";
+import { countingBackend } from "../testing/counting-backend";
+
+function tokens(count: number, seed = 1000): number[] {
+  return Array.from({ length: count }, (_, i) => (seed + i * 7919) % 150000);
+}
+
+/**
+ * The reference backend with a Backend.logSoftmaxAt in f32 as the CUDA kernel sums (1024 strided
+ * partial sums, then a tree), counting floats read back and rows scored.
+ */
+function scoringBackend() {
+  const inner = new ReferenceBackend();
+  const f = Math.fround;
+  return countingBackend(inner, {
+    logSoftmaxAt: (out: Float32Array, logits: DeviceBuffer, rows: number, columns: number, targets: Int32Array) => {
+      const values = inner.read(logits, 0, rows * columns);
+      for (let r = 0; r < rows; r++) {
+        const row = values.subarray(r * columns, (r + 1) * columns);
+        let max = -Infinity;
+        for (const value of row) max = Math.max(max, value);
+        const partial = new Float32Array(1024);
+        for (let i = 0; i < columns; i++) partial[i % 1024] = f(partial[i % 1024]! + f(Math.exp(f(row[i]! - max))));
+        for (let width = 512; width >= 1; width >>= 1) for (let t = 0; t < width; t++) partial[t] = f(partial[t]! + partial[t + width]!);
+        out[r] = f(f(row[targets[r]!]! - max) - f(Math.log(partial[0]!)));
+      }
+    },
+  });
+}
+
+describe("scoring next tokens where the logits are (BatchEntry.logprobs, forwardLogprobs, computePerplexity)", () => {
+  let path: string;
+  beforeAll(async () => {
+    path = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" }));
+  });
+
+  it("forwardLogprobs gives log-softmax at the targets of forward's logits rows, in double precision on the host, across chunks", () => {
+    const model = loadModel(path, { backend: new ReferenceBackend(), maxBatchTokens: 8 });
+    const plain = loadModel(path, { backend: new ReferenceBackend() });
+    const input = tokens(20);
+    const rows = [0, 3, 7, 8, 15, 19]; // three chunks of at most 8
+    const targets = Int32Array.from(rows, (r) => (r * 1013) % model.vocabularySize);
+    const cache = model.createCache(32);
+    const scores = model.forwardLogprobs(input, cache, rows, targets);
+    expect(cache.length).toBe(20);
+    const logits = plain.forward(input, plain.createCache(32), { logits: rows });
+    const vocabulary = plain.vocabularySize;
+    rows.forEach((_, i) => {
+      const row = logits.subarray(i * vocabulary, (i + 1) * vocabulary);
+      expect(scores[i]).toBe(row[targets[i]!]! - logSumExp(row));
+    });
+  });
+
+  it("takes Backend.logSoftmaxAt where the backend has it: one float per scored row comes back", () => {
+    const backend = scoringBackend();
+    const model = loadModel(path, { backend });
+    const plain = loadModel(path, { backend: new ReferenceBackend() });
+    const input = tokens(12, 5);
+    const rows = [2, 5, 11];
+    const targets = Int32Array.of(17, 150_000, 4242);
+    const before = backend.counts.floatsRead;
+    const scores = model.forwardLogprobs(input, model.createCache(16), rows, targets);
+    expect(backend.counts.floatsRead - before).toBe(0);
+    expect(backend.counts.rowsPicked).toBe(3);
+    const expected = plain.forwardLogprobs(input, plain.createCache(16), rows, targets);
+    for (let i = 0; i < rows.length; i++) expect(Math.abs(scores[i]! - expected[i]!)).toBeLessThan(1e-5);
+    expect(Array.from(scores)).not.toEqual(Array.from(expected)); // the f32 path, not the host's
+  });
+
+  it("computePerplexity equals llama.cpp's definition over forward's logits, on the host and through logSoftmaxAt", () => {
+    const input = tokens(3 * 24 + 5, 11);
+    const context = 24;
+    const model = loadModel(path, { backend: new ReferenceBackend(), maxBatchTokens: 16 });
+    const result = computePerplexity(model, input, context);
+    // the definition, from whole logits: windows from an empty cache, the second half scored
+    let nll = 0;
+    let scored = 0;
+    for (let w = 0; w < 3; w++) {
+      const window = input.slice(w * context, (w + 1) * context);
+      const logits = model.forward(window, model.createCache(context), { logits: "all" });
+      for (let j = context / 2; j < context - 1; j++) {
+        const row = logits.subarray(j * model.vocabularySize, (j + 1) * model.vocabularySize);
+        nll += logSumExp(row) - row[window[j + 1]!]!;
+        scored++;
+      }
+    }
+    expect(result.scoredTokens).toBe(scored);
+    expect(result.perplexity).toBe(Math.exp(nll / scored));
+    const onBackend = computePerplexity(loadModel(path, { backend: scoringBackend(), maxBatchTokens: 16 }), input, context);
+    expect(Math.abs(onBackend.perplexity / result.perplexity - 1)).toBeLessThan(1e-5); // per-row f32 log-probabilities within 1e-5
+  });
+
+  it("refuses a scoring entry with the wrong number of targets, a target outside the vocabulary, or an output array", () => {
+    const model = loadModel(path, { backend: new ReferenceBackend() });
+    const cache = model.createCache(8);
+    const one = Int32Array.of(1, 2);
+    const scoring = (targets: number[]) => ({ targets: Int32Array.from(targets), out: new Float64Array(targets.length) });
+    expect(() => model.transformer.forwardBatch([{ tokens: one, cache, logits: "all", logprobs: scoring([3]) }])).toThrow(/1 targets and 1 outputs for 2 requested rows/);
+    expect(() => model.transformer.forwardBatch([{ tokens: one, cache, logits: "all", logprobs: scoring([3, -1]) }])).toThrow(/target -1 is outside the vocabulary/);
+    expect(() => model.transformer.forwardBatch([{ tokens: one, cache, output: new Float32Array(1), logprobs: scoring([3]) }])).toThrow(/scoring batch entry takes neither/);
+    expect(() => model.forwardLogprobs([1, 2], cache, [0, 1], [3])).toThrow(/1 targets for 2 rows/);
+    expect(cache.length).toBe(0); // nothing ran
+  });
+});
