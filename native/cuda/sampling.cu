@@ -9,29 +9,46 @@
 
 using namespace memra_cuda_kernels;
 
-extern "C" int memra_cuda_argmax_rows(memra_cuda * cuda, int32_t * out, int64_t out_length, const float * logits, int64_t logits_length, int64_t rows,
-                                      int64_t columns) {
-    static const char function[] = "memra_cuda_argmax_rows";
+/* What the readers of logits rows check first: the context, no capture (they wait for the stream),
+ * the one-block-per-row launch, logits [rows, columns] and out [rows]. */
+static int enter_row_reader(const char * function, memra_cuda * cuda, const char * what, const void * out, int64_t out_length, const float * logits,
+                            int64_t logits_length, int64_t rows, int64_t columns, memra_cuda_launch * launch) {
     CHECK(memra_cuda_enter(function, cuda));
-    REFUSE_WHILE_CAPTURING(function, cuda, "tokens cannot be read back to the host");
-    memra_cuda_launch launch;
+    REFUSE_WHILE_CAPTURING(function, cuda, what);
     char message[512];
-    const int planned = memra_cuda_plan_argmax(rows, columns, &launch, message, sizeof message);
+    const int planned = memra_cuda_plan_argmax(rows, columns, launch, message, sizeof message);
     if (planned != MEMRA_CUDA_OK) FAIL(planned, "%s: %s", function, message);
     int64_t needed = 0;
     CHECK(memra_cuda_check_product(function, "rows * columns", rows, columns, &needed));
     CHECK(memra_cuda_check_buffer(function, "logits", logits, logits_length, needed));
     CHECK(memra_cuda_check_buffer(function, "out", out, out_length, rows));
+    return MEMRA_CUDA_OK;
+}
+
+/* After a reader's launches (`error`: the first failure): copies `count` device → host pairs, waits
+ * for the stream and gives `workspace` back. */
+static int read_back(const char * function, memra_cuda * cuda, cudaError_t error, const char * kernel, void * workspace, int count, void * const * hosts,
+                     const void * const * devices, const int64_t * bytes) {
+    for (int i = 0; i < count && error == cudaSuccess; i++) error = cudaMemcpyAsync(hosts[i], devices[i], (size_t)bytes[i], cudaMemcpyDeviceToHost, cuda->stream);
+    const int waited = error == cudaSuccess ? memra_cuda_wait(function, cuda) : MEMRA_CUDA_OK;
+    memra_cuda_free(cuda, workspace);
+    if (error != cudaSuccess) return memra_cuda_fail_cuda(error, function, kernel);
+    return waited;
+}
+
+extern "C" int memra_cuda_argmax_rows(memra_cuda * cuda, int32_t * out, int64_t out_length, const float * logits, int64_t logits_length, int64_t rows,
+                                      int64_t columns) {
+    static const char function[] = "memra_cuda_argmax_rows";
+    memra_cuda_launch launch;
+    CHECK(enter_row_reader(function, cuda, "tokens cannot be read back to the host", out, out_length, logits, logits_length, rows, columns, &launch));
     if (rows == 0) return MEMRA_CUDA_OK;
     int32_t * tokens = (int32_t *)memra_cuda_alloc(cuda, rows * 4);
     if (!tokens) return memra_cuda_last_status();
     MEMRA_LAUNCH(memra_grid(launch), launch.threads, launch.shared_bytes, cuda->stream, argmax_rows_kernel)(tokens, logits, rows, columns);
-    cudaError_t error = cudaGetLastError();
-    if (error == cudaSuccess) error = cudaMemcpyAsync(out, tokens, (size_t)rows * 4, cudaMemcpyDeviceToHost, cuda->stream);
-    const int waited = error == cudaSuccess ? memra_cuda_wait(function, cuda) : MEMRA_CUDA_OK;
-    memra_cuda_free(cuda, tokens);
-    if (error != cudaSuccess) return memra_cuda_fail_cuda(error, function, "argmax_rows_kernel");
-    return waited;
+    void * hosts[1] = {out};
+    const void * devices[1] = {tokens};
+    const int64_t bytes[1] = {rows * 4};
+    return read_back(function, cuda, cudaGetLastError(), "argmax_rows_kernel", tokens, 1, hosts, devices, bytes);
 }
 
 extern "C" int memra_cuda_top_k_rows(memra_cuda * cuda, int32_t * ids, int64_t ids_length, float * values, int64_t values_length, const float * logits,
@@ -68,27 +85,17 @@ extern "C" int memra_cuda_top_k_rows(memra_cuda * cuda, int32_t * ids, int64_t i
             logits, columns, lists_in, inputs, plan.inputs[pass], (int32_t)k, plan.sort_size[pass], lists_out, device_ids, device_values, rows);
         error = cudaGetLastError();
     }
-    if (error == cudaSuccess) error = cudaMemcpyAsync(ids, device_ids, (size_t)out_needed * 4, cudaMemcpyDeviceToHost, cuda->stream);
-    if (error == cudaSuccess) error = cudaMemcpyAsync(values, device_values, (size_t)out_needed * 4, cudaMemcpyDeviceToHost, cuda->stream);
-    const int waited = error == cudaSuccess ? memra_cuda_wait(function, cuda) : MEMRA_CUDA_OK;
-    memra_cuda_free(cuda, workspace);
-    if (error != cudaSuccess) return memra_cuda_fail_cuda(error, function, "top_k_sort_kernel");
-    return waited;
+    void * hosts[2] = {ids, values};
+    const void * devices[2] = {device_ids, device_values};
+    const int64_t bytes[2] = {out_needed * 4, out_needed * 4};
+    return read_back(function, cuda, error, "top_k_sort_kernel", workspace, 2, hosts, devices, bytes);
 }
 
 extern "C" int memra_cuda_log_softmax_at(memra_cuda * cuda, float * out, int64_t out_length, const float * logits, int64_t logits_length, int64_t rows,
                                          int64_t columns, const int32_t * targets, int64_t targets_length) {
     static const char function[] = "memra_cuda_log_softmax_at";
-    CHECK(memra_cuda_enter(function, cuda));
-    REFUSE_WHILE_CAPTURING(function, cuda, "log-probabilities cannot be read back to the host");
     memra_cuda_launch launch;
-    char message[512];
-    const int planned = memra_cuda_plan_argmax(rows, columns, &launch, message, sizeof message);
-    if (planned != MEMRA_CUDA_OK) FAIL(planned, "%s: %s", function, message);
-    int64_t needed = 0;
-    CHECK(memra_cuda_check_product(function, "rows * columns", rows, columns, &needed));
-    CHECK(memra_cuda_check_buffer(function, "logits", logits, logits_length, needed));
-    CHECK(memra_cuda_check_buffer(function, "out", out, out_length, rows));
+    CHECK(enter_row_reader(function, cuda, "log-probabilities cannot be read back to the host", out, out_length, logits, logits_length, rows, columns, &launch));
     if (rows > 0 && (!targets || targets_length < rows)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %lld targets for %lld rows", function, (long long)targets_length, (long long)rows);
     for (int64_t r = 0; r < rows; r++) {
         if (targets[r] < 0 || targets[r] >= columns) {
@@ -102,10 +109,8 @@ extern "C" int memra_cuda_log_softmax_at(memra_cuda * cuda, float * out, int64_t
     if (!device_out) return memra_cuda_last_status();
     MEMRA_LAUNCH(memra_grid(launch), launch.threads, launch.shared_bytes, cuda->stream, log_softmax_at_kernel)(device_out, logits,
                                                                                                           (const int32_t *)device_targets, rows, columns);
-    cudaError_t error = cudaGetLastError();
-    if (error == cudaSuccess) error = cudaMemcpyAsync(out, device_out, (size_t)rows * 4, cudaMemcpyDeviceToHost, cuda->stream);
-    const int waited = error == cudaSuccess ? memra_cuda_wait(function, cuda) : MEMRA_CUDA_OK;
-    memra_cuda_free(cuda, device_out);
-    if (error != cudaSuccess) return memra_cuda_fail_cuda(error, function, "log_softmax_at_kernel");
-    return waited;
+    void * hosts[1] = {out};
+    const void * devices[1] = {device_out};
+    const int64_t bytes[1] = {rows * 4};
+    return read_back(function, cuda, cudaGetLastError(), "log_softmax_at_kernel", device_out, 1, hosts, devices, bytes);
 }
