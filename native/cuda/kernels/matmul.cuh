@@ -258,10 +258,9 @@ __device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q5_0>(const uint8_t *
 
 template <>
 __device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q4_K>(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero) {
-    const uint8_t * block = row + (group >> 5) * 144;
-    const int first = (int)(group & 31) * 8;
-    const int j = first >> 5, l = first & 31;
-    k4_scale_offset(block, j, s, o);
+    const k4_group at = k4_group_of(row, group, 144, s, o);
+    const uint8_t * block = at.block;
+    const int j = at.j, l = at.l;
     zero = 0;
     /* 144-byte blocks of 16-byte aligned rows: the 8 bytes are 8-byte aligned */
     const uint2 q = __ldg(reinterpret_cast<const uint2 *>(block + 16 + (j >> 1) * 32 + l));
@@ -272,10 +271,9 @@ __device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q4_K>(const uint8_t *
 
 template <>
 __device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q5_K>(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero) {
-    const uint8_t * block = row + (group >> 5) * 176;
-    const int first = (int)(group & 31) * 8;
-    const int j = first >> 5, l = first & 31;
-    k4_scale_offset(block, j, s, o);
+    const k4_group at = k4_group_of(row, group, 176, s, o);
+    const uint8_t * block = at.block;
+    const int j = at.j, l = at.l;
     zero = 0;
     /* 176-byte blocks of 16-byte aligned rows: both 8-byte loads are 8-byte aligned */
     const uint2 ql = __ldg(reinterpret_cast<const uint2 *>(block + 48 + (j >> 1) * 32 + l));

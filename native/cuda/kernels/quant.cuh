@@ -47,12 +47,22 @@ __device__ __forceinline__ void scale_min_k4(int j, const uint8_t * q, int & d, 
     }
 }
 
-/* Scale s = d · sc and offset o = −dmin · m of sub-block j of a q4_K / q5_K super-block. */
-__device__ __forceinline__ void k4_scale_offset(const uint8_t * block, int j, float & s, float & o) {
+/* Where the 8 values of `group` of a q4_K / q5_K row (super-blocks of block_bytes) are: their
+ * super-block, its 32-value sub-block j and their offset l in it; and the sub-block's scale
+ * s = d · sc and offset o = −dmin · m. */
+struct k4_group {
+    const uint8_t * block;
+    int j, l;
+};
+__device__ __forceinline__ k4_group k4_group_of(const uint8_t * row, int64_t group, int block_bytes, float & s, float & o) {
+    const uint8_t * block = row + (group >> 5) * block_bytes;
+    const int first = (int)(group & 31) * 8;
+    const int j = first >> 5;
     int sc, m;
     scale_min_k4(j, block + 4, sc, m);
     s = __fmul_rn(half_at(block), (float)sc);
     o = -__fmul_rn(half_at(block + 2), (float)m);
+    return k4_group{block, j, first & 31};
 }
 
 /* Where the 8 values of `group` of a q6_K row are: their low-nibble and high-bit bytes (ql, qh,
@@ -186,11 +196,9 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q5_1>(const uint8_t 
 
 template <>
 __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q4_K>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
-    const uint8_t * block = row + (group >> 5) * 144;
-    const int first = (int)(group & 31) * 8;
-    const int j = first >> 5;
-    const int l = first & 31;
-    k4_scale_offset(block, j, s, o);
+    const k4_group at = k4_group_of(row, group, 144, s, o);
+    const uint8_t * block = at.block;
+    const int j = at.j, l = at.l;
     uint8_t b[8];
     load8(block + 16 + (j >> 1) * 32 + l, b);
     const int shift = (j & 1) * 4;
@@ -200,11 +208,9 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q4_K>(const uint8_t 
 
 template <>
 __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q5_K>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
-    const uint8_t * block = row + (group >> 5) * 176;
-    const int first = (int)(group & 31) * 8;
-    const int j = first >> 5;
-    const int l = first & 31;
-    k4_scale_offset(block, j, s, o);
+    const k4_group at = k4_group_of(row, group, 176, s, o);
+    const uint8_t * block = at.block;
+    const int j = at.j, l = at.l;
     uint8_t ql[8], qh[8];
     load8(block + 48 + (j >> 1) * 32 + l, ql);
     load8(block + 16 + l, qh);
