@@ -6,7 +6,7 @@
  * experts routed and run on the device). Skipped without a GPU
  * unless MEMRA_CUDA_LIBRARY names the emulated library (CI runs it on the CPU emulator).
  */
-import { type BackendGraph, type DeviceBuffer, type KVStorage, computePerplexity, loadModel } from "@memra/core";
+import { type BackendGraph, type DeviceBuffer, type GenerateOptions, type KVStorage, computePerplexity, loadModel } from "@memra/core";
 import { firstDifference, normals, tensorInfo } from "@memra/core/internal";
 import { GGMLType, quantize } from "@memra/gguf";
 import { argmax } from "@memra/sampler";
@@ -319,10 +319,56 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
       const options = { seed: 11, maxTokens: 6 }; // llama.cpp's default chain: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05
       const fromTop = await model.complete([11, 12, 13, 14], options);
       expect(picked).toBe(6); // the prompt's last row and 5 decode steps
-      const whole = await model.complete([11, 12, 13, 14], { ...options, logprobs: true }); // logprobs: every step's logits read back
+      const whole = await model.complete([11, 12, 13, 14], { ...options, logitBias: { 0: 0 } }); // a logit bias (of 0): every step's logits read back
       expect(picked).toBe(6);
       expect(fromTop.tokens).toEqual(whole.tokens);
       expect(fromTop.tokens.length).toBe(6);
+    } finally {
+      model.dispose();
+    }
+  }, 240_000);
+
+  it("generation with logprobs takes candidates and log Σ exp from the device: the logprobs of the whole logits within 1e-5", async () => {
+    const path = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" }));
+    const model = loadModel(path, { backend: CudaBackend.create(), maxBatchTokens: 16 });
+    try {
+      const backend = model.transformer.outputBackend as CudaBackend;
+      const calls = { topKRows: 0, logSoftmaxAt: 0 };
+      const [topKRows, logSoftmaxAt] = [backend.topKRows.bind(backend), backend.logSoftmaxAt.bind(backend)];
+      backend.topKRows = (...args) => {
+        calls.topKRows++;
+        topKRows(...args);
+      };
+      backend.logSoftmaxAt = (...args) => {
+        calls.logSoftmaxAt++;
+        logSoftmaxAt(...args);
+      };
+      const steps = async (options: GenerateOptions) => {
+        const out: { token: number; logprob: number; top: { id: number; logprob: number }[] }[] = [];
+        for await (const chunk of model.generate([11, 12, 13, 14], options)) {
+          if (chunk.token !== undefined) out.push({ token: chunk.token, logprob: chunk.logprob!, top: [...(chunk.topLogprobs ?? [])] });
+        }
+        return out;
+      };
+      for (const options of [
+        { temperature: 0, maxTokens: 3, logprobs: true, topLogprobs: 3 },
+        { seed: 11, maxTokens: 3, logprobs: true, topLogprobs: 2 },
+      ]) {
+        const before = { ...calls };
+        const fromDevice = await steps(options);
+        expect(calls.topKRows - before.topKRows).toBe(3); // the prompt's last row and 2 decode steps
+        expect(calls.logSoftmaxAt - before.logSoftmaxAt).toBe(3);
+        const whole = await steps({ ...options, logitBias: { 0: 0 } }); // every step's logits read back, summed on the host
+        expect(calls.topKRows - before.topKRows).toBe(3);
+        expect(fromDevice.map((step) => step.token)).toEqual(whole.map((step) => step.token));
+        fromDevice.forEach((step, i) => {
+          const expected = whole[i]!;
+          expect(Math.abs(step.logprob - expected.logprob)).toBeLessThan(1e-5 * Math.max(1, Math.abs(expected.logprob)));
+          expect(step.top.map((top) => top.id)).toEqual(expected.top.map((top) => top.id));
+          step.top.forEach((top, j) => expect(Math.abs(top.logprob - expected.top[j]!.logprob)).toBeLessThan(1e-5 * Math.max(1, Math.abs(expected.top[j]!.logprob))));
+        });
+        expect(fromDevice.map((step) => step.logprob)).not.toEqual(whole.map((step) => step.logprob)); // the f32 device sums, not the host's
+      }
     } finally {
       model.dispose();
     }

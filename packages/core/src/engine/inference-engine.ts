@@ -45,6 +45,8 @@ interface Work {
   readonly greedy: boolean;
   /** Resolve with the best `top` candidates (into EngineSequence.top) instead of the logits; 0: not. */
   readonly top: number;
+  /** With `top`: also the row's log Σ exp (EngineSequence.top.logSumExp). */
+  readonly logSumExp: boolean;
   /** With the logits, or undefined (aborted, released); a greedy evaluation reads its token from EngineSequence.greedy. */
   readonly resolve: (logits: Float32Array | undefined) => void;
   readonly reject: (error: unknown) => void;
@@ -106,12 +108,19 @@ export class EngineSequence {
    * logits in descending order, equal logits by ascending id, as the sampler's top-k leaves them:
    * see the sampler's topCandidatesSuffice and sampleTop), picked on the backend where it can
    * (Backend.topKRows): a sampled decode step reads 2k numbers back instead of the vocabulary's
-   * logits. k from 1 to min(vocabulary, TOP_K_ROWS_MAX). The arrays are the sequence's own (the
-   * next evaluation overwrites them). Undefined when `signal` aborts first.
+   * logits. k from 1 to min(vocabulary, TOP_K_ROWS_MAX). `logSumExp`: also log Σ exp of the whole
+   * row (in the result's logSumExp[0]; see TopCandidates), for log-probabilities. The arrays are the
+   * sequence's own (the next evaluation overwrites them). Undefined when `signal` aborts first.
    */
-  async evaluateTop(tokens: readonly number[], k: number, signal?: AbortSignal, chunkTokens = Number.POSITIVE_INFINITY): Promise<TopCandidates | undefined> {
+  async evaluateTop(
+    tokens: readonly number[],
+    k: number,
+    signal?: AbortSignal,
+    chunkTokens = Number.POSITIVE_INFINITY,
+    options: { readonly logSumExp?: boolean } = {},
+  ): Promise<TopCandidates | undefined> {
     if (!(k >= 1)) throw new RangeError(`top candidates: k must be an integer from 1 to ${Math.min(this.engine.transformer.dimensions.vocabulary, TOP_K_ROWS_MAX)}, got ${k}`);
-    const logits = await this.engine.evaluate(this, tokens, signal, chunkTokens, false, k);
+    const logits = await this.engine.evaluate(this, tokens, signal, chunkTokens, false, k, options.logSumExp === true);
     return logits === undefined ? undefined : this.top;
   }
 
@@ -180,7 +189,7 @@ export class InferenceEngine {
   /**
    * See EngineSequence.evaluate; `greedy`: EngineSequence.evaluateGreedy (resolves with an empty
    * array, the token in sequence.greedy); `top` > 0: EngineSequence.evaluateTop (resolves with an
-   * empty array, the candidates in sequence.top).
+   * empty array, the candidates in sequence.top), with the row's log Σ exp when `logSumExp`.
    */
   evaluate(
     sequence: EngineSequence,
@@ -189,6 +198,7 @@ export class InferenceEngine {
     chunkTokens: number,
     greedy = false,
     top = 0,
+    logSumExp = false,
   ): Promise<Float32Array | undefined> {
     if (!(chunkTokens >= 1)) throw new RangeError(`chunkTokens must be at least 1, got ${chunkTokens}`);
     const most = Math.min(this.transformer.dimensions.vocabulary, TOP_K_ROWS_MAX);
@@ -204,8 +214,10 @@ export class InferenceEngine {
     if (sequence.tokens.length + tokens.length > sequence.capacity) throw new KVCacheFullError(sequence.tokens.length + tokens.length, sequence.capacity);
     for (const token of tokens) sequence.tokens.push(token);
     return new Promise((resolve, reject) => {
-      if (top > 0 && sequence.top?.ids.length !== top) sequence.top = { ids: new Int32Array(top), logits: new Float32Array(top) };
-      sequence.work = { resolve, reject, signal, chunkTokens, greedy, top };
+      if (top > 0 && (sequence.top?.ids.length !== top || (sequence.top.logSumExp !== undefined) !== logSumExp)) {
+        sequence.top = { ids: new Int32Array(top), logits: new Float32Array(top), ...(logSumExp ? { logSumExp: new Float64Array(1) } : {}) };
+      }
+      sequence.work = { resolve, reject, signal, chunkTokens, greedy, top, logSumExp: top > 0 && logSumExp };
       if (!sequence.cache && !this.waiting.includes(sequence)) this.waiting.push(sequence);
       this.scheduleStep();
     });

@@ -1,7 +1,7 @@
 import { StopSequenceMatcher, createSampler, isPlainGreedy, topCandidatesSuffice } from "@memra/sampler";
 import { TOP_K_ROWS_MAX } from "../backend";
 import type { EngineSequence } from "../engine/inference-engine";
-import { logSumExp, topLogprobs } from "../evaluation";
+import { type TokenLogprob, logSumExp, topLogprobs } from "../evaluation";
 import type { Model } from "../load-model";
 import type { TopCandidates } from "../models/qwen3";
 import type { ResolvedGenerateOptions } from "./generation-options";
@@ -50,12 +50,21 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
   const baseSampler = createSampler(options, { vocabularySize: model.vocabularySize, tokenText: (id) => tokenizer.tokenText(id) });
   const sampler = constraint ? constraint.wrap(baseSampler) : baseSampler;
   // A plain greedy pick needs no logits on the host: the backend picks the token (one int read
-  // back per step instead of the vocabulary's logits). Logprobs need the logits.
-  const pickOnBackend = !constraint && !options.logprobs && isPlainGreedy(options);
+  // back per step instead of the vocabulary's logits).
+  const plainGreedy = !constraint && isPlainGreedy(options);
+  const pickOnBackend = plainGreedy && !options.logprobs;
   // A sampled pick that depends on the best candidates alone gets only those (k ids and logits,
   // picked on the backend where it can) instead of the vocabulary's logits.
-  const suffice = !constraint && !options.logprobs && !pickOnBackend && baseSampler.sampleTop ? topCandidatesSuffice(options, model.vocabularySize) : 0;
-  const topK = suffice <= TOP_K_ROWS_MAX ? suffice : 0;
+  const suffice = !constraint && !plainGreedy && baseSampler.sampleTop ? topCandidatesSuffice(options, model.vocabularySize) : 0;
+  // Log-probabilities of such picks (and of plain greedy ones) need the best max(k, topLogprobs)
+  // and the row's log Σ exp, not the logits: the picked token is among those candidates.
+  const withLogprobs = options.logprobs && (suffice > 0 || plainGreedy);
+  const wanted = withLogprobs ? Math.min(Math.max(suffice, options.topLogprobs, 1), model.vocabularySize) : suffice;
+  const topK = wanted <= TOP_K_ROWS_MAX ? wanted : 0;
+  const evaluateTop = (tokens: readonly number[], chunkTokens?: number) => sequence.evaluateTop(tokens, topK, options.signal, chunkTokens, { logSumExp: withLogprobs });
+  /** The step's token from its candidates: the best (plain greedy) or sampled from the best `suffice`. */
+  const pickFromTop = (top: TopCandidates, history: readonly number[]): number =>
+    suffice === 0 ? top.ids[0]! : baseSampler.sampleTop!(top.ids.subarray(0, suffice), top.logits.subarray(0, suffice), history).token;
 
   // Prompt tokens the engine found in its prefix cache (a recompute after preemption may find more).
   const reused = () => Math.min(sequence.reusedTokens, promptTokens.length - 1 - request.cachedTokens);
@@ -98,7 +107,7 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
     let picked: number | undefined;
     let top: TopCandidates | undefined;
     if (pickOnBackend) picked = await sequence.evaluateGreedy(prompt, options.signal, options.prefillChunkTokens);
-    else if (topK > 0) top = await sequence.evaluateTop(prompt, topK, options.signal, options.prefillChunkTokens);
+    else if (topK > 0) top = await evaluateTop(prompt, options.prefillChunkTokens);
     else logits = await sequence.evaluate(prompt, options.signal, options.prefillChunkTokens);
     prefillMs = performance.now() - prefillStarted;
     if ((logits === undefined && picked === undefined && top === undefined) || aborted()) {
@@ -109,7 +118,7 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
     // Decode: sample, stream, feed the token back.
     decodeStarted = performance.now();
     while (true) {
-      const token = picked ?? (top ? baseSampler.sampleTop!(top.ids, top.logits, history) : sampler.sample(logits!, history)).token;
+      const token = picked ?? (top ? pickFromTop(top, history) : sampler.sample(logits!, history).token);
       generated.push(token);
       history.push(token);
       if (tokenizer.isEndOfGeneration(token)) {
@@ -118,9 +127,7 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
       }
       const step = matcher.push(decoder.push(token));
       text += step.text;
-      yield options.logprobs
-        ? { text: step.text, token, logprob: logits![token]! - logSumExp(logits!), ...(options.topLogprobs > 0 ? { topLogprobs: topLogprobs(logits!, options.topLogprobs) } : {}) }
-        : { text: step.text, token };
+      yield !options.logprobs ? { text: step.text, token } : top ? { text: step.text, token, ...logprobsOfTop(top, token, options.topLogprobs) } : { text: step.text, token, logprob: logits![token]! - logSumExp(logits!), ...(options.topLogprobs > 0 ? { topLogprobs: topLogprobs(logits!, options.topLogprobs) } : {}) };
       if (step.stopped) {
         finishReason = "stop";
         stopString = step.stop;
@@ -136,7 +143,7 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
         break;
       }
       if (pickOnBackend) picked = await sequence.evaluateGreedy([token], options.signal);
-      else if (topK > 0) top = await sequence.evaluateTop([token], topK, options.signal);
+      else if (topK > 0) top = await evaluateTop([token]);
       else logits = await sequence.evaluate([token], options.signal);
       if (pickOnBackend ? picked === undefined : topK > 0 ? top === undefined : logits === undefined) {
         finishReason = "abort";
@@ -185,4 +192,18 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
       };
     },
   };
+}
+
+/**
+ * A step's logprob and top logprobs from its best candidates and the row's log Σ exp (evaluateTop
+ * with logSumExp): the same values the whole logits give (logits[id] - logSumExp(logits)), in
+ * the same order (most probable first, equal logits by ascending id).
+ */
+function logprobsOfTop(top: TopCandidates, token: number, count: number): { logprob: number; topLogprobs?: TokenLogprob[] } {
+  const normaliser = top.logSumExp![0]!;
+  const at = top.ids.indexOf(token);
+  if (at < 0) throw new Error(`the picked token ${token} is not among the step's ${top.ids.length} best candidates`);
+  const logprob = top.logits[at]! - normaliser;
+  if (count === 0) return { logprob };
+  return { logprob, topLogprobs: Array.from(top.ids.subarray(0, count), (id, i) => ({ id, logprob: top.logits[i]! - normaliser })) };
 }

@@ -54,6 +54,12 @@ export interface BatchEntry {
 export interface TopCandidates {
   readonly ids: Int32Array;
   readonly logits: Float32Array;
+  /**
+   * When present, log Σ exp of the whole row's logits goes to logSumExp[0] (so that
+   * logits[i] - logSumExp[0] is log p(ids[i])): on the backend where it can (Backend.logSoftmaxAt
+   * at the best candidate: within 1e-5·max(1, |value|)), else on the host in double precision.
+   */
+  readonly logSumExp?: Float64Array;
 }
 import { ModelWeights } from "./model-weights";
 
@@ -605,6 +611,7 @@ export class Transformer {
         if (entry.top.logits.length !== k || k < 1 || k > Math.min(d.vocabulary, TOP_K_ROWS_MAX)) {
           throw new RangeError(`a top-candidates batch entry holds ${k} ids and ${entry.top.logits.length} logits; both must hold k from 1 to ${Math.min(d.vocabulary, TOP_K_ROWS_MAX)}`);
         }
+        if (entry.top.logSumExp !== undefined && entry.top.logSumExp.length < 1) throw new RangeError("a top-candidates batch entry's logSumExp array is empty");
       }
       if (entry.cache.storage !== storage) throw new Error("the caches of one batch must share one KV pool");
       if (entry.tokens.length === 0) throw new RangeError("a batch entry has no tokens");
@@ -716,22 +723,28 @@ export class Transformer {
           top.logits.set(this.topLogits.subarray(k * topK, k * topK + top.ids.length));
         }
       }
+      // Scored rows, and top rows that want their row's log Σ exp (taken at their best candidate c:
+      // logSoftmaxAt gives x_c - log Σ exp(x), so log Σ exp(x) = x_c - that), in one call.
       let scoredRows = 0;
-      for (let k = 0; k < count; k++) if (scoreOf[first + k]) scoredRows++;
+      for (let k = 0; k < count; k++) if (scoreOf[first + k] || (topOnBackend && topOf[first + k]?.logSumExp)) scoredRows++;
       const scoresOnBackend = scoredRows > 0 && backend.logSoftmaxAt !== undefined;
       if (scoresOnBackend) {
-        // every row of the chunk (rows not scored take target 0): one call, one float per row back
+        // every row of the chunk (the others take target 0): one call, one float per row back
         const targets = new Int32Array(count);
-        for (let k = 0; k < count; k++) targets[k] = scoreOf[first + k]?.target ?? 0;
+        for (let k = 0; k < count; k++) targets[k] = scoreOf[first + k]?.target ?? (topOnBackend && topOf[first + k]?.logSumExp ? this.topIds[k * topK]! : 0);
         const scores = new Float32Array(count);
         backend.logSoftmaxAt!(scores, this.logits, count, d.vocabulary, targets);
         for (let k = 0; k < count; k++) {
           const score = scoreOf[first + k];
           if (score) score.out[score.index] = scores[k]!;
+          const top = topOf[first + k];
+          if (topOnBackend && top?.logSumExp) top.logSumExp[0] = this.topLogits[k * topK]! - scores[k]!;
         }
       }
       const onBackend = (k: number) =>
-        (greedyOf[first + k] !== undefined && greedyOnBackend) || (topOf[first + k] !== undefined && topOnBackend) || (scoreOf[first + k] !== undefined && scoresOnBackend);
+        (greedyOf[first + k] !== undefined && greedyOnBackend) ||
+        (topOf[first + k] !== undefined && topOnBackend && (topOf[first + k]!.logSumExp === undefined || scoresOnBackend)) ||
+        (scoreOf[first + k] !== undefined && scoresOnBackend);
       let hostRows = 0;
       for (let k = 0; k < count; k++) if (!onBackend(k)) hostRows++;
       if (hostRows === 0) continue;
@@ -747,6 +760,7 @@ export class Transformer {
         else backend.readInto!(this.logits, k * d.vocabulary, d.vocabulary, target, row * d.vocabulary);
         if (greedy) greedy[0] = argmax(this.hostRow, d.vocabulary);
         if (top) this.hostTopK.rows(top.ids, top.logits, this.hostRow, 0, 1, d.vocabulary, top.ids.length);
+        if (top?.logSumExp) top.logSumExp[0] = logSumExp(this.hostRow);
         if (score) score.out[score.index] = this.hostRow[score.target]! - logSumExp(this.hostRow);
       }
     }

@@ -1,36 +1,19 @@
 import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
 import { beforeAll, describe, expect, it } from "vitest";
-import type { DeviceBuffer } from "../backend";
 import { computePerplexity, logSumExp } from "../evaluation";
 import { loadModel } from "../load-model";
 import { ReferenceBackend } from "../reference-backend";
 import { countingBackend } from "../testing/counting-backend";
+import { f32LogSoftmaxAt } from "../testing/f32-log-softmax";
 
 function tokens(count: number, seed = 1000): number[] {
   return Array.from({ length: count }, (_, i) => (seed + i * 7919) % 150000);
 }
 
-/**
- * The reference backend with a Backend.logSoftmaxAt in f32 as the CUDA kernel sums (1024 strided
- * partial sums, then a tree), counting floats read back and rows scored.
- */
+/** The reference backend with an f32 Backend.logSoftmaxAt, counting floats read back and rows scored. */
 function scoringBackend() {
   const inner = new ReferenceBackend();
-  const f = Math.fround;
-  return countingBackend(inner, {
-    logSoftmaxAt: (out: Float32Array, logits: DeviceBuffer, rows: number, columns: number, targets: Int32Array) => {
-      const values = inner.read(logits, 0, rows * columns);
-      for (let r = 0; r < rows; r++) {
-        const row = values.subarray(r * columns, (r + 1) * columns);
-        let max = -Infinity;
-        for (const value of row) max = Math.max(max, value);
-        const partial = new Float32Array(1024);
-        for (let i = 0; i < columns; i++) partial[i % 1024] = f(partial[i % 1024]! + f(Math.exp(f(row[i]! - max))));
-        for (let width = 512; width >= 1; width >>= 1) for (let t = 0; t < width; t++) partial[t] = f(partial[t]! + partial[t + width]!);
-        out[r] = f(f(row[targets[r]!]! - max) - f(Math.log(partial[0]!)));
-      }
-    },
-  });
+  return countingBackend(inner, { logSoftmaxAt: f32LogSoftmaxAt(inner) });
 }
 
 describe("scoring next tokens where the logits are (BatchEntry.logprobs, forwardLogprobs, computePerplexity)", () => {

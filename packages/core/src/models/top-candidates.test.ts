@@ -1,9 +1,12 @@
 import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
 import { beforeAll, describe, expect, it } from "vitest";
 import { TOP_K_ROWS_MAX } from "../backend";
+import { type TokenLogprob, logSumExp } from "../evaluation";
+import type { GenerateOptions } from "../generation/generation-options";
 import { type Model, loadModel } from "../load-model";
 import { ReferenceBackend } from "../reference-backend";
 import { countingBackend } from "../testing/counting-backend";
+import { f32LogSoftmaxAt } from "../testing/f32-log-softmax";
 import { HostTopK } from "../top-candidates";
 import type { BatchEntry } from "./qwen3";
 
@@ -154,12 +157,102 @@ describe("sampling from the best candidates (BatchEntry.top, evaluateTop)", () =
       const before = backend.counts.floatsRead;
       const fast = await model.complete(prompt, options);
       expect(backend.counts.floatsRead - before).toBe(0); // no logits came back
-      const whole = await plain.complete(prompt, { ...options, logprobs: true }); // logprobs: the sampler's path on the whole logits
+      const whole = await plain.complete(prompt, { ...options, logitBias: { 0: 0 } }); // a logit bias (of 0): the sampler's path on the whole logits
       expect(fast.tokens).toEqual(whole.tokens);
       expect(fast.tokens.length).toBe(12);
     }
     const withPenalty = backend.counts.floatsRead;
     await model.complete(prompt, { seed: 5, maxTokens: 2, repeatPenalty: 1.2 });
     expect(backend.counts.floatsRead).toBeGreaterThan(withPenalty); // a penalty needs the logits
+  });
+
+  /** Every streamed step's token, logprob and top logprobs. */
+  async function stepsOf(model: Model, prompt: number[], options: GenerateOptions) {
+    const steps: { token: number; logprob: number; top: TokenLogprob[] }[] = [];
+    for await (const chunk of model.generate(prompt, options)) {
+      if (chunk.token !== undefined) steps.push({ token: chunk.token, logprob: chunk.logprob!, top: [...(chunk.topLogprobs ?? [])] });
+    }
+    return steps;
+  }
+
+  it("a top entry's logSumExp: in double on the host, else through Backend.logSoftmaxAt at its best candidate with the batch's scored rows", () => {
+    const [inner, other] = [new ReferenceBackend(), new ReferenceBackend()];
+    const backends = {
+      host: countingBackend(new ReferenceBackend(), {}), // topKRows, no logSoftmaxAt: the rows come back
+      device: countingBackend(inner, { topKRows: inner.topKRows.bind(inner), logSoftmaxAt: f32LogSoftmaxAt(inner) }),
+      hostTopK: countingBackend(other, { topKRows: undefined, logSoftmaxAt: f32LogSoftmaxAt(other) }),
+    };
+    const plain = loadModel(path, { backend: new ReferenceBackend() });
+    const vocabulary = plain.vocabularySize;
+    const prompts = [tokens(5, 1), tokens(7, 2), tokens(3, 3)];
+    // the expected: each entry's last row's logits, whole
+    const plainPool = plain.createKVPool(64, { blockTokens: 4 });
+    const rows = prompts.map((prompt) => plain.forward(prompt, plainPool.createSequence(64)));
+    for (const [name, backend] of Object.entries(backends)) {
+      const model = loadModel(path, { backend });
+      const pool = model.createKVPool(64, { blockTokens: 4 });
+      const tops = [3, 0, 40].map((k) => (k > 0 ? { ids: new Int32Array(k), logits: new Float32Array(k), logSumExp: new Float64Array(1) } : undefined));
+      const scoring = { targets: Int32Array.of(4242), out: new Float64Array(1) };
+      const entries: BatchEntry[] = prompts.map((prompt, i) => {
+        const cache = pool.createSequence(64);
+        return tops[i] ? { tokens: prompt, cache, top: tops[i]! } : { tokens: prompt, cache, logits: "last", logprobs: scoring };
+      });
+      const before = { ...backend.counts };
+      model.transformer.forwardBatch(entries);
+      const read = backend.counts.floatsRead - before.floatsRead;
+      for (const i of [0, 2]) {
+        const top = tops[i]!;
+        expect(Array.from(top.ids), name).toEqual(bestByPlainSort(rows[i]!, top.ids.length).ids);
+        const exact = logSumExp(rows[i]!);
+        if (name === "device") expect(Math.abs(top.logSumExp[0]! - exact), name).toBeLessThan(1e-5 * Math.max(1, Math.abs(exact)));
+        else expect(top.logSumExp[0], name).toBe(exact);
+      }
+      const score = rows[1]![4242]! - logSumExp(rows[1]!);
+      expect(Math.abs(scoring.out[0]! - score), name).toBeLessThan(1e-5 * Math.max(1, Math.abs(score)));
+      if (name === "device") {
+        expect(read).toBe(0); // nothing but candidates and one float per row
+        expect(backend.counts.rowsPicked - before.rowsPicked).toBe(3 + 3); // topKRows and one logSoftmaxAt over the 3 rows
+        expect(tops[0]!.logSumExp[0]).not.toBe(logSumExp(rows[0]!)); // the f32 sums, not the host's
+      } else if (name === "host") {
+        expect(read).toBe(3 * vocabulary); // every row for its log Σ exp or its score
+      } else {
+        expect(read).toBe(2 * vocabulary); // the top rows, picked on the host; the scored row stays
+      }
+    }
+    const cache = plain.createCache(8);
+    expect(() => plain.transformer.forwardBatch([{ tokens: Int32Array.of(1), cache, top: { ids: new Int32Array(2), logits: new Float32Array(2), logSumExp: new Float64Array(0) } }])).toThrow(
+      /logSumExp array is empty/,
+    );
+  });
+
+  it("generate with logprobs takes its candidates and log Σ exp where the logits are: the logprobs of the whole-logits path", async () => {
+    const inner = new ReferenceBackend();
+    const device = countingBackend(inner, { logSoftmaxAt: f32LogSoftmaxAt(inner) });
+    const model = loadModel(path, { backend: device });
+    const host = loadModel(path, { backend: new ReferenceBackend() }); // host top-k and log Σ exp
+    const plain = loadModel(path, { backend: new ReferenceBackend() });
+    const prompt = Array.from(tokens(5, 77));
+    const chains: GenerateOptions[] = [
+      { temperature: 0, maxTokens: 8, logprobs: true, topLogprobs: 5 }, // greedy: the best candidate
+      { seed: 5, maxTokens: 8, logprobs: true }, // llama.cpp's defaults, top-k 40
+      { seed: 6, maxTokens: 8, logprobs: true, topLogprobs: 12, temperature: 1.5, topK: 4, minP: 0 }, // more top logprobs than top-k keeps
+      { seed: 7, maxTokens: 8, logprobs: true, topLogprobs: 20, temperature: 1.1, topK: 30, typicalP: 0.8, xtc: { probability: 0.5, threshold: 0.1 } },
+    ];
+    for (const options of chains) {
+      const whole = await stepsOf(plain, prompt, { ...options, logitBias: { 0: 0 } }); // a logit bias (of 0): the whole logits every step
+      expect(whole.length).toBe(8);
+      expect(await stepsOf(host, prompt, options)).toEqual(whole); // the same numbers, exactly
+      const before = device.counts.floatsRead;
+      const steps = await stepsOf(model, prompt, options);
+      expect(device.counts.floatsRead - before).toBe(0); // no logits came back
+      expect(steps.map((step) => step.token)).toEqual(whole.map((step) => step.token));
+      steps.forEach((step, i) => {
+        const expected = whole[i]!;
+        expect(Math.abs(step.logprob - expected.logprob)).toBeLessThan(1e-5 * Math.max(1, Math.abs(expected.logprob)));
+        expect(step.top.map((top) => top.id)).toEqual(expected.top.map((top) => top.id));
+        step.top.forEach((top, j) => expect(Math.abs(top.logprob - expected.top[j]!.logprob)).toBeLessThan(1e-5 * Math.max(1, Math.abs(expected.top[j]!.logprob))));
+        expect(step.top.length).toBe(options.topLogprobs ?? 0);
+      });
+    }
   });
 });
