@@ -15,8 +15,9 @@ int64_t memra_cuda_type_block_values(int type) {
     switch (type) {
         case MEMRA_CUDA_TYPE_F32: case MEMRA_CUDA_TYPE_F16: case MEMRA_CUDA_TYPE_BF16: return 1;
         case MEMRA_CUDA_TYPE_Q4_0: case MEMRA_CUDA_TYPE_Q4_1: case MEMRA_CUDA_TYPE_Q5_0: case MEMRA_CUDA_TYPE_Q5_1:
-        case MEMRA_CUDA_TYPE_Q8_0: return 32;
-        case MEMRA_CUDA_TYPE_Q4_K: case MEMRA_CUDA_TYPE_Q5_K: case MEMRA_CUDA_TYPE_Q6_K: return 256;
+        case MEMRA_CUDA_TYPE_Q8_0: case MEMRA_CUDA_TYPE_IQ4_NL: return 32;
+        case MEMRA_CUDA_TYPE_Q2_K: case MEMRA_CUDA_TYPE_Q3_K: case MEMRA_CUDA_TYPE_Q4_K: case MEMRA_CUDA_TYPE_Q5_K: case MEMRA_CUDA_TYPE_Q6_K:
+        case MEMRA_CUDA_TYPE_IQ4_XS: return 256;
         default: return 0;
     }
 }
@@ -30,9 +31,13 @@ int64_t memra_cuda_type_block_bytes(int type) {
         case MEMRA_CUDA_TYPE_Q5_0: return 22;
         case MEMRA_CUDA_TYPE_Q5_1: return 24;
         case MEMRA_CUDA_TYPE_Q8_0: return 34;
+        case MEMRA_CUDA_TYPE_IQ4_NL: return 18;
+        case MEMRA_CUDA_TYPE_Q2_K: return 84;
+        case MEMRA_CUDA_TYPE_Q3_K: return 110;
         case MEMRA_CUDA_TYPE_Q4_K: return 144;
         case MEMRA_CUDA_TYPE_Q5_K: return 176;
         case MEMRA_CUDA_TYPE_Q6_K: return 210;
+        case MEMRA_CUDA_TYPE_IQ4_XS: return 136;
         default: return 0;
     }
 }
@@ -184,12 +189,16 @@ int memra_cuda_activation_rounding(int type) {
     switch (type) {
         case MEMRA_CUDA_TYPE_Q4_0:
         case MEMRA_CUDA_TYPE_Q5_0:
-        case MEMRA_CUDA_TYPE_Q8_0: return MEMRA_CUDA_ROUND_Q8_0;
+        case MEMRA_CUDA_TYPE_Q8_0:
+        case MEMRA_CUDA_TYPE_IQ4_NL: return MEMRA_CUDA_ROUND_Q8_0;
         case MEMRA_CUDA_TYPE_Q4_1:
         case MEMRA_CUDA_TYPE_Q5_1: return MEMRA_CUDA_ROUND_Q8_1;
+        case MEMRA_CUDA_TYPE_Q2_K:
+        case MEMRA_CUDA_TYPE_Q3_K:
         case MEMRA_CUDA_TYPE_Q4_K:
         case MEMRA_CUDA_TYPE_Q5_K:
-        case MEMRA_CUDA_TYPE_Q6_K: return MEMRA_CUDA_ROUND_Q8_K;
+        case MEMRA_CUDA_TYPE_Q6_K:
+        case MEMRA_CUDA_TYPE_IQ4_XS: return MEMRA_CUDA_ROUND_Q8_K;
         case MEMRA_CUDA_TYPE_F16: return MEMRA_CUDA_ROUND_F16;
         case MEMRA_CUDA_TYPE_BF16: return MEMRA_CUDA_ROUND_BF16;
         default: return MEMRA_CUDA_ROUND_NONE;

@@ -231,6 +231,85 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q6_K>(const uint8_t 
     for (int i = 0; i < 8; i++) c[i] = small_int_to_float(((((ql[i] >> at.low_shift) & 0xf) | (((qh[i] >> at.high_shift) & 3) << 4)) - 32));
 }
 
+/* q2_K (84-byte super-blocks: 16 scale/minimum bytes, 64 bytes of 2-bit codes, d, dmin): value v
+ * of a super-block is bits 2·j of byte 16 + 32·(v / 128) + v % 32 (j = v % 128 / 32), in the
+ * 16-value chunk v / 16 with scale d · (sc & 15) and offset −dmin · (sc >> 4). */
+template <>
+__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q2_K>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+    const uint8_t * block = row + (group >> 5) * 84;
+    const int first = (int)(group & 31) * 8;
+    const int sc = block[first >> 4];
+    s = __fmul_rn(half_at(block + 80), (float)(sc & 0xf));
+    o = -__fmul_rn(half_at(block + 82), (float)(sc >> 4));
+    uint8_t q[8];
+    load8(block + 16 + (first >> 7) * 32 + (first & 31), q);
+    const int shift = ((first & 127) >> 5) * 2;
+#pragma unroll
+    for (int i = 0; i < 8; i++) c[i] = small_int_to_float((q[i] >> shift) & 3);
+}
+
+/* q3_K (110-byte super-blocks: 32 high-bit bytes, 64 bytes of 2-bit codes, 12 bytes of 6-bit
+ * scales, d): value v's low bits as in q2_K (bytes from 32 on), its high bit is bit 4·(v / 128) + j
+ * of byte v % 32 (code − 4 where it is clear); chunk v / 16's scale d · (sc − 32), sc's low 4 bits
+ * from the low (chunks 0-7) or high (8-15) nibble of byte chunk % 8, its high 2 from byte 8 + chunk % 4. */
+template <>
+__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q3_K>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+    const uint8_t * block = row + (group >> 5) * 110;
+    const int first = (int)(group & 31) * 8;
+    const int chunk = first >> 4;
+    const uint8_t * scales = block + 96;
+    const int sc = ((scales[chunk & 7] >> ((chunk >> 3) * 4)) & 0xf) | (((scales[8 + (chunk & 3)] >> ((chunk >> 2) * 2)) & 3) << 4);
+    s = __fmul_rn(half_at(block + 108), (float)(sc - 32));
+    o = 0.0f;
+    uint8_t q[8], h[8];
+    load8(block + 32 + (first >> 7) * 32 + (first & 31), q);
+    load8(block + (first & 31), h);
+    const int j = (first & 127) >> 5;
+    const int bit = (first >> 7) * 4 + j;
+#pragma unroll
+    for (int i = 0; i < 8; i++) c[i] = small_int_to_float(((q[i] >> (2 * j)) & 3) - ((h[i] >> bit) & 1 ? 0 : 4));
+}
+
+/* The 16 values of ggml's kvalues_iq4nl, as bytes (code q: byte q % 8 of the low or high word). */
+__device__ __forceinline__ int iq4_nl_value(int q) {
+    const uint64_t word = q < 8 ? 0xf6eaddcfbfad9881ull : 0x7159453526190d01ull;
+    return (int)(int8_t)(uint8_t)(word >> ((q & 7) * 8));
+}
+
+/* iq4_nl (18-byte blocks of 32: d, 16 bytes of 4-bit indices, low nibbles first as q4_0): codes
+ * kvalues_iq4nl[index], scale d. */
+template <>
+__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_IQ4_NL>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+    const uint8_t * block = row + (group >> 2) * 18;
+    const int part = (int)(group & 3);
+    s = half_at(block);
+    o = 0.0f;
+    uint8_t b[8];
+    load8(block + 2 + (part & 1) * 8, b);
+    const int shift = part >= 2 ? 4 : 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) c[i] = small_int_to_float(iq4_nl_value((b[i] >> shift) & 0x0f));
+}
+
+/* iq4_xs (136-byte super-blocks: d, 2 bytes of high scale bits, 4 of low, 128 bytes of 4-bit
+ * indices, 16 per 32-value sub-block as iq4_nl): sub-block b's scale d · (ls − 32), ls's low 4 bits
+ * from nibble b % 2 of byte 4 + b / 2, its high 2 from bits 2·b of the 16-bit word at 2. */
+template <>
+__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_IQ4_XS>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+    const uint8_t * block = row + (group >> 5) * 136;
+    const int first = (int)(group & 31) * 8;
+    const int sub = first >> 5;
+    const int high = block[2] | (block[3] << 8);
+    const int ls = ((block[4 + (sub >> 1)] >> ((sub & 1) * 4)) & 0xf) | (((high >> (2 * sub)) & 3) << 4);
+    s = __fmul_rn(half_at(block), (float)(ls - 32));
+    o = 0.0f;
+    uint8_t b[8];
+    load8(block + 8 + sub * 16 + (first & 15), b);
+    const int shift = (first & 16) ? 4 : 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) c[i] = small_int_to_float(iq4_nl_value((b[i] >> shift) & 0x0f));
+}
+
 /* The quantized types' dequantization is their codes: v = s · c (+ o), with the products and the
  * sum rounded separately as native/cpu/dequantize.c does (s · c − m₁ = s · c + (−m₁) exactly). */
 #define MEMRA_CUDA_DEQUANTIZE_FROM_CODES(TYPE_ID, OFFSET)                                                            \
@@ -248,6 +327,10 @@ MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q5_1, true)
 MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q4_K, true)
 MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q5_K, true)
 MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q6_K, false)
+MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q2_K, true)
+MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q3_K, false)
+MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_IQ4_NL, false)
+MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_IQ4_XS, false)
 #undef MEMRA_CUDA_DEQUANTIZE_FROM_CODES
 
 }  // namespace memra_cuda_kernels
@@ -261,7 +344,11 @@ MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q6_K, false)
     case MEMRA_CUDA_TYPE_Q5_1: { constexpr int T = MEMRA_CUDA_TYPE_Q5_1; CALL; } break; \
     case MEMRA_CUDA_TYPE_Q4_K: { constexpr int T = MEMRA_CUDA_TYPE_Q4_K; CALL; } break; \
     case MEMRA_CUDA_TYPE_Q5_K: { constexpr int T = MEMRA_CUDA_TYPE_Q5_K; CALL; } break; \
-    case MEMRA_CUDA_TYPE_Q6_K: { constexpr int T = MEMRA_CUDA_TYPE_Q6_K; CALL; } break;
+    case MEMRA_CUDA_TYPE_Q6_K: { constexpr int T = MEMRA_CUDA_TYPE_Q6_K; CALL; } break; \
+    case MEMRA_CUDA_TYPE_Q2_K: { constexpr int T = MEMRA_CUDA_TYPE_Q2_K; CALL; } break; \
+    case MEMRA_CUDA_TYPE_Q3_K: { constexpr int T = MEMRA_CUDA_TYPE_Q3_K; CALL; } break; \
+    case MEMRA_CUDA_TYPE_IQ4_NL: { constexpr int T = MEMRA_CUDA_TYPE_IQ4_NL; CALL; } break; \
+    case MEMRA_CUDA_TYPE_IQ4_XS: { constexpr int T = MEMRA_CUDA_TYPE_IQ4_XS; CALL; } break;
 
 /* Runs CALL with `constexpr int T` = the runtime type, for every supported type; nothing for others. */
 #define MEMRA_CUDA_DISPATCH_TYPE(type, CALL)                                                  \

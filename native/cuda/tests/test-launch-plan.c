@@ -19,16 +19,16 @@ static int failures = 0;
     } while (0)
 
 static void test_type_tables(void) {
-    const int types[] = {0, 1, 30, 2, 3, 6, 7, 8, 12, 13, 14};
-    const int64_t values[] = {1, 1, 1, 32, 32, 32, 32, 32, 256, 256, 256};
-    const int64_t bytes[] = {4, 2, 2, 18, 20, 22, 24, 34, 144, 176, 210};
+    const int types[] = {0, 1, 30, 2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 20, 23};
+    const int64_t values[] = {1, 1, 1, 32, 32, 32, 32, 32, 256, 256, 256, 256, 256, 32, 256};
+    const int64_t bytes[] = {4, 2, 2, 18, 20, 22, 24, 34, 84, 110, 144, 176, 210, 18, 136};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         EXPECT(memra_cuda_type_block_values(types[i]) == values[i]);
         EXPECT(memra_cuda_type_block_bytes(types[i]) == bytes[i]);
         EXPECT(memra_cuda_weight_type_supported(types[i]));
     }
-    EXPECT(!memra_cuda_weight_type_supported(10)); /* q2_K: no kernel, so no claim */
-    EXPECT(!memra_cuda_weight_type_supported(16)); /* iq2_xxs */
+    EXPECT(!memra_cuda_weight_type_supported(16)); /* iq2_xxs: no kernel, so no claim */
+    EXPECT(!memra_cuda_weight_type_supported(15)); /* q8_K: activations only */
     EXPECT(!memra_cuda_weight_type_supported(-1));
     EXPECT(memra_cuda_row_bytes(8, 4096) == 4096 / 32 * 34);
     EXPECT(memra_cuda_row_bytes(14, 4096) == 16 * 210);
@@ -88,8 +88,8 @@ static void test_matmul_plans(void) {
     EXPECT(memra_cuda_plan_matmul_for(8, 0, 64, 64, &plan, message, sizeof message) == MEMRA_CUDA_OK);
     EXPECT(plan.kernel == MEMRA_CUDA_MATMUL_NONE);
     /* Errors carry a status and a message. */
-    EXPECT(memra_cuda_plan_matmul_for(10, 1, 256, 4, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_UNSUPPORTED_TYPE);
-    EXPECT(strstr(message, "weight type 10") != NULL);
+    EXPECT(memra_cuda_plan_matmul_for(16, 1, 256, 4, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_UNSUPPORTED_TYPE);
+    EXPECT(strstr(message, "weight type 16") != NULL);
     EXPECT(memra_cuda_plan_matmul_for(8, 1, 100, 4, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_UNSUPPORTED);
     EXPECT(strstr(message, "n_in 100 is not a multiple of 32") != NULL);
     EXPECT(memra_cuda_plan_matmul_for(0, 1, 12, 4, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_UNSUPPORTED);
@@ -288,6 +288,10 @@ static void test_activation_rounding_plans(void) {
     EXPECT(memra_cuda_activation_rounding(7) == MEMRA_CUDA_ROUND_Q8_1);
     EXPECT(memra_cuda_activation_rounding(12) == MEMRA_CUDA_ROUND_Q8_K);
     EXPECT(memra_cuda_activation_rounding(13) == MEMRA_CUDA_ROUND_Q8_K);
+    EXPECT(memra_cuda_activation_rounding(20) == MEMRA_CUDA_ROUND_Q8_0); /* iq4_nl */
+    EXPECT(memra_cuda_activation_rounding(10) == MEMRA_CUDA_ROUND_Q8_K); /* q2_K, q3_K, iq4_xs */
+    EXPECT(memra_cuda_activation_rounding(11) == MEMRA_CUDA_ROUND_Q8_K);
+    EXPECT(memra_cuda_activation_rounding(23) == MEMRA_CUDA_ROUND_Q8_K);
     EXPECT(memra_cuda_activation_rounding(14) == MEMRA_CUDA_ROUND_Q8_K);
     EXPECT(memra_cuda_rounding_block(MEMRA_CUDA_ROUND_Q8_0) == 32 && memra_cuda_rounding_block(MEMRA_CUDA_ROUND_Q8_K) == 256);
     /* One warp per block, 4 per thread block: 4096 values of q8_K = 16 warps = 4 blocks. */

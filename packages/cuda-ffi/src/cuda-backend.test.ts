@@ -23,8 +23,8 @@
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { type BackendGraph, type KVStorage, ReferenceBackend } from "@memra/core";
-import { GGMLType, canQuantize, ggmlTypeName, quantize } from "@memra/gguf";
-import { ALL_GGML_TYPES, BackendPair, firstDifference, nmse, normals, pagedLayout, tensorInfo } from "@memra/core/internal";
+import { GGMLType, ggmlTypeName, quantize } from "@memra/gguf";
+import { ALL_GGML_TYPES, BackendPair, firstDifference, nmse, normals, pagedLayout, tensorInfo, weightBytes } from "@memra/core/internal";
 import { Candidates, argmax, topK } from "@memra/sampler";
 import { mulberry32 } from "@memra/synthetic";
 import { type Pointer, ptr } from "bun:ffi";
@@ -131,7 +131,9 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     // programmatic dependent launch: on sm_90 GPUs unless turned off; the emulator runs launches in order
     const emulated = info.name.includes("emulator");
     expect(info.programmaticLaunch).toBe(!emulated && info.computeCapability >= 90 && process.env.MEMRA_CUDA_PDL !== "0");
-    expect(matmulTypes().map(ggmlTypeName)).toEqual(expect.arrayContaining(["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K"]));
+    expect(matmulTypes().map(ggmlTypeName)).toEqual(
+      expect.arrayContaining(["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs"]),
+    );
     expect(backend.supportsOp("matmul", GGMLType.IQ2_XXS)).toBe(false);
     expect(backend.supportsOp("attention")).toBe(true);
   });
@@ -143,8 +145,8 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
   ])("matmul, every supported weight type, %i row(s) (%s)", (rows, _what, bound) => {
     const [nIn, nOut] = [512, 37];
     const results: Record<string, number> = {};
-    for (const type of matmulTypes().filter(canQuantize)) {
-      const data = quantize(type, normals(nIn * nOut, 1000 + type, 0.05));
+    for (const type of matmulTypes()) {
+      const data = weightBytes(type, normals(nIn * nOut, 1000 + type, 0.05), 2000 + type);
       const [w, wRef] = pair.weights(tensorInfo(`w.${ggmlTypeName(type)}`, type, [nIn, nOut], data), data);
       const [x, xRef] = pair.buffers(normals(rows * nIn, 3000 + rows));
       const out = pair.native.allocate(rows * nOut);
@@ -154,7 +156,7 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
       results[ggmlTypeName(type)] = nmse(pair.native.read(out), pair.reference.read(outRef));
     }
     if (process.env.MEMRA_PRINT_NMSE) console.log(rows, results);
-    expect(Object.keys(results).length).toBeGreaterThanOrEqual(10);
+    expect(Object.keys(results).length).toBeGreaterThanOrEqual(15); // every type of the CPU backend
     for (const [type, error] of Object.entries(results)) expect(error, `matmul ${type} NMSE`).toBeLessThanOrEqual(bound);
   });
 
@@ -422,8 +424,8 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
   it("expertMatmul picks the expert's matrix of a 3-D weight", () => {
     const [nIn, nOut, experts] = [256, 24, 3];
     for (const rows of [4, 40]) {
-      for (const type of [GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.F16]) {
-        const data = quantize(type, normals(nIn * nOut * experts, 40 + type, 0.05));
+      for (const type of [GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.F16, GGMLType.Q3_K, GGMLType.IQ4_NL]) {
+        const data = weightBytes(type, normals(nIn * nOut * experts, 40 + type, 0.05), 45 + type);
         const [w, wRef] = pair.weights(tensorInfo("experts", type, [nIn, nOut, experts], data), data);
         const [x, xRef] = pair.buffers(normals(rows * nIn, 41));
         for (let expert = 0; expert < experts; expert++) {
@@ -440,8 +442,8 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
   it("embedding dequantizes table rows exactly like the reference", () => {
     const [width, vocabulary] = [256, 10];
     const tokens = Int32Array.from([3, 0, 9, 3]);
-    for (const type of ALL_GGML_TYPES.filter((t) => backend.supportsOp("embedding", t) && canQuantize(t))) {
-      const data = quantize(type, normals(width * vocabulary, 60 + type, 0.1));
+    for (const type of ALL_GGML_TYPES.filter((t) => backend.supportsOp("embedding", t))) {
+      const data = weightBytes(type, normals(width * vocabulary, 60 + type, 0.1), 61);
       const [table, tableRef] = pair.weights(tensorInfo("token_embd.weight", type, [width, vocabulary], data), data);
       const out = pair.native.allocate(tokens.length * width);
       const outRef = pair.reference.allocate(tokens.length * width);
@@ -926,9 +928,11 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
       [GGMLType.F16, GGMLType.BF16, 64, 32],
       [GGMLType.Q4_K, GGMLType.Q6_K, 256, 256],
       [GGMLType.Q5_K, GGMLType.Q5_0, 256, 256], // per pair: the remaining codes kernels (q5_K, q5_0 on q8_K and q8_0 codes)
+      [GGMLType.Q3_K, GGMLType.IQ4_XS, 256, 256], // the types of Q2_K / Q3_K / IQ4_XS files: f32 per pair, codes GEMMs
+      [GGMLType.IQ4_NL, GGMLType.Q2_K, 256, 256],
     ] as const) {
       const upload = (name: string, type: GGMLType, shape: number[], seed: number) => {
-        const data = quantize(type, normals(shape[0]! * shape[1]! * shape[2]!, seed, 0.1));
+        const data = weightBytes(type, normals(shape[0]! * shape[1]! * shape[2]!, seed, 0.1), seed + 100);
         return pair.weights(tensorInfo(name, type, shape, data), data);
       };
       const [gate, gateRef] = upload("gate", gateType, [embedding, ffn, experts], 51);
