@@ -7,7 +7,8 @@
  * - decode matrix-vector (q8_0, 1 row): µs and the weight bytes per second it streams (HBM: 4.8 TB/s
  *   on an H200); MEMRA_CUDA_MMV_STEPS=2 times the previous 2 steps in flight per warp;
  * - the same for q4_0, q4_K, q5_K and q6_K (the types of Q4_0 / Q4_K_M / Q5_K_M files): on the q8_0
- *   / q8_K codes with __dp4a; MEMRA_CUDA_CODES_DP4A=0 times the previous f32 kernel;
+ *   / q8_K codes with __dp4a; MEMRA_CUDA_CODES_DP4A=0 times the previous f32 kernel; and for q2_K,
+ *   q3_K, iq4_nl and iq4_xs (Q2_K / Q3_K_M / IQ4 files), on the f32 kernel only;
  * - prefill and batched-decode GEMMs (q8_0, 512 and 64 rows): µs and TFLOP/s (2 · rows · in · out);
  *   MEMRA_CUDA_INT8_GEMM=0 in the environment times the previous kernel;
  * - paged attention over a 640-token context (f16 KV): decode of 1 and 64 sequences;
@@ -27,7 +28,7 @@
 import { parseArgs } from "node:util";
 import { type DeviceBuffer, type WeightHandle } from "@memra/core";
 import { normals, tensorInfo } from "@memra/core/internal";
-import { GGMLType, quantize } from "@memra/gguf";
+import { GGMLType, ggmlTypeInfo, quantize } from "@memra/gguf";
 import { mulberry32 } from "@memra/synthetic";
 import { CudaBackend } from "../src/index";
 
@@ -77,22 +78,34 @@ function weight(nIn: number, nOut: number, seed: number, type: GGMLType = GGMLTy
  * A q4_0 or k-quant matrix of random codes and scales with small f16 block scales (quantizing 50M
  * values to q4_K in TypeScript takes ~25 s; timing needs only valid blocks).
  */
+/** Where a block's f16 scale d (and minimum scale dmin) are, by type. */
+const SCALE_AT: Partial<Record<GGMLType, { d: number; dmin?: number }>> = {
+  [GGMLType.Q4_0]: { d: 0 },
+  [GGMLType.IQ4_NL]: { d: 0 },
+  [GGMLType.IQ4_XS]: { d: 0 },
+  [GGMLType.Q2_K]: { d: 80, dmin: 82 },
+  [GGMLType.Q3_K]: { d: 108 },
+  [GGMLType.Q4_K]: { d: 0, dmin: 2 },
+  [GGMLType.Q5_K]: { d: 0, dmin: 2 },
+  [GGMLType.Q6_K]: { d: 208 },
+};
+
+/** The types whose decode multiplies the activations' q8 codes with __dp4a (matrix_vector_codes_kernel). */
+const DP4A_TYPES: readonly GGMLType[] = [GGMLType.Q4_0, GGMLType.Q5_0, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K];
+
 function randomKQuant(type: GGMLType, nIn: number, nOut: number, seed: number): WeightHandle {
-  const blockBytes = type === GGMLType.Q4_0 ? 18 : type === GGMLType.Q4_K ? 144 : type === GGMLType.Q5_K ? 176 : 210;
-  const blocks = (nIn / (type === GGMLType.Q4_0 ? 32 : 256)) * nOut;
+  const { blockSize, bytesPerBlock: blockBytes } = ggmlTypeInfo(type)!;
+  const blocks = (nIn / blockSize) * nOut;
   const data = new Uint8Array(blocks * blockBytes);
   const random = mulberry32(seed);
   const words = new Uint32Array(data.buffer, 0, Math.floor(data.length / 4));
   for (let k = 0; k < words.length; k++) words[k] = (random() * 2 ** 32) >>> 0;
   const view = new DataView(data.buffer);
+  const scale = SCALE_AT[type]!;
   for (let b = 0; b < blocks; b++) {
     const at = b * blockBytes;
-    if (type === GGMLType.Q4_0) view.setUint16(at, 0x1400, true); // d ≈ 0.001
-    else if (type === GGMLType.Q6_K) view.setUint16(at + 208, 0x1400, true);
-    else {
-      view.setUint16(at, 0x1400, true); // d
-      view.setUint16(at + 2, 0x1000, true); // dmin
-    }
+    view.setUint16(at + scale.d, 0x1400, true); // d ≈ 0.001
+    if (scale.dmin !== undefined) view.setUint16(at + scale.dmin, 0x1000, true); // dmin
   }
   return backend.uploadWeight(tensorInfo(`k${seed}`, type, [nIn, nOut], data), data);
 }
@@ -128,6 +141,10 @@ for (const [name, type, nIn, nOut] of [
   ["matvec-q4_K-12288x4096", GGMLType.Q4_K, 12288, 4096],
   ["matvec-q6_K-12288x4096", GGMLType.Q6_K, 12288, 4096],
   ["matvec-q5_K-4096x12288", GGMLType.Q5_K, 4096, 12288],
+  ["matvec-q2_K-4096x12288", GGMLType.Q2_K, 4096, 12288],
+  ["matvec-q3_K-4096x12288", GGMLType.Q3_K, 4096, 12288],
+  ["matvec-iq4_nl-4096x12288", GGMLType.IQ4_NL, 4096, 12288],
+  ["matvec-iq4_xs-4096x12288", GGMLType.IQ4_XS, 4096, 12288],
 ] as const) {
   const [i, o] = [quick ? 256 : nIn, scale(nOut)];
   const w = randomKQuant(type, i, o, i + o);
@@ -135,7 +152,7 @@ for (const [name, type, nIn, nOut] of [
   const out = backend.allocate(o);
   const t = time(() => backend.matmul(out, x, w, 1));
   const bytes = backend.weightBytes(w);
-  results[name] = { ...t, weightGBps: bytes / ((t.graphUs ?? t.eagerUs) * 1e-6) / 1e9, codesDp4a: process.env.MEMRA_CUDA_CODES_DP4A === "0" ? "off" : "on" };
+  results[name] = { ...t, weightGBps: bytes / ((t.graphUs ?? t.eagerUs) * 1e-6) / 1e9, codesDp4a: !DP4A_TYPES.includes(type) ? "none" : process.env.MEMRA_CUDA_CODES_DP4A === "0" ? "off" : "on" };
 }
 
 // ---- GEMMs: prefill (512 rows) and batched decode (64 rows) ----
