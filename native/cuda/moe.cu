@@ -85,6 +85,8 @@ static int launch_experts(const char * function, memra_cuda * cuda, int type, fl
                 case MEMRA_CUDA_TYPE_Q5_0: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q5_0); break;
                 case MEMRA_CUDA_TYPE_Q4_K: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q4_K); break;
                 case MEMRA_CUDA_TYPE_Q5_K: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q5_K); break;
+                case MEMRA_CUDA_TYPE_Q2_K: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q2_K); break;
+                case MEMRA_CUDA_TYPE_Q3_K: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q3_K); break;
                 default: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q6_K); break;
             }
 #undef MEMRA_EXPERT_CODES

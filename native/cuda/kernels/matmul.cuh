@@ -296,6 +296,29 @@ __device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q6_K>(const uint8_t *
     for (int i = 0; i < 2; i++) w[i] = (int)(((ql[i] >> at.low_shift) & 0x0f0f0f0fu) | (((qh[i] >> at.high_shift) & 0x03030303u) << 4));
 }
 
+template <>
+__device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q2_K>(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero) {
+    const k2_group at = q2_k_group_of(row, group, s, o);
+    zero = 0;
+    uint32_t q[2];
+    load_words_2(at.q, q);
+    w[0] = (int)((q[0] >> at.shift) & 0x03030303u);
+    w[1] = (int)((q[1] >> at.shift) & 0x03030303u);
+}
+
+/* q3_K's code is low + 4 · high − 4: bytes low | high << 2 with zero point 4. */
+template <>
+__device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q3_K>(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero) {
+    const k3_group at = q3_k_group_of(row, group, s);
+    o = 0.0f;
+    zero = 4;
+    uint32_t q[2], h[2];
+    load_words_2(at.q, q);
+    load_words_2(at.h, h);
+#pragma unroll
+    for (int i = 0; i < 2; i++) w[i] = (int)(((q[i] >> at.shift) & 0x03030303u) | (((h[i] >> at.bit) & 0x01010101u) << 2));
+}
+
 /* A group's Σ weight · activation before the activation block's scale, from code_words' words,
  * scale, offset and zero point and the activation's 8 codes: s · (Σ c_w·c_a − zero · Σ c_a) +
  * o · Σ c_a, the two sums exact (2 __dp4a each). */
@@ -306,7 +329,7 @@ __device__ __forceinline__ float code_group_dot(const int q[2], float s, float o
 }
 
 /* matrix_vector_codes_kernel<TYPE, ROWS>: decode with q4_0 or q5_0 weights on the activations'
- * q8_0 codes, or q4_K, q5_K or q6_K weights on their q8_K codes (one scale per 32 or 256 values).
+ * q8_0 codes, or q2_K, q3_K, q4_K, q5_K or q6_K weights on their q8_K codes (one scale per 32 or 256 values).
  * As matrix_vector_kernel, lane l takes 8-value groups l, l + 32, ..., but multiplies codes: per
  * group, 2 __dp4a for Σ c_w · c_a and 2 for Σ c_a (exact integers), then
  * (s · (Σ c_w · c_a − zero · Σ c_a) + o · Σ c_a) · d_a: the products ggml's dot products of these

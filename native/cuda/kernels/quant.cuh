@@ -231,43 +231,63 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q6_K>(const uint8_t 
     for (int i = 0; i < 8; i++) c[i] = small_int_to_float(((((ql[i] >> at.low_shift) & 0xf) | (((qh[i] >> at.high_shift) & 3) << 4)) - 32));
 }
 
-/* q2_K (84-byte super-blocks: 16 scale/minimum bytes, 64 bytes of 2-bit codes, d, dmin): value v
- * of a super-block is bits 2·j of byte 16 + 32·(v / 128) + v % 32 (j = v % 128 / 32), in the
- * 16-value chunk v / 16 with scale d · (sc & 15) and offset −dmin · (sc >> 4). */
-template <>
-__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q2_K>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+/* Where the 8 values of `group` of a q2_K row are (84-byte super-blocks: 16 scale/minimum bytes,
+ * 64 bytes of 2-bit codes, d, dmin): value v of a super-block is bits 2·j of byte
+ * 16 + 32·(v / 128) + v % 32 (j = v % 128 / 32), in the 16-value chunk v / 16 with scale
+ * d · (sc & 15) and offset −dmin · (sc >> 4). `q`: the group's 8 code bytes (2-byte aligned). */
+struct k2_group {
+    const uint8_t * q;
+    int shift;
+};
+__device__ __forceinline__ k2_group q2_k_group_of(const uint8_t * row, int64_t group, float & s, float & o) {
     const uint8_t * block = row + (group >> 5) * 84;
     const int first = (int)(group & 31) * 8;
     const int sc = block[first >> 4];
     s = __fmul_rn(half_at(block + 80), (float)(sc & 0xf));
     o = -__fmul_rn(half_at(block + 82), (float)(sc >> 4));
-    uint8_t q[8];
-    load8(block + 16 + (first >> 7) * 32 + (first & 31), q);
-    const int shift = ((first & 127) >> 5) * 2;
-#pragma unroll
-    for (int i = 0; i < 8; i++) c[i] = small_int_to_float((q[i] >> shift) & 3);
+    return k2_group{block + 16 + (first >> 7) * 32 + (first & 31), ((first & 127) >> 5) * 2};
 }
 
-/* q3_K (110-byte super-blocks: 32 high-bit bytes, 64 bytes of 2-bit codes, 12 bytes of 6-bit
- * scales, d): value v's low bits as in q2_K (bytes from 32 on), its high bit is bit 4·(v / 128) + j
- * of byte v % 32 (code − 4 where it is clear); chunk v / 16's scale d · (sc − 32), sc's low 4 bits
- * from the low (chunks 0-7) or high (8-15) nibble of byte chunk % 8, its high 2 from byte 8 + chunk % 4. */
-template <>
-__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q3_K>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+/* Where the 8 values of `group` of a q3_K row are (110-byte super-blocks: 32 high-bit bytes, 64
+ * bytes of 2-bit codes, 12 bytes of 6-bit scales, d): value v's low bits as in q2_K (bytes from 32
+ * on), its high bit is bit 4·(v / 128) + j of byte v % 32 (code − 4 where it is clear); chunk
+ * v / 16's scale d · (sc − 32), sc's low 4 bits from the low (chunks 0-7) or high (8-15) nibble of
+ * byte chunk % 8, its high 2 from byte 8 + chunk % 4. `q`, `h`: the group's 8 low-bit and high-bit
+ * bytes (2-byte aligned). */
+struct k3_group {
+    const uint8_t * q;
+    const uint8_t * h;
+    int shift, bit;
+};
+__device__ __forceinline__ k3_group q3_k_group_of(const uint8_t * row, int64_t group, float & s) {
     const uint8_t * block = row + (group >> 5) * 110;
     const int first = (int)(group & 31) * 8;
     const int chunk = first >> 4;
     const uint8_t * scales = block + 96;
     const int sc = ((scales[chunk & 7] >> ((chunk >> 3) * 4)) & 0xf) | (((scales[8 + (chunk & 3)] >> ((chunk >> 2) * 2)) & 3) << 4);
     s = __fmul_rn(half_at(block + 108), (float)(sc - 32));
+    const int j = (first & 127) >> 5;
+    return k3_group{block + 32 + (first >> 7) * 32 + (first & 31), block + (first & 31), 2 * j, (first >> 7) * 4 + j};
+}
+
+template <>
+__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q2_K>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+    const k2_group at = q2_k_group_of(row, group, s, o);
+    uint8_t q[8];
+    load8(at.q, q);
+#pragma unroll
+    for (int i = 0; i < 8; i++) c[i] = small_int_to_float((q[i] >> at.shift) & 3);
+}
+
+template <>
+__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q3_K>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+    const k3_group at = q3_k_group_of(row, group, s);
     o = 0.0f;
     uint8_t q[8], h[8];
-    load8(block + 32 + (first >> 7) * 32 + (first & 31), q);
-    load8(block + (first & 31), h);
-    const int j = (first & 127) >> 5;
-    const int bit = (first >> 7) * 4 + j;
+    load8(at.q, q);
+    load8(at.h, h);
 #pragma unroll
-    for (int i = 0; i < 8; i++) c[i] = small_int_to_float(((q[i] >> (2 * j)) & 3) - ((h[i] >> bit) & 1 ? 0 : 4));
+    for (int i = 0; i < 8; i++) c[i] = small_int_to_float(((q[i] >> at.shift) & 3) - ((h[i] >> at.bit) & 1 ? 0 : 4));
 }
 
 /* The 16 values of ggml's kvalues_iq4nl, as bytes (code q: byte q % 8 of the low or high word). */

@@ -176,9 +176,9 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     }
   });
 
-  it("q4_0, q5_0, q4_K, q5_K and q6_K decode multiply the q8_0 / q8_K codes (__dp4a) for any block count and 1 to 8 rows", () => {
+  it("q4_0, q5_0 and q2_K to q6_K decode multiply the q8_0 / q8_K codes (__dp4a) for any block count and 1 to 8 rows", () => {
     // a warp step is 8 q4_0/q5_0 blocks or one 256-value super-block; rows 1..8 take the 1-, 2-, 4- and 8-row kernels
-    for (const type of [GGMLType.Q4_0, GGMLType.Q5_0, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K]) {
+    for (const type of [GGMLType.Q4_0, GGMLType.Q5_0, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K]) {
       const k = type === GGMLType.Q4_0 || type === GGMLType.Q5_0;
       for (const nIn of k ? [32, 96, 1056] : [256, 768, 4352]) {
         for (const rows of [1, 2, 3, 4, 8]) {
