@@ -53,6 +53,8 @@ static void launch_matrix_vector_codes(int type, dim3 grid, int threads, cudaStr
     else if (type == MEMRA_CUDA_TYPE_Q5_K) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q5_K>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
     else if (type == MEMRA_CUDA_TYPE_Q2_K) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q2_K>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
     else if (type == MEMRA_CUDA_TYPE_Q3_K) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q3_K>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
+    else if (type == MEMRA_CUDA_TYPE_IQ4_NL) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_IQ4_NL>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
+    else if (type == MEMRA_CUDA_TYPE_IQ4_XS) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_IQ4_XS>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
     else launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q6_K>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
 }
 

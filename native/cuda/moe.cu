@@ -87,6 +87,8 @@ static int launch_experts(const char * function, memra_cuda * cuda, int type, fl
                 case MEMRA_CUDA_TYPE_Q5_K: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q5_K); break;
                 case MEMRA_CUDA_TYPE_Q2_K: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q2_K); break;
                 case MEMRA_CUDA_TYPE_Q3_K: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q3_K); break;
+                case MEMRA_CUDA_TYPE_IQ4_NL: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_IQ4_NL); break;
+                case MEMRA_CUDA_TYPE_IQ4_XS: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_IQ4_XS); break;
                 default: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q6_K); break;
             }
 #undef MEMRA_EXPERT_CODES

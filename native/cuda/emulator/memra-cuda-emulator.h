@@ -202,6 +202,14 @@ static inline int __dp4a(int a, int b, int c) {
     for (int i = 0; i < 4; i++) c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
     return c;
 }
+/* Byte n of the result: byte (s >> 4n) & 7 of the 8 bytes y:x (x the low word). The selector's
+ * sign-replicating bit (0x8 of each nibble) is not emulated: the kernels keep it clear. */
+static inline unsigned int __byte_perm(unsigned int x, unsigned int y, unsigned int s) {
+    const unsigned long long bytes = ((unsigned long long)y << 32) | x;
+    unsigned int result = 0;
+    for (int n = 0; n < 4; n++) result |= (unsigned int)((bytes >> (8 * ((s >> (4 * n)) & 7))) & 0xff) << (8 * n);
+    return result;
+}
 template <typename T>
 static inline T __ldg(const T * p) {
     return *p;

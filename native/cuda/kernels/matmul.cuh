@@ -209,7 +209,7 @@ __device__ __forceinline__ void load_words_2(const uint8_t * p, uint32_t words[2
 /* log2 of the 8-value groups per activation scale of code_words' types: 4 (q8_0 codes) or 32 (q8_K). */
 template <int TYPE>
 __device__ __forceinline__ constexpr int code_group_shift() {
-    return TYPE == MEMRA_CUDA_TYPE_Q8_0 || TYPE == MEMRA_CUDA_TYPE_Q4_0 || TYPE == MEMRA_CUDA_TYPE_Q5_0 ? 2 : 5;
+    return TYPE == MEMRA_CUDA_TYPE_Q8_0 || TYPE == MEMRA_CUDA_TYPE_Q4_0 || TYPE == MEMRA_CUDA_TYPE_Q5_0 || TYPE == MEMRA_CUDA_TYPE_IQ4_NL ? 2 : 5;
 }
 
 template <>
@@ -319,6 +319,28 @@ __device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q3_K>(const uint8_t *
     for (int i = 0; i < 2; i++) w[i] = (int)(((q[i] >> at.shift) & 0x03030303u) | (((h[i] >> at.bit) & 0x01010101u) << 2));
 }
 
+/* iq4_nl and iq4_xs: their codes are the table's signed values (as q8_0's), zero point 0. */
+__device__ __forceinline__ void iq4_code_words(const iq4_group & at, int w[2]) {
+    uint32_t q[2];
+    load_words_2(at.q, q);
+    w[0] = (int)iq4_nl_bytes((q[0] >> at.shift) & 0x0f0f0f0fu);
+    w[1] = (int)iq4_nl_bytes((q[1] >> at.shift) & 0x0f0f0f0fu);
+}
+
+template <>
+__device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_IQ4_NL>(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero) {
+    o = 0.0f;
+    zero = 0;
+    iq4_code_words(iq4_nl_group_of(row, group, s), w);
+}
+
+template <>
+__device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_IQ4_XS>(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero) {
+    o = 0.0f;
+    zero = 0;
+    iq4_code_words(iq4_xs_group_of(row, group, s), w);
+}
+
 /* A group's Σ weight · activation before the activation block's scale, from code_words' words,
  * scale, offset and zero point and the activation's 8 codes: s · (Σ c_w·c_a − zero · Σ c_a) +
  * o · Σ c_a, the two sums exact (2 __dp4a each). */
@@ -329,7 +351,7 @@ __device__ __forceinline__ float code_group_dot(const int q[2], float s, float o
 }
 
 /* matrix_vector_codes_kernel<TYPE, ROWS>: decode with q4_0 or q5_0 weights on the activations'
- * q8_0 codes, or q2_K, q3_K, q4_K, q5_K or q6_K weights on their q8_K codes (one scale per 32 or 256 values).
+ * q8_0 codes (iq4_nl too), or q2_K, q3_K, q4_K, q5_K, q6_K or iq4_xs weights on their q8_K codes (one scale per 32 or 256 values).
  * As matrix_vector_kernel, lane l takes 8-value groups l, l + 32, ..., but multiplies codes: per
  * group, 2 __dp4a for Σ c_w · c_a and 2 for Σ c_a (exact integers), then
  * (s · (Σ c_w · c_a − zero · Σ c_a) + o · Σ c_a) · d_a: the products ggml's dot products of these

@@ -290,44 +290,70 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q3_K>(const uint8_t 
     for (int i = 0; i < 8; i++) c[i] = small_int_to_float(((q[i] >> at.shift) & 3) - ((h[i] >> at.bit) & 1 ? 0 : 4));
 }
 
-/* The 16 values of ggml's kvalues_iq4nl, as bytes (code q: byte q % 8 of the low or high word). */
-__device__ __forceinline__ int iq4_nl_value(int q) {
-    const uint64_t word = q < 8 ? 0xf6eaddcfbfad9881ull : 0x7159453526190d01ull;
-    return (int)(int8_t)(uint8_t)(word >> ((q & 7) * 8));
+/* ggml's kvalues_iq4nl (−127, −104, ..., 113) as the bytes of 4 words, and the bytes of 4 of them
+ * at once: byte n of the result is value (byte n of `indices`), each index 0..15. __byte_perm picks
+ * from values 0-7 and from 8-15 with the indices' low 3 bits; bit 3 chooses between the two. */
+__device__ __forceinline__ uint32_t iq4_nl_bytes(uint32_t indices) {
+    const uint32_t selector = (indices & 0x7u) | ((indices >> 4) & 0x70u) | ((indices >> 8) & 0x700u) | ((indices >> 12) & 0x7000u);
+    const uint32_t low = __byte_perm(0xbfad9881u, 0xf6eaddcfu, selector);
+    const uint32_t high = __byte_perm(0x26190d01u, 0x71594535u, selector);
+    const uint32_t upper = ((indices >> 3) & 0x01010101u) * 0xffu;
+    return (low & ~upper) | (high & upper);
 }
 
-/* iq4_nl (18-byte blocks of 32: d, 16 bytes of 4-bit indices, low nibbles first as q4_0): codes
- * kvalues_iq4nl[index], scale d. */
-template <>
-__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_IQ4_NL>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+/* The 8 codes of 8 4-bit indices (the low or high nibbles of `q`'s 8 bytes, by `shift`). */
+__device__ __forceinline__ void iq4_codes(const uint8_t * q, int shift, float c[8]) {
+    uint8_t b[8];
+    load8(q, b);
+    uint32_t words[2] = {0, 0};
+#pragma unroll
+    for (int i = 0; i < 8; i++) words[i >> 2] |= (uint32_t)((b[i] >> shift) & 0x0f) << (8 * (i & 3));
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const uint32_t values = iq4_nl_bytes(words[i]);
+#pragma unroll
+        for (int j = 0; j < 4; j++) c[4 * i + j] = small_int_to_float((int8_t)(values >> (8 * j)));
+    }
+}
+
+/* Where the 8 values of `group` of an iq4_nl row are (18-byte blocks of 32: d, 16 bytes of 4-bit
+ * indices, low nibbles first as q4_0): their 8 index bytes (2-byte aligned) and nibble; scale d. */
+struct iq4_group {
+    const uint8_t * q;
+    int shift;
+};
+__device__ __forceinline__ iq4_group iq4_nl_group_of(const uint8_t * row, int64_t group, float & s) {
     const uint8_t * block = row + (group >> 2) * 18;
     const int part = (int)(group & 3);
     s = half_at(block);
-    o = 0.0f;
-    uint8_t b[8];
-    load8(block + 2 + (part & 1) * 8, b);
-    const int shift = part >= 2 ? 4 : 0;
-#pragma unroll
-    for (int i = 0; i < 8; i++) c[i] = small_int_to_float(iq4_nl_value((b[i] >> shift) & 0x0f));
+    return iq4_group{block + 2 + (part & 1) * 8, part >= 2 ? 4 : 0};
 }
 
-/* iq4_xs (136-byte super-blocks: d, 2 bytes of high scale bits, 4 of low, 128 bytes of 4-bit
+/* The same for iq4_xs (136-byte super-blocks: d, 2 bytes of high scale bits, 4 of low, 128 bytes of
  * indices, 16 per 32-value sub-block as iq4_nl): sub-block b's scale d · (ls − 32), ls's low 4 bits
  * from nibble b % 2 of byte 4 + b / 2, its high 2 from bits 2·b of the 16-bit word at 2. */
-template <>
-__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_IQ4_XS>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+__device__ __forceinline__ iq4_group iq4_xs_group_of(const uint8_t * row, int64_t group, float & s) {
     const uint8_t * block = row + (group >> 5) * 136;
     const int first = (int)(group & 31) * 8;
     const int sub = first >> 5;
     const int high = block[2] | (block[3] << 8);
     const int ls = ((block[4 + (sub >> 1)] >> ((sub & 1) * 4)) & 0xf) | (((high >> (2 * sub)) & 3) << 4);
     s = __fmul_rn(half_at(block), (float)(ls - 32));
+    return iq4_group{block + 8 + sub * 16 + (first & 15), (first & 16) ? 4 : 0};
+}
+
+template <>
+__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_IQ4_NL>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+    const iq4_group at = iq4_nl_group_of(row, group, s);
     o = 0.0f;
-    uint8_t b[8];
-    load8(block + 8 + sub * 16 + (first & 15), b);
-    const int shift = (first & 16) ? 4 : 0;
-#pragma unroll
-    for (int i = 0; i < 8; i++) c[i] = small_int_to_float(iq4_nl_value((b[i] >> shift) & 0x0f));
+    iq4_codes(at.q, at.shift, c);
+}
+
+template <>
+__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_IQ4_XS>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+    const iq4_group at = iq4_xs_group_of(row, group, s);
+    o = 0.0f;
+    iq4_codes(at.q, at.shift, c);
 }
 
 /* The quantized types' dequantization is their codes: v = s · c (+ o), with the products and the

@@ -7,8 +7,8 @@
  * - decode matrix-vector (q8_0, 1 row): µs and the weight bytes per second it streams (HBM: 4.8 TB/s
  *   on an H200); MEMRA_CUDA_MMV_STEPS=2 times the previous 2 steps in flight per warp;
  * - the same for q4_0, q4_K, q5_K and q6_K (the types of Q4_0 / Q4_K_M / Q5_K_M files): on the q8_0
- *   / q8_K codes with __dp4a; MEMRA_CUDA_CODES_DP4A=0 times the previous f32 kernel; and for q2_K
- *   and q3_K (Q2_K / Q3_K_M files; __dp4a too), iq4_nl and iq4_xs (IQ4 files; the f32 kernel only);
+ *   / q8_K codes with __dp4a; MEMRA_CUDA_CODES_DP4A=0 times the previous f32 kernel; and the same
+ *   for q2_K, q3_K, iq4_nl and iq4_xs (Q2_K / Q3_K_M / IQ4 files);
  * - prefill and batched-decode GEMMs (q8_0, 512 and 64 rows): µs and TFLOP/s (2 · rows · in · out);
  *   MEMRA_CUDA_INT8_GEMM=0 in the environment times the previous kernel;
  * - paged attention over a 640-token context (f16 KV): decode of 1 and 64 sequences;
@@ -91,7 +91,7 @@ const SCALE_AT: Partial<Record<GGMLType, { d: number; dmin?: number }>> = {
 };
 
 /** The types whose decode multiplies the activations' q8 codes with __dp4a (matrix_vector_codes_kernel). */
-const DP4A_TYPES: readonly GGMLType[] = [GGMLType.Q4_0, GGMLType.Q5_0, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K];
+const DP4A_TYPES: readonly GGMLType[] = [GGMLType.Q4_0, GGMLType.Q5_0, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS];
 
 function randomKQuant(type: GGMLType, nIn: number, nOut: number, seed: number): WeightHandle {
   const { blockSize, bytesPerBlock: blockBytes } = ggmlTypeInfo(type)!;

@@ -176,14 +176,14 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     }
   });
 
-  it("q4_0, q5_0 and q2_K to q6_K decode multiply the q8_0 / q8_K codes (__dp4a) for any block count and 1 to 8 rows", () => {
-    // a warp step is 8 q4_0/q5_0 blocks or one 256-value super-block; rows 1..8 take the 1-, 2-, 4- and 8-row kernels
-    for (const type of [GGMLType.Q4_0, GGMLType.Q5_0, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K]) {
-      const k = type === GGMLType.Q4_0 || type === GGMLType.Q5_0;
-      for (const nIn of k ? [32, 96, 1056] : [256, 768, 4352]) {
+  it("q4_0, q5_0, iq4_nl, q2_K to q6_K and iq4_xs decode multiply the q8_0 / q8_K codes (__dp4a) for any block count and 1 to 8 rows", () => {
+    // a warp step is 8 blocks of 32 or one 256-value super-block; rows 1..8 take the 1-, 2-, 4- and 8-row kernels
+    for (const type of [GGMLType.Q4_0, GGMLType.Q5_0, GGMLType.IQ4_NL, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_XS]) {
+      const small = type === GGMLType.Q4_0 || type === GGMLType.Q5_0 || type === GGMLType.IQ4_NL;
+      for (const nIn of small ? [32, 96, 1056] : [256, 768, 4352]) {
         for (const rows of [1, 2, 3, 4, 8]) {
           const nOut = 11;
-          const data = quantize(type, normals(nIn * nOut, 6000 + nIn + type, 0.05));
+          const data = weightBytes(type, normals(nIn * nOut, 6000 + nIn + type, 0.05), 6000 + nIn + type);
           const [w, wRef] = pair.weights(tensorInfo("w", type, [nIn, nOut], data), data);
           const [x, xRef] = pair.buffers(normals(rows * nIn, 6100 + rows));
           const out = pair.native.allocate(rows * nOut);
