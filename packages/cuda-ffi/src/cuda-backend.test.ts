@@ -582,8 +582,8 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
       backend.write(k, normals(slots.length * kvWidth, 210 + headDim, 2));
       backend.write(v, normals(slots.length * kvWidth, 211 + headDim));
       backend.writeKVPair(keys, values, slots, k, v);
-      const weights = [GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.F16, GGMLType.Q4_K].map((type) => {
-        const data = quantize(type, normals(width * 96, 220 + type, 0.05));
+      const weights = [GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.F16, GGMLType.Q4_K, GGMLType.IQ4_NL].map((type) => {
+        const data = weightBytes(type, normals(width * 96, 220 + type, 0.05), 225 + type);
         return [type, backend.uploadWeight(tensorInfo(`o${type}`, type, [width, 96], data), data)] as const;
       });
       // decode of 1 and of 3 sequences, batches of 40 and 256 single-row sequences (int8 GEMM for
