@@ -1,4 +1,4 @@
-import { GGMLType, TokenType, ggmlTypeName, readGGUF, readModelConfig, writeGGUF } from "@memra/gguf";
+import { GGMLType, type GGUFValue, TokenType, ggmlTypeName, ggufValue, readGGUF, readModelConfig, writeGGUF } from "@memra/gguf";
 import { describe, expect, it } from "vitest";
 import { QWEN3_VOCAB_SIZE, loadQwen3Vocabulary } from "./qwen3-vocabulary";
 import { buildSyntheticModel, resolveOptions } from "./synthetic-model";
@@ -45,6 +45,23 @@ describe("synthetic model generator", () => {
     const small = typesByName("small", { weightType: "q4_K" });
     expect(small.get("blk.0.attn_q.weight")).toBe("q4_K");
     expect(small.get("blk.0.attn_norm.weight")).toBe("f32");
+  });
+
+  it("writes q2_K and q3_K, falling back to q4_0 (for llama.cpp's iq4_nl) on short rows", () => {
+    for (const [type, fileType] of [["q2_K", 10], ["q3_K", 11]] as const) {
+      const small = typesByName("small", { weightType: type });
+      for (const name of ["token_embd.weight", "blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.1.attn_output.weight", "blk.1.ffn_down.weight"]) {
+        expect(small.get(name), name).toBe(type);
+      }
+      expect(small.get("blk.0.attn_norm.weight")).toBe("f32");
+      expect(typesByName("tiny", { weightType: type }).get("blk.0.attn_q.weight")).toBe("q4_0");
+      // The data of a 256x128 matrix: 128 blocks of 256 (84 bytes for q2_K, 110 for q3_K); llama.cpp's file type.
+      const model = buildSyntheticModel(resolveOptions("small", { weightType: type }));
+      const attnK = model.tensors!.find((t) => t.name === "blk.0.attn_k.weight")!;
+      const data = typeof attnK.data === "function" ? attnK.data() : attnK.data;
+      expect(data.byteLength).toBe(128 * (type === "q2_K" ? 84 : 110));
+      expect((model.metadata as ReadonlyMap<string, GGUFValue>).get("general.file_type")).toEqual(ggufValue.uint32(fileType));
+    }
   });
 
   it("mixes q4_K and q6_K like llama.cpp's Q4_K_M", () => {

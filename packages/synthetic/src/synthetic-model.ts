@@ -27,12 +27,14 @@ export type WeightType =
   | "q4_1"
   | "q5_0"
   | "q5_1"
+  | "q2_K"
+  | "q3_K"
   | "q4_K"
   | "q5_K"
   | "q6_K"
   | "q4_K_M";
 
-export const WEIGHT_TYPES: readonly WeightType[] = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K", "q4_K_M"];
+export const WEIGHT_TYPES: readonly WeightType[] = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q4_K_M"];
 
 export interface SyntheticModelOptions {
   readonly architecture: "qwen3" | "qwen3moe";
@@ -99,11 +101,13 @@ export function resolveOptions(preset: PresetName, overrides: Partial<SyntheticM
 }
 
 // llama.cpp falls back to these when a row is not a whole number of k-quant blocks (llama-quant.cpp).
-const FALLBACK: Partial<Record<string, string>> = { q4_K: "q5_0", q5_K: "q5_1", q6_K: "q8_0" };
+// For q2_K and q3_K llama.cpp picks iq4_nl, which `quantize` cannot write; q4_0 stands in for it: the
+// same 32-value blocks with one f16 scale and no minimum, and the same 4.5 bits per weight.
+const FALLBACK: Partial<Record<string, string>> = { q2_K: "q4_0", q3_K: "q4_0", q4_K: "q5_0", q5_K: "q5_1", q6_K: "q8_0" };
 
-/** llama_ftype for `general.file_type`. */
+/** llama_ftype for `general.file_type` (q3_K: MOSTLY_Q3_K_S, the mix closest to all-q3_K). */
 const FILE_TYPES: Record<WeightType, number> = {
-  f32: 0, f16: 1, q4_0: 2, q4_1: 3, q8_0: 7, q5_0: 8, q5_1: 9, q4_K: 14, q5_K: 16, q6_K: 18, q4_K_M: 15, bf16: 32,
+  f32: 0, f16: 1, q4_0: 2, q4_1: 3, q8_0: 7, q5_0: 8, q5_1: 9, q2_K: 10, q3_K: 11, q4_K: 14, q5_K: 16, q6_K: 18, q4_K_M: 15, bf16: 32,
 };
 
 /** llama.cpp's use_more_bits: Q4_K_M gives these layers' attn_v / ffn_down six bits. */
