@@ -5,7 +5,7 @@ import { cudaUnavailableReason } from "./cuda-availability";
 import { CudaBackend } from "./cuda-backend";
 
 /**
- * What the CPU emulator runs unless MEMRA_CUDA_GOLDEN=all: K-quant mix with q8_K rounding
+ * What the CPU emulator runs unless MEMRA_CUDA_GOLDEN says otherwise: K-quant mix with q8_K rounding
  * (q4_K, q6_K), MoE routing and expert matmuls with q8_0 rounding, f32 with head_dim 128 and 4 KV
  * groups, and q4_1 with the q8_1 offset correction.
  */
@@ -20,6 +20,19 @@ function onEmulator(): boolean {
   }
 }
 
+/**
+ * The models to run, from MEMRA_CUDA_GOLDEN: unset or empty, every model on a GPU and
+ * EMULATED_GOLDEN_MODELS on the emulator; `all`, every model; otherwise a comma-separated list of
+ * suite model ids (e.g. `dense-q2_K,dense-q3_K`), on either. An id the suite lacks fails the file.
+ * undefined means every model.
+ */
+export function selectedModels(setting: string | undefined, emulator: () => boolean = onEmulator): readonly string[] | undefined {
+  const value = setting?.trim() ?? "";
+  if (value === "all") return undefined;
+  if (value !== "") return value.split(",").map((id) => id.trim()).filter((id) => id !== "");
+  return emulator() ? EMULATED_GOLDEN_MODELS : undefined;
+}
+
 export function defineCudaGoldenSuite(index: number): void {
   const unavailable = cudaUnavailableReason();
   if (unavailable !== undefined) {
@@ -28,7 +41,7 @@ export function defineCudaGoldenSuite(index: number): void {
     });
     return;
   }
-  const only = onEmulator() && process.env.MEMRA_CUDA_GOLDEN !== "all" ? EMULATED_GOLDEN_MODELS : undefined;
+  const only = selectedModels(process.env.MEMRA_CUDA_GOLDEN);
   defineGoldenSuite({
     name: "cuda",
     create: () => CudaBackend.create(),

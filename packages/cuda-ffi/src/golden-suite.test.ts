@@ -12,7 +12,8 @@
  *
  * On the CPU emulator of native/cuda (MEMRA_CUDA_LIBRARY=native/build/libmemra_cuda_emulated.so)
  * a model takes about a minute, so the emulator runs EMULATED_GOLDEN_MODELS, one per kernel family;
- * MEMRA_CUDA_GOLDEN=all runs them all. A GPU runs them all.
+ * MEMRA_CUDA_GOLDEN=all runs them all, MEMRA_CUDA_GOLDEN=dense-q2_K,dense-q3_K (any suite ids,
+ * comma-separated) just those, on the emulator or a GPU. A GPU runs them all by default.
  */
 import { defineCudaGoldenSuite } from "./golden-suite-definition";
 
