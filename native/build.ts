@@ -8,6 +8,9 @@
  *   bun native/build.ts cuda           native/cuda/*.cu (nvcc) + *.c (cc) → native/build/libmemra_cuda.so
  *   bun native/build.ts cuda-emulated  the same .cu sources compiled as C++ with the CPU emulator of
  *                                      native/cuda/emulator → native/build/libmemra_cuda_emulated.so
+ *                                      (MEMRA_EMULATED_CXXFLAGS: more compile and link flags, e.g.
+ *                                      "-fsanitize=undefined -fno-sanitize=vptr" to run the op tests
+ *                                      under UBSan: misaligned vector loads, shifts, overflows)
  *   bun native/build.ts all            cpu and cuda
  *
  * Incremental: each source compiles to native/build/obj/cpu/<name>.o and is recompiled only when
@@ -174,9 +177,10 @@ async function build(target: Target, compiler: string, options: { clean: boolean
   const includes = [`-I${relative(ROOT, join(NATIVE, "include"))}`, `-I${relative(ROOT, target.sourceDirectory)}`];
   const flags = target.cuda || target.emulated ? [...CUDA_C_FLAGS, ...includes] : [...COMPILE_FLAGS, ...extraFlags, ...includes];
   const cxx = process.env.CXX?.trim() || "c++";
-  const emulatedFlags = [...EMULATED_CXX_FLAGS, `-I${relative(ROOT, join(target.sourceDirectory, "emulator", "include"))}`, ...includes];
+  const emulatedExtra = (process.env.MEMRA_EMULATED_CXXFLAGS ?? "").split(/\s+/).filter(Boolean);
+  const emulatedFlags = [...EMULATED_CXX_FLAGS, ...emulatedExtra, `-I${relative(ROOT, join(target.sourceDirectory, "emulator", "include"))}`, ...includes];
   const nvccFlags = [...NVCC_FLAGS, ...(process.env.MEMRA_NVCC_FLAGS ?? "").split(/\s+/).filter(Boolean), ...includes];
-  const linkFlags = target.cuda ? NVCC_LINK_FLAGS : target.emulated ? EMULATED_LINK_FLAGS : LINK_FLAGS;
+  const linkFlags = target.cuda ? NVCC_LINK_FLAGS : target.emulated ? [...EMULATED_LINK_FLAGS, ...emulatedExtra] : LINK_FLAGS;
 
   // A change of compiler, flags or source set invalidates everything the stamp covers.
   const stampFile = join(objectDirectory, "build-stamp.json");
