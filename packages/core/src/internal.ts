@@ -9,4 +9,5 @@ export { MARGIN_BOUND, PROBABILITY_BOUNDS, type GoldenSuiteBackend, defineGolden
 export { type PrimeGateResult, primeGate } from "./testing/prime-gate";
 export { resetBackendDiscoveryWarning } from "./backend-discovery";
 export { residentFraction } from "./testing/resident-pages";
+export { type GenerationStep, expectStepsClose, generationSteps } from "./testing/generation-steps";
 export { ALL_GGML_TYPES, BackendPair, firstDifference, nmse, normals, pagedLayout, tensorInfo, weightBytes } from "./testing/backend-pair";

@@ -1,11 +1,12 @@
 import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
 import { beforeAll, describe, expect, it } from "vitest";
 import { TOP_K_ROWS_MAX } from "../backend";
-import { type TokenLogprob, logSumExp } from "../evaluation";
+import { logSumExp } from "../evaluation";
 import type { GenerateOptions } from "../generation/generation-options";
 import { type Model, loadModel } from "../load-model";
 import { ReferenceBackend } from "../reference-backend";
 import { countingBackend } from "../testing/counting-backend";
+import { expectStepsClose, generationSteps } from "../testing/generation-steps";
 import { f32LogSoftmaxAt } from "../testing/f32-log-softmax";
 import { HostTopK } from "../top-candidates";
 import type { BatchEntry } from "./qwen3";
@@ -166,15 +167,6 @@ describe("sampling from the best candidates (BatchEntry.top, evaluateTop)", () =
     expect(backend.counts.floatsRead).toBeGreaterThan(withPenalty); // a penalty needs the logits
   });
 
-  /** Every streamed step's token, logprob and top logprobs. */
-  async function stepsOf(model: Model, prompt: number[], options: GenerateOptions) {
-    const steps: { token: number; logprob: number; top: TokenLogprob[] }[] = [];
-    for await (const chunk of model.generate(prompt, options)) {
-      if (chunk.token !== undefined) steps.push({ token: chunk.token, logprob: chunk.logprob!, top: [...(chunk.topLogprobs ?? [])] });
-    }
-    return steps;
-  }
-
   it("a top entry's logSumExp: in double on the host, else through Backend.logSoftmaxAt at its best candidate with the batch's scored rows", () => {
     const [inner, other] = [new ReferenceBackend(), new ReferenceBackend()];
     const backends = {
@@ -239,20 +231,14 @@ describe("sampling from the best candidates (BatchEntry.top, evaluateTop)", () =
       { seed: 7, maxTokens: 8, logprobs: true, topLogprobs: 20, temperature: 1.1, topK: 30, typicalP: 0.8, xtc: { probability: 0.5, threshold: 0.1 } },
     ];
     for (const options of chains) {
-      const whole = await stepsOf(plain, prompt, { ...options, logitBias: { 0: 0 } }); // a logit bias (of 0): the whole logits every step
+      const whole = await generationSteps(plain, prompt, { ...options, logitBias: { 0: 0 } }); // a logit bias (of 0): the whole logits every step
       expect(whole.length).toBe(8);
-      expect(await stepsOf(host, prompt, options)).toEqual(whole); // the same numbers, exactly
+      expect(await generationSteps(host, prompt, options)).toEqual(whole); // the same numbers, exactly
       const before = device.counts.floatsRead;
-      const steps = await stepsOf(model, prompt, options);
+      const steps = await generationSteps(model, prompt, options);
       expect(device.counts.floatsRead - before).toBe(0); // no logits came back
-      expect(steps.map((step) => step.token)).toEqual(whole.map((step) => step.token));
-      steps.forEach((step, i) => {
-        const expected = whole[i]!;
-        expect(Math.abs(step.logprob - expected.logprob)).toBeLessThan(1e-5 * Math.max(1, Math.abs(expected.logprob)));
-        expect(step.top.map((top) => top.id)).toEqual(expected.top.map((top) => top.id));
-        step.top.forEach((top, j) => expect(Math.abs(top.logprob - expected.top[j]!.logprob)).toBeLessThan(1e-5 * Math.max(1, Math.abs(expected.top[j]!.logprob))));
-        expect(step.top.length).toBe(options.topLogprobs ?? 0);
-      });
+      expectStepsClose(steps, whole, 1e-5);
+      for (const step of steps) expect(step.top.length).toBe(options.topLogprobs ?? 0);
     }
   });
 });
