@@ -1,3 +1,4 @@
+import { TOP_K_ROWS_MAX } from "./backend";
 import type { Model } from "./load-model";
 
 export interface TokenLogprob {
@@ -44,6 +45,16 @@ export function computeLogprobs(model: Model, tokens: readonly number[], topK: n
   const vocabulary = model.vocabularySize;
   const cache = model.createCache(tokens.length);
   const positions: Array<{ top: TokenLogprob[] }> = [];
+  if (topK <= Math.min(vocabulary, TOP_K_ROWS_MAX)) {
+    // Every row's best candidates and log Σ exp, on the backend where it can: the same numbers as
+    // topLogprobs of the logits (exactly, where they are taken on the host).
+    for (const top of model.transformer.forwardTops(Int32Array.from(tokens), cache, topK)) {
+      const normaliser = top.logSumExp![0]!;
+      positions.push({ top: Array.from(top.ids, (id, i) => ({ id, logprob: top.logits[i]! - normaliser })) });
+    }
+    cache.dispose();
+    return { tokens: [...tokens], positions };
+  }
   // Logits for a few rows at a time keeps memory at [rows, vocabulary] however long the input.
   const step = 64;
   for (let start = 0; start < tokens.length; start += step) {

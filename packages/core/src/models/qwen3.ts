@@ -42,6 +42,12 @@ export interface BatchEntry {
    */
   readonly top?: TopCandidates;
   /**
+   * `top` for every requested row (`logits`): tops[i] gets the best candidates of the i-th (its
+   * own k = ids.length, and its row's log Σ exp where it has logSumExp). The entry's result is then
+   * an empty array; `output`, `greedy`, `top` and `logprobs` must be absent.
+   */
+  readonly tops?: readonly TopCandidates[];
+  /**
    * Scoring: for the i-th requested row (`logits`), out[i] = log p(targets[i]) under its softmax
    * (targets and out hold one entry per requested row), computed on the backend where it can
    * (Backend.logSoftmaxAt: one f32 per row comes back), else on the host in double precision.
@@ -549,6 +555,22 @@ export class Transformer {
   }
 
   /**
+   * forward(tokens, cache) with, instead of logits, every row's k best candidates (ids and logits in
+   * descending order, equal logits by ascending id) and its log Σ exp, for log-probabilities:
+   * on the backend where it can (BatchEntry.tops), so that 2k + 1 numbers per row come back.
+   * k from 1 to min(vocabulary, TOP_K_ROWS_MAX).
+   */
+  forwardTops(tokens: Int32Array, cache: KVCache, k: number): TopCandidates[] {
+    const tops = Array.from(tokens, () => ({ ids: new Int32Array(k), logits: new Float32Array(k), logSumExp: new Float64Array(1) }));
+    const step = this.maxRows;
+    for (let start = 0; start < tokens.length; start += step) {
+      const end = Math.min(tokens.length, start + step);
+      this.forwardBatch([{ tokens: tokens.subarray(start, end), cache, logits: "all", tops: tops.slice(start, end) }]);
+    }
+    return tops;
+  }
+
+  /**
    * forward(tokens, cache), returning instead of logits the greedy token after the last of them
    * (the sampler's argmax of its logits), picked on the backend where it can: a greedy decode
    * step then reads one int back instead of the vocabulary's logits.
@@ -563,6 +585,16 @@ export class Transformer {
       this.forwardBatch([end === tokens.length ? { tokens: chunk, cache, greedy: token } : { tokens: chunk, cache, logits: [] }]);
     }
     return token[0]!;
+  }
+
+  /** A batch entry's top candidates: k ids and logits, k from 1 to min(vocabulary, TOP_K_ROWS_MAX). */
+  private checkTopCandidates(top: TopCandidates): void {
+    const k = top.ids.length;
+    const most = Math.min(this.dimensions.vocabulary, TOP_K_ROWS_MAX);
+    if (top.logits.length !== k || k < 1 || k > most) {
+      throw new RangeError(`a top-candidates batch entry holds ${k} ids and ${top.logits.length} logits; both must hold k from 1 to ${most}`);
+    }
+    if (top.logSumExp !== undefined && top.logSumExp.length < 1) throw new RangeError("a top-candidates batch entry's logSumExp array is empty");
   }
 
   /** A split model's KV blocks must live on their layers' backends (Model.createCache and the engine see to it). */
@@ -587,6 +619,9 @@ export class Transformer {
     const storage = entries[0]!.cache.storage;
     const wanted = entries.map((entry) => requestedRows(entry.logits ?? "last", entry.tokens.length));
     entries.forEach((entry, i) => {
+      if (entry.tops !== undefined && entry.tops.length !== wanted[i]!.length) {
+        throw new RangeError(`batch entry ${i}: ${entry.tops.length} tops for ${wanted[i]!.length} requested rows`);
+      }
       const scoring = entry.logprobs;
       if (!scoring) return;
       const rows = wanted[i]!.length;
@@ -607,11 +642,13 @@ export class Transformer {
       }
       if (entry.top !== undefined) {
         if (entry.logits !== undefined || entry.output !== undefined || entry.greedy !== undefined) throw new Error("a top-candidates batch entry takes neither `logits`, `output` nor `greedy`");
-        const k = entry.top.ids.length;
-        if (entry.top.logits.length !== k || k < 1 || k > Math.min(d.vocabulary, TOP_K_ROWS_MAX)) {
-          throw new RangeError(`a top-candidates batch entry holds ${k} ids and ${entry.top.logits.length} logits; both must hold k from 1 to ${Math.min(d.vocabulary, TOP_K_ROWS_MAX)}`);
+        this.checkTopCandidates(entry.top);
+      }
+      if (entry.tops !== undefined) {
+        if (entry.output !== undefined || entry.greedy !== undefined || entry.top !== undefined || entry.logprobs !== undefined) {
+          throw new Error("a batch entry with `tops` takes neither `output`, `greedy`, `top` nor `logprobs`");
         }
-        if (entry.top.logSumExp !== undefined && entry.top.logSumExp.length < 1) throw new RangeError("a top-candidates batch entry's logSumExp array is empty");
+        for (const top of entry.tops) this.checkTopCandidates(top);
       }
       if (entry.cache.storage !== storage) throw new Error("the caches of one batch must share one KV pool");
       if (entry.tokens.length === 0) throw new RangeError("a batch entry has no tokens");
@@ -651,7 +688,7 @@ export class Transformer {
     const picked: number[] = [];
     for (let i = 0; i < entries.length; i++) for (const r of wanted[i]!) picked.push(sequences[i * 4]! + r);
     const results = wanted.map((rowsOfEntry, i) => {
-      if (entries[i]!.greedy !== undefined || entries[i]!.top !== undefined || entries[i]!.logprobs !== undefined) return EMPTY_LOGITS;
+      if (entries[i]!.greedy !== undefined || entries[i]!.top !== undefined || entries[i]!.tops !== undefined || entries[i]!.logprobs !== undefined) return EMPTY_LOGITS;
       const length = rowsOfEntry.length * d.vocabulary;
       const output = entries[i]!.output;
       if (output === undefined) return new Float32Array(length);
@@ -669,7 +706,7 @@ export class Transformer {
       for (let j = 0; j < wanted[i]!.length; j++) {
         destination.push([results[i]!, j]);
         greedyOf.push(entries[i]!.greedy);
-        topOf.push(entries[i]!.top);
+        topOf.push(entries[i]!.top ?? entries[i]!.tops?.[j]);
         const scoring = entries[i]!.logprobs;
         scoreOf.push(scoring ? { target: scoring.targets[j]!, out: scoring.out, index: j } : undefined);
       }

@@ -1,6 +1,7 @@
 import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
 import { beforeAll, describe, expect, it } from "vitest";
-import { computePerplexity, logSumExp } from "../evaluation";
+import { TOP_K_ROWS_MAX } from "../backend";
+import { computeLogprobs, computePerplexity, logSumExp, topLogprobs } from "../evaluation";
 import { loadModel } from "../load-model";
 import { ReferenceBackend } from "../reference-backend";
 import { countingBackend } from "../testing/counting-backend";
@@ -76,6 +77,45 @@ describe("scoring next tokens where the logits are (BatchEntry.logprobs, forward
     expect(result.perplexity).toBe(Math.exp(nll / scored));
     const onBackend = computePerplexity(loadModel(path, { backend: scoringBackend(), maxBatchTokens: 16 }), input, context);
     expect(Math.abs(onBackend.perplexity / result.perplexity - 1)).toBeLessThan(1e-5); // per-row f32 log-probabilities within 1e-5
+  });
+
+  it("computeLogprobs takes every row's best candidates and log Σ exp where the logits are: topLogprobs of forward's logits", () => {
+    const input = tokens(20, 9);
+    const plain = loadModel(path, { backend: new ReferenceBackend() });
+    const logits = plain.forward(input, plain.createCache(32), { logits: "all" });
+    const vocabulary = plain.vocabularySize;
+    const expected = (k: number) => input.map((_, r) => topLogprobs(logits.subarray(r * vocabulary, (r + 1) * vocabulary), k));
+    // on the host (the reference backend: top-k on the host from each row, log Σ exp in double), across chunks of 8
+    const onHost = computeLogprobs(loadModel(path, { backend: new ReferenceBackend(), maxBatchTokens: 8 }), input, 5);
+    expect(onHost.positions.map((position) => position.top)).toEqual(expected(5));
+    // through topKRows and an f32 logSoftmaxAt: the same candidates, logprobs within 1e-5, no logits back
+    const inner = new ReferenceBackend();
+    const backend = countingBackend(inner, { topKRows: inner.topKRows.bind(inner), logSoftmaxAt: f32LogSoftmaxAt(inner) });
+    const before = backend.counts.floatsRead;
+    const onBackend = computeLogprobs(loadModel(path, { backend, maxBatchTokens: 8 }), input, 5);
+    expect(backend.counts.floatsRead - before).toBe(0);
+    expect(backend.counts.rowsPicked).toBe(2 * 20); // every row through topKRows and logSoftmaxAt
+    onBackend.positions.forEach((position, r) => {
+      const reference = expected(5)[r]!;
+      expect(position.top.map((top) => top.id)).toEqual(reference.map((top) => top.id));
+      position.top.forEach((top, j) => expect(Math.abs(top.logprob - reference[j]!.logprob)).toBeLessThan(1e-5 * Math.max(1, Math.abs(reference[j]!.logprob))));
+    });
+    // more than TOP_K_ROWS_MAX: the logits, as before
+    const wide = computeLogprobs(plain, input.slice(0, 2), TOP_K_ROWS_MAX + 1);
+    expect(wide.positions.map((position) => position.top)).toEqual(expected(TOP_K_ROWS_MAX + 1).slice(0, 2));
+  });
+
+  it("refuses a tops entry that does not match its requested rows or also asks for output", () => {
+    const model = loadModel(path, { backend: new ReferenceBackend() });
+    const cache = model.createCache(8);
+    const top = () => ({ ids: new Int32Array(3), logits: new Float32Array(3) });
+    const two = Int32Array.of(1, 2);
+    expect(() => model.transformer.forwardBatch([{ tokens: two, cache, logits: "all", tops: [top()] }])).toThrow(/1 tops for 2 requested rows/);
+    expect(() => model.transformer.forwardBatch([{ tokens: two, cache, output: new Float32Array(1), tops: [top()] }])).toThrow(/`tops` takes neither/);
+    expect(() => model.transformer.forwardBatch([{ tokens: two, cache, logits: "all", tops: [top(), { ids: new Int32Array(0), logits: new Float32Array(0) }] }])).toThrow(
+      /holds 0 ids and 0 logits/,
+    );
+    expect(cache.length).toBe(0); // nothing ran
   });
 
   it("refuses a scoring entry with the wrong number of targets, a target outside the vocabulary, or an output array", () => {
