@@ -6,8 +6,8 @@
  * experts routed and run on the device). Skipped without a GPU
  * unless MEMRA_CUDA_LIBRARY names the emulated library (CI runs it on the CPU emulator).
  */
-import { type BackendGraph, type DeviceBuffer, type GenerateOptions, type KVStorage, computePerplexity, loadModel } from "@memra/core";
-import { firstDifference, normals, tensorInfo } from "@memra/core/internal";
+import { type BackendGraph, type DeviceBuffer, type KVStorage, computeLogprobs, computePerplexity, loadModel } from "@memra/core";
+import { expectStepsClose, firstDifference, generationSteps, normals, tensorInfo } from "@memra/core/internal";
 import { GGMLType, quantize } from "@memra/gguf";
 import { argmax } from "@memra/sampler";
 import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
@@ -287,15 +287,26 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
     }
   }, 240_000); // whole models on the emulator: ~35 s each alone, twice that on a busy machine
 
-  it("perplexity scores its tokens on the device (logSoftmaxAt) as the host does from the logits", async () => {
+  it("perplexity and computeLogprobs score on the device (logSoftmaxAt, topKRows) as the host does from the logits", async () => {
     const path = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" }));
     const model = loadModel(path, { backend: CudaBackend.create(), maxBatchTokens: 16 });
     try {
       const backend = model.transformer.outputBackend as CudaBackend;
       const text = Array.from({ length: 8 }, (_, i) => (1000 + i * 7919) % 150_000);
       const onDevice = computePerplexity(model, text, 8); // one window, its last 3 predictions scored
-      backend.logSoftmaxAt = undefined as never; // the host's double-precision path over the logits read back
+      const logprobsOnDevice = computeLogprobs(model, text.slice(0, 4), 3); // every row's best 3 and log Σ exp
+      // the host's double-precision path over the logits read back
+      backend.logSoftmaxAt = undefined as never;
+      backend.topKRows = undefined as never;
       const onHost = computePerplexity(model, text, 8);
+      const logprobsOnHost = computeLogprobs(model, text.slice(0, 4), 3);
+      expect(logprobsOnDevice.positions.map((p) => p.top.map((top) => top.id))).toEqual(logprobsOnHost.positions.map((p) => p.top.map((top) => top.id)));
+      logprobsOnDevice.positions.forEach((position, r) =>
+        position.top.forEach((top, j) => {
+          const reference = logprobsOnHost.positions[r]!.top[j]!.logprob;
+          expect(Math.abs(top.logprob - reference)).toBeLessThan(1e-5 * Math.max(1, Math.abs(reference)));
+        }),
+      );
       expect(onDevice.scoredTokens).toBe(3);
       expect(Math.abs(onDevice.perplexity / onHost.perplexity - 1)).toBeLessThan(1e-5);
       expect(onDevice.perplexity).not.toBe(onHost.perplexity); // the f32 device sums, not the host's
@@ -343,32 +354,14 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
         calls.logSoftmaxAt++;
         logSoftmaxAt(...args);
       };
-      const steps = async (options: GenerateOptions) => {
-        const out: { token: number; logprob: number; top: { id: number; logprob: number }[] }[] = [];
-        for await (const chunk of model.generate([11, 12, 13, 14], options)) {
-          if (chunk.token !== undefined) out.push({ token: chunk.token, logprob: chunk.logprob!, top: [...(chunk.topLogprobs ?? [])] });
-        }
-        return out;
-      };
-      for (const options of [
-        { temperature: 0, maxTokens: 3, logprobs: true, topLogprobs: 3 },
-        { seed: 11, maxTokens: 3, logprobs: true, topLogprobs: 2 },
-      ]) {
-        const before = { ...calls };
-        const fromDevice = await steps(options);
-        expect(calls.topKRows - before.topKRows).toBe(3); // the prompt's last row and 2 decode steps
-        expect(calls.logSoftmaxAt - before.logSoftmaxAt).toBe(3);
-        const whole = await steps({ ...options, logitBias: { 0: 0 } }); // every step's logits read back, summed on the host
-        expect(calls.topKRows - before.topKRows).toBe(3);
-        expect(fromDevice.map((step) => step.token)).toEqual(whole.map((step) => step.token));
-        fromDevice.forEach((step, i) => {
-          const expected = whole[i]!;
-          expect(Math.abs(step.logprob - expected.logprob)).toBeLessThan(1e-5 * Math.max(1, Math.abs(expected.logprob)));
-          expect(step.top.map((top) => top.id)).toEqual(expected.top.map((top) => top.id));
-          step.top.forEach((top, j) => expect(Math.abs(top.logprob - expected.top[j]!.logprob)).toBeLessThan(1e-5 * Math.max(1, Math.abs(expected.top[j]!.logprob))));
-        });
-        expect(fromDevice.map((step) => step.logprob)).not.toEqual(whole.map((step) => step.logprob)); // the f32 device sums, not the host's
-      }
+      // sampled (a greedy pick differs only on the host: core's top-candidates tests)
+      const options = { seed: 11, maxTokens: 3, logprobs: true, topLogprobs: 2 };
+      const fromDevice = await generationSteps(model, [11, 12, 13, 14], options);
+      expect(calls).toEqual({ topKRows: 3, logSoftmaxAt: 3 }); // the prompt's last row and 2 decode steps
+      const whole = await generationSteps(model, [11, 12, 13, 14], { ...options, logitBias: { 0: 0 } }); // every step's logits read back, summed on the host
+      expect(calls).toEqual({ topKRows: 3, logSoftmaxAt: 3 });
+      expectStepsClose(fromDevice, whole, 1e-5);
+      expect(fromDevice.map((step) => step.logprob)).not.toEqual(whole.map((step) => step.logprob)); // the f32 device sums, not the host's
     } finally {
       model.dispose();
     }
