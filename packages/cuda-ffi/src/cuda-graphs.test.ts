@@ -11,7 +11,7 @@ import { expectStepsClose, firstDifference, generationSteps, normals, tensorInfo
 import { GGMLType, quantize } from "@memra/gguf";
 import { argmax } from "@memra/sampler";
 import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { cudaUnavailableReason } from "./cuda-availability";
 import { CudaBackend } from "./cuda-backend";
 import { CudaError } from "./errors";
@@ -320,18 +320,14 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
     const model = loadModel(path, { backend: CudaBackend.create(), maxBatchTokens: 16 });
     try {
       const backend = model.transformer.outputBackend as CudaBackend;
-      let picked = 0;
-      const topKRows = backend.topKRows.bind(backend);
-      backend.topKRows = (ids, values, logits, rows, columns, k) => {
-        picked += rows;
-        expect(k).toBe(40);
-        topKRows(ids, values, logits, rows, columns, k);
-      };
+      const topKRows = vi.spyOn(backend, "topKRows");
+      const picked = () => topKRows.mock.calls.reduce((rows, call) => rows + call[3], 0);
       const options = { seed: 11, maxTokens: 6 }; // llama.cpp's default chain: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05
       const fromTop = await model.complete([11, 12, 13, 14], options);
-      expect(picked).toBe(6); // the prompt's last row and 5 decode steps
+      expect(picked()).toBe(6); // the prompt's last row and 5 decode steps
+      for (const call of topKRows.mock.calls) expect(call[5]).toBe(40);
       const whole = await model.complete([11, 12, 13, 14], { ...options, logitBias: { 0: 0 } }); // a logit bias (of 0): every step's logits read back
-      expect(picked).toBe(6);
+      expect(picked()).toBe(6);
       expect(fromTop.tokens).toEqual(whole.tokens);
       expect(fromTop.tokens.length).toBe(6);
     } finally {
@@ -344,22 +340,14 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
     const model = loadModel(path, { backend: CudaBackend.create(), maxBatchTokens: 16 });
     try {
       const backend = model.transformer.outputBackend as CudaBackend;
-      const calls = { topKRows: 0, logSoftmaxAt: 0 };
-      const [topKRows, logSoftmaxAt] = [backend.topKRows.bind(backend), backend.logSoftmaxAt.bind(backend)];
-      backend.topKRows = (...args) => {
-        calls.topKRows++;
-        topKRows(...args);
-      };
-      backend.logSoftmaxAt = (...args) => {
-        calls.logSoftmaxAt++;
-        logSoftmaxAt(...args);
-      };
+      const [topKRows, logSoftmaxAt] = [vi.spyOn(backend, "topKRows"), vi.spyOn(backend, "logSoftmaxAt")];
+      const calls = () => ({ topKRows: topKRows.mock.calls.length, logSoftmaxAt: logSoftmaxAt.mock.calls.length });
       // sampled (a greedy pick differs only on the host: core's top-candidates tests)
       const options = { seed: 11, maxTokens: 3, logprobs: true, topLogprobs: 2 };
       const fromDevice = await generationSteps(model, [11, 12, 13, 14], options);
-      expect(calls).toEqual({ topKRows: 3, logSoftmaxAt: 3 }); // the prompt's last row and 2 decode steps
+      expect(calls()).toEqual({ topKRows: 3, logSoftmaxAt: 3 }); // the prompt's last row and 2 decode steps
       const whole = await generationSteps(model, [11, 12, 13, 14], { ...options, logitBias: { 0: 0 } }); // every step's logits read back, summed on the host
-      expect(calls).toEqual({ topKRows: 3, logSoftmaxAt: 3 });
+      expect(calls()).toEqual({ topKRows: 3, logSoftmaxAt: 3 });
       expectStepsClose(fromDevice, whole, 1e-5);
       expect(fromDevice.map((step) => step.logprob)).not.toEqual(whole.map((step) => step.logprob)); // the f32 device sums, not the host's
     } finally {
