@@ -127,7 +127,8 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
       }
       const step = matcher.push(decoder.push(token));
       text += step.text;
-      yield !options.logprobs ? { text: step.text, token } : top ? { text: step.text, token, ...logprobsOfTop(top, token, options.topLogprobs) } : { text: step.text, token, logprob: logits![token]! - logSumExp(logits!), ...(options.topLogprobs > 0 ? { topLogprobs: topLogprobs(logits!, options.topLogprobs) } : {}) };
+      if (!options.logprobs) yield { text: step.text, token };
+      else yield { text: step.text, token, ...(top ? logprobsOfTop(top, token, options.topLogprobs) : logprobsOfLogits(logits!, token, options.topLogprobs)) };
       if (step.stopped) {
         finishReason = "stop";
         stopString = step.stop;
@@ -192,6 +193,12 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
       };
     },
   };
+}
+
+/** A step's logprob and top logprobs from the whole logits. */
+function logprobsOfLogits(logits: Float32Array, token: number, count: number): { logprob: number; topLogprobs?: TokenLogprob[] } {
+  const logprob = logits[token]! - logSumExp(logits);
+  return count === 0 ? { logprob } : { logprob, topLogprobs: topLogprobs(logits, count) };
 }
 
 /**
