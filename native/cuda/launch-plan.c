@@ -383,13 +383,27 @@ int64_t memra_cuda_staging_chunks(int64_t bytes, int64_t chunk_bytes) {
     return ceil_div(bytes, chunk_bytes);
 }
 
-int memra_cuda_plan_argmax(int64_t rows, int64_t columns, memra_cuda_launch * launch, char * message, size_t message_bytes) {
+/* What both row readers check: rows not negative, columns 1..INT32_MAX ("an argmax row", "a log-softmax row"). */
+static int check_rows(int64_t rows, int64_t columns, const char * what, memra_cuda_launch * launch, char * message, size_t message_bytes) {
     *launch = launch_of(0, 0, 0, 0, 0);
     if (rows < 0) return fail(message, message_bytes, MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "rows %lld is negative", (long long)rows);
     if (columns < 1 || columns > INT32_MAX) {
-        return fail(message, message_bytes, MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%lld columns: an argmax row holds 1..%d values", (long long)columns, INT32_MAX);
+        return fail(message, message_bytes, MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%lld columns: %s row holds 1..%d values", (long long)columns, what, INT32_MAX);
     }
-    *launch = launch_of(min64(rows > 0 ? rows : 1, MEMRA_CUDA_MAX_GRID_X), 1, 1, MEMRA_CUDA_ARGMAX_THREADS, 0);
+    return MEMRA_CUDA_OK;
+}
+
+int memra_cuda_plan_argmax(int64_t rows, int64_t columns, memra_cuda_launch * launch, char * message, size_t message_bytes) {
+    const int checked = check_rows(rows, columns, "an argmax", launch, message, message_bytes);
+    if (checked != MEMRA_CUDA_OK) return checked;
+    *launch = launch_of(ceil_div(columns, MEMRA_CUDA_ARGMAX_CHUNK), min64(rows > 0 ? rows : 1, MEMRA_CUDA_MAX_GRID_YZ), 1, MEMRA_CUDA_ARGMAX_THREADS, 0);
+    return MEMRA_CUDA_OK;
+}
+
+int memra_cuda_plan_log_softmax(int64_t rows, int64_t columns, memra_cuda_launch * launch, char * message, size_t message_bytes) {
+    const int checked = check_rows(rows, columns, "a log-softmax", launch, message, message_bytes);
+    if (checked != MEMRA_CUDA_OK) return checked;
+    *launch = launch_of(min64(rows > 0 ? rows : 1, MEMRA_CUDA_MAX_GRID_X), 1, 1, MEMRA_CUDA_LOG_SOFTMAX_THREADS, 0);
     return MEMRA_CUDA_OK;
 }
 

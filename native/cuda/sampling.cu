@@ -4,19 +4,24 @@
  * only the [rows] token ids copied back to the host; each row's k best candidates, [rows, k] ids and
  * values; or one log-probability per row; instead of the vocabulary's logits.
  */
+#include <memory>
+#include <new>
+
 #include "cuda-internal.cuh"
 #include "kernels/sampling.cuh"
 
 using namespace memra_cuda_kernels;
 
+typedef int (*row_plan)(int64_t rows, int64_t columns, memra_cuda_launch * launch, char * message, size_t message_bytes);
+
 /* What the readers of logits rows check first: the context, no capture (they wait for the stream),
- * the one-block-per-row launch, logits [rows, columns] and out [rows]. */
-static int enter_row_reader(const char * function, memra_cuda * cuda, const char * what, const void * out, int64_t out_length, const float * logits,
-                            int64_t logits_length, int64_t rows, int64_t columns, memra_cuda_launch * launch) {
+ * the launch `plan` gives, logits [rows, columns] and out [rows]. */
+static int enter_row_reader(const char * function, memra_cuda * cuda, const char * what, row_plan plan, const void * out, int64_t out_length,
+                            const float * logits, int64_t logits_length, int64_t rows, int64_t columns, memra_cuda_launch * launch) {
     CHECK(memra_cuda_enter(function, cuda));
     REFUSE_WHILE_CAPTURING(function, cuda, what);
     char message[512];
-    const int planned = memra_cuda_plan_argmax(rows, columns, launch, message, sizeof message);
+    const int planned = plan(rows, columns, launch, message, sizeof message);
     if (planned != MEMRA_CUDA_OK) FAIL(planned, "%s: %s", function, message);
     int64_t needed = 0;
     CHECK(memra_cuda_check_product(function, "rows * columns", rows, columns, &needed));
@@ -40,15 +45,25 @@ extern "C" int memra_cuda_argmax_rows(memra_cuda * cuda, int32_t * out, int64_t 
                                       int64_t columns) {
     static const char function[] = "memra_cuda_argmax_rows";
     memra_cuda_launch launch;
-    CHECK(enter_row_reader(function, cuda, "tokens cannot be read back to the host", out, out_length, logits, logits_length, rows, columns, &launch));
+    CHECK(enter_row_reader(function, cuda, "tokens cannot be read back to the host", memra_cuda_plan_argmax, out, out_length, logits, logits_length, rows,
+                           columns, &launch));
     if (rows == 0) return MEMRA_CUDA_OK;
-    int32_t * tokens = (int32_t *)memra_cuda_alloc(cuda, rows * 4);
-    if (!tokens) return memra_cuda_last_status();
-    MEMRA_LAUNCH(memra_grid(launch), launch.threads, launch.shared_bytes, cuda->stream, argmax_rows_kernel)(tokens, logits, rows, columns);
-    void * hosts[1] = {out};
-    const void * devices[1] = {tokens};
-    const int64_t bytes[1] = {rows * 4};
-    return read_back(function, cuda, cudaGetLastError(), "argmax_rows_kernel", tokens, 1, hosts, devices, bytes);
+    // The rows' keys (kernels/sampling.cuh) come back; their low halves are 0xFFFFFFFF - index.
+    std::unique_ptr<unsigned long long[]> host(new (std::nothrow) unsigned long long[rows]);
+    if (!host) FAIL(MEMRA_CUDA_ERROR_OUT_OF_MEMORY, "%s: no host memory for %lld keys", function, (long long)rows);
+    unsigned long long * keys = (unsigned long long *)memra_cuda_alloc(cuda, rows * 8);
+    if (!keys) return memra_cuda_last_status();
+    cudaError_t error = cudaMemsetAsync(keys, 0, (size_t)rows * 8, cuda->stream);
+    if (error == cudaSuccess) {
+        MEMRA_LAUNCH(memra_grid(launch), launch.threads, launch.shared_bytes, cuda->stream, argmax_rows_kernel)(keys, logits, rows, columns);
+        error = cudaGetLastError();
+    }
+    void * hosts[1] = {host.get()};
+    const void * devices[1] = {keys};
+    const int64_t bytes[1] = {rows * 8};
+    CHECK(read_back(function, cuda, error, "argmax_rows_kernel", keys, 1, hosts, devices, bytes));
+    for (int64_t r = 0; r < rows; r++) out[r] = (int32_t)(0xFFFFFFFFu - (uint32_t)(host[r] & 0xFFFFFFFFu));
+    return MEMRA_CUDA_OK;
 }
 
 extern "C" int memra_cuda_top_k_rows(memra_cuda * cuda, int32_t * ids, int64_t ids_length, float * values, int64_t values_length, const float * logits,
@@ -95,7 +110,8 @@ extern "C" int memra_cuda_log_softmax_at(memra_cuda * cuda, float * out, int64_t
                                          int64_t columns, const int32_t * targets, int64_t targets_length) {
     static const char function[] = "memra_cuda_log_softmax_at";
     memra_cuda_launch launch;
-    CHECK(enter_row_reader(function, cuda, "log-probabilities cannot be read back to the host", out, out_length, logits, logits_length, rows, columns, &launch));
+    CHECK(enter_row_reader(function, cuda, "log-probabilities cannot be read back to the host", memra_cuda_plan_log_softmax, out, out_length, logits,
+                           logits_length, rows, columns, &launch));
     if (rows > 0 && (!targets || targets_length < rows)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %lld targets for %lld rows", function, (long long)targets_length, (long long)rows);
     for (int64_t r = 0; r < rows; r++) {
         if (targets[r] < 0 || targets[r] >= columns) {

@@ -335,6 +335,11 @@ static inline int atomicAdd(int * address, int value) {
     *address = old + value;
     return old;
 }
+static inline unsigned long long atomicMax(unsigned long long * address, unsigned long long value) {
+    const unsigned long long old = *address;
+    if (value > old) *address = value;
+    return old;
+}
 /* Loads that bypass L1 (cache-global): the emulator has no caches. */
 template <typename T>
 static inline T __ldcg(const T * p) {

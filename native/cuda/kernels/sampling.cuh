@@ -2,12 +2,14 @@
  * sampling.cuh — picking tokens from logits on the device, so that a greedy decode step reads
  * back one int per sequence instead of the vocabulary's logits.
  *
- * argmax_rows_kernel: one block per row. The pick is the sampler's argmax (packages/sampler,
- * log-sum-exp.ts): best = 0, then every later value that is > the best so far replaces it. So a
- * NaN never wins, ties go to the lowest index, and a NaN at index 0 is the answer whatever
- * follows (nothing compares > NaN). Each thread scans indices tid, tid + blockDim.x, ... keeping
- * its first largest non-NaN value; warps and then the block combine (value, index) pairs
- * preferring the larger value, then the lower index.
+ * argmax_rows_kernel: the pick is the sampler's argmax (packages/sampler, log-sum-exp.ts): best =
+ * 0, then every later value that is > the best so far replaces it. So a NaN never wins, ties go to
+ * the lowest index, and a NaN at index 0 is the answer whatever follows (nothing compares > NaN).
+ * That is the largest top-k key (below) of the row, or the largest possible key where the row
+ * starts with a NaN: so each row is split into chunks of MEMRA_CUDA_ARGMAX_CHUNK values, one block
+ * per chunk, each thread's values loaded at once (independent loads: a chunk is one round trip to
+ * memory, not a thread's strided walk), the block's largest key atomicMax'ed into the row's key
+ * (zeroed before the launch); the launcher turns keys back into indices on the host.
  *
  * top_k_sort_kernel: a pass of memra_cuda_top_k_rows (plan in launch-plan.h). A value and its
  * index become one 64-bit key whose unsigned order is the sampler's top-k order (top-k.ts,
@@ -29,42 +31,55 @@
 
 namespace memra_cuda_kernels {
 
-/* Index -1: no non-NaN value seen. */
-struct argmax_pair {
-    float value;
-    int32_t index;
-};
-
-__device__ __forceinline__ argmax_pair argmax_better(argmax_pair a, argmax_pair b) {
-    if (b.index < 0) return a;
-    if (a.index < 0) return b;
-    if (b.value > a.value || (b.value == a.value && b.index < a.index)) return b;
-    return a;
+/* The sort key of `value` at `index` (see the file comment). */
+__device__ __forceinline__ unsigned long long top_k_key(float value, uint32_t index) {
+    uint32_t bits = __float_as_uint(value);
+    uint32_t ordered = 0;  // NaN
+    if (value == value) {
+        if (bits == 0x80000000u) bits = 0;
+        ordered = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+    }
+    return ((unsigned long long)ordered << 32) | (unsigned long long)(0xFFFFFFFFu - index);
 }
 
-static __global__ void argmax_rows_kernel(int32_t * __restrict__ out, const float * __restrict__ logits, int64_t rows, int64_t columns) {
+__device__ __forceinline__ uint32_t top_k_index(uint64_t key) { return 0xFFFFFFFFu - (uint32_t)(key & 0xFFFFFFFFu); }
+
+
+/*
+ * Block (x, y): chunk x of row y (rows strided by gridDim.y); keys[row] holds the row's largest
+ * key so far (0 before the first block: every key is nonzero).
+ */
+static __global__ void argmax_rows_kernel(unsigned long long * __restrict__ keys, const float * __restrict__ logits, int64_t rows, int64_t columns) {
     memra_grid_dependencies();
-    __shared__ argmax_pair partial[32];
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    __shared__ unsigned long long partial[MEMRA_CUDA_ARGMAX_THREADS / 32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int64_t first = (int64_t)blockIdx.x * MEMRA_CUDA_ARGMAX_CHUNK;
+    for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
         const float * x = logits + row * columns;
-        argmax_pair best{0.0f, -1};
-        for (int64_t i = threadIdx.x; i < columns; i += blockDim.x) {
-            const float v = x[i];
-            if (v == v && (best.index < 0 || v > best.value)) best = argmax_pair{v, (int32_t)i};
+        float value[MEMRA_CUDA_ARGMAX_VALUES];
+#pragma unroll
+        for (int j = 0; j < MEMRA_CUDA_ARGMAX_VALUES; j++) {
+            const int64_t i = first + j * MEMRA_CUDA_ARGMAX_THREADS + threadIdx.x;
+            if (i < columns) value[j] = x[i];
+        }
+        unsigned long long best = 0;
+#pragma unroll
+        for (int j = 0; j < MEMRA_CUDA_ARGMAX_VALUES; j++) {
+            const int64_t i = first + j * MEMRA_CUDA_ARGMAX_THREADS + threadIdx.x;
+            const unsigned long long key = i < columns ? top_k_key(value[j], (uint32_t)i) : 0ull;
+            if (key > best) best = key;
         }
 #pragma unroll
         for (int offset = 16; offset > 0; offset >>= 1) {
-            const argmax_pair other{__shfl_xor_sync(0xffffffffu, best.value, offset), __shfl_xor_sync(0xffffffffu, best.index, offset)};
-            best = argmax_better(best, other);
+            const unsigned long long other = __shfl_xor_sync(0xffffffffu, best, offset);
+            if (other > best) best = other;
         }
         if (lane == 0) partial[warp] = best;
         __syncthreads();
         if (threadIdx.x == 0) {
-            argmax_pair total = partial[0];
-            for (int w = 1; w < warps; w++) total = argmax_better(total, partial[w]);
-            const float first = x[0];
-            out[row] = (first != first || total.index < 0) ? 0 : total.index;
+            for (int w = 1; w < MEMRA_CUDA_ARGMAX_THREADS / 32; w++) best = partial[w] > best ? partial[w] : best;
+            if (first == 0 && x[0] != x[0]) best = ~0ull;  // index 0, above every value's key
+            atomicMax(keys + row, best);
         }
         __syncthreads();
     }
@@ -99,19 +114,6 @@ static __global__ void log_softmax_at_kernel(float * __restrict__ out, const flo
         if (threadIdx.x == 0) out[row] = (x[targets[row]] - m) - logf(sum);
     }
 }
-
-/* The sort key of `value` at `index` (see the file comment). */
-__device__ __forceinline__ uint64_t top_k_key(float value, uint32_t index) {
-    uint32_t bits = __float_as_uint(value);
-    uint32_t ordered = 0;  // NaN
-    if (value == value) {
-        if (bits == 0x80000000u) bits = 0;
-        ordered = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-    }
-    return ((uint64_t)ordered << 32) | (uint64_t)(0xFFFFFFFFu - index);
-}
-
-__device__ __forceinline__ uint32_t top_k_index(uint64_t key) { return 0xFFFFFFFFu - (uint32_t)(key & 0xFFFFFFFFu); }
 
 /*
  * One pass: block (x, y) sorts inputs [x * per_block, min((x + 1) * per_block, inputs)) of row y

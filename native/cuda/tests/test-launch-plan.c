@@ -333,13 +333,24 @@ static void test_flash_attention_plans(void) {
 static void test_argmax_plans(void) {
     memra_cuda_launch launch;
     char message[256];
+    EXPECT(MEMRA_CUDA_ARGMAX_CHUNK == MEMRA_CUDA_ARGMAX_THREADS * MEMRA_CUDA_ARGMAX_VALUES && MEMRA_CUDA_ARGMAX_THREADS % 32 == 0);
+    /* 151936 values: 38 chunks of 4096 (the last 384 values), a row per grid y */
     EXPECT(memra_cuda_plan_argmax(64, 151936, &launch, message, sizeof message) == MEMRA_CUDA_OK);
-    EXPECT(launch.grid_x == 64 && launch.grid_y == 1 && launch.threads == MEMRA_CUDA_ARGMAX_THREADS && launch.shared_bytes == 0);
-    EXPECT(memra_cuda_plan_argmax(0, 8, &launch, message, sizeof message) == MEMRA_CUDA_OK && launch.grid_x == 1);
-    EXPECT(memra_cuda_plan_argmax(3LL << 31, 8, &launch, message, sizeof message) == MEMRA_CUDA_OK && launch.grid_x == MEMRA_CUDA_MAX_GRID_X);
-    EXPECT(memra_cuda_plan_argmax(1, 0, &launch, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT && strstr(message, "0 columns"));
+    EXPECT(launch.grid_x == 38 && launch.grid_y == 64 && launch.grid_z == 1 && launch.threads == MEMRA_CUDA_ARGMAX_THREADS && launch.shared_bytes == 0);
+    EXPECT(memra_cuda_plan_argmax(1, MEMRA_CUDA_ARGMAX_CHUNK, &launch, message, sizeof message) == MEMRA_CUDA_OK && launch.grid_x == 1 && launch.grid_y == 1);
+    EXPECT(memra_cuda_plan_argmax(1, MEMRA_CUDA_ARGMAX_CHUNK + 1, &launch, message, sizeof message) == MEMRA_CUDA_OK && launch.grid_x == 2);
+    EXPECT(memra_cuda_plan_argmax(0, 8, &launch, message, sizeof message) == MEMRA_CUDA_OK && launch.grid_x == 1 && launch.grid_y == 1);
+    EXPECT(memra_cuda_plan_argmax(3LL << 31, 8, &launch, message, sizeof message) == MEMRA_CUDA_OK && launch.grid_y == MEMRA_CUDA_MAX_GRID_YZ);
+    EXPECT(memra_cuda_plan_argmax(1, INT32_MAX, &launch, message, sizeof message) == MEMRA_CUDA_OK && launch.grid_x == (INT32_MAX / MEMRA_CUDA_ARGMAX_CHUNK) + 1);
+    EXPECT(memra_cuda_plan_argmax(1, 0, &launch, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT && strstr(message, "0 columns: an argmax row"));
     EXPECT(memra_cuda_plan_argmax(1, 1LL << 31, &launch, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
     EXPECT(memra_cuda_plan_argmax(-1, 8, &launch, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT && strstr(message, "negative"));
+    /* log-softmax: one block per row */
+    EXPECT(memra_cuda_plan_log_softmax(64, 151936, &launch, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(launch.grid_x == 64 && launch.grid_y == 1 && launch.threads == MEMRA_CUDA_LOG_SOFTMAX_THREADS && launch.shared_bytes == 0);
+    EXPECT(memra_cuda_plan_log_softmax(3LL << 31, 8, &launch, message, sizeof message) == MEMRA_CUDA_OK && launch.grid_x == MEMRA_CUDA_MAX_GRID_X);
+    EXPECT(memra_cuda_plan_log_softmax(1, 0, &launch, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT && strstr(message, "0 columns: a log-softmax row"));
+    EXPECT(memra_cuda_plan_log_softmax(-1, 8, &launch, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT && strstr(message, "negative"));
 }
 
 /* The pass structure of a top-k plan, checked against its rules and simulated on the host: every

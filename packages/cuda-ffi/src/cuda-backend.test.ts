@@ -765,6 +765,45 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     expect(() => backend.argmaxRows(picked, logits, 1, 0)).toThrow(/0 columns/);
   });
 
+  it("argmaxRows over rows split into chunks: the best of every chunk, ties across chunk boundaries to the lower index", () => {
+    // Chunks of 4096 values (MEMRA_CUDA_ARGMAX_CHUNK), 16 per thread: rows of one value, of less
+    // than a chunk, of exactly one, of one value more, and of several with a short last one.
+    for (const columns of [1, 5, 4095, 4096, 4097, 3 * 4096 + 7]) {
+      const rows = 9;
+      const values = normals(rows * columns, 17 + columns, 1);
+      const row = (r: number) => values.subarray(r * columns, (r + 1) * columns);
+      const last = columns - 1;
+      row(1)[last] = 9; // in the last chunk's last value
+      row(2).fill(3); // all equal: index 0
+      if (columns > 4096) {
+        row(3)[4095] = 9; // a tie on both sides of the first boundary
+        row(3)[4096] = 9;
+        row(4)[4096] = 9; // a tie with a later chunk's lower-numbered thread
+        row(4)[last] = 9;
+      }
+      if (columns > 2 * 4096) {
+        row(5)[255] = Number.NaN; // NaNs in the best chunk's other values
+        row(5)[4096 + 256] = 9;
+        row(5)[4096 + 512] = Number.NaN;
+      }
+      row(6).fill(Number.NaN); // all NaN: 0
+      row(7).fill(Number.NEGATIVE_INFINITY);
+      row(7)[last] = -3e38; // finite in f32
+      row(8)[0] = Number.NaN; // a NaN first: 0, even with +Infinity later
+      row(8)[last] = Number.POSITIVE_INFINITY;
+      const logits = backend.allocate(values.length);
+      backend.write(logits, values);
+      const picked = new Int32Array(rows);
+      backend.argmaxRows(picked, logits, rows, columns);
+      const expected = Array.from({ length: rows }, (_, r) => argmax(row(r), columns));
+      expect(Array.from(picked), `columns ${columns}`).toEqual(expected);
+      expect(expected[1]).toBe(last);
+      if (columns > 4096) expect(expected.slice(3, 5)).toEqual([4095, 4096]);
+      if (columns > 2 * 4096) expect(expected[5]).toBe(4096 + 256);
+      expect([expected[6], expected[7], expected[8]]).toEqual([0, last === 0 ? 0 : last, 0]);
+    }
+  });
+
   it("topKRows gives each row's k best candidates as the sampler's top-k (ties by index, -0 as +0, NaN below -Infinity, exact bits)", () => {
     /** The sampler's top-k of `row`: ids and logits, best first. */
     const samplerTopK = (row: Float32Array, k: number) => {
