@@ -400,10 +400,12 @@ int memra_cuda_plan_argmax(int64_t rows, int64_t columns, memra_cuda_launch * la
     return MEMRA_CUDA_OK;
 }
 
-int memra_cuda_plan_log_softmax(int64_t rows, int64_t columns, memra_cuda_launch * launch, char * message, size_t message_bytes) {
-    const int checked = check_rows(rows, columns, "a log-softmax", launch, message, message_bytes);
+int memra_cuda_plan_log_softmax(int64_t rows, int64_t columns, memra_cuda_launch launch[2], char * message, size_t message_bytes) {
+    launch[1] = launch_of(0, 0, 0, 0, 0);
+    const int checked = check_rows(rows, columns, "a log-softmax", &launch[0], message, message_bytes);
     if (checked != MEMRA_CUDA_OK) return checked;
-    *launch = launch_of(min64(rows > 0 ? rows : 1, MEMRA_CUDA_MAX_GRID_X), 1, 1, MEMRA_CUDA_LOG_SOFTMAX_THREADS, 0);
+    launch[0] = launch_of(ceil_div(columns, MEMRA_CUDA_ARGMAX_CHUNK), min64(rows > 0 ? rows : 1, MEMRA_CUDA_MAX_GRID_YZ), 1, MEMRA_CUDA_ARGMAX_THREADS, 0);
+    launch[1] = launch_of(min64(rows > 0 ? rows : 1, MEMRA_CUDA_MAX_GRID_X), 1, 1, 32, 0);
     return MEMRA_CUDA_OK;
 }
 

@@ -256,17 +256,17 @@ void memra_cuda_arena_reset(memra_cuda_arena * arena);
 int64_t memra_cuda_staging_chunks(int64_t bytes, int64_t chunk_bytes);
 
 /* ---- sampling ---- */
-/* argmax_rows_kernel: blocks of MEMRA_CUDA_ARGMAX_THREADS, each thread MEMRA_CUDA_ARGMAX_VALUES of
- * a chunk of MEMRA_CUDA_ARGMAX_CHUNK values; grid x: a row's chunks, grid y: rows up to the grid
- * limit (blocks stride over rows beyond it). log_softmax_at_kernel: one block of
- * MEMRA_CUDA_LOG_SOFTMAX_THREADS per row (grid-stride beyond the grid limit). Both fail for
- * columns outside 1..INT32_MAX (the index is an int32). */
+/* argmax_rows_kernel and log_softmax_partial_kernel: blocks of MEMRA_CUDA_ARGMAX_THREADS, each
+ * thread MEMRA_CUDA_ARGMAX_VALUES of a chunk of MEMRA_CUDA_ARGMAX_CHUNK values; grid x: a row's
+ * chunks, grid y: rows up to the grid limit (blocks stride over rows beyond it). Both plans fail
+ * for columns outside 1..INT32_MAX (the index is an int32). */
 #define MEMRA_CUDA_ARGMAX_THREADS 256
 #define MEMRA_CUDA_ARGMAX_VALUES 16
 #define MEMRA_CUDA_ARGMAX_CHUNK (MEMRA_CUDA_ARGMAX_THREADS * MEMRA_CUDA_ARGMAX_VALUES)
-#define MEMRA_CUDA_LOG_SOFTMAX_THREADS 1024
 int memra_cuda_plan_argmax(int64_t rows, int64_t columns, memra_cuda_launch * launch, char * message, size_t message_bytes);
-int memra_cuda_plan_log_softmax(int64_t rows, int64_t columns, memra_cuda_launch * launch, char * message, size_t message_bytes);
+/* launch[0]: log_softmax_partial_kernel (the argmax's launch, [rows, grid x] partials);
+ * launch[1]: log_softmax_combine_kernel, one warp per row (grid-stride beyond the grid limit). */
+int memra_cuda_plan_log_softmax(int64_t rows, int64_t columns, memra_cuda_launch launch[2], char * message, size_t message_bytes);
 
 /* top_k_sort_kernel (memra_cuda_top_k_rows): bitonic sorts of at most MEMRA_CUDA_TOP_K_SORT 64-bit
  * keys (value order, then index) in shared memory. Pass 0 sorts chunks of each row's values and

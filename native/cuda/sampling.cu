@@ -109,9 +109,9 @@ extern "C" int memra_cuda_top_k_rows(memra_cuda * cuda, int32_t * ids, int64_t i
 extern "C" int memra_cuda_log_softmax_at(memra_cuda * cuda, float * out, int64_t out_length, const float * logits, int64_t logits_length, int64_t rows,
                                          int64_t columns, const int32_t * targets, int64_t targets_length) {
     static const char function[] = "memra_cuda_log_softmax_at";
-    memra_cuda_launch launch;
+    memra_cuda_launch launch[2];
     CHECK(enter_row_reader(function, cuda, "log-probabilities cannot be read back to the host", memra_cuda_plan_log_softmax, out, out_length, logits,
-                           logits_length, rows, columns, &launch));
+                           logits_length, rows, columns, launch));
     if (rows > 0 && (!targets || targets_length < rows)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %lld targets for %lld rows", function, (long long)targets_length, (long long)rows);
     for (int64_t r = 0; r < rows; r++) {
         if (targets[r] < 0 || targets[r] >= columns) {
@@ -121,12 +121,23 @@ extern "C" int memra_cuda_log_softmax_at(memra_cuda * cuda, float * out, int64_t
     if (rows == 0) return MEMRA_CUDA_OK;
     const void * device_targets = nullptr;
     CHECK(memra_cuda_stage(function, cuda, targets, rows * 4, &device_targets));
-    float * device_out = (float *)memra_cuda_alloc(cuda, rows * 4);
-    if (!device_out) return memra_cuda_last_status();
-    MEMRA_LAUNCH(memra_grid(launch), launch.threads, launch.shared_bytes, cuda->stream, log_softmax_at_kernel)(device_out, logits,
-                                                                                                          (const int32_t *)device_targets, rows, columns);
+    // One allocation: the [rows] results, then the [rows, chunks] partials (8-byte aligned: rows * 4 rounded up).
+    const int64_t chunks = launch[0].grid_x, out_bytes = (rows * 4 + 7) / 8 * 8;
+    char * workspace = (char *)memra_cuda_alloc(cuda, out_bytes + rows * chunks * 8);
+    if (!workspace) return memra_cuda_last_status();
+    float * device_out = (float *)workspace;
+    float2 * partials = (float2 *)(workspace + out_bytes);
+    MEMRA_LAUNCH(memra_grid(launch[0]), launch[0].threads, launch[0].shared_bytes, cuda->stream, log_softmax_partial_kernel)(partials, logits, rows, columns);
+    cudaError_t error = cudaGetLastError();
+    const char * kernel = "log_softmax_partial_kernel";
+    if (error == cudaSuccess) {
+        MEMRA_LAUNCH(memra_grid(launch[1]), launch[1].threads, launch[1].shared_bytes, cuda->stream, log_softmax_combine_kernel)(
+            device_out, partials, chunks, logits, (const int32_t *)device_targets, rows, columns);
+        error = cudaGetLastError();
+        kernel = "log_softmax_combine_kernel";
+    }
     void * hosts[1] = {out};
     const void * devices[1] = {device_out};
     const int64_t bytes[1] = {rows * 4};
-    return read_back(function, cuda, cudaGetLastError(), "log_softmax_at_kernel", device_out, 1, hosts, devices, bytes);
+    return read_back(function, cuda, error, kernel, workspace, 1, hosts, devices, bytes);
 }

@@ -20,9 +20,11 @@
  * descending and writes the first k: as a list of keys, or, in the last pass, as indices and the
  * values read again from the logits (their exact bits, -0 and NaN payloads included).
  *
- * log_softmax_at_kernel: one block per row: out[r] = (logits[r, targets[r]] − m) − log Σ exp(x − m),
- * m the row's largest value, in f32 (each thread's strided values summed in order, then the warps'
- * and the block's partial sums by a tree).
+ * log_softmax_partial_kernel, log_softmax_combine_kernel: out[r] = (logits[r, targets[r]] − m) −
+ * log Σ exp(x − m), m the row's largest value, in f32. The first takes the argmax's chunks (all of
+ * a chunk's loads in flight at once) and writes each chunk's largest value m_c and s_c = Σ exp(x −
+ * m_c) (0 for a chunk of −Infinity only); the second, one warp per row, merges them: m = max m_c,
+ * Σ exp(x − m) = Σ s_c · exp(m_c − m).
  */
 #pragma once
 
@@ -99,19 +101,48 @@ __device__ __forceinline__ float block_reduce(float value, float * partial, Op o
     return total;
 }
 
-static __global__ void log_softmax_at_kernel(float * __restrict__ out, const float * __restrict__ logits, const int32_t * __restrict__ targets, int64_t rows,
-                                             int64_t columns) {
+/* Block (x, y): chunk x of row y (rows strided by gridDim.y); partials [rows, gridDim.x] (m_c, s_c). */
+static __global__ void log_softmax_partial_kernel(float2 * __restrict__ partials, const float * __restrict__ logits, int64_t rows, int64_t columns) {
     memra_grid_dependencies();
     __shared__ float partial[32];
-    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t first = (int64_t)blockIdx.x * MEMRA_CUDA_ARGMAX_CHUNK;
+    for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
         const float * x = logits + row * columns;
+        float value[MEMRA_CUDA_ARGMAX_VALUES];
         float m = -INFINITY;
-        for (int64_t i = threadIdx.x; i < columns; i += blockDim.x) m = fmaxf(m, x[i]);
+#pragma unroll
+        for (int j = 0; j < MEMRA_CUDA_ARGMAX_VALUES; j++) {
+            const int64_t i = first + j * MEMRA_CUDA_ARGMAX_THREADS + threadIdx.x;
+            value[j] = i < columns ? x[i] : -INFINITY;
+        }
+#pragma unroll
+        for (int j = 0; j < MEMRA_CUDA_ARGMAX_VALUES; j++) m = fmaxf(m, value[j]);
         m = block_reduce(m, partial, [](float a, float b) { return fmaxf(a, b); });
         float sum = 0.0f;
-        for (int64_t i = threadIdx.x; i < columns; i += blockDim.x) sum += expf(x[i] - m);
+        if (m != -INFINITY) {
+#pragma unroll
+            for (int j = 0; j < MEMRA_CUDA_ARGMAX_VALUES; j++) sum += expf(value[j] - m);
+        }
         sum = block_reduce(sum, partial, [](float a, float b) { return a + b; });
-        if (threadIdx.x == 0) out[row] = (x[targets[row]] - m) - logf(sum);
+        if (threadIdx.x == 0) partials[row * gridDim.x + blockIdx.x] = make_float2(m, sum);
+    }
+}
+
+/* One warp per row (rows strided by the grid): out[row] from the row's `chunks` partials. */
+static __global__ void log_softmax_combine_kernel(float * __restrict__ out, const float2 * __restrict__ partials, int64_t chunks,
+                                                  const float * __restrict__ logits, const int32_t * __restrict__ targets, int64_t rows, int64_t columns) {
+    memra_grid_dependencies();
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const float2 * p = partials + row * chunks;
+        float m = -INFINITY;
+        for (int64_t c = threadIdx.x; c < chunks; c += 32) m = fmaxf(m, p[c].x);
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+        float sum = 0.0f;
+        for (int64_t c = threadIdx.x; c < chunks; c += 32) sum += p[c].y * expf(p[c].x - m);  // 0 for a chunk of -Infinity only
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+        if (threadIdx.x == 0) out[row] = (logits[row * columns + targets[row]] - m) - logf(sum);
     }
 }
 

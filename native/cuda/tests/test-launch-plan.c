@@ -345,12 +345,15 @@ static void test_argmax_plans(void) {
     EXPECT(memra_cuda_plan_argmax(1, 0, &launch, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT && strstr(message, "0 columns: an argmax row"));
     EXPECT(memra_cuda_plan_argmax(1, 1LL << 31, &launch, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
     EXPECT(memra_cuda_plan_argmax(-1, 8, &launch, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT && strstr(message, "negative"));
-    /* log-softmax: one block per row */
-    EXPECT(memra_cuda_plan_log_softmax(64, 151936, &launch, message, sizeof message) == MEMRA_CUDA_OK);
-    EXPECT(launch.grid_x == 64 && launch.grid_y == 1 && launch.threads == MEMRA_CUDA_LOG_SOFTMAX_THREADS && launch.shared_bytes == 0);
-    EXPECT(memra_cuda_plan_log_softmax(3LL << 31, 8, &launch, message, sizeof message) == MEMRA_CUDA_OK && launch.grid_x == MEMRA_CUDA_MAX_GRID_X);
-    EXPECT(memra_cuda_plan_log_softmax(1, 0, &launch, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT && strstr(message, "0 columns: a log-softmax row"));
-    EXPECT(memra_cuda_plan_log_softmax(-1, 8, &launch, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT && strstr(message, "negative"));
+    /* log-softmax: the argmax's chunks, then a warp per row */
+    memra_cuda_launch both[2];
+    EXPECT(memra_cuda_plan_log_softmax(64, 151936, both, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(both[0].grid_x == 38 && both[0].grid_y == 64 && both[0].threads == MEMRA_CUDA_ARGMAX_THREADS && both[0].shared_bytes == 0);
+    EXPECT(both[1].grid_x == 64 && both[1].grid_y == 1 && both[1].threads == 32 && both[1].shared_bytes == 0);
+    EXPECT(memra_cuda_plan_log_softmax(3LL << 31, 8, both, message, sizeof message) == MEMRA_CUDA_OK && both[0].grid_x == 1 &&
+           both[0].grid_y == MEMRA_CUDA_MAX_GRID_YZ && both[1].grid_x == MEMRA_CUDA_MAX_GRID_X);
+    EXPECT(memra_cuda_plan_log_softmax(1, 0, both, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT && strstr(message, "0 columns: a log-softmax row"));
+    EXPECT(memra_cuda_plan_log_softmax(-1, 8, both, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT && strstr(message, "negative"));
 }
 
 /* The pass structure of a top-k plan, checked against its rules and simulated on the host: every

@@ -13,9 +13,9 @@
  *   MEMRA_CUDA_INT8_GEMM=0 in the environment times the previous kernel;
  * - paged attention over a 640-token context (f16 KV): decode of 1 and 64 sequences;
  * - the norm fused with the Q/K/V rounding against the norm and the matmuls apart;
- * - argmaxRows over the vocabulary; logSoftmaxAt over 32 rows of it (perplexity's scoring);
- *   topKRows over it (the sampler's candidates on the device, k 40 for 1 and 64 rows, k 1024 for
- *   1), its [rows, k] ids and values read back;
+ * - argmaxRows over the vocabulary; logSoftmaxAt over 1 row of it (a step's logprobs) and 32
+ *   (perplexity's scoring); topKRows over it (the sampler's candidates on the device, k 40 for 1
+ *   and 64 rows, k 1024 for 1), its [rows, k] ids and values read back;
  * - moeExperts of a Qwen3-30B-A3B layer (128 experts of 2048 → 768 → 2048, 8 per row, q8_0) at 1,
  *   16, 64 and 512 rows: one matrix-vector product per (row, expert) pair below 32 rows, grouped
  *   GEMMs over the rows sorted by expert from 32 (memra_cuda_moe_grouped); µs and the bytes of the
@@ -224,11 +224,13 @@ for (const [name, rows, nIn, nOut] of [
     const picked = new Int32Array(rows);
     results[`argmax-${rows}x${vocabulary}`] = time(() => backend.argmaxRows(picked, logits, rows, vocabulary), { graph: false });
   }
-  const rows = quick ? 2 : 32;
-  const logits = buffer(rows * vocabulary, 45);
-  const targets = Int32Array.from({ length: rows }, (_, r) => (r * 7919) % vocabulary);
-  const scores = new Float32Array(rows);
-  results[`logsoftmax-${rows}x${vocabulary}`] = time(() => backend.logSoftmaxAt(scores, logits, rows, vocabulary, targets), { graph: false });
+  // 1 row: a decode step's logprobs; 32: a perplexity chunk.
+  for (const rows of [1, quick ? 2 : 32]) {
+    const logits = buffer(rows * vocabulary, 45 + rows);
+    const targets = Int32Array.from({ length: rows }, (_, r) => (r * 7919) % vocabulary);
+    const scores = new Float32Array(rows);
+    results[`logsoftmax-${rows}x${vocabulary}`] = time(() => backend.logSoftmaxAt(scores, logits, rows, vocabulary, targets), { graph: false });
+  }
 }
 
 // ---- topKRows over the vocabulary: sorts of 4096-value chunks, then merges of their best k ----

@@ -941,15 +941,24 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
       expect(out[rows]).toBe(7);
       return logits;
     };
-    const logits = check(151_936, 3, (r, row) => {
+    const logits = check(151_936, 4, (r, row) => {
       if (r === 1) for (let i = 0; i < row.length; i += 3) row[i] = Number.NEGATIVE_INFINITY; // masked tokens (the target too: 7932)
       if (r === 2) row[77] = 300; // one dominant logit: the sum is about 1, the target's log-probability about −300 (f32 ulp 3e-5)
+      // Whole chunks of 4,096 masked (MEMRA_CUDA_ARGMAX_CHUNK): the first three, and the target's (23,770, chunk 5).
+      if (r === 3) {
+        row.fill(Number.NEGATIVE_INFINITY, 0, 3 * 4096);
+        row.fill(Number.NEGATIVE_INFINITY, 5 * 4096, 6 * 4096);
+      }
+    });
+    check(4096 + 1, 3, (r, row) => {
+      if (r === 1) row.fill(Number.NEGATIVE_INFINITY, 0, 4096); // only the last chunk's one value: log-probability 0 there
+      if (r === 2) row[4096] = 60; // the largest value in the short last chunk
     });
     check(5, 70, () => {});
     check(1, 2, () => {});
     expect(() => backend.logSoftmaxAt(new Float32Array(3), logits, 3, 151_936, Int32Array.of(0, 151_936, 1))).toThrow(/target 151936 of row 1 is outside 0\.\.151935/);
     expect(() => backend.logSoftmaxAt(new Float32Array(2), logits, 3, 151_936, Int32Array.of(0, 1, 2))).toThrow(RangeError);
-    expect(() => backend.logSoftmaxAt(new Float32Array(4), logits, 4, 151_936, Int32Array.of(0, 1, 2, 3))).toThrow(/memra_cuda_log_softmax_at: logits/);
+    expect(() => backend.logSoftmaxAt(new Float32Array(5), logits, 5, 151_936, Int32Array.of(0, 1, 2, 3, 4))).toThrow(/memra_cuda_log_softmax_at: logits/);
     backend.logSoftmaxAt(new Float32Array(0), logits, 0, 151_936, new Int32Array(0)); // no rows: nothing to do
   });
 
