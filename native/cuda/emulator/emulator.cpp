@@ -19,9 +19,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -178,6 +181,8 @@ struct warp_state {
     unsigned masks[32];      /* the lanes each waiting lane waits for */
     uint64_t posted[32];     /* each lane's value in an exchange */
     uint64_t * received[32]; /* where each lane of an exchange wants all the values (on its stack, which stays put while it waits) */
+    int wanted[32];          /* the lane each lane of a shuffle reads */
+    uint64_t * result[32];   /* where it wants that lane's value (on its stack) */
     mma_operands mma[32];
 };
 
@@ -421,6 +426,22 @@ void warp_exchange(unsigned mask, uint64_t value, uint64_t all[32], const char *
             for (int l = 0; l < 32; l++) w.received[lane][l] = (mask >> l & 1u) ? w.posted[l] : 0;
 }
 
+uint64_t warp_shuffle(unsigned mask, uint64_t value, int source, const char * what) {
+    fiber & f = *block.running;
+    warp_state & w = block.warps[f.state.warp];
+    uint64_t result = 0;
+    w.posted[f.state.lane] = value;
+    w.wanted[f.state.lane] = source & 31; /* the callers keep it in 0..31 */
+    w.result[f.state.lane] = &result;
+    if (!warp_meet(mask, what)) return result;
+    /* The last to arrive hands every lane of the mask the one value it reads (0 from a lane outside
+     * the mask), as warp_exchange hands all of them. */
+    const unsigned receivers = mask | 1u << f.state.lane;
+    for (int lane = 0; lane < 32; lane++)
+        if (receivers >> lane & 1u) *w.result[lane] = (mask >> w.wanted[lane] & 1u) ? w.posted[w.wanted[lane]] : 0;
+    return result;
+}
+
 void mma_m16n8k16_f16_f32(float c[4], const uint32_t a[4], const uint32_t b[2]) {
     /* Every lane posts where its fragments are (its stack stays put while it waits); the last lane
      * to arrive computes the warp's whole 16 × 8 product from them and writes every lane's
@@ -568,9 +589,56 @@ static bool record_launch(memra_emu_stream * stream, cudaError_t configuration, 
     return true;
 }
 
+/* MEMRA_CUDA_EMULATOR_PROFILE=1: at exit, each kernel's launches and the seconds the emulator spent
+ * running them, most first, on stderr (what makes an emulated test slow; nothing about a GPU). */
+struct kernel_profile {
+    std::map<std::string, std::pair<uint64_t, double>> kernels; /* name → launches, seconds */
+    ~kernel_profile() { report(); }
+    void report() {
+        if (kernels.empty()) return;
+        std::vector<std::pair<double, std::string>> order;
+        double total = 0;
+        for (const auto & [name, entry] : kernels) {
+            order.emplace_back(entry.second, name);
+            total += entry.second;
+        }
+        std::sort(order.rbegin(), order.rend());
+        fprintf(stderr, "memra cuda emulator profile: %.2f s in kernels\n", total);
+        for (const auto & [seconds, name] : order) fprintf(stderr, "  %9.3f s %8llu launches  %s\n", seconds, (unsigned long long)kernels[name].first, name.c_str());
+    }
+};
+static kernel_profile * profile_from_environment() {
+    const char * named = getenv("MEMRA_CUDA_EMULATOR_PROFILE");
+    if (!named || strcmp(named, "1") != 0) return nullptr;
+    static kernel_profile profile;
+    return &profile;
+}
+/* The profile so far, on stderr, and cleared (a host that exits without running destructors, as
+ * Bun does, calls this itself: bun:ffi's dlopen of the same library). */
+extern "C" __attribute__((visibility("default"))) void memra_cuda_emulator_profile_report(void) {
+    kernel_profile * profile = profile_from_environment();
+    if (!profile) return;
+    std::lock_guard<std::mutex> lock(launch_mutex);
+    profile->report();
+    profile->kernels.clear();
+}
+
 /* Runs a launch whose configuration has passed check_configuration (issued now, or a kernel node
  * of a graph); returns its error, which is also the thread's last error. */
+static cudaError_t execute_blocks(dim3 grid, dim3 block_size, size_t shared_bytes, launch_body body, const char * kernel_name);
 static cudaError_t execute(dim3 grid, dim3 block_size, size_t shared_bytes, launch_body body, const char * kernel_name) {
+    static kernel_profile * const profile = profile_from_environment();
+    if (!profile) return execute_blocks(grid, block_size, shared_bytes, body, kernel_name);
+    const auto start = std::chrono::steady_clock::now();
+    const cudaError_t error = execute_blocks(grid, block_size, shared_bytes, body, kernel_name);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::lock_guard<std::mutex> lock(launch_mutex);
+    auto & entry = profile->kernels[kernel_name ? kernel_name : "?"];
+    entry.first++;
+    entry.second += seconds;
+    return error;
+}
+static cudaError_t execute_blocks(dim3 grid, dim3 block_size, size_t shared_bytes, launch_body body, const char * kernel_name) {
     const uint64_t threads = (uint64_t)block_size.x * block_size.y * block_size.z;
     std::lock_guard<std::mutex> lock(launch_mutex);
     if (!ensure_stacks(threads)) return set_error(cudaErrorMemoryAllocation, "out of memory: no stacks for %llu emulated threads", (unsigned long long)threads);

@@ -232,6 +232,8 @@ extern thread_local unsigned char * dynamic_shared_memory;
 void sync_block();
 /* Every lane of `mask` posts `value`; when all have, each gets all 32 slots (lanes outside the mask: 0). */
 void warp_exchange(unsigned mask, uint64_t value, uint64_t all[32], const char * what);
+/* Every lane of `mask` posts `value` and reads lane `source`'s (0..31; 0 when outside the mask). */
+uint64_t warp_shuffle(unsigned mask, uint64_t value, int source, const char * what);
 /* The lanes of `mask` wait for each other. */
 void sync_warp(unsigned mask);
 /* Fails the running launch with a message (the kernel keeps running to its end or its next collective). */
@@ -252,13 +254,12 @@ static inline T from_bits(uint64_t bits) {
 }
 template <typename T>
 static inline T shuffle_from(unsigned mask, T value, int source, const char * what) {
-    uint64_t all[32];
-    warp_exchange(mask, to_bits(value), all, what);
+    const uint64_t bits = warp_shuffle(mask, to_bits(value), source, what);
     if (!(mask >> source & 1u)) {
         fail("%s: lane %d reads lane %d, which is not in the mask 0x%08x", what, current->lane, source, mask);
         return value;
     }
-    return from_bits<T>(all[source]);
+    return from_bits<T>(bits);
 }
 
 /* mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 across the warp: the PTX ISA's fragment
