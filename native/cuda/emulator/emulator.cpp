@@ -101,10 +101,12 @@ static std::mutex capture_mutex;
 
 namespace memra_emu {
 
-thread_local thread_state * current;
-thread_local uint3 block_idx;
-thread_local dim3 block_dim, grid_dim;
-thread_local unsigned char * dynamic_shared_memory;
+/* Plain globals, as __shared__ variables are plain statics: launches hold launch_mutex, and a
+ * thread_local read in a dlopen'ed library is a call (__tls_get_addr) at every threadIdx. */
+thread_state * current;
+uint3 block_idx;
+dim3 block_dim, grid_dim;
+unsigned char * dynamic_shared_memory;
 
 /* ---------------------------------------------------------------- context switching ---- */
 

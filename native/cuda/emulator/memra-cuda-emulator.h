@@ -30,9 +30,10 @@
  * capturing stream fails and invalidates the capture, a failed launch invalidates it, an
  * invalidated capture ends without a graph (see emulator.cpp, "stream capture and graphs").
  *
- * __shared__ variables are static thread_local, shared by a block's fibers (they run on one OS
- * thread) and reused by the next block; dynamic shared memory is a per-launch buffer filled with a
- * NaN pattern before each block, so reads of unwritten shared memory show up in results.
+ * __shared__ variables are plain statics, shared by a block's fibers (they run on one OS thread,
+ * and launches hold one mutex) and reused by the next block; dynamic shared memory is a per-launch
+ * buffer filled with a NaN pattern before each block, so reads of unwritten shared memory show up
+ * in results.
  */
 #pragma once
 
@@ -57,7 +58,7 @@
 #define __forceinline__ inline __attribute__((always_inline))
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
-#define __shared__ static thread_local
+#define __shared__ static
 #define __constant__ static
 
 /* ---- vector types ---- */
@@ -224,10 +225,10 @@ struct thread_state {
 };
 
 /* The running fiber's thread and block coordinates (set by the scheduler). */
-extern thread_local thread_state * current;
-extern thread_local uint3 block_idx;
-extern thread_local dim3 block_dim, grid_dim;
-extern thread_local unsigned char * dynamic_shared_memory;
+extern thread_state * current;
+extern uint3 block_idx;
+extern dim3 block_dim, grid_dim;
+extern unsigned char * dynamic_shared_memory;
 
 void sync_block();
 /* Every lane of `mask` posts `value`; when all have, each gets all 32 slots (lanes outside the mask: 0). */
