@@ -184,7 +184,7 @@ struct warp_state {
     uint64_t posted[32];     /* each lane's value in an exchange */
     uint64_t * received[32]; /* where each lane of an exchange wants all the values (on its stack, which stays put while it waits) */
     int wanted[32];          /* the lane each lane of a shuffle reads */
-    uint64_t * result[32];   /* where it wants that lane's value (on its stack) */
+    uint64_t delivered[32];  /* that lane's value, until the lane's next collective */
     mma_operands mma[32];
 };
 
@@ -431,17 +431,18 @@ void warp_exchange(unsigned mask, uint64_t value, uint64_t all[32], const char *
 uint64_t warp_shuffle(unsigned mask, uint64_t value, int source, const char * what) {
     fiber & f = *block.running;
     warp_state & w = block.warps[f.state.warp];
-    uint64_t result = 0;
-    w.posted[f.state.lane] = value;
-    w.wanted[f.state.lane] = source & 31; /* the callers keep it in 0..31 */
-    w.result[f.state.lane] = &result;
-    if (!warp_meet(mask, what)) return result;
-    /* The last to arrive hands every lane of the mask the one value it reads (0 from a lane outside
-     * the mask), as warp_exchange hands all of them. */
-    const unsigned receivers = mask | 1u << f.state.lane;
-    for (int lane = 0; lane < 32; lane++)
-        if (receivers >> lane & 1u) *w.result[lane] = (mask >> w.wanted[lane] & 1u) ? w.posted[w.wanted[lane]] : 0;
-    return result;
+    const int self = f.state.lane;
+    w.posted[self] = value;
+    w.wanted[self] = source & 31; /* the callers keep it in 0..31 */
+    if (warp_meet(mask, what)) {
+        /* The last to arrive hands every lane of the mask the one value it reads (0 from a lane
+         * outside the mask), as warp_exchange hands all of them; a lane's slot is not written
+         * again before it has read it: that takes a collective it has arrived at. */
+        const unsigned receivers = mask | 1u << self;
+        for (int lane = 0; lane < 32; lane++)
+            if (receivers >> lane & 1u) w.delivered[lane] = (mask >> w.wanted[lane] & 1u) ? w.posted[w.wanted[lane]] : 0;
+    }
+    return w.delivered[self];
 }
 
 void mma_m16n8k16_f16_f32(float c[4], const uint32_t a[4], const uint32_t b[2]) {
