@@ -68,12 +68,13 @@ step golden-suite "$TEST_LIMIT" bun --bun vitest run packages/cuda-ffi/src/golde
 
 # Single ops at the targets' shapes (matvec bandwidth, GEMM TFLOP/s, decode attention, fused norm,
 # argmax, top-k, MoE experts), with the default kernels and with the previous ones (the f16-code
-# GEMM for q8_0/q4_0/q5_0 prefill, 2 steps in flight in q8_0 decode, the f32 k-quant decode):
-# where a forward's time goes.
+# GEMM for q8_0/q4_0/q5_0 prefill, 2 steps in flight in q8_0 decode, the f32 k-quant decode, q8_0
+# decode loading its weights only after the kernel before it has finished): where a forward's time
+# goes.
 OPS=()
 if [ "${MEMRA_DEVICE_DRY_RUN:-0}" = 1 ]; then OPS=(--quick); fi
 step ops 120 bash -o pipefail -c "bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$OUT/bench-ops.json.tmp' && mv '$OUT/bench-ops.json.tmp' '$OUT/bench-ops.json'"
-step ops-previous-kernels 120 bash -o pipefail -c "MEMRA_CUDA_INT8_GEMM=0 MEMRA_CUDA_MMV_STEPS=2 MEMRA_CUDA_CODES_DP4A=0 bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$OUT/bench-ops-previous-kernels.json.tmp' && mv '$OUT/bench-ops-previous-kernels.json.tmp' '$OUT/bench-ops-previous-kernels.json'"
+step ops-previous-kernels 120 bash -o pipefail -c "MEMRA_CUDA_INT8_GEMM=0 MEMRA_CUDA_MMV_STEPS=2 MEMRA_CUDA_CODES_DP4A=0 MEMRA_CUDA_EARLY_WEIGHTS=0 bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$OUT/bench-ops-previous-kernels.json.tmp' && mv '$OUT/bench-ops-previous-kernels.json.tmp' '$OUT/bench-ops-previous-kernels.json'"
 
 bench() { # [BENCH_ENV=NAME=VALUE] bench NAME ARGS...  (CUDA graphs never run on a GPU before: if the run fails, once more without them)
   local name=$1; shift
@@ -87,6 +88,9 @@ bench qwen3-0.6b-q8_0-no-graphs --preset qwen3-0.6b --type q8_0 --prompt 16 --de
 # Every kernel launched without programmatic dependent launch (each begins launching only once the
 # one before has finished): what PDL saves at batch 1.
 BENCH_ENV=MEMRA_CUDA_PDL=0 bench qwen3-0.6b-q8_0-no-pdl --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
+# q8_0 decode loading its first weights only once the kernel before it has finished (they are
+# loaded while it finishes, by default): what that saves at batch 1.
+BENCH_ENV=MEMRA_CUDA_EARLY_WEIGHTS=0 bench qwen3-0.6b-q8_0-late-weights --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
 # Sampled decode (llama.cpp's default chain, seeded) at batch 1 and 64: from the 40 best
 # candidates picked on the GPU (Backend.topKRows), and from every step's whole logits read back
 # and sampled on the host (the path before topKRows; also what a greedy pick on the GPU saves).

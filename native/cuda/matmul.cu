@@ -23,17 +23,17 @@ static void launch_matrix_vector(dim3 grid, int threads, cudaStream_t stream, co
 
 template <int STEPS>
 static void launch_matrix_vector_q8_0_steps(dim3 grid, int threads, cudaStream_t stream, const matrix_segments & segments, const int8_t * codes,
-                                            const float * scales, int64_t row_bytes, int rows, int64_t n_in) {
-    if (rows <= 1) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<1, STEPS>)(segments, codes, scales, row_bytes, rows, n_in);
-    else if (rows <= 2) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<2, STEPS>)(segments, codes, scales, row_bytes, rows, n_in);
-    else if (rows <= 4) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<4, STEPS>)(segments, codes, scales, row_bytes, rows, n_in);
-    else MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<8, STEPS>)(segments, codes, scales, row_bytes, rows, n_in);
+                                            const float * scales, int64_t row_bytes, int rows, int64_t n_in, int early) {
+    if (rows <= 1) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<1, STEPS>)(segments, codes, scales, row_bytes, rows, n_in, early);
+    else if (rows <= 2) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<2, STEPS>)(segments, codes, scales, row_bytes, rows, n_in, early);
+    else if (rows <= 4) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<4, STEPS>)(segments, codes, scales, row_bytes, rows, n_in, early);
+    else MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<8, STEPS>)(segments, codes, scales, row_bytes, rows, n_in, early);
 }
 
-static void launch_matrix_vector_q8_0(int steps, dim3 grid, int threads, cudaStream_t stream, const matrix_segments & segments, const int8_t * codes,
+static void launch_matrix_vector_q8_0(const memra_cuda * cuda, dim3 grid, int threads, const matrix_segments & segments, const int8_t * codes,
                                       const float * scales, int64_t row_bytes, int rows, int64_t n_in) {
-    if (steps == 2) launch_matrix_vector_q8_0_steps<2>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
-    else launch_matrix_vector_q8_0_steps<4>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
+    if (cuda->mmv_steps == 2) launch_matrix_vector_q8_0_steps<2>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights);
+    else launch_matrix_vector_q8_0_steps<4>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights);
 }
 
 template <int TYPE>
@@ -402,7 +402,7 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
             if (first_target.codes && first_target.type == MEMRA_CUDA_TYPE_Q8_0) {
                 const int8_t * q = input->code_data + first * n_in;
                 const float * d = input->scale_data + first * n_in / 32;
-                launch_matrix_vector_q8_0(cuda->mmv_steps, grid, plan.launch.threads, cuda->stream, segments, q, d, first_target.row_bytes, (int)chunk, n_in);
+                launch_matrix_vector_q8_0(cuda, grid, plan.launch.threads, segments, q, d, first_target.row_bytes, (int)chunk, n_in);
                 LAUNCH_CHECK(function, "matrix_vector_q8_0_kernel");
             } else if (first_target.codes) {
                 const int8_t * q = input->code_data + first * n_in;

@@ -129,6 +129,26 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_kerne
     reduce_rows_and_store<ROWS>(sum, lane, rows, out, n_out, o);
 }
 
+/* The weights of one step of matrix_vector_q8_0_kernel: STEPS × 8 consecutive blocks from block
+ * `first` of the row at w, a quarter (8 codes) of one block per lane, with its scale. */
+template <int STEPS>
+struct q8_0_step {
+    float d[STEPS];
+    int q[STEPS][2];
+    /* Block k of the step: first + 8k + lane / 4; at or past `blocks` (d and q then block 0's), none. */
+    __device__ __forceinline__ void load(const uint8_t * w, int64_t first, int64_t blocks, int lane, int quarter) {
+#pragma unroll
+        for (int k = 0; k < STEPS; k++) {
+            const int64_t b = first + 8 * k + (lane >> 2);
+            const uint8_t * block = w + (b < blocks ? b : 0) * 34;
+            d[k] = half_at(block);
+            const unsigned short * halves = reinterpret_cast<const unsigned short *>(block + 2 + quarter * 8);
+#pragma unroll
+            for (int i = 0; i < 2; i++) q[k][i] = (int)((uint32_t)__ldg(halves + 2 * i) | ((uint32_t)__ldg(halves + 2 * i + 1) << 16));
+        }
+    }
+};
+
 /* matrix_vector_q8_0_kernel<ROWS, STEPS>: decode with q8_0 weights on the activations' q8_0 codes
  * (round_activations_kernel with CODES): per 32-value block, 8 __dp4a of the weight's and the
  * activation's int8 codes, then sum · (d_w · d_x) as ggml's vec_dot_q8_0_q8_0 does. The 4 lanes of
@@ -139,50 +159,49 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_kerne
  * bandwidth); the quarters' integer dot products are added with two shuffles (exact) and the
  * quad's first lane scales the block's sum. The blocks are summed in the same order for any STEPS.
  * Weight codes are read 16 bits at a time (a block is only 2-byte aligned), the activation codes 8
- * bytes at a time. */
+ * bytes at a time.
+ *
+ * early_weights (1 unless MEMRA_CUDA_EARLY_WEIGHTS=0): the first step's weights are loaded before
+ * memra_grid_dependencies(), so that with programmatic dependent launch they are in flight while
+ * the kernel before this one finishes (a Qwen3-0.6B-shaped row of 1,024 inputs is one step: the
+ * whole row). Weights are uploaded by copies the host waits for, never written by a kernel, so no
+ * earlier kernel's writes can be missed; activations are read only after the wait. */
 template <int ROWS, int STEPS>
 __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_kernel(matrix_segments segments, const int8_t * __restrict__ codes,
                                                                                        const float * __restrict__ scales, int64_t row_bytes, int rows,
-                                                                                       int64_t n_in) {
-    memra_grid_dependencies();
+                                                                                       int64_t n_in, int early_weights) {
+    if (!early_weights) memra_grid_dependencies();
     const int lane = threadIdx.x & 31, quarter = lane & 3;
     const segment_row target = segment_of(segments);
     const int64_t o = target.o, n_out = target.n_out;
     float * __restrict__ out = target.out;
-    if (o >= n_out) return;
-    const uint8_t * w = target.weight + o * row_bytes;
+    const bool active = o < n_out;
+    const uint8_t * w = target.weight + (active ? o : 0) * row_bytes;
     const int64_t blocks = n_in / 32;
-    float sum[ROWS];
-#pragma unroll
-    for (int r = 0; r < ROWS; r++) sum[r] = 0.0f;
     /* STEPS steps of 8 blocks at a time, their weight loads issued together (more bytes in flight
      * per warp). The trip count is the warp's: every lane takes part in the quad's shuffles. */
     static_assert(STEPS == 2 || STEPS == 4, "2 or 4 steps in flight");
+    q8_0_step<STEPS> step;
+    step.load(w, 0, blocks, lane, quarter); /* an inactive warp loads row 0's (and uses nothing) */
+    if (early_weights) memra_grid_dependencies();
+    if (!active) return;
+    float sum[ROWS];
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) sum[r] = 0.0f;
     for (int64_t first = 0; first < blocks; first += 8 * STEPS) {
-        int64_t b[STEPS];
-        bool present[STEPS];
-        float d[STEPS];
-        int q[STEPS][2];
-#pragma unroll
-        for (int k = 0; k < STEPS; k++) {
-            b[k] = first + 8 * k + (lane >> 2);
-            present[k] = b[k] < blocks;
-            const uint8_t * block = w + (present[k] ? b[k] : 0) * 34;
-            d[k] = half_at(block);
-            const unsigned short * halves = reinterpret_cast<const unsigned short *>(block + 2 + quarter * 8);
-#pragma unroll
-            for (int i = 0; i < 2; i++) q[k][i] = (int)((uint32_t)__ldg(halves + 2 * i) | ((uint32_t)__ldg(halves + 2 * i + 1) << 16));
-        }
+        if (first > 0) step.load(w, first, blocks, lane, quarter);
 #pragma unroll
         for (int k = 0; k < STEPS; k++) {
 #pragma unroll
             for (int r = 0; r < ROWS; r++) {
                 if (r < rows) {
-                    const int2 a = __ldg(reinterpret_cast<const int2 *>(codes + r * n_in + (present[k] ? b[k] : 0) * 32 + quarter * 8));
-                    int dot = present[k] ? __dp4a(q[k][1], a.y, __dp4a(q[k][0], a.x, 0)) : 0;
+                    const int64_t b = first + 8 * k + (lane >> 2);
+                    const bool present = b < blocks;
+                    const int2 a = __ldg(reinterpret_cast<const int2 *>(codes + r * n_in + (present ? b : 0) * 32 + quarter * 8));
+                    int dot = present ? __dp4a(step.q[k][1], a.y, __dp4a(step.q[k][0], a.x, 0)) : 0;
                     dot += __shfl_xor_sync(0xffffffffu, dot, 1);
                     dot += __shfl_xor_sync(0xffffffffu, dot, 2);
-                    if (present[k] && quarter == 0) sum[r] += (float)dot * __fmul_rn(d[k], __ldg(scales + r * blocks + b[k]));
+                    if (present && quarter == 0) sum[r] += (float)dot * __fmul_rn(step.d[k], __ldg(scales + r * blocks + b));
                 }
             }
         }
