@@ -68,7 +68,7 @@ step golden-suite "$TEST_LIMIT" bun --bun vitest run packages/cuda-ffi/src/golde
 
 # Single ops at the targets' shapes (matvec bandwidth, GEMM TFLOP/s, decode attention, fused norm,
 # argmax, top-k, MoE experts), with the default kernels and with the previous ones (the f16-code
-# GEMM for q8_0/q4_0/q5_0 prefill, 2 steps in flight in q8_0 decode, the f32 k-quant decode, q8_0
+# GEMM for q8_0/q4_0/q5_0 prefill, 2 steps in flight in q8_0 decode, the f32 k-quant decode,
 # decode loading its weights only after the kernel before it has finished): where a forward's time
 # goes.
 OPS=()

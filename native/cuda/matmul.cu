@@ -38,24 +38,26 @@ static void launch_matrix_vector_q8_0(const memra_cuda * cuda, dim3 grid, int th
 
 template <int TYPE>
 static void launch_matrix_vector_codes_type(dim3 grid, int threads, cudaStream_t stream, const matrix_segments & segments, const int8_t * codes,
-                                              const float * scales, int64_t row_bytes, int rows, int64_t n_in) {
-    if (rows <= 1) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_codes_kernel<TYPE, 1>)(segments, codes, scales, row_bytes, rows, n_in);
-    else if (rows <= 2) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_codes_kernel<TYPE, 2>)(segments, codes, scales, row_bytes, rows, n_in);
-    else if (rows <= 4) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_codes_kernel<TYPE, 4>)(segments, codes, scales, row_bytes, rows, n_in);
-    else MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_codes_kernel<TYPE, 8>)(segments, codes, scales, row_bytes, rows, n_in);
+                                              const float * scales, int64_t row_bytes, int rows, int64_t n_in, int early) {
+    if (rows <= 1) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_codes_kernel<TYPE, 1>)(segments, codes, scales, row_bytes, rows, n_in, early);
+    else if (rows <= 2) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_codes_kernel<TYPE, 2>)(segments, codes, scales, row_bytes, rows, n_in, early);
+    else if (rows <= 4) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_codes_kernel<TYPE, 4>)(segments, codes, scales, row_bytes, rows, n_in, early);
+    else MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_codes_kernel<TYPE, 8>)(segments, codes, scales, row_bytes, rows, n_in, early);
 }
 
-static void launch_matrix_vector_codes(int type, dim3 grid, int threads, cudaStream_t stream, const matrix_segments & segments, const int8_t * codes,
-                                         const float * scales, int64_t row_bytes, int rows, int64_t n_in) {
-    if (type == MEMRA_CUDA_TYPE_Q4_0) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q4_0>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
-    else if (type == MEMRA_CUDA_TYPE_Q5_0) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q5_0>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
-    else if (type == MEMRA_CUDA_TYPE_Q4_K) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q4_K>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
-    else if (type == MEMRA_CUDA_TYPE_Q5_K) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q5_K>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
-    else if (type == MEMRA_CUDA_TYPE_Q2_K) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q2_K>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
-    else if (type == MEMRA_CUDA_TYPE_Q3_K) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q3_K>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
-    else if (type == MEMRA_CUDA_TYPE_IQ4_NL) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_IQ4_NL>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
-    else if (type == MEMRA_CUDA_TYPE_IQ4_XS) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_IQ4_XS>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
-    else launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q6_K>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in);
+static void launch_matrix_vector_codes(const memra_cuda * cuda, int type, dim3 grid, int threads, const matrix_segments & segments, const int8_t * codes,
+                                       const float * scales, int64_t row_bytes, int rows, int64_t n_in) {
+    cudaStream_t stream = cuda->stream;
+    const int early = cuda->early_weights;
+    if (type == MEMRA_CUDA_TYPE_Q4_0) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q4_0>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early);
+    else if (type == MEMRA_CUDA_TYPE_Q5_0) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q5_0>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early);
+    else if (type == MEMRA_CUDA_TYPE_Q4_K) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q4_K>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early);
+    else if (type == MEMRA_CUDA_TYPE_Q5_K) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q5_K>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early);
+    else if (type == MEMRA_CUDA_TYPE_Q2_K) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q2_K>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early);
+    else if (type == MEMRA_CUDA_TYPE_Q3_K) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q3_K>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early);
+    else if (type == MEMRA_CUDA_TYPE_IQ4_NL) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_IQ4_NL>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early);
+    else if (type == MEMRA_CUDA_TYPE_IQ4_XS) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_IQ4_XS>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early);
+    else launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q6_K>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early);
 }
 
 /* One weight matrix of a matmul group, checked and planned. */
@@ -407,7 +409,7 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
             } else if (first_target.codes) {
                 const int8_t * q = input->code_data + first * n_in;
                 const float * d = input->scale_data + ((first * n_in) >> input->block_shift);
-                launch_matrix_vector_codes(first_target.type, grid, plan.launch.threads, cuda->stream, segments, q, d, first_target.row_bytes, (int)chunk, n_in);
+                launch_matrix_vector_codes(cuda, first_target.type, grid, plan.launch.threads, segments, q, d, first_target.row_bytes, (int)chunk, n_in);
                 LAUNCH_CHECK(function, "matrix_vector_codes_kernel");
             } else {
                 const float * xs = source + first * n_in;

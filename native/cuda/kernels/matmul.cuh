@@ -375,28 +375,55 @@ __device__ __forceinline__ float code_group_dot(const int q[2], float s, float o
  * group, 2 __dp4a for Σ c_w · c_a and 2 for Σ c_a (exact integers), then
  * (s · (Σ c_w · c_a − zero · Σ c_a) + o · Σ c_a) · d_a: the products ggml's dot products of these
  * types sum, in another order. A quarter of the float kernel's activation bytes and about half its
- * instructions per weight. */
+ * instructions per weight.
+ *
+ * early_weights (as matrix_vector_q8_0_kernel's): the lane's first UNROLL groups of weights are
+ * loaded before memra_grid_dependencies() (for a q4_K row of 1,024 inputs, the whole row), and
+ * summed first, in the order the loop would. */
 template <int TYPE, int ROWS>
 __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_codes_kernel(matrix_segments segments, const int8_t * __restrict__ codes,
                                                                                           const float * __restrict__ scales, int64_t row_bytes, int rows,
-                                                                                          int64_t n_in) {
-    memra_grid_dependencies();
+                                                                                          int64_t n_in, int early_weights) {
+    if (!early_weights) memra_grid_dependencies();
     const int lane = threadIdx.x & 31;
     const segment_row target = segment_of(segments);
     const int64_t o = target.o, n_out = target.n_out;
     float * __restrict__ out = target.out;
-    if (o >= n_out) return;
-    const uint8_t * w = target.weight + o * row_bytes;
+    const bool active = o < n_out;
+    const uint8_t * w = target.weight + (active ? o : 0) * row_bytes;
     /* activation blocks of 32 (q8_0) or 256 (q8_K) values: 4 or 32 groups */
     constexpr int GROUP_SHIFT = code_group_shift<TYPE>();
     const int64_t groups = n_in / 8, blocks = groups >> GROUP_SHIFT;
+    /* 4 groups' loads in flight for up to 2 rows, 2 for more (registers: 8 rows × 4 groups of
+     * codes would cut the blocks per SM) */
+    constexpr int UNROLL = ROWS <= 2 ? 4 : 2;
+    int first_q[UNROLL][2], first_zero[UNROLL];
+    float first_s[UNROLL], first_offset[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+        const int64_t g = lane + 32 * u;
+        code_words<TYPE>(w, g < groups ? g : 0, first_q[u], first_s[u], first_offset[u], first_zero[u]); /* group 0's past the row's end (unused) */
+    }
+    if (early_weights) memra_grid_dependencies();
+    if (!active) return;
     float sum[ROWS];
 #pragma unroll
     for (int r = 0; r < ROWS; r++) sum[r] = 0.0f;
-    /* 4 groups' loads in flight for up to 2 rows, 2 for more (registers: 8 rows × 4 groups of
-     * codes would cut the blocks per SM) */
-#pragma unroll(ROWS <= 2 ? 4 : 2)
-    for (int64_t g = lane; g < groups; g += 32) {
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+        const int64_t g = lane + 32 * u;
+        if (g < groups) {
+#pragma unroll
+            for (int r = 0; r < ROWS; r++) {
+                if (r < rows) {
+                    const int2 a = __ldg(reinterpret_cast<const int2 *>(codes + r * n_in + g * 8));
+                    sum[r] = __fmaf_rn(code_group_dot(first_q[u], first_s[u], first_offset[u], first_zero[u], a), __ldg(scales + r * blocks + (g >> GROUP_SHIFT)), sum[r]);
+                }
+            }
+        }
+    }
+#pragma unroll(UNROLL)
+    for (int64_t g = lane + 32 * UNROLL; g < groups; g += 32) {
         int q[2], zero;
         float s, offset;
         code_words<TYPE>(w, g, q, s, offset, zero);

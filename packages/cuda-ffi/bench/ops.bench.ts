@@ -6,7 +6,8 @@
  *
  * - decode matrix-vector (q8_0, 1 row): µs and the weight bytes per second it streams (HBM: 4.8 TB/s
  *   on an H200); MEMRA_CUDA_MMV_STEPS=2 times the previous 2 steps in flight per warp,
- *   MEMRA_CUDA_EARLY_WEIGHTS=0 the weights loaded only once the kernel before has finished;
+ *   MEMRA_CUDA_EARLY_WEIGHTS=0 the weights (of every decode type) loaded only once the kernel
+ *   before has finished;
  * - the same for q4_0, q4_K, q5_K and q6_K (the types of Q4_0 / Q4_K_M / Q5_K_M files): on the q8_0
  *   / q8_K codes with __dp4a; MEMRA_CUDA_CODES_DP4A=0 times the previous f32 kernel; and the same
  *   for q2_K, q3_K, iq4_nl and iq4_xs (Q2_K / Q3_K_M / IQ4 files);
