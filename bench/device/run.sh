@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The one prepared script for a GPU session (issue 8): builds libmemra_cuda, runs the native and
-# TypeScript CUDA tests, the golden suite on CUDA, single-op timings (ops.bench.ts, with the
-# default kernels and the previous ones), then tg128 / pp512 benchmarks on synthetic Qwen3-0.6B,
-# Qwen3-8B-shaped (8 of 36 layers, scaled) and the scaled Qwen3-30B-A3B shapes.
+# TypeScript CUDA op tests, then the issue's tg128 / pp512 benchmarks on synthetic Qwen3-0.6B
+# (and 64 sequences batched), Qwen3-8B-shaped (8 of 36 layers, scaled) and the scaled
+# Qwen3-30B-A3B shapes, the golden suite on CUDA, the PyTorch anchor, single-op timings
+# (ops.bench.ts, with the default kernels and the previous ones), and last the variants that say
+# what graphs, PDL, early weights and device-side sampling save.
 # Logs and summary.json go to $OUT (default bench/device/out). Every step has a timeout, a failing
-# step does not stop the next, and the summary is always written. Budget: ~8 minutes.
+# step does not stop the next, and the summary is always written. Budget: MEMRA_DEVICE_BUDGET
+# seconds (default 480): a step is cut to what is left of it, and once it is spent the remaining
+# steps are skipped (summary.json says which), so that the run ends before the tool's timeout.
 #   bash bench/device/run.sh
 # MEMRA_DEVICE_DRY_RUN=1 runs the same steps without a GPU, on the CPU emulator of native/cuda and
 # with tiny benchmark sizes (figures meaningless): a check of this script before a GPU session.
@@ -16,10 +20,19 @@ SUMMARY="$OUT/summary.json"
 STEPS=()
 LAST_STATUS=0
 START=$(date +%s)
+BUDGET=${MEMRA_DEVICE_BUDGET:-480}
 
 step() { # step NAME TIMEOUT_SECONDS COMMAND...
   local name=$1 limit=$2; shift 2
   local log="$OUT/$name.log" began=$(date +%s) status=0
+  local left=$(( START + BUDGET - began ))
+  if [ "$left" -lt 10 ]; then
+    echo "== $name skipped: the budget of ${BUDGET}s is spent"
+    STEPS+=("{\"step\":\"$name\",\"status\":null,\"skipped\":true,\"seconds\":0}")
+    LAST_STATUS=125
+    return 0
+  fi
+  if [ "$limit" -gt "$left" ]; then limit=$left; fi
   echo "== $name (limit ${limit}s)"
   timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1 || status=$?
   local seconds=$(( $(date +%s) - began ))
@@ -49,6 +62,7 @@ TEST_LIMIT=180
 if [ "${MEMRA_DEVICE_DRY_RUN:-0}" = 1 ]; then
   BENCH_LIMIT=600
   TEST_LIMIT=600
+  BUDGET=${MEMRA_DEVICE_BUDGET:-7200}
   bun native/build.ts cuda-emulated
   export MEMRA_CUDA_LIBRARY="$PWD/native/build/libmemra_cuda_emulated.so"
   DRY=(--layers 1 --full-layers 1 --prompt 16 --decode 2 --runs 1 --batch 2 --batch-prompt 8)
@@ -64,7 +78,29 @@ if [ "$LAST_STATUS" != 0 ] && [ "${MEMRA_CUDA_PDL:-1}" != 0 ]; then
   step op-tests-no-pdl "$TEST_LIMIT" env MEMRA_CUDA_PDL=0 MEMRA_PRINT_NMSE=1 "${OP_TESTS[@]}"
   if [ "$LAST_STATUS" = 0 ]; then export MEMRA_CUDA_PDL=0; fi
 fi
+
+# The issue's targets first (a GPU session's time is short: whatever is cut, these have run):
+bench() { # [BENCH_ENV=NAME=VALUE] bench NAME ARGS...  (CUDA graphs never run on a GPU before: if the run fails, once more without them)
+  local name=$1; shift
+  local run="env ${BENCH_ENV:-} bun packages/cuda-ffi/bench/forward.bench.ts --json $* ${DRY[*]:-}"
+  step "bench-$name" "$BENCH_LIMIT" bash -o pipefail -c "{ $run || { echo 'failed; again with --graphs 0' >&2; $run --graphs 0; }; } | tail -1 > '$OUT/bench-$name.json.tmp' && mv '$OUT/bench-$name.json.tmp' '$OUT/bench-$name.json'"
+}
+# --batch 64: aggregate decode of 64 sequences in one step (target: ≥ 20× batch 1).
+bench qwen3-0.6b-q8_0 --preset qwen3-0.6b --type q8_0 --prompt 512 --decode 128 --batch 64
+bench qwen3-8b-shape-q8_0 --preset qwen3-0.6b --type q8_0 --layers 8 --full-layers 36 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 512 --decode 128 --batch 64
+bench qwen3-30b-a3b-scaled-q8_0 --preset qwen3-30b-a3b-scaled --type q8_0 --prompt 512 --decode 128
+
 step golden-suite "$TEST_LIMIT" bun --bun vitest run packages/cuda-ffi/src/golden-suite.test.ts packages/cuda-ffi/src/golden-suite-part-2.test.ts
+
+# PyTorch + transformers on the same dense shapes (bf16, random weights): a second anchor.
+torch_bench() { # torch_bench NAME ARGS...
+  local name=$1; shift
+  step "torch-$name" 120 bash -o pipefail -c "python3 bench/device/torch-qwen3.py $* | tail -1 > '$OUT/bench-torch-$name.json.tmp' && mv '$OUT/bench-torch-$name.json.tmp' '$OUT/bench-torch-$name.json'"
+}
+if [ "${MEMRA_DEVICE_DRY_RUN:-0}" != 1 ]; then
+  torch_bench qwen3-0.6b
+  torch_bench qwen3-8b-shape --hidden 4096 --heads 32 --kv-heads 8 --ffn 12288 --layers 8 --full-layers 36
+fi
 
 # Single ops at the targets' shapes (matvec bandwidth, GEMM TFLOP/s, decode attention, fused norm,
 # argmax, top-k, MoE experts), with the default kernels and with the previous ones (the f16-code
@@ -76,13 +112,6 @@ if [ "${MEMRA_DEVICE_DRY_RUN:-0}" = 1 ]; then OPS=(--quick); fi
 step ops 120 bash -o pipefail -c "bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$OUT/bench-ops.json.tmp' && mv '$OUT/bench-ops.json.tmp' '$OUT/bench-ops.json'"
 step ops-previous-kernels 120 bash -o pipefail -c "MEMRA_CUDA_INT8_GEMM=0 MEMRA_CUDA_MMV_STEPS=2 MEMRA_CUDA_CODES_DP4A=0 MEMRA_CUDA_EARLY_WEIGHTS=0 bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$OUT/bench-ops-previous-kernels.json.tmp' && mv '$OUT/bench-ops-previous-kernels.json.tmp' '$OUT/bench-ops-previous-kernels.json'"
 
-bench() { # [BENCH_ENV=NAME=VALUE] bench NAME ARGS...  (CUDA graphs never run on a GPU before: if the run fails, once more without them)
-  local name=$1; shift
-  local run="env ${BENCH_ENV:-} bun packages/cuda-ffi/bench/forward.bench.ts --json $* ${DRY[*]:-}"
-  step "bench-$name" "$BENCH_LIMIT" bash -o pipefail -c "{ $run || { echo 'failed; again with --graphs 0' >&2; $run --graphs 0; }; } | tail -1 > '$OUT/bench-$name.json.tmp' && mv '$OUT/bench-$name.json.tmp' '$OUT/bench-$name.json'"
-}
-# --batch 64: aggregate decode of 64 sequences in one step (target: ≥ 20× batch 1).
-bench qwen3-0.6b-q8_0 --preset qwen3-0.6b --type q8_0 --prompt 512 --decode 128 --batch 64
 # The same decode with every op launched (no CUDA graphs): what the graphs save at batch 1.
 bench qwen3-0.6b-q8_0-no-graphs --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128 --graphs 0
 # Every kernel launched without programmatic dependent launch (each begins launching only once the
@@ -96,15 +125,3 @@ BENCH_ENV=MEMRA_CUDA_EARLY_WEIGHTS=0 bench qwen3-0.6b-q8_0-late-weights --preset
 # and sampled on the host (the path before topKRows; also what a greedy pick on the GPU saves).
 bench qwen3-0.6b-q8_0-sample --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128 --batch 64 --pick sample
 bench qwen3-0.6b-q8_0-host-sample --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128 --batch 64 --pick host-sample
-bench qwen3-8b-shape-q8_0 --preset qwen3-0.6b --type q8_0 --layers 8 --full-layers 36 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 512 --decode 128 --batch 64
-bench qwen3-30b-a3b-scaled-q8_0 --preset qwen3-30b-a3b-scaled --type q8_0 --prompt 512 --decode 128
-
-# PyTorch + transformers on the same dense shapes (bf16, random weights): a second anchor.
-torch_bench() { # torch_bench NAME ARGS...
-  local name=$1; shift
-  step "torch-$name" 120 bash -o pipefail -c "python3 bench/device/torch-qwen3.py $* | tail -1 > '$OUT/bench-torch-$name.json.tmp' && mv '$OUT/bench-torch-$name.json.tmp' '$OUT/bench-torch-$name.json'"
-}
-if [ "${MEMRA_DEVICE_DRY_RUN:-0}" != 1 ]; then
-  torch_bench qwen3-0.6b
-  torch_bench qwen3-8b-shape --hidden 4096 --heads 32 --kv-heads 8 --ffn 12288 --layers 8 --full-layers 36
-fi
