@@ -14,11 +14,11 @@ using namespace memra_cuda_kernels;
 
 template <int TYPE>
 static void launch_matrix_vector(dim3 grid, int threads, cudaStream_t stream, const matrix_segments & segments, const float * x, int64_t row_bytes, int rows,
-                                 int64_t n_in) {
-    if (rows <= 1) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_kernel<TYPE, 1>)(segments, x, row_bytes, rows, n_in);
-    else if (rows <= 2) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_kernel<TYPE, 2>)(segments, x, row_bytes, rows, n_in);
-    else if (rows <= 4) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_kernel<TYPE, 4>)(segments, x, row_bytes, rows, n_in);
-    else MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_kernel<TYPE, 8>)(segments, x, row_bytes, rows, n_in);
+                                 int64_t n_in, int early) {
+    if (rows <= 1) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_kernel<TYPE, 1>)(segments, x, row_bytes, rows, n_in, early);
+    else if (rows <= 2) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_kernel<TYPE, 2>)(segments, x, row_bytes, rows, n_in, early);
+    else if (rows <= 4) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_kernel<TYPE, 4>)(segments, x, row_bytes, rows, n_in, early);
+    else MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_kernel<TYPE, 8>)(segments, x, row_bytes, rows, n_in, early);
 }
 
 template <int STEPS>
@@ -414,7 +414,7 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
             } else {
                 const float * xs = source + first * n_in;
                 MEMRA_CUDA_DISPATCH_TYPE(first_target.type, (launch_matrix_vector<T>(grid, plan.launch.threads, cuda->stream, segments, xs, first_target.row_bytes,
-                                                                                     (int)chunk, n_in)));
+                                                                                     (int)chunk, n_in, cuda->early_weights)));
                 LAUNCH_CHECK(function, "matrix_vector_kernel");
             }
         }

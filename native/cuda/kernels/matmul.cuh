@@ -97,24 +97,52 @@ __device__ __forceinline__ segment_row segment_of(const matrix_segments & segmen
     return row;
 }
 
+/* early_weights (as matrix_vector_q8_0_kernel's): the lane's first UNROLL groups are loaded and
+ * dequantized before memra_grid_dependencies() (for an f16 row of 1,024 inputs, the whole row) and
+ * summed first, in the order the loop would. */
 template <int TYPE, int ROWS>
 __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_kernel(matrix_segments segments, const float * __restrict__ x,
-                                                                                  int64_t row_bytes, int rows, int64_t n_in) {
-    memra_grid_dependencies();
+                                                                                  int64_t row_bytes, int rows, int64_t n_in, int early_weights) {
+    if (!early_weights) memra_grid_dependencies();
     const int lane = threadIdx.x & 31;
     const segment_row target = segment_of(segments);
     const int64_t o = target.o, n_out = target.n_out;
     float * __restrict__ out = target.out;
-    if (o >= n_out) return;
-    const uint8_t * w = target.weight + o * row_bytes;
+    const bool active = o < n_out;
+    const uint8_t * w = target.weight + (active ? o : 0) * row_bytes;
     const int64_t groups = n_in / 8;
+    /* 4 groups' loads in flight for up to 2 rows, 2 for more (registers) */
+    constexpr int UNROLL = ROWS <= 2 ? 4 : 2;
+    float first_v[UNROLL][8];
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+        const int64_t g = lane + 32 * u;
+        dequantize_group<TYPE>(w, g < groups ? g : 0, first_v[u]); /* group 0's past the row's end (unused) */
+    }
+    if (early_weights) memra_grid_dependencies();
+    if (!active) return;
     float sum[ROWS];
 #pragma unroll
     for (int r = 0; r < ROWS; r++) sum[r] = 0.0f;
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+        const int64_t g = lane + 32 * u;
+        if (g < groups) {
+            const float * v = first_v[u];
+#pragma unroll
+            for (int r = 0; r < ROWS; r++) {
+                if (r < rows) {
+                    const float4 * xr = reinterpret_cast<const float4 *>(x + r * n_in + g * 8);
+                    const float4 a = __ldg(xr), b = __ldg(xr + 1);
+                    sum[r] += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z + v[7] * b.w;
+                }
+            }
+        }
+    }
     /* Unrolled so that the loads of several groups are in flight together (one warp per output row
      * leaves few warps per SM for narrow matrices); the same sums in the same order. */
 #pragma unroll 4
-    for (int64_t g = lane; g < groups; g += 32) {
+    for (int64_t g = lane + 32 * UNROLL; g < groups; g += 32) {
         float v[8];
         dequantize_group<TYPE>(w, g, v);
 #pragma unroll
