@@ -120,6 +120,9 @@ BENCH_ENV=MEMRA_CUDA_PDL=0 bench qwen3-0.6b-q8_0-no-pdl --preset qwen3-0.6b --ty
 # q8_0 decode loading its first weights only once the kernel before it has finished (they are
 # loaded while it finishes, by default): what that saves at batch 1.
 BENCH_ENV=MEMRA_CUDA_EARLY_WEIGHTS=0 bench qwen3-0.6b-q8_0-late-weights --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
+# A decode graph's five index arrays copied by five copy nodes inside the graph (by default one
+# copy before each replay): what that saves at batch 1.
+BENCH_ENV=MEMRA_CUDA_GRAPH_INPUT_COPY=0 bench qwen3-0.6b-q8_0-input-nodes --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
 # Sampled decode (llama.cpp's default chain, seeded) at batch 1 and 64: from the 40 best
 # candidates picked on the GPU (Backend.topKRows), and from every step's whole logits read back
 # and sampled on the host (the path before topKRows; also what a greedy pick on the GPU saves).

@@ -6,9 +6,14 @@
  * called in between are recorded, not run. What changes for them while capturing:
  *  - Host index arrays (tokens, positions, slots, block tables, sequences) are staged into the
  *    graph's own pinned and device buffers, one pair per distinct host array (the same address and
- *    size are staged once: the positions every layer's RoPE reads are copied once per replay). The
- *    captured copy reads the pinned buffer when the graph runs; a replay first refreshes the pinned
- *    copies from the caller's arrays. These arrays are the graph's inputs.
+ *    size are staged once: the positions every layer's RoPE reads are copied once per replay).
+ *    These arrays are the graph's inputs; a replay first refreshes their pinned copies from the
+ *    caller's arrays. They are laid out one after another in one pinned and one device buffer of
+ *    the capture (MEMRA_CUDA_GRAPH_INPUT_BYTES), which a replay copies in one cudaMemcpyAsync
+ *    before it launches the graph: one copy per step instead of a copy node per input inside the
+ *    graph, each of which holds up the kernels after it. An input that does not fit (long block
+ *    tables of a large batch), or every input with MEMRA_CUDA_GRAPH_INPUT_COPY=0, gets buffers of
+ *    its own and a captured copy that reads the pinned buffer when the graph runs.
  *  - The host-side checks of those arrays (token and row ids inside their tables, KV slots inside
  *    the storage, block tables and sequences) are recorded as well and run again on the refreshed
  *    copies before every replay: a replay with a bad index fails with the op's own message and
@@ -37,7 +42,15 @@ struct graph_input {
     const void * host; /* the caller's array at capture time (what memra_cuda_graph_input reports) */
     int64_t bytes;
     void * pinned;     /* refreshed from the caller's array before each replay */
-    void * device;     /* the captured copy's target, read by the kernels */
+    void * device;     /* the copy's target, read by the kernels */
+    bool in_arena;     /* pinned and device lie in the inputs' buffers (input_arena), not its own */
+};
+
+/* The inputs' shared buffers: `used` bytes of both are copied before each replay. */
+struct input_arena {
+    void * pinned = nullptr;
+    void * device = nullptr;
+    int64_t used = 0;
 };
 
 struct pool_block {
@@ -50,6 +63,7 @@ struct pool_block {
 
 struct memra_cuda_capture {
     std::vector<graph_input> inputs;
+    input_arena arena;
     std::vector<std::function<int()>> checks;
     std::vector<pool_block> pool;
     int failed_status = MEMRA_CUDA_OK;
@@ -61,6 +75,7 @@ struct memra_cuda_graph {
     cudaGraphExec_t exec = nullptr;
     cudaEvent_t done = nullptr; /* recorded after each replay: its pinned inputs have been read */
     std::vector<graph_input> inputs;
+    input_arena arena;
     std::vector<std::function<int()>> checks;
     std::vector<void *> workspace; /* pool blocks given back during the capture */
     int64_t workspace_bytes = 0;
@@ -90,7 +105,32 @@ int memra_cuda_capture_stage(const char * function, memra_cuda * cuda, int count
             if (input.host == hosts[i] && input.bytes == bytes[i]) devices[i] = input.device;
         }
         if (devices[i]) continue;
-        graph_input input = {hosts[i], bytes[i], nullptr, nullptr};
+        graph_input input = {hosts[i], bytes[i], nullptr, nullptr, false};
+        /* In the inputs' buffers when it fits (allocated by the first input of the capture). */
+        const int64_t offset = (capture->arena.used + 15) / 16 * 16;
+        if (cuda->graph_input_copy && offset + bytes[i] <= MEMRA_CUDA_GRAPH_INPUT_BYTES) {
+            if (!capture->arena.pinned) {
+                CUDA_CHECK(function, cudaMallocHost(&capture->arena.pinned, MEMRA_CUDA_GRAPH_INPUT_BYTES));
+                capture->arena.device = memra_cuda_alloc(cuda, MEMRA_CUDA_GRAPH_INPUT_BYTES);
+                if (!capture->arena.device) {
+                    cudaFreeHost(capture->arena.pinned);
+                    capture->arena.pinned = nullptr;
+                    return memra_cuda_last_status();
+                }
+            }
+            input.pinned = (char *)capture->arena.pinned + offset;
+            input.device = (char *)capture->arena.device + offset;
+            input.in_arena = true;
+            try {
+                capture->inputs.push_back(input);
+            } catch (...) {
+                FAIL(MEMRA_CUDA_ERROR_OUT_OF_MEMORY, "%s: out of host memory", function);
+            }
+            capture->arena.used = offset + bytes[i];
+            memcpy(input.pinned, hosts[i], (size_t)bytes[i]);
+            devices[i] = input.device;
+            continue;
+        }
         CUDA_CHECK(function, cudaMallocHost(&input.pinned, (size_t)bytes[i]));
         input.device = memra_cuda_alloc(cuda, bytes[i]);
         if (!input.device) {
@@ -158,12 +198,20 @@ int memra_cuda_capture_give_back(memra_cuda * cuda, void * pointer) {
 
 /* ---- the API ---- */
 
-/* Frees what a capture holds (its inputs and its pool's given-back blocks); the context no longer captures. */
-static void discard_capture(memra_cuda * cuda, memra_cuda_capture * capture) {
-    for (const graph_input & input : capture->inputs) {
+/* Frees inputs' buffers (those of their own, then the shared ones). */
+static void free_inputs(memra_cuda * cuda, const std::vector<graph_input> & inputs, const input_arena & arena) {
+    for (const graph_input & input : inputs) {
+        if (input.in_arena) continue;
         cudaFreeHost(input.pinned);
         memra_cuda_free(cuda, input.device);
     }
+    if (arena.pinned) cudaFreeHost(arena.pinned);
+    if (arena.device) memra_cuda_free(cuda, arena.device);
+}
+
+/* Frees what a capture holds (its inputs and its pool's given-back blocks); the context no longer captures. */
+static void discard_capture(memra_cuda * cuda, memra_cuda_capture * capture) {
+    free_inputs(cuda, capture->inputs, capture->arena);
     for (const pool_block & block : capture->pool) {
         if (block.given_back) memra_cuda_free(cuda, block.pointer);
     }
@@ -174,10 +222,7 @@ static void destroy_graph(memra_cuda * cuda, memra_cuda_graph * graph) {
     if (graph->done) cudaEventSynchronize(graph->done);
     if (graph->exec) cudaGraphExecDestroy(graph->exec);
     if (graph->done) cudaEventDestroy(graph->done);
-    for (const graph_input & input : graph->inputs) {
-        cudaFreeHost(input.pinned);
-        memra_cuda_free(cuda, input.device);
-    }
+    free_inputs(cuda, graph->inputs, graph->arena);
     for (void * block : graph->workspace) memra_cuda_free(cuda, block);
     delete graph;
 }
@@ -279,6 +324,8 @@ static int end_capture(const char * function, memra_cuda * cuda, memra_cuda_grap
             result->done = done;
             result->nodes = (int64_t)nodes;
             result->inputs.swap(capture->inputs);
+            result->arena = capture->arena;
+            capture->arena = input_arena(); /* the graph's now, not the capture's to free */
             result->checks.swap(capture->checks);
             for (pool_block & block : capture->pool) {
                 if (!block.given_back) continue;
@@ -355,6 +402,9 @@ extern "C" int memra_cuda_graph_replay(memra_cuda * cuda, memra_cuda_graph * gra
         memcpy(input.pinned, (const void *)(uintptr_t)hosts[i], (size_t)input.bytes);
     }
     for (const std::function<int()> & check : graph->checks) CHECK(check());
+    if (graph->arena.used > 0) {
+        CUDA_CHECK(function, cudaMemcpyAsync(graph->arena.device, graph->arena.pinned, (size_t)graph->arena.used, cudaMemcpyHostToDevice, cuda->stream));
+    }
     CUDA_CHECK(function, cudaGraphLaunch(graph->exec, cuda->stream));
     CUDA_CHECK(function, cudaEventRecord(graph->done, cuda->stream));
     return MEMRA_CUDA_OK;

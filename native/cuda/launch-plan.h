@@ -255,6 +255,11 @@ void memra_cuda_arena_reset(memra_cuda_arena * arena);
 /* The number of chunks of `chunk_bytes` a copy of `bytes` takes. */
 int64_t memra_cuda_staging_chunks(int64_t bytes, int64_t chunk_bytes);
 
+/* ---- graphs ---- */
+/* The pinned and device buffers a captured graph's inputs share (graph.cu): inputs that fit are
+ * copied before each replay in one copy; the rest get buffers and a copy node of their own. */
+#define MEMRA_CUDA_GRAPH_INPUT_BYTES (256 * 1024)
+
 /* ---- sampling ---- */
 /* argmax_rows_kernel and log_softmax_partial_kernel: blocks of MEMRA_CUDA_ARGMAX_THREADS, each
  * thread MEMRA_CUDA_ARGMAX_VALUES of a chunk of MEMRA_CUDA_ARGMAX_CHUNK values; grid x: a row's
