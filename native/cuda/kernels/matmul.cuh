@@ -97,6 +97,19 @@ __device__ __forceinline__ segment_row segment_of(const matrix_segments & segmen
     return row;
 }
 
+/* sum[r] += group g's 8 weights v · row r's 8 activations, for the rows < rows. */
+template <int ROWS>
+__device__ __forceinline__ void add_group_products(float sum[ROWS], const float v[8], const float * __restrict__ x, int64_t n_in, int64_t g, int rows) {
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) {
+        if (r < rows) {
+            const float4 * xr = reinterpret_cast<const float4 *>(x + r * n_in + g * 8);
+            const float4 a = __ldg(xr), b = __ldg(xr + 1);
+            sum[r] += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z + v[7] * b.w;
+        }
+    }
+}
+
 /* early_weights (as matrix_vector_q8_0_kernel's): the lane's first UNROLL groups are loaded and
  * dequantized before memra_grid_dependencies() (for an f16 row of 1,024 inputs, the whole row) and
  * summed first, in the order the loop would. */
@@ -127,17 +140,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_kerne
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
         const int64_t g = lane + 32 * u;
-        if (g < groups) {
-            const float * v = first_v[u];
-#pragma unroll
-            for (int r = 0; r < ROWS; r++) {
-                if (r < rows) {
-                    const float4 * xr = reinterpret_cast<const float4 *>(x + r * n_in + g * 8);
-                    const float4 a = __ldg(xr), b = __ldg(xr + 1);
-                    sum[r] += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z + v[7] * b.w;
-                }
-            }
-        }
+        if (g < groups) add_group_products<ROWS>(sum, first_v[u], x, n_in, g, rows);
     }
     /* Unrolled so that the loads of several groups are in flight together (one warp per output row
      * leaves few warps per SM for narrow matrices); the same sums in the same order. */
@@ -145,14 +148,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_kerne
     for (int64_t g = lane + 32 * UNROLL; g < groups; g += 32) {
         float v[8];
         dequantize_group<TYPE>(w, g, v);
-#pragma unroll
-        for (int r = 0; r < ROWS; r++) {
-            if (r < rows) {
-                const float4 * xr = reinterpret_cast<const float4 *>(x + r * n_in + g * 8);
-                const float4 a = __ldg(xr), b = __ldg(xr + 1);
-                sum[r] += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z + v[7] * b.w;
-            }
-        }
+        add_group_products<ROWS>(sum, v, x, n_in, g, rows);
     }
     reduce_rows_and_store<ROWS>(sum, lane, rows, out, n_out, o);
 }
@@ -397,6 +393,20 @@ __device__ __forceinline__ float code_group_dot(const int q[2], float s, float o
     return __fmaf_rn(s, (float)(dot - zero * total), __fmul_rn(offset, (float)total));
 }
 
+/* sum[r] += group g's code words (code_words) · row r's 8 activation codes, times the activation
+ * block's scale, for the rows < rows. */
+template <int ROWS, int GROUP_SHIFT>
+__device__ __forceinline__ void add_code_group_products(float sum[ROWS], const int q[2], float s, float offset, int zero, const int8_t * __restrict__ codes,
+                                                        const float * __restrict__ scales, int64_t n_in, int64_t blocks, int64_t g, int rows) {
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) {
+        if (r < rows) {
+            const int2 a = __ldg(reinterpret_cast<const int2 *>(codes + r * n_in + g * 8));
+            sum[r] = __fmaf_rn(code_group_dot(q, s, offset, zero, a), __ldg(scales + r * blocks + (g >> GROUP_SHIFT)), sum[r]);
+        }
+    }
+}
+
 /* matrix_vector_codes_kernel<TYPE, ROWS>: decode with q4_0 or q5_0 weights on the activations'
  * q8_0 codes (iq4_nl too), or q2_K, q3_K, q4_K, q5_K, q6_K or iq4_xs weights on their q8_K codes (one scale per 32 or 256 values).
  * As matrix_vector_kernel, lane l takes 8-value groups l, l + 32, ..., but multiplies codes: per
@@ -440,28 +450,14 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_codes
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
         const int64_t g = lane + 32 * u;
-        if (g < groups) {
-#pragma unroll
-            for (int r = 0; r < ROWS; r++) {
-                if (r < rows) {
-                    const int2 a = __ldg(reinterpret_cast<const int2 *>(codes + r * n_in + g * 8));
-                    sum[r] = __fmaf_rn(code_group_dot(first_q[u], first_s[u], first_offset[u], first_zero[u], a), __ldg(scales + r * blocks + (g >> GROUP_SHIFT)), sum[r]);
-                }
-            }
-        }
+        if (g < groups) add_code_group_products<ROWS, GROUP_SHIFT>(sum, first_q[u], first_s[u], first_offset[u], first_zero[u], codes, scales, n_in, blocks, g, rows);
     }
 #pragma unroll(UNROLL)
     for (int64_t g = lane + 32 * UNROLL; g < groups; g += 32) {
         int q[2], zero;
         float s, offset;
         code_words<TYPE>(w, g, q, s, offset, zero);
-#pragma unroll
-        for (int r = 0; r < ROWS; r++) {
-            if (r < rows) {
-                const int2 a = __ldg(reinterpret_cast<const int2 *>(codes + r * n_in + g * 8));
-                sum[r] = __fmaf_rn(code_group_dot(q, s, offset, zero, a), __ldg(scales + r * blocks + (g >> GROUP_SHIFT)), sum[r]);
-            }
-        }
+        add_code_group_products<ROWS, GROUP_SHIFT>(sum, q, s, offset, zero, codes, scales, n_in, blocks, g, rows);
     }
     reduce_rows_and_store<ROWS>(sum, lane, rows, out, n_out, o);
 }
