@@ -48,7 +48,7 @@ extern "C" int memra_cuda_argmax_rows(memra_cuda * cuda, int32_t * out, int64_t 
     CHECK(enter_row_reader(function, cuda, "tokens cannot be read back to the host", memra_cuda_plan_argmax, out, out_length, logits, logits_length, rows,
                            columns, &launch));
     if (rows == 0) return MEMRA_CUDA_OK;
-    // The rows' keys (kernels/sampling.cuh) come back; their low halves are 0xFFFFFFFF - index.
+    // The rows' keys (kernels/sampling.cuh) come back, to be turned into indices here.
     std::unique_ptr<unsigned long long[]> host(new (std::nothrow) unsigned long long[rows]);
     if (!host) FAIL(MEMRA_CUDA_ERROR_OUT_OF_MEMORY, "%s: no host memory for %lld keys", function, (long long)rows);
     unsigned long long * keys = (unsigned long long *)memra_cuda_alloc(cuda, rows * 8);
@@ -62,7 +62,7 @@ extern "C" int memra_cuda_argmax_rows(memra_cuda * cuda, int32_t * out, int64_t 
     const void * devices[1] = {keys};
     const int64_t bytes[1] = {rows * 8};
     CHECK(read_back(function, cuda, error, "argmax_rows_kernel", keys, 1, hosts, devices, bytes));
-    for (int64_t r = 0; r < rows; r++) out[r] = (int32_t)(0xFFFFFFFFu - (uint32_t)(host[r] & 0xFFFFFFFFu));
+    for (int64_t r = 0; r < rows; r++) out[r] = (int32_t)top_k_index(host[r]);
     return MEMRA_CUDA_OK;
 }
 

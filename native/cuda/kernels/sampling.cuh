@@ -44,8 +44,8 @@ __device__ __forceinline__ unsigned long long top_k_key(float value, uint32_t in
     return ((unsigned long long)ordered << 32) | (unsigned long long)(0xFFFFFFFFu - index);
 }
 
-__device__ __forceinline__ uint32_t top_k_index(uint64_t key) { return 0xFFFFFFFFu - (uint32_t)(key & 0xFFFFFFFFu); }
-
+/* The index of a key (on the host too: memra_cuda_argmax_rows turns the rows' keys into tokens). */
+__host__ __device__ __forceinline__ uint32_t top_k_index(uint64_t key) { return 0xFFFFFFFFu - (uint32_t)(key & 0xFFFFFFFFu); }
 
 /*
  * Block (x, y): chunk x of row y (rows strided by gridDim.y); keys[row] holds the row's largest
