@@ -106,11 +106,11 @@ fi
 # argmax, top-k, MoE experts), with the default kernels and with the previous ones (the f16-code
 # GEMM for q8_0/q4_0/q5_0 prefill, 2 steps in flight in q8_0 decode, the f32 k-quant decode,
 # decode loading its weights only after the kernel before it has finished): where a forward's time
-# goes.
+# goes. The previous kernels also give each decode feature one warp (MEMRA_CUDA_MMV_SPLIT=1).
 OPS=()
 if [ "${MEMRA_DEVICE_DRY_RUN:-0}" = 1 ]; then OPS=(--quick); fi
 step ops 120 bash -o pipefail -c "bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$OUT/bench-ops.json.tmp' && mv '$OUT/bench-ops.json.tmp' '$OUT/bench-ops.json'"
-step ops-previous-kernels 120 bash -o pipefail -c "MEMRA_CUDA_INT8_GEMM=0 MEMRA_CUDA_MMV_STEPS=2 MEMRA_CUDA_CODES_DP4A=0 MEMRA_CUDA_EARLY_WEIGHTS=0 bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$OUT/bench-ops-previous-kernels.json.tmp' && mv '$OUT/bench-ops-previous-kernels.json.tmp' '$OUT/bench-ops-previous-kernels.json'"
+step ops-previous-kernels 120 bash -o pipefail -c "MEMRA_CUDA_INT8_GEMM=0 MEMRA_CUDA_MMV_STEPS=2 MEMRA_CUDA_CODES_DP4A=0 MEMRA_CUDA_EARLY_WEIGHTS=0 MEMRA_CUDA_MMV_SPLIT=1 bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$OUT/bench-ops-previous-kernels.json.tmp' && mv '$OUT/bench-ops-previous-kernels.json.tmp' '$OUT/bench-ops-previous-kernels.json'"
 
 # The same decode with every op launched (no CUDA graphs): what the graphs save at batch 1.
 bench qwen3-0.6b-q8_0-no-graphs --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128 --graphs 0
@@ -120,6 +120,9 @@ BENCH_ENV=MEMRA_CUDA_PDL=0 bench qwen3-0.6b-q8_0-no-pdl --preset qwen3-0.6b --ty
 # q8_0 decode loading its first weights only once the kernel before it has finished (they are
 # loaded while it finishes, by default): what that saves at batch 1.
 BENCH_ENV=MEMRA_CUDA_EARLY_WEIGHTS=0 bench qwen3-0.6b-q8_0-late-weights --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
+# Every decode feature on one warp (by default the O and down projections of this shape, 1,024
+# features of 2,048 and 3,072 inputs, are split over 2 and 4 warps): what the split saves at batch 1.
+BENCH_ENV=MEMRA_CUDA_MMV_SPLIT=1 bench qwen3-0.6b-q8_0-no-split --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
 # A decode graph's five index arrays copied by five copy nodes inside the graph (by default one
 # copy before each replay): what that saves at batch 1.
 BENCH_ENV=MEMRA_CUDA_GRAPH_INPUT_COPY=0 bench qwen3-0.6b-q8_0-input-nodes --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128

@@ -135,6 +135,16 @@ int memra_cuda_plan_matmul_with(int type, int64_t rows, int64_t n_in, int64_t n_
     return MEMRA_CUDA_OK;
 }
 
+int32_t memra_cuda_plan_mmv_split(int64_t features, int64_t blocks, int64_t iteration_blocks, int32_t multiprocessors, int32_t forced) {
+    if (forced == 1 || forced == 2 || forced == 4) return forced;
+    if (features <= 0 || blocks <= 0 || iteration_blocks <= 0 || multiprocessors <= 0) return 1;
+    const int64_t iterations = ceil_div(blocks, iteration_blocks);
+    const int64_t warps = (int64_t)multiprocessors * MEMRA_CUDA_MMV_SPLIT_WARPS_PER_SM;
+    int32_t split = 1;
+    while (split < MEMRA_CUDA_MMV_WARPS && split < iterations && features <= warps / (2 * split)) split *= 2;
+    return split;
+}
+
 int64_t memra_cuda_gemm_split_inputs(const memra_cuda_matmul_plan * plan, int64_t n_in) {
     const int64_t k_steps = n_in / MEMRA_CUDA_GEMM_TILE_K;
     return ceil_div(k_steps, plan->launch.grid_z > 0 ? plan->launch.grid_z : 1) * MEMRA_CUDA_GEMM_TILE_K;

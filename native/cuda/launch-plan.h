@@ -65,6 +65,17 @@ enum memra_cuda_matmul_kernel { MEMRA_CUDA_MATMUL_NONE = 0, MEMRA_CUDA_MATMUL_VE
 /* Matrices of one type and one input a matrix-vector launch covers together (Q, K, V). */
 #define MEMRA_CUDA_MMV_SEGMENTS 3
 #define MEMRA_CUDA_MMV_MAX_ROWS 8
+/* Split rows (the decode matrix-vector kernels): where a launch has too few output features to keep
+ * the GPU's memory busy with one warp each, `split` warps (2 or 4) of a block share a row, warp p of
+ * the row taking its iterations p, p + split, ... (an iteration: the weights a warp loads together,
+ * q8_0's STEPS × 8 blocks of 32 inputs, the other kernels' 32 lanes × UNROLL groups of 8), and add
+ * their partial sums in shared memory in warp order. Each
+ * doubling of the split needs another iteration for the new warps to take, and keeps the launch's
+ * warps (output features × split) at or under SPLIT_WARPS_PER_SM per multiprocessor: a
+ * Qwen3-0.6B-shaped down projection (1,024 features of 3,072 inputs, 3 iterations of 1,024) is
+ * split 4 ways on 132 multiprocessors, its O projection (2,048 inputs) 2 ways, an 8B shape's
+ * matrices (4,096 features and more) not at all. */
+#define MEMRA_CUDA_MMV_SPLIT_WARPS_PER_SM 32
 /* Tensor-core GEMM tile: TILE_M activation rows × TILE_N output features × TILE_K inputs per step,
  * 4 warps in a 2 × 2 arrangement, each 32 × 32 (2 × 4 m16n8k16 tiles). Rows of the shared tiles are
  * padded by 8 halves (16 bytes) so that fragment loads hit 32 distinct banks. */
@@ -94,6 +105,12 @@ int memra_cuda_plan_matmul_for(int type, int64_t rows, int64_t n_in, int64_t n_o
  * for every row count, exact f32 products of the rounded activations). */
 int memra_cuda_plan_matmul_with(int type, int64_t rows, int64_t n_in, int64_t n_out, int allow_gemm, memra_cuda_matmul_plan * plan, char * message,
                                 size_t message_bytes);
+/* Warps per output feature (1, 2 or 4) of a matrix-vector launch of `features` output
+ * features (all its segments) over `blocks` 32-value blocks per row, `iteration_blocks` blocks per
+ * warp iteration, on `multiprocessors` SMs. `forced` (MEMRA_CUDA_MMV_SPLIT: 1, 2 or 4) overrides the
+ * rule above; 0: the rule. */
+int32_t memra_cuda_plan_mmv_split(int64_t features, int64_t blocks, int64_t iteration_blocks, int32_t multiprocessors, int32_t forced);
+
 /* Inputs of one split-K part of a GEMM plan (grid_z parts; a multiple of MEMRA_CUDA_GEMM_TILE_K). */
 int64_t memra_cuda_gemm_split_inputs(const memra_cuda_matmul_plan * plan, int64_t n_in);
 

@@ -12,52 +12,79 @@
 
 using namespace memra_cuda_kernels;
 
+template <int TYPE, bool SPLIT>
+static void launch_matrix_vector_split(dim3 grid, int threads, cudaStream_t stream, const matrix_segments & segments, const float * x, int64_t row_bytes,
+                                       int rows, int64_t n_in, int early, int shift) {
+    if (rows <= 1) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_kernel<TYPE, 1, SPLIT>)(segments, x, row_bytes, rows, n_in, early, shift);
+    else if (rows <= 2) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_kernel<TYPE, 2, SPLIT>)(segments, x, row_bytes, rows, n_in, early, shift);
+    else if (rows <= 4) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_kernel<TYPE, 4, SPLIT>)(segments, x, row_bytes, rows, n_in, early, shift);
+    else MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_kernel<TYPE, 8, SPLIT>)(segments, x, row_bytes, rows, n_in, early, shift);
+}
+
+/* shift: log2 of the warps per output feature (memra_cuda_plan_mmv_split), 0, 1 or 2. */
 template <int TYPE>
 static void launch_matrix_vector(dim3 grid, int threads, cudaStream_t stream, const matrix_segments & segments, const float * x, int64_t row_bytes, int rows,
-                                 int64_t n_in, int early) {
-    if (rows <= 1) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_kernel<TYPE, 1>)(segments, x, row_bytes, rows, n_in, early);
-    else if (rows <= 2) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_kernel<TYPE, 2>)(segments, x, row_bytes, rows, n_in, early);
-    else if (rows <= 4) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_kernel<TYPE, 4>)(segments, x, row_bytes, rows, n_in, early);
-    else MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_kernel<TYPE, 8>)(segments, x, row_bytes, rows, n_in, early);
+                                 int64_t n_in, int early, int shift) {
+    if (shift > 0) launch_matrix_vector_split<TYPE, true>(grid, threads, stream, segments, x, row_bytes, rows, n_in, early, shift);
+    else launch_matrix_vector_split<TYPE, false>(grid, threads, stream, segments, x, row_bytes, rows, n_in, early, 0);
+}
+
+template <int STEPS, bool SPLIT>
+static void launch_matrix_vector_q8_0_split(dim3 grid, int threads, cudaStream_t stream, const matrix_segments & segments, const int8_t * codes,
+                                            const float * scales, int64_t row_bytes, int rows, int64_t n_in, int early, int shift) {
+    if (rows <= 1) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<1, STEPS, SPLIT>)(segments, codes, scales, row_bytes, rows, n_in, early, shift);
+    else if (rows <= 2) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<2, STEPS, SPLIT>)(segments, codes, scales, row_bytes, rows, n_in, early, shift);
+    else if (rows <= 4) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<4, STEPS, SPLIT>)(segments, codes, scales, row_bytes, rows, n_in, early, shift);
+    else MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<8, STEPS, SPLIT>)(segments, codes, scales, row_bytes, rows, n_in, early, shift);
 }
 
 template <int STEPS>
 static void launch_matrix_vector_q8_0_steps(dim3 grid, int threads, cudaStream_t stream, const matrix_segments & segments, const int8_t * codes,
-                                            const float * scales, int64_t row_bytes, int rows, int64_t n_in, int early) {
-    if (rows <= 1) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<1, STEPS>)(segments, codes, scales, row_bytes, rows, n_in, early);
-    else if (rows <= 2) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<2, STEPS>)(segments, codes, scales, row_bytes, rows, n_in, early);
-    else if (rows <= 4) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<4, STEPS>)(segments, codes, scales, row_bytes, rows, n_in, early);
-    else MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<8, STEPS>)(segments, codes, scales, row_bytes, rows, n_in, early);
+                                            const float * scales, int64_t row_bytes, int rows, int64_t n_in, int early, int shift) {
+    if (shift > 0) launch_matrix_vector_q8_0_split<STEPS, true>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early, shift);
+    else launch_matrix_vector_q8_0_split<STEPS, false>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early, 0);
 }
 
 static void launch_matrix_vector_q8_0(const memra_cuda * cuda, dim3 grid, int threads, const matrix_segments & segments, const int8_t * codes,
-                                      const float * scales, int64_t row_bytes, int rows, int64_t n_in) {
-    if (cuda->mmv_steps == 2) launch_matrix_vector_q8_0_steps<2>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights);
-    else launch_matrix_vector_q8_0_steps<4>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights);
+                                      const float * scales, int64_t row_bytes, int rows, int64_t n_in, int shift) {
+    if (cuda->mmv_steps == 2) launch_matrix_vector_q8_0_steps<2>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights, shift);
+    else launch_matrix_vector_q8_0_steps<4>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights, shift);
+}
+
+template <int TYPE, bool SPLIT>
+static void launch_matrix_vector_codes_split(dim3 grid, int threads, cudaStream_t stream, const matrix_segments & segments, const int8_t * codes,
+                                             const float * scales, int64_t row_bytes, int rows, int64_t n_in, int early, int shift) {
+#define MEMRA_CODES_MMV(ROWS) \
+    MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_codes_kernel<TYPE, ROWS, SPLIT>)(segments, codes, scales, row_bytes, rows, n_in, early, shift)
+    if (rows <= 1) MEMRA_CODES_MMV(1);
+    else if (rows <= 2) MEMRA_CODES_MMV(2);
+    else if (rows <= 4) MEMRA_CODES_MMV(4);
+    else MEMRA_CODES_MMV(8);
+#undef MEMRA_CODES_MMV
 }
 
 template <int TYPE>
 static void launch_matrix_vector_codes_type(dim3 grid, int threads, cudaStream_t stream, const matrix_segments & segments, const int8_t * codes,
-                                              const float * scales, int64_t row_bytes, int rows, int64_t n_in, int early) {
-    if (rows <= 1) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_codes_kernel<TYPE, 1>)(segments, codes, scales, row_bytes, rows, n_in, early);
-    else if (rows <= 2) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_codes_kernel<TYPE, 2>)(segments, codes, scales, row_bytes, rows, n_in, early);
-    else if (rows <= 4) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_codes_kernel<TYPE, 4>)(segments, codes, scales, row_bytes, rows, n_in, early);
-    else MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_codes_kernel<TYPE, 8>)(segments, codes, scales, row_bytes, rows, n_in, early);
+                                              const float * scales, int64_t row_bytes, int rows, int64_t n_in, int early, int shift) {
+    if (shift > 0) launch_matrix_vector_codes_split<TYPE, true>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early, shift);
+    else launch_matrix_vector_codes_split<TYPE, false>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early, 0);
 }
 
 static void launch_matrix_vector_codes(const memra_cuda * cuda, int type, dim3 grid, int threads, const matrix_segments & segments, const int8_t * codes,
-                                       const float * scales, int64_t row_bytes, int rows, int64_t n_in) {
+                                       const float * scales, int64_t row_bytes, int rows, int64_t n_in, int shift) {
     cudaStream_t stream = cuda->stream;
     const int early = cuda->early_weights;
-    if (type == MEMRA_CUDA_TYPE_Q4_0) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q4_0>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early);
-    else if (type == MEMRA_CUDA_TYPE_Q5_0) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q5_0>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early);
-    else if (type == MEMRA_CUDA_TYPE_Q4_K) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q4_K>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early);
-    else if (type == MEMRA_CUDA_TYPE_Q5_K) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q5_K>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early);
-    else if (type == MEMRA_CUDA_TYPE_Q2_K) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q2_K>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early);
-    else if (type == MEMRA_CUDA_TYPE_Q3_K) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q3_K>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early);
-    else if (type == MEMRA_CUDA_TYPE_IQ4_NL) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_IQ4_NL>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early);
-    else if (type == MEMRA_CUDA_TYPE_IQ4_XS) launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_IQ4_XS>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early);
-    else launch_matrix_vector_codes_type<MEMRA_CUDA_TYPE_Q6_K>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early);
+#define MEMRA_CODES_TYPE(T) launch_matrix_vector_codes_type<T>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early, shift)
+    if (type == MEMRA_CUDA_TYPE_Q4_0) MEMRA_CODES_TYPE(MEMRA_CUDA_TYPE_Q4_0);
+    else if (type == MEMRA_CUDA_TYPE_Q5_0) MEMRA_CODES_TYPE(MEMRA_CUDA_TYPE_Q5_0);
+    else if (type == MEMRA_CUDA_TYPE_Q4_K) MEMRA_CODES_TYPE(MEMRA_CUDA_TYPE_Q4_K);
+    else if (type == MEMRA_CUDA_TYPE_Q5_K) MEMRA_CODES_TYPE(MEMRA_CUDA_TYPE_Q5_K);
+    else if (type == MEMRA_CUDA_TYPE_Q2_K) MEMRA_CODES_TYPE(MEMRA_CUDA_TYPE_Q2_K);
+    else if (type == MEMRA_CUDA_TYPE_Q3_K) MEMRA_CODES_TYPE(MEMRA_CUDA_TYPE_Q3_K);
+    else if (type == MEMRA_CUDA_TYPE_IQ4_NL) MEMRA_CODES_TYPE(MEMRA_CUDA_TYPE_IQ4_NL);
+    else if (type == MEMRA_CUDA_TYPE_IQ4_XS) MEMRA_CODES_TYPE(MEMRA_CUDA_TYPE_IQ4_XS);
+    else MEMRA_CODES_TYPE(MEMRA_CUDA_TYPE_Q6_K);
+#undef MEMRA_CODES_TYPE
 }
 
 /* One weight matrix of a matmul group, checked and planned. */
@@ -390,6 +417,15 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
             matrix_segments segments;
             memset(&segments, 0, sizeof segments);
             segments.count = group;
+            /* Warps per output feature for the launch's features (one but where they are too few,
+             * memra_cuda_plan_mmv_split), so MEMRA_CUDA_MMV_WARPS / split a block. An iteration of
+             * a warp: the q8_0 kernel's STEPS × 8 blocks, the others' 32 lanes × UNROLL groups of 8. */
+            const bool q8_0_codes = first_target.codes && first_target.type == MEMRA_CUDA_TYPE_Q8_0;
+            int64_t features = 0;
+            for (int g = 0; g < group; g++) features += targets[t + g].n_out;
+            const int64_t iteration_blocks = q8_0_codes ? 8 * cuda->mmv_steps : 8 * (chunk <= 2 ? 4 : 2);
+            const int split = memra_cuda_plan_mmv_split(features, (n_in + 31) / 32, iteration_blocks, cuda->multiprocessors, cuda->mmv_split);
+            const int shift = split == 4 ? 2 : split == 2 ? 1 : 0;
             int64_t blocks = 0;
             for (int g = 0; g < group; g++) {
                 const matmul_target & target = targets[t + g];
@@ -397,24 +433,24 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
                 segments.weight[g] = target.w;
                 segments.n_out[g] = target.n_out;
                 segments.first_block[g] = blocks;
-                blocks += target.plan.launch.grid_x;
+                blocks += split == 1 ? target.plan.launch.grid_x : (target.n_out + MEMRA_CUDA_MMV_WARPS / split - 1) / (MEMRA_CUDA_MMV_WARPS / split);
             }
             if (blocks > MEMRA_CUDA_MAX_GRID_X) FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: %lld blocks in one launch", function, (long long)blocks);
             const dim3 grid((unsigned)blocks, 1, 1);
-            if (first_target.codes && first_target.type == MEMRA_CUDA_TYPE_Q8_0) {
+            if (q8_0_codes) {
                 const int8_t * q = input->code_data + first * n_in;
                 const float * d = input->scale_data + first * n_in / 32;
-                launch_matrix_vector_q8_0(cuda, grid, plan.launch.threads, segments, q, d, first_target.row_bytes, (int)chunk, n_in);
+                launch_matrix_vector_q8_0(cuda, grid, plan.launch.threads, segments, q, d, first_target.row_bytes, (int)chunk, n_in, shift);
                 LAUNCH_CHECK(function, "matrix_vector_q8_0_kernel");
             } else if (first_target.codes) {
                 const int8_t * q = input->code_data + first * n_in;
                 const float * d = input->scale_data + ((first * n_in) >> input->block_shift);
-                launch_matrix_vector_codes(cuda, first_target.type, grid, plan.launch.threads, segments, q, d, first_target.row_bytes, (int)chunk, n_in);
+                launch_matrix_vector_codes(cuda, first_target.type, grid, plan.launch.threads, segments, q, d, first_target.row_bytes, (int)chunk, n_in, shift);
                 LAUNCH_CHECK(function, "matrix_vector_codes_kernel");
             } else {
                 const float * xs = source + first * n_in;
                 MEMRA_CUDA_DISPATCH_TYPE(first_target.type, (launch_matrix_vector<T>(grid, plan.launch.threads, cuda->stream, segments, xs, first_target.row_bytes,
-                                                                                     (int)chunk, n_in, cuda->early_weights)));
+                                                                                     (int)chunk, n_in, cuda->early_weights, shift)));
                 LAUNCH_CHECK(function, "matrix_vector_kernel");
             }
         }

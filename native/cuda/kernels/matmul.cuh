@@ -28,9 +28,10 @@
 
 namespace memra_cuda_kernels {
 
-/* Sums each row's per-lane partial sums over the warp and stores row r's total at out[r, o]. */
+/* Sums each row's per-lane partial sums over the warp: afterwards sum[0] holds the total of the row
+ * returned, in every lane (which lanes hold which row: below). */
 template <int ROWS>
-__device__ __forceinline__ void reduce_rows_and_store(float sum[ROWS], int lane, int rows, float * __restrict__ out, int64_t n_out, int64_t o) {
+__device__ __forceinline__ int reduce_rows(float sum[ROWS], int lane) {
     /* Transposing reduction: at each of the first log2(ROWS) steps a lane keeps half of its rows
      * (the upper half when the step's lane bit is set) and adds its partner's copy of them, so
      * the shuffles number ROWS - 1 + 5 - log2(ROWS) instead of 5 · ROWS. Afterwards every lane
@@ -56,8 +57,20 @@ __device__ __forceinline__ void reduce_rows_and_store(float sum[ROWS], int lane,
             sum[0] += __shfl_xor_sync(0xffffffffu, sum[0], offset);
         }
     }
-    const bool writer = ROWS >= 8 ? (lane & 3) == 0 : ROWS == 4 ? (lane & 7) == 0 : ROWS == 2 ? (lane & 15) == 0 : lane == 0;
-    if (writer && row < rows) out[row * n_out + o] = sum[0];
+    return row;
+}
+
+/* One lane per row of reduce_rows<ROWS>'s result: the one that stores it. */
+template <int ROWS>
+__device__ __forceinline__ bool row_writer(int lane) {
+    return ROWS >= 8 ? (lane & 3) == 0 : ROWS == 4 ? (lane & 7) == 0 : ROWS == 2 ? (lane & 15) == 0 : lane == 0;
+}
+
+/* Sums each row's per-lane partial sums over the warp and stores row r's total at out[r, o]. */
+template <int ROWS>
+__device__ __forceinline__ void reduce_rows_and_store(float sum[ROWS], int lane, int rows, float * __restrict__ out, int64_t n_out, int64_t o) {
+    const int row = reduce_rows<ROWS>(sum, lane);
+    if (row_writer<ROWS>(lane) && row < rows) out[row * n_out + o] = sum[0];
 }
 
 /* Up to MEMRA_CUDA_MMV_SEGMENTS weight matrices of one type multiplied by the same activations in
@@ -76,7 +89,9 @@ struct segment_row {
     const uint8_t * weight;
     int64_t n_out, o;
 };
-__device__ __forceinline__ segment_row segment_of(const matrix_segments & segments) {
+/* split_shift: log2 of the warps per output feature (matrix_vector_q8_0_kernel's split; 0 for the
+ * other kernels), so that a block covers MEMRA_CUDA_MMV_WARPS >> split_shift features. */
+__device__ __forceinline__ segment_row segment_of(const matrix_segments & segments, int split_shift = 0) {
     /* Only compile-time indices into the parameter's arrays: a run-time index would copy the whole
      * struct to local memory (a 104-byte stack frame per thread, by ptxas's report). */
     segment_row row;
@@ -93,8 +108,28 @@ __device__ __forceinline__ segment_row segment_of(const matrix_segments & segmen
             first = segments.first_block[k];
         }
     }
-    row.o = ((int64_t)blockIdx.x - first) * MEMRA_CUDA_MMV_WARPS + (threadIdx.x >> 5);
+    row.o = ((int64_t)blockIdx.x - first) * (MEMRA_CUDA_MMV_WARPS >> split_shift) + ((threadIdx.x >> 5) >> split_shift);
     return row;
+}
+
+/* The end of a decode kernel whose features are split over 1 << split_shift warps (split_shift > 0;
+ * every warp of the block calls it): each warp's totals (reduce_rows) go to shared memory, then the
+ * warps of a feature are added in warp order, part 0 first, by one thread per (feature, row) of the
+ * block. o: the calling warp's feature. */
+template <int ROWS>
+__device__ __forceinline__ void store_split_rows(float sum[ROWS], int lane, int rows, float * __restrict__ out, int64_t n_out, int64_t o, int split_shift) {
+    __shared__ float partials[MEMRA_CUDA_MMV_WARPS][ROWS];
+    const int warp = threadIdx.x >> 5;
+    const int row = reduce_rows<ROWS>(sum, lane);
+    if (row_writer<ROWS>(lane) && row < rows) partials[warp][row] = sum[0];
+    __syncthreads();
+    const int feature = threadIdx.x / ROWS, r = threadIdx.x % ROWS;
+    const int64_t feature_o = o - (warp >> split_shift) + feature; /* the block's first feature + feature */
+    if (feature < (MEMRA_CUDA_MMV_WARPS >> split_shift) && r < rows && feature_o < n_out) {
+        float total = partials[feature << split_shift][r];
+        for (int p = 1; p < (1 << split_shift); p++) total += partials[(feature << split_shift) + p][r];
+        out[r * n_out + feature_o] = total;
+    }
 }
 
 /* sum[r] += group g's 8 weights v · row r's 8 activations, for the rows < rows. */
@@ -113,44 +148,66 @@ __device__ __forceinline__ void add_group_products(float sum[ROWS], const float 
 /* early_weights (as matrix_vector_q8_0_kernel's): the lane's first UNROLL groups are loaded and
  * dequantized before memra_grid_dependencies() (for an f16 row of 1,024 inputs, the whole row) and
  * summed first, in the order the loop would. */
-template <int TYPE, int ROWS>
+template <int TYPE, int ROWS, bool SPLIT>
 __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_kernel(matrix_segments segments, const float * __restrict__ x,
-                                                                                  int64_t row_bytes, int rows, int64_t n_in, int early_weights) {
+                                                                                  int64_t row_bytes, int rows, int64_t n_in, int early_weights, int shift) {
     if (!early_weights) memra_grid_dependencies();
     const int lane = threadIdx.x & 31;
-    const segment_row target = segment_of(segments);
+    const int split_shift = SPLIT ? shift : 0;
+    const segment_row target = segment_of(segments, split_shift);
     const int64_t o = target.o, n_out = target.n_out;
     float * __restrict__ out = target.out;
     const bool active = o < n_out;
     const uint8_t * w = target.weight + (active ? o : 0) * row_bytes;
     const int64_t groups = n_in / 8;
-    /* 4 groups' loads in flight for up to 2 rows, 2 for more (registers) */
+    /* 4 groups' loads in flight for up to 2 rows, 2 for more (registers). An iteration: the warp's
+     * 32 · UNROLL groups; split (as matrix_vector_q8_0_kernel's), warp `part` of a feature takes
+     * iterations part, part + split, ... */
     constexpr int UNROLL = ROWS <= 2 ? 4 : 2;
+    const int64_t start = SPLIT ? (int64_t)((threadIdx.x >> 5) & ((1 << split_shift) - 1)) * 32 * UNROLL : 0;
     float first_v[UNROLL][8];
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
-        const int64_t g = lane + 32 * u;
+        const int64_t g = start + lane + 32 * u;
         dequantize_group<TYPE>(w, g < groups ? g : 0, first_v[u]); /* group 0's past the row's end (unused) */
     }
     if (early_weights) memra_grid_dependencies();
-    if (!active) return;
+    if (!active && !SPLIT) return; /* a split block's warps all reach its barrier (store_split_rows) */
     float sum[ROWS];
 #pragma unroll
     for (int r = 0; r < ROWS; r++) sum[r] = 0.0f;
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
-        const int64_t g = lane + 32 * u;
-        if (g < groups) add_group_products<ROWS>(sum, first_v[u], x, n_in, g, rows);
+        const int64_t g = start + lane + 32 * u;
+        if (active && g < groups) add_group_products<ROWS>(sum, first_v[u], x, n_in, g, rows);
     }
-    /* Unrolled so that the loads of several groups are in flight together (one warp per output row
-     * leaves few warps per SM for narrow matrices); the same sums in the same order. */
+    if constexpr (!SPLIT) {
+        /* Unrolled so that the loads of several groups are in flight together (one warp per output
+         * row leaves few warps per SM for narrow matrices); the same sums in the same order. */
 #pragma unroll 4
-    for (int64_t g = lane + 32 * UNROLL; g < groups; g += 32) {
-        float v[8];
-        dequantize_group<TYPE>(w, g, v);
-        add_group_products<ROWS>(sum, v, x, n_in, g, rows);
+        for (int64_t g = lane + 32 * UNROLL; g < groups; g += 32) {
+            float v[8];
+            dequantize_group<TYPE>(w, g, v);
+            add_group_products<ROWS>(sum, v, x, n_in, g, rows);
+        }
+        reduce_rows_and_store<ROWS>(sum, lane, rows, out, n_out, o);
+    } else {
+        const int64_t stride = ((int64_t)32 * UNROLL) << split_shift;
+        for (int64_t base = active ? start + stride : groups; base < groups; base += stride) {
+            float v[UNROLL][8];
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) {
+                const int64_t g = base + lane + 32 * u;
+                dequantize_group<TYPE>(w, g < groups ? g : 0, v[u]);
+            }
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) {
+                const int64_t g = base + lane + 32 * u;
+                if (g < groups) add_group_products<ROWS>(sum, v[u], x, n_in, g, rows);
+            }
+        }
+        store_split_rows<ROWS>(sum, lane, rows, out, n_out, o, split_shift);
     }
-    reduce_rows_and_store<ROWS>(sum, lane, rows, out, n_out, o);
 }
 
 /* The weights of one step of matrix_vector_q8_0_kernel: STEPS × 8 consecutive blocks from block
@@ -190,30 +247,34 @@ struct q8_0_step {
  * the kernel before this one finishes (a Qwen3-0.6B-shaped row of 1,024 inputs is one step: the
  * whole row). Weights are uploaded by copies the host waits for, never written by a kernel, so no
  * earlier kernel's writes can be missed; activations are read only after the wait. */
-template <int ROWS, int STEPS>
+template <int ROWS, int STEPS, bool SPLIT>
 __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_kernel(matrix_segments segments, const int8_t * __restrict__ codes,
                                                                                        const float * __restrict__ scales, int64_t row_bytes, int rows,
-                                                                                       int64_t n_in, int early_weights) {
+                                                                                       int64_t n_in, int early_weights, int shift) {
     if (!early_weights) memra_grid_dependencies();
-    const int lane = threadIdx.x & 31, quarter = lane & 3;
-    const segment_row target = segment_of(segments);
+    const int split_shift = SPLIT ? shift : 0; /* SPLIT false: the one-warp kernel, without the split's registers */
+    const int lane = threadIdx.x & 31, quarter = lane & 3, warp = threadIdx.x >> 5;
+    const segment_row target = segment_of(segments, split_shift);
     const int64_t o = target.o, n_out = target.n_out;
     float * __restrict__ out = target.out;
     const bool active = o < n_out;
     const uint8_t * w = target.weight + (active ? o : 0) * row_bytes;
     const int64_t blocks = n_in / 32;
     /* STEPS steps of 8 blocks at a time, their weight loads issued together (more bytes in flight
-     * per warp). The trip count is the warp's: every lane takes part in the quad's shuffles. */
+     * per warp). The trip count is the warp's: every lane takes part in the quad's shuffles. With a
+     * split, warp `part` of the feature's 1 << split_shift takes iterations part, part + split, ... */
     static_assert(STEPS == 2 || STEPS == 4, "2 or 4 steps in flight");
+    const int split = SPLIT ? 1 << split_shift : 1, part = warp & (split - 1);
+    const int64_t start = (int64_t)part * 8 * STEPS, stride = (int64_t)split * 8 * STEPS;
     q8_0_step<STEPS> step;
-    step.load(w, 0, blocks, lane, quarter); /* an inactive warp loads row 0's (and uses nothing) */
+    step.load(w, start < blocks ? start : 0, blocks, lane, quarter); /* an inactive warp loads row 0's (and uses nothing) */
     if (early_weights) memra_grid_dependencies();
-    if (!active) return;
+    if (!active && !SPLIT) return; /* a split block's warps all reach its barrier below */
     float sum[ROWS];
 #pragma unroll
     for (int r = 0; r < ROWS; r++) sum[r] = 0.0f;
-    for (int64_t first = 0; first < blocks; first += 8 * STEPS) {
-        if (first > 0) step.load(w, first, blocks, lane, quarter);
+    for (int64_t first = active ? start : blocks; first < blocks; first += stride) {
+        if (first > start) step.load(w, first, blocks, lane, quarter);
 #pragma unroll
         for (int k = 0; k < STEPS; k++) {
 #pragma unroll
@@ -230,7 +291,11 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_
             }
         }
     }
-    reduce_rows_and_store<ROWS>(sum, lane, rows, out, n_out, o);
+    if (!SPLIT) {
+        reduce_rows_and_store<ROWS>(sum, lane, rows, out, n_out, o);
+        return;
+    }
+    store_split_rows<ROWS>(sum, lane, rows, out, n_out, o, split_shift);
 }
 
 /* code_words<TYPE>(row, group, w, s, o, zero): the 8 weight codes of `group` (8 values) of a
@@ -418,13 +483,14 @@ __device__ __forceinline__ void add_code_group_products(float sum[ROWS], const i
  * early_weights (as matrix_vector_q8_0_kernel's): the lane's first UNROLL groups of weights are
  * loaded before memra_grid_dependencies() (for a q4_K row of 1,024 inputs, the whole row), and
  * summed first, in the order the loop would. */
-template <int TYPE, int ROWS>
+template <int TYPE, int ROWS, bool SPLIT>
 __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_codes_kernel(matrix_segments segments, const int8_t * __restrict__ codes,
                                                                                           const float * __restrict__ scales, int64_t row_bytes, int rows,
-                                                                                          int64_t n_in, int early_weights) {
+                                                                                          int64_t n_in, int early_weights, int shift) {
     if (!early_weights) memra_grid_dependencies();
     const int lane = threadIdx.x & 31;
-    const segment_row target = segment_of(segments);
+    const int split_shift = SPLIT ? shift : 0;
+    const segment_row target = segment_of(segments, split_shift);
     const int64_t o = target.o, n_out = target.n_out;
     float * __restrict__ out = target.out;
     const bool active = o < n_out;
@@ -435,31 +501,53 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_codes
     /* 4 groups' loads in flight for up to 2 rows, 2 for more (registers: 8 rows × 4 groups of
      * codes would cut the blocks per SM) */
     constexpr int UNROLL = ROWS <= 2 ? 4 : 2;
+    /* split (as matrix_vector_kernel's): warp `part` of a feature takes iterations of 32 · UNROLL groups part, part + split, ... */
+    const int64_t start = SPLIT ? (int64_t)((threadIdx.x >> 5) & ((1 << split_shift) - 1)) * 32 * UNROLL : 0;
     int first_q[UNROLL][2], first_zero[UNROLL];
     float first_s[UNROLL], first_offset[UNROLL];
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
-        const int64_t g = lane + 32 * u;
+        const int64_t g = start + lane + 32 * u;
         code_words<TYPE>(w, g < groups ? g : 0, first_q[u], first_s[u], first_offset[u], first_zero[u]); /* group 0's past the row's end (unused) */
     }
     if (early_weights) memra_grid_dependencies();
-    if (!active) return;
+    if (!active && !SPLIT) return; /* a split block's warps all reach its barrier (store_split_rows) */
     float sum[ROWS];
 #pragma unroll
     for (int r = 0; r < ROWS; r++) sum[r] = 0.0f;
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
-        const int64_t g = lane + 32 * u;
-        if (g < groups) add_code_group_products<ROWS, GROUP_SHIFT>(sum, first_q[u], first_s[u], first_offset[u], first_zero[u], codes, scales, n_in, blocks, g, rows);
+        const int64_t g = start + lane + 32 * u;
+        if (active && g < groups)
+            add_code_group_products<ROWS, GROUP_SHIFT>(sum, first_q[u], first_s[u], first_offset[u], first_zero[u], codes, scales, n_in, blocks, g, rows);
     }
+    if constexpr (!SPLIT) {
 #pragma unroll(UNROLL)
-    for (int64_t g = lane + 32 * UNROLL; g < groups; g += 32) {
-        int q[2], zero;
-        float s, offset;
-        code_words<TYPE>(w, g, q, s, offset, zero);
-        add_code_group_products<ROWS, GROUP_SHIFT>(sum, q, s, offset, zero, codes, scales, n_in, blocks, g, rows);
+        for (int64_t g = lane + 32 * UNROLL; g < groups; g += 32) {
+            int q[2], zero;
+            float s, offset;
+            code_words<TYPE>(w, g, q, s, offset, zero);
+            add_code_group_products<ROWS, GROUP_SHIFT>(sum, q, s, offset, zero, codes, scales, n_in, blocks, g, rows);
+        }
+        reduce_rows_and_store<ROWS>(sum, lane, rows, out, n_out, o);
+    } else {
+        const int64_t stride = ((int64_t)32 * UNROLL) << split_shift;
+        for (int64_t base = active ? start + stride : groups; base < groups; base += stride) {
+            int q[UNROLL][2], zero[UNROLL];
+            float s[UNROLL], offset[UNROLL];
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) {
+                const int64_t g = base + lane + 32 * u;
+                code_words<TYPE>(w, g < groups ? g : 0, q[u], s[u], offset[u], zero[u]);
+            }
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) {
+                const int64_t g = base + lane + 32 * u;
+                if (g < groups) add_code_group_products<ROWS, GROUP_SHIFT>(sum, q[u], s[u], offset[u], zero[u], codes, scales, n_in, blocks, g, rows);
+            }
+        }
+        store_split_rows<ROWS>(sum, lane, rows, out, n_out, o, split_shift);
     }
-    reduce_rows_and_store<ROWS>(sum, lane, rows, out, n_out, o);
 }
 
 

@@ -356,6 +356,32 @@ static void test_argmax_plans(void) {
     EXPECT(memra_cuda_plan_log_softmax(-1, 8, both, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT && strstr(message, "negative"));
 }
 
+static void test_mmv_split_plans(void) {
+    /* Qwen3-0.6B on 132 SMs, 4 steps of 8 blocks per iteration (32 blocks, 1,024 inputs) */
+    EXPECT(memra_cuda_plan_mmv_split(1024, 3072 / 32, 32, 132, 0) == 4);          /* down: 3 iterations */
+    EXPECT(memra_cuda_plan_mmv_split(1024, 2048 / 32, 32, 132, 0) == 2);          /* O: 2 iterations */
+    EXPECT(memra_cuda_plan_mmv_split(2048 + 1024 + 1024, 1024 / 32, 32, 132, 0) == 1); /* Q/K/V: 1 iteration */
+    EXPECT(memra_cuda_plan_mmv_split(151936, 1024 / 32, 32, 132, 0) == 1);        /* LM head */
+    /* Qwen3-8B shape: 4,096 features and more have warps enough */
+    EXPECT(memra_cuda_plan_mmv_split(4096, 12288 / 32, 32, 132, 0) == 1);
+    EXPECT(memra_cuda_plan_mmv_split(4096, 4096 / 32, 32, 132, 0) == 1);
+    /* the warp budget's edges: features × 2 · split ≤ 132 · 32 = 4224 */
+    EXPECT(memra_cuda_plan_mmv_split(2112, 8 * 32, 32, 132, 0) == 2);
+    EXPECT(memra_cuda_plan_mmv_split(2113, 8 * 32, 32, 132, 0) == 1);
+    EXPECT(memra_cuda_plan_mmv_split(1056, 8 * 32, 32, 132, 0) == 4);
+    EXPECT(memra_cuda_plan_mmv_split(1057, 8 * 32, 32, 132, 0) == 2);
+    /* never more warps than iterations to give them (2 steps: 16 blocks an iteration) */
+    EXPECT(memra_cuda_plan_mmv_split(8, 16, 16, 132, 0) == 1);
+    EXPECT(memra_cuda_plan_mmv_split(8, 17, 16, 132, 0) == 2);
+    EXPECT(memra_cuda_plan_mmv_split(8, 33, 16, 132, 0) == 4);
+    EXPECT(memra_cuda_plan_mmv_split(8, 1 << 20, 16, 132, 0) == MEMRA_CUDA_MMV_WARPS);
+    /* forced (MEMRA_CUDA_MMV_SPLIT), and nonsense sizes */
+    EXPECT(memra_cuda_plan_mmv_split(151936, 32, 32, 132, 4) == 4 && memra_cuda_plan_mmv_split(8, 1 << 20, 16, 132, 1) == 1);
+    EXPECT(memra_cuda_plan_mmv_split(8, 1 << 20, 16, 132, 3) == MEMRA_CUDA_MMV_WARPS); /* not 1, 2 or 4: the rule */
+    EXPECT(memra_cuda_plan_mmv_split(0, 96, 32, 132, 0) == 1 && memra_cuda_plan_mmv_split(8, 96, 32, 0, 0) == 1 && memra_cuda_plan_mmv_split(8, 96, 0, 132, 0) == 1);
+    EXPECT(memra_cuda_plan_mmv_split(INT64_MAX, INT64_MAX, 32, INT32_MAX, 0) == 1);
+}
+
 /* The pass structure of a top-k plan, checked against its rules and simulated on the host: every
  * list of every pass is a range of the row's columns, and the last pass's one list is all of them. */
 static void expect_top_k_plan_sound(const memra_cuda_top_k_plan * plan, int64_t rows, int64_t columns, int64_t k) {
@@ -531,6 +557,7 @@ int main(void) {
     test_activation_rounding_plans();
     test_type_tables();
     test_matmul_plans();
+    test_mmv_split_plans();
     test_int8_gemm_plans();
     test_row_and_elementwise_plans();
     test_attention_and_moe_plans();

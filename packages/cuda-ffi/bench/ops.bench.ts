@@ -6,7 +6,8 @@
  *
  * - decode matrix-vector (q8_0, 1 row): µs and the weight bytes per second it streams (HBM: 4.8 TB/s
  *   on an H200); MEMRA_CUDA_MMV_STEPS=2 times the previous 2 steps in flight per warp,
- *   MEMRA_CUDA_EARLY_WEIGHTS=0 the weights (of every decode type) loaded only once the kernel
+ *   MEMRA_CUDA_MMV_SPLIT=1 one warp per feature where the 0.6B shapes (1,024 features) split
+ *   each over 2 or 4, MEMRA_CUDA_EARLY_WEIGHTS=0 the weights (of every decode type) loaded only once the kernel
  *   before has finished;
  * - the same for q4_0, q4_K, q5_K and q6_K (the types of Q4_0 / Q4_K_M / Q5_K_M files): on the q8_0
  *   / q8_K codes with __dp4a; MEMRA_CUDA_CODES_DP4A=0 times the previous f32 kernel; and the same
@@ -125,6 +126,9 @@ for (const [name, nIn, nOut] of [
   ["matvec-4096x12288", 4096, 12288],
   ["matvec-12288x4096", 12288, 4096],
   ["matvec-1024x32768", 1024, 32768],
+  // Qwen3-0.6B's down and O projections: 1,024 features, split over 4 and 2 warps (MEMRA_CUDA_MMV_SPLIT=1: one)
+  ["matvec-3072x1024", 3072, 1024],
+  ["matvec-2048x1024", 2048, 1024],
 ] as const) {
   const [i, o] = [scale(nIn), scale(nOut)];
   const w = weight(i, o, i + o);
@@ -141,6 +145,7 @@ for (const [name, type, nIn, nOut] of [
   ["matvec-q4_0-4096x12288", GGMLType.Q4_0, 4096, 12288],
   ["matvec-q4_K-4096x12288", GGMLType.Q4_K, 4096, 12288],
   ["matvec-q4_K-12288x4096", GGMLType.Q4_K, 12288, 4096],
+  ["matvec-q4_K-3072x1024", GGMLType.Q4_K, 3072, 1024],
   ["matvec-q6_K-12288x4096", GGMLType.Q6_K, 12288, 4096],
   ["matvec-q5_K-4096x12288", GGMLType.Q5_K, 4096, 12288],
   ["matvec-q2_K-4096x12288", GGMLType.Q2_K, 4096, 12288],
@@ -292,6 +297,7 @@ const summary = {
   int8Gemm: process.env.MEMRA_CUDA_INT8_GEMM === "0" ? "off" : "on",
   q8_0DecodeSteps: process.env.MEMRA_CUDA_MMV_STEPS === "2" ? 2 : 4,
   q8_0EarlyWeights: process.env.MEMRA_CUDA_EARLY_WEIGHTS !== "0",
+  decodeSplit: process.env.MEMRA_CUDA_MMV_SPLIT ?? "auto",
   ops: results,
 };
 if (values.json) console.log(JSON.stringify(summary));

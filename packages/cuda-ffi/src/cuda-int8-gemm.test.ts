@@ -160,24 +160,85 @@ describe.skipIf(unavailable !== undefined)(`int8 GEMM against the reference back
 });
 
 describe.skipIf(unavailable !== undefined)(`q8_0 decode, 4 steps in flight against 2${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
-  it("MEMRA_CUDA_MMV_STEPS=2 and the default 4 sum the same blocks in the same order", () => {
+  it("MEMRA_CUDA_MMV_STEPS=2 and the default 4 sum the same blocks in the same order (one warp a feature)", () => {
     const cases: Case[] = [1, 3, 8].flatMap((rows) => [32, 96, 544, 1056, 2080].map((nIn) => ({ type: GGMLType.Q8_0, rows, nIn, nOut: 13 })));
-    const backend = CudaBackend.create();
-    try {
-      const fourSteps = cases.map((testCase) => {
-        const { type, rows, nIn, nOut } = testCase;
+    const fourSteps = outputsWith({ MEMRA_CUDA_MMV_SPLIT: "1" }, cases);
+    const twoSteps = outputsWith({ MEMRA_CUDA_MMV_STEPS: "2", MEMRA_CUDA_MMV_SPLIT: "1" }, cases);
+    cases.forEach((testCase, i) => expect(firstDifference(fourSteps[i]!, twoSteps[i]!), describeCase(testCase)).toBe(-1));
+  });
+});
+
+/**
+ * Decode with a feature's weights split over 2 or 4 warps (memra_cuda_plan_mmv_split: where a launch
+ * has too few features to keep the memory busy, e.g. Qwen3-0.6B's O and down projections): warp p
+ * of a feature sums iterations p, p + split, ... of its weights, and the warps' totals are added in
+ * warp order. Forced with MEMRA_CUDA_MMV_SPLIT (read when a context is created: child processes).
+ * The three decode kernels: q8_0 (matrix_vector_q8_0_kernel, an iteration of 1,024 inputs), q4_K
+ * and q4_0 (matrix_vector_codes_kernel) and f16 (matrix_vector_kernel): 32 lanes × 4 groups of 8
+ * inputs (1,024) for 1 or 2 rows, × 2 (512) for more. Inputs give 1 to 10 iterations (the smallest:
+ * one; a last iteration of a few blocks; 3,072: the 0.6B down projection; 5,120 and more: uneven
+ * shares of 4 warps); 13 features leave a split block's last features past the matrix; 1, 2, 3 and
+ * 8 rows are each of the kernels' row counts.
+ *
+ * Bounds: against one warp a feature (MEMRA_CUDA_MMV_SPLIT=1, checked against the reference by
+ * cuda-backend.test.ts), the same terms summed in another f32 order: the int8 GEMM's bounds above;
+ * q8_0 against the reference with them too. With one iteration the other warps add zeros to the
+ * first one's total: bit for bit.
+ */
+describe.skipIf(unavailable !== undefined)(`decode split over warps${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
+  const inputCounts: Array<[GGMLType, number[]]> = [
+    [GGMLType.Q8_0, [32, 1056, 3072, 5152]],
+    [GGMLType.Q4_K, [256, 1280, 3072, 5120]],
+    [GGMLType.Q4_0, [32, 1056, 3072]],
+    [GGMLType.F16, [32, 1056, 3072, 5152]],
+  ];
+  const cases: Case[] = inputCounts.flatMap(([type, counts]) => [1, 2, 3, 8].flatMap((rows) => counts.map((nIn) => ({ type, rows, nIn, nOut: 13 }))));
+  /** Inputs a warp's first iteration covers. */
+  const iteration = ({ type, rows }: Case) => (type === GGMLType.Q8_0 || rows <= 2 ? 1024 : 512);
+  let single: Float32Array[];
+  beforeAll(() => {
+    single = outputsWith({ MEMRA_CUDA_MMV_SPLIT: "1" }, cases);
+  });
+
+  it.each(["2", "4"])("MEMRA_CUDA_MMV_SPLIT=%s: within the bounds of one warp a feature (q8_0: and of the reference), bit for bit where it has one iteration", (split) => {
+    const reference = new ReferenceBackend();
+    const actual = outputsWith({ MEMRA_CUDA_MMV_SPLIT: split }, cases);
+    const results: Record<string, ReturnType<typeof compare>> = {};
+    let identical = 0;
+    cases.forEach((testCase, i) => {
+      const { type, rows, nIn, nOut } = testCase;
+      results[`${describeCase(testCase)} against one warp`] = compare(actual[i]!, single[i]!);
+      if (type === GGMLType.Q8_0) {
         const { data, x: values } = inputs(testCase);
-        const w = backend.uploadWeight(tensorInfo("w", type, [nIn, nOut], data), data);
-        const x = backend.allocate(rows * nIn);
-        backend.write(x, values);
-        const out = backend.allocate(rows * nOut);
-        backend.matmul(out, x, w, rows);
-        return backend.read(out);
-      });
-      const twoSteps = outputsWith({ MEMRA_CUDA_MMV_STEPS: "2" }, cases);
-      cases.forEach((testCase, i) => expect(firstDifference(fourSteps[i]!, twoSteps[i]!), describeCase(testCase)).toBe(-1));
-    } finally {
-      backend.dispose();
+        const w = reference.uploadWeight(tensorInfo("w", type, [nIn, nOut], data), data);
+        const x = reference.allocate(rows * nIn);
+        reference.write(x, values);
+        const out = reference.allocate(rows * nOut);
+        reference.matmul(out, x, w, rows);
+        results[`${describeCase(testCase)} against the reference`] = compare(actual[i]!, reference.read(out));
+      }
+      const difference = firstDifference(actual[i]!, single[i]!);
+      if (nIn <= iteration(testCase)) expect(difference, `${describeCase(testCase)}: one iteration, against one warp a feature`).toBe(-1);
+      else if (difference === -1) identical++;
+    });
+    if (process.env.MEMRA_PRINT_NMSE) console.log(`decode split ${split}`, results);
+    for (const [what, { nmse: error, relative, worst }] of Object.entries(results)) {
+      expect(error, `${what}: NMSE (worst element ${worst})`).toBeLessThanOrEqual(NMSE_BOUND);
+      expect(relative, `${what}: max |error| / max |expected| (worst element ${worst})`).toBeLessThanOrEqual(MAX_ERROR_BOUND);
     }
+    // several iterations: other sums than one warp's, so somewhere other roundings
+    const several = cases.filter((c) => c.nIn > iteration(c)).length;
+    expect(identical, "cases of several iterations where the split agrees bit for bit with one warp").toBeLessThan(several / 2);
+  });
+
+  it("the default splits where the plan says so: the 0.6B down projection's shape as MEMRA_CUDA_MMV_SPLIT=4, the Q/K/V shape as 1", () => {
+    const down: Case = { type: GGMLType.Q8_0, rows: 1, nIn: 3072, nOut: 1024 };
+    const qkv: Case = { type: GGMLType.Q8_0, rows: 1, nIn: 1024, nOut: 40 };
+    const [defaultDown, defaultQkv] = outputsWith({}, [down, qkv]);
+    const [fourDown] = outputsWith({ MEMRA_CUDA_MMV_SPLIT: "4" }, [down]);
+    const [oneDown, oneQkv] = outputsWith({ MEMRA_CUDA_MMV_SPLIT: "1" }, [down, qkv]);
+    expect(firstDifference(defaultDown!, fourDown!)).toBe(-1);
+    expect(firstDifference(defaultDown!, oneDown!)).not.toBe(-1);
+    expect(firstDifference(defaultQkv!, oneQkv!)).toBe(-1);
   });
 });
