@@ -123,6 +123,9 @@ BENCH_ENV=MEMRA_CUDA_EARLY_WEIGHTS=0 bench qwen3-0.6b-q8_0-late-weights --preset
 # Every decode feature on one warp (by default the O and down projections of this shape, 1,024
 # features of 2,048 and 3,072 inputs, are split over 2 and 4 warps): what the split saves at batch 1.
 BENCH_ENV=MEMRA_CUDA_MMV_SPLIT=1 bench qwen3-0.6b-q8_0-no-split --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
+# QK-norm, RoPE and the K/V write in a launch of their own before the attention (by default in the
+# attention kernel): what the fused kernel saves at batch 1.
+BENCH_ENV=MEMRA_CUDA_FUSED_ATTENTION=0 bench qwen3-0.6b-q8_0-qk-apart --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
 # A decode graph's five index arrays copied by five copy nodes inside the graph (by default one
 # copy before each replay): what that saves at batch 1.
 BENCH_ENV=MEMRA_CUDA_GRAPH_INPUT_COPY=0 bench qwen3-0.6b-q8_0-input-nodes --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128

@@ -170,22 +170,34 @@ static int check_sequences(const char * function, const int32_t * sequences, int
     return MEMRA_CUDA_OK;
 }
 
+/* fused: memra_cuda_qk_norm_rope_attention_matmul's QK-norm, RoPE and K/V write in the kernel
+ * (head_dim 64, 128 or 192: chunks 2, 4 or 6), else nullptr. */
 template <int KV>
 static void launch_attention(const memra_cuda_launch & launch, cudaStream_t stream, int chunks, float * out, float * partials, const float * q,
                              const uint8_t * keys, const uint8_t * values, int64_t row_bytes, int block_tokens, const int32_t * tables, const int32_t * sequences,
-                             int sequence_count, int heads, int kv_heads, int head_dim, float scale, int * counters, int8_t * codes, float * scales) {
+                             int sequence_count, int heads, int kv_heads, int head_dim, float scale, int * counters, int8_t * codes, float * scales,
+                             const fused_qk_kv * fused) {
     const dim3 grid = memra_grid(launch);
     const int splits = (int)launch.grid_z;
-#define MEMRA_ATTENTION_CASE(N)                                                                                                                           \
+    fused_qk_kv none;
+    memset(&none, 0, sizeof none);
+#define MEMRA_ATTENTION_CASE(N, FUSED)                                                                                                                    \
     case N:                                                                                                                                               \
-        MEMRA_LAUNCH(grid, launch.threads, 0, stream, paged_attention_kernel<KV, N>)(out, partials, q, keys, values, row_bytes, block_tokens, tables, sequences, \
-                                                                                    sequence_count, heads, kv_heads, head_dim, scale, splits, counters, codes, \
-                                                                                    scales);                                                                \
+        MEMRA_LAUNCH(grid, launch.threads, 0, stream, paged_attention_kernel<KV, N, FUSED>)(out, partials, q, keys, values, row_bytes, block_tokens, tables, \
+                                                                                           sequences, sequence_count, heads, kv_heads, head_dim, scale, splits, \
+                                                                                           counters, codes, scales, FUSED ? *fused : none);              \
         break;
-    switch (chunks) {
-        MEMRA_ATTENTION_CASE(1) MEMRA_ATTENTION_CASE(2) MEMRA_ATTENTION_CASE(3) MEMRA_ATTENTION_CASE(4)
-        MEMRA_ATTENTION_CASE(5) MEMRA_ATTENTION_CASE(6) MEMRA_ATTENTION_CASE(7) MEMRA_ATTENTION_CASE(8)
-        default: break;
+    if (fused) {
+        switch (chunks) {
+            MEMRA_ATTENTION_CASE(2, true) MEMRA_ATTENTION_CASE(4, true) MEMRA_ATTENTION_CASE(6, true)
+            default: break;
+        }
+    } else {
+        switch (chunks) {
+            MEMRA_ATTENTION_CASE(1, false) MEMRA_ATTENTION_CASE(2, false) MEMRA_ATTENTION_CASE(3, false) MEMRA_ATTENTION_CASE(4, false)
+            MEMRA_ATTENTION_CASE(5, false) MEMRA_ATTENTION_CASE(6, false) MEMRA_ATTENTION_CASE(7, false) MEMRA_ATTENTION_CASE(8, false)
+            default: break;
+        }
     }
 #undef MEMRA_ATTENTION_CASE
 }
@@ -197,7 +209,7 @@ static void launch_attention(const memra_cuda_launch & launch, cudaStream_t stre
 static int paged_attention(const char * function, memra_cuda * cuda, float * out, int64_t out_length, const float * q, int64_t q_length, int type,
                            const void * keys, const void * values, int64_t storage_bytes, int64_t block_tokens, const int32_t * block_tables, int64_t table_length,
                            const int32_t * sequences, int64_t sequence_count, int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim, float scale,
-                           const memra_cuda_q8_0_codes * rounding, bool * rounded) {
+                           const memra_cuda_q8_0_codes * rounding, bool * rounded, const fused_qk_kv * fused) {
     if (rounded) *rounded = false;
     CHECK(memra_cuda_enter(function, cuda));
     CHECK(memra_cuda_check_size(function, "rows", rows, 0));
@@ -225,7 +237,11 @@ static int paged_attention(const char * function, memra_cuda * cuda, float * out
     CHECK(check_sequences(function, sequences, sequence_count, rows, block_tables, table_length, block_tokens, storage_blocks, &longest));
     if (rows == 0) return MEMRA_CUDA_OK;
     /* (not while capturing: the flash kernel's tiles are planned from this call's sequences) */
-    if (cuda->flash_attention && !cuda->capture && memra_cuda_flash_attention_applies(type, head_dim, longest)) {
+    if (fused && longest != 1) {
+        FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: a sequence has %lld query rows (with QK-norm, RoPE and the K/V write fused: one each, a decode step)", function,
+             (long long)longest);
+    }
+    if (!fused && cuda->flash_attention && !cuda->capture && memra_cuda_flash_attention_applies(type, head_dim, longest)) {
         /* Prefill: query tiles of up to 64 rows of one sequence each, on the tensor cores. */
         std::vector<int32_t> tiles;
         try {
@@ -260,9 +276,12 @@ static int paged_attention(const char * function, memra_cuda * cuda, float * out
     if (cuda->capture) {
         const int32_t * tables = (const int32_t *)memra_cuda_capture_host_copy(cuda, devices[0]);
         const int32_t * copy = (const int32_t *)memra_cuda_capture_host_copy(cuda, devices[1]);
-        CHECK(memra_cuda_capture_check(function, cuda, [=]() {
-            int64_t ignored = 0;
-            return check_sequences(function, copy, sequence_count, rows, tables, table_length, block_tokens, storage_blocks, &ignored);
+        const bool one_row = fused != nullptr;
+        CHECK(memra_cuda_capture_check(function, cuda, [=]() -> int {
+            int64_t most = 0;
+            CHECK(check_sequences(function, copy, sequence_count, rows, tables, table_length, block_tokens, storage_blocks, &most));
+            if (one_row && most != 1) FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: a sequence has %lld query rows in a replay (fused: one each)", function, (long long)most);
+            return MEMRA_CUDA_OK;
         }));
     }
     const int chunks = (int)((head_dim + 31) / 32);
@@ -284,15 +303,15 @@ static int paged_attention(const char * function, memra_cuda * cuda, float * out
     if (type == MEMRA_CUDA_TYPE_F32) {
         launch_attention<MEMRA_CUDA_TYPE_F32>(launch, cuda->stream, chunks, out, partial, q, (const uint8_t *)keys, (const uint8_t *)values, row_bytes,
                                               (int)block_tokens, tables, (const int32_t *)devices[1], (int)sequence_count, (int)heads, (int)kv_heads, (int)head_dim,
-                                              scale, counters, codes, scales);
+                                              scale, counters, codes, scales, fused);
     } else if (type == MEMRA_CUDA_TYPE_F16) {
         launch_attention<MEMRA_CUDA_TYPE_F16>(launch, cuda->stream, chunks, out, partial, q, (const uint8_t *)keys, (const uint8_t *)values, row_bytes,
                                               (int)block_tokens, tables, (const int32_t *)devices[1], (int)sequence_count, (int)heads, (int)kv_heads, (int)head_dim,
-                                              scale, counters, codes, scales);
+                                              scale, counters, codes, scales, fused);
     } else {
         launch_attention<MEMRA_CUDA_TYPE_Q8_0>(launch, cuda->stream, chunks, out, partial, q, (const uint8_t *)keys, (const uint8_t *)values, row_bytes,
                                                (int)block_tokens, tables, (const int32_t *)devices[1], (int)sequence_count, (int)heads, (int)kv_heads,
-                                               (int)head_dim, scale, counters, codes, scales);
+                                               (int)head_dim, scale, counters, codes, scales, fused);
     }
     LAUNCH_CHECK(function, "paged_attention_kernel");
     if (rounded) *rounded = round;
@@ -304,16 +323,16 @@ extern "C" int memra_cuda_paged_attention(memra_cuda * cuda, float * out, int64_
                                           const int32_t * sequences, int64_t sequence_count, int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim,
                                           float scale) {
     return paged_attention("memra_cuda_paged_attention", cuda, out, out_length, q, q_length, type, keys, values, storage_bytes, block_tokens, block_tables,
-                           table_length, sequences, sequence_count, rows, heads, kv_heads, head_dim, scale, nullptr, nullptr);
+                           table_length, sequences, sequence_count, rows, heads, kv_heads, head_dim, scale, nullptr, nullptr, nullptr);
 }
 
-extern "C" int memra_cuda_attention_matmul(memra_cuda * cuda, float * projected, int64_t projected_length, float * out, int64_t out_length, const float * q,
-                                           int64_t q_length, int type, const void * keys, const void * values, int64_t storage_bytes, int64_t block_tokens,
-                                           const int32_t * block_tables, int64_t table_length, const int32_t * sequences, int64_t sequence_count, int64_t rows,
-                                           int64_t heads, int64_t kv_heads, int64_t head_dim, float scale, int weight_type, const void * weight,
-                                           int64_t weight_bytes, int64_t n_out) {
-    static const char function[] = "memra_cuda_attention_matmul";
-    CHECK(memra_cuda_enter(function, cuda));
+/* memra_cuda_attention_matmul, and with `fused` memra_cuda_qk_norm_rope_attention_matmul (its
+ * arguments checked and staged). */
+static int attention_matmul(const char * function, memra_cuda * cuda, float * projected, int64_t projected_length, float * out, int64_t out_length,
+                            const float * q, int64_t q_length, int type, const void * keys, const void * values, int64_t storage_bytes, int64_t block_tokens,
+                            const int32_t * block_tables, int64_t table_length, const int32_t * sequences, int64_t sequence_count, int64_t rows, int64_t heads,
+                            int64_t kv_heads, int64_t head_dim, float scale, int weight_type, const void * weight, int64_t weight_bytes, int64_t n_out,
+                            const fused_qk_kv * fused) {
     CHECK(memra_cuda_check_size(function, "rows", rows, 0));
     CHECK(memra_cuda_check_size(function, "heads", heads, 1));
     CHECK(memra_cuda_check_size(function, "head_dim", head_dim, 1));
@@ -331,9 +350,92 @@ extern "C" int memra_cuda_attention_matmul(memra_cuda * cuda, float * projected,
     }
     bool rounded = false;
     CHECK(paged_attention(function, cuda, out, out_length, q, q_length, type, keys, values, storage_bytes, block_tokens, block_tables, table_length, sequences,
-                          sequence_count, rows, heads, kv_heads, head_dim, scale, wanted ? &rounding : nullptr, &rounded));
+                          sequence_count, rows, heads, kv_heads, head_dim, scale, wanted ? &rounding : nullptr, &rounded, fused));
     /* not rounded (one split, or a prefill's flash kernel): the matmul rounds out itself */
     if (!rounded) rounding = {nullptr, nullptr};
     return memra_cuda_matmul_with_codes(function, cuda, projected, projected_length, out, out_length, rows, weight_type, weight, weight_bytes, width, n_out,
                                         rounding);
+}
+
+extern "C" int memra_cuda_attention_matmul(memra_cuda * cuda, float * projected, int64_t projected_length, float * out, int64_t out_length, const float * q,
+                                           int64_t q_length, int type, const void * keys, const void * values, int64_t storage_bytes, int64_t block_tokens,
+                                           const int32_t * block_tables, int64_t table_length, const int32_t * sequences, int64_t sequence_count, int64_t rows,
+                                           int64_t heads, int64_t kv_heads, int64_t head_dim, float scale, int weight_type, const void * weight,
+                                           int64_t weight_bytes, int64_t n_out) {
+    static const char function[] = "memra_cuda_attention_matmul";
+    CHECK(memra_cuda_enter(function, cuda));
+    return attention_matmul(function, cuda, projected, projected_length, out, out_length, q, q_length, type, keys, values, storage_bytes, block_tokens,
+                            block_tables, table_length, sequences, sequence_count, rows, heads, kv_heads, head_dim, scale, weight_type, weight, weight_bytes,
+                            n_out, nullptr);
+}
+
+static bool ranges_overlap(const void * a, int64_t a_bytes, const void * b, int64_t b_bytes) {
+    const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return a_bytes > 0 && b_bytes > 0 && x < y + (uintptr_t)b_bytes && y < x + (uintptr_t)a_bytes;
+}
+
+extern "C" int memra_cuda_qk_norm_rope_attention_matmul(memra_cuda * cuda, float * projected, int64_t projected_length, float * out, int64_t out_length,
+                                                        const float * q, int64_t q_length, int type, void * keys, void * values, int64_t storage_bytes,
+                                                        int64_t block_tokens, const int32_t * block_tables, int64_t table_length, const int32_t * sequences,
+                                                        int64_t sequence_count, int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim, float scale,
+                                                        int weight_type, const void * weight, int64_t weight_bytes, int64_t n_out,
+                                                        const memra_cuda_qk_inputs * qk) {
+    static const char function[] = "memra_cuda_qk_norm_rope_attention_matmul";
+    CHECK(memra_cuda_enter(function, cuda));
+    if (!qk) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: qk is NULL", function);
+    const float *k = qk->k, *v = qk->v;
+    const int64_t k_length = qk->k_length, v_length = qk->v_length;
+    const int32_t *positions = qk->positions, *slots = qk->slots;
+    CHECK(memra_cuda_check_qk_norm_rope(function, q, q_length, k, k_length, qk->q_weight, qk->k_weight, qk->weight_length, positions, rows, heads, kv_heads,
+                                        head_dim, qk->eps, qk->freq_base, heads + 2 * kv_heads));
+    if (head_dim % 64 != 0) {
+        FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: head_dim %lld (fused into the attention kernel: a multiple of 64, each RoPE pair in one lane)", function,
+             (long long)head_dim);
+    }
+    if (rows != sequence_count) {
+        FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: %lld query rows in %lld sequences (fused into the attention kernel: one row per sequence, a decode step)",
+             function, (long long)rows, (long long)sequence_count);
+    }
+    int64_t kv_width = 0, kv_needed = 0, row_bytes = 0;
+    CHECK(memra_cuda_check_product(function, "kv_heads * head_dim", kv_heads, head_dim, &kv_width));
+    CHECK(memra_cuda_check_product(function, "rows * kv_heads * head_dim", rows, kv_width, &kv_needed));
+    CHECK(check_kv_type(function, type, kv_width, &row_bytes));
+    CHECK(memra_cuda_check_buffer(function, "v", v, v_length, kv_needed));
+    /* out is written while other blocks still read q, k and v */
+    const int64_t out_bytes = rows * heads * head_dim * 4;
+    if (rows > 0 && (ranges_overlap(out, out_bytes, q, out_bytes) || ranges_overlap(out, out_bytes, k, kv_needed * 4) || ranges_overlap(out, out_bytes, v, kv_needed * 4))) {
+        FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: out overlaps q, k or v", function);
+    }
+    if (storage_bytes < 0 || (storage_bytes > 0 && (!keys || !values))) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: storage is NULL", function);
+    if (keys == values && rows > 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: keys and values are one storage", function);
+    if (rows > 0 && !slots) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: slots is NULL", function);
+    const int64_t storage_slots = storage_bytes / row_bytes;
+    CHECK(check_slots(function, slots, rows, storage_slots));
+    if (rows == 0) {
+        return attention_matmul(function, cuda, projected, projected_length, out, out_length, q, q_length, type, keys, values, storage_bytes, block_tokens,
+                                block_tables, table_length, sequences, sequence_count, rows, heads, kv_heads, head_dim, scale, weight_type, weight,
+                                weight_bytes, n_out, nullptr);
+    }
+    const void * hosts[2] = {positions, slots};
+    const int64_t sizes[2] = {rows * 4, rows * 4};
+    const void * devices[2];
+    CHECK(memra_cuda_stage_many(function, cuda, 2, hosts, sizes, devices));
+    if (cuda->capture) {
+        const int32_t * copy = (const int32_t *)memra_cuda_capture_host_copy(cuda, devices[1]);
+        CHECK(memra_cuda_capture_check(function, cuda, [=]() { return check_slots(function, copy, rows, storage_slots); }));
+    }
+    fused_qk_kv fused;
+    fused.k = k;
+    fused.v = v;
+    fused.q_weight = qk->q_weight;
+    fused.k_weight = qk->k_weight;
+    fused.positions = (const int32_t *)devices[0];
+    fused.slots = (const int32_t *)devices[1];
+    fused.keys = (uint8_t *)keys;
+    fused.values = (uint8_t *)values;
+    fused.eps = qk->eps;
+    fused.theta_scale = powf(qk->freq_base, -2.0f / (float)head_dim); /* the host's powf, as memra_cuda_qk_norm_rope_kv */
+    return attention_matmul(function, cuda, projected, projected_length, out, out_length, q, q_length, type, keys, values, storage_bytes, block_tokens,
+                            block_tables, table_length, sequences, sequence_count, rows, heads, kv_heads, head_dim, scale, weight_type, weight, weight_bytes,
+                            n_out, &fused);
 }

@@ -246,6 +246,35 @@ MEMRA_CUDA_API int memra_cuda_attention_matmul(memra_cuda * cuda, float * projec
                                                int64_t head_dim, float scale, int weight_type, const void * weight, int64_t weight_bytes,
                                                int64_t n_out);
 
+/* The K/V side of memra_cuda_qk_norm_rope_attention_matmul (a struct: bun:ffi calls take at most
+ * 32 arguments). positions and slots are host arrays of one value per query row. */
+typedef struct memra_cuda_qk_inputs {
+    const float * k; /* [rows, kv_heads · head_dim]: the K projection, before QK-norm and RoPE */
+    int64_t k_length;
+    const float * v; /* [rows, kv_heads · head_dim] */
+    int64_t v_length;
+    const float * q_weight; /* QK-norm weights, [head_dim] each */
+    const float * k_weight;
+    int64_t weight_length;
+    const int32_t * positions;
+    const int32_t * slots;
+    float eps;
+    float freq_base;
+} memra_cuda_qk_inputs;
+
+/* A decode step's attention block from the Q/K/V projections: Qwen3's QK-norm and RoPE of q and k
+ * (as memra_cuda_qk_norm_rope_kv, at qk->positions), this step's K and V written into keys/values
+ * at qk->slots (one per row), then memra_cuda_attention_matmul (its arguments): the same results,
+ * in the attention's launch (and the matmul's). q and k are left as they are (not normed in place).
+ * Only for one query row per sequence (rows = sequence_count) and head_dim a multiple of 64 below
+ * 256; else MEMRA_CUDA_ERROR_UNSUPPORTED and nothing is done. out must not overlap q, k or v. */
+MEMRA_CUDA_API int memra_cuda_qk_norm_rope_attention_matmul(memra_cuda * cuda, float * projected, int64_t projected_length, float * out,
+                                                            int64_t out_length, const float * q, int64_t q_length, int type, void * keys,
+                                                            void * values, int64_t storage_bytes, int64_t block_tokens, const int32_t * block_tables,
+                                                            int64_t table_length, const int32_t * sequences, int64_t sequence_count, int64_t rows,
+                                                            int64_t heads, int64_t kv_heads, int64_t head_dim, float scale, int weight_type,
+                                                            const void * weight, int64_t weight_bytes, int64_t n_out, const memra_cuda_qk_inputs * qk);
+
 /* out = silu(gate) * up over `length` values (out may equal gate or up). */
 MEMRA_CUDA_API int memra_cuda_swiglu(memra_cuda * cuda, float * out, int64_t out_length, const float * gate, int64_t gate_length,
                                      const float * up, int64_t up_length, int64_t length);

@@ -170,12 +170,86 @@ struct softmax_state {
     float m, l, acc[CHUNKS];
 };
 
-template <int KV, int CHUNKS>
+/* What paged_attention_kernel<KV, CHUNKS, true> needs to do Qwen3's QK-norm and RoPE and this step's
+ * K/V write itself (memra_cuda_qk_norm_rope_attention_matmul, decode: one query row per sequence):
+ * the projections before QK-norm and RoPE, the norms' weights, each row's position and cache slot,
+ * and the cache to write. */
+struct fused_qk_kv {
+    const float * k;        /* [rows, kv_heads · head_dim] */
+    const float * v;        /* [rows, kv_heads · head_dim] */
+    const float * q_weight; /* [head_dim] */
+    const float * k_weight; /* [head_dim] */
+    const int32_t * positions;
+    const int32_t * slots;
+    uint8_t * keys;
+    uint8_t * values;
+    float eps, theta_scale;
+};
+
+/* norm_rope_head on a head held by a warp's registers (lane l: dims l + 32c), head_dim = 32 · CHUNKS
+ * with CHUNKS even, so that a RoPE pair (i, i + head_dim / 2) is in one lane: the same operations in
+ * the same order, so bit for bit its values (the sum of squares over c then the shuffles, each
+ * pair's angle the position times theta_scale pair times in f32). */
+template <int CHUNKS>
+__device__ __forceinline__ void norm_rope_lanes(float x[CHUNKS], const float * __restrict__ w, int32_t position, int lane, int head_dim, float eps,
+                                                float theta_scale) {
+    static_assert(CHUNKS % 2 == 0, "RoPE pairs in one lane");
+    double sum = 0.0;
+#pragma unroll
+    for (int c = 0; c < CHUNKS; c++) sum += (double)x[c] * (double)x[c];
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    const float mean = (float)(sum / (double)head_dim);
+    const float scale = 1.0f / sqrtf(mean + eps);
+#pragma unroll
+    for (int c = 0; c < CHUNKS; c++) x[c] = __fmul_rn(__fmul_rn(x[c], scale), __ldg(w + c * 32 + lane));
+    constexpr int HALF = CHUNKS / 2;
+    float theta = (float)position;
+    for (int n = 0; n < lane; n++) theta = __fmul_rn(theta, theta_scale);
+#pragma unroll
+    for (int c = 0; c < HALF; c++) { /* pair lane + 32c: its angle continues the chain of pair lane + 32(c − 1) */
+        if (c > 0)
+            for (int n = 0; n < 32; n++) theta = __fmul_rn(theta, theta_scale);
+        const float cosine = cosf(theta), sine = sinf(theta);
+        const float x0 = x[c], x1 = x[c + HALF];
+        x[c] = __fsub_rn(__fmul_rn(x0, cosine), __fmul_rn(x1, sine));
+        x[c + HALF] = __fadd_rn(__fmul_rn(x0, sine), __fmul_rn(x1, cosine));
+    }
+}
+
+/* A value as a KV cache of type KV gives it back (kv_value of what store_kv_chunk stores), for the
+ * 32 values of a q8_0 block across the warp's lanes: the whole warp calls it. */
+template <int KV>
+__device__ __forceinline__ float kv_stored_value(float value) {
+    if constexpr (KV == MEMRA_CUDA_TYPE_F32) {
+        return value;
+    } else if constexpr (KV == MEMRA_CUDA_TYPE_F16) {
+        return __half2float(__float2half_rn(value));
+    } else {
+        float amax = fabsf(value);
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+        const float scale = amax / 127.0f;
+        const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+        const int8_t code = (int8_t)roundf(__fmul_rn(value, inverse));
+        return __half2float(__float2half_rn(scale)) * small_int_to_float(code);
+    }
+}
+
+/* FUSED (memra_cuda_qk_norm_rope_attention_matmul; head_dim = 32 · CHUNKS, CHUNKS even; one query
+ * row per sequence): q is the Q projection before QK-norm and RoPE, which each warp applies to its
+ * head in registers (norm_rope_lanes); the row's last position (this step's token, not yet in the
+ * cache) is left out of the loop over the cache and added last by the warp whose group holds it,
+ * from the K (normed and rotated) and V projections rounded as the cache stores them: the same
+ * online-softmax steps in the same order as when qk_norm_rope_kv_kernel has written them first.
+ * That warp, in the block of the first query head of the KV head's group, also writes them into the
+ * cache at the row's slot (for the next steps; nothing in this launch reads them there). */
+template <int KV, int CHUNKS, bool FUSED>
 __global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
     paged_attention_kernel(float * out, float * __restrict__ partials, const float * __restrict__ q, const uint8_t * __restrict__ keys,
                            const uint8_t * __restrict__ values, int64_t row_bytes, int block_tokens, const int32_t * __restrict__ block_tables,
                            const int32_t * __restrict__ sequences, int sequence_count, int heads, int kv_heads, int head_dim, float scale, int splits,
-                           int * __restrict__ counters, int8_t * __restrict__ codes, float * __restrict__ scales) {
+                           int * __restrict__ counters, int8_t * __restrict__ codes, float * __restrict__ scales, fused_qk_kv fused) {
     memra_grid_dependencies();
     constexpr int WARPS = MEMRA_CUDA_ATTENTION_WARPS, KEYS = MEMRA_CUDA_ATTENTION_KEYS;
     __shared__ float shared_m[WARPS], shared_l[WARPS], shared_acc[WARPS][CHUNKS * 32];
@@ -201,14 +275,17 @@ __global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
         qv[c] = c * 32 + lane < head_dim ? qr[c * 32 + lane] : 0.0f;
         state.acc[c] = 0.0f;
     }
+    if constexpr (FUSED) norm_rope_lanes<CHUNKS>(qv, fused.q_weight, fused.positions[row], lane, head_dim, fused.eps, fused.theta_scale);
+    /* positions in the cache: all of them, or FUSED all but this step's (the last) */
+    const int64_t cached = FUSED ? length - 1 : length;
     /* Groups of KEYS consecutive positions, dealt round robin to the warps of every split. */
     const int64_t stride = (int64_t)splits * WARPS * KEYS;
-    for (int64_t first = ((int64_t)split * WARPS + warp) * KEYS; first < length; first += stride) {
+    for (int64_t first = ((int64_t)split * WARPS + warp) * KEYS; first < cached; first += stride) {
         float dot[KEYS];
         const uint8_t * v[KEYS];
 #pragma unroll
         for (int j = 0; j < KEYS; j++) {
-            const int64_t p = first + j < length ? first + j : first; /* past the end: a repeat, unused */
+            const int64_t p = first + j < cached ? first + j : first; /* past the end: a repeat, unused */
             const int64_t slot = (int64_t)table[p / block_tokens] * block_tokens + p % block_tokens;
             const uint8_t * k = keys + slot * row_bytes;
             v[j] = values + slot * row_bytes;
@@ -225,7 +302,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
         }
 #pragma unroll
         for (int j = 0; j < KEYS; j++) {
-            if (first + j >= length) break;
+            if (first + j >= cached) break;
             const float score = dot[j] * scale;
             const float next_max = fmaxf(state.m, score);
             const float correction = expf(state.m - next_max);
@@ -235,6 +312,48 @@ __global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
             for (int c = 0; c < CHUNKS; c++) {
                 if (c * 32 + lane < head_dim) state.acc[c] = state.acc[c] * correction + weight * kv_value<KV>(v[j], kv_offset + c * 32 + lane);
             }
+            state.m = next_max;
+        }
+    }
+    if constexpr (FUSED) {
+        /* This step's position: the warp whose group holds it in the loop above adds it, last. */
+        const int64_t last = length - 1;
+        if ((last / KEYS) % ((int64_t)splits * WARPS) == (int64_t)split * WARPS + warp) {
+            const int64_t kv_width = (int64_t)kv_heads * head_dim;
+            const float * kr = fused.k + row * kv_width + kv_offset;
+            const float * vr = fused.v + row * kv_width + kv_offset;
+            float kn[CHUNKS], vn[CHUNKS];
+#pragma unroll
+            for (int c = 0; c < CHUNKS; c++) {
+                kn[c] = kr[c * 32 + lane];
+                vn[c] = vr[c * 32 + lane];
+            }
+            norm_rope_lanes<CHUNKS>(kn, fused.k_weight, fused.positions[row], lane, head_dim, fused.eps, fused.theta_scale);
+            if (head % (heads / kv_heads) == 0) {
+                /* the KV head's first query head writes them, as qk_norm_rope_kv_kernel would */
+                const int64_t slot = fused.slots[row];
+#pragma unroll
+                for (int c = 0; c < CHUNKS; c++) {
+                    store_kv_chunk<KV>(fused.keys + slot * row_bytes, kv_offset / 32 + c, lane, kv_width, kn[c]);
+                    store_kv_chunk<KV>(fused.values + slot * row_bytes, kv_offset / 32 + c, lane, kv_width, vn[c]);
+                }
+            }
+            float dot = 0.0f;
+#pragma unroll
+            for (int c = 0; c < CHUNKS; c++) {
+                kn[c] = kv_stored_value<KV>(kn[c]);
+                vn[c] = kv_stored_value<KV>(vn[c]);
+                dot += qv[c] * kn[c];
+            }
+#pragma unroll
+            for (int offset = 16; offset > 0; offset >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+            const float score = dot * scale;
+            const float next_max = fmaxf(state.m, score);
+            const float correction = expf(state.m - next_max);
+            const float weight = expf(score - next_max);
+            state.l = state.l * correction + weight;
+#pragma unroll
+            for (int c = 0; c < CHUNKS; c++) state.acc[c] = state.acc[c] * correction + weight * vn[c];
             state.m = next_max;
         }
     }

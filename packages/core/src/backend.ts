@@ -225,6 +225,29 @@ export interface Backend {
    * matmul in the form it reads (rounded codes) without another pass.
    */
   attentionMatmul?(projected: DeviceBuffer, out: DeviceBuffer, q: DeviceBuffer, kv: KVLayerView, shape: AttentionShape, weight: WeightHandle): void;
+  /**
+   * Optional: qkNormRopeWriteKV(q, k, v, qNorm, kNorm, positions, shape.heads, shape.kvHeads,
+   * shape.headDim, eps, freqBase, kv.keys, kv.values, slots), then attentionMatmul(projected, out,
+   * q, kv, shape, weight), in one op: the same out, projected and K/V storage, but q and k may be
+   * left as they were (not normed in place). A backend may decline (returning false: nothing was
+   * done), e.g. CUDA where a sequence has several query rows.
+   */
+  qkNormRopeAttentionMatmul?(
+    projected: DeviceBuffer,
+    out: DeviceBuffer,
+    q: DeviceBuffer,
+    k: DeviceBuffer,
+    v: DeviceBuffer,
+    qNorm: WeightHandle,
+    kNorm: WeightHandle,
+    positions: Int32Array,
+    eps: number,
+    freqBase: number,
+    slots: Int32Array,
+    kv: KVLayerView,
+    shape: AttentionShape,
+    weight: WeightHandle,
+  ): boolean;
   /** out = silu(gate) * up, elementwise over `length`. */
   swiglu(out: DeviceBuffer, gate: DeviceBuffer, up: DeviceBuffer, length: number): void;
   /**

@@ -629,6 +629,127 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     }
   }, 180_000);
 
+  it("qkNormRopeAttentionMatmul gives qkNormRopeWriteKV then attentionMatmul bit for bit (out, projection and cache), one launch fewer", () => {
+    const blockTokens = 16;
+    const random = mulberry32(3301);
+    const bytesOf = (storage: KVStorage) => {
+      const kv = storage as KVStorage & { pointer: number; bytes: number };
+      const out = new Uint8Array(kv.bytes);
+      backend.library.call("memra_cuda_download", backend.contextHandle(), ptr(out), kv.pointer as Pointer, kv.bytes);
+      return new Float32Array(out.buffer); // compared bit for bit
+    };
+    // decode of one sequence with an empty cache (this step's token alone), at 30 and at 700 (many
+    // splits and groups), of 3 sequences, and of 40 (fewer splits); GQA groups of 4, 2 and 1
+    const batch = (size: number) => Array.from({ length: size }, (_, i) => [1, 3 + (i % 50)] as const);
+    const layouts = [[[1, 0]], [[1, 30]], [[1, 700]], [[1, 7], [1, 100], [1, 63]], batch(40)] as const;
+    for (const [heads, kvHeads, headDim] of [
+      [8, 2, 128],
+      [6, 3, 64],
+      [2, 2, 128],
+    ] as const) {
+      const [width, kvWidth] = [heads * headDim, kvHeads * headDim];
+      const norm = (seed: number) => {
+        const data = new Uint8Array(normals(headDim, seed, 1).buffer);
+        return backend.uploadWeight(tensorInfo("norm", GGMLType.F32, [headDim], data), data);
+      };
+      const [qNorm, kNorm] = [norm(headDim + 1), norm(headDim + 2)];
+      const weights = [GGMLType.Q8_0, GGMLType.F16].map((type) => {
+        const data = weightBytes(type, normals(width * 96, 330 + type, 0.05), 335 + type);
+        return [type, backend.uploadWeight(tensorInfo(`o${type}`, type, [width, 96], data), data)] as const;
+      });
+      for (const type of ["f32", "f16", "q8_0"] as const) {
+        for (const shapes of layouts) {
+          // distinct blocks for every sequence: a block two sequences share would see this step's
+          // K/V written before the attention in one path and not in the other
+          let nextBlock = 0;
+          const { rows, sequences, blockTables } = pagedLayout(shapes, blockTokens, () => nextBlock++);
+          const storageSlots = nextBlock * blockTokens;
+          const caches = [0, 1, 2, 3].map(() => backend.allocateKV(type, storageSlots, kvWidth));
+          const [k0, v0] = [backend.allocate(storageSlots * kvWidth), backend.allocate(storageSlots * kvWidth)];
+          backend.write(k0, normals(storageSlots * kvWidth, 340 + rows, 2));
+          backend.write(v0, normals(storageSlots * kvWidth, 341 + rows));
+          const everySlot = Int32Array.from({ length: storageSlots }, (_, i) => i);
+          backend.writeKVPair(caches[0]!, caches[1]!, everySlot, k0, v0);
+          backend.writeKVPair(caches[2]!, caches[3]!, everySlot, k0, v0);
+          const positions = Int32Array.from({ length: rows }, (_, r) => sequences[r * 4 + 2]!);
+          const slots = Int32Array.from({ length: rows }, (_, r) => {
+            const [position, offset] = [sequences[r * 4 + 2]!, sequences[r * 4 + 3]!];
+            return blockTables[offset + Math.floor(position / blockTokens)]! * blockTokens + (position % blockTokens);
+          });
+          const shape = { rows, heads, kvHeads, headDim, scale: 1 / Math.sqrt(headDim) };
+          const fusedKV = { keys: caches[0]!, values: caches[1]!, blockTokens, blockTables, sequences };
+          const apartKV = { keys: caches[2]!, values: caches[3]!, blockTokens, blockTables, sequences };
+          for (const [weightType, weight] of weights) {
+            const seed = 350 + rows + weightType + Math.floor(random() * 1000);
+            const [q1, k1, q2, k2] = [width, kvWidth, width, kvWidth].map((n, i) => {
+              const buffer = backend.allocate(rows * n);
+              backend.write(buffer, normals(rows * n, seed + (i % 2), 2));
+              return buffer;
+            });
+            const v = backend.allocate(rows * kvWidth);
+            backend.write(v, normals(rows * kvWidth, seed + 2));
+            const [out, outApart, projected, projectedApart] = [width, width, 96, 96].map((n) => backend.allocate(rows * n));
+            const fused = backend.qkNormRopeAttentionMatmul(projected!, out!, q1!, k1!, v, qNorm, kNorm, positions, 1e-6, 1e6, slots, fusedKV, shape, weight);
+            const what = `${type} cache, ${heads}/${kvHeads} heads of ${headDim}, ${rows} sequences at ${positions.slice(0, 3).join(", ")}, ${ggmlTypeName(weightType)} O`;
+            expect(fused, what).toBe(true);
+            expect(backend.qkNormRopeWriteKV(q2!, k2!, v, qNorm, kNorm, positions, heads, kvHeads, headDim, 1e-6, 1e6, apartKV.keys, apartKV.values, slots)).toBe(true);
+            backend.attentionMatmul(projectedApart!, outApart!, q2!, apartKV, shape, weight);
+            expect(firstDifference(backend.read(out!), backend.read(outApart!)), `${what}: attention`).toBe(-1);
+            expect(firstDifference(backend.read(projected!), backend.read(projectedApart!)), `${what}: projection`).toBe(-1);
+            expect(firstDifference(bytesOf(caches[0]!), bytesOf(caches[2]!)), `${what}: keys`).toBe(-1);
+            expect(firstDifference(bytesOf(caches[1]!), bytesOf(caches[3]!)), `${what}: values`).toBe(-1);
+          }
+        }
+      }
+    }
+    // declined (nothing done): a sequence of 2 query rows, head_dim 16, the option off
+    const f16 = (n: number) => {
+      const data = new Uint8Array(normals(n, n, 1).buffer);
+      return backend.uploadWeight(tensorInfo("norm", GGMLType.F32, [n], data), data);
+    };
+    const o = (inputs: number) => {
+      const data = weightBytes(GGMLType.F16, normals(inputs * 32, inputs, 0.05), inputs);
+      return backend.uploadWeight(tensorInfo("o", GGMLType.F16, [inputs, 32], data), data);
+    };
+    const keys = backend.allocateKV("f16", 64, 128);
+    const values = backend.allocateKV("f16", 64, 128);
+    const two = { keys, values, blockTokens: 16, blockTables: Int32Array.of(0), sequences: Int32Array.of(0, 2, 3, 0) };
+    const [q, k, v, out, projected] = [256, 256, 256, 256, 64].map((n) => backend.allocate(n));
+    const [w128, o128] = [f16(128), o(128)];
+    expect(backend.qkNormRopeAttentionMatmul(projected!, out!, q!, k!, v!, w128, w128, Int32Array.of(3, 4), 1e-6, 1e6, Int32Array.of(3, 4), two, { rows: 2, heads: 1, kvHeads: 1, headDim: 128, scale: 0.1 }, o128)).toBe(false);
+    const one = { ...two, sequences: Int32Array.of(0, 1, 3, 0) };
+    expect(backend.qkNormRopeAttentionMatmul(projected!, out!, q!, k!, v!, f16(16), f16(16), Int32Array.of(3), 1e-6, 1e6, Int32Array.of(3), one, { rows: 1, heads: 8, kvHeads: 8, headDim: 16, scale: 0.1 }, o(128))).toBe(false);
+    const off = CudaBackend.create({ fusedAttention: false });
+    try {
+      expect(off.fusedAttention).toBe(false);
+      const offKeys = off.allocateKV("f16", 64, 128);
+      const data = new Uint8Array(normals(128, 5, 1).buffer);
+      const w = off.uploadWeight(tensorInfo("norm", GGMLType.F32, [128], data), data);
+      const oData = weightBytes(GGMLType.F16, normals(128 * 32, 6, 0.05), 6);
+      const ow = off.uploadWeight(tensorInfo("o", GGMLType.F16, [128, 32], oData), oData);
+      const [oq, ok, ov, oo, op] = [128, 128, 128, 128, 32].map((n) => off.allocate(n));
+      const view = { keys: offKeys, values: off.allocateKV("f16", 64, 128), blockTokens: 16, blockTables: Int32Array.of(0), sequences: Int32Array.of(0, 1, 3, 0) };
+      expect(off.qkNormRopeAttentionMatmul(op!, oo!, oq!, ok!, ov!, w, w, Int32Array.of(3), 1e-6, 1e6, Int32Array.of(3), view, { rows: 1, heads: 1, kvHeads: 1, headDim: 128, scale: 0.1 }, ow)).toBe(false);
+    } finally {
+      off.dispose();
+    }
+    // errors: a slot outside the storage, out over q; and in a graph, one node fewer than the two ops
+    const shape = { rows: 1, heads: 1, kvHeads: 1, headDim: 128, scale: 0.1 };
+    expect(() => backend.qkNormRopeAttentionMatmul(projected!, out!, q!, k!, v!, w128, w128, Int32Array.of(3), 1e-6, 1e6, Int32Array.of(64), one, shape, o128)).toThrow(/slot 64 \(row 0\) outside/);
+    expect(() => backend.qkNormRopeAttentionMatmul(projected!, q!, q!, k!, v!, w128, w128, Int32Array.of(3), 1e-6, 1e6, Int32Array.of(3), one, shape, o128)).toThrow(/out overlaps q, k or v/);
+    const nodes = (record: () => void) => {
+      const graph = backend.captureGraph!(record) as BackendGraph & { nodes: number };
+      graph.dispose();
+      return graph.nodes;
+    };
+    const together = nodes(() => backend.qkNormRopeAttentionMatmul(projected!, out!, q!, k!, v!, w128, w128, Int32Array.of(3), 1e-6, 1e6, Int32Array.of(3), one, shape, o128));
+    const apart = nodes(() => {
+      backend.qkNormRopeWriteKV(q!, k!, v!, w128, w128, Int32Array.of(3), 1, 1, 128, 1e-6, 1e6, keys, values, Int32Array.of(3));
+      backend.attentionMatmul(projected!, out!, q!, one, shape, o128);
+    });
+    expect(together).toBe(apart - 1);
+  }, 240_000);
+
   it("writeKVPair stores K and V as two writeKVs do, for f32, f16 and q8_0 storage", () => {
     const [width, slots] = [64, Int32Array.from([5, 0, 9])];
     const k = backend.allocate(slots.length * width);

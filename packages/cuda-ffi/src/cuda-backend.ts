@@ -50,6 +50,12 @@ export interface CudaBackendOptions {
    * or run every op as its own launch (false: the backend has no captureGraph).
    */
   readonly graphs?: boolean;
+  /**
+   * Apply QK-norm and RoPE and write a decode step's K/V in the attention kernel
+   * (qkNormRopeAttentionMatmul: one launch fewer per layer; true, the default unless
+   * MEMRA_CUDA_FUSED_ATTENTION=0) or in a launch of their own before it (false: that op declines).
+   */
+  readonly fusedAttention?: boolean;
 }
 
 /** An f32 buffer in device memory. */
@@ -166,6 +172,8 @@ export class CudaBackend implements Backend {
     readonly device: number,
     /** Whether captureGraph records (CudaBackendOptions.graphs). */
     readonly graphs: boolean,
+    /** Whether qkNormRopeAttentionMatmul runs (CudaBackendOptions.fusedAttention). */
+    readonly fusedAttention: boolean,
   ) {
     this.handle = handle;
     if (graphs) this.captureGraph = (record) => this.capture(record);
@@ -190,7 +198,8 @@ export class CudaBackend implements Backend {
       }
     }
     const graphs = options.graphs ?? process.env.MEMRA_CUDA_GRAPHS !== "0";
-    return new CudaBackend(library, context, device, graphs);
+    const fusedAttention = options.fusedAttention ?? process.env.MEMRA_CUDA_FUSED_ATTENTION !== "0";
+    return new CudaBackend(library, context, device, graphs, fusedAttention);
   }
 
   /**
@@ -681,6 +690,79 @@ export class CudaBackend implements Backend {
     }
     const attention = this.attentionArguments("attentionMatmul", out, q, kv, shape);
     this.library.call("memra_cuda_attention_matmul", this.context(), p.pointer as Pointer, p.length, ...attention, w.type, w.pointer as Pointer, w.byteLength, w.shape[1] ?? 1);
+  }
+
+  /**
+   * A decode step's QK-norm, RoPE, K/V write, attention and O projection with the first three in the
+   * attention kernel (memra_cuda_qk_norm_rope_attention_matmul). Declines (false, nothing done) where
+   * that kernel does not apply: a sequence with several query rows, head_dim not a multiple of 64
+   * below 256, or fusedAttention off.
+   */
+  qkNormRopeAttentionMatmul(
+    projected: DeviceBuffer,
+    out: DeviceBuffer,
+    q: DeviceBuffer,
+    k: DeviceBuffer,
+    v: DeviceBuffer,
+    qNorm: WeightHandle,
+    kNorm: WeightHandle,
+    positions: Int32Array,
+    eps: number,
+    freqBase: number,
+    slots: Int32Array,
+    kv: KVLayerView,
+    shape: AttentionShape,
+    weight: WeightHandle,
+  ): boolean {
+    const op = "qkNormRopeAttentionMatmul";
+    if (!this.fusedAttention || shape.headDim % 64 !== 0 || shape.headDim >= 256 || kv.sequences.length / 4 !== shape.rows || shape.rows === 0) return false;
+    if (positions.length !== shape.rows || slots.length !== shape.rows) throw new RangeError(`${op}: ${positions.length} positions and ${slots.length} slots for ${shape.rows} rows`);
+    const p = asBuffer(projected);
+    const w = asWeight(weight);
+    if (w.shape[0] !== shape.heads * shape.headDim) {
+      throw new RangeError(`${op}: the weight takes ${w.shape[0]} inputs, the attention gives ${shape.heads} heads × ${shape.headDim}`);
+    }
+    const keys = asKV(kv.keys);
+    const values = asKV(kv.values);
+    if (keys.type !== values.type || keys.bytes !== values.bytes || keys.width !== values.width) throw new RangeError(`${op}: keys and values storage differ in type or size`);
+    const [qWeight, kWeight] = this.qkNormWeights(op, qNorm, kNorm, shape.headDim);
+    const [o, query, key, value] = [asBuffer(out), asBuffer(q), asBuffer(k), asBuffer(v)];
+    // memra_cuda_qk_inputs: k, k_length, v, v_length, q_weight, k_weight, weight_length, positions, slots (8 bytes each), eps, freq_base (f32)
+    const qk = new DataView(new ArrayBuffer(80));
+    const fields = [key.pointer, key.length, value.pointer, value.length, qWeight, kWeight, shape.headDim, this.hostPointer(positions), this.hostPointer(slots)];
+    fields.forEach((field, i) => qk.setBigInt64(i * 8, BigInt(field as number), true));
+    qk.setFloat32(72, eps, true);
+    qk.setFloat32(76, freqBase, true);
+    this.library.call(
+      "memra_cuda_qk_norm_rope_attention_matmul",
+      this.context(),
+      p.pointer as Pointer,
+      p.length,
+      o.pointer as Pointer,
+      o.length,
+      query.pointer as Pointer,
+      query.length,
+      KV_TYPE_IDS[keys.type],
+      keys.pointer as Pointer,
+      values.pointer as Pointer,
+      keys.bytes,
+      kv.blockTokens,
+      this.hostPointer(kv.blockTables),
+      kv.blockTables.length,
+      this.hostPointer(kv.sequences),
+      kv.sequences.length / 4,
+      shape.rows,
+      shape.heads,
+      shape.kvHeads,
+      shape.headDim,
+      shape.scale,
+      w.type,
+      w.pointer as Pointer,
+      w.byteLength,
+      w.shape[1] ?? 1,
+      ptr(qk),
+    );
+    return true;
   }
 
   /** memra_cuda_paged_attention's arguments after the context (out … scale), which memra_cuda_attention_matmul takes too. */

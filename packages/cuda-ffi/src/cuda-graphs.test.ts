@@ -298,6 +298,49 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
     for (let i = 0; i < expected.length; i++) expect(firstDifference(actual[i]!, expected[i]!), `logits ${i}`).toBe(-1);
   }, 240_000); // whole models on the emulator: ~35 s each alone, twice that on a busy machine
 
+  it("a model with head_dim 64 decodes with QK-norm, RoPE and the K/V write in the attention kernel: the logits of the ops apart, one node fewer a layer", async () => {
+    // small: 2 layers, hidden 256, 4 heads of 64 over 2 KV heads; prompts (several rows: the ops
+    // apart) then batched decode steps (one row per sequence: qkNormRopeAttentionMatmul)
+    const path = await syntheticModelFile(resolveOptions("small", { weightType: "q8_0" }));
+    const run = (fusedAttention: boolean, graphs: boolean) => {
+      const nodes: number[] = [];
+      const backend = CudaBackend.create({ fusedAttention, graphs });
+      if (backend.captureGraph) {
+        const capture = backend.captureGraph;
+        (backend as { captureGraph?: typeof capture }).captureGraph = (record) => {
+          const graph = capture(record) as BackendGraph & { nodes: number };
+          nodes.push(graph.nodes);
+          return graph;
+        };
+      }
+      const model = loadModel(path, { backend, maxBatchTokens: 16 });
+      try {
+        const pool = model.createKVPool(64, { blockTokens: 4 });
+        const caches = [pool.createSequence(64), pool.createSequence(64)];
+        const logits = [model.transformer.forward(Int32Array.of(11, 12, 13), caches[0]!), model.transformer.forward(Int32Array.of(21, 22, 23, 24, 25), caches[1]!)];
+        for (let step = 0; step < 3; step++) {
+          logits.push(...model.transformer.forwardBatch(caches.map((cache, i) => ({ tokens: Int32Array.of(100 + step * 10 + i), cache }))));
+        }
+        return { logits, nodes };
+      } finally {
+        model.dispose();
+      }
+    };
+    const apart = run(false, false);
+    const fused = run(true, false);
+    const fusedGraphs = run(true, true);
+    for (let i = 0; i < apart.logits.length; i++) {
+      expect(firstDifference(fused.logits[i]!, apart.logits[i]!), `logits ${i}, eager`).toBe(-1);
+      expect(firstDifference(fusedGraphs.logits[i]!, apart.logits[i]!), `logits ${i}, graphs`).toBe(-1);
+    }
+    // per layer: (add+)norm with the Q/K/V rounding + one launch, split attention with QK-norm,
+    // RoPE and the K/V write, rounding O's codes, O, add+norm with the gate/up rounding + one
+    // launch, SwiGLU-in-rounding + down (apart: QK-norm+RoPE with the K/V write a ninth); with the
+    // embedding and the final add+norm
+    expect(fusedGraphs.nodes.length).toBeGreaterThanOrEqual(1);
+    for (const count of fusedGraphs.nodes) expect(count).toBe(1 + 2 * 8 + 1);
+  }, 240_000);
+
   it("greedy decode through graphs picks on the device the argmax of the logits decode op by op gives", async () => {
     const path = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" }));
     const eagerModel = loadModel(path, { backend: CudaBackend.create({ graphs: false }), maxBatchTokens: 16 });

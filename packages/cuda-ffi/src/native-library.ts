@@ -89,6 +89,12 @@ export const MEMRA_CUDA_SYMBOLS = {
     args: [ptr, ptr, i64, ptr, i64, ptr, i64, i32, ptr, ptr, i64, i64, ptr, i64, ptr, i64, i64, i64, i64, i64, f32, i32, ptr, i64, i64],
     returns: i32,
   },
+  // (cuda, projected, projected_length, out, out_length, q, q_length, type, keys, values, storage_bytes, block_tokens, block_tables, table_length,
+  //  sequences, sequence_count, rows, heads, kv_heads, head_dim, scale, weight_type, weight, weight_bytes, n_out, qk: memra_cuda_qk_inputs)
+  memra_cuda_qk_norm_rope_attention_matmul: {
+    args: [ptr, ptr, i64, ptr, i64, ptr, i64, i32, ptr, ptr, i64, i64, ptr, i64, ptr, i64, i64, i64, i64, i64, f32, i32, ptr, i64, i64, ptr],
+    returns: i32,
+  },
   // (cuda, out, out_length, gate, gate_length, up, up_length, length)
   memra_cuda_swiglu: { args: [ptr, ptr, i64, ptr, i64, ptr, i64, i64], returns: i32 },
   // (cuda, out, out_length, a, a_length, b, b_length, length)

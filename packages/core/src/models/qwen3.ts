@@ -240,10 +240,18 @@ function attentionBlock(
   pending: boolean,
 ): void {
   normAndMatmuls(backend, d, s, pending, w.attn_norm, [s.query, s.key, s.value], [w.attn_q, w.attn_k, w.attn_v], rows);
-  // QK-norm: RMSNorm over each head's headDim values, before RoPE; then this step's K and V into
-  // the cache. In one op where the backend has it, else in as few as it has.
   const storage = layout.cache.storage;
   const [keys, values] = [storage.keys[layer]!, storage.values[layer]!];
+  const kv = { keys, values, blockTokens: storage.blockTokens, blockTables: layout.blockTables, sequences: layout.sequences };
+  const shape = { rows, heads: d.heads, kvHeads: d.kvHeads, headDim: d.headDim, scale: 1 / Math.sqrt(d.headDim) };
+  // The whole block in one op where the backend takes it (CUDA: a decode step, in the attention kernel).
+  if (
+    backend.qkNormRopeAttentionMatmul?.(s.projected, s.attention, s.query, s.key, s.value, w.attn_q_norm, w.attn_k_norm, positions, d.eps, d.ropeFreqBase, layout.slots, kv, shape, w.attn_output)
+  ) {
+    return;
+  }
+  // QK-norm: RMSNorm over each head's headDim values, before RoPE; then this step's K and V into
+  // the cache. In one op where the backend has it, else in as few as it has.
   const together = backend.qkNormRopeWriteKV?.(s.query, s.key, s.value, w.attn_q_norm, w.attn_k_norm, positions, d.heads, d.kvHeads, d.headDim, d.eps, d.ropeFreqBase, keys, values, layout.slots);
   if (!together) {
     if (!backend.qkNormRope?.(s.query, s.key, w.attn_q_norm, w.attn_k_norm, positions, d.heads, d.kvHeads, d.headDim, d.eps, d.ropeFreqBase)) {
@@ -258,8 +266,6 @@ function attentionBlock(
       backend.writeKV(values, layout.slots, s.value);
     }
   }
-  const kv = { keys, values, blockTokens: storage.blockTokens, blockTables: layout.blockTables, sequences: layout.sequences };
-  const shape = { rows, heads: d.heads, kvHeads: d.kvHeads, headDim: d.headDim, scale: 1 / Math.sqrt(d.headDim) };
   if (backend.attentionMatmul) backend.attentionMatmul(s.projected, s.attention, s.query, kv, shape, w.attn_output);
   else {
     backend.attention(s.attention, s.query, kv, shape);
