@@ -6,7 +6,7 @@ export default defineConfig({
   resolve: { conditions: ["bun", "import", "default"] },
   ssr: { resolve: { conditions: ["bun", "import", "default"], externalConditions: ["bun"] } },
   test: {
-    include: ["packages/*/src/**/*.test.ts", "tools/**/*.test.ts"],
+    include: ["packages/*/src/**/*.test.ts", "tools/**/*.test.ts", "bench/**/*.test.ts"],
     exclude: ["**/node_modules/**", "tools/llamacpp/node_modules/**"],
     testTimeout: 60_000,
     hookTimeout: 300_000,

@@ -50,7 +50,7 @@ write_summary() {
     "$(IFS=,; echo "${STEPS[*]:-}")" "$benches" >"$SUMMARY"
   echo "summary: $SUMMARY"; cat "$SUMMARY"
 }
-trap write_summary EXIT
+trap 'write_summary; bun bench/device/targets.ts "$OUT" || true' EXIT
 
 DRY=()
 # A forward benchmark's limit: the synthetic model is written first (the 8B shape's 8 layers are
@@ -112,8 +112,13 @@ if [ "${MEMRA_DEVICE_DRY_RUN:-0}" = 1 ]; then OPS=(--quick); fi
 step ops 120 bash -o pipefail -c "bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$OUT/bench-ops.json.tmp' && mv '$OUT/bench-ops.json.tmp' '$OUT/bench-ops.json'"
 step ops-previous-kernels 120 bash -o pipefail -c "MEMRA_CUDA_INT8_GEMM=0 MEMRA_CUDA_MMV_STEPS=2 MEMRA_CUDA_CODES_DP4A=0 MEMRA_CUDA_EARLY_WEIGHTS=0 MEMRA_CUDA_MMV_SPLIT=1 bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$OUT/bench-ops-previous-kernels.json.tmp' && mv '$OUT/bench-ops-previous-kernels.json.tmp' '$OUT/bench-ops-previous-kernels.json'"
 
-# The same decode with every op launched (no CUDA graphs): what the graphs save at batch 1.
-bench qwen3-0.6b-q8_0-no-graphs --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128 --graphs 0
+# The variants below decode after 16 prompt tokens: the default settings the same way, to compare with.
+bench qwen3-0.6b-q8_0-short --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
+# The same decode with every op launched (no CUDA graphs): what the graphs save at batch 1; and 4
+# more steps with every launch timed (`profile`: µs per step of each kernel, the gaps between
+# kernels included), here and for the 8B shape: where a decode step's time goes.
+bench qwen3-0.6b-q8_0-no-graphs --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128 --graphs 0 --profile 4
+bench qwen3-8b-shape-q8_0-profile --preset qwen3-0.6b --type q8_0 --layers 8 --full-layers 36 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 16 --decode 16 --runs 1 --graphs 0 --profile 4
 # Every kernel launched without programmatic dependent launch (each begins launching only once the
 # one before has finished): what PDL saves at batch 1.
 BENCH_ENV=MEMRA_CUDA_PDL=0 bench qwen3-0.6b-q8_0-no-pdl --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128

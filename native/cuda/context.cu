@@ -192,6 +192,7 @@ int memra_cuda_stage(const char * function, memra_cuda * cuda, const void * host
 
 static void release(memra_cuda * cuda) {
     cudaSetDevice(cuda->device);
+    memra_cuda_profile_release(cuda);
     memra_cuda_graphs_release(cuda);
     if (cuda->stream) cudaStreamSynchronize(cuda->stream);
     if (cuda->live) {

@@ -69,7 +69,21 @@ int memra_cuda_fail_cuda(cudaError_t error, const char * function, const char * 
     do {                                                                                    \
         const cudaError_t error_ = cudaGetLastError();                                      \
         if (error_ != cudaSuccess) return memra_cuda_fail_cuda(error_, function, "launching " kernel); \
+        if (memra_cuda_profiling) memra_cuda_profile_mark(kernel);                          \
     } while (0)
+
+/* ---- kernel timings (profile.cu: memra_cuda_profile_begin / _end) ---- */
+/* Non-zero while a context profiles: LAUNCH_CHECK then records an event after each launch. */
+extern int memra_cuda_profiling;
+/* An event on the profiled context's stream after the launch of `kernel` (a string literal). */
+void memra_cuda_profile_mark(const char * kernel);
+/* memra_cuda_profile_mark where a launcher checks its launch itself (not with LAUNCH_CHECK). */
+#define PROFILE_MARK(kernel)                                  \
+    do {                                                      \
+        if (memra_cuda_profiling) memra_cuda_profile_mark(kernel); \
+    } while (0)
+/* Ends the profile of `cuda` if it has one (memra_cuda_destroy). */
+void memra_cuda_profile_release(memra_cuda * cuda);
 
 /* ---- capture (graph.cu) ---- */
 /* A failure while this thread's context captures: remembered, and memra_cuda_graph_end fails. */

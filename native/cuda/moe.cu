@@ -33,6 +33,7 @@ extern "C" int memra_cuda_moe_route(memra_cuda * cuda, int32_t * ids_out, float 
     float * weights = (float *)(scratch + out_needed * 4);
     MEMRA_LAUNCH(memra_grid(launch), launch.threads, launch.shared_bytes, cuda->stream, moe_route_kernel)(ids, weights, logits, rows, (int)experts, (int)k);
     cudaError_t error = cudaGetLastError();
+    if (error == cudaSuccess) PROFILE_MARK("moe_route_kernel");
     if (error == cudaSuccess) error = cudaMemcpyAsync(ids_out, ids, (size_t)out_needed * 4, cudaMemcpyDeviceToHost, cuda->stream);
     if (error == cudaSuccess) error = cudaMemcpyAsync(weights_out, weights, (size_t)out_needed * 4, cudaMemcpyDeviceToHost, cuda->stream);
     const int waited = error == cudaSuccess ? memra_cuda_wait(function, cuda) : MEMRA_CUDA_OK;

@@ -57,6 +57,7 @@ extern "C" int memra_cuda_argmax_rows(memra_cuda * cuda, int32_t * out, int64_t 
     if (error == cudaSuccess) {
         MEMRA_LAUNCH(memra_grid(launch), launch.threads, launch.shared_bytes, cuda->stream, argmax_rows_kernel)(keys, logits, rows, columns);
         error = cudaGetLastError();
+        if (error == cudaSuccess) PROFILE_MARK("argmax_rows_kernel");
     }
     void * hosts[1] = {host.get()};
     const void * devices[1] = {keys};
@@ -99,6 +100,7 @@ extern "C" int memra_cuda_top_k_rows(memra_cuda * cuda, int32_t * ids, int64_t i
         MEMRA_LAUNCH(memra_grid(launch), launch.threads, launch.shared_bytes, cuda->stream, top_k_sort_kernel)(
             logits, columns, lists_in, inputs, plan.inputs[pass], (int32_t)k, plan.sort_size[pass], lists_out, device_ids, device_values, rows);
         error = cudaGetLastError();
+        if (error == cudaSuccess) PROFILE_MARK("top_k_sort_kernel");
     }
     void * hosts[2] = {ids, values};
     const void * devices[2] = {device_ids, device_values};
@@ -131,10 +133,12 @@ extern "C" int memra_cuda_log_softmax_at(memra_cuda * cuda, float * out, int64_t
     cudaError_t error = cudaGetLastError();
     const char * kernel = "log_softmax_partial_kernel";
     if (error == cudaSuccess) {
+        PROFILE_MARK("log_softmax_partial_kernel");
         MEMRA_LAUNCH(memra_grid(launch[1]), launch[1].threads, launch[1].shared_bytes, cuda->stream, log_softmax_combine_kernel)(
             device_out, partials, chunks, logits, (const int32_t *)device_targets, rows, columns);
         error = cudaGetLastError();
         kernel = "log_softmax_combine_kernel";
+        if (error == cudaSuccess) PROFILE_MARK("log_softmax_combine_kernel");
     }
     void * hosts[1] = {out};
     const void * devices[1] = {device_out};

@@ -246,6 +246,18 @@ MEMRA_CUDA_API int memra_cuda_attention_matmul(memra_cuda * cuda, float * projec
                                                int64_t head_dim, float scale, int weight_type, const void * weight, int64_t weight_bytes,
                                                int64_t n_out);
 
+/* Kernel timings. memra_cuda_profile_begin starts recording a CUDA event after every kernel the
+ * context launches (not while it captures a graph; a graph replay is not a kernel launch), up to
+ * `capacity` launches, and first launches a kernel that holds the stream `hold_microseconds`, so
+ * that the host can queue what it launches next before the GPU runs it: each launch's time is then
+ * the GPU's, from the end of the kernel before it (or of the hold) to its own end, gaps included.
+ * memra_cuda_profile_end waits for the stream and writes each launch's kernel name ('\n' after each,
+ * into `names`, names_bytes long) and microseconds (into `microseconds`, capacity long), and
+ * *count; MEMRA_CUDA_ERROR_OUT_OF_RANGE if more than `capacity` kernels were launched (the first
+ * `capacity` are written). One context of the process profiles at a time. */
+MEMRA_CUDA_API int memra_cuda_profile_begin(memra_cuda * cuda, int64_t capacity, int64_t hold_microseconds);
+MEMRA_CUDA_API int memra_cuda_profile_end(memra_cuda * cuda, char * names, int64_t names_bytes, float * microseconds, int64_t capacity, int64_t * count);
+
 /* The K/V side of memra_cuda_qk_norm_rope_attention_matmul (a struct: bun:ffi calls take at most
  * 32 arguments). positions and slots are host arrays of one value per query row. */
 typedef struct memra_cuda_qk_inputs {

@@ -95,6 +95,10 @@ struct memra_emu_stream {
 struct memra_emu_event {
     unsigned flags = 0;
     bool captured = false; /* last recorded in a capturing stream (capture_mutex) */
+    bool recorded = false;
+    /* when it was recorded: streams run their work at once, so the host's clock then is when the
+     * work before it finished (cudaEventElapsedTime) */
+    std::chrono::steady_clock::time_point time;
 };
 
 static std::mutex capture_mutex;
@@ -987,6 +991,19 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     const cudaStreamCaptureStatus capture = stream ? stream->capture : cudaStreamCaptureStatusNone;
     if (capture == cudaStreamCaptureStatusInvalidated) return memra_emu::capture_invalidated("cudaEventRecord");
     event->captured = capture == cudaStreamCaptureStatusActive;
+    if (!event->captured) {
+        event->recorded = true;
+        event->time = std::chrono::steady_clock::now();
+    }
+    return cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float * ms, cudaEvent_t start, cudaEvent_t end) {
+    if (!ms) return set_error(cudaErrorInvalidValue, "invalid argument: cudaEventElapsedTime with no place for the time");
+    if (!start || !end) return set_error(cudaErrorInvalidResourceHandle, "invalid resource handle: cudaEventElapsedTime of a NULL event");
+    if ((start->flags | end->flags) & cudaEventDisableTiming)
+        return set_error(cudaErrorInvalidResourceHandle, "invalid resource handle: cudaEventElapsedTime of an event created with cudaEventDisableTiming");
+    if (!start->recorded || !end->recorded) return set_error(cudaErrorInvalidResourceHandle, "invalid resource handle: cudaEventElapsedTime of an event not recorded");
+    *ms = std::chrono::duration<float, std::milli>(end->time - start->time).count();
     return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {

@@ -19,6 +19,11 @@
  * picked on the GPU (BatchEntry.top, Backend.topKRows: 80 numbers read back per sequence);
  * --pick host-sample runs the same chain on the whole logits read back (the path before topKRows).
  *
+ * --profile N (with --graphs 0) times N more single-sequence decode steps kernel by kernel
+ * (CudaBackend.profileKernels: each launch's GPU time from the end of the one before, the host's
+ * launches queued first) and adds `profile`: per kernel, launches and µs per step and share, the
+ * largest first, and the step's total: where a decode step's time goes.
+ *
  * Shape overrides build e.g. a Qwen3-8B-shaped model (--hidden 4096 --heads 32 --kv-heads 8
  * --head-dim 128 --ffn 12288) with fewer layers, to keep the synthetic file small: then tokens/s
  * is reported as measured and as scaled to --full-layers (per-layer time × full layer count).
@@ -47,6 +52,7 @@ const { values } = parseArgs({
     "batch-prompt": { type: "string", default: "16" },
     graphs: { type: "string", default: "1" },
     pick: { type: "string", default: "device" },
+    profile: { type: "string", default: "0" },
     json: { type: "boolean", default: false },
   },
 });
@@ -161,6 +167,33 @@ if (batch > 0) {
   }
   pool.dispose();
 }
+// --profile N: N more decode steps of one sequence, every launch timed (eager ops only).
+const profileSteps = Number(values.profile);
+let profile: Record<string, unknown> | undefined;
+if (profileSteps > 0) {
+  if (model.transformer.recordsDecodeGraphs) throw new Error("--profile times eager launches: run it with --graphs 0");
+  const cache = model.createCache(promptTokens + profileSteps + 1);
+  let token = next(prompt, cache);
+  const perKernel = new Map<string, { launches: number; microseconds: number }>();
+  let total = 0;
+  for (let step = 0; step < profileSteps; step++) {
+    for (const { kernel, microseconds } of backend.profileKernels(() => (token = next([token], cache)), { holdMicroseconds: 30_000 })) {
+      const entry = perKernel.get(kernel) ?? { launches: 0, microseconds: 0 };
+      entry.launches++;
+      entry.microseconds += microseconds;
+      perKernel.set(kernel, entry);
+      total += microseconds;
+    }
+  }
+  cache.dispose();
+  profile = {
+    steps: profileSteps,
+    stepUs: total / profileSteps,
+    kernels: [...perKernel.entries()]
+      .sort((a, b) => b[1].microseconds - a[1].microseconds)
+      .map(([kernel, { launches, microseconds }]) => ({ kernel, launchesPerStep: launches / profileSteps, usPerStep: microseconds / profileSteps, share: microseconds / total })),
+  };
+}
 const fullLayers = values["full-layers"] ? Number(values["full-layers"]) : options.layers;
 const scale = options.layers / fullLayers; // time per token grows ~linearly with layers
 const medianPrefill = median(prefillMs);
@@ -187,6 +220,7 @@ const result = {
         batchSpeedup: ((batch * decodeTokens) / medianBatch) / (decodeTokens / medianDecode),
       }
     : {}),
+  ...(profile ? { profile } : {}),
 };
 if (values.json) console.log(JSON.stringify(result));
 else console.log(result);

@@ -629,6 +629,32 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     }
   }, 180_000);
 
+  it("profileKernels lists each eager launch with its GPU time, in order, none of a graph replay", () => {
+    const data = quantize(GGMLType.Q8_0, normals(256 * 64, 31, 0.1));
+    const w = backend.uploadWeight(tensorInfo("w", GGMLType.Q8_0, [256, 64], data), data);
+    const normData = new Uint8Array(normals(64, 32, 1).buffer);
+    const norm = backend.uploadWeight(tensorInfo("norm", GGMLType.F32, [64], normData), normData);
+    const x = backend.allocate(256);
+    backend.write(x, normals(256, 33));
+    const [out, normed] = [backend.allocate(64), backend.allocate(64)];
+    const graph = backend.captureGraph!(() => backend.matmul(out, x, w, 1));
+    const launches = backend.profileKernels(
+      () => {
+        backend.matmul(out, x, w, 1); // q8_0 decode: the activations' rounding, then the matrix-vector kernel
+        graph.replay(); // not a launch of the context's: not listed
+        backend.rmsNorm(normed, out, norm, 1, 1e-6);
+      },
+      { holdMicroseconds: 1000 },
+    );
+    expect(launches.map((launch) => launch.kernel)).toEqual(["round_activations_kernel", "matrix_vector_q8_0_kernel", "rms_norm_kernel"]);
+    for (const { kernel, microseconds } of launches) expect(microseconds >= 0 && Number.isFinite(microseconds), `${kernel}: ${microseconds} µs`).toBe(true);
+    // more launches than the capacity; a profile inside a profile; then profiling is off again
+    expect(() => backend.profileKernels(() => backend.matmul(out, x, w, 1), { capacity: 1, holdMicroseconds: 0 })).toThrow(/more kernels launched than the profile's capacity of 1/);
+    expect(() => backend.profileKernels(() => backend.profileKernels(() => {}))).toThrow(/already profiling/);
+    expect(backend.profileKernels(() => {}, { holdMicroseconds: 0 })).toEqual([]);
+    graph.dispose();
+  });
+
   it("qkNormRopeAttentionMatmul gives qkNormRopeWriteKV then attentionMatmul bit for bit (out, projection and cache), one launch fewer", () => {
     const blockTokens = 16;
     const random = mulberry32(3301);

@@ -219,6 +219,31 @@ export class CudaBackend implements Backend {
     };
   }
 
+  /**
+   * The GPU time of each kernel `run` launches, in launch order: a CUDA event is recorded after every
+   * launch (eager ops only: nothing inside a graph replay or capture), after a kernel that first
+   * holds the stream `holdMicroseconds` (default 50,000) so that the host can queue run's launches
+   * before the GPU starts them. A launch's time is the GPU's from the end of the kernel before it to
+   * its own end: its run plus the gap between the two (the host's launch cost only where the hold
+   * ran out). At most `capacity` launches (default 65,536; more: an error). Kernel names are those
+   * of the launchers' checks (e.g. matrix_vector_q8_0_kernel).
+   */
+  profileKernels(run: () => void, options: { holdMicroseconds?: number; capacity?: number } = {}): { kernel: string; microseconds: number }[] {
+    const capacity = options.capacity ?? 65_536;
+    this.library.call("memra_cuda_profile_begin", this.context(), capacity, options.holdMicroseconds ?? 50_000);
+    const names = new Uint8Array(capacity * 48 + 1);
+    const microseconds = new Float32Array(capacity);
+    const count = new BigInt64Array(1);
+    try {
+      run();
+    } finally {
+      this.library.call("memra_cuda_profile_end", this.context(), ptr(names), names.length, ptr(microseconds), capacity, ptr(count));
+    }
+    const end = names.indexOf(0);
+    const kernels = new TextDecoder().decode(names.subarray(0, end < 0 ? names.length : end)).split("\n");
+    return Array.from({ length: Number(count[0]) }, (_, i) => ({ kernel: kernels[i]!, microseconds: microseconds[i]! }));
+  }
+
   /** Free and total device memory, and the bytes the allocator keeps cached. */
   memoryInfo(): { freeBytes: number; totalBytes: number; cachedBytes: number } {
     const values = new BigInt64Array(3);

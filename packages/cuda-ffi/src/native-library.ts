@@ -30,6 +30,10 @@ export const MEMRA_CUDA_SYMBOLS = {
   memra_cuda_destroy: { args: [ptr], returns: FFIType.void },
   // (cuda, name, name_bytes, compute_capability, multiprocessors)
   memra_cuda_device_info: { args: [ptr, ptr, i64, ptr, ptr], returns: i32 },
+  // (cuda, capacity, hold_microseconds)
+  memra_cuda_profile_begin: { args: [ptr, i64, i64], returns: i32 },
+  // (cuda, names, names_bytes, microseconds, capacity, count)
+  memra_cuda_profile_end: { args: [ptr, ptr, i64, ptr, i64, ptr], returns: i32 },
   memra_cuda_programmatic_launch: { args: [], returns: i32 },
   // (cuda, free_bytes, total_bytes, cached_bytes)
   memra_cuda_memory_info: { args: [ptr, ptr, ptr, ptr], returns: i32 },

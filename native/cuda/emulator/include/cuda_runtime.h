@@ -113,6 +113,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t * event, unsigned int flags);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = 0);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventElapsedTime(float * ms, cudaEvent_t start, cudaEvent_t end);
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags = 0);
 cudaError_t cudaFuncSetAttribute(const void * function, int attribute, int value);
 #define cudaFuncAttributeMaxDynamicSharedMemorySize 8

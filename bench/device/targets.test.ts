@@ -1,0 +1,57 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { deviceTargets, formatTargets, readBenches } from "./targets";
+
+describe("the device run's target report", () => {
+  const benches = {
+    "qwen3-0.6b-q8_0": { tg128: 1200, pp512: 30000, batchSpeedup: 18.5 },
+    "qwen3-0.6b-q8_0-short": { tg128: 1250 },
+    "qwen3-0.6b-q8_0-no-split": { tg128: 1000 },
+    "qwen3-0.6b-q8_0-qk-apart": { tg128: 1300 },
+    "qwen3-8b-shape-q8_0": { tg128Scaled: 384.9, pp512Scaled: 12000, batchSpeedup: 30 },
+    "torch-qwen3-0.6b": { tg128: 400, pp512: "n/a" },
+    "qwen3-8b-shape-q8_0-profile": {
+      profile: {
+        steps: 4,
+        stepUs: 2500,
+        kernels: Array.from({ length: 10 }, (_, i) => ({ kernel: `k${i}`, usPerStep: 100 - i, share: (100 - i) / 2500, launchesPerStep: 36 })),
+      },
+    },
+  };
+
+  it("says which targets a run meets, from the figures it has, and what it lacks", () => {
+    const report = deviceTargets(benches);
+    const byField = (bench: string, field: string) => report.targets.find((t) => t.bench === bench && t.field === field)!;
+    expect(byField("qwen3-0.6b-q8_0", "tg128")).toMatchObject({ measured: 1200, met: true });
+    expect(byField("qwen3-8b-shape-q8_0", "tg128Scaled")).toMatchObject({ measured: 384.9, met: false }); // just under 385
+    expect(byField("qwen3-8b-shape-q8_0", "pp512Scaled")).toMatchObject({ measured: 12000, met: true });
+    expect(byField("qwen3-0.6b-q8_0", "batchSpeedup")).toMatchObject({ measured: 18.5, met: false });
+    expect(byField("qwen3-8b-shape-q8_0", "batchSpeedup")).toMatchObject({ measured: 30, met: null }); // reported only
+    expect(byField("qwen3-30b-a3b-scaled-q8_0", "tg128")).toMatchObject({ measured: null, met: null }); // not run
+    expect(report.againstTorch.find((r) => r.shape === "qwen3-0.6b" && r.field === "tg128")!.ratio).toBe(3);
+    expect(report.againstTorch.find((r) => r.shape === "qwen3-0.6b" && r.field === "pp512")!.ratio).toBeNull(); // not a number
+    // variants against the default settings after the same 16-token prompt
+    expect(report.variants.find((v) => v.variant === "no-split")!.ratio).toBe(0.8);
+    expect(report.variants.find((v) => v.variant === "qk-apart")!.ratio).toBe(1.04);
+    expect(report.variants.find((v) => v.variant === "no-pdl")!.ratio).toBeNull();
+    expect(report.profiles).toHaveLength(1);
+    expect(report.profiles[0]!.top.map((k) => k.kernel)).toEqual(["k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"]);
+    const text = formatTargets(report);
+    expect(text).toContain("MET  Qwen3-0.6B-shaped q8_0 tg128 ≥ 1,000 tokens/s (batch 1): 1200.0");
+    expect(text).toContain("NOT  Qwen3-8B-shaped q8_0 tg128 ≥ 385 tokens/s: 384.9");
+    expect(text).toContain("profile qwen3-8b-shape-q8_0-profile: 2500 µs a step");
+  });
+
+  it("reads bench-NAME.json files, leaving out one cut off mid-write", () => {
+    const directory = mkdtempSync(join(tmpdir(), "memra-targets-"));
+    writeFileSync(join(directory, "bench-qwen3-0.6b-q8_0.json"), JSON.stringify({ tg128: 999 }));
+    writeFileSync(join(directory, "bench-qwen3-8b-shape-q8_0.json"), '{"tg128Scaled": 4');
+    writeFileSync(join(directory, "summary.json"), "{}");
+    const read = readBenches(directory);
+    expect(read).toEqual({ "qwen3-0.6b-q8_0": { tg128: 999 } });
+    expect(deviceTargets(read).targets[0]).toMatchObject({ measured: 999, met: false });
+    expect(readBenches(join(directory, "missing"))).toEqual({});
+  });
+});
