@@ -209,6 +209,7 @@ static void release(memra_cuda * cuda) {
     if (cuda->arena_host) cudaFreeHost(cuda->arena_host);
     if (cuda->arena_device) cudaFree(cuda->arena_device);
     if (cuda->attention_counters) cudaFree(cuda->attention_counters);
+    if (cuda->swiglu_counters) cudaFree(cuda->swiglu_counters);
     if (cuda->stream) cudaStreamDestroy(cuda->stream);
     free(cuda);
 }
@@ -307,6 +308,8 @@ static int create_into(memra_cuda * cuda, int device) {
     CUDA_CHECK(function, cudaMalloc(&cuda->arena_device, (size_t)cuda->arena.capacity));
     CUDA_CHECK(function, cudaMalloc((void **)&cuda->attention_counters, MEMRA_CUDA_ATTENTION_COUNTERS * sizeof(int)));
     CUDA_CHECK(function, cudaMemsetAsync(cuda->attention_counters, 0, MEMRA_CUDA_ATTENTION_COUNTERS * sizeof(int), cuda->stream));
+    CUDA_CHECK(function, cudaMalloc((void **)&cuda->swiglu_counters, MEMRA_CUDA_SWIGLU_COUNTERS * sizeof(int)));
+    CUDA_CHECK(function, cudaMemsetAsync(cuda->swiglu_counters, 0, MEMRA_CUDA_SWIGLU_COUNTERS * sizeof(int), cuda->stream));
     return MEMRA_CUDA_OK;
 }
 

@@ -43,6 +43,7 @@ struct memra_cuda {
     int early_weights;       /* decode matrix-vector kernels load their first weights before waiting for the kernel before them: 1, or MEMRA_CUDA_EARLY_WEIGHTS=0 */
     int codes_mmv;           /* q4_0/q5_0/q4_K/q5_K/q6_K decode on q8 codes with __dp4a (MEMRA_CUDA_CODES_DP4A=0: off, f32 kernel) */
     int * attention_counters; /* device, MEMRA_CUDA_ATTENTION_COUNTERS zeros between launches: splits finished per (row, head) */
+    int * swiglu_counters;    /* device, MEMRA_CUDA_SWIGLU_COUNTERS zeros between launches: gate/up blocks finished per 32 features */
     memra_cuda_capture * capture;               /* non-NULL between memra_cuda_graph_begin and _end */
     std::vector<memra_cuda_graph *> * graphs;   /* live graphs, destroyed with the context */
 };

@@ -76,6 +76,10 @@ enum memra_cuda_matmul_kernel { MEMRA_CUDA_MATMUL_NONE = 0, MEMRA_CUDA_MATMUL_VE
  * split 4 ways on 132 multiprocessors, its O projection (2,048 inputs) 2 ways, an 8B shape's
  * matrices (4,096 features and more) not at all. */
 #define MEMRA_CUDA_MMV_SPLIT_WARPS_PER_SM 32
+/* Gate/up decode with SwiGLU and the down projection's q8_0 rounding in the matrix-vector kernel
+ * (memra_cuda_norm_swiglu_matmul): one counter per 32 features of the FFN, so FFN widths up to
+ * 32 · MEMRA_CUDA_SWIGLU_COUNTERS. */
+#define MEMRA_CUDA_SWIGLU_COUNTERS 8192
 /* Tensor-core GEMM tile: TILE_M activation rows × TILE_N output features × TILE_K inputs per step,
  * 4 warps in a 2 × 2 arrangement, each 32 × 32 (2 × 4 m16n8k16 tiles). Rows of the shared tiles are
  * padded by 8 halves (16 bytes) so that fragment loads hit 32 distinct banks. */

@@ -29,13 +29,18 @@ static void launch_matrix_vector(dim3 grid, int threads, cudaStream_t stream, co
     else launch_matrix_vector_split<TYPE, false>(grid, threads, stream, segments, x, row_bytes, rows, n_in, early, 0);
 }
 
-template <int STEPS, bool SPLIT>
+template <int STEPS, bool SPLIT, bool SWIGLU = false>
 static void launch_matrix_vector_q8_0_split(dim3 grid, int threads, cudaStream_t stream, const matrix_segments & segments, const int8_t * codes,
-                                            const float * scales, int64_t row_bytes, int rows, int64_t n_in, int early, int shift) {
-    if (rows <= 1) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<1, STEPS, SPLIT>)(segments, codes, scales, row_bytes, rows, n_in, early, shift);
-    else if (rows <= 2) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<2, STEPS, SPLIT>)(segments, codes, scales, row_bytes, rows, n_in, early, shift);
-    else if (rows <= 4) MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<4, STEPS, SPLIT>)(segments, codes, scales, row_bytes, rows, n_in, early, shift);
-    else MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<8, STEPS, SPLIT>)(segments, codes, scales, row_bytes, rows, n_in, early, shift);
+                                            const float * scales, int64_t row_bytes, int rows, int64_t n_in, int early, int shift,
+                                            const swiglu_epilogue & epilogue = swiglu_epilogue{}) {
+#define MEMRA_Q8_0_MMV(ROWS)                                                                                                                               \
+    MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<ROWS, STEPS, SPLIT, SWIGLU>)(segments, codes, scales, row_bytes, rows, n_in, early, shift, \
+                                                                                                 epilogue)
+    if (rows <= 1) MEMRA_Q8_0_MMV(1);
+    else if (rows <= 2) MEMRA_Q8_0_MMV(2);
+    else if (rows <= 4) MEMRA_Q8_0_MMV(4);
+    else MEMRA_Q8_0_MMV(8);
+#undef MEMRA_Q8_0_MMV
 }
 
 template <int STEPS>
@@ -46,7 +51,11 @@ static void launch_matrix_vector_q8_0_steps(dim3 grid, int threads, cudaStream_t
 }
 
 static void launch_matrix_vector_q8_0(const memra_cuda * cuda, dim3 grid, int threads, const matrix_segments & segments, const int8_t * codes,
-                                      const float * scales, int64_t row_bytes, int rows, int64_t n_in, int shift) {
+                                      const float * scales, int64_t row_bytes, int rows, int64_t n_in, int shift, const swiglu_epilogue * epilogue) {
+    if (epilogue) { /* memra_cuda_norm_swiglu_matmul checked: 4 steps, one warp a feature */
+        launch_matrix_vector_q8_0_split<4, false, true>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights, 0, *epilogue);
+        return;
+    }
     if (cuda->mmv_steps == 2) launch_matrix_vector_q8_0_steps<2>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights, shift);
     else launch_matrix_vector_q8_0_steps<4>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights, shift);
 }
@@ -172,8 +181,10 @@ static void launch_norm_round(int rounding, bool codes, const memra_cuda_launch 
 static int matmul_group(const char * function, memra_cuda * cuda, int count, float * const * outs, const int64_t * out_lengths, const float * x,
                         int64_t x_length, int64_t rows, const int32_t * types, const void * const * weights, const int64_t * weight_bytes, int64_t n_in,
                         const int64_t * n_outs, int64_t experts, int64_t expert, const float * up = nullptr, int64_t up_length = 0,
-                        const norm_step * norm = nullptr, const memra_cuda_moe_tiles * groups = nullptr, const memra_cuda_q8_0_codes * given = nullptr) {
+                        const norm_step * norm = nullptr, const memra_cuda_moe_tiles * groups = nullptr, const memra_cuda_q8_0_codes * given = nullptr,
+                        const swiglu_epilogue * epilogue = nullptr) {
     CHECK(memra_cuda_enter(function, cuda));
+    bool epilogue_launched = false;
     if (count < 1 || count > MAX_GROUP) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %d weights (1..%d)", function, count, MAX_GROUP);
     CHECK(memra_cuda_check_size(function, "rows", rows, 0));
     CHECK(memra_cuda_check_size(function, "n_in", n_in, 1));
@@ -440,7 +451,11 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
             if (q8_0_codes) {
                 const int8_t * q = input->code_data + first * n_in;
                 const float * d = input->scale_data + first * n_in / 32;
-                launch_matrix_vector_q8_0(cuda, grid, plan.launch.threads, segments, q, d, first_target.row_bytes, (int)chunk, n_in, shift);
+                /* the SwiGLU epilogue: the gate/up launch, checked by memra_cuda_norm_swiglu_matmul to be this one */
+                const bool with_epilogue = epilogue && t == 0 && group == 2 && shift == 0 && chunk == rows;
+                launch_matrix_vector_q8_0(cuda, grid, plan.launch.threads, segments, q, d, first_target.row_bytes, (int)chunk, n_in, shift,
+                                          with_epilogue ? epilogue : nullptr);
+                epilogue_launched = epilogue_launched || with_epilogue;
                 LAUNCH_CHECK(function, "matrix_vector_q8_0_kernel");
             } else if (first_target.codes) {
                 const int8_t * q = input->code_data + first * n_in;
@@ -466,6 +481,7 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
             n_in / 32, target.n_out);
         LAUNCH_CHECK(function, "offset_correction_kernel");
     }
+    if (epilogue && rows > 0 && !epilogue_launched) FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: no gate/up matrix-vector launch took the SwiGLU epilogue", function);
     return MEMRA_CUDA_OK;
 }
 
@@ -514,6 +530,54 @@ extern "C" int memra_cuda_norm_matmul_shared(memra_cuda * cuda, float * normed, 
     const norm_step norm{hidden, hidden_length, delta, delta_length, norm_weight, norm_weight_length, eps};
     return matmul_group(function, cuda, (int)count, out_pointers, out_lengths, normed, normed_length, rows, types, weight_pointers, weight_bytes, n_in, n_outs, 1,
                         0, nullptr, 0, &norm);
+}
+
+/* Where memra_cuda_norm_swiglu_matmul's epilogue applies: q8_0 gate and up read as q8_0 codes by
+ * one matrix-vector launch of one warp a feature and 4 steps, every 32 features one group (and
+ * counters for them), and a down projection that reads q8_0 codes too. */
+static bool norm_swiglu_applies(memra_cuda * cuda, int64_t rows, int gate_type, int up_type, int64_t n_in, int64_t ffn, int down_type, int64_t n_out) {
+    return gate_type == MEMRA_CUDA_TYPE_Q8_0 && up_type == MEMRA_CUDA_TYPE_Q8_0 && rows >= 1 && rows <= MEMRA_CUDA_MMV_MAX_ROWS && ffn > 0 && ffn % 32 == 0 &&
+           ffn / 32 <= MEMRA_CUDA_SWIGLU_COUNTERS && n_in > 0 && n_out > 0 && cuda->mmv_steps == 4 &&
+           memra_cuda_matmul_reads_q8_0_codes(cuda, MEMRA_CUDA_TYPE_Q8_0, rows, n_in, ffn) &&
+           memra_cuda_plan_mmv_split(2 * ffn, n_in / 32, 32, cuda->multiprocessors, cuda->mmv_split) == 1 &&
+           memra_cuda_matmul_reads_q8_0_codes(cuda, down_type, rows, ffn, n_out);
+}
+
+extern "C" int memra_cuda_norm_swiglu_matmul_applies(memra_cuda * cuda, int64_t rows, int gate_type, int up_type, int64_t n_in, int64_t ffn, int down_type,
+                                                     int64_t n_out) {
+    if (!cuda) return 0;
+    return norm_swiglu_applies(cuda, rows, gate_type, up_type, n_in, ffn, down_type, n_out) ? 1 : 0;
+}
+
+extern "C" int memra_cuda_norm_swiglu_matmul(memra_cuda * cuda, float * normed, int64_t normed_length, float * hidden, int64_t hidden_length, const float * delta,
+                                             int64_t delta_length, const float * norm_weight, int64_t norm_weight_length, float eps, const uint64_t * outs,
+                                             const int64_t * out_lengths, int64_t rows, const int32_t * types, const uint64_t * weights, const int64_t * weight_bytes,
+                                             int64_t n_in, int64_t ffn, float * projected, int64_t projected_length, int down_type, const void * down_weight,
+                                             int64_t down_weight_bytes, int64_t n_out) {
+    static const char function[] = "memra_cuda_norm_swiglu_matmul";
+    CHECK(memra_cuda_enter(function, cuda));
+    const int64_t n_outs[2] = {ffn, ffn};
+    float * out_pointers[MAX_GROUP];
+    const void * weight_pointers[MAX_GROUP];
+    CHECK(group_pointers(function, 2, outs, out_lengths, types, weights, weight_bytes, n_outs, out_pointers, weight_pointers));
+    CHECK(memra_cuda_check_size(function, "rows", rows, 1));
+    CHECK(memra_cuda_check_size(function, "ffn", ffn, 1));
+    if (!norm_swiglu_applies(cuda, rows, types[0], types[1], n_in, ffn, down_type, n_out)) {
+        FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: %lld rows of q8_0 gate/up (types %d, %d) of %lld features into a type-%d down projection: not one the epilogue takes", function,
+             (long long)rows, (long long)types[0], types[1], (long long)ffn, down_type);
+    }
+    int64_t values = 0;
+    CHECK(memra_cuda_check_product(function, "rows * ffn", rows, ffn, &values));
+    workspace codes(cuda), scales(cuda);
+    CHECK(codes.allocate(values));
+    CHECK(scales.allocate(values / 32 * 4));
+    const swiglu_epilogue epilogue{(int8_t *)codes.pointer, (float *)scales.pointer, cuda->swiglu_counters, ffn};
+    const norm_step norm{hidden, hidden_length, delta, delta_length, norm_weight, norm_weight_length, eps};
+    CHECK(matmul_group(function, cuda, 2, out_pointers, out_lengths, normed, normed_length, rows, types, weight_pointers, weight_bytes, n_in, n_outs, 1, 0, nullptr,
+                       0, &norm, nullptr, nullptr, &epilogue));
+    const memra_cuda_q8_0_codes rounded = {(const int8_t *)codes.pointer, (const float *)scales.pointer};
+    return memra_cuda_matmul_with_codes(function, cuda, projected, projected_length, out_pointers[0], out_lengths[0], rows, down_type, down_weight, down_weight_bytes,
+                                        ffn, n_out, rounded);
 }
 
 extern "C" int memra_cuda_swiglu_matmul(memra_cuda * cuda, float * out, int64_t out_length, const float * gate, int64_t gate_length, const float * up,

@@ -246,6 +246,23 @@ MEMRA_CUDA_API int memra_cuda_attention_matmul(memra_cuda * cuda, float * projec
                                                int64_t head_dim, float scale, int weight_type, const void * weight, int64_t weight_bytes,
                                                int64_t n_out);
 
+/* memra_cuda_norm_matmul_shared with 2 weights, gate and up (outs, types, weights: 2 each, of `ffn`
+ * features), then memra_cuda_swiglu_matmul(projected, gate, up, down weight): the same results
+ * (normed, hidden, gate, up and projected), with the down projection's q8_0 rounding of
+ * silu(gate) · up done in the gate/up matrix-vector kernel (the last block of each 32 features)
+ * instead of a launch of its own. Only for q8_0 gate and up decoded on q8_0 codes (1 to 8 rows,
+ * one warp a feature), ffn a multiple of 32, and a down projection that reads q8_0 codes;
+ * else MEMRA_CUDA_ERROR_UNSUPPORTED and nothing is done. */
+/* 1 where memra_cuda_norm_swiglu_matmul takes these shapes and types on this context, else 0. */
+MEMRA_CUDA_API int memra_cuda_norm_swiglu_matmul_applies(memra_cuda * cuda, int64_t rows, int gate_type, int up_type, int64_t n_in, int64_t ffn,
+                                                         int down_type, int64_t n_out);
+MEMRA_CUDA_API int memra_cuda_norm_swiglu_matmul(memra_cuda * cuda, float * normed, int64_t normed_length, float * hidden, int64_t hidden_length,
+                                                 const float * delta, int64_t delta_length, const float * norm_weight, int64_t norm_weight_length,
+                                                 float eps, const uint64_t * outs, const int64_t * out_lengths, int64_t rows, const int32_t * types,
+                                                 const uint64_t * weights, const int64_t * weight_bytes, int64_t n_in, int64_t ffn, float * projected,
+                                                 int64_t projected_length, int down_type, const void * down_weight, int64_t down_weight_bytes,
+                                                 int64_t n_out);
+
 /* Kernel timings. memra_cuda_profile_begin starts recording a CUDA event after every kernel the
  * context launches (not while it captures a graph; a graph replay is not a kernel launch), up to
  * `capacity` launches, and first launches a kernel that holds the stream `hold_microseconds`, so

@@ -73,6 +73,23 @@ __device__ __forceinline__ void reduce_rows_and_store(float sum[ROWS], int lane,
     if (row_writer<ROWS>(lane) && row < rows) out[row * n_out + o] = sum[0];
 }
 
+/* SwiGLU's silu(g) · u exactly as swiglu_kernel computes it. */
+__device__ __forceinline__ float swiglu_value(float g, float u) { return __fmul_rn(g / (1.0f + expf(-g)), u); }
+
+/* Lane's value of q8_0 block b rounded into codes and the block's f16 scale (lane 0), every lane
+ * taking part: round_block's q8_0 codes. */
+__device__ __forceinline__ void round_q8_0_codes(int64_t b, int lane, float value, int8_t * __restrict__ codes, float * __restrict__ scales) {
+    float max = fabsf(value);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) max = fmaxf(max, __shfl_xor_sync(0xffffffffu, max, offset));
+    const float d = max / 127.0f;
+    const float d16 = __half2float(__float2half_rn(d));
+    const float inverse = max != 0.0f ? 127.0f / max : 0.0f;
+    const float q = rintf(__fmul_rn(value, inverse));
+    codes[b * 32 + lane] = (int8_t)q;
+    if (lane == 0) scales[b] = d16;
+}
+
 /* Up to MEMRA_CUDA_MMV_SEGMENTS weight matrices of one type multiplied by the same activations in
  * one launch (Q, K and V; gate and up): segment i's blocks start at first_block[i]. */
 struct matrix_segments {
@@ -247,11 +264,24 @@ struct q8_0_step {
  * the kernel before this one finishes (a Qwen3-0.6B-shaped row of 1,024 inputs is one step: the
  * whole row). Weights are uploaded by copies the host waits for, never written by a kernel, so no
  * earlier kernel's writes can be missed; activations are read only after the wait. */
-template <int ROWS, int STEPS, bool SPLIT>
+/* matrix_vector_q8_0_kernel<..., SWIGLU>'s epilogue (memra_cuda_norm_swiglu_matmul): segments 0
+ * and 1 are the gate and up projections of `ffn` features each ([rows, ffn], one warp a feature);
+ * the last of the 2 · 32 / MEMRA_CUDA_MMV_WARPS blocks to finish a group of 32 features (its
+ * counter's ticket) rounds silu(gate) · up of the group into the down projection's q8_0 codes, as
+ * round_activations_kernel with `up` would (round_q8_0_codes), and resets the counter. */
+struct swiglu_epilogue {
+    int8_t * codes;  /* [rows, ffn] */
+    float * scales;  /* [rows, ffn / 32] */
+    int * counters;  /* [ffn / 32], zeros */
+    int64_t ffn;
+};
+
+template <int ROWS, int STEPS, bool SPLIT, bool SWIGLU = false>
 __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_kernel(matrix_segments segments, const int8_t * __restrict__ codes,
                                                                                        const float * __restrict__ scales, int64_t row_bytes, int rows,
-                                                                                       int64_t n_in, int early_weights, int shift) {
+                                                                                       int64_t n_in, int early_weights, int shift, swiglu_epilogue epilogue) {
     if (!early_weights) memra_grid_dependencies();
+    static_assert(!(SPLIT && SWIGLU), "the SwiGLU epilogue takes one warp a feature");
     const int split_shift = SPLIT ? shift : 0; /* SPLIT false: the one-warp kernel, without the split's registers */
     const int lane = threadIdx.x & 31, quarter = lane & 3, warp = threadIdx.x >> 5;
     const segment_row target = segment_of(segments, split_shift);
@@ -269,7 +299,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_
     q8_0_step<STEPS> step;
     step.load(w, start < blocks ? start : 0, blocks, lane, quarter); /* an inactive warp loads row 0's (and uses nothing) */
     if (early_weights) memra_grid_dependencies();
-    if (!active && !SPLIT) return; /* a split block's warps all reach its barrier below */
+    if (!active && !SPLIT && !SWIGLU) return; /* a split or SwiGLU block's warps all reach its barrier below */
     float sum[ROWS];
 #pragma unroll
     for (int r = 0; r < ROWS; r++) sum[r] = 0.0f;
@@ -292,7 +322,27 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_
         }
     }
     if (!SPLIT) {
-        reduce_rows_and_store<ROWS>(sum, lane, rows, out, n_out, o);
+        if (active) reduce_rows_and_store<ROWS>(sum, lane, rows, out, n_out, o); /* (active is the warp's) */
+        if constexpr (SWIGLU) {
+            /* Every thread's stores visible device-wide, then one ticket for the block's group (its
+             * MEMRA_CUDA_MMV_WARPS features are in one: the host checks ffn % 32 == 0). */
+            __shared__ int ticket;
+            const int64_t group = (o - warp) / 32;
+            __threadfence();
+            __syncthreads();
+            if (threadIdx.x == 0) ticket = atomicAdd(&epilogue.counters[group], 1);
+            __syncthreads();
+            if (ticket != 2 * (32 / MEMRA_CUDA_MMV_WARPS) - 1) return;
+            __threadfence();
+            if (threadIdx.x == 0) epilogue.counters[group] = 0;
+            /* the other blocks' outputs through L2 (__ldcg: never a stale L1 line); warp w takes rows w, w + warps, ... */
+            const float * gate = segments.out[0];
+            const float * up = segments.out[1];
+            for (int r = warp; r < rows; r += MEMRA_CUDA_MMV_WARPS) {
+                const int64_t b = r * (epilogue.ffn / 32) + group;
+                round_q8_0_codes(b, lane, swiglu_value(__ldcg(gate + b * 32 + lane), __ldcg(up + b * 32 + lane)), epilogue.codes, epilogue.scales);
+            }
+        }
         return;
     }
     store_split_rows<ROWS>(sum, lane, rows, out, n_out, o, split_shift);
@@ -1094,9 +1144,9 @@ static __global__ void split_sum_kernel(float * __restrict__ out, const float * 
  * rounding reads the gate and up projections (memra_cuda_swiglu_matmul). */
 __device__ __forceinline__ float activation_at(const float * x, const float * up, int64_t i) {
     if (!up) return x[i];
-    const float g = x[i];
-    return __fmul_rn(g / (1.0f + expf(-g)), up[i]);
+    return swiglu_value(x[i], up[i]);
 }
+
 
 /* One q8 block (32 values, or 256 for q8_K) of the activations rounded by one warp: block b of x
  * (or of silu(x) · up), every lane taking part. The body of round_activations_kernel, shared with
@@ -1142,6 +1192,8 @@ __device__ __forceinline__ void round_block(int64_t b, int lane, float * __restr
             else ob[i * 32 + lane] = __fmul_rn(d, q);
         }
         if (CODES && lane == 0) scales[b] = d;
+    } else if constexpr (MODE == MEMRA_CUDA_ROUND_Q8_0 && CODES) {
+        round_q8_0_codes(b, lane, activation_at(x, up, base + lane), codes, scales);
     } else {
         const float value = activation_at(x, up, base + lane);
         float max = fabsf(value);

@@ -226,6 +226,26 @@ export interface Backend {
    */
   attentionMatmul?(projected: DeviceBuffer, out: DeviceBuffer, q: DeviceBuffer, kv: KVLayerView, shape: AttentionShape, weight: WeightHandle): void;
   /**
+   * Optional: rmsNormMatmuls(normed, hidden, delta, normWeight, eps, [gate, up], [gateWeight,
+   * upWeight], rows), then swigluMatmul(projected, gate, up, downWeight, rows), in one op with the
+   * same results (a dense SwiGLU feed-forward after its norm). A backend may decline (returning
+   * false: nothing was done), e.g. CUDA for weight types or row counts its fused kernel does not take.
+   */
+  rmsNormSwigluMatmul?(
+    normed: DeviceBuffer,
+    hidden: DeviceBuffer,
+    delta: DeviceBuffer | undefined,
+    normWeight: WeightHandle,
+    eps: number,
+    gate: DeviceBuffer,
+    up: DeviceBuffer,
+    gateWeight: WeightHandle,
+    upWeight: WeightHandle,
+    projected: DeviceBuffer,
+    downWeight: WeightHandle,
+    rows: number,
+  ): boolean;
+  /**
    * Optional: qkNormRopeWriteKV(q, k, v, qNorm, kNorm, positions, shape.heads, shape.kvHeads,
    * shape.headDim, eps, freqBase, kv.keys, kv.values, slots), then attentionMatmul(projected, out,
    * q, kv, shape, weight), in one op: the same out, projected and K/V storage, but q and k may be

@@ -629,6 +629,86 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     }
   }, 180_000);
 
+  it("rmsNormSwigluMatmul gives rmsNormMatmuls then swigluMatmul bit for bit, one launch fewer", () => {
+    const upload = (name: string, type: GGMLType, nIn: number, nOut: number, seed: number) => {
+      const data = weightBytes(type, normals(nIn * nOut, seed, 0.05), seed + 1);
+      return backend.uploadWeight(tensorInfo(name, type, [nIn, nOut], data), data);
+    };
+    const f32 = (n: number, seed: number) => {
+      const data = new Uint8Array(normals(n, seed, 1).buffer);
+      return backend.uploadWeight(tensorInfo("norm", GGMLType.F32, [n], data), data);
+    };
+    const buffer = (n: number, seed: number) => {
+      const b = backend.allocate(n);
+      backend.write(b, normals(n, seed, 2));
+      return b;
+    };
+    // Qwen3-0.6B's FFN widths (1,024 → 3,072 → 1,024) and a small one; 1, 2, 3 and 8 rows (each
+    // of the kernel's row counts); with and without the pending residual; q8_0 and q4_0 down
+    for (const [nIn, ffn] of [
+      [256, 512],
+      [1024, 3072],
+    ] as const) {
+      const [gateWeight, upWeight] = [upload("gate", GGMLType.Q8_0, nIn, ffn, 400 + nIn), upload("up", GGMLType.Q8_0, nIn, ffn, 410 + nIn)];
+      const norm = f32(nIn, 420 + nIn);
+      for (const downType of [GGMLType.Q8_0, GGMLType.Q4_0]) {
+        const downWeight = upload("down", downType, ffn, nIn, 430 + downType);
+        for (const rows of [1, 2, 3, 8]) {
+          for (const residual of [true, false]) {
+            const what = `${nIn} → ${ffn}, ${rows} rows, ${ggmlTypeName(downType)} down${residual ? ", with the residual" : ""}`;
+            const seed = 440 + rows + ffn;
+            const [hidden1, hidden2] = [buffer(rows * nIn, seed), buffer(rows * nIn, seed)];
+            const [delta1, delta2] = [buffer(rows * nIn, seed + 1), buffer(rows * nIn, seed + 1)];
+            const [normed1, normed2, projected1, projected2] = [0, 1, 2, 3].map(() => backend.allocate(rows * nIn));
+            const [gate1, up1, gate2, up2] = [0, 1, 2, 3].map(() => backend.allocate(rows * ffn));
+            const together = backend.rmsNormSwigluMatmul(normed1!, hidden1, residual ? delta1 : undefined, norm, 1e-6, gate1!, up1!, gateWeight, upWeight, projected1!, downWeight, rows);
+            expect(together, what).toBe(true);
+            backend.rmsNormMatmuls(normed2!, hidden2, residual ? delta2 : undefined, norm, 1e-6, [gate2!, up2!], [gateWeight, upWeight], rows);
+            backend.swigluMatmul(projected2!, gate2!, up2!, downWeight, rows);
+            for (const [name, a, b] of [
+              ["normed", normed1, normed2],
+              ["hidden", hidden1, hidden2],
+              ["gate", gate1, gate2],
+              ["up", up1, up2],
+              ["projected", projected1, projected2],
+            ] as const) {
+              expect(firstDifference(backend.read(a!), backend.read(b!)), `${what}: ${name}`).toBe(-1);
+            }
+          }
+        }
+      }
+    }
+    // declined (false, nothing done): 9 rows (the GEMM), a q4_K gate, a q4_K down (q8_K codes), the option off
+    const [nIn, ffn] = [256, 512];
+    const [q8Gate, q8Up, q8Down] = [upload("gate", GGMLType.Q8_0, nIn, ffn, 1), upload("up", GGMLType.Q8_0, nIn, ffn, 2), upload("down", GGMLType.Q8_0, ffn, nIn, 3)];
+    const norm = f32(nIn, 4);
+    const [hidden, normed, projected, gate, up] = [nIn, nIn, nIn, ffn, ffn].map((n) => backend.allocate(9 * n));
+    const call = (b: CudaBackend, rows: number, gateWeight = q8Gate, downWeight = q8Down) =>
+      b.rmsNormSwigluMatmul(normed!, hidden!, undefined, norm, 1e-6, gate!, up!, gateWeight, q8Up, projected!, downWeight, rows);
+    expect(call(backend, 9)).toBe(false);
+    expect(call(backend, 1, upload("gate", GGMLType.Q4_K, nIn, ffn, 5))).toBe(false);
+    expect(call(backend, 1, q8Gate, upload("down", GGMLType.Q4_K, ffn, nIn, 6))).toBe(false);
+    expect(() => call(backend, 1, q8Gate, upload("down", GGMLType.Q8_0, 256, nIn, 7))).toThrow(/gate, up and down weights of 512, 512 and 256 features/);
+    const off = CudaBackend.create({ fusedFeedForward: false });
+    try {
+      expect(off.fusedFeedForward).toBe(false);
+      expect(off.rmsNormSwigluMatmul(normed!, hidden!, undefined, norm, 1e-6, gate!, up!, q8Gate, q8Up, projected!, q8Down, 1)).toBe(false);
+    } finally {
+      off.dispose();
+    }
+    const nodes = (record: () => void) => {
+      const graph = backend.captureGraph!(record) as BackendGraph & { nodes: number };
+      graph.dispose();
+      return graph.nodes;
+    };
+    const together = nodes(() => call(backend, 1));
+    const apart = nodes(() => {
+      backend.rmsNormMatmuls(normed!, hidden!, undefined, norm, 1e-6, [gate!, up!], [q8Gate, q8Up], 1);
+      backend.swigluMatmul(projected!, gate!, up!, q8Down, 1);
+    });
+    expect(together).toBe(apart - 1);
+  }, 240_000);
+
   it("profileKernels lists each eager launch with its GPU time, in order, none of a graph replay", () => {
     const data = quantize(GGMLType.Q8_0, normals(256 * 64, 31, 0.1));
     const w = backend.uploadWeight(tensorInfo("w", GGMLType.Q8_0, [256, 64], data), data);

@@ -56,6 +56,12 @@ export interface CudaBackendOptions {
    * MEMRA_CUDA_FUSED_ATTENTION=0) or in a launch of their own before it (false: that op declines).
    */
   readonly fusedAttention?: boolean;
+  /**
+   * Round a decode step's SwiGLU for the down projection in the gate/up matrix-vector kernel
+   * (rmsNormSwigluMatmul: one launch fewer per layer; true, the default unless
+   * MEMRA_CUDA_FUSED_FFN=0) or in a launch of its own (false: that op declines).
+   */
+  readonly fusedFeedForward?: boolean;
 }
 
 /** An f32 buffer in device memory. */
@@ -174,6 +180,8 @@ export class CudaBackend implements Backend {
     readonly graphs: boolean,
     /** Whether qkNormRopeAttentionMatmul runs (CudaBackendOptions.fusedAttention). */
     readonly fusedAttention: boolean,
+    /** Whether rmsNormSwigluMatmul runs (CudaBackendOptions.fusedFeedForward). */
+    readonly fusedFeedForward: boolean,
   ) {
     this.handle = handle;
     if (graphs) this.captureGraph = (record) => this.capture(record);
@@ -199,7 +207,8 @@ export class CudaBackend implements Backend {
     }
     const graphs = options.graphs ?? process.env.MEMRA_CUDA_GRAPHS !== "0";
     const fusedAttention = options.fusedAttention ?? process.env.MEMRA_CUDA_FUSED_ATTENTION !== "0";
-    return new CudaBackend(library, context, device, graphs, fusedAttention);
+    const fusedFeedForward = options.fusedFeedForward ?? process.env.MEMRA_CUDA_FUSED_FFN !== "0";
+    return new CudaBackend(library, context, device, graphs, fusedAttention, fusedFeedForward);
   }
 
   /**
@@ -500,6 +509,67 @@ export class CudaBackend implements Backend {
   }
 
   /** Fills groupArguments for a group of weights of one input; returns their count. */
+  /**
+   * rmsNormMatmuls with gate and up, then swigluMatmul into projected, with the down projection's
+   * q8_0 rounding of silu(gate) · up done by the gate/up kernel (memra_cuda_norm_swiglu_matmul).
+   * Declines (false, nothing done) where that kernel does not apply: gate or up not q8_0, more than 8
+   * rows, a down projection that does not read q8_0 codes, fusedFeedForward off.
+   */
+  rmsNormSwigluMatmul(
+    normed: DeviceBuffer,
+    hidden: DeviceBuffer,
+    delta: DeviceBuffer | undefined,
+    normWeight: WeightHandle,
+    eps: number,
+    gate: DeviceBuffer,
+    up: DeviceBuffer,
+    gateWeight: WeightHandle,
+    upWeight: WeightHandle,
+    projected: DeviceBuffer,
+    downWeight: WeightHandle,
+    rows: number,
+  ): boolean {
+    const op = "rmsNormSwigluMatmul";
+    if (!this.fusedFeedForward) return false;
+    const [g, u, down] = [asWeight(gateWeight), asWeight(upWeight), asWeight(downWeight)];
+    const ffn = g.shape[1] ?? 1;
+    if ((u.shape[1] ?? 1) !== ffn || down.shape[0] !== ffn) throw new RangeError(`${op}: gate, up and down weights of ${ffn}, ${u.shape[1] ?? 1} and ${down.shape[0]} features`);
+    if (this.library.symbols.memra_cuda_norm_swiglu_matmul_applies(this.context(), rows, g.type, u.type, g.shape[0]!, ffn, down.type, down.shape[1] ?? 1) !== 1) return false;
+    this.groupArgumentsOf(op, [gate, up], [gateWeight, upWeight]);
+    const [n, h, p] = [asBuffer(normed), asBuffer(hidden), asBuffer(projected)];
+    const d = delta === undefined ? undefined : asBuffer(delta);
+    const w = asWeight(normWeight);
+    const a = this.groupArguments;
+    this.library.call(
+      "memra_cuda_norm_swiglu_matmul",
+      this.context(),
+      n.pointer as Pointer,
+      n.length,
+      h.pointer as Pointer,
+      h.length,
+      (d?.pointer ?? null) as Pointer,
+      d?.length ?? 0,
+      this.f32Weight(w) as Pointer,
+      w.elementCount,
+      eps,
+      ptr(a.outs),
+      ptr(a.outLengths),
+      rows,
+      ptr(a.types),
+      ptr(a.weights),
+      ptr(a.weightBytes),
+      a.nIn,
+      ffn,
+      p.pointer as Pointer,
+      p.length,
+      down.type,
+      down.pointer as Pointer,
+      down.byteLength,
+      down.shape[1] ?? 1,
+    );
+    return true;
+  }
+
   private groupArgumentsOf(op: string, outs: readonly DeviceBuffer[], weights: readonly WeightHandle[]): number {
     const count = outs.length;
     if (count !== weights.length) throw new RangeError(`${op}: ${count} outputs for ${weights.length} weights`);

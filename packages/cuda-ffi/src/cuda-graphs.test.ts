@@ -289,22 +289,24 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
     const expected = run(false);
     const actual = run(true);
     expect(nodes.length).toBeGreaterThanOrEqual(1);
-    // Dense: the embedding, 10 kernels per layer ((add+)norm with the Q/K/V rounding + one launch,
-    // QK-norm+RoPE with the K and V write, split attention (its last split merging the others), O
-    // rounding + matvec (head_dim 16: not rounded by the attention), add+norm with the gate/up
-    // rounding + one launch, SwiGLU-in-rounding + down) and the final add+norm; the 5 inputs are
-    // copied by the replay, in one copy before the graph.
-    if (preset === "tiny") for (const count of nodes) expect(count).toBe(1 + 2 * 10 + 1);
+    // Dense: the embedding, 9 kernels per layer ((add+)norm with the Q/K/V rounding + one launch,
+    // QK-norm+RoPE with the K and V write (head_dim 16: not in the attention kernel), split
+    // attention (its last split merging the others), O rounding + matvec (head_dim 16: not rounded
+    // by the attention), add+norm with the gate/up rounding + one launch rounding SwiGLU for down,
+    // down) and the final add+norm; the 5 inputs are copied by the replay, in one copy before the
+    // graph.
+    if (preset === "tiny") for (const count of nodes) expect(count).toBe(1 + 2 * 9 + 1);
     for (let i = 0; i < expected.length; i++) expect(firstDifference(actual[i]!, expected[i]!), `logits ${i}`).toBe(-1);
   }, 240_000); // whole models on the emulator: ~35 s each alone, twice that on a busy machine
 
-  it("a model with head_dim 64 decodes with QK-norm, RoPE and the K/V write in the attention kernel: the logits of the ops apart, one node fewer a layer", async () => {
-    // small: 2 layers, hidden 256, 4 heads of 64 over 2 KV heads; prompts (several rows: the ops
-    // apart) then batched decode steps (one row per sequence: qkNormRopeAttentionMatmul)
+  it("a model with head_dim 64 decodes with QK-norm, RoPE and the K/V write in the attention kernel and SwiGLU's rounding in gate/up: the logits of the ops apart, two nodes fewer a layer", async () => {
+    // small: 2 layers, hidden 256, 4 heads of 64 over 2 KV heads, FFN 512; prompts (several rows:
+    // the ops apart) then batched decode steps (one row per sequence: qkNormRopeAttentionMatmul,
+    // rmsNormSwigluMatmul)
     const path = await syntheticModelFile(resolveOptions("small", { weightType: "q8_0" }));
-    const run = (fusedAttention: boolean, graphs: boolean) => {
+    const run = (fused: boolean, graphs: boolean) => {
       const nodes: number[] = [];
-      const backend = CudaBackend.create({ fusedAttention, graphs });
+      const backend = CudaBackend.create({ fusedAttention: fused, fusedFeedForward: fused, graphs });
       if (backend.captureGraph) {
         const capture = backend.captureGraph;
         (backend as { captureGraph?: typeof capture }).captureGraph = (record) => {
@@ -335,10 +337,10 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
     }
     // per layer: (add+)norm with the Q/K/V rounding + one launch, split attention with QK-norm,
     // RoPE and the K/V write, rounding O's codes, O, add+norm with the gate/up rounding + one
-    // launch, SwiGLU-in-rounding + down (apart: QK-norm+RoPE with the K/V write a ninth); with the
-    // embedding and the final add+norm
+    // launch rounding SwiGLU for down, down (apart: QK-norm+RoPE with the K/V write, and
+    // SwiGLU-in-rounding, two more); with the embedding and the final add+norm
     expect(fusedGraphs.nodes.length).toBeGreaterThanOrEqual(1);
-    for (const count of fusedGraphs.nodes) expect(count).toBe(1 + 2 * 8 + 1);
+    for (const count of fusedGraphs.nodes) expect(count).toBe(1 + 2 * 7 + 1);
   }, 240_000);
 
   it("greedy decode through graphs picks on the device the argmax of the logits decode op by op gives", async () => {

@@ -99,6 +99,14 @@ export const MEMRA_CUDA_SYMBOLS = {
     args: [ptr, ptr, i64, ptr, i64, ptr, i64, i32, ptr, ptr, i64, i64, ptr, i64, ptr, i64, i64, i64, i64, i64, f32, i32, ptr, i64, i64, ptr],
     returns: i32,
   },
+  // (cuda, rows, gate_type, up_type, n_in, ffn, down_type, n_out) → 1 or 0, not a status
+  memra_cuda_norm_swiglu_matmul_applies: { args: [ptr, i64, i32, i32, i64, i64, i32, i64], returns: i32 },
+  // (cuda, normed, normed_length, hidden, hidden_length, delta, delta_length, norm_weight, norm_weight_length, eps, outs, out_lengths, rows, types,
+  //  weights, weight_bytes, n_in, ffn, projected, projected_length, down_type, down_weight, down_weight_bytes, n_out)
+  memra_cuda_norm_swiglu_matmul: {
+    args: [ptr, ptr, i64, ptr, i64, ptr, i64, ptr, i64, f32, ptr, ptr, i64, ptr, ptr, ptr, i64, i64, ptr, i64, i32, ptr, i64, i64],
+    returns: i32,
+  },
   // (cuda, out, out_length, gate, gate_length, up, up_length, length)
   memra_cuda_swiglu: { args: [ptr, ptr, i64, ptr, i64, ptr, i64, i64], returns: i32 },
   // (cuda, out, out_length, a, a_length, b, b_length, length)

@@ -292,6 +292,18 @@ export interface FeedForward {
    * outputs.
    */
   readonly projections?: { readonly outs: readonly DeviceBuffer[]; readonly weights: readonly WeightHandle[] };
+  /**
+   * A dense SwiGLU FFN's buffers and weights: the layer then first offers the norm and the whole FFN
+   * to the backend as one op (Backend.rmsNormSwigluMatmul), and runs projections + forward() only
+   * where it declines.
+   */
+  readonly swiglu?: {
+    readonly gate: DeviceBuffer;
+    readonly up: DeviceBuffer;
+    readonly gateWeight: WeightHandle;
+    readonly upWeight: WeightHandle;
+    readonly downWeight: WeightHandle;
+  };
   forward(backend: Backend, s: Scratch, rows: number): void;
 }
 
@@ -324,6 +336,7 @@ export function denseFeedForward(d: ModelDimensions, feedForwardLength: number):
         ffn_norm,
         recordableRows: Number.POSITIVE_INFINITY,
         projections: { outs: [gate, up], weights: [ffn_gate, ffn_up] },
+        swiglu: { gate, up, gateWeight: ffn_gate, upWeight: ffn_up, downWeight: ffn_down },
         forward(b, s, rows) {
           // gate and up hold the projections (run with the norm)
           if (b.swigluMatmul) b.swigluMatmul(s.projected, gate, up, ffn_down, rows);
@@ -835,9 +848,16 @@ export class Transformer {
       const { attention, feedForward } = this.layers[layer]!;
       attentionBlock(backend, d, attention, s, rows, positions, layout, layer, pending);
       const projections = feedForward.projections;
-      if (projections) normAndMatmuls(backend, d, s, true, feedForward.ffn_norm, projections.outs, projections.weights, rows);
-      else addAndNorm(backend, d, s, true, feedForward.ffn_norm, rows);
-      feedForward.forward(backend, s, rows);
+      const swiglu = feedForward.swiglu;
+      // The norm and the whole dense FFN in one op where the backend takes it (CUDA: a decode step).
+      const together =
+        swiglu !== undefined &&
+        backend.rmsNormSwigluMatmul?.(s.normed, s.hidden, s.projected, feedForward.ffn_norm, d.eps, swiglu.gate, swiglu.up, swiglu.gateWeight, swiglu.upWeight, s.projected, swiglu.downWeight, rows) === true;
+      if (!together) {
+        if (projections) normAndMatmuls(backend, d, s, true, feedForward.ffn_norm, projections.outs, projections.weights, rows);
+        else addAndNorm(backend, d, s, true, feedForward.ffn_norm, rows);
+        feedForward.forward(backend, s, rows);
+      }
       pending = true;
     }
     if (this.outputBackend !== backend) moveTo(this.outputBackend, this.outputScratch);
