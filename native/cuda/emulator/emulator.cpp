@@ -294,10 +294,12 @@ static void switch_between(fiber * from, fiber * to, bool finished) {
 
 /* The next fiber to run after index `from` in round-robin order, or NULL when none is left or a
  * whole round has passed without any thread arriving anywhere (a deadlock: block.deadlocked). */
-/* MEMRA_CUDA_EMULATOR_SCHEDULE: the order in which a block's threads run between collectives.
- * "forward" (default) runs thread 0 first; "reverse" and "random" (a shuffle per block and launch)
- * make a kernel that reads shared or global memory another thread writes without a barrier
- * between them see a different interleaving, so that such a race changes its results. */
+/* MEMRA_CUDA_EMULATOR_SCHEDULE: the order in which a block's threads run between collectives, and
+ * a launch's blocks one after another. "forward" (default) runs thread 0 and block 0 first;
+ * "reverse" and "random" (a shuffle per block and launch) make a kernel that reads shared or global
+ * memory another thread writes without a barrier between them see a different interleaving, so
+ * that such a race changes its results, and one that counts on blocks finishing in index order
+ * see them finish in another. */
 enum schedule_kind { SCHEDULE_FORWARD, SCHEDULE_REVERSE, SCHEDULE_RANDOM };
 static schedule_kind schedule_from_environment() {
     const char * named = getenv("MEMRA_CUDA_EMULATOR_SCHEDULE");
@@ -325,6 +327,28 @@ static void arrange_schedule(int threads, uint64_t block_number) {
         }
     }
     for (int i = 0; i < threads; i++) block.position[block.order[i]] = i;
+}
+
+/* The order a launch's blocks run in under the schedule: empty for forward (index order). */
+static std::vector<uint64_t> arrange_blocks(uint64_t count) {
+    static const schedule_kind kind = schedule_from_environment();
+    std::vector<uint64_t> order;
+    if (kind == SCHEDULE_FORWARD || count < 2) return order;
+    order.resize(count);
+    for (uint64_t i = 0; i < count; i++) order[i] = kind == SCHEDULE_REVERSE ? count - 1 - i : i;
+    if (kind == SCHEDULE_RANDOM) {
+        uint64_t state = (launches_started + 1) * 0x94d049bb133111ebull;
+        for (uint64_t i = count - 1; i > 0; i--) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            const uint64_t j = state % (i + 1);
+            const uint64_t t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+        }
+    }
+    return order;
 }
 
 static fiber * next_fiber(int from) {
@@ -660,44 +684,47 @@ static cudaError_t execute_blocks(dim3 grid, dim3 block_size, size_t shared_byte
     block.count = (int)threads;
     block.fibers.resize(threads);
     block.warps.resize((threads + 31) / 32);
-    for (unsigned z = 0; z < grid.z && !launch_failed; z++) {
-        for (unsigned y = 0; y < grid.y && !launch_failed; y++) {
-            for (unsigned x = 0; x < grid.x && !launch_failed; x++) {
-                block_idx = uint3{x, y, z};
-                if (shared_bytes > 0) memset(dynamic_shared.data(), 0xff, shared_bytes);
-                for (uint64_t t = 0; t < threads; t++) {
-                    fiber & f = block.fibers[t];
-                    f.state.thread_idx = uint3{(unsigned)(t % block_size.x), (unsigned)(t / block_size.x % block_size.y), (unsigned)(t / ((uint64_t)block_size.x * block_size.y))};
-                    f.state.lane = (int)(t & 31);
-                    f.state.warp = (int)(t >> 5);
-                    f.stack = stacks[t];
-                    f.done = 0;
-                    start_fiber(f);
-                }
-                for (size_t w = 0; w < block.warps.size(); w++) {
-                    const uint64_t lanes = threads - w * 32 >= 32 ? 32 : threads - w * 32;
-                    block.warps[w].live = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
-                    block.warps[w].waiting = block.warps[w].arrived = 0;
-                }
-                block.live = (int)threads;
-                block.barrier_arrived = 0;
-                block.deadlocked = false;
-                block.round_progress = block.progress - 1;
-                arrange_schedule((int)threads, ((uint64_t)z * grid.y + y) * grid.x + x);
-                switch_between(nullptr, &block.fibers[block.order[0]], false); /* back when every thread has exited, or on a deadlock */
-                if (block.deadlocked) {
-                    int in_warp = 0;
-                    for (const warp_state & w : block.warps) in_warp += __builtin_popcount(w.waiting);
-                    fail("%s: deadlock in block (%u, %u, %u): %d threads wait at __syncthreads, %d in warp collectives, %d have exited", kernel_name, x, y, z,
-                         block.barrier_arrived, in_warp, block.count - block.live);
+    /* Blocks run one after another in the schedule's order too (forward; reverse: the last block
+     * first; random: a shuffle per launch), so that a kernel that counts on blocks finishing in
+     * index order (rather than on a ticket) gives other results under another schedule. */
+    const uint64_t block_count = (uint64_t)grid.x * grid.y * grid.z;
+    const std::vector<uint64_t> block_order = arrange_blocks(block_count);
+    for (uint64_t n = 0; n < block_count && !launch_failed; n++) {
+        const uint64_t linear = block_order.empty() ? n : block_order[n];
+        const unsigned x = (unsigned)(linear % grid.x), y = (unsigned)(linear / grid.x % grid.y), z = (unsigned)(linear / ((uint64_t)grid.x * grid.y));
+        block_idx = uint3{x, y, z};
+        if (shared_bytes > 0) memset(dynamic_shared.data(), 0xff, shared_bytes);
+        for (uint64_t t = 0; t < threads; t++) {
+            fiber & f = block.fibers[t];
+            f.state.thread_idx = uint3{(unsigned)(t % block_size.x), (unsigned)(t / block_size.x % block_size.y), (unsigned)(t / ((uint64_t)block_size.x * block_size.y))};
+            f.state.lane = (int)(t & 31);
+            f.state.warp = (int)(t >> 5);
+            f.stack = stacks[t];
+            f.done = 0;
+            start_fiber(f);
+        }
+        for (size_t w = 0; w < block.warps.size(); w++) {
+            const uint64_t lanes = threads - w * 32 >= 32 ? 32 : threads - w * 32;
+            block.warps[w].live = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1;
+            block.warps[w].waiting = block.warps[w].arrived = 0;
+        }
+        block.live = (int)threads;
+        block.barrier_arrived = 0;
+        block.deadlocked = false;
+        block.round_progress = block.progress - 1;
+        arrange_schedule((int)threads, ((uint64_t)z * grid.y + y) * grid.x + x);
+        switch_between(nullptr, &block.fibers[block.order[0]], false); /* back when every thread has exited, or on a deadlock */
+        if (block.deadlocked) {
+            int in_warp = 0;
+            for (const warp_state & w : block.warps) in_warp += __builtin_popcount(w.waiting);
+            fail("%s: deadlock in block (%u, %u, %u): %d threads wait at __syncthreads, %d in warp collectives, %d have exited", kernel_name, x, y, z,
+                 block.barrier_arrived, in_warp, block.count - block.live);
 #ifdef MEMRA_EMU_ASAN
-                    /* The waiting threads are abandoned mid-call, as by a longjmp: their frames'
-                     * redzones would stay poisoned in the stacks that the next threads reuse. */
-                    for (const fiber & f : block.fibers)
-                        if (!f.done) __asan_unpoison_memory_region(f.stack, STACK_BYTES);
+            /* The waiting threads are abandoned mid-call, as by a longjmp: their frames'
+             * redzones would stay poisoned in the stacks that the next threads reuse. */
+            for (const fiber & f : block.fibers)
+                if (!f.done) __asan_unpoison_memory_region(f.stack, STACK_BYTES);
 #endif
-                }
-            }
         }
     }
     block.running = nullptr;

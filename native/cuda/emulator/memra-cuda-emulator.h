@@ -16,9 +16,10 @@
  * threads wait at different barriers forever) fails the launch with a message that
  * cudaGetLastError() then reports, as a bad launch would.
  *
- * The threads of a block run in order (thread 0 first) between collectives unless
- * MEMRA_CUDA_EMULATOR_SCHEDULE is "reverse" or "random": a race (a read of memory another thread
- * writes, without a barrier between them) then sees another interleaving and changes results.
+ * The threads of a block run in order (thread 0 first) between collectives, and a launch's blocks
+ * in index order, unless MEMRA_CUDA_EMULATOR_SCHEDULE is "reverse" or "random": a race (a read of
+ * memory another thread writes, without a barrier between them) then sees another interleaving and
+ * changes results, and so does a kernel that counts on its blocks finishing in index order.
  *
  * Streams run what is issued on them at once (stream order is program order), except while a stream
  * captures (cudaStreamBeginCapture .. cudaStreamEndCapture): then its kernel launches,

@@ -25,6 +25,9 @@ includes="-I$here/.. -I$here/../../include"
 emulated="-x c++ -std=c++17 -ffp-contract=off -fno-strict-aliasing -Wall -Wextra -Wno-unknown-pragmas -Werror -DMEMRA_CUDA_EMULATED=1 -I$here/../emulator/include $includes"
 emulator_sources="$here/test-emulator.cpp $here/../emulator/emulator.cpp"
 "$CXX" -O2 $emulated $emulator_sources -pthread -o "$build/test-emulator"
+# threads and blocks in other orders (MEMRA_CUDA_EMULATOR_SCHEDULE): the same checks hold
+MEMRA_CUDA_EMULATOR_SCHEDULE=reverse "$build/test-emulator" reverse
+MEMRA_CUDA_EMULATOR_SCHEDULE=random "$build/test-emulator" random
 "$build/test-emulator"
 # A compiler without the ASan runtime skips this run; the plain build above has already caught
 # any error in the sources.

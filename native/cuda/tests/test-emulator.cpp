@@ -27,6 +27,8 @@
 #include <time.h>
 
 #include <thread>
+#include <algorithm>
+#include <string>
 #include <vector>
 
 static int checks, failures;
@@ -271,6 +273,37 @@ static void test_block_barrier() {
         }
         CHECK(mismatches == 0, "__syncthreads in blocks of (%u, %u, %u): %d wrong threads", shape.x, shape.y, shape.z, mismatches);
     }
+}
+
+/* Each block's place in the launch's order of blocks (a ticket), by linear block index. */
+__global__ void block_order_kernel(int * counter, int * place) {
+    if (threadIdx.x == 0) place[(blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x] = atomicAdd(counter, 1);
+}
+
+/* Blocks run in index order, last first, or shuffled, as MEMRA_CUDA_EMULATOR_SCHEDULE says (run.sh
+ * runs this program under each): every block exactly once either way. */
+static void test_block_order() {
+    const char * named = getenv("MEMRA_CUDA_EMULATOR_SCHEDULE");
+    const std::string schedule = named ? named : "forward";
+    const dim3 grid(5, 3, 2);
+    const int count = 30;
+    std::vector<int> place(count, -1);
+    int counter = 0;
+    MEMRA_LAUNCH(grid, 64, 0, 0, block_order_kernel)(&counter, place.data());
+    EXPECT_LAUNCH_OK("block_order_kernel");
+    std::vector<int> sorted(place);
+    std::sort(sorted.begin(), sorted.end());
+    bool permutation = counter == count;
+    for (int i = 0; i < count; i++) permutation = permutation && sorted[i] == i;
+    CHECK(permutation, "blocks of a (5, 3, 2) grid: each runs once (%d ran)", counter);
+    int forward = 0, reverse = 0;
+    for (int i = 0; i < count; i++) {
+        forward += place[i] == i;
+        reverse += place[i] == count - 1 - i;
+    }
+    if (schedule == "reverse") CHECK(reverse == count, "schedule reverse: the last block first (%d of %d in place)", reverse, count);
+    else if (schedule == "random") CHECK(forward < count && reverse < count, "schedule random: the blocks shuffled (%d in index order)", forward);
+    else CHECK(forward == count, "schedule forward: blocks in index order (%d of %d in place)", forward, count);
 }
 
 /* Dynamic shared memory: unwritten, it reads as the emulator's NaN pattern (refilled for every
@@ -677,7 +710,11 @@ static void test_errors() {
     EXPECT_RECOVERED("a shuffle from a lane outside the mask");
 
     MEMRA_LAUNCH(1, 32, 0, 0, exited_lane_mma_kernel)(floats.data());
-    EXPECT_LAUNCH_ERROR("mma with an exited lane", cudaErrorLaunchFailure, "mma.sync");
+    /* lanes in index order reach the mma after lane 0 has exited (the mma names itself); in another
+     * order lane 0 may exit while the others wait in it */
+    const char * schedule = getenv("MEMRA_CUDA_EMULATOR_SCHEDULE");
+    const bool forward = !schedule || (strcmp(schedule, "reverse") != 0 && strcmp(schedule, "random") != 0);
+    EXPECT_LAUNCH_ERROR("mma with an exited lane", cudaErrorLaunchFailure, forward ? "mma.sync" : "exited");
     EXPECT_RECOVERED("mma with an exited lane");
 
     MEMRA_LAUNCH(1, 1025, 0, 0, trivial_kernel)(out.data());
@@ -1284,9 +1321,12 @@ static void test_capture() {
 int main(int argc, char ** argv) {
     if (argc > 0 && strrchr(argv[0], '/')) program = strrchr(argv[0], '/') + 1;
     else if (argc > 0) program = argv[0];
+    static std::string named; /* run.sh names the schedule it runs this under: "test-emulator reverse" */
+    if (argc > 1) program = (named = std::string(program) + " " + argv[1]).c_str();
     test_conversions();
     test_small_int_to_float();
     test_block_barrier();
+    test_block_order();
     test_dynamic_shared();
     test_exited_threads();
     test_warp_collectives();
