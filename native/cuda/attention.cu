@@ -87,6 +87,24 @@ extern "C" int memra_cuda_kv_write_pair(memra_cuda * cuda, int type, void * keys
     return kv_write("memra_cuda_kv_write_pair", cuda, type, storages, 2, storage_bytes, width, slots, count, sources, lengths);
 }
 
+/* The K/V write of a QK-norm-and-RoPE op (memra_cuda_qk_norm_rope_kv, and fused into the attention):
+ * v's size, the storages and the rows' slots checked; *kv_needed (rows · kv_heads · head_dim),
+ * *row_bytes and *storage_slots out. */
+static int check_kv_targets(const char * function, int type, int64_t rows, int64_t kv_heads, int64_t head_dim, const float * v, int64_t v_length,
+                            const void * keys, const void * values, int64_t storage_bytes, const int32_t * slots, int64_t * kv_needed, int64_t * row_bytes,
+                            int64_t * storage_slots) {
+    int64_t kv_width = 0;
+    CHECK(memra_cuda_check_product(function, "kv_heads * head_dim", kv_heads, head_dim, &kv_width));
+    CHECK(memra_cuda_check_product(function, "rows * kv_heads * head_dim", rows, kv_width, kv_needed));
+    CHECK(check_kv_type(function, type, kv_width, row_bytes));
+    CHECK(memra_cuda_check_buffer(function, "v", v, v_length, *kv_needed));
+    if (storage_bytes < 0 || (storage_bytes > 0 && (!keys || !values))) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: storage is NULL", function);
+    if (keys == values && rows > 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: keys and values are one storage", function);
+    if (rows > 0 && !slots) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: slots is NULL", function);
+    *storage_slots = storage_bytes / *row_bytes;
+    return check_slots(function, slots, rows, *storage_slots);
+}
+
 extern "C" int memra_cuda_qk_norm_rope_kv(memra_cuda * cuda, float * q, int64_t q_length, float * k, int64_t k_length, const float * v, int64_t v_length,
                                           const float * q_weight, const float * k_weight, int64_t weight_length, const int32_t * positions, int64_t rows,
                                           int64_t heads, int64_t kv_heads, int64_t head_dim, float eps, float freq_base, int type, void * keys, void * values,
@@ -98,20 +116,12 @@ extern "C" int memra_cuda_qk_norm_rope_kv(memra_cuda * cuda, float * q, int64_t 
     if (type == MEMRA_CUDA_TYPE_Q8_0 && head_dim % 32 != 0) {
         FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: head_dim %lld with a q8_0 cache (a head must be whole 32-value blocks)", function, (long long)head_dim);
     }
-    int64_t kv_width = 0, kv_needed = 0, row_bytes = 0;
-    CHECK(memra_cuda_check_product(function, "kv_heads * head_dim", kv_heads, head_dim, &kv_width));
-    CHECK(memra_cuda_check_product(function, "rows * kv_heads * head_dim", rows, kv_width, &kv_needed));
-    CHECK(check_kv_type(function, type, kv_width, &row_bytes));
-    CHECK(memra_cuda_check_buffer(function, "v", v, v_length, kv_needed));
+    int64_t kv_needed = 0, row_bytes = 0, storage_slots = 0;
+    CHECK(check_kv_targets(function, type, rows, kv_heads, head_dim, v, v_length, keys, values, storage_bytes, slots, &kv_needed, &row_bytes, &storage_slots));
     const uintptr_t qa = (uintptr_t)q, ka = (uintptr_t)k, va = (uintptr_t)v, q_bytes = (uintptr_t)(rows * heads * head_dim) * 4, kv_bytes = (uintptr_t)kv_needed * 4;
     if (rows > 0 && ((qa < va + kv_bytes && va < qa + q_bytes) || (ka < va + kv_bytes && va < ka + kv_bytes))) {
         FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: v overlaps q or k", function);
     }
-    if (storage_bytes < 0 || (storage_bytes > 0 && (!keys || !values))) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: storage is NULL", function);
-    if (keys == values && rows > 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: keys and values are one storage", function);
-    if (rows > 0 && !slots) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: slots is NULL", function);
-    const int64_t storage_slots = storage_bytes / row_bytes;
-    CHECK(check_slots(function, slots, rows, storage_slots));
     if (rows == 0) return MEMRA_CUDA_OK;
     const void * hosts[2] = {positions, slots};
     const int64_t sizes[2] = {rows * 4, rows * 4};
@@ -396,21 +406,13 @@ extern "C" int memra_cuda_qk_norm_rope_attention_matmul(memra_cuda * cuda, float
         FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: %lld query rows in %lld sequences (fused into the attention kernel: one row per sequence, a decode step)",
              function, (long long)rows, (long long)sequence_count);
     }
-    int64_t kv_width = 0, kv_needed = 0, row_bytes = 0;
-    CHECK(memra_cuda_check_product(function, "kv_heads * head_dim", kv_heads, head_dim, &kv_width));
-    CHECK(memra_cuda_check_product(function, "rows * kv_heads * head_dim", rows, kv_width, &kv_needed));
-    CHECK(check_kv_type(function, type, kv_width, &row_bytes));
-    CHECK(memra_cuda_check_buffer(function, "v", v, v_length, kv_needed));
+    int64_t kv_needed = 0, row_bytes = 0, storage_slots = 0;
+    CHECK(check_kv_targets(function, type, rows, kv_heads, head_dim, v, v_length, keys, values, storage_bytes, slots, &kv_needed, &row_bytes, &storage_slots));
     /* out is written while other blocks still read q, k and v */
     const int64_t out_bytes = rows * heads * head_dim * 4;
     if (rows > 0 && (ranges_overlap(out, out_bytes, q, out_bytes) || ranges_overlap(out, out_bytes, k, kv_needed * 4) || ranges_overlap(out, out_bytes, v, kv_needed * 4))) {
         FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: out overlaps q, k or v", function);
     }
-    if (storage_bytes < 0 || (storage_bytes > 0 && (!keys || !values))) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: storage is NULL", function);
-    if (keys == values && rows > 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: keys and values are one storage", function);
-    if (rows > 0 && !slots) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: slots is NULL", function);
-    const int64_t storage_slots = storage_bytes / row_bytes;
-    CHECK(check_slots(function, slots, rows, storage_slots));
     if (rows == 0) {
         return attention_matmul(function, cuda, projected, projected_length, out, out_length, q, q_length, type, keys, values, storage_bytes, block_tokens,
                                 block_tables, table_length, sequences, sequence_count, rows, heads, kv_heads, head_dim, scale, weight_type, weight,

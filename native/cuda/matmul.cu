@@ -564,7 +564,7 @@ extern "C" int memra_cuda_norm_swiglu_matmul(memra_cuda * cuda, float * normed, 
     CHECK(memra_cuda_check_size(function, "ffn", ffn, 1));
     if (!norm_swiglu_applies(cuda, rows, types[0], types[1], n_in, ffn, down_type, n_out)) {
         FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: %lld rows of q8_0 gate/up (types %d, %d) of %lld features into a type-%d down projection: not one the epilogue takes", function,
-             (long long)rows, (long long)types[0], types[1], (long long)ffn, down_type);
+             (long long)rows, types[0], types[1], (long long)ffn, down_type);
     }
     int64_t values = 0;
     CHECK(memra_cuda_check_product(function, "rows * ffn", rows, ffn, &values));

@@ -40,6 +40,17 @@ __device__ __forceinline__ float kv_value(const uint8_t * row, int64_t d) {
     }
 }
 
+/* A q8_0 KV block's rounding of the lane's value (the 32 lanes its block): the scale amax / 127
+ * (stored as f16) and the code, as ggml's quantize_row_q8_0 reference; the whole warp calls it. */
+__device__ __forceinline__ int8_t kv_q8_0_code(float value, float & scale) {
+    float amax = fabsf(value);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+    scale = amax / 127.0f;
+    const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+    return (int8_t)roundf(__fmul_rn(value, inverse));
+}
+
 /* Values d = 32 · chunk + lane (lanes past `width` idle) of a KV row, converted to the KV type; the
  * whole warp calls it (q8_0: the chunk's amax by shuffles). */
 template <int KV>
@@ -50,13 +61,10 @@ __device__ __forceinline__ void store_kv_chunk(uint8_t * row, int64_t chunk, int
     } else if constexpr (KV == MEMRA_CUDA_TYPE_F16) {
         if (d < width) reinterpret_cast<__half *>(row)[d] = __float2half_rn(value);
     } else {
-        float amax = fabsf(value);
-#pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-        const float scale = amax / 127.0f;
-        const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+        float scale;
+        const int8_t code = kv_q8_0_code(value, scale);
         uint8_t * block = row + chunk * 34;
-        block[2 + lane] = (uint8_t)(int8_t)roundf(__fmul_rn(value, inverse));
+        block[2 + lane] = (uint8_t)code;
         if (lane == 0) *reinterpret_cast<__half *>(block) = __float2half_rn(scale);
     }
 }
@@ -226,12 +234,8 @@ __device__ __forceinline__ float kv_stored_value(float value) {
     } else if constexpr (KV == MEMRA_CUDA_TYPE_F16) {
         return __half2float(__float2half_rn(value));
     } else {
-        float amax = fabsf(value);
-#pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-        const float scale = amax / 127.0f;
-        const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
-        const int8_t code = (int8_t)roundf(__fmul_rn(value, inverse));
+        float scale;
+        const int8_t code = kv_q8_0_code(value, scale);
         return __half2float(__float2half_rn(scale)) * small_int_to_float(code);
     }
 }

@@ -76,16 +76,23 @@ __device__ __forceinline__ void reduce_rows_and_store(float sum[ROWS], int lane,
 /* SwiGLU's silu(g) · u exactly as swiglu_kernel computes it. */
 __device__ __forceinline__ float swiglu_value(float g, float u) { return __fmul_rn(g / (1.0f + expf(-g)), u); }
 
-/* Lane's value of q8_0 block b rounded into codes and the block's f16 scale (lane 0), every lane
- * taking part: round_block's q8_0 codes. */
-__device__ __forceinline__ void round_q8_0_codes(int64_t b, int lane, float value, int8_t * __restrict__ codes, float * __restrict__ scales) {
+/* q8_0 rounding of a 32-value block held one value per lane (every lane taking part): the block's
+ * scale d = max|x| / 127 and its f16 value d16, and the lane's code q, as ggml's quantize_row_q8_0. */
+__device__ __forceinline__ float round_q8_0_lane(float value, float & d, float & d16) {
     float max = fabsf(value);
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1) max = fmaxf(max, __shfl_xor_sync(0xffffffffu, max, offset));
-    const float d = max / 127.0f;
-    const float d16 = __half2float(__float2half_rn(d));
+    d = max / 127.0f;
+    d16 = __half2float(__float2half_rn(d));
     const float inverse = max != 0.0f ? 127.0f / max : 0.0f;
-    const float q = rintf(__fmul_rn(value, inverse));
+    return rintf(__fmul_rn(value, inverse));
+}
+
+/* Lane's value of q8_0 block b rounded into codes and the block's f16 scale (lane 0), every lane
+ * taking part: round_block's q8_0 codes. */
+__device__ __forceinline__ void round_q8_0_codes(int64_t b, int lane, float value, int8_t * __restrict__ codes, float * __restrict__ scales) {
+    float d, d16;
+    const float q = round_q8_0_lane(value, d, d16);
     codes[b * 32 + lane] = (int8_t)q;
     if (lane == 0) scales[b] = d16;
 }
@@ -1196,13 +1203,8 @@ __device__ __forceinline__ void round_block(int64_t b, int lane, float * __restr
         round_q8_0_codes(b, lane, activation_at(x, up, base + lane), codes, scales);
     } else {
         const float value = activation_at(x, up, base + lane);
-        float max = fabsf(value);
-#pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1) max = fmaxf(max, __shfl_xor_sync(0xffffffffu, max, offset));
-        const float d = max / 127.0f;
-        const float d16 = __half2float(__float2half_rn(d));
-        const float inverse = max != 0.0f ? 127.0f / max : 0.0f;
-        const float q = rintf(__fmul_rn(value, inverse));
+        float d, d16;
+        const float q = round_q8_0_lane(value, d, d16);
         if constexpr (CODES) {
             codes[b * BLOCK + lane] = (int8_t)q;
             if (lane == 0) scales[b] = d16;
