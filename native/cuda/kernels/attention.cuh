@@ -17,7 +17,8 @@
  * projection's q8_0 codes. The splits depend on rows and heads only (launch-plan.c), never on the
  * sequences' lengths, so that a decode step recorded in a CUDA graph and the same step run op by
  * op sum in the same order. Serves decode and the prefills the flash kernel does not take (f32 /
- * q8_0 caches, other head sizes, short chunks).
+ * q8_0 caches, other head sizes, short chunks). Its FUSED form also applies QK-norm and RoPE and
+ * writes the step's K/V (decode: memra_cuda_qk_norm_rope_attention_matmul).
  */
 #pragma once
 

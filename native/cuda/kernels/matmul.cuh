@@ -1,10 +1,14 @@
 /*
  * matmul.cuh — out[r, o] = Σ_i x[r, i] · W[o, i] for ggml weights.
  *
- * matrix_vector_kernel<TYPE, ROWS>: decode and small batches. One warp per output feature; lane l
- * reads 8-value groups l, l + 32, ... of the weight row (adjacent lanes read adjacent bytes, so a
- * warp streams the row coalesced), dequantizes them in registers and multiplies them with up to
- * ROWS activation rows in f32; a warp shuffle sums the lanes.
+ * matrix_vector_kernel<TYPE, ROWS, SPLIT>: decode and small batches. One warp per output feature
+ * (SPLIT: 2 or 4 warps of a block per feature where a launch has few features, each taking every
+ * second or fourth iteration of the row, their totals added in shared memory; see
+ * memra_cuda_plan_mmv_split); lane l reads 8-value groups l, l + 32, ... of the weight row
+ * (adjacent lanes read adjacent bytes, so a warp streams the row coalesced), dequantizes them in
+ * registers and multiplies them with up to ROWS activation rows in f32; a warp shuffle sums the
+ * lanes. The q8_0 and __dp4a kernels below split alike; the q8_0 one can also round SwiGLU for the
+ * down projection in its last blocks (swiglu_epilogue).
  *
  * gemm_kernel<TYPE>: prefill. A 64 × 64 output tile per block of 4 warps (2 × 2, each 32 × 32 =
  * 2 × 4 mma.sync.m16n8k16 tiles, f16 inputs, f32 accumulators). Per 32-wide step of the inner
