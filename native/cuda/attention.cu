@@ -105,6 +105,20 @@ static int check_kv_targets(const char * function, int type, int64_t rows, int64
     return check_slots(function, slots, rows, *storage_slots);
 }
 
+/* The rows' positions and cache slots staged for a kernel (devices[0], devices[1]); while capturing,
+ * the slots are checked again at every replay. */
+static int stage_positions_slots(const char * function, memra_cuda * cuda, const int32_t * positions, const int32_t * slots, int64_t rows,
+                                 int64_t storage_slots, const void * devices[2]) {
+    const void * hosts[2] = {positions, slots};
+    const int64_t sizes[2] = {rows * 4, rows * 4};
+    CHECK(memra_cuda_stage_many(function, cuda, 2, hosts, sizes, devices));
+    if (cuda->capture) {
+        const int32_t * copy = (const int32_t *)memra_cuda_capture_host_copy(cuda, devices[1]);
+        CHECK(memra_cuda_capture_check(function, cuda, [=]() { return check_slots(function, copy, rows, storage_slots); }));
+    }
+    return MEMRA_CUDA_OK;
+}
+
 extern "C" int memra_cuda_qk_norm_rope_kv(memra_cuda * cuda, float * q, int64_t q_length, float * k, int64_t k_length, const float * v, int64_t v_length,
                                           const float * q_weight, const float * k_weight, int64_t weight_length, const int32_t * positions, int64_t rows,
                                           int64_t heads, int64_t kv_heads, int64_t head_dim, float eps, float freq_base, int type, void * keys, void * values,
@@ -123,14 +137,8 @@ extern "C" int memra_cuda_qk_norm_rope_kv(memra_cuda * cuda, float * q, int64_t 
         FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: v overlaps q or k", function);
     }
     if (rows == 0) return MEMRA_CUDA_OK;
-    const void * hosts[2] = {positions, slots};
-    const int64_t sizes[2] = {rows * 4, rows * 4};
     const void * devices[2];
-    CHECK(memra_cuda_stage_many(function, cuda, 2, hosts, sizes, devices));
-    if (cuda->capture) {
-        const int32_t * copy = (const int32_t *)memra_cuda_capture_host_copy(cuda, devices[1]);
-        CHECK(memra_cuda_capture_check(function, cuda, [=]() { return check_slots(function, copy, rows, storage_slots); }));
-    }
+    CHECK(stage_positions_slots(function, cuda, positions, slots, rows, storage_slots, devices));
     const float theta_scale = powf(freq_base, -2.0f / (float)head_dim); /* the host's powf, as memra_cuda_qk_norm_rope */
     const memra_cuda_launch launch = memra_cuda_plan_groups(rows * (heads + 2 * kv_heads) * 32); /* 128 threads: 4 warps, one per (row, head) */
     const int32_t * p = (const int32_t *)devices[0];
@@ -418,14 +426,8 @@ extern "C" int memra_cuda_qk_norm_rope_attention_matmul(memra_cuda * cuda, float
                                 block_tables, table_length, sequences, sequence_count, rows, heads, kv_heads, head_dim, scale, weight_type, weight,
                                 weight_bytes, n_out, nullptr);
     }
-    const void * hosts[2] = {positions, slots};
-    const int64_t sizes[2] = {rows * 4, rows * 4};
     const void * devices[2];
-    CHECK(memra_cuda_stage_many(function, cuda, 2, hosts, sizes, devices));
-    if (cuda->capture) {
-        const int32_t * copy = (const int32_t *)memra_cuda_capture_host_copy(cuda, devices[1]);
-        CHECK(memra_cuda_capture_check(function, cuda, [=]() { return check_slots(function, copy, rows, storage_slots); }));
-    }
+    CHECK(stage_positions_slots(function, cuda, positions, slots, rows, storage_slots, devices));
     fused_qk_kv fused;
     fused.k = k;
     fused.v = v;

@@ -817,40 +817,22 @@ export class CudaBackend implements Backend {
     if (w.shape[0] !== shape.heads * shape.headDim) {
       throw new RangeError(`${op}: the weight takes ${w.shape[0]} inputs, the attention gives ${shape.heads} heads × ${shape.headDim}`);
     }
-    const keys = asKV(kv.keys);
-    const values = asKV(kv.values);
-    if (keys.type !== values.type || keys.bytes !== values.bytes || keys.width !== values.width) throw new RangeError(`${op}: keys and values storage differ in type or size`);
+    const attention = this.attentionArguments(op, out, q, kv, shape);
     const [qWeight, kWeight] = this.qkNormWeights(op, qNorm, kNorm, shape.headDim);
-    const [o, query, key, value] = [asBuffer(out), asBuffer(q), asBuffer(k), asBuffer(v)];
+    const [key, value] = [asBuffer(k), asBuffer(v)];
     // memra_cuda_qk_inputs: k, k_length, v, v_length, q_weight, k_weight, weight_length, positions, slots (8 bytes each), eps, freq_base (f32)
     const qk = new DataView(new ArrayBuffer(80));
     const fields = [key.pointer, key.length, value.pointer, value.length, qWeight, kWeight, shape.headDim, this.hostPointer(positions), this.hostPointer(slots)];
     fields.forEach((field, i) => qk.setBigInt64(i * 8, BigInt(field as number), true));
     qk.setFloat32(72, eps, true);
     qk.setFloat32(76, freqBase, true);
+    // memra_cuda_attention_matmul's arguments, then the K/V side
     this.library.call(
       "memra_cuda_qk_norm_rope_attention_matmul",
       this.context(),
       p.pointer as Pointer,
       p.length,
-      o.pointer as Pointer,
-      o.length,
-      query.pointer as Pointer,
-      query.length,
-      KV_TYPE_IDS[keys.type],
-      keys.pointer as Pointer,
-      values.pointer as Pointer,
-      keys.bytes,
-      kv.blockTokens,
-      this.hostPointer(kv.blockTables),
-      kv.blockTables.length,
-      this.hostPointer(kv.sequences),
-      kv.sequences.length / 4,
-      shape.rows,
-      shape.heads,
-      shape.kvHeads,
-      shape.headDim,
-      shape.scale,
+      ...attention,
       w.type,
       w.pointer as Pointer,
       w.byteLength,

@@ -13,7 +13,7 @@ import { argmax } from "@memra/sampler";
 import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { cudaUnavailableReason } from "./cuda-availability";
-import { CudaBackend } from "./cuda-backend";
+import { CudaBackend, type CudaBackendOptions } from "./cuda-backend";
 import { CudaError } from "./errors";
 
 const unavailable = cudaUnavailableReason();
@@ -93,6 +93,36 @@ class Step {
     const view = { keys: this.keys, values: this.values, blockTokens: BLOCK_TOKENS, blockTables: this.blockTables, sequences: this.sequences };
     b.attention(this.attended, this.query, view, { rows: this.rows, heads: HEADS, kvHeads: KV_HEADS, headDim: HEAD_DIM, scale: 1 / Math.sqrt(HEAD_DIM) });
     b.matmul(this.out, this.attended, o, this.rows);
+  }
+}
+
+/**
+ * A model's logits on a backend made with `options`: prompts of 3 and 5 tokens in two sequences,
+ * then `steps` decode steps of both in one batch; with each recorded graph's node count and whether
+ * the model records decode graphs.
+ */
+function decodeLogits(path: string, options: CudaBackendOptions, steps: number): { logits: Float32Array[]; nodes: number[]; recordsGraphs: boolean } {
+  const nodes: number[] = [];
+  const backend = CudaBackend.create(options);
+  if (backend.captureGraph) {
+    const capture = backend.captureGraph;
+    (backend as { captureGraph?: typeof capture }).captureGraph = (record) => {
+      const graph = capture(record) as BackendGraph & { nodes: number };
+      nodes.push(graph.nodes);
+      return graph;
+    };
+  }
+  const model = loadModel(path, { backend, maxBatchTokens: 16 });
+  try {
+    const pool = model.createKVPool(64, { blockTokens: 4 });
+    const caches = [pool.createSequence(64), pool.createSequence(64)];
+    const logits = [model.transformer.forward(Int32Array.of(11, 12, 13), caches[0]!), model.transformer.forward(Int32Array.of(21, 22, 23, 24, 25), caches[1]!)];
+    for (let step = 0; step < steps; step++) {
+      logits.push(...model.transformer.forwardBatch(caches.map((cache, i) => ({ tokens: Int32Array.of(100 + step * 10 + i), cache }))));
+    }
+    return { logits, nodes, recordsGraphs: model.transformer.recordsDecodeGraphs };
+  } finally {
+    model.dispose();
   }
 }
 
@@ -262,28 +292,10 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
   it.each(["tiny", "tiny-moe"] as const)("a model's decode steps through graphs give the logits of decode op by op (%s)", async (preset) => {
     const path = await syntheticModelFile(resolveOptions(preset, { weightType: "q8_0" }));
     const run = (graphs: boolean) => {
-      const backend = CudaBackend.create({ graphs });
-      if (backend.captureGraph) {
-        const capture = backend.captureGraph;
-        (backend as { captureGraph?: typeof capture }).captureGraph = (record) => {
-          const graph = capture(record) as BackendGraph & { nodes: number };
-          nodes.push(graph.nodes);
-          return graph;
-        };
-      }
-      const model = loadModel(path, { backend, maxBatchTokens: 16 });
-      try {
-        expect(model.transformer.recordsDecodeGraphs).toBe(graphs);
-        const pool = model.createKVPool(64, { blockTokens: 4 });
-        const caches = [pool.createSequence(64), pool.createSequence(64)];
-        const logits = [model.transformer.forward(Int32Array.of(11, 12, 13), caches[0]!), model.transformer.forward(Int32Array.of(21, 22, 23, 24, 25), caches[1]!)];
-        for (let step = 0; step < 4; step++) {
-          logits.push(...model.transformer.forwardBatch(caches.map((cache, i) => ({ tokens: Int32Array.of(100 + step * 10 + i), cache }))));
-        }
-        return logits;
-      } finally {
-        model.dispose();
-      }
+      const result = decodeLogits(path, { graphs }, 4);
+      expect(result.recordsGraphs).toBe(graphs);
+      nodes.push(...result.nodes);
+      return result.logits;
     };
     const nodes: number[] = [];
     const expected = run(false);
@@ -304,30 +316,7 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
     // the ops apart) then batched decode steps (one row per sequence: qkNormRopeAttentionMatmul,
     // rmsNormSwigluMatmul)
     const path = await syntheticModelFile(resolveOptions("small", { weightType: "q8_0" }));
-    const run = (fused: boolean, graphs: boolean) => {
-      const nodes: number[] = [];
-      const backend = CudaBackend.create({ fusedAttention: fused, fusedFeedForward: fused, graphs });
-      if (backend.captureGraph) {
-        const capture = backend.captureGraph;
-        (backend as { captureGraph?: typeof capture }).captureGraph = (record) => {
-          const graph = capture(record) as BackendGraph & { nodes: number };
-          nodes.push(graph.nodes);
-          return graph;
-        };
-      }
-      const model = loadModel(path, { backend, maxBatchTokens: 16 });
-      try {
-        const pool = model.createKVPool(64, { blockTokens: 4 });
-        const caches = [pool.createSequence(64), pool.createSequence(64)];
-        const logits = [model.transformer.forward(Int32Array.of(11, 12, 13), caches[0]!), model.transformer.forward(Int32Array.of(21, 22, 23, 24, 25), caches[1]!)];
-        for (let step = 0; step < 3; step++) {
-          logits.push(...model.transformer.forwardBatch(caches.map((cache, i) => ({ tokens: Int32Array.of(100 + step * 10 + i), cache }))));
-        }
-        return { logits, nodes };
-      } finally {
-        model.dispose();
-      }
-    };
+    const run = (fused: boolean, graphs: boolean) => decodeLogits(path, { fusedAttention: fused, fusedFeedForward: fused, graphs }, 3);
     const apart = run(false, false);
     const fused = run(true, false);
     const fusedGraphs = run(true, true);
