@@ -350,7 +350,7 @@ static int attention_matmul(const char * function, memra_cuda * cuda, float * pr
                             const float * q, int64_t q_length, int type, const void * keys, const void * values, int64_t storage_bytes, int64_t block_tokens,
                             const int32_t * block_tables, int64_t table_length, const int32_t * sequences, int64_t sequence_count, int64_t rows, int64_t heads,
                             int64_t kv_heads, int64_t head_dim, float scale, int weight_type, const void * weight, int64_t weight_bytes, int64_t n_out,
-                            const fused_qk_kv * fused) {
+                            const fused_qk_kv * fused, const memra_cuda_residual_norm * then) {
     CHECK(memra_cuda_check_size(function, "rows", rows, 0));
     CHECK(memra_cuda_check_size(function, "heads", heads, 1));
     CHECK(memra_cuda_check_size(function, "head_dim", head_dim, 1));
@@ -372,19 +372,22 @@ static int attention_matmul(const char * function, memra_cuda * cuda, float * pr
     /* not rounded (one split, or a prefill's flash kernel): the matmul rounds out itself */
     if (!rounded) rounding = {nullptr, nullptr};
     return memra_cuda_matmul_with_codes(function, cuda, projected, projected_length, out, out_length, rows, weight_type, weight, weight_bytes, width, n_out,
-                                        rounding);
+                                        rounding, then);
 }
 
 extern "C" int memra_cuda_attention_matmul(memra_cuda * cuda, float * projected, int64_t projected_length, float * out, int64_t out_length, const float * q,
                                            int64_t q_length, int type, const void * keys, const void * values, int64_t storage_bytes, int64_t block_tokens,
                                            const int32_t * block_tables, int64_t table_length, const int32_t * sequences, int64_t sequence_count, int64_t rows,
                                            int64_t heads, int64_t kv_heads, int64_t head_dim, float scale, int weight_type, const void * weight,
-                                           int64_t weight_bytes, int64_t n_out) {
+                                           int64_t weight_bytes, int64_t n_out, const memra_cuda_residual_norm * then) {
     static const char function[] = "memra_cuda_attention_matmul";
     CHECK(memra_cuda_enter(function, cuda));
+    CHECK(memra_cuda_check_size(function, "heads", heads, 1));
+    CHECK(memra_cuda_check_size(function, "head_dim", head_dim, 1));
+    CHECK(memra_cuda_check_residual_norm(function, cuda, then, projected, weight_type, rows, heads * head_dim, n_out)); /* before the attention runs */
     return attention_matmul(function, cuda, projected, projected_length, out, out_length, q, q_length, type, keys, values, storage_bytes, block_tokens,
                             block_tables, table_length, sequences, sequence_count, rows, heads, kv_heads, head_dim, scale, weight_type, weight, weight_bytes,
-                            n_out, nullptr);
+                            n_out, nullptr, then);
 }
 
 static bool ranges_overlap(const void * a, int64_t a_bytes, const void * b, int64_t b_bytes) {
@@ -397,7 +400,7 @@ extern "C" int memra_cuda_qk_norm_rope_attention_matmul(memra_cuda * cuda, float
                                                         int64_t block_tokens, const int32_t * block_tables, int64_t table_length, const int32_t * sequences,
                                                         int64_t sequence_count, int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim, float scale,
                                                         int weight_type, const void * weight, int64_t weight_bytes, int64_t n_out,
-                                                        const memra_cuda_qk_inputs * qk) {
+                                                        const memra_cuda_qk_inputs * qk, const memra_cuda_residual_norm * then) {
     static const char function[] = "memra_cuda_qk_norm_rope_attention_matmul";
     CHECK(memra_cuda_enter(function, cuda));
     if (!qk) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: qk is NULL", function);
@@ -406,6 +409,7 @@ extern "C" int memra_cuda_qk_norm_rope_attention_matmul(memra_cuda * cuda, float
     const int32_t *positions = qk->positions, *slots = qk->slots;
     CHECK(memra_cuda_check_qk_norm_rope(function, q, q_length, k, k_length, qk->q_weight, qk->k_weight, qk->weight_length, positions, rows, heads, kv_heads,
                                         head_dim, qk->eps, qk->freq_base, heads + 2 * kv_heads));
+    CHECK(memra_cuda_check_residual_norm(function, cuda, then, projected, weight_type, rows, heads * head_dim, n_out)); /* before the attention runs */
     if (head_dim % 64 != 0) {
         FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: head_dim %lld (fused into the attention kernel: a multiple of 64, each RoPE pair in one lane)", function,
              (long long)head_dim);
@@ -424,7 +428,7 @@ extern "C" int memra_cuda_qk_norm_rope_attention_matmul(memra_cuda * cuda, float
     if (rows == 0) {
         return attention_matmul(function, cuda, projected, projected_length, out, out_length, q, q_length, type, keys, values, storage_bytes, block_tokens,
                                 block_tables, table_length, sequences, sequence_count, rows, heads, kv_heads, head_dim, scale, weight_type, weight,
-                                weight_bytes, n_out, nullptr);
+                                weight_bytes, n_out, nullptr, then);
     }
     const void * devices[2];
     CHECK(stage_positions_slots(function, cuda, positions, slots, rows, storage_slots, devices));
@@ -441,5 +445,5 @@ extern "C" int memra_cuda_qk_norm_rope_attention_matmul(memra_cuda * cuda, float
     fused.theta_scale = powf(qk->freq_base, -2.0f / (float)head_dim); /* the host's powf, as memra_cuda_qk_norm_rope_kv */
     return attention_matmul(function, cuda, projected, projected_length, out, out_length, q, q_length, type, keys, values, storage_bytes, block_tokens,
                             block_tables, table_length, sequences, sequence_count, rows, heads, kv_heads, head_dim, scale, weight_type, weight, weight_bytes,
-                            n_out, &fused);
+                            n_out, &fused, then);
 }

@@ -110,10 +110,42 @@ extern "C" int memra_cuda_device_count(int32_t * count) {
 
 /* ---- helpers shared by the launchers ---- */
 
-int memra_cuda_enter(const char * function, memra_cuda * cuda) {
+/* memra_cuda_enter without dropping kept norm codes: for allocating and freeing, which ops do
+ * around their launches (a producer's workspace is freed after it has kept its codes). */
+static int use_device(const char * function, memra_cuda * cuda) {
     if (!cuda) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: cuda is NULL", function);
     CUDA_CHECK(function, cudaSetDevice(cuda->device));
     return MEMRA_CUDA_OK;
+}
+
+int memra_cuda_enter(const char * function, memra_cuda * cuda) {
+    CHECK(use_device(function, cuda));
+    /* Kept norm codes are for the very next call only (which takes them before entering). */
+    memra_cuda_drop_norm_handoff(cuda);
+    return MEMRA_CUDA_OK;
+}
+
+void memra_cuda_drop_norm_handoff(memra_cuda * cuda) {
+    memra_cuda_norm_handoff & kept = cuda->norm_handoff;
+    if (!kept.codes) return;
+    void * codes = kept.codes;
+    void * scales = kept.scales;
+    kept = memra_cuda_norm_handoff{}; /* first: memra_cuda_free enters again */
+    memra_cuda_free(cuda, codes);
+    memra_cuda_free(cuda, scales);
+}
+
+bool memra_cuda_take_norm_handoff(memra_cuda * cuda, const float * normed, const float * hidden, const float * weight, float eps, int64_t rows, int64_t width,
+                                  memra_cuda_q8_0_codes * codes) {
+    if (!cuda) return false;
+    const memra_cuda_norm_handoff & kept = cuda->norm_handoff;
+    if (!kept.codes || kept.normed != normed || kept.hidden != hidden || kept.weight != weight || kept.eps != eps || kept.rows != rows || kept.width != width) {
+        memra_cuda_drop_norm_handoff(cuda);
+        return false;
+    }
+    *codes = {(const int8_t *)kept.codes, (const float *)kept.scales};
+    cuda->norm_handoff = memra_cuda_norm_handoff{};
+    return true;
 }
 
 int memra_cuda_check_size(const char * function, const char * name, int64_t value, int64_t minimum) {
@@ -210,6 +242,7 @@ static void release(memra_cuda * cuda) {
     if (cuda->arena_device) cudaFree(cuda->arena_device);
     if (cuda->attention_counters) cudaFree(cuda->attention_counters);
     if (cuda->swiglu_counters) cudaFree(cuda->swiglu_counters);
+    if (cuda->norm_tail_counter) cudaFree(cuda->norm_tail_counter);
     if (cuda->stream) cudaStreamDestroy(cuda->stream);
     free(cuda);
 }
@@ -310,6 +343,8 @@ static int create_into(memra_cuda * cuda, int device) {
     CUDA_CHECK(function, cudaMemsetAsync(cuda->attention_counters, 0, MEMRA_CUDA_ATTENTION_COUNTERS * sizeof(int), cuda->stream));
     CUDA_CHECK(function, cudaMalloc((void **)&cuda->swiglu_counters, MEMRA_CUDA_SWIGLU_COUNTERS * sizeof(int)));
     CUDA_CHECK(function, cudaMemsetAsync(cuda->swiglu_counters, 0, MEMRA_CUDA_SWIGLU_COUNTERS * sizeof(int), cuda->stream));
+    CUDA_CHECK(function, cudaMalloc((void **)&cuda->norm_tail_counter, sizeof(int)));
+    CUDA_CHECK(function, cudaMemsetAsync(cuda->norm_tail_counter, 0, sizeof(int), cuda->stream));
     return MEMRA_CUDA_OK;
 }
 
@@ -373,7 +408,7 @@ extern "C" int memra_cuda_release_cached(memra_cuda * cuda) {
 
 extern "C" void * memra_cuda_alloc(memra_cuda * cuda, int64_t bytes) {
     static const char function[] = "memra_cuda_alloc";
-    if (memra_cuda_enter(function, cuda) != MEMRA_CUDA_OK) return NULL;
+    if (use_device(function, cuda) != MEMRA_CUDA_OK) return NULL;
     if (bytes < 0 || bytes > ((int64_t)1 << 44)) {
         memra_cuda_fail(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %lld bytes", function, (long long)bytes);
         return NULL;
@@ -416,7 +451,7 @@ extern "C" void * memra_cuda_alloc(memra_cuda * cuda, int64_t bytes) {
 extern "C" int memra_cuda_free(memra_cuda * cuda, void * device) {
     static const char function[] = "memra_cuda_free";
     if (!device) return MEMRA_CUDA_OK;
-    CHECK(memra_cuda_enter(function, cuda));
+    CHECK(use_device(function, cuda));
     /* Given back within a capture: stays the capture's (its graph's), for its later ops. */
     if (cuda->capture && memra_cuda_capture_give_back(cuda, device)) return MEMRA_CUDA_OK;
     auto found = cuda->live->find(device);

@@ -20,6 +20,18 @@
 
 struct memra_cuda_capture; /* graph.cu: what a capture has recorded so far */
 
+/* normed's q8_0 codes that a projection's norm tail rounded (memra_cuda_residual_norm), kept for
+ * the next call if it norms the same rows with the same weight (codes NULL: none kept). */
+struct memra_cuda_norm_handoff {
+    float * hidden;
+    float * normed;
+    const float * weight;
+    float eps;
+    int64_t rows, width;
+    void * codes;  /* [rows, width] int8, the context's allocation */
+    void * scales; /* [rows, width / 32] f32 */
+};
+
 struct memra_cuda {
     int device;
     cudaStream_t stream;
@@ -44,6 +56,8 @@ struct memra_cuda {
     int codes_mmv;           /* q4_0/q5_0/q4_K/q5_K/q6_K decode on q8 codes with __dp4a (MEMRA_CUDA_CODES_DP4A=0: off, f32 kernel) */
     int * attention_counters; /* device, MEMRA_CUDA_ATTENTION_COUNTERS zeros between launches: splits finished per (row, head) */
     int * swiglu_counters;    /* device, MEMRA_CUDA_SWIGLU_COUNTERS zeros between launches: gate/up blocks finished per 32 features */
+    int * norm_tail_counter;  /* device, one zero between launches: blocks finished of a matrix-vector launch with a norm tail */
+    memra_cuda_norm_handoff norm_handoff; /* dropped (freed) by the next memra_cuda_enter, taken by a norm that matches it */
     memra_cuda_capture * capture;               /* non-NULL between memra_cuda_graph_begin and _end */
     std::vector<memra_cuda_graph *> * graphs;   /* live graphs, destroyed with the context */
 };
@@ -156,6 +170,35 @@ int memra_cuda_matmul_reads_q8_0_codes(memra_cuda * cuda, int type, int64_t rows
 /* memra_cuda_matmul of x, whose q8_0 codes are `codes` (used where the kernel reads codes; null
  * codes: rounded here as memra_cuda_matmul does). */
 int memra_cuda_matmul_with_codes(const char * function, memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, int64_t rows,
-                                 int type, const void * weight, int64_t weight_bytes, int64_t n_in, int64_t n_out, const memra_cuda_q8_0_codes & codes);
+                                 int type, const void * weight, int64_t weight_bytes, int64_t n_in, int64_t n_out, const memra_cuda_q8_0_codes & codes,
+                                 const memra_cuda_residual_norm * then = nullptr);
+/* A memra_cuda_residual_norm (NULL: nothing to check) after a projection `out` of rows × n_out by
+ * a `type` weight of n_in inputs: one the norm tail takes (memra_cuda_matmul_norm_tail_applies), its
+ * buffers large enough and apart from each other and from out. */
+int memra_cuda_check_residual_norm(const char * function, memra_cuda * cuda, const memra_cuda_residual_norm * then, const float * out, int type, int64_t rows,
+                                   int64_t n_in, int64_t n_out);
+/* Frees the context's kept norm codes, if any (memra_cuda_enter, the end of a capture). */
+void memra_cuda_drop_norm_handoff(memra_cuda * cuda);
+/* The kept norm codes where they are those of RMSNorm(hidden) · weight in `normed` (rows of width,
+ * eps): true and *codes set, the caller then owning both allocations (memra_cuda_free them after
+ * queuing their readers); else false (and whatever was kept is freed). Call before the op's
+ * memra_cuda_enter, which would drop them. */
+bool memra_cuda_take_norm_handoff(memra_cuda * cuda, const float * normed, const float * hidden, const float * weight, float eps, int64_t rows, int64_t width,
+                                  memra_cuda_q8_0_codes * codes);
+/* Norm codes a consumer took (memra_cuda_take_norm_handoff), freed when it has queued its kernels. */
+struct memra_cuda_kept_codes {
+    memra_cuda * cuda;
+    memra_cuda_q8_0_codes codes = {nullptr, nullptr};
+    explicit memra_cuda_kept_codes(memra_cuda * context) : cuda(context) {}
+    memra_cuda_kept_codes(const memra_cuda_kept_codes &) = delete;
+    memra_cuda_kept_codes & operator=(const memra_cuda_kept_codes &) = delete;
+    bool take(const float * normed, const float * hidden, const float * weight, float eps, int64_t rows, int64_t width) {
+        return memra_cuda_take_norm_handoff(cuda, normed, hidden, weight, eps, rows, width, &codes);
+    }
+    ~memra_cuda_kept_codes() {
+        if (codes.codes) memra_cuda_free(cuda, (void *)codes.codes);
+        if (codes.scales) memra_cuda_free(cuda, (void *)codes.scales);
+    }
+};
 /* A dim3 from a planned launch. */
 static inline dim3 memra_grid(const memra_cuda_launch & launch) { return dim3((unsigned)launch.grid_x, (unsigned)launch.grid_y, (unsigned)launch.grid_z); }

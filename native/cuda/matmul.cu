@@ -29,17 +29,23 @@ static void launch_matrix_vector(dim3 grid, int threads, cudaStream_t stream, co
     else launch_matrix_vector_split<TYPE, false>(grid, threads, stream, segments, x, row_bytes, rows, n_in, early, 0);
 }
 
-template <int STEPS, bool SPLIT, bool SWIGLU = false>
+template <int STEPS, bool SPLIT, int EPILOGUE = MMV_PLAIN>
 static void launch_matrix_vector_q8_0_split(dim3 grid, int threads, cudaStream_t stream, const matrix_segments & segments, const int8_t * codes,
                                             const float * scales, int64_t row_bytes, int rows, int64_t n_in, int early, int shift,
-                                            const swiglu_epilogue & epilogue = swiglu_epilogue{}) {
-#define MEMRA_Q8_0_MMV(ROWS)                                                                                                                               \
-    MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<ROWS, STEPS, SPLIT, SWIGLU>)(segments, codes, scales, row_bytes, rows, n_in, early, shift, \
-                                                                                                 epilogue)
-    if (rows <= 1) MEMRA_Q8_0_MMV(1);
-    else if (rows <= 2) MEMRA_Q8_0_MMV(2);
-    else if (rows <= 4) MEMRA_Q8_0_MMV(4);
-    else MEMRA_Q8_0_MMV(8);
+                                            const swiglu_epilogue & epilogue = swiglu_epilogue{}, const norm_tail & tail = norm_tail{}) {
+#define MEMRA_Q8_0_MMV(ROWS)                                                                                                                                \
+    MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<ROWS, STEPS, SPLIT, EPILOGUE>)(segments, codes, scales, row_bytes, rows, n_in, early, \
+                                                                                                   shift, epilogue, tail)
+    if constexpr (EPILOGUE == MMV_NORM_TAIL) {
+        /* memra_cuda_matmul_norm_tail_applies: 1 or 2 rows (the tail's one block norms every row) */
+        if (rows <= 1) MEMRA_Q8_0_MMV(1);
+        else MEMRA_Q8_0_MMV(2);
+    } else {
+        if (rows <= 1) MEMRA_Q8_0_MMV(1);
+        else if (rows <= 2) MEMRA_Q8_0_MMV(2);
+        else if (rows <= 4) MEMRA_Q8_0_MMV(4);
+        else MEMRA_Q8_0_MMV(8);
+    }
 #undef MEMRA_Q8_0_MMV
 }
 
@@ -51,9 +57,21 @@ static void launch_matrix_vector_q8_0_steps(dim3 grid, int threads, cudaStream_t
 }
 
 static void launch_matrix_vector_q8_0(const memra_cuda * cuda, dim3 grid, int threads, const matrix_segments & segments, const int8_t * codes,
-                                      const float * scales, int64_t row_bytes, int rows, int64_t n_in, int shift, const swiglu_epilogue * epilogue) {
+                                      const float * scales, int64_t row_bytes, int rows, int64_t n_in, int shift, const swiglu_epilogue * epilogue,
+                                      const norm_tail * tail) {
     if (epilogue) { /* memra_cuda_norm_swiglu_matmul checked: 4 steps, one warp a feature */
-        launch_matrix_vector_q8_0_split<4, false, true>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights, 0, *epilogue);
+        launch_matrix_vector_q8_0_split<4, false, MMV_SWIGLU>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights, 0,
+                                                              *epilogue);
+        return;
+    }
+    if (tail) { /* memra_cuda_matmul_norm_tail_applies checked: 4 steps, 1 or 2 rows */
+        if (shift > 0) {
+            launch_matrix_vector_q8_0_split<4, true, MMV_NORM_TAIL>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights,
+                                                                    shift, swiglu_epilogue{}, *tail);
+        } else {
+            launch_matrix_vector_q8_0_split<4, false, MMV_NORM_TAIL>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights,
+                                                                     0, swiglu_epilogue{}, *tail);
+        }
         return;
     }
     if (cuda->mmv_steps == 2) launch_matrix_vector_q8_0_steps<2>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights, shift);
@@ -182,9 +200,9 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
                         int64_t x_length, int64_t rows, const int32_t * types, const void * const * weights, const int64_t * weight_bytes, int64_t n_in,
                         const int64_t * n_outs, int64_t experts, int64_t expert, const float * up = nullptr, int64_t up_length = 0,
                         const norm_step * norm = nullptr, const memra_cuda_moe_tiles * groups = nullptr, const memra_cuda_q8_0_codes * given = nullptr,
-                        const swiglu_epilogue * epilogue = nullptr) {
+                        const swiglu_epilogue * epilogue = nullptr, const norm_tail * tail = nullptr) {
     CHECK(memra_cuda_enter(function, cuda));
-    bool epilogue_launched = false;
+    bool epilogue_launched = false, tail_launched = false;
     if (count < 1 || count > MAX_GROUP) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %d weights (1..%d)", function, count, MAX_GROUP);
     CHECK(memra_cuda_check_size(function, "rows", rows, 0));
     CHECK(memra_cuda_check_size(function, "n_in", n_in, 1));
@@ -453,9 +471,12 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
                 const float * d = input->scale_data + first * n_in / 32;
                 /* the SwiGLU epilogue: the gate/up launch, checked by memra_cuda_norm_swiglu_matmul to be this one */
                 const bool with_epilogue = epilogue && t == 0 && group == 2 && shift == 0 && chunk == rows;
+                /* the norm tail: the whole of one matrix in this launch (memra_cuda_matmul_with_codes checked the rest) */
+                const bool with_tail = tail && count == 1 && chunk == rows && rows <= 2 && first_target.n_out == tail->width && cuda->mmv_steps == 4;
                 launch_matrix_vector_q8_0(cuda, grid, plan.launch.threads, segments, q, d, first_target.row_bytes, (int)chunk, n_in, shift,
-                                          with_epilogue ? epilogue : nullptr);
+                                          with_epilogue ? epilogue : nullptr, with_tail ? tail : nullptr);
                 epilogue_launched = epilogue_launched || with_epilogue;
+                tail_launched = tail_launched || with_tail;
                 LAUNCH_CHECK(function, "matrix_vector_q8_0_kernel");
             } else if (first_target.codes) {
                 const int8_t * q = input->code_data + first * n_in;
@@ -482,6 +503,7 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
         LAUNCH_CHECK(function, "offset_correction_kernel");
     }
     if (epilogue && rows > 0 && !epilogue_launched) FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: no gate/up matrix-vector launch took the SwiGLU epilogue", function);
+    if (tail && !tail_launched) FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: no matrix-vector launch took the norm tail", function);
     return MEMRA_CUDA_OK;
 }
 
@@ -526,6 +548,13 @@ extern "C" int memra_cuda_norm_matmul_shared(memra_cuda * cuda, float * normed, 
     static const char function[] = "memra_cuda_norm_matmul_shared";
     float * out_pointers[MAX_GROUP];
     const void * weight_pointers[MAX_GROUP];
+    /* normed and its q8_0 codes already made by the projection before (its norm tail): the matmuls alone */
+    memra_cuda_kept_codes kept(cuda);
+    if (!delta && kept.take(normed, hidden, norm_weight, eps, rows, n_in)) {
+        CHECK(group_pointers(function, count, outs, out_lengths, types, weights, weight_bytes, n_outs, out_pointers, weight_pointers));
+        return matmul_group(function, cuda, (int)count, out_pointers, out_lengths, normed, normed_length, rows, types, weight_pointers, weight_bytes, n_in, n_outs,
+                            1, 0, nullptr, 0, nullptr, nullptr, &kept.codes);
+    }
     CHECK(group_pointers(function, count, outs, out_lengths, types, weights, weight_bytes, n_outs, out_pointers, weight_pointers));
     const norm_step norm{hidden, hidden_length, delta, delta_length, norm_weight, norm_weight_length, eps};
     return matmul_group(function, cuda, (int)count, out_pointers, out_lengths, normed, normed_length, rows, types, weight_pointers, weight_bytes, n_in, n_outs, 1,
@@ -553,8 +582,11 @@ extern "C" int memra_cuda_norm_swiglu_matmul(memra_cuda * cuda, float * normed, 
                                              int64_t delta_length, const float * norm_weight, int64_t norm_weight_length, float eps, const uint64_t * outs,
                                              const int64_t * out_lengths, int64_t rows, const int32_t * types, const uint64_t * weights, const int64_t * weight_bytes,
                                              int64_t n_in, int64_t ffn, float * projected, int64_t projected_length, int down_type, const void * down_weight,
-                                             int64_t down_weight_bytes, int64_t n_out) {
+                                             int64_t down_weight_bytes, int64_t n_out, const memra_cuda_residual_norm * then) {
     static const char function[] = "memra_cuda_norm_swiglu_matmul";
+    /* normed and its q8_0 codes already made by the projection before (its norm tail): no norm here */
+    memra_cuda_kept_codes kept(cuda);
+    const bool normed_before = !delta && kept.take(normed, hidden, norm_weight, eps, rows, n_in);
     CHECK(memra_cuda_enter(function, cuda));
     const int64_t n_outs[2] = {ffn, ffn};
     float * out_pointers[MAX_GROUP];
@@ -566,6 +598,7 @@ extern "C" int memra_cuda_norm_swiglu_matmul(memra_cuda * cuda, float * normed, 
         FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: %lld rows of q8_0 gate/up (types %d, %d) of %lld features into a type-%d down projection: not one the epilogue takes", function,
              (long long)rows, types[0], types[1], (long long)ffn, down_type);
     }
+    CHECK(memra_cuda_check_residual_norm(function, cuda, then, projected, down_type, rows, ffn, n_out));
     int64_t values = 0;
     CHECK(memra_cuda_check_product(function, "rows * ffn", rows, ffn, &values));
     workspace codes(cuda), scales(cuda);
@@ -574,10 +607,10 @@ extern "C" int memra_cuda_norm_swiglu_matmul(memra_cuda * cuda, float * normed, 
     const swiglu_epilogue epilogue{(int8_t *)codes.pointer, (float *)scales.pointer, cuda->swiglu_counters, ffn};
     const norm_step norm{hidden, hidden_length, delta, delta_length, norm_weight, norm_weight_length, eps};
     CHECK(matmul_group(function, cuda, 2, out_pointers, out_lengths, normed, normed_length, rows, types, weight_pointers, weight_bytes, n_in, n_outs, 1, 0, nullptr,
-                       0, &norm, nullptr, nullptr, &epilogue));
+                       0, normed_before ? nullptr : &norm, nullptr, normed_before ? &kept.codes : nullptr, &epilogue));
     const memra_cuda_q8_0_codes rounded = {(const int8_t *)codes.pointer, (const float *)scales.pointer};
     return memra_cuda_matmul_with_codes(function, cuda, projected, projected_length, out_pointers[0], out_lengths[0], rows, down_type, down_weight, down_weight_bytes,
-                                        ffn, n_out, rounded);
+                                        ffn, n_out, rounded, then);
 }
 
 extern "C" int memra_cuda_swiglu_matmul(memra_cuda * cuda, float * out, int64_t out_length, const float * gate, int64_t gate_length, const float * up,
@@ -596,11 +629,67 @@ int memra_cuda_matmul_reads_q8_0_codes(memra_cuda * cuda, int type, int64_t rows
     return reads_codes(plan.kernel, type, MEMRA_CUDA_ROUND_Q8_0, cuda->codes_mmv != 0);
 }
 
+static bool norm_tail_applies(memra_cuda * cuda, int type, int64_t rows, int64_t n_in, int64_t n_out) {
+    if (type != MEMRA_CUDA_TYPE_Q8_0 || rows < 1 || rows > 2 || n_in <= 0 || n_out <= 0 || n_out % 32 != 0 || cuda->mmv_steps != 4) return false;
+    memra_cuda_matmul_plan plan;
+    char message[256];
+    if (memra_cuda_plan_matmul_with(type, rows, n_in, n_out, cuda->gemm, &plan, message, sizeof message) != MEMRA_CUDA_OK) return false;
+    return plan.kernel == MEMRA_CUDA_MATMUL_VECTOR && plan.rows_per_launch >= rows && memra_cuda_matmul_reads_q8_0_codes(cuda, type, rows, n_in, n_out);
+}
+
+extern "C" int memra_cuda_matmul_norm_tail_applies(memra_cuda * cuda, int type, int64_t rows, int64_t n_in, int64_t n_out) {
+    if (!cuda) return 0;
+    return norm_tail_applies(cuda, type, rows, n_in, n_out) ? 1 : 0;
+}
+
+int memra_cuda_check_residual_norm(const char * function, memra_cuda * cuda, const memra_cuda_residual_norm * then, const float * out, int type, int64_t rows,
+                                   int64_t n_in, int64_t n_out) {
+    if (!then) return MEMRA_CUDA_OK;
+    if (!norm_tail_applies(cuda, type, rows, n_in, n_out)) {
+        FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: a residual norm after a projection of %lld rows by a type-%d weight of %lld × %lld: not one the norm tail takes", function,
+             (long long)rows, type, (long long)n_in, (long long)n_out);
+    }
+    int64_t needed = 0;
+    CHECK(memra_cuda_check_product(function, "rows * n_out", rows, n_out, &needed));
+    CHECK(memra_cuda_check_buffer(function, "then->hidden", then->hidden, then->hidden_length, needed));
+    CHECK(memra_cuda_check_buffer(function, "then->normed", then->normed, then->normed_length, needed));
+    CHECK(memra_cuda_check_buffer(function, "then->weight", then->weight, then->weight_length, n_out));
+    if (!(then->eps >= 0.0f)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: then->eps must be non-negative", function);
+    const uintptr_t o = (uintptr_t)out, h = (uintptr_t)then->hidden, n = (uintptr_t)then->normed, bytes = (uintptr_t)needed * 4;
+    if ((o < h + bytes && h < o + bytes) || (o < n + bytes && n < o + bytes) || (h < n + bytes && n < h + bytes)) {
+        FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: the projection, then->hidden and then->normed must not overlap", function);
+    }
+    return MEMRA_CUDA_OK;
+}
+
 int memra_cuda_matmul_with_codes(const char * function, memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, int64_t rows,
-                                 int type, const void * weight, int64_t weight_bytes, int64_t n_in, int64_t n_out, const memra_cuda_q8_0_codes & codes) {
+                                 int type, const void * weight, int64_t weight_bytes, int64_t n_in, int64_t n_out, const memra_cuda_q8_0_codes & codes,
+                                 const memra_cuda_residual_norm * then) {
     const int32_t type32 = type;
-    return matmul_group(function, cuda, 1, &out, &out_length, x, x_length, rows, &type32, &weight, &weight_bytes, n_in, &n_out, 1, 0, nullptr, 0, nullptr, nullptr,
-                        codes.codes ? &codes : nullptr);
+    const memra_cuda_q8_0_codes * given = codes.codes ? &codes : nullptr;
+    if (!then) return matmul_group(function, cuda, 1, &out, &out_length, x, x_length, rows, &type32, &weight, &weight_bytes, n_in, &n_out, 1, 0, nullptr, 0, nullptr, nullptr, given);
+    CHECK(memra_cuda_check_residual_norm(function, cuda, then, out, type, rows, n_in, n_out));
+    /* normed's codes outlive this call (the next op takes them): the context's allocations, not workspace */
+    void * tail_codes = memra_cuda_alloc(cuda, rows * n_out);
+    if (!tail_codes) return memra_cuda_last_status();
+    void * tail_scales = memra_cuda_alloc(cuda, rows * n_out / 32 * 4);
+    if (!tail_scales) {
+        const int status = memra_cuda_last_status();
+        memra_cuda_free(cuda, tail_codes);
+        return status;
+    }
+    const norm_tail tail{then->hidden, then->normed, then->weight, (int8_t *)tail_codes, (float *)tail_scales, cuda->norm_tail_counter, n_out,
+                         (int)memra_cuda_plan_rows(rows, n_out).threads, then->eps};
+    const int status = matmul_group(function, cuda, 1, &out, &out_length, x, x_length, rows, &type32, &weight, &weight_bytes, n_in, &n_out, 1, 0, nullptr, 0, nullptr,
+                                    nullptr, given, nullptr, &tail);
+    if (status != MEMRA_CUDA_OK) {
+        memra_cuda_free(cuda, tail_codes);
+        memra_cuda_free(cuda, tail_scales);
+        return status;
+    }
+    /* after the last memra_cuda_enter of this call: kept for the next call */
+    cuda->norm_handoff = memra_cuda_norm_handoff{then->hidden, then->normed, then->weight, then->eps, rows, n_out, tail_codes, tail_scales};
+    return MEMRA_CUDA_OK;
 }
 
 int memra_cuda_grouped_matmul(const char * function, memra_cuda * cuda, int count, float * const * outs, const int64_t * out_lengths, const float * x,

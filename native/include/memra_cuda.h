@@ -234,17 +234,42 @@ MEMRA_CUDA_API int memra_cuda_paged_attention(memra_cuda * cuda, float * out, in
                                               const int32_t * block_tables, int64_t table_length, const int32_t * sequences,
                                               int64_t sequence_count, int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim, float scale);
 
+/* The residual add and RMSNorm after a decode step's O or down projection, which
+ * memra_cuda_attention_matmul, memra_cuda_qk_norm_rope_attention_matmul and
+ * memra_cuda_norm_swiglu_matmul can do in their projection's matrix-vector kernel (its last block)
+ * instead of the next op's norm launch: hidden += projected, then normed = RMSNorm(hidden) · weight
+ * ([rows, n_out] each, weight [n_out] f32), with the values memra_cuda_add_rms_norm gives, and
+ * normed's q8_0 codes kept for the next op: a memra_cuda_norm_matmul_shared,
+ * memra_cuda_norm_swiglu_matmul (delta NULL) or memra_cuda_rms_norm of the same normed, hidden,
+ * weight, eps and rows called next on the context (no other call between: any other call drops
+ * them) launches no norm and, where its matmuls read q8_0 codes, no rounding. Only where
+ * memra_cuda_matmul_norm_tail_applies says so (else MEMRA_CUDA_ERROR_UNSUPPORTED and nothing is
+ * done). hidden, normed and projected must not overlap. */
+typedef struct memra_cuda_residual_norm {
+    float * hidden;
+    int64_t hidden_length;
+    float * normed;
+    int64_t normed_length;
+    const float * weight;
+    int64_t weight_length;
+    float eps;
+} memra_cuda_residual_norm;
+/* 1 where a projection of `rows` rows by a weight of `type` ([n_out rows of n_in inputs]) takes a
+ * memra_cuda_residual_norm on this context: q8_0 decoded on q8_0 codes by the matrix-vector kernel
+ * (4 steps), 1 or 2 rows (one block norms every row), n_out a multiple of 32; else 0. */
+MEMRA_CUDA_API int memra_cuda_matmul_norm_tail_applies(memra_cuda * cuda, int type, int64_t rows, int64_t n_in, int64_t n_out);
+
 /* memra_cuda_paged_attention into `out`, then projected = out · weight ([n_out rows of heads ·
  * head_dim inputs], as memra_cuda_matmul with rows rows): the same results. Where the matmul reads
  * q8_0 codes (q8_0 decode, the integer GEMMs) and the split attention kernel runs (decode, the
  * prefills the flash kernel does not take), the attention also writes the codes: no rounding
- * launch. */
+ * launch. With `then` (non-NULL), also the residual norm after the projection (memra_cuda_residual_norm). */
 MEMRA_CUDA_API int memra_cuda_attention_matmul(memra_cuda * cuda, float * projected, int64_t projected_length, float * out, int64_t out_length,
                                                const float * q, int64_t q_length, int type, const void * keys, const void * values,
                                                int64_t storage_bytes, int64_t block_tokens, const int32_t * block_tables, int64_t table_length,
                                                const int32_t * sequences, int64_t sequence_count, int64_t rows, int64_t heads, int64_t kv_heads,
                                                int64_t head_dim, float scale, int weight_type, const void * weight, int64_t weight_bytes,
-                                               int64_t n_out);
+                                               int64_t n_out, const memra_cuda_residual_norm * then);
 
 /* memra_cuda_norm_matmul_shared with 2 weights, gate and up (outs, types, weights: 2 each, of `ffn`
  * features), then memra_cuda_swiglu_matmul(projected, gate, up, down weight): the same results
@@ -252,7 +277,8 @@ MEMRA_CUDA_API int memra_cuda_attention_matmul(memra_cuda * cuda, float * projec
  * silu(gate) · up done in the gate/up matrix-vector kernel (the last block of each 32 features)
  * instead of a launch of its own. Only for q8_0 gate and up decoded on q8_0 codes (1 to 8 rows,
  * one warp a feature), ffn a multiple of 32, and a down projection that reads q8_0 codes;
- * else MEMRA_CUDA_ERROR_UNSUPPORTED and nothing is done. */
+ * else MEMRA_CUDA_ERROR_UNSUPPORTED and nothing is done. With `then` (non-NULL), also the residual
+ * norm after the down projection (memra_cuda_residual_norm). */
 /* 1 where memra_cuda_norm_swiglu_matmul takes these shapes and types on this context, else 0. */
 MEMRA_CUDA_API int memra_cuda_norm_swiglu_matmul_applies(memra_cuda * cuda, int64_t rows, int gate_type, int up_type, int64_t n_in, int64_t ffn,
                                                          int down_type, int64_t n_out);
@@ -261,7 +287,7 @@ MEMRA_CUDA_API int memra_cuda_norm_swiglu_matmul(memra_cuda * cuda, float * norm
                                                  float eps, const uint64_t * outs, const int64_t * out_lengths, int64_t rows, const int32_t * types,
                                                  const uint64_t * weights, const int64_t * weight_bytes, int64_t n_in, int64_t ffn, float * projected,
                                                  int64_t projected_length, int down_type, const void * down_weight, int64_t down_weight_bytes,
-                                                 int64_t n_out);
+                                                 int64_t n_out, const memra_cuda_residual_norm * then);
 
 /* Kernel timings. memra_cuda_profile_begin starts recording a CUDA event after every kernel the
  * context launches (not while it captures a graph; a graph replay is not a kernel launch), up to
@@ -296,13 +322,15 @@ typedef struct memra_cuda_qk_inputs {
  * at qk->slots (one per row), then memra_cuda_attention_matmul (its arguments): the same results,
  * in the attention's launch (and the matmul's). q and k are left as they are (not normed in place).
  * Only for one query row per sequence (rows = sequence_count) and head_dim a multiple of 64 below
- * 256; else MEMRA_CUDA_ERROR_UNSUPPORTED and nothing is done. out must not overlap q, k or v. */
+ * 256; else MEMRA_CUDA_ERROR_UNSUPPORTED and nothing is done. out must not overlap q, k or v. With
+ * `then` (non-NULL), also the residual norm after the projection (memra_cuda_residual_norm). */
 MEMRA_CUDA_API int memra_cuda_qk_norm_rope_attention_matmul(memra_cuda * cuda, float * projected, int64_t projected_length, float * out,
                                                             int64_t out_length, const float * q, int64_t q_length, int type, void * keys,
                                                             void * values, int64_t storage_bytes, int64_t block_tokens, const int32_t * block_tables,
                                                             int64_t table_length, const int32_t * sequences, int64_t sequence_count, int64_t rows,
                                                             int64_t heads, int64_t kv_heads, int64_t head_dim, float scale, int weight_type,
-                                                            const void * weight, int64_t weight_bytes, int64_t n_out, const memra_cuda_qk_inputs * qk);
+                                                            const void * weight, int64_t weight_bytes, int64_t n_out, const memra_cuda_qk_inputs * qk,
+                                                            const memra_cuda_residual_norm * then);
 
 /* out = silu(gate) * up over `length` values (out may equal gate or up). */
 MEMRA_CUDA_API int memra_cuda_swiglu(memra_cuda * cuda, float * out, int64_t out_length, const float * gate, int64_t gate_length,

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "quant.cuh"
+#include "rms-norm.cuh"
 
 namespace memra_cuda_kernels {
 
@@ -29,8 +30,7 @@ __global__ void embedding_kernel(float * __restrict__ out, const uint8_t * __res
 /* The block's total of every thread's `sum`: a warp's shuffles, then the warps' partials (in
  * `partial`, shared) added in warp order; every thread gets it. */
 __device__ __forceinline__ double block_sum(double sum, double * partial) {
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    sum = warp_sum(sum);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
     if (warps > 1) {
         if (lane == 0) partial[warp] = sum;
@@ -54,14 +54,13 @@ __device__ __forceinline__ void norm_row(int64_t r, float * out, float * hidden,
         for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
             const float h = hr[i] + dr[i];
             hr[i] = h;
-            sum += (double)h * (double)h;
+            sum = add_square(sum, h);
         }
     } else {
-        for (int64_t i = threadIdx.x; i < width; i += blockDim.x) sum += (double)hr[i] * (double)hr[i];
+        for (int64_t i = threadIdx.x; i < width; i += blockDim.x) sum = add_square(sum, hr[i]);
     }
     sum = block_sum(sum, partial);
-    const float mean = (float)(sum / (double)width);
-    const float scale = 1.0f / sqrtf(mean + eps);
+    const float scale = rms_scale(sum, width, eps);
     float * o = out + r * width;
     for (int64_t i = threadIdx.x; i < width; i += blockDim.x) o[i] = __fmul_rn(__fmul_rn(hr[i], scale), weight[i]);
 }

@@ -8,7 +8,8 @@
  * (adjacent lanes read adjacent bytes, so a warp streams the row coalesced), dequantizes them in
  * registers and multiplies them with up to ROWS activation rows in f32; a warp shuffle sums the
  * lanes. The q8_0 and __dp4a kernels below split alike; the q8_0 one can also round SwiGLU for the
- * down projection in its last blocks (swiglu_epilogue).
+ * down projection in its last blocks (swiglu_epilogue), or add its output to the residual stream
+ * and apply the next RMSNorm in its last block (norm_tail).
  *
  * gemm_kernel<TYPE>: prefill. A 64 × 64 output tile per block of 4 warps (2 × 2, each 32 × 32 =
  * 2 × 4 mma.sync.m16n8k16 tiles, f16 inputs, f32 accumulators). Per 32-wide step of the inner
@@ -29,6 +30,7 @@
 
 #include "mma.cuh"
 #include "quant.cuh"
+#include "rms-norm.cuh"
 
 namespace memra_cuda_kernels {
 
@@ -287,11 +289,97 @@ struct swiglu_epilogue {
     int64_t ffn;
 };
 
-template <int ROWS, int STEPS, bool SPLIT, bool SWIGLU = false>
+/* matrix_vector_q8_0_kernel<..., MMV_NORM_TAIL>'s epilogue (memra_cuda_matmul_with_codes with a
+ * memra_cuda_residual_norm: the O and down projections of a decode step): the launch is one matrix
+ * of `width` features whose output is the residual stream's pending delta; the last of its blocks
+ * to finish (its ticket on `counter`) adds that output to `hidden`, sets normed = RMSNorm(hidden) ·
+ * weight and rounds normed into q8_0 codes for the matmuls that read it, bit for bit as
+ * norm_round_kernel<MEMRA_CUDA_ROUND_Q8_0, true> (a block of `threads` threads, memra_cuda_plan_rows's
+ * for the width) does in a launch of its own, and resets the counter. */
+struct norm_tail {
+    float * hidden;       /* [rows, width]: += the launch's output */
+    float * normed;       /* [rows, width] */
+    const float * weight; /* [width] */
+    int8_t * codes;       /* [rows, width] */
+    float * scales;       /* [rows, width / 32] */
+    int * counter;        /* one, zero between launches */
+    int64_t width;
+    int threads;          /* 32, 128 or 256: the block size whose sums the tail reproduces */
+    float eps;
+};
+
+/* The matrix-vector kernels' epilogues (template argument EPILOGUE). */
+enum { MMV_PLAIN = 0, MMV_SWIGLU = 1, MMV_NORM_TAIL = 2 };
+
+/* Every thread's stores of the block made visible device-wide, then one ticket of the block on
+ * *counter: true (in every thread) in the block whose ticket is `last`, which has reset the counter
+ * and whose later reads see every block's stores (through L2: __ldcg). */
+__device__ __forceinline__ bool last_block_ticket(int * counter, int last) {
+    __shared__ int ticket;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) ticket = atomicAdd(counter, 1);
+    __syncthreads();
+    if (ticket != last) return false;
+    __threadfence();
+    if (threadIdx.x == 0) *counter = 0;
+    return true;
+}
+
+/* norm_tail's work in one block of MEMRA_CUDA_MMV_WARPS warps, `delta` the launch's output: each
+ * of tail.threads virtual threads (thread t plays t and t + MEMRA_CUDA_MMV_WARPS · 32) sums the
+ * squares of its values in norm_row's order, each virtual warp's 32 sums are added by norm_row's
+ * butterfly and the warps' totals in warp order (block_sum), so every row gets norm_row's scale
+ * bit for bit; then the q8_0 blocks of the rows are rounded as round_block rounds them. */
+__device__ __forceinline__ void norm_tail_rows(const norm_tail & tail, const float * delta, int rows) {
+    constexpr int REAL = MEMRA_CUDA_MMV_WARPS * 32;
+    static_assert(MEMRA_CUDA_MMV_WARPS * 2 <= 8 && REAL * 2 >= 256, "two virtual threads a thread cover norm blocks of up to 256 threads");
+    __shared__ double partial[8];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t width = tail.width;
+    const int threads = tail.threads, warps = threads / 32;
+    for (int r = 0; r < rows; r++) {
+        float * hr = tail.hidden + r * width;
+        const float * dr = delta + r * width;
+        double sum[2] = {0.0, 0.0};
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            /* virtual thread v (whether it exists is the same for the whole warp: threads is a multiple of 32) */
+            const int v = (int)threadIdx.x + j * REAL;
+            for (int64_t i = v; i < width && v < threads; i += threads) {
+                const float h = hr[i] + __ldcg(dr + i);
+                hr[i] = h;
+                sum[j] = add_square(sum[j], h);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            sum[j] = warp_sum(sum[j]);
+            if (lane == 0 && warp + j * MEMRA_CUDA_MMV_WARPS < warps) partial[warp + j * MEMRA_CUDA_MMV_WARPS] = sum[j];
+        }
+        __syncthreads(); /* the partials, and this row of hidden, visible to the block */
+        double total = partial[0];
+        if (warps > 1) {
+            total = 0.0;
+            for (int w = 0; w < warps; w++) total += partial[w];
+        }
+        __syncthreads(); /* everyone has read the partials before the next row's */
+        const float scale = rms_scale(total, width, tail.eps);
+        float * o = tail.normed + r * width;
+        for (int64_t i = threadIdx.x; i < width; i += REAL) o[i] = __fmul_rn(__fmul_rn(hr[i], scale), tail.weight[i]);
+    }
+    __syncthreads(); /* normed written: each warp rounds whole blocks of it */
+    const int64_t blocks = rows * (width / 32);
+    for (int64_t b = warp; b < blocks; b += MEMRA_CUDA_MMV_WARPS) round_q8_0_codes(b, lane, tail.normed[b * 32 + lane], tail.codes, tail.scales);
+}
+
+template <int ROWS, int STEPS, bool SPLIT, int EPILOGUE = MMV_PLAIN>
 __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_kernel(matrix_segments segments, const int8_t * __restrict__ codes,
                                                                                        const float * __restrict__ scales, int64_t row_bytes, int rows,
-                                                                                       int64_t n_in, int early_weights, int shift, swiglu_epilogue epilogue) {
+                                                                                       int64_t n_in, int early_weights, int shift, swiglu_epilogue epilogue,
+                                                                                       norm_tail tail) {
     if (!early_weights) memra_grid_dependencies();
+    constexpr bool SWIGLU = EPILOGUE == MMV_SWIGLU;
     static_assert(!(SPLIT && SWIGLU), "the SwiGLU epilogue takes one warp a feature");
     const int split_shift = SPLIT ? shift : 0; /* SPLIT false: the one-warp kernel, without the split's registers */
     const int lane = threadIdx.x & 31, quarter = lane & 3, warp = threadIdx.x >> 5;
@@ -310,7 +398,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_
     q8_0_step<STEPS> step;
     step.load(w, start < blocks ? start : 0, blocks, lane, quarter); /* an inactive warp loads row 0's (and uses nothing) */
     if (early_weights) memra_grid_dependencies();
-    if (!active && !SPLIT && !SWIGLU) return; /* a split or SwiGLU block's warps all reach its barrier below */
+    if (!active && !SPLIT && EPILOGUE == MMV_PLAIN) return; /* a split or epilogue block's warps all reach its barrier below */
     float sum[ROWS];
 #pragma unroll
     for (int r = 0; r < ROWS; r++) sum[r] = 0.0f;
@@ -335,17 +423,10 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_
     if (!SPLIT) {
         if (active) reduce_rows_and_store<ROWS>(sum, lane, rows, out, n_out, o); /* (active is the warp's) */
         if constexpr (SWIGLU) {
-            /* Every thread's stores visible device-wide, then one ticket for the block's group (its
-             * MEMRA_CUDA_MMV_WARPS features are in one: the host checks ffn % 32 == 0). */
-            __shared__ int ticket;
+            /* One ticket for the block's group (its MEMRA_CUDA_MMV_WARPS features are in one: the
+             * host checks ffn % 32 == 0): the group's gate and up blocks, 2 · 32 / warps. */
             const int64_t group = (o - warp) / 32;
-            __threadfence();
-            __syncthreads();
-            if (threadIdx.x == 0) ticket = atomicAdd(&epilogue.counters[group], 1);
-            __syncthreads();
-            if (ticket != 2 * (32 / MEMRA_CUDA_MMV_WARPS) - 1) return;
-            __threadfence();
-            if (threadIdx.x == 0) epilogue.counters[group] = 0;
+            if (!last_block_ticket(&epilogue.counters[group], 2 * (32 / MEMRA_CUDA_MMV_WARPS) - 1)) return;
             /* the other blocks' outputs through L2 (__ldcg: never a stale L1 line); warp w takes rows w, w + warps, ... */
             const float * gate = segments.out[0];
             const float * up = segments.out[1];
@@ -354,9 +435,13 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_
                 round_q8_0_codes(b, lane, swiglu_value(__ldcg(gate + b * 32 + lane), __ldcg(up + b * 32 + lane)), epilogue.codes, epilogue.scales);
             }
         }
-        return;
+    } else {
+        store_split_rows<ROWS>(sum, lane, rows, out, n_out, o, split_shift);
     }
-    store_split_rows<ROWS>(sum, lane, rows, out, n_out, o, split_shift);
+    /* one matrix (the host checks): the last of all the launch's blocks */
+    if constexpr (EPILOGUE == MMV_NORM_TAIL) {
+        if (last_block_ticket(tail.counter, (int)gridDim.x - 1)) norm_tail_rows(tail, segments.out[0], rows);
+    }
 }
 
 /* code_words<TYPE>(row, group, w, s, o, zero): the 8 weight codes of `group` (8 values) of a

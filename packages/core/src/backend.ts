@@ -93,6 +93,23 @@ export interface AttentionShape {
   readonly scale: number;
 }
 
+/**
+ * The residual add and RMSNorm that follow a projection into the residual stream, which the op
+ * making the projection may do itself (attentionMatmul, qkNormRopeAttentionMatmul,
+ * rmsNormSwigluMatmul given one): hidden += projected, then normed = RMSNorm(hidden) · weight
+ * (rows of weight.length), the values addRmsNorm(normed, hidden, projected, weight, rows, eps)
+ * gives. The op says whether it did by returning "normed"; the caller then must not add projected
+ * again, and calls the next norm (rmsNormMatmuls, rmsNormSwigluMatmul without delta, or rmsNorm of
+ * the same normed, hidden, weight and eps) next, which a backend may then skip (CUDA: the tail of
+ * the projection's kernel has normed and rounded the rows already).
+ */
+export interface ResidualNorm {
+  readonly hidden: DeviceBuffer;
+  readonly normed: DeviceBuffer;
+  readonly weight: WeightHandle;
+  readonly eps: number;
+}
+
 /** Ops recorded once and run again on each replay (CudaBackend: a CUDA graph). */
 export interface BackendGraph {
   /** Runs the recorded ops again (queued like ops), reading the current contents of the host arrays they were recorded with. */
@@ -222,14 +239,25 @@ export interface Backend {
   /**
    * Optional: attention into `out` as attention() does, then projected = matmul(out, weight,
    * shape.rows): the same as the two calls, where the backend can hand the attention's result to the
-   * matmul in the form it reads (rounded codes) without another pass.
+   * matmul in the form it reads (rounded codes) without another pass. With `residual`, it may also
+   * do that norm after the projection (ResidualNorm), returning "normed" where it did.
    */
-  attentionMatmul?(projected: DeviceBuffer, out: DeviceBuffer, q: DeviceBuffer, kv: KVLayerView, shape: AttentionShape, weight: WeightHandle): void;
+  attentionMatmul?(
+    projected: DeviceBuffer,
+    out: DeviceBuffer,
+    q: DeviceBuffer,
+    kv: KVLayerView,
+    shape: AttentionShape,
+    weight: WeightHandle,
+    residual?: ResidualNorm,
+  ): void | "normed";
   /**
    * Optional: rmsNormMatmuls(normed, hidden, delta, normWeight, eps, [gate, up], [gateWeight,
    * upWeight], rows), then swigluMatmul(projected, gate, up, downWeight, rows), in one op with the
    * same results (a dense SwiGLU feed-forward after its norm). A backend may decline (returning
    * false: nothing was done), e.g. CUDA for weight types or row counts its fused kernel does not take.
+   * With `residual`, it may also do that norm after the down projection (ResidualNorm), returning
+   * "normed" where it did (true: done without it).
    */
   rmsNormSwigluMatmul?(
     normed: DeviceBuffer,
@@ -244,13 +272,15 @@ export interface Backend {
     projected: DeviceBuffer,
     downWeight: WeightHandle,
     rows: number,
-  ): boolean;
+    residual?: ResidualNorm,
+  ): boolean | "normed";
   /**
    * Optional: qkNormRopeWriteKV(q, k, v, qNorm, kNorm, positions, shape.heads, shape.kvHeads,
    * shape.headDim, eps, freqBase, kv.keys, kv.values, slots), then attentionMatmul(projected, out,
    * q, kv, shape, weight), in one op: the same out, projected and K/V storage, but q and k may be
    * left as they were (not normed in place). A backend may decline (returning false: nothing was
-   * done), e.g. CUDA where a sequence has several query rows.
+   * done), e.g. CUDA where a sequence has several query rows. With `residual`, it may also do that
+   * norm after the projection (ResidualNorm), returning "normed" where it did (true: done without it).
    */
   qkNormRopeAttentionMatmul?(
     projected: DeviceBuffer,
@@ -267,7 +297,8 @@ export interface Backend {
     kv: KVLayerView,
     shape: AttentionShape,
     weight: WeightHandle,
-  ): boolean;
+    residual?: ResidualNorm,
+  ): boolean | "normed";
   /** out = silu(gate) * up, elementwise over `length`. */
   swiglu(out: DeviceBuffer, gate: DeviceBuffer, up: DeviceBuffer, length: number): void;
   /**

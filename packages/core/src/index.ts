@@ -9,6 +9,7 @@ export {
   type KVLayerView,
   type KVStorage,
   type KVType,
+  type ResidualNorm,
   type WeightHandle,
   kvRowBytes,
 } from "./backend";

@@ -16,6 +16,7 @@ import {
   type KVLayerView,
   type KVStorage,
   type KVType,
+  type ResidualNorm,
   UnsupportedTensorTypeError,
   type WeightHandle,
   kvRowBytes,
@@ -62,6 +63,14 @@ export interface CudaBackendOptions {
    * MEMRA_CUDA_FUSED_FFN=0) or in a launch of its own (false: that op declines).
    */
   readonly fusedFeedForward?: boolean;
+  /**
+   * Add a decode step's O and down projections to the residual stream and apply the next RMSNorm
+   * (with its q8_0 rounding) in the last block of the projection's matrix-vector kernel, where the
+   * model offers it (a ResidualNorm: attentionMatmul, qkNormRopeAttentionMatmul,
+   * rmsNormSwigluMatmul; q8_0 projections of 1 or 2 rows): two launches fewer per layer (true, the
+   * default unless MEMRA_CUDA_FUSED_NORM=0), or the norm in the next op's launch (false).
+   */
+  readonly fusedNorm?: boolean;
 }
 
 /** An f32 buffer in device memory. */
@@ -159,6 +168,8 @@ export class CudaBackend implements Backend {
   private captured: Map<string, HostArray> | undefined;
   private readonly liveGraphs = new Set<CudaGraph>();
   /** The host arrays memra_cuda_matmul_shared reads (copied by the call; reused). */
+  /** memra_cuda_residual_norm, filled for each op given one (the library reads it during the call). */
+  private readonly residualNorm = new DataView(new ArrayBuffer(56));
   private readonly groupArguments = {
     outs: new BigUint64Array(8),
     outLengths: new BigInt64Array(8),
@@ -182,6 +193,8 @@ export class CudaBackend implements Backend {
     readonly fusedAttention: boolean,
     /** Whether rmsNormSwigluMatmul runs (CudaBackendOptions.fusedFeedForward). */
     readonly fusedFeedForward: boolean,
+    /** Whether projections take a ResidualNorm (CudaBackendOptions.fusedNorm). */
+    readonly fusedNorm: boolean,
   ) {
     this.handle = handle;
     if (graphs) this.captureGraph = (record) => this.capture(record);
@@ -208,7 +221,8 @@ export class CudaBackend implements Backend {
     const graphs = options.graphs ?? process.env.MEMRA_CUDA_GRAPHS !== "0";
     const fusedAttention = options.fusedAttention ?? process.env.MEMRA_CUDA_FUSED_ATTENTION !== "0";
     const fusedFeedForward = options.fusedFeedForward ?? process.env.MEMRA_CUDA_FUSED_FFN !== "0";
-    return new CudaBackend(library, context, device, graphs, fusedAttention, fusedFeedForward);
+    const fusedNorm = options.fusedNorm ?? process.env.MEMRA_CUDA_FUSED_NORM !== "0";
+    return new CudaBackend(library, context, device, graphs, fusedAttention, fusedFeedForward, fusedNorm);
   }
 
   /**
@@ -528,7 +542,8 @@ export class CudaBackend implements Backend {
     projected: DeviceBuffer,
     downWeight: WeightHandle,
     rows: number,
-  ): boolean {
+    residual?: ResidualNorm,
+  ): boolean | "normed" {
     const op = "rmsNormSwigluMatmul";
     if (!this.fusedFeedForward) return false;
     const [g, u, down] = [asWeight(gateWeight), asWeight(upWeight), asWeight(downWeight)];
@@ -536,6 +551,7 @@ export class CudaBackend implements Backend {
     if ((u.shape[1] ?? 1) !== ffn || down.shape[0] !== ffn) throw new RangeError(`${op}: gate, up and down weights of ${ffn}, ${u.shape[1] ?? 1} and ${down.shape[0]} features`);
     if (this.library.symbols.memra_cuda_norm_swiglu_matmul_applies(this.context(), rows, g.type, u.type, g.shape[0]!, ffn, down.type, down.shape[1] ?? 1) !== 1) return false;
     this.groupArgumentsOf(op, [gate, up], [gateWeight, upWeight]);
+    const then = this.residualArgument(residual, down, rows);
     const [n, h, p] = [asBuffer(normed), asBuffer(hidden), asBuffer(projected)];
     const d = delta === undefined ? undefined : asBuffer(delta);
     const w = asWeight(normWeight);
@@ -566,8 +582,9 @@ export class CudaBackend implements Backend {
       down.pointer as Pointer,
       down.byteLength,
       down.shape[1] ?? 1,
+      then,
     );
-    return true;
+    return then === null ? true : "normed";
   }
 
   private groupArgumentsOf(op: string, outs: readonly DeviceBuffer[], weights: readonly WeightHandle[]): number {
@@ -777,14 +794,42 @@ export class CudaBackend implements Backend {
     this.library.call("memra_cuda_paged_attention", this.context(), ...this.attentionArguments("attention", out, q, kv, shape));
   }
 
-  attentionMatmul(projected: DeviceBuffer, out: DeviceBuffer, q: DeviceBuffer, kv: KVLayerView, shape: AttentionShape, weight: WeightHandle): void {
+  attentionMatmul(
+    projected: DeviceBuffer,
+    out: DeviceBuffer,
+    q: DeviceBuffer,
+    kv: KVLayerView,
+    shape: AttentionShape,
+    weight: WeightHandle,
+    residual?: ResidualNorm,
+  ): void | "normed" {
     const p = asBuffer(projected);
     const w = asWeight(weight);
     if (w.shape[0] !== shape.heads * shape.headDim) {
       throw new RangeError(`attentionMatmul: the weight takes ${w.shape[0]} inputs, the attention gives ${shape.heads} heads × ${shape.headDim}`);
     }
     const attention = this.attentionArguments("attentionMatmul", out, q, kv, shape);
-    this.library.call("memra_cuda_attention_matmul", this.context(), p.pointer as Pointer, p.length, ...attention, w.type, w.pointer as Pointer, w.byteLength, w.shape[1] ?? 1);
+    const then = this.residualArgument(residual, w, shape.rows);
+    this.library.call("memra_cuda_attention_matmul", this.context(), p.pointer as Pointer, p.length, ...attention, w.type, w.pointer as Pointer, w.byteLength, w.shape[1] ?? 1, then);
+    return then === null ? undefined : "normed";
+  }
+
+  /**
+   * memra_cuda_residual_norm for a projection of `rows` rows by `weight` into the residual stream,
+   * where the model offers one and the projection's kernel takes it (fusedNorm, q8_0 on 1 or 2
+   * rows: memra_cuda_matmul_norm_tail_applies); else null (the op does not do the norm).
+   */
+  private residualArgument(residual: ResidualNorm | undefined, weight: CudaWeight, rows: number): Pointer | null {
+    if (residual === undefined || !this.fusedNorm) return null;
+    const [nIn, nOut] = [weight.shape[0]!, weight.shape[1] ?? 1];
+    if (this.library.symbols.memra_cuda_matmul_norm_tail_applies(this.context(), weight.type, rows, nIn, nOut) !== 1) return null;
+    const [h, n, w] = [asBuffer(residual.hidden), asBuffer(residual.normed), asWeight(residual.weight)];
+    if (w.elementCount !== nOut) throw new RangeError(`the residual norm's weight has ${w.elementCount} values for a projection of ${nOut} features`);
+    // memra_cuda_residual_norm: hidden, hidden_length, normed, normed_length, weight, weight_length (8 bytes each), eps (f32)
+    const fields = [h.pointer, h.length, n.pointer, n.length, this.f32Weight(w), w.elementCount];
+    fields.forEach((field, i) => this.residualNorm.setBigInt64(i * 8, BigInt(field as number), true));
+    this.residualNorm.setFloat32(48, residual.eps, true);
+    return ptr(this.residualNorm);
   }
 
   /**
@@ -808,7 +853,8 @@ export class CudaBackend implements Backend {
     kv: KVLayerView,
     shape: AttentionShape,
     weight: WeightHandle,
-  ): boolean {
+    residual?: ResidualNorm,
+  ): boolean | "normed" {
     const op = "qkNormRopeAttentionMatmul";
     if (!this.fusedAttention || shape.headDim % 64 !== 0 || shape.headDim >= 256 || kv.sequences.length / 4 !== shape.rows || shape.rows === 0) return false;
     if (positions.length !== shape.rows || slots.length !== shape.rows) throw new RangeError(`${op}: ${positions.length} positions and ${slots.length} slots for ${shape.rows} rows`);
@@ -826,7 +872,8 @@ export class CudaBackend implements Backend {
     fields.forEach((field, i) => qk.setBigInt64(i * 8, BigInt(field as number), true));
     qk.setFloat32(72, eps, true);
     qk.setFloat32(76, freqBase, true);
-    // memra_cuda_attention_matmul's arguments, then the K/V side
+    const then = this.residualArgument(residual, w, shape.rows);
+    // memra_cuda_attention_matmul's arguments, then the K/V side and the residual norm
     this.library.call(
       "memra_cuda_qk_norm_rope_attention_matmul",
       this.context(),
@@ -838,8 +885,9 @@ export class CudaBackend implements Backend {
       w.byteLength,
       w.shape[1] ?? 1,
       ptr(qk),
+      then,
     );
-    return true;
+    return then === null ? true : "normed";
   }
 
   /** memra_cuda_paged_attention's arguments after the context (out … scale), which memra_cuda_attention_matmul takes too. */

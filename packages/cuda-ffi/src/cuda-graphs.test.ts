@@ -306,30 +306,38 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
     // attention (its last split merging the others), O rounding + matvec (head_dim 16: not rounded
     // by the attention), add+norm with the gate/up rounding + one launch rounding SwiGLU for down,
     // down) and the final add+norm; the 5 inputs are copied by the replay, in one copy before the
-    // graph.
-    if (preset === "tiny") for (const count of nodes) expect(count).toBe(1 + 2 * 9 + 1);
+    // graph. The O and down kernels add and norm for the next op (their norm tails), so the second
+    // layer's (add+)norm, both FFN add+norms and the final add+norm launch nothing: 4 fewer.
+    if (preset === "tiny") for (const count of nodes) expect(count).toBe(1 + 2 * 9 + 1 - 4);
     for (let i = 0; i < expected.length; i++) expect(firstDifference(actual[i]!, expected[i]!), `logits ${i}`).toBe(-1);
   }, 240_000); // whole models on the emulator: ~35 s each alone, twice that on a busy machine
 
-  it("a model with head_dim 64 decodes with QK-norm, RoPE and the K/V write in the attention kernel and SwiGLU's rounding in gate/up: the logits of the ops apart, two nodes fewer a layer", async () => {
+  it("a model with head_dim 64 decodes with QK-norm, RoPE and the K/V write in the attention kernel, SwiGLU's rounding in gate/up and the residual norms in the O and down kernels: the logits of the ops apart, four nodes fewer a layer", async () => {
     // small: 2 layers, hidden 256, 4 heads of 64 over 2 KV heads, FFN 512; prompts (several rows:
-    // the ops apart) then batched decode steps (one row per sequence: qkNormRopeAttentionMatmul,
-    // rmsNormSwigluMatmul)
+    // the ops apart) then batched decode steps of two sequences (one row each:
+    // qkNormRopeAttentionMatmul, rmsNormSwigluMatmul, and the O and down projections' norm tails)
     const path = await syntheticModelFile(resolveOptions("small", { weightType: "q8_0" }));
-    const run = (fused: boolean, graphs: boolean) => decodeLogits(path, { fusedAttention: fused, fusedFeedForward: fused, graphs }, 3);
+    const run = (fused: boolean, graphs: boolean, fusedNorm = fused) =>
+      decodeLogits(path, { fusedAttention: fused, fusedFeedForward: fused, fusedNorm, graphs }, 3);
     const apart = run(false, false);
     const fused = run(true, false);
     const fusedGraphs = run(true, true);
+    const normsApartGraphs = run(true, true, false);
     for (let i = 0; i < apart.logits.length; i++) {
       expect(firstDifference(fused.logits[i]!, apart.logits[i]!), `logits ${i}, eager`).toBe(-1);
       expect(firstDifference(fusedGraphs.logits[i]!, apart.logits[i]!), `logits ${i}, graphs`).toBe(-1);
+      expect(firstDifference(normsApartGraphs.logits[i]!, apart.logits[i]!), `logits ${i}, graphs, norms apart`).toBe(-1);
     }
-    // per layer: (add+)norm with the Q/K/V rounding + one launch, split attention with QK-norm,
-    // RoPE and the K/V write, rounding O's codes, O, add+norm with the gate/up rounding + one
-    // launch rounding SwiGLU for down, down (apart: QK-norm+RoPE with the K/V write, and
-    // SwiGLU-in-rounding, two more); with the embedding and the final add+norm
+    // Without the norm tails, per layer: (add+)norm with the Q/K/V rounding + one launch, split
+    // attention with QK-norm, RoPE and the K/V write, rounding O's codes, O, add+norm with the
+    // gate/up rounding + one launch rounding SwiGLU for down, down (apart: QK-norm+RoPE with the
+    // K/V write, and SwiGLU-in-rounding, two more); with the embedding and the final add+norm.
+    expect(normsApartGraphs.nodes.length).toBeGreaterThanOrEqual(1);
+    for (const count of normsApartGraphs.nodes) expect(count).toBe(1 + 2 * 7 + 1);
+    // With them, the O and down kernels add and norm for the next op: the second layer's norm, both
+    // FFN norms and the final norm launch nothing (the first layer's norm follows the embedding).
     expect(fusedGraphs.nodes.length).toBeGreaterThanOrEqual(1);
-    for (const count of fusedGraphs.nodes) expect(count).toBe(1 + 2 * 7 + 1);
+    for (const count of fusedGraphs.nodes) expect(count).toBe(1 + 6 + 5 + 0);
   }, 240_000);
 
   it("greedy decode through graphs picks on the device the argmax of the logits decode op by op gives", async () => {

@@ -88,23 +88,26 @@ export const MEMRA_CUDA_SYMBOLS = {
   //  sequences, sequence_count, rows, heads, kv_heads, head_dim, scale)
   memra_cuda_paged_attention: { args: [ptr, ptr, i64, ptr, i64, i32, ptr, ptr, i64, i64, ptr, i64, ptr, i64, i64, i64, i64, i64, f32], returns: i32 },
   // (cuda, projected, projected_length, out, out_length, q, q_length, type, keys, values, storage_bytes, block_tokens, block_tables, table_length,
-  //  sequences, sequence_count, rows, heads, kv_heads, head_dim, scale, weight_type, weight, weight_bytes, n_out)
+  //  sequences, sequence_count, rows, heads, kv_heads, head_dim, scale, weight_type, weight, weight_bytes, n_out, then: memra_cuda_residual_norm or null)
   memra_cuda_attention_matmul: {
-    args: [ptr, ptr, i64, ptr, i64, ptr, i64, i32, ptr, ptr, i64, i64, ptr, i64, ptr, i64, i64, i64, i64, i64, f32, i32, ptr, i64, i64],
-    returns: i32,
-  },
-  // (cuda, projected, projected_length, out, out_length, q, q_length, type, keys, values, storage_bytes, block_tokens, block_tables, table_length,
-  //  sequences, sequence_count, rows, heads, kv_heads, head_dim, scale, weight_type, weight, weight_bytes, n_out, qk: memra_cuda_qk_inputs)
-  memra_cuda_qk_norm_rope_attention_matmul: {
     args: [ptr, ptr, i64, ptr, i64, ptr, i64, i32, ptr, ptr, i64, i64, ptr, i64, ptr, i64, i64, i64, i64, i64, f32, i32, ptr, i64, i64, ptr],
     returns: i32,
   },
+  // (cuda, projected, projected_length, out, out_length, q, q_length, type, keys, values, storage_bytes, block_tokens, block_tables, table_length,
+  //  sequences, sequence_count, rows, heads, kv_heads, head_dim, scale, weight_type, weight, weight_bytes, n_out, qk: memra_cuda_qk_inputs,
+  //  then: memra_cuda_residual_norm or null)
+  memra_cuda_qk_norm_rope_attention_matmul: {
+    args: [ptr, ptr, i64, ptr, i64, ptr, i64, i32, ptr, ptr, i64, i64, ptr, i64, ptr, i64, i64, i64, i64, i64, f32, i32, ptr, i64, i64, ptr, ptr],
+    returns: i32,
+  },
+  // (cuda, type, rows, n_in, n_out) → 1 or 0, not a status
+  memra_cuda_matmul_norm_tail_applies: { args: [ptr, i32, i64, i64, i64], returns: i32 },
   // (cuda, rows, gate_type, up_type, n_in, ffn, down_type, n_out) → 1 or 0, not a status
   memra_cuda_norm_swiglu_matmul_applies: { args: [ptr, i64, i32, i32, i64, i64, i32, i64], returns: i32 },
   // (cuda, normed, normed_length, hidden, hidden_length, delta, delta_length, norm_weight, norm_weight_length, eps, outs, out_lengths, rows, types,
-  //  weights, weight_bytes, n_in, ffn, projected, projected_length, down_type, down_weight, down_weight_bytes, n_out)
+  //  weights, weight_bytes, n_in, ffn, projected, projected_length, down_type, down_weight, down_weight_bytes, n_out, then: memra_cuda_residual_norm or null)
   memra_cuda_norm_swiglu_matmul: {
-    args: [ptr, ptr, i64, ptr, i64, ptr, i64, ptr, i64, f32, ptr, ptr, i64, ptr, ptr, ptr, i64, i64, ptr, i64, i32, ptr, i64, i64],
+    args: [ptr, ptr, i64, ptr, i64, ptr, i64, ptr, i64, f32, ptr, ptr, i64, ptr, ptr, ptr, i64, i64, ptr, i64, i32, ptr, i64, i64, ptr],
     returns: i32,
   },
   // (cuda, out, out_length, gate, gate_length, up, up_length, length)

@@ -6,7 +6,7 @@
  */
 import type { GGUFFile, Qwen3Config, Qwen3MoeConfig } from "@memra/gguf";
 import { argmax } from "@memra/sampler";
-import { type Backend, type BackendGraph, type DeviceBuffer, TOP_K_ROWS_MAX, type WeightHandle } from "../backend";
+import { type Backend, type BackendGraph, type DeviceBuffer, type ResidualNorm, TOP_K_ROWS_MAX, type WeightHandle } from "../backend";
 import type { KVCache } from "../kv-cache";
 import type { BackendPlacement } from "../placement/backend-placement";
 import { transferBetweenBackends } from "../placement/transfer-between-backends";
@@ -226,7 +226,8 @@ function normAndMatmuls(
 /**
  * projected = attention(RMSNorm(hidden) · attn_norm), adding the pending residual (projected) to
  * hidden first when there is one, and writing this step's K/V into the cache's blocks. The caller
- * adds projected to hidden.
+ * adds projected to hidden, unless the backend did with `residual` (ResidualNorm): then this
+ * returns true, and normed holds the next RMSNorm.
  */
 function attentionBlock(
   backend: Backend,
@@ -238,22 +239,36 @@ function attentionBlock(
   layout: BatchLayout,
   layer: number,
   pending: boolean,
-): void {
+  residual: ResidualNorm | undefined,
+): boolean {
   normAndMatmuls(backend, d, s, pending, w.attn_norm, [s.query, s.key, s.value], [w.attn_q, w.attn_k, w.attn_v], rows);
   const storage = layout.cache.storage;
   const [keys, values] = [storage.keys[layer]!, storage.values[layer]!];
   const kv = { keys, values, blockTokens: storage.blockTokens, blockTables: layout.blockTables, sequences: layout.sequences };
   const shape = { rows, heads: d.heads, kvHeads: d.kvHeads, headDim: d.headDim, scale: 1 / Math.sqrt(d.headDim) };
   // The whole block in one op where the backend takes it (CUDA: a decode step, in the attention kernel).
-  if (
-    backend.qkNormRopeAttentionMatmul?.(s.projected, s.attention, s.query, s.key, s.value, w.attn_q_norm, w.attn_k_norm, positions, d.eps, d.ropeFreqBase, layout.slots, kv, shape, w.attn_output)
-  ) {
-    return;
-  }
+  const together = backend.qkNormRopeAttentionMatmul?.(
+    s.projected,
+    s.attention,
+    s.query,
+    s.key,
+    s.value,
+    w.attn_q_norm,
+    w.attn_k_norm,
+    positions,
+    d.eps,
+    d.ropeFreqBase,
+    layout.slots,
+    kv,
+    shape,
+    w.attn_output,
+    residual,
+  );
+  if (together) return together === "normed";
   // QK-norm: RMSNorm over each head's headDim values, before RoPE; then this step's K and V into
   // the cache. In one op where the backend has it, else in as few as it has.
-  const together = backend.qkNormRopeWriteKV?.(s.query, s.key, s.value, w.attn_q_norm, w.attn_k_norm, positions, d.heads, d.kvHeads, d.headDim, d.eps, d.ropeFreqBase, keys, values, layout.slots);
-  if (!together) {
+  const normRopeWrite = backend.qkNormRopeWriteKV?.(s.query, s.key, s.value, w.attn_q_norm, w.attn_k_norm, positions, d.heads, d.kvHeads, d.headDim, d.eps, d.ropeFreqBase, keys, values, layout.slots);
+  if (!normRopeWrite) {
     if (!backend.qkNormRope?.(s.query, s.key, w.attn_q_norm, w.attn_k_norm, positions, d.heads, d.kvHeads, d.headDim, d.eps, d.ropeFreqBase)) {
       backend.rmsNorm(s.query, s.query, w.attn_q_norm, rows * d.heads, d.eps);
       backend.rmsNorm(s.key, s.key, w.attn_k_norm, rows * d.kvHeads, d.eps);
@@ -266,11 +281,10 @@ function attentionBlock(
       backend.writeKV(values, layout.slots, s.value);
     }
   }
-  if (backend.attentionMatmul) backend.attentionMatmul(s.projected, s.attention, s.query, kv, shape, w.attn_output);
-  else {
-    backend.attention(s.attention, s.query, kv, shape);
-    backend.matmul(s.projected, s.attention, w.attn_output, rows);
-  }
+  if (backend.attentionMatmul) return backend.attentionMatmul(s.projected, s.attention, s.query, kv, shape, w.attn_output, residual) === "normed";
+  backend.attention(s.attention, s.query, kv, shape);
+  backend.matmul(s.projected, s.attention, w.attn_output, rows);
+  return false;
 }
 
 // ---- MLP ----
@@ -842,22 +856,45 @@ export class Transformer {
       backend = target;
       s = targetScratch;
     };
+    // The norm after a block's projection, offered to the op making the projection (a
+    // ResidualNorm: CUDA does it in the projection's last block) where the norm runs on the same
+    // backend next; when the op took it, the residual is added and the next norm finds normed made.
+    const residualNorm = (weight: WeightHandle): ResidualNorm => ({ hidden: s.hidden, normed: s.normed, weight, eps: d.eps });
     for (let layer = 0; layer < this.layers.length; layer++) {
       const layerBackend = this.layerBackends[layer]!;
       if (layerBackend !== backend) moveTo(layerBackend, this.layerScratch[layer]!);
       const { attention, feedForward } = this.layers[layer]!;
-      attentionBlock(backend, d, attention, s, rows, positions, layout, layer, pending);
+      const normed = attentionBlock(backend, d, attention, s, rows, positions, layout, layer, pending, residualNorm(feedForward.ffn_norm));
       const projections = feedForward.projections;
       const swiglu = feedForward.swiglu;
+      const next = layer + 1 < this.layers.length ? this.layerBackends[layer + 1] : this.outputBackend;
+      const nextNorm = next === backend ? residualNorm(layer + 1 < this.layers.length ? this.layers[layer + 1]!.attention.attn_norm : this.outputNorm) : undefined;
       // The norm and the whole dense FFN in one op where the backend takes it (CUDA: a decode step).
       const together =
-        swiglu !== undefined &&
-        backend.rmsNormSwigluMatmul?.(s.normed, s.hidden, s.projected, feedForward.ffn_norm, d.eps, swiglu.gate, swiglu.up, swiglu.gateWeight, swiglu.upWeight, s.projected, swiglu.downWeight, rows) === true;
-      if (!together) {
-        if (projections) normAndMatmuls(backend, d, s, true, feedForward.ffn_norm, projections.outs, projections.weights, rows);
-        else addAndNorm(backend, d, s, true, feedForward.ffn_norm, rows);
-        feedForward.forward(backend, s, rows);
+        swiglu === undefined
+          ? undefined
+          : backend.rmsNormSwigluMatmul?.(
+              s.normed,
+              s.hidden,
+              normed ? undefined : s.projected,
+              feedForward.ffn_norm,
+              d.eps,
+              swiglu.gate,
+              swiglu.up,
+              swiglu.gateWeight,
+              swiglu.upWeight,
+              s.projected,
+              swiglu.downWeight,
+              rows,
+              nextNorm,
+            );
+      if (together) {
+        pending = together !== "normed";
+        continue;
       }
+      if (projections) normAndMatmuls(backend, d, s, !normed, feedForward.ffn_norm, projections.outs, projections.weights, rows);
+      else addAndNorm(backend, d, s, !normed, feedForward.ffn_norm, rows);
+      feedForward.forward(backend, s, rows);
       pending = true;
     }
     if (this.outputBackend !== backend) moveTo(this.outputBackend, this.outputScratch);
