@@ -44,7 +44,7 @@ const TARGETS: readonly Omit<Target, "measured" | "met">[] = [
   { target: "Qwen3-30B-A3B (scaled) q8_0 pp512, reported", bench: "qwen3-30b-a3b-scaled-q8_0", field: "pp512" },
 ];
 
-const VARIANTS = ["no-graphs", "no-pdl", "late-weights", "no-split", "qk-apart", "swiglu-apart", "input-nodes"] as const;
+const VARIANTS = ["no-graphs", "no-pdl", "late-weights", "no-split", "qk-apart", "swiglu-apart", "norms-apart", "input-nodes"] as const;
 
 const number = (bench: Bench | undefined, field: string): number | null => {
   const value = bench?.[field];
