@@ -148,6 +148,24 @@ bool memra_cuda_take_norm_handoff(memra_cuda * cuda, const float * normed, const
     return true;
 }
 
+bool memra_cuda_norm_handoff_holds(memra_cuda * cuda, const float * normed, const float * hidden, const float * weight, float eps, int64_t rows, int64_t width) {
+    if (!cuda) return false;
+    const memra_cuda_norm_handoff & kept = cuda->norm_handoff;
+    return kept.codes && kept.normed == normed && kept.hidden == hidden && kept.weight == weight && kept.eps == eps && kept.rows == rows && kept.width == width;
+}
+
+bool memra_cuda_take_codes_of(memra_cuda * cuda, const float * x, int64_t rows, int64_t width, memra_cuda_q8_0_codes * codes) {
+    if (!cuda) return false;
+    const memra_cuda_norm_handoff & kept = cuda->norm_handoff;
+    if (!kept.codes || kept.normed != x || kept.width != width || rows < 1 || rows > kept.rows) {
+        memra_cuda_drop_norm_handoff(cuda);
+        return false;
+    }
+    *codes = {(const int8_t *)kept.codes, (const float *)kept.scales};
+    cuda->norm_handoff = memra_cuda_norm_handoff{};
+    return true;
+}
+
 int memra_cuda_check_size(const char * function, const char * name, int64_t value, int64_t minimum) {
     if (value < minimum || value > ((int64_t)1 << 40)) {
         FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %s is %lld, must be in %lld..2^40", function, name, (long long)value, (long long)minimum);

@@ -185,6 +185,14 @@ void memra_cuda_drop_norm_handoff(memra_cuda * cuda);
  * memra_cuda_enter, which would drop them. */
 bool memra_cuda_take_norm_handoff(memra_cuda * cuda, const float * normed, const float * hidden, const float * weight, float eps, int64_t rows, int64_t width,
                                   memra_cuda_q8_0_codes * codes);
+/* Whether the kept norm codes are those of RMSNorm(hidden) · weight in `normed` (rows of width,
+ * eps), leaving them kept: a norm that finds its result made launches nothing and leaves the codes
+ * to the matmul of normed that follows it. Call before memra_cuda_enter. */
+bool memra_cuda_norm_handoff_holds(memra_cuda * cuda, const float * normed, const float * hidden, const float * weight, float eps, int64_t rows, int64_t width);
+/* The kept norm codes where x is their normed and a matmul of its first `rows` rows (of width)
+ * can read them: true and *codes set (the caller owning them, as memra_cuda_take_norm_handoff's);
+ * else false (and whatever was kept is freed). Call before memra_cuda_enter. */
+bool memra_cuda_take_codes_of(memra_cuda * cuda, const float * x, int64_t rows, int64_t width, memra_cuda_q8_0_codes * codes);
 /* Norm codes a consumer took (memra_cuda_take_norm_handoff), freed when it has queued its kernels. */
 struct memra_cuda_kept_codes {
     memra_cuda * cuda;
@@ -195,6 +203,7 @@ struct memra_cuda_kept_codes {
     bool take(const float * normed, const float * hidden, const float * weight, float eps, int64_t rows, int64_t width) {
         return memra_cuda_take_norm_handoff(cuda, normed, hidden, weight, eps, rows, width, &codes);
     }
+    bool take_of(const float * x, int64_t rows, int64_t width) { return memra_cuda_take_codes_of(cuda, x, rows, width, &codes); }
     ~memra_cuda_kept_codes() {
         if (codes.codes) memra_cuda_free(cuda, (void *)codes.codes);
         if (codes.scales) memra_cuda_free(cuda, (void *)codes.scales);

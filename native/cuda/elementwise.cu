@@ -105,9 +105,9 @@ extern "C" int memra_cuda_dequantize(memra_cuda * cuda, float * out, int64_t out
 extern "C" int memra_cuda_rms_norm(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, const float * weight,
                                    int64_t weight_length, int64_t rows, int64_t width, float eps) {
     static const char function[] = "memra_cuda_rms_norm";
-    /* out already RMSNorm(x) · weight, made by the projection before (its norm tail): nothing to launch */
-    memra_cuda_kept_codes kept(cuda);
-    const bool normed_before = kept.take(out, x, weight, eps, rows, width);
+    /* out already RMSNorm(x) · weight, made by the projection before (its norm tail): nothing to
+     * launch, and its codes stay kept for a matmul of out next (the LM head) */
+    if (memra_cuda_norm_handoff_holds(cuda, out, x, weight, eps, rows, width)) return MEMRA_CUDA_OK;
     CHECK(memra_cuda_enter(function, cuda));
     CHECK(memra_cuda_check_size(function, "rows", rows, 0));
     CHECK(memra_cuda_check_size(function, "width", width, 1));
@@ -117,7 +117,7 @@ extern "C" int memra_cuda_rms_norm(memra_cuda * cuda, float * out, int64_t out_l
     CHECK(memra_cuda_check_buffer(function, "out", out, out_length, needed));
     CHECK(memra_cuda_check_buffer(function, "weight", weight, weight_length, width));
     if (!(eps >= 0.0f)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: eps must be non-negative", function);
-    if (rows == 0 || normed_before) return MEMRA_CUDA_OK;
+    if (rows == 0) return MEMRA_CUDA_OK;
     const memra_cuda_launch launch = memra_cuda_plan_rows(rows, width);
     MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, rms_norm_kernel)(out, x, weight, rows, width, eps);
     LAUNCH_CHECK(function, "rms_norm_kernel");

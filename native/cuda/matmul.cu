@@ -510,7 +510,11 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
 extern "C" int memra_cuda_matmul(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, int64_t rows, int type,
                                  const void * weight, int64_t weight_bytes, int64_t n_in, int64_t n_out) {
     const int32_t type32 = type;
-    return matmul_group("memra_cuda_matmul", cuda, 1, &out, &out_length, x, x_length, rows, &type32, &weight, &weight_bytes, n_in, &n_out, 1, 0);
+    /* x's q8_0 codes where a norm tail rounded x just before (the final norm, then the LM head) */
+    memra_cuda_kept_codes kept(cuda);
+    const bool rounded = kept.take_of(x, rows, n_in);
+    return matmul_group("memra_cuda_matmul", cuda, 1, &out, &out_length, x, x_length, rows, &type32, &weight, &weight_bytes, n_in, &n_out, 1, 0, nullptr, 0, nullptr,
+                        nullptr, rounded ? &kept.codes : nullptr);
 }
 
 extern "C" int memra_cuda_expert_matmul(memra_cuda * cuda, float * out, int64_t out_length, const float * x, int64_t x_length, int64_t rows, int type,

@@ -242,7 +242,9 @@ MEMRA_CUDA_API int memra_cuda_paged_attention(memra_cuda * cuda, float * out, in
  * normed's q8_0 codes kept for the next op: a memra_cuda_norm_matmul_shared,
  * memra_cuda_norm_swiglu_matmul (delta NULL) or memra_cuda_rms_norm of the same normed, hidden,
  * weight, eps and rows called next on the context (no other call between: any other call drops
- * them) launches no norm and, where its matmuls read q8_0 codes, no rounding. Only where
+ * them) launches no norm and, where its matmuls read q8_0 codes, no rounding; a
+ * memra_cuda_rms_norm that so launches nothing leaves the codes to a memra_cuda_matmul of normed
+ * called next (the final norm, then the LM head: no rounding either). Only where
  * memra_cuda_matmul_norm_tail_applies says so (else MEMRA_CUDA_ERROR_UNSUPPORTED and nothing is
  * done). hidden, normed and projected must not overlap. */
 typedef struct memra_cuda_residual_norm {

@@ -85,6 +85,11 @@ describe.skipIf(unavailable !== undefined)(`a residual norm in the projection's 
         rmsNormMatmuls: (s: Side, rows: number) => backend.rmsNormMatmuls(s.normed, s.hidden, undefined, nextNorm, EPS, s.outs, nextWeights, rows),
         rmsNorm: (s: Side, rows: number) => backend.rmsNorm(s.normed, s.hidden, nextNorm, rows, EPS),
         rmsNormSwigluMatmul: (s: Side, rows: number) => expect(ffnOf(s, rows, undefined, nextNorm)).toBe(true),
+        // the final norm and the LM head: the matmul reads the codes the norm left
+        "rmsNorm, matmul": (s: Side, rows: number) => {
+          backend.rmsNorm(s.normed, s.hidden, nextNorm, rows, EPS);
+          backend.matmul(s.outs[0]!, s.normed, nextWeights[0]!, rows);
+        },
       };
       for (const rows of [1, 2]) {
         for (const [name, consume] of Object.entries(consumers)) {
@@ -109,11 +114,13 @@ describe.skipIf(unavailable !== undefined)(`a residual norm in the projection's 
             ["normed after", chained.normed, apart.normed],
             ["gate", chained.gate, apart.gate],
             ["projected after", chained.projected, apart.projected],
-            // (written by rmsNormMatmuls only)
+            // (written by rmsNormMatmuls, the first by the matmul after rmsNorm)
             ...(name === "rmsNormMatmuls" ? chained.outs.map((out, i) => [`out ${i}`, out, apart.outs[i]!] as const) : []),
+            ...(name === "rmsNorm, matmul" ? [["out 0", chained.outs[0]!, apart.outs[0]!] as const] : []),
           ]);
           // the tail adds no launch, and the next op's norm launches nothing: one node fewer than
-          // the add and norm in the next op's launch (rmsNorm: no launch at all)
+          // the add and norm in the next op's launch (rmsNorm: no launch at all; then a q8_0
+          // matmul: no rounding launch either)
           const s = side(rows, width, ffn, 7);
           const producer = nodes(() => ffnOf(s, rows, undefined, ffnNorm));
           expect(nodes(() => ffnOf(s, rows, undefined, ffnNorm, residualOf(s, nextNorm))), what).toBe(producer);
@@ -124,10 +131,13 @@ describe.skipIf(unavailable !== undefined)(`a residual norm in the projection's 
           const withoutTail = nodes(() => {
             ffnOf(s, rows, undefined, ffnNorm);
             if (name === "rmsNormMatmuls") backend.rmsNormMatmuls(s.normed, s.hidden, s.projected, nextNorm, EPS, s.outs, nextWeights, rows);
-            else if (name === "rmsNorm") backend.addRmsNorm(s.normed, s.hidden, s.projected, nextNorm, rows, EPS);
-            else expect(ffnOf(s, rows, s.projected, nextNorm)).toBe(true);
+            else if (name === "rmsNormSwigluMatmul") expect(ffnOf(s, rows, s.projected, nextNorm)).toBe(true);
+            else backend.addRmsNorm(s.normed, s.hidden, s.projected, nextNorm, rows, EPS);
+            if (name === "rmsNorm, matmul") backend.matmul(s.outs[0]!, s.normed, nextWeights[0]!, rows);
           });
-          expect(withTail, what).toBe(name === "rmsNorm" ? producer : withoutTail - 1);
+          const saved = { rmsNormMatmuls: 1, rmsNorm: 1, rmsNormSwigluMatmul: 1, "rmsNorm, matmul": 2 }[name]!;
+          expect(withTail, what).toBe(withoutTail - saved);
+          if (name === "rmsNorm") expect(withTail, what).toBe(producer);
         }
       }
     }
@@ -166,6 +176,29 @@ describe.skipIf(unavailable !== undefined)(`a residual norm in the projection's 
         ["normed", fused.normed, apart.normed],
       ]);
       for (const i of [0, 1]) expect(firstDifference(written(fused.outs[i]!), written(apart.outs[i]!)), `${what}: out ${i}`).toBe(-1);
+    }
+    // a norm that found its result made leaves the codes to a matmul of normed itself, next
+    const matmulCases: Record<string, { x?: (s: Side) => DeviceBuffer; between?: (s: Side) => void }> = {
+      "a matmul of normed next": {},
+      "a matmul of another buffer": { x: () => other },
+      "an add to normed in between": { between: (s) => backend.add(s.normed, s.normed, other, rows * width) },
+    };
+    for (const [what, { x = (s: Side) => s.normed, between }] of Object.entries(matmulCases)) {
+      const [fused, apart] = [side(rows, width, ffn, 12), side(rows, width, ffn, 12)];
+      const ffnOf = (s: Side, residual?: ResidualNorm) =>
+        backend.rmsNormSwigluMatmul(s.normed, s.hidden, undefined, ffnNorm, EPS, s.gate, s.up, gateWeight, upWeight, s.projected, downWeight, rows, residual);
+      expect(ffnOf(fused, residualOf(fused, nextNorm))).toBe("normed");
+      backend.rmsNorm(fused.normed, fused.hidden, nextNorm, rows, EPS);
+      between?.(fused);
+      backend.matmul(fused.outs[0]!, x(fused), nextWeights[0]!, rows);
+      expect(ffnOf(apart)).toBe(true);
+      backend.addRmsNorm(apart.normed, apart.hidden, apart.projected, nextNorm, rows, EPS);
+      between?.(apart);
+      backend.matmul(apart.outs[0]!, x(apart), nextWeights[0]!, rows);
+      same(what, [
+        ["normed", fused.normed, apart.normed],
+        ["out", fused.outs[0]!, apart.outs[0]!],
+      ]);
     }
   }, 240_000);
 
