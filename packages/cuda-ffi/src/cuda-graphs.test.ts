@@ -307,8 +307,9 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
     // by the attention), add+norm with the gate/up rounding + one launch rounding SwiGLU for down,
     // down) and the final add+norm; the 5 inputs are copied by the replay, in one copy before the
     // graph. The O and down kernels add and norm for the next op (their norm tails), so the second
-    // layer's (add+)norm, both FFN add+norms and the final add+norm launch nothing: 4 fewer.
-    if (preset === "tiny") for (const count of nodes) expect(count).toBe(1 + 2 * 9 + 1 - 4);
+    // layer's (add+)norm, both FFN add+norms and the final add+norm launch nothing: 4 fewer. The
+    // LM head ends the graph (every row's logits wanted), on the final norm's codes: 1 more.
+    if (preset === "tiny") for (const count of nodes) expect(count).toBe(1 + 2 * 9 + 1 - 4 + 1);
     for (let i = 0; i < expected.length; i++) expect(firstDifference(actual[i]!, expected[i]!), `logits ${i}`).toBe(-1);
   }, 240_000); // whole models on the emulator: ~35 s each alone, twice that on a busy machine
 
@@ -331,13 +332,15 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
     // Without the norm tails, per layer: (add+)norm with the Q/K/V rounding + one launch, split
     // attention with QK-norm, RoPE and the K/V write, rounding O's codes, O, add+norm with the
     // gate/up rounding + one launch rounding SwiGLU for down, down (apart: QK-norm+RoPE with the
-    // K/V write, and SwiGLU-in-rounding, two more); with the embedding and the final add+norm.
+    // K/V write, and SwiGLU-in-rounding, two more); with the embedding, the final add+norm and the
+    // LM head (its rounding and matmul).
     expect(normsApartGraphs.nodes.length).toBeGreaterThanOrEqual(1);
-    for (const count of normsApartGraphs.nodes) expect(count).toBe(1 + 2 * 7 + 1);
+    for (const count of normsApartGraphs.nodes) expect(count).toBe(1 + 2 * 7 + 1 + 2);
     // With them, the O and down kernels add and norm for the next op: the second layer's norm, both
-    // FFN norms and the final norm launch nothing (the first layer's norm follows the embedding).
+    // FFN norms and the final norm launch nothing (the first layer's norm follows the embedding),
+    // and the LM head reads the codes the last down kernel rounded (no rounding launch).
     expect(fusedGraphs.nodes.length).toBeGreaterThanOrEqual(1);
-    for (const count of fusedGraphs.nodes) expect(count).toBe(1 + 6 + 5 + 0);
+    for (const count of fusedGraphs.nodes) expect(count).toBe(1 + 6 + 5 + 0 + 1);
   }, 240_000);
 
   it("greedy decode through graphs picks on the device the argmax of the logits decode op by op gives", async () => {

@@ -69,6 +69,44 @@ describe("decode steps recorded as backend graphs", () => {
     expect(backend.disposals).toBe(34);
   });
 
+  it("record the LM head in a step that wants every row's logits (not computed again after the replay), and not in one that wants none", () => {
+    const inner = new ReferenceBackend();
+    const backend = recordingBackend(inner);
+    const model = loadModel(path, { backend });
+    const plain = loadModel(path, { backend: new ReferenceBackend() });
+    // LM head matmuls run on the inner backend: recorded ones at each replay, eager ones at once
+    let heads = 0;
+    const matmul = inner.matmul.bind(inner);
+    inner.matmul = (out, x, weight, rows) => {
+      if (weight.shape[1] === model.vocabularySize) heads++;
+      matmul(out, x, weight, rows);
+    };
+    const run = (m: Model, counted: boolean) => {
+      const pool = m.createKVPool(4, { blockTokens: 16 }); // one block a sequence: one table width throughout
+      const caches = [pool.createSequence(16), pool.createSequence(16)];
+      caches.forEach((cache, i) => m.transformer.forward(tokens(3, 40 + i), cache));
+      const logits: Float32Array[] = [];
+      const step = (k: number, wanted: "last" | []) => {
+        const before = heads;
+        const out = m.transformer.forwardBatch(caches.map((cache, i) => ({ tokens: Int32Array.of(100 + 10 * k + i), cache, logits: wanted })));
+        if (wanted === "last") logits.push(...out);
+        return heads - before;
+      };
+      const counts = [step(0, "last"), step(1, "last"), step(2, []), step(3, []), step(4, "last")];
+      if (counted) {
+        // once per step that wants logits (in the graph), never for the steps that want none
+        expect(counts).toEqual([1, 1, 0, 0, 1]);
+        // the steps without logits replay a graph of their own; the last step the first one's again
+        expect(backend.recordings).toBe(2);
+        expect(backend.replays).toBe(5);
+      }
+      return logits;
+    };
+    const actual = run(model, true);
+    const expected = run(plain, false);
+    for (let i = 0; i < expected.length; i++) expect(firstDifference(actual[i]!, expected[i]!), `logits ${i}`).toBe(-1);
+  });
+
   it("reports a bad token of a replayed step as op-by-op decode does", () => {
     const model = loadModel(path, { backend: recordingBackend(new ReferenceBackend()) });
     const cache = model.createKVPool(32, { blockTokens: 4 }).createSequence(32);

@@ -393,7 +393,7 @@ export interface TransformerOptions {
 /** The result of a greedy batch entry (its token is in BatchEntry.greedy). */
 const EMPTY_LOGITS = new Float32Array(0);
 
-/** Decode graphs kept per model (least recently used dropped first): one per batch size, block-table width and KV pool. */
+/** Decode graphs kept per model (least recently used dropped first): one per batch size, block-table width, KV pool and whether it records the LM head. */
 const DECODE_GRAPH_LIMIT = 32;
 
 /**
@@ -708,8 +708,10 @@ export class Transformer {
     }
     const blockTables = Int32Array.from(tables);
     const decode = this.decodeSteps !== undefined && rows === entries.length && rows <= this.recordableRows;
+    // A decode step that wants every row's logits records the LM head too (one chunk, rows in place).
+    const headInGraph = decode && rows <= Math.min(LOGIT_ROWS, this.maxRows) && wanted.every((rowsOfEntry) => rowsOfEntry.length === 1);
     if (decode) {
-      this.replayDecodeStep(storage, entries, tokens, positions, slots, blockTables, sequences);
+      this.replayDecodeStep(storage, entries, tokens, positions, slots, blockTables, sequences, headInGraph);
     } else {
       this.runLayers(rows, tokens, positions, { cache: entries[0]!.cache, slots, blockTables, sequences });
     }
@@ -761,7 +763,7 @@ export class Transformer {
           k += run;
         }
       }
-      backend.matmul(this.logits, source, this.output, count);
+      if (!(headInGraph && inPlace && count === rows)) backend.matmul(this.logits, source, this.output, count);
       let greedyRows = 0;
       let topK = 0; // the largest k of the chunk's top-candidates rows
       for (let k = 0; k < count; k++) {
@@ -904,7 +906,9 @@ export class Transformer {
   /**
    * A decode step (one token per sequence) through its recorded graph: the step's arrays are
    * copied into the graph's own (block tables padded to a power-of-two width per sequence) and the
-   * graph replayed, recording it first when this batch size, width and pool have none yet.
+   * graph replayed, recording it first when this batch size, width and pool have none yet. With
+   * `head`, the graph ends with the LM head's matmul of every row into `logits` (then the backend
+   * can hand it the final norm's rounding, and it is no launch of its own).
    */
   private replayDecodeStep(
     storage: object,
@@ -914,13 +918,14 @@ export class Transformer {
     slots: Int32Array,
     blockTables: Int32Array,
     sequences: Int32Array,
+    head: boolean,
   ): void {
     const steps = this.decodeSteps!;
     const rows = entries.length;
     let widest = 1;
     for (const entry of entries) widest = Math.max(widest, entry.cache.blockTable.length);
     const stride = 2 ** Math.ceil(Math.log2(widest));
-    const key = `${storageId(storage)}:${rows}:${stride}`;
+    const key = `${storageId(storage)}:${rows}:${stride}:${head ? "head" : "layers"}`;
     let step = steps.get(key);
     if (step) {
       steps.delete(key); // most recently used last
@@ -952,7 +957,10 @@ export class Transformer {
       step.sequences[i * 4 + 3] = i * stride;
     }
     const layout: BatchLayout = { cache: entries[0]!.cache, slots: step.slots, blockTables: step.blockTables, sequences: step.sequences };
-    const run = () => this.runLayers(rows, step.tokens, step.positions, layout);
+    const run = () => {
+      this.runLayers(rows, step.tokens, step.positions, layout);
+      if (head) this.outputBackend.matmul(this.logits, this.outputScratch.normed, this.output, rows);
+    };
     if (step.graph === undefined) {
       step.graph = this.backend.captureGraph!(run);
       if (step.graph === undefined) {
