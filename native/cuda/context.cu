@@ -138,11 +138,11 @@ void memra_cuda_drop_norm_handoff(memra_cuda * cuda) {
 bool memra_cuda_take_norm_handoff(memra_cuda * cuda, const float * normed, const float * hidden, const float * weight, float eps, int64_t rows, int64_t width,
                                   memra_cuda_q8_0_codes * codes) {
     if (!cuda) return false;
-    const memra_cuda_norm_handoff & kept = cuda->norm_handoff;
-    if (!kept.codes || kept.normed != normed || kept.hidden != hidden || kept.weight != weight || kept.eps != eps || kept.rows != rows || kept.width != width) {
+    if (!memra_cuda_norm_handoff_holds(cuda, normed, hidden, weight, eps, rows, width)) {
         memra_cuda_drop_norm_handoff(cuda);
         return false;
     }
+    const memra_cuda_norm_handoff & kept = cuda->norm_handoff;
     *codes = {(const int8_t *)kept.codes, (const float *)kept.scales};
     cuda->norm_handoff = memra_cuda_norm_handoff{};
     return true;

@@ -493,23 +493,11 @@ export class CudaBackend implements Backend {
   ): void {
     const count = this.groupArgumentsOf("rmsNormMatmuls", outs, weights);
     if (count === 0) throw new RangeError("rmsNormMatmuls: no weights");
-    const n = asBuffer(normed);
-    const h = asBuffer(hidden);
-    const d = delta === undefined ? undefined : asBuffer(delta);
-    const w = asWeight(normWeight);
     const a = this.groupArguments;
     this.library.call(
       "memra_cuda_norm_matmul_shared",
       this.context(),
-      n.pointer as Pointer,
-      n.length,
-      h.pointer as Pointer,
-      h.length,
-      (d?.pointer ?? null) as Pointer,
-      d?.length ?? 0,
-      this.f32Weight(w) as Pointer,
-      w.elementCount,
-      eps,
+      ...this.normArguments(normed, hidden, delta, normWeight, eps),
       count,
       ptr(a.outs),
       ptr(a.outLengths),
@@ -522,7 +510,27 @@ export class CudaBackend implements Backend {
     );
   }
 
-  /** Fills groupArguments for a group of weights of one input; returns their count. */
+  /**
+   * The norm's arguments of memra_cuda_norm_matmul_shared and memra_cuda_norm_swiglu_matmul
+   * (normed … eps: normed, hidden, the optional delta and the f32 norm weight, with their lengths).
+   */
+  private normArguments(normed: DeviceBuffer, hidden: DeviceBuffer, delta: DeviceBuffer | undefined, normWeight: WeightHandle, eps: number) {
+    const [n, h] = [asBuffer(normed), asBuffer(hidden)];
+    const d = delta === undefined ? undefined : asBuffer(delta);
+    const w = asWeight(normWeight);
+    return [
+      n.pointer as Pointer,
+      n.length,
+      h.pointer as Pointer,
+      h.length,
+      (d?.pointer ?? null) as Pointer,
+      d?.length ?? 0,
+      this.f32Weight(w) as Pointer,
+      w.elementCount,
+      eps,
+    ] as const;
+  }
+
   /**
    * rmsNormMatmuls with gate and up, then swigluMatmul into projected, with the down projection's
    * q8_0 rounding of silu(gate) · up done by the gate/up kernel (memra_cuda_norm_swiglu_matmul).
@@ -552,22 +560,12 @@ export class CudaBackend implements Backend {
     if (this.library.symbols.memra_cuda_norm_swiglu_matmul_applies(this.context(), rows, g.type, u.type, g.shape[0]!, ffn, down.type, down.shape[1] ?? 1) !== 1) return false;
     this.groupArgumentsOf(op, [gate, up], [gateWeight, upWeight]);
     const then = this.residualArgument(residual, down, rows);
-    const [n, h, p] = [asBuffer(normed), asBuffer(hidden), asBuffer(projected)];
-    const d = delta === undefined ? undefined : asBuffer(delta);
-    const w = asWeight(normWeight);
+    const p = asBuffer(projected);
     const a = this.groupArguments;
     this.library.call(
       "memra_cuda_norm_swiglu_matmul",
       this.context(),
-      n.pointer as Pointer,
-      n.length,
-      h.pointer as Pointer,
-      h.length,
-      (d?.pointer ?? null) as Pointer,
-      d?.length ?? 0,
-      this.f32Weight(w) as Pointer,
-      w.elementCount,
-      eps,
+      ...this.normArguments(normed, hidden, delta, normWeight, eps),
       ptr(a.outs),
       ptr(a.outLengths),
       rows,
@@ -587,6 +585,7 @@ export class CudaBackend implements Backend {
     return then === null ? true : "normed";
   }
 
+  /** Fills groupArguments for a group of weights of one input; returns their count. */
   private groupArgumentsOf(op: string, outs: readonly DeviceBuffer[], weights: readonly WeightHandle[]): number {
     const count = outs.length;
     if (count !== weights.length) throw new RangeError(`${op}: ${count} outputs for ${weights.length} weights`);
