@@ -17,7 +17,7 @@ int64_t memra_cuda_type_block_values(int type) {
         case MEMRA_CUDA_TYPE_Q4_0: case MEMRA_CUDA_TYPE_Q4_1: case MEMRA_CUDA_TYPE_Q5_0: case MEMRA_CUDA_TYPE_Q5_1:
         case MEMRA_CUDA_TYPE_Q8_0: case MEMRA_CUDA_TYPE_IQ4_NL: return 32;
         case MEMRA_CUDA_TYPE_Q2_K: case MEMRA_CUDA_TYPE_Q3_K: case MEMRA_CUDA_TYPE_Q4_K: case MEMRA_CUDA_TYPE_Q5_K: case MEMRA_CUDA_TYPE_Q6_K:
-        case MEMRA_CUDA_TYPE_IQ4_XS: return 256;
+        case MEMRA_CUDA_TYPE_IQ4_XS: case MEMRA_CUDA_TYPE_Q8_0_X8: return 256;
         default: return 0;
     }
 }
@@ -38,9 +38,12 @@ int64_t memra_cuda_type_block_bytes(int type) {
         case MEMRA_CUDA_TYPE_Q5_K: return 176;
         case MEMRA_CUDA_TYPE_Q6_K: return 210;
         case MEMRA_CUDA_TYPE_IQ4_XS: return 136;
+        case MEMRA_CUDA_TYPE_Q8_0_X8: return 272;
         default: return 0;
     }
 }
+
+int memra_cuda_type_is_q8_0(int type) { return type == MEMRA_CUDA_TYPE_Q8_0 || type == MEMRA_CUDA_TYPE_Q8_0_X8; }
 
 int memra_cuda_weight_type_supported(int type) { return memra_cuda_type_block_values(type) > 0; }
 
@@ -151,7 +154,7 @@ int64_t memra_cuda_gemm_split_inputs(const memra_cuda_matmul_plan * plan, int64_
 }
 
 int memra_cuda_int8_gemm_supports(int type) {
-    return type == MEMRA_CUDA_TYPE_Q8_0 || type == MEMRA_CUDA_TYPE_Q4_0 || type == MEMRA_CUDA_TYPE_Q5_0;
+    return memra_cuda_type_is_q8_0(type) || type == MEMRA_CUDA_TYPE_Q4_0 || type == MEMRA_CUDA_TYPE_Q5_0;
 }
 
 int32_t memra_cuda_int8_gemm_shared_bytes(void) {
@@ -200,6 +203,7 @@ int memra_cuda_activation_rounding(int type) {
         case MEMRA_CUDA_TYPE_Q4_0:
         case MEMRA_CUDA_TYPE_Q5_0:
         case MEMRA_CUDA_TYPE_Q8_0:
+        case MEMRA_CUDA_TYPE_Q8_0_X8:
         case MEMRA_CUDA_TYPE_IQ4_NL: return MEMRA_CUDA_ROUND_Q8_0;
         case MEMRA_CUDA_TYPE_Q4_1:
         case MEMRA_CUDA_TYPE_Q5_1: return MEMRA_CUDA_ROUND_Q8_1;

@@ -32,7 +32,17 @@ enum {
     MEMRA_CUDA_TYPE_IQ4_NL = 20,
     MEMRA_CUDA_TYPE_IQ4_XS = 23,
     MEMRA_CUDA_TYPE_BF16 = 30,
+    /* Not a ggml type: q8_0 rows repacked on the device (memra_cuda_repack_q8_0) in groups of 8
+     * blocks, each group's 272 bytes the 8 blocks' f16 scales (16 bytes) then their 8 × 32 codes,
+     * so that the codes are 8- and 16-byte aligned where q8_0's 34-byte blocks are only 2-byte
+     * aligned. Rows of n values (n a multiple of 256) keep q8_0's 34 · n / 32 bytes; block b's scale
+     * is at (b / 8) · 272 + 2 · (b % 8), its codes at (b / 8) · 272 + 16 + 32 · (b % 8). The values
+     * and every kernel's arithmetic are q8_0's. */
+    MEMRA_CUDA_TYPE_Q8_0_X8 = 200,
 };
+
+/* 1 for q8_0 and its repacked layout (the same values, activation rounding and kernels). */
+int memra_cuda_type_is_q8_0(int type);
 
 /* Values per block and bytes per block of a weight type this library has kernels for; 0 for others. */
 int64_t memra_cuda_type_block_values(int type);

@@ -29,12 +29,12 @@ static void launch_matrix_vector(dim3 grid, int threads, cudaStream_t stream, co
     else launch_matrix_vector_split<TYPE, false>(grid, threads, stream, segments, x, row_bytes, rows, n_in, early, 0);
 }
 
-template <int STEPS, bool SPLIT, int EPILOGUE = MMV_PLAIN>
+template <bool X8, int STEPS, bool SPLIT, int EPILOGUE = MMV_PLAIN>
 static void launch_matrix_vector_q8_0_split(dim3 grid, int threads, cudaStream_t stream, const matrix_segments & segments, const int8_t * codes,
                                             const float * scales, int64_t row_bytes, int rows, int64_t n_in, int early, int shift,
                                             const swiglu_epilogue & epilogue = swiglu_epilogue{}, const norm_tail & tail = norm_tail{}) {
 #define MEMRA_Q8_0_MMV(ROWS)                                                                                                                                \
-    MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<ROWS, STEPS, SPLIT, EPILOGUE>)(segments, codes, scales, row_bytes, rows, n_in, early, \
+    MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<ROWS, STEPS, SPLIT, EPILOGUE, X8>)(segments, codes, scales, row_bytes, rows, n_in, early, \
                                                                                                    shift, epilogue, tail)
     if constexpr (EPILOGUE == MMV_NORM_TAIL) {
         /* memra_cuda_matmul_norm_tail_applies: 1 or 2 rows (the tail's one block norms every row) */
@@ -49,33 +49,35 @@ static void launch_matrix_vector_q8_0_split(dim3 grid, int threads, cudaStream_t
 #undef MEMRA_Q8_0_MMV
 }
 
-template <int STEPS>
+template <bool X8, int STEPS>
 static void launch_matrix_vector_q8_0_steps(dim3 grid, int threads, cudaStream_t stream, const matrix_segments & segments, const int8_t * codes,
                                             const float * scales, int64_t row_bytes, int rows, int64_t n_in, int early, int shift) {
-    if (shift > 0) launch_matrix_vector_q8_0_split<STEPS, true>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early, shift);
-    else launch_matrix_vector_q8_0_split<STEPS, false>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early, 0);
+    if (shift > 0) launch_matrix_vector_q8_0_split<X8, STEPS, true>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early, shift);
+    else launch_matrix_vector_q8_0_split<X8, STEPS, false>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early, 0);
 }
 
+/* X8: the weights in the q8_0_x8 layout (memra_cuda_repack_q8_0). */
+template <bool X8>
 static void launch_matrix_vector_q8_0(const memra_cuda * cuda, dim3 grid, int threads, const matrix_segments & segments, const int8_t * codes,
                                       const float * scales, int64_t row_bytes, int rows, int64_t n_in, int shift, const swiglu_epilogue * epilogue,
                                       const norm_tail * tail) {
     if (epilogue) { /* memra_cuda_norm_swiglu_matmul checked: 4 steps, one warp a feature */
-        launch_matrix_vector_q8_0_split<4, false, MMV_SWIGLU>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights, 0,
+        launch_matrix_vector_q8_0_split<X8, 4, false, MMV_SWIGLU>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights, 0,
                                                               *epilogue);
         return;
     }
     if (tail) { /* memra_cuda_matmul_norm_tail_applies checked: 4 steps, 1 or 2 rows */
         if (shift > 0) {
-            launch_matrix_vector_q8_0_split<4, true, MMV_NORM_TAIL>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights,
+            launch_matrix_vector_q8_0_split<X8, 4, true, MMV_NORM_TAIL>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights,
                                                                     shift, swiglu_epilogue{}, *tail);
         } else {
-            launch_matrix_vector_q8_0_split<4, false, MMV_NORM_TAIL>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights,
+            launch_matrix_vector_q8_0_split<X8, 4, false, MMV_NORM_TAIL>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights,
                                                                      0, swiglu_epilogue{}, *tail);
         }
         return;
     }
-    if (cuda->mmv_steps == 2) launch_matrix_vector_q8_0_steps<2>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights, shift);
-    else launch_matrix_vector_q8_0_steps<4>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights, shift);
+    if (cuda->mmv_steps == 2) launch_matrix_vector_q8_0_steps<X8, 2>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights, shift);
+    else launch_matrix_vector_q8_0_steps<X8, 4>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights, shift);
 }
 
 template <int TYPE, bool SPLIT>
@@ -164,7 +166,7 @@ static bool q8_rounding(int rounding) { return rounding == MEMRA_CUDA_ROUND_Q8_0
  * context's codes_mmv). */
 static bool reads_codes(int kernel, int type, int rounding, bool codes_vector) {
     return (kernel == MEMRA_CUDA_MATMUL_GEMM && q8_rounding(rounding)) ||
-           (kernel == MEMRA_CUDA_MATMUL_VECTOR && type == MEMRA_CUDA_TYPE_Q8_0 && rounding == MEMRA_CUDA_ROUND_Q8_0) ||
+           (kernel == MEMRA_CUDA_MATMUL_VECTOR && memra_cuda_type_is_q8_0(type) && rounding == MEMRA_CUDA_ROUND_Q8_0) ||
            (kernel == MEMRA_CUDA_MATMUL_VECTOR && codes_vector && codes_matrix_vector_type(type) && q8_rounding(rounding));
 }
 
@@ -410,6 +412,10 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
                             MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_int8_kernel<MEMRA_CUDA_TYPE_Q8_0>)(
                                 target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split, tiles);
                             break;
+                        case MEMRA_CUDA_TYPE_Q8_0_X8:
+                            MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_int8_kernel<MEMRA_CUDA_TYPE_Q8_0_X8>)(
+                                target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split, tiles);
+                            break;
                         case MEMRA_CUDA_TYPE_Q4_0:
                             MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_int8_kernel<MEMRA_CUDA_TYPE_Q4_0>)(
                                 target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split, tiles);
@@ -449,7 +455,7 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
             /* Warps per output feature for the launch's features (one but where they are too few,
              * memra_cuda_plan_mmv_split), so MEMRA_CUDA_MMV_WARPS / split a block. An iteration of
              * a warp: the q8_0 kernel's STEPS × 8 blocks, the others' 32 lanes × UNROLL groups of 8. */
-            const bool q8_0_codes = first_target.codes && first_target.type == MEMRA_CUDA_TYPE_Q8_0;
+            const bool q8_0_codes = first_target.codes && memra_cuda_type_is_q8_0(first_target.type);
             int64_t features = 0;
             for (int g = 0; g < group; g++) features += targets[t + g].n_out;
             const int64_t iteration_blocks = q8_0_codes ? 8 * cuda->mmv_steps : 8 * (chunk <= 2 ? 4 : 2);
@@ -473,8 +479,9 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
                 const bool with_epilogue = epilogue && t == 0 && group == 2 && shift == 0 && chunk == rows;
                 /* the norm tail: the whole of one matrix in this launch (memra_cuda_matmul_with_codes checked the rest) */
                 const bool with_tail = tail && count == 1 && chunk == rows && rows <= 2 && first_target.n_out == tail->width && cuda->mmv_steps == 4;
-                launch_matrix_vector_q8_0(cuda, grid, plan.launch.threads, segments, q, d, first_target.row_bytes, (int)chunk, n_in, shift,
-                                          with_epilogue ? epilogue : nullptr, with_tail ? tail : nullptr);
+                const auto launch = first_target.type == MEMRA_CUDA_TYPE_Q8_0_X8 ? launch_matrix_vector_q8_0<true> : launch_matrix_vector_q8_0<false>;
+                launch(cuda, grid, plan.launch.threads, segments, q, d, first_target.row_bytes, (int)chunk, n_in, shift, with_epilogue ? epilogue : nullptr,
+                       with_tail ? tail : nullptr);
                 epilogue_launched = epilogue_launched || with_epilogue;
                 tail_launched = tail_launched || with_tail;
                 LAUNCH_CHECK(function, "matrix_vector_q8_0_kernel");
@@ -569,9 +576,9 @@ extern "C" int memra_cuda_norm_matmul_shared(memra_cuda * cuda, float * normed, 
  * one matrix-vector launch of one warp a feature and 4 steps, every 32 features one group (and
  * counters for them), and a down projection that reads q8_0 codes too. */
 static bool norm_swiglu_applies(memra_cuda * cuda, int64_t rows, int gate_type, int up_type, int64_t n_in, int64_t ffn, int down_type, int64_t n_out) {
-    return gate_type == MEMRA_CUDA_TYPE_Q8_0 && up_type == MEMRA_CUDA_TYPE_Q8_0 && rows >= 1 && rows <= MEMRA_CUDA_MMV_MAX_ROWS && ffn > 0 && ffn % 32 == 0 &&
+    return memra_cuda_type_is_q8_0(gate_type) && up_type == gate_type && rows >= 1 && rows <= MEMRA_CUDA_MMV_MAX_ROWS && ffn > 0 && ffn % 32 == 0 &&
            ffn / 32 <= MEMRA_CUDA_SWIGLU_COUNTERS && n_in > 0 && n_out > 0 && cuda->mmv_steps == 4 &&
-           memra_cuda_matmul_reads_q8_0_codes(cuda, MEMRA_CUDA_TYPE_Q8_0, rows, n_in, ffn) &&
+           memra_cuda_matmul_reads_q8_0_codes(cuda, gate_type, rows, n_in, ffn) &&
            memra_cuda_plan_mmv_split(2 * ffn, n_in / 32, 32, cuda->multiprocessors, cuda->mmv_split) == 1 &&
            memra_cuda_matmul_reads_q8_0_codes(cuda, down_type, rows, ffn, n_out);
 }
@@ -625,6 +632,24 @@ extern "C" int memra_cuda_swiglu_matmul(memra_cuda * cuda, float * out, int64_t 
                         up_length);
 }
 
+extern "C" int memra_cuda_repack_q8_0(memra_cuda * cuda, void * data, int64_t data_bytes, int64_t rows, int64_t n) {
+    static const char function[] = "memra_cuda_repack_q8_0";
+    CHECK(memra_cuda_enter(function, cuda));
+    REFUSE_WHILE_CAPTURING(function, cuda, "weights are not repacked");
+    CHECK(memra_cuda_check_size(function, "rows", rows, 0));
+    if (n <= 0 || n % 256 != 0) FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: rows of %lld values: the q8_0_x8 layout needs a multiple of 256", function, (long long)n);
+    int64_t row_bytes = 0;
+    CHECK(memra_cuda_check_weight(function, "data", MEMRA_CUDA_TYPE_Q8_0, data, data_bytes, rows, n, &row_bytes));
+    if ((uintptr_t)data % 16 != 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: data must be 16-byte aligned", function);
+    const int64_t groups = rows * (n / 256);
+    if (groups == 0) return MEMRA_CUDA_OK;
+    const int64_t blocks = (groups + 7) / 8;
+    MEMRA_LAUNCH(dim3((unsigned)(blocks < 65535LL * 16 ? blocks : 65535LL * 16)), 256, 0, cuda->stream, repack_q8_0_x8_kernel)((uint8_t *)data, groups);
+    LAUNCH_CHECK(function, "repack_q8_0_x8_kernel");
+    CUDA_CHECK(function, cudaStreamSynchronize(cuda->stream));
+    return MEMRA_CUDA_OK;
+}
+
 int memra_cuda_matmul_reads_q8_0_codes(memra_cuda * cuda, int type, int64_t rows, int64_t n_in, int64_t n_out) {
     if (!cuda->activation_rounding || memra_cuda_activation_rounding(type) != MEMRA_CUDA_ROUND_Q8_0 || n_in % 32 != 0) return 0;
     memra_cuda_matmul_plan plan;
@@ -634,7 +659,7 @@ int memra_cuda_matmul_reads_q8_0_codes(memra_cuda * cuda, int type, int64_t rows
 }
 
 static bool norm_tail_applies(memra_cuda * cuda, int type, int64_t rows, int64_t n_in, int64_t n_out) {
-    if (type != MEMRA_CUDA_TYPE_Q8_0 || rows < 1 || rows > 2 || n_in <= 0 || n_out <= 0 || n_out % 32 != 0 || cuda->mmv_steps != 4) return false;
+    if (!memra_cuda_type_is_q8_0(type) || rows < 1 || rows > 2 || n_in <= 0 || n_out <= 0 || n_out % 32 != 0 || cuda->mmv_steps != 4) return false;
     memra_cuda_matmul_plan plan;
     char message[256];
     if (memra_cuda_plan_matmul_with(type, rows, n_in, n_out, cuda->gemm, &plan, message, sizeof message) != MEMRA_CUDA_OK) return false;

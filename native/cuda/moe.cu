@@ -53,7 +53,7 @@ struct expert_input {
 /* Whether the experts of `type` multiply the activations' q8 codes (expert_matrix_vector_codes_kernel):
  * q8_0, q4_0, q5_0 and the k-quants, where the context rounds activations and codes_mmv is on. */
 static bool expert_reads_codes(const memra_cuda * cuda, int type) {
-    return cuda->activation_rounding && cuda->codes_mmv && (type == MEMRA_CUDA_TYPE_Q8_0 || codes_matrix_vector_type(type));
+    return cuda->activation_rounding && cuda->codes_mmv && (memra_cuda_type_is_q8_0(type) || codes_matrix_vector_type(type));
 }
 
 template <int TYPE>
@@ -82,6 +82,7 @@ static int launch_experts(const char * function, memra_cuda * cuda, int type, fl
                            first, n_in, n_out)
             switch (type) {
                 case MEMRA_CUDA_TYPE_Q8_0: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q8_0); break;
+                case MEMRA_CUDA_TYPE_Q8_0_X8: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q8_0_X8); break;
                 case MEMRA_CUDA_TYPE_Q4_0: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q4_0); break;
                 case MEMRA_CUDA_TYPE_Q5_0: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q5_0); break;
                 case MEMRA_CUDA_TYPE_Q4_K: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q4_K); break;

@@ -39,7 +39,7 @@ extern "C" {
 #endif
 
 /* Incremented on every incompatible change of this header. */
-#define MEMRA_CUDA_ABI_VERSION 6
+#define MEMRA_CUDA_ABI_VERSION 7
 
 /* ---- status codes (1..4 as memra.h) ---- */
 enum memra_cuda_status {
@@ -152,6 +152,13 @@ MEMRA_CUDA_API int memra_cuda_embedding(memra_cuda * cuda, float * out, int64_t 
 /* Dequantizes `count` values of ggml type `type` (count a multiple of the type's block size). */
 MEMRA_CUDA_API int memra_cuda_dequantize(memra_cuda * cuda, float * out, int64_t out_length, int type, const void * data, int64_t data_bytes,
                                          int64_t count);
+
+/* Rewrites `rows` q8_0 rows of n values (n a multiple of 256; data 16-byte aligned, rows · n / 32 ·
+ * 34 bytes) in place into the q8_0_x8 layout (MEMRA_CUDA_TYPE_Q8_0_X8 = 200, launch-plan.h): the
+ * same bytes per row, the codes 16-byte aligned. Every op then takes the data as type 200 with the
+ * values and results of q8_0. Waits for the rewrite, as memra_cuda_upload waits for its copy: the
+ * matrix-vector kernels read weights before their grid-dependency wait. */
+MEMRA_CUDA_API int memra_cuda_repack_q8_0(memra_cuda * cuda, void * data, int64_t data_bytes, int64_t rows, int64_t n);
 
 /* out[r] = x[r] * (1 / sqrt(mean(x[r]^2) + eps)) * weight, the sum of squares in double.
  * x, out: [rows, width] (out may equal x); weight: [width] f32. */

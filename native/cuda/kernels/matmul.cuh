@@ -242,20 +242,32 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_kerne
 
 /* The weights of one step of matrix_vector_q8_0_kernel: STEPS × 8 consecutive blocks from block
  * `first` of the row at w, a quarter (8 codes) of one block per lane, with its scale. */
-template <int STEPS>
+template <int STEPS, bool X8>
 struct q8_0_step {
     float d[STEPS];
     int q[STEPS][2];
-    /* Block k of the step: first + 8k + lane / 4; at or past `blocks` (d and q then block 0's), none. */
+    /* Block k of the step: first + 8k + lane / 4; at or past `blocks` (d and q then block 0's), none.
+     * q8_0: the 8 codes as four 2-byte loads (a 34-byte block is only 2-byte aligned): 5 loads a
+     * lane and step, each instruction of the warp spread over 272 bytes. q8_0_x8 (first a multiple
+     * of 8: a step is one 272-byte group): one 8-byte load of codes, the warp's 256 contiguous bytes,
+     * and the scale from the group's first 16 bytes. */
     __device__ __forceinline__ void load(const uint8_t * w, int64_t first, int64_t blocks, int lane, int quarter) {
 #pragma unroll
         for (int k = 0; k < STEPS; k++) {
             const int64_t b = first + 8 * k + (lane >> 2);
-            const uint8_t * block = w + (b < blocks ? b : 0) * 34;
-            d[k] = half_at(block);
-            const unsigned short * halves = reinterpret_cast<const unsigned short *>(block + 2 + quarter * 8);
+            const int64_t at = b < blocks ? b : 0;
+            if constexpr (X8) {
+                d[k] = __half2float(__ushort_as_half(__ldg(reinterpret_cast<const unsigned short *>(q8_0_x8_scale(w, at)))));
+                const int2 codes = __ldg(reinterpret_cast<const int2 *>(q8_0_x8_codes(w, at) + quarter * 8));
+                q[k][0] = codes.x;
+                q[k][1] = codes.y;
+            } else {
+                const uint8_t * block = w + at * 34;
+                d[k] = half_at(block);
+                const unsigned short * halves = reinterpret_cast<const unsigned short *>(block + 2 + quarter * 8);
 #pragma unroll
-            for (int i = 0; i < 2; i++) q[k][i] = (int)((uint32_t)__ldg(halves + 2 * i) | ((uint32_t)__ldg(halves + 2 * i + 1) << 16));
+                for (int i = 0; i < 2; i++) q[k][i] = (int)((uint32_t)__ldg(halves + 2 * i) | ((uint32_t)__ldg(halves + 2 * i + 1) << 16));
+            }
         }
     }
 };
@@ -269,14 +281,17 @@ struct q8_0_step {
  * down projection's 4096 rows at half occupancy, so the bytes in flight per warp bound the
  * bandwidth); the quarters' integer dot products are added with two shuffles (exact) and the
  * quad's first lane scales the block's sum. The blocks are summed in the same order for any STEPS.
- * Weight codes are read 16 bits at a time (a block is only 2-byte aligned), the activation codes 8
- * bytes at a time.
+ * Weight codes are read 16 bits at a time (a block is only 2-byte aligned), or with X8 (the
+ * q8_0_x8 layout, memra_cuda_repack_q8_0: a step's 8 blocks are one 272-byte group) 8 bytes at a
+ * time, the warp's loads 256 contiguous bytes; the activation codes 8 bytes at a time. The sums
+ * are the same for either layout.
  *
  * early_weights (1 unless MEMRA_CUDA_EARLY_WEIGHTS=0): the first step's weights are loaded before
  * memra_grid_dependencies(), so that with programmatic dependent launch they are in flight while
  * the kernel before this one finishes (a Qwen3-0.6B-shaped row of 1,024 inputs is one step: the
- * whole row). Weights are uploaded by copies the host waits for, never written by a kernel, so no
- * earlier kernel's writes can be missed; activations are read only after the wait. */
+ * whole row). Weights are uploaded by copies the host waits for, and written by no kernel the
+ * host has not waited for (memra_cuda_repack_q8_0's rewrites them in place), so no earlier
+ * kernel's writes can be missed; activations are read only after the wait. */
 /* matrix_vector_q8_0_kernel<..., SWIGLU>'s epilogue (memra_cuda_norm_swiglu_matmul): segments 0
  * and 1 are the gate and up projections of `ffn` features each ([rows, ffn], one warp a feature);
  * the last of the 2 · 32 / MEMRA_CUDA_MMV_WARPS blocks to finish a group of 32 features (its
@@ -373,7 +388,7 @@ __device__ __forceinline__ void norm_tail_rows(const norm_tail & tail, const flo
     for (int64_t b = warp; b < blocks; b += MEMRA_CUDA_MMV_WARPS) round_q8_0_codes(b, lane, tail.normed[b * 32 + lane], tail.codes, tail.scales);
 }
 
-template <int ROWS, int STEPS, bool SPLIT, int EPILOGUE = MMV_PLAIN>
+template <int ROWS, int STEPS, bool SPLIT, int EPILOGUE = MMV_PLAIN, bool X8 = false>
 __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_kernel(matrix_segments segments, const int8_t * __restrict__ codes,
                                                                                        const float * __restrict__ scales, int64_t row_bytes, int rows,
                                                                                        int64_t n_in, int early_weights, int shift, swiglu_epilogue epilogue,
@@ -395,7 +410,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_
     static_assert(STEPS == 2 || STEPS == 4, "2 or 4 steps in flight");
     const int split = SPLIT ? 1 << split_shift : 1, part = warp & (split - 1);
     const int64_t start = (int64_t)part * 8 * STEPS, stride = (int64_t)split * 8 * STEPS;
-    q8_0_step<STEPS> step;
+    q8_0_step<STEPS, X8> step;
     step.load(w, start < blocks ? start : 0, blocks, lane, quarter); /* an inactive warp loads row 0's (and uses nothing) */
     if (early_weights) memra_grid_dependencies();
     if (!active && !SPLIT && EPILOGUE == MMV_PLAIN) return; /* a split or epilogue block's warps all reach its barrier below */
@@ -463,7 +478,7 @@ __device__ __forceinline__ void load_words_2(const uint8_t * p, uint32_t words[2
 /* log2 of the 8-value groups per activation scale of code_words' types: 4 (q8_0 codes) or 32 (q8_K). */
 template <int TYPE>
 __device__ __forceinline__ constexpr int code_group_shift() {
-    return TYPE == MEMRA_CUDA_TYPE_Q8_0 || TYPE == MEMRA_CUDA_TYPE_Q4_0 || TYPE == MEMRA_CUDA_TYPE_Q5_0 || TYPE == MEMRA_CUDA_TYPE_IQ4_NL ? 2 : 5;
+    return TYPE == MEMRA_CUDA_TYPE_Q8_0 || TYPE == MEMRA_CUDA_TYPE_Q8_0_X8 || TYPE == MEMRA_CUDA_TYPE_Q4_0 || TYPE == MEMRA_CUDA_TYPE_Q5_0 || TYPE == MEMRA_CUDA_TYPE_IQ4_NL ? 2 : 5;
 }
 
 template <>
@@ -476,6 +491,16 @@ __device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q8_0>(const uint8_t *
     load_words_2(block + 2 + (group & 3) * 8, q); /* signed codes: __dp4a multiplies signed bytes */
     w[0] = (int)q[0];
     w[1] = (int)q[1];
+}
+
+template <>
+__device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q8_0_X8>(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero) {
+    s = half_at(q8_0_x8_scale(row, group >> 2));
+    o = 0.0f;
+    zero = 0;
+    const int2 q = __ldg(reinterpret_cast<const int2 *>(q8_0_x8_codes(row, group >> 2) + (group & 3) * 8)); /* 8-byte aligned */
+    w[0] = q.x;
+    w[1] = q.y;
 }
 
 /* Bits 0..3 of x to bit 0 of bytes 0..3. */
@@ -967,7 +992,8 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_codes_kernel(flo
  * Data movement: thread t loads block (t & 1) of row t / 2 of both tiles per k-tile: 32 activation
  * code bytes as two 16-byte loads and the weight block (2-byte aligned: 4-byte loads from the
  * block or from the block + 2 and one 2-byte load, whichever alignment the block has, then
- * realigned; no divergence), q4_0 nibbles and q5_0 high bits expanded to int8 codes (offset
+ * realigned; no divergence; q8_0_x8: two 16-byte loads and the scale's 2), q4_0 nibbles and q5_0
+ * high bits expanded to int8 codes (offset
  * applied) in registers. Two shared-memory stages: the next k-tile's global loads are issued before
  * the current tile's mma loop and stored to the other stage after it, one barrier per k-tile.
  *
@@ -991,6 +1017,8 @@ template <int TYPE>
 struct int8_block_words;
 template <>
 struct int8_block_words<MEMRA_CUDA_TYPE_Q8_0> { static constexpr int value = 8; };
+template <>
+struct int8_block_words<MEMRA_CUDA_TYPE_Q8_0_X8> { static constexpr int value = 8; };
 template <>
 struct int8_block_words<MEMRA_CUDA_TYPE_Q4_0> { static constexpr int value = 4; };
 template <>
@@ -1018,7 +1046,7 @@ __device__ __forceinline__ uint32_t nibbles_minus_8(uint32_t nibbles) { return (
 /* The block's 32 codes as int8, 4 per word (word j: values 4j .. 4j + 3, the lowest in the low byte). */
 template <int TYPE>
 __device__ __forceinline__ void int8_codes(const uint32_t payload[int8_block_words<TYPE>::value], uint32_t codes[8]) {
-    if constexpr (TYPE == MEMRA_CUDA_TYPE_Q8_0) {
+    if constexpr (TYPE == MEMRA_CUDA_TYPE_Q8_0 || TYPE == MEMRA_CUDA_TYPE_Q8_0_X8) {
 #pragma unroll
         for (int j = 0; j < 8; j++) codes[j] = payload[j];
     } else if constexpr (TYPE == MEMRA_CUDA_TYPE_Q4_0) {
@@ -1119,7 +1147,15 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS) gemm_int8_kernel
             next.a_scale = 0.0f;
         }
         if (b_row && block < blocks) {
-            load_weight_block<P>(b_blocks + block * BLOCK_BYTES, next.b_scale, next.b);
+            if constexpr (TYPE == MEMRA_CUDA_TYPE_Q8_0_X8) { /* the codes 16-byte aligned: two 16-byte loads */
+                next.b_scale = __ldg(reinterpret_cast<const unsigned short *>(q8_0_x8_scale(b_blocks, block)));
+                const uint4 * source = reinterpret_cast<const uint4 *>(q8_0_x8_codes(b_blocks, block));
+                const uint4 low = __ldg(source), high = __ldg(source + 1);
+                next.b[0] = low.x, next.b[1] = low.y, next.b[2] = low.z, next.b[3] = low.w;
+                next.b[4] = high.x, next.b[5] = high.y, next.b[6] = high.z, next.b[7] = high.w;
+            } else {
+                load_weight_block<P>(b_blocks + block * BLOCK_BYTES, next.b_scale, next.b);
+            }
         } else {
             next.b_scale = 0;
 #pragma unroll
@@ -1347,6 +1383,33 @@ static __global__ void offset_correction_kernel(float * __restrict__ out, const 
         float sum = 0.0f;
         for (int64_t b = 0; b < blocks; b++) sum += __fmul_rn(half_at(w + b * block_bytes), c[b]);
         out[i] += sum;
+    }
+}
+
+/* repack_q8_0_x8_kernel: `groups` 272-byte groups of 8 q8_0 blocks (16-byte aligned) rewritten in
+ * place into the q8_0_x8 layout (launch-plan.h): one warp a group, the whole group read into
+ * shared memory before any of it is written. Output byte o < 16 is byte o & 1 of block o / 2's
+ * scale; o ≥ 16 is code (o − 16) % 32 of block (o − 16) / 32. Grid-stride over the groups. */
+static __global__ void __launch_bounds__(256) repack_q8_0_x8_kernel(uint8_t * __restrict__ data, int64_t groups) {
+    memra_grid_dependencies();
+    __shared__ __align__(16) uint32_t staged[8][68];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const uint8_t * bytes = reinterpret_cast<const uint8_t *>(staged[warp]);
+    for (int64_t g = blockIdx.x * 8LL + warp; g < groups; g += gridDim.x * 8LL) { /* the warp's trip count */
+        uint32_t * words = reinterpret_cast<uint32_t *>(data + g * 272);
+        for (int i = lane; i < 68; i += 32) staged[warp][i] = words[i];
+        __syncwarp();
+        for (int i = lane; i < 68; i += 32) {
+            uint32_t v = 0;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const int o = 4 * i + k;
+                const int from = o < 16 ? 34 * (o >> 1) + (o & 1) : 34 * ((o - 16) >> 5) + 2 + ((o - 16) & 31);
+                v |= (uint32_t)bytes[from] << (8 * k);
+            }
+            words[i] = v;
+        }
+        __syncwarp(); /* every lane has read the staged group before the next is staged */
     }
 }
 

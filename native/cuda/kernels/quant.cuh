@@ -138,6 +138,22 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q8_0>(const uint8_t 
     for (int i = 0; i < 8; i++) c[i] = small_int_to_float((int8_t)b[i]);
 }
 
+/* q8_0_x8 (launch-plan.h's MEMRA_CUDA_TYPE_Q8_0_X8): block b of a row's scale and codes. */
+__device__ __forceinline__ const uint8_t * q8_0_x8_scale(const uint8_t * row, int64_t b) { return row + (b >> 3) * 272 + 2 * (b & 7); }
+__device__ __forceinline__ const uint8_t * q8_0_x8_codes(const uint8_t * row, int64_t b) { return row + (b >> 3) * 272 + 16 + 32 * (b & 7); }
+
+template <>
+__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q8_0_X8>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+    s = half_at(q8_0_x8_scale(row, group >> 2));
+    o = 0.0f;
+    const uint2 w = *reinterpret_cast<const uint2 *>(q8_0_x8_codes(row, group >> 2) + (group & 3) * 8); /* 8-byte aligned */
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        c[i] = small_int_to_float((int8_t)(w.x >> (8 * i)));
+        c[4 + i] = small_int_to_float((int8_t)(w.y >> (8 * i)));
+    }
+}
+
 template <>
 __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q4_0>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
     const uint8_t * block = row + (group >> 2) * 18;
@@ -366,6 +382,7 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_IQ4_XS>(const uint8_
         _Pragma("unroll") for (int i = 0; i < 8; i++) v[i] = OFFSET ? __fadd_rn(__fmul_rn(s, c[i]), o) : __fmul_rn(s, c[i]); \
     }
 MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q8_0, false)
+MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q8_0_X8, false)
 MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q4_0, false)
 MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q4_1, true)
 MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q5_0, false)
@@ -384,6 +401,7 @@ MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_IQ4_XS, false)
 /* `case` labels running CALL with `constexpr int T` = the type, for the quantized types (codes_group). */
 #define MEMRA_CUDA_QUANTIZED_TYPE_CASES(CALL)                                               \
     case MEMRA_CUDA_TYPE_Q8_0: { constexpr int T = MEMRA_CUDA_TYPE_Q8_0; CALL; } break; \
+    case MEMRA_CUDA_TYPE_Q8_0_X8: { constexpr int T = MEMRA_CUDA_TYPE_Q8_0_X8; CALL; } break; \
     case MEMRA_CUDA_TYPE_Q4_0: { constexpr int T = MEMRA_CUDA_TYPE_Q4_0; CALL; } break; \
     case MEMRA_CUDA_TYPE_Q4_1: { constexpr int T = MEMRA_CUDA_TYPE_Q4_1; CALL; } break; \
     case MEMRA_CUDA_TYPE_Q5_0: { constexpr int T = MEMRA_CUDA_TYPE_Q5_0; CALL; } break; \

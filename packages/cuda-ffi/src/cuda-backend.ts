@@ -71,7 +71,18 @@ export interface CudaBackendOptions {
    * default unless MEMRA_CUDA_FUSED_NORM=0), or the norm in the next op's launch (false).
    */
   readonly fusedNorm?: boolean;
+  /**
+   * Rewrite q8_0 weights whose rows are a multiple of 256 values, once on upload, into a layout
+   * of the same size whose codes are 8- and 16-byte aligned (each 8 blocks' scales, then their
+   * codes: memra_cuda_repack_q8_0), so that the decode and prefill kernels read them with one
+   * wide load where a 34-byte block takes five 2-byte loads (true, the default unless
+   * MEMRA_CUDA_REPACK=0). Results are the same bit for bit either way.
+   */
+  readonly repackWeights?: boolean;
 }
+
+/** The library's id of q8_0 weights repacked on upload (launch-plan.h's MEMRA_CUDA_TYPE_Q8_0_X8). */
+const Q8_0_X8 = 200;
 
 /** An f32 buffer in device memory. */
 class CudaBuffer implements DeviceBuffer {
@@ -105,12 +116,15 @@ class CudaWeight implements WeightHandle {
   f32Pointer: number | undefined;
   constructor(
     readonly name: string,
+    /** The file's type. */
     readonly type: GGMLType,
     readonly shape: readonly number[],
     readonly elementCount: number,
     readonly byteLength: number,
     /** Device address. */
     readonly pointer: number,
+    /** The type the library's calls are given: `type`, or Q8_0_X8 where the upload repacked q8_0. */
+    readonly kernelType: number = type,
   ) {}
 }
 
@@ -195,6 +209,8 @@ export class CudaBackend implements Backend {
     readonly fusedFeedForward: boolean,
     /** Whether projections take a ResidualNorm (CudaBackendOptions.fusedNorm). */
     readonly fusedNorm: boolean,
+    /** Whether q8_0 weights are repacked on upload (CudaBackendOptions.repackWeights). */
+    readonly repackWeights: boolean,
   ) {
     this.handle = handle;
     if (graphs) this.captureGraph = (record) => this.capture(record);
@@ -222,7 +238,8 @@ export class CudaBackend implements Backend {
     const fusedAttention = options.fusedAttention ?? process.env.MEMRA_CUDA_FUSED_ATTENTION !== "0";
     const fusedFeedForward = options.fusedFeedForward ?? process.env.MEMRA_CUDA_FUSED_FFN !== "0";
     const fusedNorm = options.fusedNorm ?? process.env.MEMRA_CUDA_FUSED_NORM !== "0";
-    return new CudaBackend(library, context, device, graphs, fusedAttention, fusedFeedForward, fusedNorm);
+    const repackWeights = options.repackWeights ?? process.env.MEMRA_CUDA_REPACK !== "0";
+    return new CudaBackend(library, context, device, graphs, fusedAttention, fusedFeedForward, fusedNorm, repackWeights);
   }
 
   /**
@@ -297,7 +314,14 @@ export class CudaBackend implements Backend {
     if (data.byteLength < info.byteSize) throw new RangeError(`tensor "${info.name}": ${data.byteLength} bytes given, ${info.byteSize} needed`);
     const pointer = this.deviceAlloc(info.byteSize);
     if (info.byteSize > 0) this.library.call("memra_cuda_upload", this.context(), pointer as Pointer, ptr(data), info.byteSize);
-    const weight = new CudaWeight(info.name, info.type, info.shape, info.elementCount, info.byteSize, pointer);
+    // Matrices of q8_0 rows of 256k values: the aligned layout, rewritten in place.
+    const width = info.shape[0] ?? 0;
+    let kernelType: number = info.type;
+    if (this.repackWeights && info.type === GGMLType.Q8_0 && info.shape.length >= 2 && width > 0 && width % 256 === 0 && info.elementCount > 0) {
+      this.library.call("memra_cuda_repack_q8_0", this.context(), pointer as Pointer, info.byteSize, info.elementCount / width, width);
+      kernelType = Q8_0_X8;
+    }
+    const weight = new CudaWeight(info.name, info.type, info.shape, info.elementCount, info.byteSize, pointer, kernelType);
     // A half-precision norm weight gets its f32 copy now, not on first use (which may be while recording a graph).
     if (info.shape.length === 1 && (info.type === GGMLType.F16 || info.type === GGMLType.BF16)) this.f32Weight(weight);
     return weight;
@@ -376,7 +400,7 @@ export class CudaBackend implements Backend {
       this.context(),
       o.pointer as Pointer,
       o.length,
-      t.type,
+      t.kernelType,
       t.pointer as Pointer,
       t.byteLength,
       t.shape[0]!,
@@ -428,7 +452,7 @@ export class CudaBackend implements Backend {
       input.pointer as Pointer,
       input.length,
       rows,
-      w.type,
+      w.kernelType,
       w.pointer as Pointer,
       w.byteLength,
       w.shape[0]!,
@@ -451,7 +475,7 @@ export class CudaBackend implements Backend {
       u.pointer as Pointer,
       u.length,
       rows,
-      w.type,
+      w.kernelType,
       w.pointer as Pointer,
       w.byteLength,
       w.shape[0]!,
@@ -557,7 +581,7 @@ export class CudaBackend implements Backend {
     const [g, u, down] = [asWeight(gateWeight), asWeight(upWeight), asWeight(downWeight)];
     const ffn = g.shape[1] ?? 1;
     if ((u.shape[1] ?? 1) !== ffn || down.shape[0] !== ffn) throw new RangeError(`${op}: gate, up and down weights of ${ffn}, ${u.shape[1] ?? 1} and ${down.shape[0]} features`);
-    if (this.library.symbols.memra_cuda_norm_swiglu_matmul_applies(this.context(), rows, g.type, u.type, g.shape[0]!, ffn, down.type, down.shape[1] ?? 1) !== 1) return false;
+    if (this.library.symbols.memra_cuda_norm_swiglu_matmul_applies(this.context(), rows, g.kernelType, u.kernelType, g.shape[0]!, ffn, down.kernelType, down.shape[1] ?? 1) !== 1) return false;
     this.groupArgumentsOf(op, [gate, up], [gateWeight, upWeight]);
     const then = this.residualArgument(residual, down, rows);
     const p = asBuffer(projected);
@@ -576,7 +600,7 @@ export class CudaBackend implements Backend {
       ffn,
       p.pointer as Pointer,
       p.length,
-      down.type,
+      down.kernelType,
       down.pointer as Pointer,
       down.byteLength,
       down.shape[1] ?? 1,
@@ -598,7 +622,7 @@ export class CudaBackend implements Backend {
       else if (w.shape[0] !== a.nIn) throw new RangeError(`${op}: weight "${w.name}" takes ${w.shape[0]} inputs, "${weights[0]!.name}" ${a.nIn}`);
       a.outs[i] = BigInt(o.pointer);
       a.outLengths[i] = BigInt(o.length);
-      a.types[i] = w.type;
+      a.types[i] = w.kernelType;
       a.weights[i] = BigInt(w.pointer);
       a.weightBytes[i] = BigInt(w.byteLength);
       a.nOuts[i] = BigInt(w.shape[1] ?? 1);
@@ -618,7 +642,7 @@ export class CudaBackend implements Backend {
       input.pointer as Pointer,
       input.length,
       rows,
-      w.type,
+      w.kernelType,
       w.pointer as Pointer,
       w.byteLength,
       w.shape[0]!,
@@ -809,7 +833,7 @@ export class CudaBackend implements Backend {
     }
     const attention = this.attentionArguments("attentionMatmul", out, q, kv, shape);
     const then = this.residualArgument(residual, w, shape.rows);
-    this.library.call("memra_cuda_attention_matmul", this.context(), p.pointer as Pointer, p.length, ...attention, w.type, w.pointer as Pointer, w.byteLength, w.shape[1] ?? 1, then);
+    this.library.call("memra_cuda_attention_matmul", this.context(), p.pointer as Pointer, p.length, ...attention, w.kernelType, w.pointer as Pointer, w.byteLength, w.shape[1] ?? 1, then);
     return then === null ? undefined : "normed";
   }
 
@@ -821,7 +845,7 @@ export class CudaBackend implements Backend {
   private residualArgument(residual: ResidualNorm | undefined, weight: CudaWeight, rows: number): Pointer | null {
     if (residual === undefined || !this.fusedNorm) return null;
     const [nIn, nOut] = [weight.shape[0]!, weight.shape[1] ?? 1];
-    if (this.library.symbols.memra_cuda_matmul_norm_tail_applies(this.context(), weight.type, rows, nIn, nOut) !== 1) return null;
+    if (this.library.symbols.memra_cuda_matmul_norm_tail_applies(this.context(), weight.kernelType, rows, nIn, nOut) !== 1) return null;
     const [h, n, w] = [asBuffer(residual.hidden), asBuffer(residual.normed), asWeight(residual.weight)];
     if (w.elementCount !== nOut) throw new RangeError(`the residual norm's weight has ${w.elementCount} values for a projection of ${nOut} features`);
     // memra_cuda_residual_norm: hidden, hidden_length, normed, normed_length, weight, weight_length (8 bytes each), eps (f32)
@@ -879,7 +903,7 @@ export class CudaBackend implements Backend {
       p.pointer as Pointer,
       p.length,
       ...attention,
-      w.type,
+      w.kernelType,
       w.pointer as Pointer,
       w.byteLength,
       w.shape[1] ?? 1,
@@ -970,13 +994,13 @@ export class CudaBackend implements Backend {
       rows,
       experts,
       k,
-      gate.type,
+      gate.kernelType,
       gate.pointer as Pointer,
       gate.byteLength,
-      up.type,
+      up.kernelType,
       up.pointer as Pointer,
       up.byteLength,
-      down.type,
+      down.kernelType,
       down.pointer as Pointer,
       down.byteLength,
       gate.shape[0]!,
@@ -1107,7 +1131,7 @@ export class CudaBackend implements Backend {
     if (weight.type === GGMLType.F32) return weight.pointer;
     if (weight.f32Pointer === undefined) {
       const pointer = this.deviceAlloc(weight.elementCount * 4);
-      this.library.call("memra_cuda_dequantize", this.context(), pointer as Pointer, weight.elementCount, weight.type, weight.pointer as Pointer, weight.byteLength, weight.elementCount);
+      this.library.call("memra_cuda_dequantize", this.context(), pointer as Pointer, weight.elementCount, weight.kernelType, weight.pointer as Pointer, weight.byteLength, weight.elementCount);
       weight.f32Pointer = pointer;
     }
     return weight.f32Pointer;

@@ -10,7 +10,7 @@ import { FFIType, type Library, type Pointer, dlopen, suffix } from "bun:ffi";
 import { CUDA_STATUS_NO_DEVICE, CudaError, CudaUnavailableError } from "./errors";
 
 /** MEMRA_CUDA_ABI_VERSION this binding is written against. */
-export const MEMRA_CUDA_ABI_VERSION = 6;
+export const MEMRA_CUDA_ABI_VERSION = 7;
 
 const { ptr, i32, i64, f32, cstring } = FFIType;
 
@@ -58,6 +58,7 @@ export const MEMRA_CUDA_SYMBOLS = {
   memra_cuda_embedding: { args: [ptr, ptr, i64, i32, ptr, i64, i64, i64, ptr, i64], returns: i32 },
   // (cuda, out, out_length, type, data, data_bytes, count)
   memra_cuda_dequantize: { args: [ptr, ptr, i64, i32, ptr, i64, i64], returns: i32 },
+  memra_cuda_repack_q8_0: { args: [ptr, ptr, i64, i64, i64], returns: i32 },
   // (cuda, out, out_length, x, x_length, weight, weight_length, rows, width, eps)
   memra_cuda_rms_norm: { args: [ptr, ptr, i64, ptr, i64, ptr, i64, i64, i64, f32], returns: i32 },
   // (cuda, out, out_length, hidden, hidden_length, delta, delta_length, weight, weight_length, rows, width, eps)
