@@ -110,12 +110,13 @@ fi
 # Single ops at the targets' shapes (matvec bandwidth, GEMM TFLOP/s, decode attention, fused norm,
 # argmax, top-k, MoE experts), with the default kernels and with the previous ones (the f16-code
 # GEMM for q8_0/q4_0/q5_0 prefill, 2 steps in flight in q8_0 decode, the f32 k-quant decode,
-# decode loading its weights only after the kernel before it has finished): where a forward's time
+# decode loading its weights only after the kernel before it has finished, q8_0 weights in the
+# file's layout): where a forward's time
 # goes. The previous kernels also give each decode feature one warp (MEMRA_CUDA_MMV_SPLIT=1).
 OPS=()
 if [ "${MEMRA_DEVICE_DRY_RUN:-0}" = 1 ]; then OPS=(--quick); fi
 step ops 120 bash -o pipefail -c "bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$OUT/bench-ops.json.tmp' && mv '$OUT/bench-ops.json.tmp' '$OUT/bench-ops.json'"
-step ops-previous-kernels 120 bash -o pipefail -c "MEMRA_CUDA_INT8_GEMM=0 MEMRA_CUDA_MMV_STEPS=2 MEMRA_CUDA_CODES_DP4A=0 MEMRA_CUDA_EARLY_WEIGHTS=0 MEMRA_CUDA_MMV_SPLIT=1 bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$OUT/bench-ops-previous-kernels.json.tmp' && mv '$OUT/bench-ops-previous-kernels.json.tmp' '$OUT/bench-ops-previous-kernels.json'"
+step ops-previous-kernels 120 bash -o pipefail -c "MEMRA_CUDA_REPACK=0 MEMRA_CUDA_INT8_GEMM=0 MEMRA_CUDA_MMV_STEPS=2 MEMRA_CUDA_CODES_DP4A=0 MEMRA_CUDA_EARLY_WEIGHTS=0 MEMRA_CUDA_MMV_SPLIT=1 bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$OUT/bench-ops-previous-kernels.json.tmp' && mv '$OUT/bench-ops-previous-kernels.json.tmp' '$OUT/bench-ops-previous-kernels.json'"
 
 # The variants below decode after 16 prompt tokens: the default settings the same way, to compare with.
 bench qwen3-0.6b-q8_0-short --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
@@ -145,6 +146,14 @@ BENCH_ENV=MEMRA_CUDA_FUSED_NORM=0 bench qwen3-0.6b-q8_0-norms-apart --preset qwe
 # A decode graph's five index arrays copied by five copy nodes inside the graph (by default one
 # copy before each replay): what that saves at batch 1.
 BENCH_ENV=MEMRA_CUDA_GRAPH_INPUT_COPY=0 bench qwen3-0.6b-q8_0-input-nodes --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
+# q8_0 weights in the file's layout (by default each 8 blocks' scales then their codes, aligned:
+# one 8-byte load of codes a lane where a 34-byte block takes five 2-byte loads): what the repack
+# saves, at the 0.6B shape and at the 8B shape (bound by the weights' bandwidth; against its own
+# 16-token-prompt baseline).
+BENCH_ENV=MEMRA_CUDA_REPACK=0 bench qwen3-0.6b-q8_0-no-repack --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
+EIGHT_B=(--preset qwen3-0.6b --type q8_0 --layers 8 --full-layers 36 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 16 --decode 128)
+bench qwen3-8b-shape-q8_0-short "${EIGHT_B[@]}"
+BENCH_ENV=MEMRA_CUDA_REPACK=0 bench qwen3-8b-shape-q8_0-no-repack "${EIGHT_B[@]}"
 # Sampled decode (llama.cpp's default chain, seeded) at batch 1 and 64: from the 40 best
 # candidates picked on the GPU (Backend.topKRows), and from every step's whole logits read back
 # and sampled on the host (the path before topKRows; also what a greedy pick on the GPU saves).

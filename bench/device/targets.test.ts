@@ -10,6 +10,8 @@ describe("the device run's target report", () => {
     "qwen3-0.6b-q8_0-short": { tg128: 1250 },
     "qwen3-0.6b-q8_0-no-split": { tg128: 1000 },
     "qwen3-0.6b-q8_0-qk-apart": { tg128: 1300 },
+    "qwen3-8b-shape-q8_0-short": { tg128Scaled: 400 },
+    "qwen3-8b-shape-q8_0-no-repack": { tg128Scaled: 300 },
     "qwen3-8b-shape-q8_0": { tg128Scaled: 384.9, pp512Scaled: 12000, batchSpeedup: 30 },
     "torch-qwen3-0.6b": { tg128: 400, pp512: "n/a" },
     "qwen3-8b-shape-q8_0-profile": {
@@ -33,15 +35,19 @@ describe("the device run's target report", () => {
     expect(report.againstTorch.find((r) => r.shape === "qwen3-0.6b" && r.field === "tg128")!.ratio).toBe(3);
     expect(report.againstTorch.find((r) => r.shape === "qwen3-0.6b" && r.field === "pp512")!.ratio).toBeNull(); // not a number
     // variants against the default settings after the same 16-token prompt
-    expect(report.variants.find((v) => v.variant === "no-split")!.ratio).toBe(0.8);
-    expect(report.variants.find((v) => v.variant === "qk-apart")!.ratio).toBe(1.04);
-    expect(report.variants.find((v) => v.variant === "no-pdl")!.ratio).toBeNull();
+    const variant = (shape: string, name: string) => report.variants.find((v) => v.shape === shape && v.variant === name)!.ratio;
+    expect(variant("0.6B", "no-split")).toBe(0.8);
+    expect(variant("0.6B", "qk-apart")).toBe(1.04);
+    expect(variant("0.6B", "no-pdl")).toBeNull();
+    expect(variant("0.6B", "no-repack")).toBeNull();
+    expect(variant("8B", "no-repack")).toBe(0.75); // the 8B shape's own baseline (tg128Scaled)
     expect(report.profiles).toHaveLength(1);
     expect(report.profiles[0]!.top.map((k) => k.kernel)).toEqual(["k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"]);
     const text = formatTargets(report);
     expect(text).toContain("MET  Qwen3-0.6B-shaped q8_0 tg128 ≥ 1,000 tokens/s (batch 1): 1200.0");
     expect(text).toContain("NOT  Qwen3-8B-shaped q8_0 tg128 ≥ 385 tokens/s: 384.9");
     expect(text).toContain("profile qwen3-8b-shape-q8_0-profile: 2500 µs a step");
+    expect(text).toContain("  8B no-repack: 0.750");
   });
 
   it("reads bench-NAME.json files, leaving out one cut off mid-write", () => {
