@@ -313,14 +313,17 @@ export class CudaBackend implements Backend {
     }
     if (data.byteLength < info.byteSize) throw new RangeError(`tensor "${info.name}": ${data.byteLength} bytes given, ${info.byteSize} needed`);
     const pointer = this.deviceAlloc(info.byteSize);
-    if (info.byteSize > 0) this.library.call("memra_cuda_upload", this.context(), pointer as Pointer, ptr(data), info.byteSize);
     // Matrices of q8_0 rows of 256k values: the aligned layout, rewritten in place.
     const width = info.shape[0] ?? 0;
-    let kernelType: number = info.type;
-    if (this.repackWeights && info.type === GGMLType.Q8_0 && info.shape.length >= 2 && width > 0 && width % 256 === 0 && info.elementCount > 0) {
-      this.library.call("memra_cuda_repack_q8_0", this.context(), pointer as Pointer, info.byteSize, info.elementCount / width, width);
-      kernelType = Q8_0_X8;
+    const repack = this.repackWeights && info.type === GGMLType.Q8_0 && info.shape.length >= 2 && width > 0 && width % 256 === 0 && info.elementCount > 0;
+    try {
+      if (info.byteSize > 0) this.library.call("memra_cuda_upload", this.context(), pointer as Pointer, ptr(data), info.byteSize);
+      if (repack) this.library.call("memra_cuda_repack_q8_0", this.context(), pointer as Pointer, info.byteSize, info.elementCount / width, width);
+    } catch (error) {
+      this.library.symbols.memra_cuda_free(this.context(), pointer as Pointer); // the context's memory back, not held until dispose
+      throw error;
     }
+    const kernelType = repack ? Q8_0_X8 : info.type;
     const weight = new CudaWeight(info.name, info.type, info.shape, info.elementCount, info.byteSize, pointer, kernelType);
     // A half-precision norm weight gets its f32 copy now, not on first use (which may be while recording a graph).
     if (info.shape.length === 1 && (info.type === GGMLType.F16 || info.type === GGMLType.BF16)) this.f32Weight(weight);

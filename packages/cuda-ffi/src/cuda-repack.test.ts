@@ -157,6 +157,13 @@ describe.skipIf(unavailable !== undefined)(`q8_0 weights in the aligned layout${
     }
   });
 
+  it("gives a weight's memory back to the allocator when its upload fails (inside a graph capture)", () => {
+    const data = weightBytes(GGMLType.Q8_0, normals(512 * 64, 3, 0.05), 4);
+    const before = pair.packed.memoryInfo().cachedBytes;
+    expect(() => pair.packed.captureGraph!(() => void pair.packed.uploadWeight(tensorInfo("late", GGMLType.Q8_0, [512, 64], data), data))).toThrow(/cannot upload/);
+    expect(pair.packed.memoryInfo().cachedBytes - before).toBeGreaterThanOrEqual(data.byteLength);
+  });
+
   it("refuses rows that are not a multiple of 256 values, data too small for its shape, and repacked data that is not 16-byte aligned", () => {
     const backend = pair.packed as unknown as { library: CudaBackend["library"]; context(): unknown };
     const buffer = pair.packed.allocate(4 * 68);
