@@ -18,6 +18,7 @@ int64_t memra_cuda_type_block_values(int type) {
         case MEMRA_CUDA_TYPE_Q8_0: case MEMRA_CUDA_TYPE_IQ4_NL: return 32;
         case MEMRA_CUDA_TYPE_Q2_K: case MEMRA_CUDA_TYPE_Q3_K: case MEMRA_CUDA_TYPE_Q4_K: case MEMRA_CUDA_TYPE_Q5_K: case MEMRA_CUDA_TYPE_Q6_K:
         case MEMRA_CUDA_TYPE_IQ4_XS: case MEMRA_CUDA_TYPE_Q8_0_X8: return 256;
+        case MEMRA_CUDA_TYPE_Q6_K_X8: return 2048;
         default: return 0;
     }
 }
@@ -39,11 +40,18 @@ int64_t memra_cuda_type_block_bytes(int type) {
         case MEMRA_CUDA_TYPE_Q6_K: return 210;
         case MEMRA_CUDA_TYPE_IQ4_XS: return 136;
         case MEMRA_CUDA_TYPE_Q8_0_X8: return 272;
+        case MEMRA_CUDA_TYPE_Q6_K_X8: return 1680;
         default: return 0;
     }
 }
 
 int memra_cuda_type_is_q8_0(int type) { return type == MEMRA_CUDA_TYPE_Q8_0 || type == MEMRA_CUDA_TYPE_Q8_0_X8; }
+
+int memra_cuda_repacked_type(int type, int64_t n) {
+    if (type == MEMRA_CUDA_TYPE_Q8_0 && n > 0 && n % 256 == 0) return MEMRA_CUDA_TYPE_Q8_0_X8;
+    if (type == MEMRA_CUDA_TYPE_Q6_K && n > 0 && n % 2048 == 0) return MEMRA_CUDA_TYPE_Q6_K_X8;
+    return type;
+}
 
 int memra_cuda_weight_type_supported(int type) { return memra_cuda_type_block_values(type) > 0; }
 
@@ -212,6 +220,7 @@ int memra_cuda_activation_rounding(int type) {
         case MEMRA_CUDA_TYPE_Q4_K:
         case MEMRA_CUDA_TYPE_Q5_K:
         case MEMRA_CUDA_TYPE_Q6_K:
+        case MEMRA_CUDA_TYPE_Q6_K_X8:
         case MEMRA_CUDA_TYPE_IQ4_XS: return MEMRA_CUDA_ROUND_Q8_K;
         case MEMRA_CUDA_TYPE_F16: return MEMRA_CUDA_ROUND_F16;
         case MEMRA_CUDA_TYPE_BF16: return MEMRA_CUDA_ROUND_BF16;

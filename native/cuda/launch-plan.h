@@ -32,17 +32,25 @@ enum {
     MEMRA_CUDA_TYPE_IQ4_NL = 20,
     MEMRA_CUDA_TYPE_IQ4_XS = 23,
     MEMRA_CUDA_TYPE_BF16 = 30,
-    /* Not a ggml type: q8_0 rows repacked on the device (memra_cuda_repack_q8_0) in groups of 8
-     * blocks, each group's 272 bytes the 8 blocks' f16 scales (16 bytes) then their 8 × 32 codes,
-     * so that the codes are 8- and 16-byte aligned where q8_0's 34-byte blocks are only 2-byte
-     * aligned. Rows of n values (n a multiple of 256) keep q8_0's 34 · n / 32 bytes; block b's scale
-     * is at (b / 8) · 272 + 2 · (b % 8), its codes at (b / 8) · 272 + 16 + 32 · (b % 8). The values
-     * and every kernel's arithmetic are q8_0's. */
+    /* Not ggml types: rows repacked on the device (memra_cuda_repack) in groups of 8 blocks, each
+     * group the same bytes as its 8 blocks with their parts gathered (first the scales, then the
+     * codes), so that the codes are 8- and 16-byte aligned where the file's blocks are only 2-byte
+     * aligned. A row keeps its bytes; the values and every kernel's arithmetic are the file type's.
+     * q8_0_x8 (rows of 256k values): a 272-byte group is the 8 blocks' f16 scales (16 bytes), then
+     * their 8 × 32 codes: block b's scale at (b / 8) · 272 + 2 · (b % 8), its codes at
+     * (b / 8) · 272 + 16 + 32 · (b % 8). */
     MEMRA_CUDA_TYPE_Q8_0_X8 = 200,
+    /* q6_K_x8 (rows of 2,048k values): a 1,680-byte group is the 8 blocks' f16 d (16 bytes), their
+     * 8 × 16 int8 scales (at 16), 8 × 128 ql bytes (at 144) and 8 × 64 qh bytes (at 1,168), each
+     * block's part as in its block. */
+    MEMRA_CUDA_TYPE_Q6_K_X8 = 201,
 };
 
 /* 1 for q8_0 and its repacked layout (the same values, activation rounding and kernels). */
 int memra_cuda_type_is_q8_0(int type);
+/* The layout memra_cuda_repack rewrites rows of n values of `type` into: q8_0_x8 for q8_0 rows of
+ * 256k values, q6_K_x8 for q6_K rows of 2,048k; `type` itself where there is none. */
+int memra_cuda_repacked_type(int type, int64_t n);
 
 /* Values per block and bytes per block of a weight type this library has kernels for; 0 for others. */
 int64_t memra_cuda_type_block_values(int type);

@@ -56,7 +56,7 @@ static void launch_matrix_vector_q8_0_steps(dim3 grid, int threads, cudaStream_t
     else launch_matrix_vector_q8_0_split<X8, STEPS, false>(grid, threads, stream, segments, codes, scales, row_bytes, rows, n_in, early, 0);
 }
 
-/* X8: the weights in the q8_0_x8 layout (memra_cuda_repack_q8_0). */
+/* X8: the weights in the q8_0_x8 layout (memra_cuda_repack). */
 template <bool X8>
 static void launch_matrix_vector_q8_0(const memra_cuda * cuda, dim3 grid, int threads, const matrix_segments & segments, const int8_t * codes,
                                       const float * scales, int64_t row_bytes, int rows, int64_t n_in, int shift, const swiglu_epilogue * epilogue,
@@ -112,6 +112,7 @@ static void launch_matrix_vector_codes(const memra_cuda * cuda, int type, dim3 g
     else if (type == MEMRA_CUDA_TYPE_Q3_K) MEMRA_CODES_TYPE(MEMRA_CUDA_TYPE_Q3_K);
     else if (type == MEMRA_CUDA_TYPE_IQ4_NL) MEMRA_CODES_TYPE(MEMRA_CUDA_TYPE_IQ4_NL);
     else if (type == MEMRA_CUDA_TYPE_IQ4_XS) MEMRA_CODES_TYPE(MEMRA_CUDA_TYPE_IQ4_XS);
+    else if (type == MEMRA_CUDA_TYPE_Q6_K_X8) MEMRA_CODES_TYPE(MEMRA_CUDA_TYPE_Q6_K_X8);
     else MEMRA_CODES_TYPE(MEMRA_CUDA_TYPE_Q6_K);
 #undef MEMRA_CODES_TYPE
 }
@@ -632,20 +633,29 @@ extern "C" int memra_cuda_swiglu_matmul(memra_cuda * cuda, float * out, int64_t 
                         up_length);
 }
 
-extern "C" int memra_cuda_repack_q8_0(memra_cuda * cuda, void * data, int64_t data_bytes, int64_t rows, int64_t n) {
-    static const char function[] = "memra_cuda_repack_q8_0";
+extern "C" int memra_cuda_repacked_type_of(int type, int64_t n) { return memra_cuda_repacked_type(type, n); }
+
+extern "C" int memra_cuda_repack(memra_cuda * cuda, int type, void * data, int64_t data_bytes, int64_t rows, int64_t n) {
+    static const char function[] = "memra_cuda_repack";
     CHECK(memra_cuda_enter(function, cuda));
     REFUSE_WHILE_CAPTURING(function, cuda, "weights are not repacked");
     CHECK(memra_cuda_check_size(function, "rows", rows, 0));
-    if (n <= 0 || n % 256 != 0) FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: rows of %lld values: the q8_0_x8 layout needs a multiple of 256", function, (long long)n);
+    CHECK(memra_cuda_check_weight_type(function, type));
+    const int repacked = memra_cuda_repacked_type(type, n);
+    if (repacked == type) {
+        FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: rows of %lld values of type %d have no repacked layout (q8_0: a multiple of 256 values, q6_K: of 2,048)", function,
+             (long long)n, type);
+    }
     int64_t row_bytes = 0;
-    CHECK(memra_cuda_check_weight(function, "data", MEMRA_CUDA_TYPE_Q8_0, data, data_bytes, rows, n, &row_bytes));
+    CHECK(memra_cuda_check_weight(function, "data", type, data, data_bytes, rows, n, &row_bytes));
     if ((uintptr_t)data % 16 != 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: data must be 16-byte aligned", function);
-    const int64_t groups = rows * (n / 256);
+    const int64_t group_bytes = memra_cuda_type_block_bytes(repacked); /* a repacked "block" is a group of 8 */
+    const int64_t groups = rows * row_bytes / group_bytes;
     if (groups == 0) return MEMRA_CUDA_OK;
-    const int64_t blocks = (groups + 7) / 8;
-    MEMRA_LAUNCH(dim3((unsigned)(blocks < 65535LL * 16 ? blocks : 65535LL * 16)), 256, 0, cuda->stream, repack_q8_0_x8_kernel)((uint8_t *)data, groups);
-    LAUNCH_CHECK(function, "repack_q8_0_x8_kernel");
+    const dim3 grid((unsigned)((groups + 7) / 8 < 65535LL * 16 ? (groups + 7) / 8 : 65535LL * 16));
+    if (type == MEMRA_CUDA_TYPE_Q8_0) MEMRA_LAUNCH(grid, 256, 0, cuda->stream, repack_kernel<MEMRA_CUDA_TYPE_Q8_0, 272>)((uint8_t *)data, groups);
+    else MEMRA_LAUNCH(grid, 256, 0, cuda->stream, repack_kernel<MEMRA_CUDA_TYPE_Q6_K, 1680>)((uint8_t *)data, groups);
+    LAUNCH_CHECK(function, "repack_kernel");
     CUDA_CHECK(function, cudaStreamSynchronize(cuda->stream));
     return MEMRA_CUDA_OK;
 }

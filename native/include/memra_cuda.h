@@ -153,12 +153,16 @@ MEMRA_CUDA_API int memra_cuda_embedding(memra_cuda * cuda, float * out, int64_t 
 MEMRA_CUDA_API int memra_cuda_dequantize(memra_cuda * cuda, float * out, int64_t out_length, int type, const void * data, int64_t data_bytes,
                                          int64_t count);
 
-/* Rewrites `rows` q8_0 rows of n values (n a multiple of 256; data 16-byte aligned, rows · n / 32 ·
- * 34 bytes) in place into the q8_0_x8 layout (MEMRA_CUDA_TYPE_Q8_0_X8 = 200, launch-plan.h): the
- * same bytes per row, the codes 16-byte aligned. Every op then takes the data as type 200 with the
- * values and results of q8_0. Waits for the rewrite, as memra_cuda_upload waits for its copy: the
+/* The type id memra_cuda_repack makes of rows of n values of ggml type `type`: q8_0 rows of 256k
+ * values become q8_0_x8 (200), q6_K rows of 2,048k values q6_K_x8 (201), both launch-plan.h's
+ * layouts of the same bytes per row with the codes 8- and 16-byte aligned; `type` itself where
+ * there is none. */
+MEMRA_CUDA_API int memra_cuda_repacked_type_of(int type, int64_t n);
+/* Rewrites `rows` rows of n values of `type` (data 16-byte aligned) in place into the layout
+ * memra_cuda_repacked_type_of names; every op then takes the data as that type, with the values
+ * and results of `type`. Waits for the rewrite, as memra_cuda_upload waits for its copy: the
  * matrix-vector kernels read weights before their grid-dependency wait. */
-MEMRA_CUDA_API int memra_cuda_repack_q8_0(memra_cuda * cuda, void * data, int64_t data_bytes, int64_t rows, int64_t n);
+MEMRA_CUDA_API int memra_cuda_repack(memra_cuda * cuda, int type, void * data, int64_t data_bytes, int64_t rows, int64_t n);
 
 /* out[r] = x[r] * (1 / sqrt(mean(x[r]^2) + eps)) * weight, the sum of squares in double.
  * x, out: [rows, width] (out may equal x); weight: [width] f32. */

@@ -282,7 +282,7 @@ struct q8_0_step {
  * bandwidth); the quarters' integer dot products are added with two shuffles (exact) and the
  * quad's first lane scales the block's sum. The blocks are summed in the same order for any STEPS.
  * Weight codes are read 16 bits at a time (a block is only 2-byte aligned), or with X8 (the
- * q8_0_x8 layout, memra_cuda_repack_q8_0: a step's 8 blocks are one 272-byte group) 8 bytes at a
+ * q8_0_x8 layout, memra_cuda_repack: a step's 8 blocks are one 272-byte group) 8 bytes at a
  * time, the warp's loads 256 contiguous bytes; the activation codes 8 bytes at a time. The sums
  * are the same for either layout.
  *
@@ -290,7 +290,7 @@ struct q8_0_step {
  * memra_grid_dependencies(), so that with programmatic dependent launch they are in flight while
  * the kernel before this one finishes (a Qwen3-0.6B-shaped row of 1,024 inputs is one step: the
  * whole row). Weights are uploaded by copies the host waits for, and written by no kernel the
- * host has not waited for (memra_cuda_repack_q8_0's rewrites them in place), so no earlier
+ * host has not waited for (memra_cuda_repack's rewrites them in place), so no earlier
  * kernel's writes can be missed; activations are read only after the wait. */
 /* matrix_vector_q8_0_kernel<..., SWIGLU>'s epilogue (memra_cuda_norm_swiglu_matmul): segments 0
  * and 1 are the gate and up projections of `ffn` features each ([rows, ffn], one warp a feature);
@@ -573,6 +573,17 @@ __device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q6_K>(const uint8_t *
     zero = 32;
 #pragma unroll
     for (int i = 0; i < 2; i++) w[i] = (int)(((ql[i] >> at.low_shift) & 0x0f0f0f0fu) | (((qh[i] >> at.high_shift) & 0x03030303u) << 4));
+}
+
+template <>
+__device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q6_K_X8>(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero) {
+    const q6_k_group at = q6_k_group_of<true>(row, group);
+    const uint2 ql = __ldg(reinterpret_cast<const uint2 *>(at.ql)), qh = __ldg(reinterpret_cast<const uint2 *>(at.qh)); /* 8-byte aligned */
+    s = at.scale;
+    o = 0.0f;
+    zero = 32;
+    w[0] = (int)(((ql.x >> at.low_shift) & 0x0f0f0f0fu) | (((qh.x >> at.high_shift) & 0x03030303u) << 4));
+    w[1] = (int)(((ql.y >> at.low_shift) & 0x0f0f0f0fu) | (((qh.y >> at.high_shift) & 0x03030303u) << 4));
 }
 
 template <>
@@ -1386,27 +1397,41 @@ static __global__ void offset_correction_kernel(float * __restrict__ out, const 
     }
 }
 
-/* repack_q8_0_x8_kernel: `groups` 272-byte groups of 8 q8_0 blocks (16-byte aligned) rewritten in
- * place into the q8_0_x8 layout (launch-plan.h): one warp a group, the whole group read into
- * shared memory before any of it is written. Output byte o < 16 is byte o & 1 of block o / 2's
- * scale; o ≥ 16 is code (o − 16) % 32 of block (o − 16) / 32. Grid-stride over the groups. */
-static __global__ void __launch_bounds__(256) repack_q8_0_x8_kernel(uint8_t * __restrict__ data, int64_t groups) {
+/* The byte of a group of 8 file blocks that byte o of its repacked group is (launch-plan.h's
+ * layouts): q8_0_x8 (TYPE q8_0), q6_K_x8 (q6_K). */
+template <int TYPE>
+__device__ __forceinline__ int repacked_source(int o);
+template <>
+__device__ __forceinline__ int repacked_source<MEMRA_CUDA_TYPE_Q8_0>(int o) {
+    return o < 16 ? 34 * (o >> 1) + (o & 1) /* scales */ : 34 * ((o - 16) >> 5) + 2 + ((o - 16) & 31) /* codes */;
+}
+template <>
+__device__ __forceinline__ int repacked_source<MEMRA_CUDA_TYPE_Q6_K>(int o) {
+    if (o < 16) return 210 * (o >> 1) + 208 + (o & 1);                 /* d */
+    if (o < 144) return 210 * ((o - 16) >> 4) + 192 + ((o - 16) & 15); /* scales */
+    if (o < 1168) return 210 * ((o - 144) >> 7) + ((o - 144) & 127);   /* ql */
+    return 210 * ((o - 1168) >> 6) + 128 + ((o - 1168) & 63);          /* qh */
+}
+
+/* repack_kernel<TYPE>: `groups` groups of 8 blocks of TYPE (GROUP bytes each, 16-byte aligned)
+ * rewritten in place into the repacked layout: one warp a group, the whole group read into shared
+ * memory before any of it is written. Grid-stride over the groups. */
+template <int TYPE, int GROUP>
+__global__ void __launch_bounds__(256) repack_kernel(uint8_t * __restrict__ data, int64_t groups) {
     memra_grid_dependencies();
-    __shared__ __align__(16) uint32_t staged[8][68];
+    static_assert(GROUP % 16 == 0, "whole 16-byte words");
+    constexpr int WORDS = GROUP / 4;
+    __shared__ __align__(16) uint32_t staged[8][WORDS];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const uint8_t * bytes = reinterpret_cast<const uint8_t *>(staged[warp]);
     for (int64_t g = blockIdx.x * 8LL + warp; g < groups; g += gridDim.x * 8LL) { /* the warp's trip count */
-        uint32_t * words = reinterpret_cast<uint32_t *>(data + g * 272);
-        for (int i = lane; i < 68; i += 32) staged[warp][i] = words[i];
+        uint32_t * words = reinterpret_cast<uint32_t *>(data + g * GROUP);
+        for (int i = lane; i < WORDS; i += 32) staged[warp][i] = words[i];
         __syncwarp();
-        for (int i = lane; i < 68; i += 32) {
+        for (int i = lane; i < WORDS; i += 32) {
             uint32_t v = 0;
 #pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const int o = 4 * i + k;
-                const int from = o < 16 ? 34 * (o >> 1) + (o & 1) : 34 * ((o - 16) >> 5) + 2 + ((o - 16) & 31);
-                v |= (uint32_t)bytes[from] << (8 * k);
-            }
+            for (int k = 0; k < 4; k++) v |= (uint32_t)bytes[repacked_source<TYPE>(4 * i + k)] << (8 * k);
             words[i] = v;
         }
         __syncwarp(); /* every lane has read the staged group before the next is staged */

@@ -66,19 +66,29 @@ __device__ __forceinline__ k4_group k4_group_of(const uint8_t * row, int64_t gro
 }
 
 /* Where the 8 values of `group` of a q6_K row are: their low-nibble and high-bit bytes (ql, qh,
- * 2-byte aligned), the shifts that take them out, and their 16-value chunk's scale. */
+ * 2-byte aligned; 8-byte aligned in the q6_K_x8 layout, X8), the shifts that take them out, and
+ * their 16-value chunk's scale. A block's ql, qh, scales and d are at 0, 128, 192 and 208 of its
+ * 210 bytes; with X8 at 144 + 128 k, 1,168 + 64 k, 16 + 16 k and 2 k of its 1,680-byte group of 8
+ * (k: the block in the group). */
 struct q6_k_group {
     const uint8_t * ql;
     const uint8_t * qh;
     int low_shift, high_shift;
     float scale;
 };
+template <bool X8 = false>
 __device__ __forceinline__ q6_k_group q6_k_group_of(const uint8_t * row, int64_t group) {
-    const uint8_t * block = row + (group >> 5) * 210;
+    const int64_t b = group >> 5;
+    const int k = (int)(b & 7);
+    const uint8_t * block = X8 ? row + (b >> 3) * 1680 : row + b * 210;
+    const uint8_t * ql = X8 ? block + 144 + 128 * k : block;
+    const uint8_t * qh = X8 ? block + 1168 + 64 * k : block + 128;
+    const uint8_t * scales = X8 ? block + 16 + 16 * k : block + 192;
+    const uint8_t * d = X8 ? block + 2 * k : block + 208;
     const int first = (int)(group & 31) * 8;
     const int half = first >> 7, quarter = (first & 127) >> 5, l = first & 31;
-    return q6_k_group{block + half * 64 + (quarter & 1) * 32 + l, block + 128 + half * 32 + l, (quarter >> 1) * 4, quarter * 2,
-                      __fmul_rn(half_at(block + 208), (float)(int8_t)block[192 + half * 8 + (l >> 4) + quarter * 2])};
+    return q6_k_group{ql + half * 64 + (quarter & 1) * 32 + l, qh + half * 32 + l, (quarter >> 1) * 4, quarter * 2,
+                      __fmul_rn(half_at(d), (float)(int8_t)scales[half * 8 + (l >> 4) + quarter * 2])};
 }
 
 template <int TYPE>
@@ -247,6 +257,19 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q6_K>(const uint8_t 
     for (int i = 0; i < 8; i++) c[i] = small_int_to_float(((((ql[i] >> at.low_shift) & 0xf) | (((qh[i] >> at.high_shift) & 3) << 4)) - 32));
 }
 
+template <>
+__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q6_K_X8>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+    const q6_k_group at = q6_k_group_of<true>(row, group);
+    const uint2 ql = *reinterpret_cast<const uint2 *>(at.ql), qh = *reinterpret_cast<const uint2 *>(at.qh); /* 8-byte aligned */
+    s = at.scale;
+    o = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const uint32_t low = (i < 4 ? ql.x : ql.y) >> (8 * (i & 3)), high = (i < 4 ? qh.x : qh.y) >> (8 * (i & 3));
+        c[i] = small_int_to_float((int)(((low >> at.low_shift) & 0xf) | (((high >> at.high_shift) & 3) << 4)) - 32);
+    }
+}
+
 /* Where the 8 values of `group` of a q2_K row are (84-byte super-blocks: 16 scale/minimum bytes,
  * 64 bytes of 2-bit codes, d, dmin): value v of a super-block is bits 2·j of byte
  * 16 + 32·(v / 128) + v % 32 (j = v % 128 / 32), in the 16-value chunk v / 16 with scale
@@ -390,6 +413,7 @@ MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q5_1, true)
 MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q4_K, true)
 MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q5_K, true)
 MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q6_K, false)
+MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q6_K_X8, false)
 MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q2_K, true)
 MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q3_K, false)
 MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_IQ4_NL, false)
@@ -409,6 +433,7 @@ MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_IQ4_XS, false)
     case MEMRA_CUDA_TYPE_Q4_K: { constexpr int T = MEMRA_CUDA_TYPE_Q4_K; CALL; } break; \
     case MEMRA_CUDA_TYPE_Q5_K: { constexpr int T = MEMRA_CUDA_TYPE_Q5_K; CALL; } break; \
     case MEMRA_CUDA_TYPE_Q6_K: { constexpr int T = MEMRA_CUDA_TYPE_Q6_K; CALL; } break; \
+    case MEMRA_CUDA_TYPE_Q6_K_X8: { constexpr int T = MEMRA_CUDA_TYPE_Q6_K_X8; CALL; } break; \
     case MEMRA_CUDA_TYPE_Q2_K: { constexpr int T = MEMRA_CUDA_TYPE_Q2_K; CALL; } break; \
     case MEMRA_CUDA_TYPE_Q3_K: { constexpr int T = MEMRA_CUDA_TYPE_Q3_K; CALL; } break; \
     case MEMRA_CUDA_TYPE_IQ4_NL: { constexpr int T = MEMRA_CUDA_TYPE_IQ4_NL; CALL; } break; \

@@ -34,7 +34,7 @@ int main(int argc, char ** argv) {
     LOAD(memra_cuda_version); LOAD(memra_cuda_abi_version); LOAD(memra_cuda_last_error); LOAD(memra_cuda_last_status); LOAD(memra_cuda_supports);
     LOAD(memra_cuda_device_count); LOAD(memra_cuda_create); LOAD(memra_cuda_destroy); LOAD(memra_cuda_alloc); LOAD(memra_cuda_free);
     LOAD(memra_cuda_upload); LOAD(memra_cuda_download); LOAD(memra_cuda_add); LOAD(memra_cuda_matmul); LOAD(memra_cuda_paged_attention);
-    LOAD(memra_cuda_moe_route); LOAD(memra_cuda_synchronize); LOAD(memra_cuda_plan_matmul); LOAD(memra_cuda_embedding); LOAD(memra_cuda_repack_q8_0);
+    LOAD(memra_cuda_moe_route); LOAD(memra_cuda_synchronize); LOAD(memra_cuda_plan_matmul); LOAD(memra_cuda_embedding); LOAD(memra_cuda_repack); LOAD(memra_cuda_repacked_type_of);
     LOAD(memra_cuda_graph_begin); LOAD(memra_cuda_graph_end); LOAD(memra_cuda_graph_abort); LOAD(memra_cuda_graph_info);
     LOAD(memra_cuda_graph_input); LOAD(memra_cuda_graph_replay); LOAD(memra_cuda_graph_destroy);
 
@@ -57,8 +57,9 @@ int main(int argc, char ** argv) {
     EXPECT(strstr(p_memra_cuda_last_error(), "memra_cuda_add: cuda is NULL") != NULL);
     EXPECT(p_memra_cuda_matmul(NULL, host, 4, host, 4, 1, 8, host, 16, 32, 1) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
     EXPECT(p_memra_cuda_upload(NULL, host, host, 16) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
-    EXPECT(p_memra_cuda_repack_q8_0(NULL, host, 272, 1, 256) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
-    EXPECT(strstr(p_memra_cuda_last_error(), "memra_cuda_repack_q8_0: cuda is NULL") != NULL);
+    EXPECT(p_memra_cuda_repack(NULL, 8, host, 272, 1, 256) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(p_memra_cuda_last_error(), "memra_cuda_repack: cuda is NULL") != NULL);
+    EXPECT(p_memra_cuda_repacked_type_of(8, 512) == 200 && p_memra_cuda_repacked_type_of(14, 4096) == 201 && p_memra_cuda_repacked_type_of(14, 1024) == 14);
     EXPECT(p_memra_cuda_download(NULL, host, host, 16) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
     EXPECT(p_memra_cuda_synchronize(NULL) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
     EXPECT(p_memra_cuda_alloc(NULL, 16) == NULL);

@@ -72,17 +72,14 @@ export interface CudaBackendOptions {
    */
   readonly fusedNorm?: boolean;
   /**
-   * Rewrite q8_0 weights whose rows are a multiple of 256 values, once on upload, into a layout
-   * of the same size whose codes are 8- and 16-byte aligned (each 8 blocks' scales, then their
-   * codes: memra_cuda_repack_q8_0), so that the decode and prefill kernels read them with one
-   * wide load where a 34-byte block takes five 2-byte loads (true, the default unless
+   * Rewrite q8_0 matrices whose rows are a multiple of 256 values and q6_K ones of 2,048, once on
+   * upload, into a layout of the same size whose codes are 8- and 16-byte aligned (each 8 blocks'
+   * scales, then their codes: memra_cuda_repack), so that the kernels read them with wide loads
+   * where the file's blocks (34 and 210 bytes) take 2-byte ones (true, the default unless
    * MEMRA_CUDA_REPACK=0). Results are the same bit for bit either way.
    */
   readonly repackWeights?: boolean;
 }
-
-/** The library's id of q8_0 weights repacked on upload (launch-plan.h's MEMRA_CUDA_TYPE_Q8_0_X8). */
-const Q8_0_X8 = 200;
 
 /** An f32 buffer in device memory. */
 class CudaBuffer implements DeviceBuffer {
@@ -123,7 +120,7 @@ class CudaWeight implements WeightHandle {
     readonly byteLength: number,
     /** Device address. */
     readonly pointer: number,
-    /** The type the library's calls are given: `type`, or Q8_0_X8 where the upload repacked q8_0. */
+    /** The type the library's calls are given: `type`, or its repacked layout's (memra_cuda_repacked_type_of). */
     readonly kernelType: number = type,
   ) {}
 }
@@ -313,18 +310,17 @@ export class CudaBackend implements Backend {
     }
     if (data.byteLength < info.byteSize) throw new RangeError(`tensor "${info.name}": ${data.byteLength} bytes given, ${info.byteSize} needed`);
     const pointer = this.deviceAlloc(info.byteSize);
-    // Matrices of q8_0 rows of 256k values: the aligned layout, rewritten in place.
+    // Matrices whose rows have an aligned layout (q8_0 of 256k values, q6_K of 2,048k): rewritten in place.
     const width = info.shape[0] ?? 0;
-    const repack = this.repackWeights && info.type === GGMLType.Q8_0 && info.shape.length >= 2 && width > 0 && width % 256 === 0 && info.elementCount > 0;
+    const repacked = this.repackWeights && info.shape.length >= 2 && info.elementCount > 0 ? this.library.symbols.memra_cuda_repacked_type_of(info.type, width) : info.type;
     try {
       if (info.byteSize > 0) this.library.call("memra_cuda_upload", this.context(), pointer as Pointer, ptr(data), info.byteSize);
-      if (repack) this.library.call("memra_cuda_repack_q8_0", this.context(), pointer as Pointer, info.byteSize, info.elementCount / width, width);
+      if (repacked !== info.type) this.library.call("memra_cuda_repack", this.context(), info.type, pointer as Pointer, info.byteSize, info.elementCount / width, width);
     } catch (error) {
       this.library.symbols.memra_cuda_free(this.context(), pointer as Pointer); // the context's memory back, not held until dispose
       throw error;
     }
-    const kernelType = repack ? Q8_0_X8 : info.type;
-    const weight = new CudaWeight(info.name, info.type, info.shape, info.elementCount, info.byteSize, pointer, kernelType);
+    const weight = new CudaWeight(info.name, info.type, info.shape, info.elementCount, info.byteSize, pointer, repacked);
     // A half-precision norm weight gets its f32 copy now, not on first use (which may be while recording a graph).
     if (info.shape.length === 1 && (info.type === GGMLType.F16 || info.type === GGMLType.BF16)) this.f32Weight(weight);
     return weight;

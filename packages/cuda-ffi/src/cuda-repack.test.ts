@@ -1,10 +1,10 @@
 /**
- * q8_0 weights repacked on upload (CudaBackendOptions.repackWeights, memra_cuda_repack_q8_0): a
- * matrix whose rows are a multiple of 256 values is rewritten in place so that each 8 blocks' f16
- * scales come first and their codes after, 8- and 16-byte aligned. Every kernel that reads such a
- * weight (the decode matrix-vector kernels, the GEMMs, the embedding, the expert kernels) must give
- * bit for bit what it gives on the file's layout: each side here is a backend with the repack and
- * one without, on the same bytes. Runs on a GPU, or on the CPU emulator when MEMRA_CUDA_LIBRARY
+ * Weights repacked on upload (CudaBackendOptions.repackWeights, memra_cuda_repack): a q8_0 matrix
+ * whose rows are a multiple of 256 values, or a q6_K one of 2,048, is rewritten in place so that
+ * each 8 blocks' scales come first and their codes after, 8- and 16-byte aligned. Every kernel that
+ * reads such a weight (the decode matrix-vector kernels, the GEMMs, the embedding, the expert
+ * kernels) must give bit for bit what it gives on the file's layout: each side here is a backend
+ * with the repack and one without, on the same bytes. Runs on a GPU, or on the CPU emulator when MEMRA_CUDA_LIBRARY
  * names libmemra_cuda_emulated.so.
  */
 import { spawnSync } from "node:child_process";
@@ -19,10 +19,10 @@ import { CudaError } from "./errors";
 
 const unavailable = cudaUnavailableReason();
 
-/** The type id the library's calls get for a weight (200: repacked q8_0). */
+/** The type id the library's calls get for a weight (200: repacked q8_0, 201: repacked q6_K). */
 const kernelType = (w: WeightHandle) => (w as unknown as { kernelType: number }).kernelType;
 
-describe.skipIf(unavailable !== undefined)(`q8_0 weights in the aligned layout${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
+describe.skipIf(unavailable !== undefined)(`q8_0 and q6_K weights in the aligned layouts${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
   /** A backend with the repack (packed) and one without (plain), on the same options otherwise. */
   interface Pair {
     packed: CudaBackend;
@@ -46,7 +46,7 @@ describe.skipIf(unavailable !== undefined)(`q8_0 weights in the aligned layout${
     const data = weightBytes(type, normals(shape.reduce((a, b) => a * b, 1), seed, 0.05), seed + 1);
     return on.uploadWeight(tensorInfo(`w${seed}`, type, shape, data), data);
   };
-  const weights = (p: Pair, shape: number[], seed: number) => [upload(p.packed, GGMLType.Q8_0, shape, seed), upload(p.plain, GGMLType.Q8_0, shape, seed)] as const;
+  const weights = (p: Pair, shape: number[], seed: number, type: GGMLType = GGMLType.Q8_0) => [upload(p.packed, type, shape, seed), upload(p.plain, type, shape, seed)] as const;
   const buffers = (p: Pair, values: Float32Array) =>
     [p.packed, p.plain].map((b) => {
       const buffer = b.allocate(values.length);
@@ -59,13 +59,16 @@ describe.skipIf(unavailable !== undefined)(`q8_0 weights in the aligned layout${
     expect(firstDifference(x, y), what).toBe(-1);
   };
 
-  it("repacks the q8_0 matrices whose rows are a multiple of 256 values, and nothing else", () => {
+  it("repacks the q8_0 matrices whose rows are a multiple of 256 values and the q6_K ones of 2,048, and nothing else", () => {
     expect(kernelType(upload(pair.packed, GGMLType.Q8_0, [512, 96], 1))).toBe(200);
     expect(kernelType(upload(pair.packed, GGMLType.Q8_0, [256, 8, 3], 2))).toBe(200); // experts
     expect(kernelType(upload(pair.packed, GGMLType.Q8_0, [288, 96], 3))).toBe(GGMLType.Q8_0); // 9 blocks a row
     expect(kernelType(upload(pair.packed, GGMLType.Q8_0, [512], 4))).toBe(GGMLType.Q8_0); // a vector
     expect(kernelType(upload(pair.packed, GGMLType.Q4_0, [512, 96], 5))).toBe(GGMLType.Q4_0);
     expect(kernelType(upload(pair.plain, GGMLType.Q8_0, [512, 96], 6))).toBe(GGMLType.Q8_0);
+    expect(kernelType(upload(pair.packed, GGMLType.Q6_K, [2048, 8], 7))).toBe(201);
+    expect(kernelType(upload(pair.packed, GGMLType.Q6_K, [1024, 8], 8))).toBe(GGMLType.Q6_K); // 4 blocks a row
+    expect(kernelType(upload(pair.plain, GGMLType.Q6_K, [2048, 8], 9))).toBe(GGMLType.Q6_K);
   });
 
   it("matmul on q8_0 codes: the decode kernels of 1, 2, 3-4 and 5-8 rows (one warp a feature and split), the int8 GEMM of 9 rows and more", () => {
@@ -84,6 +87,46 @@ describe.skipIf(unavailable !== undefined)(`q8_0 weights in the aligned layout${
         pair.plain.matmul(outPlain, xPlain, plain, rows);
         same(pair, `${rows} × ${nIn} → ${nOut}`, out, outPlain);
       }
+    }
+  });
+
+  it("q6_K: the __dp4a decode kernel (1, 2, 3-4 and 5-8 rows, one warp a feature and split), the integer GEMM, f32 activations, embedding rows and experts", () => {
+    // 2,048 inputs: one 8-block group a row; 4,096: two. 24 features: split over warps; 520: not.
+    const f32 = pairOf({ activationRounding: false });
+    for (const [p, label, shapes, rowCounts] of [
+      [pair, "q8_K codes", [[2048, 24], [4096, 520]], [1, 2, 3, 7, 16]],
+      [f32, "f32 activations", [[2048, 24]], [1, 16]],
+    ] as const) {
+      for (const [nIn, nOut] of shapes) {
+        const [packed, plain] = weights(p, [nIn, nOut], nIn + nOut, GGMLType.Q6_K);
+        expect(kernelType(packed)).toBe(201);
+        for (const rows of rowCounts) {
+          const [x, xPlain] = buffers(p, normals(rows * nIn, rows + nIn, 1));
+          const [out, outPlain] = [p.packed.allocate(rows * nOut), p.plain.allocate(rows * nOut)];
+          p.packed.matmul(out, x, packed, rows);
+          p.plain.matmul(outPlain, xPlain, plain, rows);
+          same(p, `${label}: ${rows} × ${nIn} → ${nOut}`, out, outPlain);
+        }
+      }
+    }
+    const [table, tablePlain] = weights(pair, [2048, 12], 12, GGMLType.Q6_K);
+    const tokens = Int32Array.of(11, 0, 5);
+    const [rows, rowsPlain] = [pair.packed.allocate(3 * 2048), pair.plain.allocate(3 * 2048)];
+    pair.packed.embedding(rows, table, tokens);
+    pair.plain.embedding(rowsPlain, tablePlain, tokens);
+    same(pair, "embedding", rows, rowsPlain);
+    // experts: q6_K gate and up of 2,048 inputs, a q8_0 down projection of 256; per pair and grouped
+    const [experts, k, width, ffn] = [4, 2, 2048, 256];
+    const [gate, gatePlain] = weights(pair, [width, ffn, experts], 13, GGMLType.Q6_K);
+    const [up, upPlain] = weights(pair, [width, ffn, experts], 14, GGMLType.Q6_K);
+    const [down, downPlain] = weights(pair, [ffn, width, experts], 15);
+    for (const count of [1, 40]) {
+      const [x, xPlain] = buffers(pair, normals(count * width, count, 1));
+      const [logits, logitsPlain] = buffers(pair, normals(count * experts, 40 + count, 2));
+      const [moe, moePlain] = [pair.packed.allocate(count * width), pair.plain.allocate(count * width)];
+      expect(pair.packed.moeExperts(moe, x, logits, { gate, up, down }, count, experts, k)).toBe(true);
+      expect(pair.plain.moeExperts(moePlain, xPlain, logitsPlain, { gate: gatePlain, up: upPlain, down: downPlain }, count, experts, k)).toBe(true);
+      same(pair, `moeExperts, ${count} rows`, moe, moePlain);
     }
   });
 
@@ -168,9 +211,9 @@ describe.skipIf(unavailable !== undefined)(`q8_0 weights in the aligned layout${
     const backend = pair.packed as unknown as { library: CudaBackend["library"]; context(): unknown };
     const buffer = pair.packed.allocate(4 * 68);
     const repack = (bytes: number, rows: number, n: number) =>
-      backend.library.call("memra_cuda_repack_q8_0", backend.context() as never, (buffer as unknown as { pointer: number }).pointer as never, bytes, rows, n);
+      backend.library.call("memra_cuda_repack", backend.context() as never, GGMLType.Q8_0, (buffer as unknown as { pointer: number }).pointer as never, bytes, rows, n);
     expect(() => repack(4 * 272, 1, 288)).toThrow(CudaError);
-    expect(() => repack(4 * 272, 1, 288)).toThrow(/memra_cuda_repack_q8_0: rows of 288 values: the q8_0_x8 layout needs a multiple of 256/);
+    expect(() => repack(4 * 272, 1, 288)).toThrow(/memra_cuda_repack: rows of 288 values of type 8 have no repacked layout/);
     expect(() => repack(272, 2, 256)).toThrow(/data has 272 bytes, its shape needs 544/);
     expect(() => repack(4 * 272, 1, 256)).not.toThrow();
     // a kernel given q8_0_x8 data that is not 16-byte aligned (its 8- and 16-byte loads would fault)

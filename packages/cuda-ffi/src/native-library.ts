@@ -58,7 +58,8 @@ export const MEMRA_CUDA_SYMBOLS = {
   memra_cuda_embedding: { args: [ptr, ptr, i64, i32, ptr, i64, i64, i64, ptr, i64], returns: i32 },
   // (cuda, out, out_length, type, data, data_bytes, count)
   memra_cuda_dequantize: { args: [ptr, ptr, i64, i32, ptr, i64, i64], returns: i32 },
-  memra_cuda_repack_q8_0: { args: [ptr, ptr, i64, i64, i64], returns: i32 },
+  memra_cuda_repacked_type_of: { args: [i32, i64], returns: i32 },
+  memra_cuda_repack: { args: [ptr, i32, ptr, i64, i64, i64], returns: i32 },
   // (cuda, out, out_length, x, x_length, weight, weight_length, rows, width, eps)
   memra_cuda_rms_norm: { args: [ptr, ptr, i64, ptr, i64, ptr, i64, i64, i64, f32], returns: i32 },
   // (cuda, out, out_length, hidden, hidden_length, delta, delta_length, weight, weight_length, rows, width, eps)
@@ -158,6 +159,7 @@ export type CudaStatusSymbol = Exclude<
   | "memra_cuda_create"
   | "memra_cuda_destroy"
   | "memra_cuda_alloc"
+  | "memra_cuda_repacked_type_of"
 >;
 
 /** enum memra_cuda_op, by backend op name. */
