@@ -17,7 +17,7 @@ int64_t memra_cuda_type_block_values(int type) {
         case MEMRA_CUDA_TYPE_Q4_0: case MEMRA_CUDA_TYPE_Q4_1: case MEMRA_CUDA_TYPE_Q5_0: case MEMRA_CUDA_TYPE_Q5_1:
         case MEMRA_CUDA_TYPE_Q8_0: case MEMRA_CUDA_TYPE_IQ4_NL: return 32;
         case MEMRA_CUDA_TYPE_Q2_K: case MEMRA_CUDA_TYPE_Q3_K: case MEMRA_CUDA_TYPE_Q4_K: case MEMRA_CUDA_TYPE_Q5_K: case MEMRA_CUDA_TYPE_Q6_K:
-        case MEMRA_CUDA_TYPE_IQ4_XS: case MEMRA_CUDA_TYPE_Q8_0_X8: return 256;
+        case MEMRA_CUDA_TYPE_IQ4_XS: case MEMRA_CUDA_TYPE_Q8_0_X8: case MEMRA_CUDA_TYPE_Q4_0_X8: return 256;
         case MEMRA_CUDA_TYPE_Q6_K_X8: return 2048;
         default: return 0;
     }
@@ -41,6 +41,7 @@ int64_t memra_cuda_type_block_bytes(int type) {
         case MEMRA_CUDA_TYPE_IQ4_XS: return 136;
         case MEMRA_CUDA_TYPE_Q8_0_X8: return 272;
         case MEMRA_CUDA_TYPE_Q6_K_X8: return 1680;
+        case MEMRA_CUDA_TYPE_Q4_0_X8: return 144;
         default: return 0;
     }
 }
@@ -49,6 +50,7 @@ int memra_cuda_type_is_q8_0(int type) { return type == MEMRA_CUDA_TYPE_Q8_0 || t
 
 int memra_cuda_repacked_type(int type, int64_t n) {
     if (type == MEMRA_CUDA_TYPE_Q8_0 && n > 0 && n % 256 == 0) return MEMRA_CUDA_TYPE_Q8_0_X8;
+    if (type == MEMRA_CUDA_TYPE_Q4_0 && n > 0 && n % 256 == 0) return MEMRA_CUDA_TYPE_Q4_0_X8;
     if (type == MEMRA_CUDA_TYPE_Q6_K && n > 0 && n % 2048 == 0) return MEMRA_CUDA_TYPE_Q6_K_X8;
     return type;
 }
@@ -162,7 +164,7 @@ int64_t memra_cuda_gemm_split_inputs(const memra_cuda_matmul_plan * plan, int64_
 }
 
 int memra_cuda_int8_gemm_supports(int type) {
-    return memra_cuda_type_is_q8_0(type) || type == MEMRA_CUDA_TYPE_Q4_0 || type == MEMRA_CUDA_TYPE_Q5_0;
+    return memra_cuda_type_is_q8_0(type) || type == MEMRA_CUDA_TYPE_Q4_0 || type == MEMRA_CUDA_TYPE_Q4_0_X8 || type == MEMRA_CUDA_TYPE_Q5_0;
 }
 
 int32_t memra_cuda_int8_gemm_shared_bytes(void) {
@@ -209,6 +211,7 @@ int64_t memra_cuda_int8_gemm_split_tiles(const memra_cuda_matmul_plan * plan, in
 int memra_cuda_activation_rounding(int type) {
     switch (type) {
         case MEMRA_CUDA_TYPE_Q4_0:
+        case MEMRA_CUDA_TYPE_Q4_0_X8:
         case MEMRA_CUDA_TYPE_Q5_0:
         case MEMRA_CUDA_TYPE_Q8_0:
         case MEMRA_CUDA_TYPE_Q8_0_X8:

@@ -44,12 +44,16 @@ enum {
      * 8 × 16 int8 scales (at 16), 8 × 128 ql bytes (at 144) and 8 × 64 qh bytes (at 1,168), each
      * block's part as in its block. */
     MEMRA_CUDA_TYPE_Q6_K_X8 = 201,
+    /* q4_0_x8 (rows of 256k values): a 144-byte group is the 8 blocks' f16 scales (16 bytes), then
+     * their 8 × 16 nibble bytes (at 16 + 16 k, each block's as in its block). */
+    MEMRA_CUDA_TYPE_Q4_0_X8 = 202,
 };
 
 /* 1 for q8_0 and its repacked layout (the same values, activation rounding and kernels). */
 int memra_cuda_type_is_q8_0(int type);
-/* The layout memra_cuda_repack rewrites rows of n values of `type` into: q8_0_x8 for q8_0 rows of
- * 256k values, q6_K_x8 for q6_K rows of 2,048k; `type` itself where there is none. */
+/* The layout memra_cuda_repack rewrites rows of n values of `type` into: q8_0_x8 and q4_0_x8 for
+ * q8_0 and q4_0 rows of 256k values, q6_K_x8 for q6_K rows of 2,048k; `type` itself where there
+ * is none. */
 int memra_cuda_repacked_type(int type, int64_t n);
 
 /* Values per block and bytes per block of a weight type this library has kernels for; 0 for others. */

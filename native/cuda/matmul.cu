@@ -113,6 +113,7 @@ static void launch_matrix_vector_codes(const memra_cuda * cuda, int type, dim3 g
     else if (type == MEMRA_CUDA_TYPE_IQ4_NL) MEMRA_CODES_TYPE(MEMRA_CUDA_TYPE_IQ4_NL);
     else if (type == MEMRA_CUDA_TYPE_IQ4_XS) MEMRA_CODES_TYPE(MEMRA_CUDA_TYPE_IQ4_XS);
     else if (type == MEMRA_CUDA_TYPE_Q6_K_X8) MEMRA_CODES_TYPE(MEMRA_CUDA_TYPE_Q6_K_X8);
+    else if (type == MEMRA_CUDA_TYPE_Q4_0_X8) MEMRA_CODES_TYPE(MEMRA_CUDA_TYPE_Q4_0_X8);
     else MEMRA_CODES_TYPE(MEMRA_CUDA_TYPE_Q6_K);
 #undef MEMRA_CODES_TYPE
 }
@@ -417,6 +418,10 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
                             MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_int8_kernel<MEMRA_CUDA_TYPE_Q8_0_X8>)(
                                 target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split, tiles);
                             break;
+                        case MEMRA_CUDA_TYPE_Q4_0_X8:
+                            MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_int8_kernel<MEMRA_CUDA_TYPE_Q4_0_X8>)(
+                                target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split, tiles);
+                            break;
                         case MEMRA_CUDA_TYPE_Q4_0:
                             MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_int8_kernel<MEMRA_CUDA_TYPE_Q4_0>)(
                                 target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split, tiles);
@@ -643,7 +648,7 @@ extern "C" int memra_cuda_repack(memra_cuda * cuda, int type, void * data, int64
     CHECK(memra_cuda_check_weight_type(function, type));
     const int repacked = memra_cuda_repacked_type(type, n);
     if (repacked == type) {
-        FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: rows of %lld values of type %d have no repacked layout (q8_0: a multiple of 256 values, q6_K: of 2,048)", function,
+        FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: rows of %lld values of type %d have no repacked layout (q8_0, q4_0: a multiple of 256 values, q6_K: of 2,048)", function,
              (long long)n, type);
     }
     int64_t row_bytes = 0;
@@ -654,6 +659,7 @@ extern "C" int memra_cuda_repack(memra_cuda * cuda, int type, void * data, int64
     if (groups == 0) return MEMRA_CUDA_OK;
     const dim3 grid((unsigned)((groups + 7) / 8 < 65535LL * 16 ? (groups + 7) / 8 : 65535LL * 16));
     if (type == MEMRA_CUDA_TYPE_Q8_0) MEMRA_LAUNCH(grid, 256, 0, cuda->stream, repack_kernel<MEMRA_CUDA_TYPE_Q8_0, 272>)((uint8_t *)data, groups);
+    else if (type == MEMRA_CUDA_TYPE_Q4_0) MEMRA_LAUNCH(grid, 256, 0, cuda->stream, repack_kernel<MEMRA_CUDA_TYPE_Q4_0, 144>)((uint8_t *)data, groups);
     else MEMRA_LAUNCH(grid, 256, 0, cuda->stream, repack_kernel<MEMRA_CUDA_TYPE_Q6_K, 1680>)((uint8_t *)data, groups);
     LAUNCH_CHECK(function, "repack_kernel");
     CUDA_CHECK(function, cudaStreamSynchronize(cuda->stream));

@@ -84,6 +84,7 @@ static int launch_experts(const char * function, memra_cuda * cuda, int type, fl
                 case MEMRA_CUDA_TYPE_Q8_0: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q8_0); break;
                 case MEMRA_CUDA_TYPE_Q8_0_X8: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q8_0_X8); break;
                 case MEMRA_CUDA_TYPE_Q6_K_X8: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q6_K_X8); break;
+                case MEMRA_CUDA_TYPE_Q4_0_X8: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q4_0_X8); break;
                 case MEMRA_CUDA_TYPE_Q4_0: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q4_0); break;
                 case MEMRA_CUDA_TYPE_Q5_0: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q5_0); break;
                 case MEMRA_CUDA_TYPE_Q4_K: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q4_K); break;

@@ -37,7 +37,7 @@ static inline void launch_rounding(int rounding, const memra_cuda_launch & launc
 /* Weight types matrix_vector_codes_kernel and expert_matrix_vector_codes_kernel take besides q8_0
  * (on the codes of their rounding: q8_0 or q8_K), where the context's codes_mmv is on. */
 static inline bool codes_matrix_vector_type(int type) {
-    return type == MEMRA_CUDA_TYPE_Q4_0 || type == MEMRA_CUDA_TYPE_Q5_0 || type == MEMRA_CUDA_TYPE_Q2_K || type == MEMRA_CUDA_TYPE_Q3_K ||
+    return type == MEMRA_CUDA_TYPE_Q4_0 || type == MEMRA_CUDA_TYPE_Q4_0_X8 || type == MEMRA_CUDA_TYPE_Q5_0 || type == MEMRA_CUDA_TYPE_Q2_K || type == MEMRA_CUDA_TYPE_Q3_K ||
            type == MEMRA_CUDA_TYPE_Q4_K || type == MEMRA_CUDA_TYPE_Q5_K || type == MEMRA_CUDA_TYPE_Q6_K || type == MEMRA_CUDA_TYPE_Q6_K_X8 ||
            type == MEMRA_CUDA_TYPE_IQ4_NL ||
            type == MEMRA_CUDA_TYPE_IQ4_XS;

@@ -153,10 +153,10 @@ MEMRA_CUDA_API int memra_cuda_embedding(memra_cuda * cuda, float * out, int64_t 
 MEMRA_CUDA_API int memra_cuda_dequantize(memra_cuda * cuda, float * out, int64_t out_length, int type, const void * data, int64_t data_bytes,
                                          int64_t count);
 
-/* The type id memra_cuda_repack makes of rows of n values of ggml type `type`: q8_0 rows of 256k
- * values become q8_0_x8 (200), q6_K rows of 2,048k values q6_K_x8 (201), both launch-plan.h's
- * layouts of the same bytes per row with the codes 8- and 16-byte aligned; `type` itself where
- * there is none. */
+/* The type id memra_cuda_repack makes of rows of n values of ggml type `type`: q8_0 and q4_0 rows of
+ * 256k values become q8_0_x8 (200) and q4_0_x8 (202), q6_K rows of 2,048k values q6_K_x8 (201):
+ * launch-plan.h's layouts of the same bytes per row with the codes 8- and 16-byte aligned; `type`
+ * itself where there is none. */
 MEMRA_CUDA_API int memra_cuda_repacked_type_of(int type, int64_t n);
 /* Rewrites `rows` rows of n values of `type` (data 16-byte aligned) in place into the layout
  * memra_cuda_repacked_type_of names; every op then takes the data as that type, with the values

@@ -478,7 +478,7 @@ __device__ __forceinline__ void load_words_2(const uint8_t * p, uint32_t words[2
 /* log2 of the 8-value groups per activation scale of code_words' types: 4 (q8_0 codes) or 32 (q8_K). */
 template <int TYPE>
 __device__ __forceinline__ constexpr int code_group_shift() {
-    return TYPE == MEMRA_CUDA_TYPE_Q8_0 || TYPE == MEMRA_CUDA_TYPE_Q8_0_X8 || TYPE == MEMRA_CUDA_TYPE_Q4_0 || TYPE == MEMRA_CUDA_TYPE_Q5_0 || TYPE == MEMRA_CUDA_TYPE_IQ4_NL ? 2 : 5;
+    return TYPE == MEMRA_CUDA_TYPE_Q8_0 || TYPE == MEMRA_CUDA_TYPE_Q8_0_X8 || TYPE == MEMRA_CUDA_TYPE_Q4_0 || TYPE == MEMRA_CUDA_TYPE_Q4_0_X8 || TYPE == MEMRA_CUDA_TYPE_Q5_0 || TYPE == MEMRA_CUDA_TYPE_IQ4_NL ? 2 : 5;
 }
 
 template <>
@@ -501,6 +501,18 @@ __device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q8_0_X8>(const uint8_
     const int2 q = __ldg(reinterpret_cast<const int2 *>(q8_0_x8_codes(row, group >> 2) + (group & 3) * 8)); /* 8-byte aligned */
     w[0] = q.x;
     w[1] = q.y;
+}
+
+template <>
+__device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q4_0_X8>(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero) {
+    const int part = (int)(group & 3);
+    s = half_at(q4_0_x8_scale(row, group >> 2));
+    o = 0.0f;
+    zero = 8;
+    const uint2 q = __ldg(reinterpret_cast<const uint2 *>(q4_0_x8_codes(row, group >> 2) + (part & 1) * 8)); /* 8-byte aligned */
+    const int shift = part >= 2 ? 4 : 0;
+    w[0] = (int)((q.x >> shift) & 0x0f0f0f0fu);
+    w[1] = (int)((q.y >> shift) & 0x0f0f0f0fu);
 }
 
 /* Bits 0..3 of x to bit 0 of bytes 0..3. */
@@ -1033,6 +1045,8 @@ struct int8_block_words<MEMRA_CUDA_TYPE_Q8_0_X8> { static constexpr int value = 
 template <>
 struct int8_block_words<MEMRA_CUDA_TYPE_Q4_0> { static constexpr int value = 4; };
 template <>
+struct int8_block_words<MEMRA_CUDA_TYPE_Q4_0_X8> { static constexpr int value = 4; };
+template <>
 struct int8_block_words<MEMRA_CUDA_TYPE_Q5_0> { static constexpr int value = 5; };
 
 /* A 2-byte aligned block of 2 + 4 · P bytes: its scale's bits and its P payload words. A block at a
@@ -1060,7 +1074,7 @@ __device__ __forceinline__ void int8_codes(const uint32_t payload[int8_block_wor
     if constexpr (TYPE == MEMRA_CUDA_TYPE_Q8_0 || TYPE == MEMRA_CUDA_TYPE_Q8_0_X8) {
 #pragma unroll
         for (int j = 0; j < 8; j++) codes[j] = payload[j];
-    } else if constexpr (TYPE == MEMRA_CUDA_TYPE_Q4_0) {
+    } else if constexpr (TYPE == MEMRA_CUDA_TYPE_Q4_0 || TYPE == MEMRA_CUDA_TYPE_Q4_0_X8) {
         /* value i < 16: the low nibble of byte i; value 16 + i: its high nibble */
 #pragma unroll
         for (int j = 0; j < 8; j++) codes[j] = nibbles_minus_8((payload[j & 3] >> (j >= 4 ? 4 : 0)) & 0x0f0f0f0fu);
@@ -1164,6 +1178,10 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS) gemm_int8_kernel
                 const uint4 low = __ldg(source), high = __ldg(source + 1);
                 next.b[0] = low.x, next.b[1] = low.y, next.b[2] = low.z, next.b[3] = low.w;
                 next.b[4] = high.x, next.b[5] = high.y, next.b[6] = high.z, next.b[7] = high.w;
+            } else if constexpr (TYPE == MEMRA_CUDA_TYPE_Q4_0_X8) { /* the nibbles 16-byte aligned: one load */
+                next.b_scale = __ldg(reinterpret_cast<const unsigned short *>(q4_0_x8_scale(b_blocks, block)));
+                const uint4 nibbles = __ldg(reinterpret_cast<const uint4 *>(q4_0_x8_codes(b_blocks, block)));
+                next.b[0] = nibbles.x, next.b[1] = nibbles.y, next.b[2] = nibbles.z, next.b[3] = nibbles.w;
             } else {
                 load_weight_block<P>(b_blocks + block * BLOCK_BYTES, next.b_scale, next.b);
             }
@@ -1398,12 +1416,16 @@ static __global__ void offset_correction_kernel(float * __restrict__ out, const 
 }
 
 /* The byte of a group of 8 file blocks that byte o of its repacked group is (launch-plan.h's
- * layouts): q8_0_x8 (TYPE q8_0), q6_K_x8 (q6_K). */
+ * layouts): q8_0_x8 (TYPE q8_0), q4_0_x8 (q4_0), q6_K_x8 (q6_K). */
 template <int TYPE>
 __device__ __forceinline__ int repacked_source(int o);
 template <>
 __device__ __forceinline__ int repacked_source<MEMRA_CUDA_TYPE_Q8_0>(int o) {
     return o < 16 ? 34 * (o >> 1) + (o & 1) /* scales */ : 34 * ((o - 16) >> 5) + 2 + ((o - 16) & 31) /* codes */;
+}
+template <>
+__device__ __forceinline__ int repacked_source<MEMRA_CUDA_TYPE_Q4_0>(int o) {
+    return o < 16 ? 18 * (o >> 1) + (o & 1) /* scales */ : 18 * ((o - 16) >> 4) + 2 + ((o - 16) & 15) /* nibbles */;
 }
 template <>
 __device__ __forceinline__ int repacked_source<MEMRA_CUDA_TYPE_Q6_K>(int o) {

@@ -37,19 +37,13 @@ __device__ __forceinline__ void load8(const uint8_t * p, uint8_t b[8]) {
     }
 }
 
-__device__ __forceinline__ void scale_min_k4(int j, const uint8_t * q, int & d, int & m) {
-    if (j < 4) {
-        d = q[j] & 63;
-        m = q[j + 4] & 63;
-    } else {
-        d = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
-        m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
 /* Where the 8 values of `group` of a q4_K / q5_K row (super-blocks of block_bytes) are: their
  * super-block, its 32-value sub-block j and their offset l in it; and the sub-block's scale
- * s = d · sc and offset o = −dmin · m. */
+ * s = d · sc and offset o = −dmin · m. The super-block's first 16 bytes (d, dmin and the 12 bytes
+ * q that pack the 6-bit sc and m of its 8 sub-blocks, as ggml's get_scale_min_k4) are one 16-byte
+ * load: 144- and 176-byte super-blocks of 16-byte aligned rows (memra_cuda_check_weight). For
+ * j < 4: sc = q[j] & 63, m = q[j + 4] & 63; else sc = (q[j + 4] & 15) | (q[j − 4] >> 6) << 4,
+ * m = (q[j + 4] >> 4) | (q[j] >> 6) << 4: bytes j & 3 of q's three words. */
 struct k4_group {
     const uint8_t * block;
     int j, l;
@@ -57,11 +51,13 @@ struct k4_group {
 __device__ __forceinline__ k4_group k4_group_of(const uint8_t * row, int64_t group, int block_bytes, float & s, float & o) {
     const uint8_t * block = row + (group >> 5) * block_bytes;
     const int first = (int)(group & 31) * 8;
-    const int j = first >> 5;
-    int sc, m;
-    scale_min_k4(j, block + 4, sc, m);
-    s = __fmul_rn(half_at(block), (float)sc);
-    o = -__fmul_rn(half_at(block + 2), (float)m);
+    const int j = first >> 5, shift = 8 * (j & 3);
+    const uint4 head = __ldg(reinterpret_cast<const uint4 *>(block));
+    const uint32_t q0 = (head.y >> shift) & 0xffu, q4 = (head.z >> shift) & 0xffu, q8 = (head.w >> shift) & 0xffu;
+    const int sc = (int)(j < 4 ? q0 & 63u : (q8 & 15u) | ((q0 >> 6) << 4));
+    const int m = (int)(j < 4 ? q4 & 63u : (q8 >> 4) | ((q4 >> 6) << 4));
+    s = __fmul_rn(__half2float(__ushort_as_half((unsigned short)(head.x & 0xffffu))), (float)sc);
+    o = -__fmul_rn(__half2float(__ushort_as_half((unsigned short)(head.x >> 16))), (float)m);
     return k4_group{block, j, first & 31};
 }
 
@@ -175,6 +171,21 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q4_0>(const uint8_t 
     const int shift = part >= 2 ? 4 : 0;
 #pragma unroll
     for (int i = 0; i < 8; i++) c[i] = small_int_to_float((((b[i] >> shift) & 0x0f) - 8));
+}
+
+/* q4_0_x8 (launch-plan.h): block b of a row's scale and nibble bytes. */
+__device__ __forceinline__ const uint8_t * q4_0_x8_scale(const uint8_t * row, int64_t b) { return row + (b >> 3) * 144 + 2 * (b & 7); }
+__device__ __forceinline__ const uint8_t * q4_0_x8_codes(const uint8_t * row, int64_t b) { return row + (b >> 3) * 144 + 16 + 16 * (b & 7); }
+
+template <>
+__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q4_0_X8>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+    const int part = (int)(group & 3);
+    s = half_at(q4_0_x8_scale(row, group >> 2));
+    o = 0.0f;
+    const uint2 w = *reinterpret_cast<const uint2 *>(q4_0_x8_codes(row, group >> 2) + (part & 1) * 8); /* 8-byte aligned */
+    const int shift = part >= 2 ? 4 : 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) c[i] = small_int_to_float((int)((((i < 4 ? w.x : w.y) >> (8 * (i & 3) + shift)) & 0x0f)) - 8);
 }
 
 template <>
@@ -407,6 +418,7 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_IQ4_XS>(const uint8_
 MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q8_0, false)
 MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q8_0_X8, false)
 MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q4_0, false)
+MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q4_0_X8, false)
 MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q4_1, true)
 MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q5_0, false)
 MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q5_1, true)
@@ -427,6 +439,7 @@ MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_IQ4_XS, false)
     case MEMRA_CUDA_TYPE_Q8_0: { constexpr int T = MEMRA_CUDA_TYPE_Q8_0; CALL; } break; \
     case MEMRA_CUDA_TYPE_Q8_0_X8: { constexpr int T = MEMRA_CUDA_TYPE_Q8_0_X8; CALL; } break; \
     case MEMRA_CUDA_TYPE_Q4_0: { constexpr int T = MEMRA_CUDA_TYPE_Q4_0; CALL; } break; \
+    case MEMRA_CUDA_TYPE_Q4_0_X8: { constexpr int T = MEMRA_CUDA_TYPE_Q4_0_X8; CALL; } break; \
     case MEMRA_CUDA_TYPE_Q4_1: { constexpr int T = MEMRA_CUDA_TYPE_Q4_1; CALL; } break; \
     case MEMRA_CUDA_TYPE_Q5_0: { constexpr int T = MEMRA_CUDA_TYPE_Q5_0; CALL; } break; \
     case MEMRA_CUDA_TYPE_Q5_1: { constexpr int T = MEMRA_CUDA_TYPE_Q5_1; CALL; } break; \

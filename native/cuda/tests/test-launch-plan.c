@@ -19,9 +19,9 @@ static int failures = 0;
     } while (0)
 
 static void test_type_tables(void) {
-    const int types[] = {0, 1, 30, 2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 20, 23, 200, 201};
-    const int64_t values[] = {1, 1, 1, 32, 32, 32, 32, 32, 256, 256, 256, 256, 256, 32, 256, 256, 2048};
-    const int64_t bytes[] = {4, 2, 2, 18, 20, 22, 24, 34, 84, 110, 144, 176, 210, 18, 136, 272, 1680};
+    const int types[] = {0, 1, 30, 2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 20, 23, 200, 201, 202};
+    const int64_t values[] = {1, 1, 1, 32, 32, 32, 32, 32, 256, 256, 256, 256, 256, 32, 256, 256, 2048, 256};
+    const int64_t bytes[] = {4, 2, 2, 18, 20, 22, 24, 34, 84, 110, 144, 176, 210, 18, 136, 272, 1680, 144};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         EXPECT(memra_cuda_type_block_values(types[i]) == values[i]);
         EXPECT(memra_cuda_type_block_bytes(types[i]) == bytes[i]);
@@ -42,7 +42,10 @@ static void test_type_tables(void) {
     EXPECT(memra_cuda_activation_rounding(MEMRA_CUDA_TYPE_Q6_K_X8) == memra_cuda_activation_rounding(14));
     EXPECT(memra_cuda_repacked_type(8, 256) == MEMRA_CUDA_TYPE_Q8_0_X8 && memra_cuda_repacked_type(8, 288) == 8);
     EXPECT(memra_cuda_repacked_type(14, 2048) == MEMRA_CUDA_TYPE_Q6_K_X8 && memra_cuda_repacked_type(14, 1024) == 14);
-    EXPECT(memra_cuda_repacked_type(2, 4096) == 2 && memra_cuda_repacked_type(8, 0) == 8);
+    EXPECT(memra_cuda_repacked_type(2, 4096) == MEMRA_CUDA_TYPE_Q4_0_X8 && memra_cuda_repacked_type(2, 288) == 2 && memra_cuda_repacked_type(8, 0) == 8);
+    EXPECT(memra_cuda_repacked_type(12, 4096) == 12 && memra_cuda_repacked_type(3, 4096) == 3); /* q4_K, q4_1: none */
+    EXPECT(memra_cuda_row_bytes(MEMRA_CUDA_TYPE_Q4_0_X8, 4096) == memra_cuda_row_bytes(2, 4096));
+    EXPECT(memra_cuda_int8_gemm_supports(MEMRA_CUDA_TYPE_Q4_0_X8) && !memra_cuda_int8_gemm_supports(MEMRA_CUDA_TYPE_Q6_K_X8));
     EXPECT(memra_cuda_row_bytes(14, 4096) == 16 * 210);
     EXPECT(memra_cuda_row_bytes(14, 100) == 0);
     EXPECT(memra_cuda_kv_row_bytes(0, 1024) == 4096);

@@ -1,6 +1,6 @@
 /**
- * Weights repacked on upload (CudaBackendOptions.repackWeights, memra_cuda_repack): a q8_0 matrix
- * whose rows are a multiple of 256 values, or a q6_K one of 2,048, is rewritten in place so that
+ * Weights repacked on upload (CudaBackendOptions.repackWeights, memra_cuda_repack): a q8_0 or q4_0
+ * matrix whose rows are a multiple of 256 values, or a q6_K one of 2,048, is rewritten in place so that
  * each 8 blocks' scales come first and their codes after, 8- and 16-byte aligned. Every kernel that
  * reads such a weight (the decode matrix-vector kernels, the GEMMs, the embedding, the expert
  * kernels) must give bit for bit what it gives on the file's layout: each side here is a backend
@@ -19,10 +19,10 @@ import { CudaError } from "./errors";
 
 const unavailable = cudaUnavailableReason();
 
-/** The type id the library's calls get for a weight (200: repacked q8_0, 201: repacked q6_K). */
+/** The type id the library's calls get for a weight (200, 201, 202: repacked q8_0, q6_K, q4_0). */
 const kernelType = (w: WeightHandle) => (w as unknown as { kernelType: number }).kernelType;
 
-describe.skipIf(unavailable !== undefined)(`q8_0 and q6_K weights in the aligned layouts${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
+describe.skipIf(unavailable !== undefined)(`q8_0, q4_0 and q6_K weights in the aligned layouts${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
   /** A backend with the repack (packed) and one without (plain), on the same options otherwise. */
   interface Pair {
     packed: CudaBackend;
@@ -59,33 +59,37 @@ describe.skipIf(unavailable !== undefined)(`q8_0 and q6_K weights in the aligned
     expect(firstDifference(x, y), what).toBe(-1);
   };
 
-  it("repacks the q8_0 matrices whose rows are a multiple of 256 values and the q6_K ones of 2,048, and nothing else", () => {
+  it("repacks the q8_0 and q4_0 matrices whose rows are a multiple of 256 values and the q6_K ones of 2,048, and nothing else", () => {
     expect(kernelType(upload(pair.packed, GGMLType.Q8_0, [512, 96], 1))).toBe(200);
     expect(kernelType(upload(pair.packed, GGMLType.Q8_0, [256, 8, 3], 2))).toBe(200); // experts
     expect(kernelType(upload(pair.packed, GGMLType.Q8_0, [288, 96], 3))).toBe(GGMLType.Q8_0); // 9 blocks a row
     expect(kernelType(upload(pair.packed, GGMLType.Q8_0, [512], 4))).toBe(GGMLType.Q8_0); // a vector
-    expect(kernelType(upload(pair.packed, GGMLType.Q4_0, [512, 96], 5))).toBe(GGMLType.Q4_0);
+    expect(kernelType(upload(pair.packed, GGMLType.Q4_0, [512, 96], 5))).toBe(202);
+    expect(kernelType(upload(pair.packed, GGMLType.Q4_K, [512, 96], 5))).toBe(GGMLType.Q4_K); // aligned as it is
     expect(kernelType(upload(pair.plain, GGMLType.Q8_0, [512, 96], 6))).toBe(GGMLType.Q8_0);
     expect(kernelType(upload(pair.packed, GGMLType.Q6_K, [2048, 8], 7))).toBe(201);
     expect(kernelType(upload(pair.packed, GGMLType.Q6_K, [1024, 8], 8))).toBe(GGMLType.Q6_K); // 4 blocks a row
     expect(kernelType(upload(pair.plain, GGMLType.Q6_K, [2048, 8], 9))).toBe(GGMLType.Q6_K);
   });
 
-  it("matmul on q8_0 codes: the decode kernels of 1, 2, 3-4 and 5-8 rows (one warp a feature and split), the int8 GEMM of 9 rows and more", () => {
-    // 256 inputs: one 8-block group a row; 1,024: four (a 4-step iteration); 2,560: ten (a last
-    // iteration of 2 of the 4 steps). 40 features: a split over warps (few features); 1,056: not.
-    for (const [nIn, nOut] of [
-      [256, 40],
-      [1024, 1056],
-      [2560, 40],
+  it("matmul on q8_0 codes: the decode kernels of 1, 2, 3-4 and 5-8 rows (one warp a feature and split), the int8 GEMM of 9 rows and more; q4_0 too", () => {
+    // 256 inputs: one 8-block group a row; 1,024: four (a 4-step iteration of the q8_0 kernel);
+    // 2,560: ten (a last iteration of 2 of its 4 steps). 40 features: a split over warps (few
+    // features); 1,056: not. q4_0: the __dp4a codes kernel and the same int8 GEMM.
+    for (const [type, nIn, nOut] of [
+      [GGMLType.Q8_0, 256, 40],
+      [GGMLType.Q8_0, 1024, 1056],
+      [GGMLType.Q8_0, 2560, 40],
+      [GGMLType.Q4_0, 256, 40],
+      [GGMLType.Q4_0, 1024, 1056],
     ] as const) {
-      const [packed, plain] = weights(pair, [nIn, nOut], nIn + nOut);
+      const [packed, plain] = weights(pair, [nIn, nOut], nIn + nOut, type);
       for (const rows of [1, 2, 3, 7, 16, 130]) {
         const [x, xPlain] = buffers(pair, normals(rows * nIn, rows + nIn, 1));
         const [out, outPlain] = [pair.packed.allocate(rows * nOut), pair.plain.allocate(rows * nOut)];
         pair.packed.matmul(out, x, packed, rows);
         pair.plain.matmul(outPlain, xPlain, plain, rows);
-        same(pair, `${rows} × ${nIn} → ${nOut}`, out, outPlain);
+        same(pair, `${type}: ${rows} × ${nIn} → ${nOut}`, out, outPlain);
       }
     }
   });
@@ -132,13 +136,15 @@ describe.skipIf(unavailable !== undefined)(`q8_0 and q6_K weights in the aligned
 
   it("matmul on f32 activations: the f32 matrix-vector kernel and the f16 GEMM", () => {
     const p = pairOf({ activationRounding: false });
-    const [packed, plain] = weights(p, [512, 72], 7);
-    for (const rows of [1, 5, 40]) {
-      const [x, xPlain] = buffers(p, normals(rows * 512, rows, 1));
-      const [out, outPlain] = [p.packed.allocate(rows * 72), p.plain.allocate(rows * 72)];
-      p.packed.matmul(out, x, packed, rows);
-      p.plain.matmul(outPlain, xPlain, plain, rows);
-      same(p, `${rows} rows`, out, outPlain);
+    for (const type of [GGMLType.Q8_0, GGMLType.Q4_0]) {
+      const [packed, plain] = weights(p, [512, 72], 7, type);
+      for (const rows of [1, 5, 40]) {
+        const [x, xPlain] = buffers(p, normals(rows * 512, rows, 1));
+        const [out, outPlain] = [p.packed.allocate(rows * 72), p.plain.allocate(rows * 72)];
+        p.packed.matmul(out, x, packed, rows);
+        p.plain.matmul(outPlain, xPlain, plain, rows);
+        same(p, `${type}: ${rows} rows`, out, outPlain);
+      }
     }
   });
 
@@ -149,8 +155,9 @@ describe.skipIf(unavailable !== undefined)(`q8_0 and q6_K weights in the aligned
       const { firstDifference, normals, tensorInfo, weightBytes } = await import(${url("../../core/src/internal.ts")});
       const results = [];
       const backends = [CudaBackend.create({ repackWeights: true }), CudaBackend.create({ repackWeights: false })];
-      const data = weightBytes(8, normals(512 * 72, 7, 0.05), 8);
-      const ws = backends.map((b) => b.uploadWeight(tensorInfo("w", 8, [512, 72], data), data));
+      for (const type of [8, 2]) {
+      const data = weightBytes(type, normals(512 * 72, 7, 0.05), 8);
+      const ws = backends.map((b) => b.uploadWeight(tensorInfo("w", type, [512, 72], data), data));
       for (const rows of [16, 40]) {
         const outs = backends.map((b, i) => {
           const x = b.allocate(rows * 512);
@@ -161,6 +168,7 @@ describe.skipIf(unavailable !== undefined)(`q8_0 and q6_K weights in the aligned
         });
         results.push({ rows, kernelType: ws[0].kernelType, nonzero: outs[0].some((v) => v !== 0), difference: firstDifference(outs[0], outs[1]) });
       }
+      }
       for (const b of backends) b.dispose();
       console.log(JSON.stringify(results));`;
     const result = spawnSync(process.execPath.includes("bun") ? process.execPath : "bun", ["-e", script], {
@@ -169,21 +177,23 @@ describe.skipIf(unavailable !== undefined)(`q8_0 and q6_K weights in the aligned
     });
     expect(result.status, result.stderr).toBe(0);
     const results = JSON.parse(result.stdout.trim().split("\n").at(-1)!) as { rows: number; kernelType: number; nonzero: boolean; difference: number }[];
-    expect(results.length).toBe(2);
-    for (const r of results) expect(r, `${r.rows} rows`).toEqual({ rows: r.rows, kernelType: 200, nonzero: true, difference: -1 });
+    expect(results.map((r) => r.kernelType)).toEqual([200, 200, 202, 202]);
+    for (const r of results) expect(r, `${r.kernelType}: ${r.rows} rows`).toEqual({ rows: r.rows, kernelType: r.kernelType, nonzero: true, difference: -1 });
   });
 
   it("embedding rows, expertMatmul and moeExperts (per pair and grouped GEMMs) of repacked weights", () => {
-    const [table, tablePlain] = weights(pair, [256, 40], 8);
-    const tokens = Int32Array.of(0, 39, 7, 7, 20);
-    const [rows, rowsPlain] = [pair.packed.allocate(5 * 256), pair.plain.allocate(5 * 256)];
-    pair.packed.embedding(rows, table, tokens);
-    pair.plain.embedding(rowsPlain, tablePlain, tokens);
-    same(pair, "embedding", rows, rowsPlain);
+    for (const type of [GGMLType.Q8_0, GGMLType.Q4_0]) {
+      const [table, tablePlain] = weights(pair, [256, 40], 8, type);
+      const tokens = Int32Array.of(0, 39, 7, 7, 20);
+      const [rows, rowsPlain] = [pair.packed.allocate(5 * 256), pair.plain.allocate(5 * 256)];
+      pair.packed.embedding(rows, table, tokens);
+      pair.plain.embedding(rowsPlain, tablePlain, tokens);
+      same(pair, `${type}: embedding`, rows, rowsPlain);
+    }
 
     const [experts, k, width, ffn] = [4, 2, 256, 512];
     const [gate, gatePlain] = weights(pair, [width, ffn, experts], 9);
-    const [up, upPlain] = weights(pair, [width, ffn, experts], 10);
+    const [up, upPlain] = weights(pair, [width, ffn, experts], 10, GGMLType.Q4_0); // q4_0 up: its expert kernels
     const [down, downPlain] = weights(pair, [ffn, width, experts], 11);
     for (const count of [1, 3, 40]) {
       const [x, xPlain] = buffers(pair, normals(count * width, count, 1));
