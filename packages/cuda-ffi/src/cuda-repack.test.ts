@@ -58,6 +58,36 @@ describe.skipIf(unavailable !== undefined)(`q8_0, q4_0 and q6_K weights in the a
     expect(x.some((v) => v !== 0), `${what}: not all zeros`).toBe(true);
     expect(firstDifference(x, y), what).toBe(-1);
   };
+  /** Table rows `tokens` of a [width, rows] table of `type`, on both sides. */
+  const sameEmbedding = (type: GGMLType, width: number, tableRows: number, tokens: Int32Array, seed: number) => {
+    const [table, tablePlain] = weights(pair, [width, tableRows], seed, type);
+    const [rows, rowsPlain] = [pair.packed.allocate(tokens.length * width), pair.plain.allocate(tokens.length * width)];
+    pair.packed.embedding(rows, table, tokens);
+    pair.plain.embedding(rowsPlain, tablePlain, tokens);
+    same(pair, `${type}: embedding`, rows, rowsPlain);
+  };
+  /** Experts of these gate/up and down types ([width, ffn, experts] and [ffn, width, experts]); for
+   * each row count, moeExperts on both sides (and first expertMatmul of expert 2 of the gate, with `matmul`). */
+  const sameExperts = (types: readonly [GGMLType, GGMLType, GGMLType], width: number, ffn: number, counts: readonly number[], seed: number, matmul: boolean) => {
+    const [experts, k] = [4, 2];
+    const [gate, gatePlain] = weights(pair, [width, ffn, experts], seed, types[0]);
+    const [up, upPlain] = weights(pair, [width, ffn, experts], seed + 1, types[1]);
+    const [down, downPlain] = weights(pair, [ffn, width, experts], seed + 2, types[2]);
+    for (const count of counts) {
+      const [x, xPlain] = buffers(pair, normals(count * width, count, 1));
+      if (matmul) {
+        const [out, outPlain] = [pair.packed.allocate(count * ffn), pair.plain.allocate(count * ffn)];
+        pair.packed.expertMatmul(out, x, gate, 2, count);
+        pair.plain.expertMatmul(outPlain, xPlain, gatePlain, 2, count);
+        same(pair, `expertMatmul, ${count} rows`, out, outPlain);
+      }
+      const [logits, logitsPlain] = buffers(pair, normals(count * experts, seed + count, 2));
+      const [moe, moePlain] = [pair.packed.allocate(count * width), pair.plain.allocate(count * width)];
+      expect(pair.packed.moeExperts(moe, x, logits, { gate, up, down }, count, experts, k)).toBe(true);
+      expect(pair.plain.moeExperts(moePlain, xPlain, logitsPlain, { gate: gatePlain, up: upPlain, down: downPlain }, count, experts, k)).toBe(true);
+      same(pair, `moeExperts, ${count} rows`, moe, moePlain);
+    }
+  };
 
   it("repacks the q8_0 and q4_0 matrices whose rows are a multiple of 256 values and the q6_K ones of 2,048, and nothing else", () => {
     expect(kernelType(upload(pair.packed, GGMLType.Q8_0, [512, 96], 1))).toBe(200);
@@ -113,25 +143,9 @@ describe.skipIf(unavailable !== undefined)(`q8_0, q4_0 and q6_K weights in the a
         }
       }
     }
-    const [table, tablePlain] = weights(pair, [2048, 12], 12, GGMLType.Q6_K);
-    const tokens = Int32Array.of(11, 0, 5);
-    const [rows, rowsPlain] = [pair.packed.allocate(3 * 2048), pair.plain.allocate(3 * 2048)];
-    pair.packed.embedding(rows, table, tokens);
-    pair.plain.embedding(rowsPlain, tablePlain, tokens);
-    same(pair, "embedding", rows, rowsPlain);
+    sameEmbedding(GGMLType.Q6_K, 2048, 12, Int32Array.of(11, 0, 5), 12);
     // experts: q6_K gate and up of 2,048 inputs, a q8_0 down projection of 256; per pair and grouped
-    const [experts, k, width, ffn] = [4, 2, 2048, 256];
-    const [gate, gatePlain] = weights(pair, [width, ffn, experts], 13, GGMLType.Q6_K);
-    const [up, upPlain] = weights(pair, [width, ffn, experts], 14, GGMLType.Q6_K);
-    const [down, downPlain] = weights(pair, [ffn, width, experts], 15);
-    for (const count of [1, 40]) {
-      const [x, xPlain] = buffers(pair, normals(count * width, count, 1));
-      const [logits, logitsPlain] = buffers(pair, normals(count * experts, 40 + count, 2));
-      const [moe, moePlain] = [pair.packed.allocate(count * width), pair.plain.allocate(count * width)];
-      expect(pair.packed.moeExperts(moe, x, logits, { gate, up, down }, count, experts, k)).toBe(true);
-      expect(pair.plain.moeExperts(moePlain, xPlain, logitsPlain, { gate: gatePlain, up: upPlain, down: downPlain }, count, experts, k)).toBe(true);
-      same(pair, `moeExperts, ${count} rows`, moe, moePlain);
-    }
+    sameExperts([GGMLType.Q6_K, GGMLType.Q6_K, GGMLType.Q8_0], 2048, 256, [1, 40], 13, false);
   });
 
   it("matmul on f32 activations: the f32 matrix-vector kernel and the f16 GEMM", () => {
@@ -182,32 +196,9 @@ describe.skipIf(unavailable !== undefined)(`q8_0, q4_0 and q6_K weights in the a
   });
 
   it("embedding rows, expertMatmul and moeExperts (per pair and grouped GEMMs) of repacked weights", () => {
-    for (const type of [GGMLType.Q8_0, GGMLType.Q4_0]) {
-      const [table, tablePlain] = weights(pair, [256, 40], 8, type);
-      const tokens = Int32Array.of(0, 39, 7, 7, 20);
-      const [rows, rowsPlain] = [pair.packed.allocate(5 * 256), pair.plain.allocate(5 * 256)];
-      pair.packed.embedding(rows, table, tokens);
-      pair.plain.embedding(rowsPlain, tablePlain, tokens);
-      same(pair, `${type}: embedding`, rows, rowsPlain);
-    }
-
-    const [experts, k, width, ffn] = [4, 2, 256, 512];
-    const [gate, gatePlain] = weights(pair, [width, ffn, experts], 9);
-    const [up, upPlain] = weights(pair, [width, ffn, experts], 10, GGMLType.Q4_0); // q4_0 up: its expert kernels
-    const [down, downPlain] = weights(pair, [ffn, width, experts], 11);
-    for (const count of [1, 3, 40]) {
-      const [x, xPlain] = buffers(pair, normals(count * width, count, 1));
-      const [out, outPlain] = [pair.packed.allocate(count * ffn), pair.plain.allocate(count * ffn)];
-      pair.packed.expertMatmul(out, x, gate, 2, count);
-      pair.plain.expertMatmul(outPlain, xPlain, gatePlain, 2, count);
-      same(pair, `expertMatmul, ${count} rows`, out, outPlain);
-
-      const [logits, logitsPlain] = buffers(pair, normals(count * experts, 30 + count, 2));
-      const [moe, moePlain] = [pair.packed.allocate(count * width), pair.plain.allocate(count * width)];
-      expect(pair.packed.moeExperts(moe, x, logits, { gate, up, down }, count, experts, k)).toBe(true);
-      expect(pair.plain.moeExperts(moePlain, xPlain, logitsPlain, { gate: gatePlain, up: upPlain, down: downPlain }, count, experts, k)).toBe(true);
-      same(pair, `moeExperts, ${count} rows`, moe, moePlain);
-    }
+    for (const type of [GGMLType.Q8_0, GGMLType.Q4_0]) sameEmbedding(type, 256, 40, Int32Array.of(0, 39, 7, 7, 20), 8);
+    // a q8_0 gate (expertMatmul too) and down, a q4_0 up: both types' expert kernels
+    sameExperts([GGMLType.Q8_0, GGMLType.Q4_0, GGMLType.Q8_0], 256, 512, [1, 3, 40], 9, true);
   });
 
   it("gives a weight's memory back to the allocator when its upload fails (inside a graph capture)", () => {
