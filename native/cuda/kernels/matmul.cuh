@@ -478,7 +478,10 @@ __device__ __forceinline__ void load_words_2(const uint8_t * p, uint32_t words[2
 /* log2 of the 8-value groups per activation scale of code_words' types: 4 (q8_0 codes) or 32 (q8_K). */
 template <int TYPE>
 __device__ __forceinline__ constexpr int code_group_shift() {
-    return TYPE == MEMRA_CUDA_TYPE_Q8_0 || TYPE == MEMRA_CUDA_TYPE_Q8_0_X8 || TYPE == MEMRA_CUDA_TYPE_Q4_0 || TYPE == MEMRA_CUDA_TYPE_Q4_0_X8 || TYPE == MEMRA_CUDA_TYPE_Q5_0 || TYPE == MEMRA_CUDA_TYPE_IQ4_NL ? 2 : 5;
+    return TYPE == MEMRA_CUDA_TYPE_Q8_0 || TYPE == MEMRA_CUDA_TYPE_Q8_0_X8 || TYPE == MEMRA_CUDA_TYPE_Q4_0 || TYPE == MEMRA_CUDA_TYPE_Q4_0_X8 ||
+                   TYPE == MEMRA_CUDA_TYPE_Q5_0 || TYPE == MEMRA_CUDA_TYPE_IQ4_NL
+               ? 2
+               : 5;
 }
 
 template <>
@@ -1015,9 +1018,8 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_codes_kernel(flo
  * Data movement: thread t loads block (t & 1) of row t / 2 of both tiles per k-tile: 32 activation
  * code bytes as two 16-byte loads and the weight block (2-byte aligned: 4-byte loads from the
  * block or from the block + 2 and one 2-byte load, whichever alignment the block has, then
- * realigned; no divergence; q8_0_x8: two 16-byte loads and the scale's 2), q4_0 nibbles and q5_0
- * high bits expanded to int8 codes (offset
- * applied) in registers. Two shared-memory stages: the next k-tile's global loads are issued before
+ * realigned; no divergence; q8_0_x8 and q4_0_x8: two and one 16-byte loads and the scale's 2),
+ * q4_0 nibbles and q5_0 high bits expanded to int8 codes (offset applied) in registers. Two shared-memory stages: the next k-tile's global loads are issued before
  * the current tile's mma loop and stored to the other stage after it, one barrier per k-tile.
  *
  * Shared layout: rows of 64 code bytes, no padding. Within each 32-byte block the 4-byte words are
