@@ -71,10 +71,11 @@ fi
 nvidia-smi >"$OUT/nvidia-smi.log" 2>&1 || true
 step build 240 bun native/build.ts all
 step native-tests 60 bash native/cuda/tests/run.sh
-# q8_0 weights repacked on upload (in place, then read with 8- and 16-byte loads) have never run on
-# a GPU: where their tests fail, with programmatic dependent launch and without, every later step
-# keeps the file's layout (summary.json "repack").
-REPACK_TESTS=(bun --bun vitest run packages/cuda-ffi/src/cuda-repack.test.ts)
+# Weights repacked on upload (in place, then read with 8- and 16-byte loads) have never run on a
+# GPU: where the layouts' comparisons fail, with programmatic dependent launch and without, every
+# later step keeps the file's layout (summary.json "repack"). The file's other tests (errors, the
+# allocator after a failed upload) say nothing about the layouts and do not decide it.
+REPACK_TESTS=(bun --bun vitest run packages/cuda-ffi/src/cuda-repack.test.ts -t "repacks the|matmul on|q6_K: |embedding rows")
 step repack-tests "$TEST_LIMIT" "${REPACK_TESTS[@]}"
 if [ "$LAST_STATUS" != 0 ]; then
   step repack-tests-no-pdl "$TEST_LIMIT" env MEMRA_CUDA_PDL=0 "${REPACK_TESTS[@]}"
