@@ -658,8 +658,8 @@ extern "C" int memra_cuda_repack(memra_cuda * cuda, int type, void * data, int64
     const int64_t groups = rows * row_bytes / group_bytes;
     if (groups == 0) return MEMRA_CUDA_OK;
     const dim3 grid((unsigned)((groups + 7) / 8 < 65535LL * 16 ? (groups + 7) / 8 : 65535LL * 16));
-    if (type == MEMRA_CUDA_TYPE_Q8_0) MEMRA_LAUNCH(grid, 256, 0, cuda->stream, repack_kernel<MEMRA_CUDA_TYPE_Q8_0, 272>)((uint8_t *)data, groups);
-    else if (type == MEMRA_CUDA_TYPE_Q4_0) MEMRA_LAUNCH(grid, 256, 0, cuda->stream, repack_kernel<MEMRA_CUDA_TYPE_Q4_0, 144>)((uint8_t *)data, groups);
+    if (type == MEMRA_CUDA_TYPE_Q8_0) MEMRA_LAUNCH(grid, 256, 0, cuda->stream, repack_kernel<MEMRA_CUDA_TYPE_Q8_0, q8_0_x8::GROUP>)((uint8_t *)data, groups);
+    else if (type == MEMRA_CUDA_TYPE_Q4_0) MEMRA_LAUNCH(grid, 256, 0, cuda->stream, repack_kernel<MEMRA_CUDA_TYPE_Q4_0, q4_0_x8::GROUP>)((uint8_t *)data, groups);
     else MEMRA_LAUNCH(grid, 256, 0, cuda->stream, repack_kernel<MEMRA_CUDA_TYPE_Q6_K, 1680>)((uint8_t *)data, groups);
     LAUNCH_CHECK(function, "repack_kernel");
     CUDA_CHECK(function, cudaStreamSynchronize(cuda->stream));

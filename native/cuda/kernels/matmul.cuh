@@ -257,8 +257,8 @@ struct q8_0_step {
             const int64_t b = first + 8 * k + (lane >> 2);
             const int64_t at = b < blocks ? b : 0;
             if constexpr (X8) {
-                d[k] = __half2float(__ushort_as_half(__ldg(reinterpret_cast<const unsigned short *>(q8_0_x8_scale(w, at)))));
-                const int2 codes = __ldg(reinterpret_cast<const int2 *>(q8_0_x8_codes(w, at) + quarter * 8));
+                d[k] = __half2float(__ushort_as_half(__ldg(reinterpret_cast<const unsigned short *>(q8_0_x8::scale(w, at)))));
+                const int2 codes = __ldg(reinterpret_cast<const int2 *>(q8_0_x8::payload(w, at) + quarter * 8));
                 q[k][0] = codes.x;
                 q[k][1] = codes.y;
             } else {
@@ -498,10 +498,10 @@ __device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q8_0>(const uint8_t *
 
 template <>
 __device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q8_0_X8>(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero) {
-    s = half_at(q8_0_x8_scale(row, group >> 2));
+    s = half_at(q8_0_x8::scale(row, group >> 2));
     o = 0.0f;
     zero = 0;
-    const int2 q = __ldg(reinterpret_cast<const int2 *>(q8_0_x8_codes(row, group >> 2) + (group & 3) * 8)); /* 8-byte aligned */
+    const int2 q = __ldg(reinterpret_cast<const int2 *>(q8_0_x8::payload(row, group >> 2) + (group & 3) * 8)); /* 8-byte aligned */
     w[0] = q.x;
     w[1] = q.y;
 }
@@ -509,10 +509,10 @@ __device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q8_0_X8>(const uint8_
 template <>
 __device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_Q4_0_X8>(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero) {
     const int part = (int)(group & 3);
-    s = half_at(q4_0_x8_scale(row, group >> 2));
+    s = half_at(q4_0_x8::scale(row, group >> 2));
     o = 0.0f;
     zero = 8;
-    const uint2 q = __ldg(reinterpret_cast<const uint2 *>(q4_0_x8_codes(row, group >> 2) + (part & 1) * 8)); /* 8-byte aligned */
+    const uint2 q = __ldg(reinterpret_cast<const uint2 *>(q4_0_x8::payload(row, group >> 2) + (part & 1) * 8)); /* 8-byte aligned */
     const int shift = part >= 2 ? 4 : 0;
     w[0] = (int)((q.x >> shift) & 0x0f0f0f0fu);
     w[1] = (int)((q.y >> shift) & 0x0f0f0f0fu);
@@ -1175,14 +1175,14 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS) gemm_int8_kernel
         }
         if (b_row && block < blocks) {
             if constexpr (TYPE == MEMRA_CUDA_TYPE_Q8_0_X8) { /* the codes 16-byte aligned: two 16-byte loads */
-                next.b_scale = __ldg(reinterpret_cast<const unsigned short *>(q8_0_x8_scale(b_blocks, block)));
-                const uint4 * source = reinterpret_cast<const uint4 *>(q8_0_x8_codes(b_blocks, block));
+                next.b_scale = __ldg(reinterpret_cast<const unsigned short *>(q8_0_x8::scale(b_blocks, block)));
+                const uint4 * source = reinterpret_cast<const uint4 *>(q8_0_x8::payload(b_blocks, block));
                 const uint4 low = __ldg(source), high = __ldg(source + 1);
                 next.b[0] = low.x, next.b[1] = low.y, next.b[2] = low.z, next.b[3] = low.w;
                 next.b[4] = high.x, next.b[5] = high.y, next.b[6] = high.z, next.b[7] = high.w;
             } else if constexpr (TYPE == MEMRA_CUDA_TYPE_Q4_0_X8) { /* the nibbles 16-byte aligned: one load */
-                next.b_scale = __ldg(reinterpret_cast<const unsigned short *>(q4_0_x8_scale(b_blocks, block)));
-                const uint4 nibbles = __ldg(reinterpret_cast<const uint4 *>(q4_0_x8_codes(b_blocks, block)));
+                next.b_scale = __ldg(reinterpret_cast<const unsigned short *>(q4_0_x8::scale(b_blocks, block)));
+                const uint4 nibbles = __ldg(reinterpret_cast<const uint4 *>(q4_0_x8::payload(b_blocks, block)));
                 next.b[0] = nibbles.x, next.b[1] = nibbles.y, next.b[2] = nibbles.z, next.b[3] = nibbles.w;
             } else {
                 load_weight_block<P>(b_blocks + block * BLOCK_BYTES, next.b_scale, next.b);
@@ -1422,13 +1422,9 @@ static __global__ void offset_correction_kernel(float * __restrict__ out, const 
 template <int TYPE>
 __device__ __forceinline__ int repacked_source(int o);
 template <>
-__device__ __forceinline__ int repacked_source<MEMRA_CUDA_TYPE_Q8_0>(int o) {
-    return o < 16 ? 34 * (o >> 1) + (o & 1) /* scales */ : 34 * ((o - 16) >> 5) + 2 + ((o - 16) & 31) /* codes */;
-}
+__device__ __forceinline__ int repacked_source<MEMRA_CUDA_TYPE_Q8_0>(int o) { return q8_0_x8::source(o); }
 template <>
-__device__ __forceinline__ int repacked_source<MEMRA_CUDA_TYPE_Q4_0>(int o) {
-    return o < 16 ? 18 * (o >> 1) + (o & 1) /* scales */ : 18 * ((o - 16) >> 4) + 2 + ((o - 16) & 15) /* nibbles */;
-}
+__device__ __forceinline__ int repacked_source<MEMRA_CUDA_TYPE_Q4_0>(int o) { return q4_0_x8::source(o); }
 template <>
 __device__ __forceinline__ int repacked_source<MEMRA_CUDA_TYPE_Q6_K>(int o) {
     if (o < 16) return 210 * (o >> 1) + 208 + (o & 1);                 /* d */

@@ -144,15 +144,25 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q8_0>(const uint8_t 
     for (int i = 0; i < 8; i++) c[i] = small_int_to_float((int8_t)b[i]);
 }
 
-/* q8_0_x8 (launch-plan.h's MEMRA_CUDA_TYPE_Q8_0_X8): block b of a row's scale and codes. */
-__device__ __forceinline__ const uint8_t * q8_0_x8_scale(const uint8_t * row, int64_t b) { return row + (b >> 3) * 272 + 2 * (b & 7); }
-__device__ __forceinline__ const uint8_t * q8_0_x8_codes(const uint8_t * row, int64_t b) { return row + (b >> 3) * 272 + 16 + 32 * (b & 7); }
+/* The repacked layout of blocks that are an f16 scale and P payload bytes (launch-plan.h's q8_0_x8,
+ * P = 32 codes, and q4_0_x8, P = 16 nibble bytes): a group of 8 blocks is their 8 scales (16
+ * bytes), then their 8 payloads. Block b of a row's scale and payload, and the byte of the file's 8
+ * blocks that byte o of their group is (memra_cuda_repack). */
+template <int P>
+struct scale_first_x8 {
+    static constexpr int BLOCK = 2 + P, GROUP = 16 + 8 * P;
+    static __device__ __forceinline__ const uint8_t * scale(const uint8_t * row, int64_t b) { return row + (b >> 3) * GROUP + 2 * (b & 7); }
+    static __device__ __forceinline__ const uint8_t * payload(const uint8_t * row, int64_t b) { return row + (b >> 3) * GROUP + 16 + P * (b & 7); }
+    static __device__ __forceinline__ int source(int o) { return o < 16 ? BLOCK * (o >> 1) + (o & 1) : BLOCK * ((o - 16) / P) + 2 + (o - 16) % P; }
+};
+using q8_0_x8 = scale_first_x8<32>;
+using q4_0_x8 = scale_first_x8<16>;
 
 template <>
 __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q8_0_X8>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
-    s = half_at(q8_0_x8_scale(row, group >> 2));
+    s = half_at(q8_0_x8::scale(row, group >> 2));
     o = 0.0f;
-    const uint2 w = *reinterpret_cast<const uint2 *>(q8_0_x8_codes(row, group >> 2) + (group & 3) * 8); /* 8-byte aligned */
+    const uint2 w = *reinterpret_cast<const uint2 *>(q8_0_x8::payload(row, group >> 2) + (group & 3) * 8); /* 8-byte aligned */
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         c[i] = small_int_to_float((int8_t)(w.x >> (8 * i)));
@@ -173,16 +183,12 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q4_0>(const uint8_t 
     for (int i = 0; i < 8; i++) c[i] = small_int_to_float((((b[i] >> shift) & 0x0f) - 8));
 }
 
-/* q4_0_x8 (launch-plan.h): block b of a row's scale and nibble bytes. */
-__device__ __forceinline__ const uint8_t * q4_0_x8_scale(const uint8_t * row, int64_t b) { return row + (b >> 3) * 144 + 2 * (b & 7); }
-__device__ __forceinline__ const uint8_t * q4_0_x8_codes(const uint8_t * row, int64_t b) { return row + (b >> 3) * 144 + 16 + 16 * (b & 7); }
-
 template <>
 __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_Q4_0_X8>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
     const int part = (int)(group & 3);
-    s = half_at(q4_0_x8_scale(row, group >> 2));
+    s = half_at(q4_0_x8::scale(row, group >> 2));
     o = 0.0f;
-    const uint2 w = *reinterpret_cast<const uint2 *>(q4_0_x8_codes(row, group >> 2) + (part & 1) * 8); /* 8-byte aligned */
+    const uint2 w = *reinterpret_cast<const uint2 *>(q4_0_x8::payload(row, group >> 2) + (part & 1) * 8); /* 8-byte aligned */
     const int shift = part >= 2 ? 4 : 0;
 #pragma unroll
     for (int i = 0; i < 8; i++) c[i] = small_int_to_float((int)((((i < 4 ? w.x : w.y) >> (8 * (i & 3) + shift)) & 0x0f)) - 8);
