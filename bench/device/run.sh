@@ -10,6 +10,9 @@
 # seconds (default 480): a step is cut to what is left of it, and once it is spent the remaining
 # steps are skipped (summary.json says which), so that the run ends before the tool's timeout.
 #   bash bench/device/run.sh
+# The GPU machine has no Bun: first, here, `bash bench/device/bundle.sh pack` (writes .device/, about
+# 40 MB: Bun and the runtime node_modules), then run(command: "OUT=$OUT bash bench/device/run.sh",
+# carry: [".device"], timeout_s: 540); this script unpacks them there (bundle.sh).
 # MEMRA_DEVICE_DRY_RUN=1 runs the same steps without a GPU, on the CPU emulator of native/cuda and
 # with tiny benchmark sizes (figures meaningless): a check of this script before a GPU session.
 set -euo pipefail
@@ -53,6 +56,19 @@ write_summary() {
 }
 trap 'write_summary; bun bench/device/targets.ts "$OUT" || true' EXIT
 
+# The GPU machine has no Bun and no registry: Bun and the runtime node_modules come from .device/
+# (bash bench/device/bundle.sh pack here; `run` with carry [".device"]); nothing is unpacked where
+# they are already present. Without vitest (not packed: a stand-in without vitest.mjs re-exports
+# bun:test's functions), the test files run under `bun test`.
+source bench/device/bundle.sh unpack
+if [ -e node_modules/vitest/vitest.mjs ]; then
+  TEST_RUN=(bun --bun vitest run)
+  TESTS=packages/cuda-ffi/src
+else
+  TEST_RUN=(bun test --timeout 600000)
+  TESTS=./packages/cuda-ffi/src # a path, not a name filter
+fi
+
 DRY=()
 # A forward benchmark's limit: the synthetic model is written first (the 8B shape's 8 layers are
 # ~1.7 GB); on the emulator (dry run) that bench takes about 330 s.
@@ -75,13 +91,13 @@ step native-tests 60 bash native/cuda/tests/run.sh
 # GPU: where the layouts' comparisons fail, with programmatic dependent launch and without, every
 # later step keeps the file's layout (summary.json "repack"). The file's other tests (errors, the
 # allocator after a failed upload) say nothing about the layouts and do not decide it.
-REPACK_TESTS=(bun --bun vitest run packages/cuda-ffi/src/cuda-repack.test.ts -t "repacks the|matmul on|q6_K: |embedding rows")
+REPACK_TESTS=("${TEST_RUN[@]}" "$TESTS/cuda-repack.test.ts" -t "repacks the|matmul on|q6_K: |embedding rows")
 step repack-tests "$TEST_LIMIT" "${REPACK_TESTS[@]}"
 if [ "$LAST_STATUS" != 0 ]; then
   step repack-tests-no-pdl "$TEST_LIMIT" env MEMRA_CUDA_PDL=0 "${REPACK_TESTS[@]}"
   if [ "$LAST_STATUS" != 0 ]; then export MEMRA_CUDA_REPACK=0; fi
 fi
-OP_TESTS=(bun --bun vitest run packages/cuda-ffi/src/cuda-backend.test.ts packages/cuda-ffi/src/cuda-graphs.test.ts packages/cuda-ffi/src/cuda-int8-gemm.test.ts)
+OP_TESTS=("${TEST_RUN[@]}" "$TESTS/cuda-backend.test.ts" "$TESTS/cuda-graphs.test.ts" "$TESTS/cuda-int8-gemm.test.ts")
 step op-tests "$TEST_LIMIT" env MEMRA_PRINT_NMSE=1 "${OP_TESTS[@]}"
 # Programmatic dependent launch (sm_90) has never run on a GPU before: where the op tests fail with
 # it, once more without; if they pass then, every later step runs without it (summary.json "pdl").
@@ -92,7 +108,7 @@ fi
 # The residual norm in the O and down projections' last block (a ticket over the launch's blocks)
 # has never run on a GPU either: where its tests fail, every later step runs with the norms in
 # launches of their own (summary.json "fusedNorm").
-step norm-tail-tests "$TEST_LIMIT" bun --bun vitest run packages/cuda-ffi/src/cuda-residual-norm.test.ts
+step norm-tail-tests "$TEST_LIMIT" "${TEST_RUN[@]}" "$TESTS/cuda-residual-norm.test.ts"
 if [ "$LAST_STATUS" != 0 ]; then export MEMRA_CUDA_FUSED_NORM=0; fi
 
 # The issue's targets first (a GPU session's time is short: whatever is cut, these have run):
@@ -106,7 +122,7 @@ bench qwen3-0.6b-q8_0 --preset qwen3-0.6b --type q8_0 --prompt 512 --decode 128 
 bench qwen3-8b-shape-q8_0 --preset qwen3-0.6b --type q8_0 --layers 8 --full-layers 36 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 512 --decode 128 --batch 64
 bench qwen3-30b-a3b-scaled-q8_0 --preset qwen3-30b-a3b-scaled --type q8_0 --prompt 512 --decode 128
 
-step golden-suite "$TEST_LIMIT" bun --bun vitest run packages/cuda-ffi/src/golden-suite.test.ts packages/cuda-ffi/src/golden-suite-part-2.test.ts
+step golden-suite "$TEST_LIMIT" "${TEST_RUN[@]}" "$TESTS/golden-suite.test.ts" "$TESTS/golden-suite-part-2.test.ts"
 
 # PyTorch + transformers on the same dense shapes (bf16, random weights): a second anchor.
 torch_bench() { # torch_bench NAME ARGS...
