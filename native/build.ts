@@ -84,6 +84,11 @@ const NVCC_FLAGS = [
   "-gencode=arch=compute_80,code=sm_80",
   "-gencode=arch=compute_89,code=sm_89",
   "-gencode=arch=compute_90,code=[sm_90,compute_90]",
+  // the four outputs above (three cubins, the PTX) compiled in parallel: matmul.cu, the longest
+  // source, takes 3m46s for them one after another on 2 cores, 2m00s in parallel (as many threads as
+  // CPUs); what bounds the GPU machine's build step
+  "--threads",
+  "0",
 ];
 const NVCC_LINK_FLAGS = ["-shared", "-cudart", "static"];
 /** The emulated cuda target: .cu as C++17 against emulator/include (cuda_runtime.h etc.); no FMA
