@@ -5,10 +5,15 @@
 # Qwen3-30B-A3B shapes, the golden suite on CUDA, the PyTorch anchor, single-op timings
 # (ops.bench.ts, with the default kernels and the previous ones), and last the variants that say
 # what graphs, PDL, early weights and device-side sampling save.
-# Logs and summary.json go to $OUT (default bench/device/out). Every step has a timeout, a failing
-# step does not stop the next, and the summary is always written. Budget: MEMRA_DEVICE_BUDGET
-# seconds (default 480): a step is cut to what is left of it, and once it is spent the remaining
-# steps are skipped (summary.json says which), so that the run ends before the tool's timeout.
+# $OUT (default bench/device/out) gets three files, kept current after every step, since the `run`
+# tool brings back at most 8 files from $OUT and, when the command is stopped at its limit, only what
+# is there: summary.json (each step's status and seconds, every benchmark's JSON), targets.json
+# (issue 8's targets: bench/device/targets.ts) and logs.tar.gz (each step's log, the benchmarks'
+# JSON files, the targets report). Every step has a timeout, a failing step does not stop the next,
+# and the summary is always written. Budget: MEMRA_DEVICE_BUDGET seconds (default 480): a step is
+# cut to what is left of it, and once it is spent the remaining steps are skipped (summary.json says
+# which), so that the run ends before the tool's timeout. MEMRA_DEVICE_ONLY='REGEX' runs only the
+# steps whose names match it (a rerun of some steps on a machine still warm: its build is kept).
 #   bash bench/device/run.sh
 # The GPU machine has no Bun: first, here, `bash bench/device/bundle.sh pack` (writes .device/, about
 # 40 MB: Bun and the runtime node_modules), then run(command: "OUT=$OUT bash bench/device/run.sh",
@@ -19,19 +24,28 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-bench/device/out}"
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+# every step's log and benchmark JSON, packed into $OUT/logs.tar.gz after each step
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/memra-device.XXXXXX")
 SUMMARY="$OUT/summary.json"
 STEPS=()
 LAST_STATUS=0
 START=$(date +%s)
 BUDGET=${MEMRA_DEVICE_BUDGET:-480}
+ONLY=${MEMRA_DEVICE_ONLY:-}
 
 step() { # step NAME TIMEOUT_SECONDS COMMAND...
   local name=$1 limit=$2; shift 2
-  local log="$OUT/$name.log" began=$(date +%s) status=0
+  local log="$WORK/$name.log" began=$(date +%s) status=0
   local left=$(( START + BUDGET - began ))
+  if [ -n "$ONLY" ] && ! [[ "$name" =~ $ONLY ]]; then
+    STEPS+=("{\"step\":\"$name\",\"status\":null,\"skipped\":\"not selected\",\"seconds\":0}")
+    LAST_STATUS=0 # no evidence either way: the fallbacks keyed on a step's failure stay off
+    return 0
+  fi
   if [ "$left" -lt 10 ]; then
     echo "== $name skipped: the budget of ${BUDGET}s is spent"
-    STEPS+=("{\"step\":\"$name\",\"status\":null,\"skipped\":true,\"seconds\":0}")
+    STEPS+=("{\"step\":\"$name\",\"status\":null,\"skipped\":\"budget\",\"seconds\":0}")
     LAST_STATUS=125
     return 0
   fi
@@ -40,21 +54,40 @@ step() { # step NAME TIMEOUT_SECONDS COMMAND...
   timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1 || status=$?
   local seconds=$(( $(date +%s) - began ))
   tail -n 5 "$log" | sed 's/^/   /'
-  STEPS+=("{\"step\":\"$name\",\"status\":$status,\"seconds\":$seconds,\"log\":\"$log\"}")
+  STEPS+=("{\"step\":\"$name\",\"status\":$status,\"seconds\":$seconds,\"log\":\"logs.tar.gz:$name.log\"}")
   LAST_STATUS=$status
+  save
   return 0
 }
 
 write_summary() {
   local benches="[]"
-  if ls "$OUT"/bench-*.json >/dev/null 2>&1; then benches="[$(cat "$OUT"/bench-*.json | paste -sd, -)]"; fi
+  if ls "$WORK"/bench-*.json >/dev/null 2>&1; then benches="[$(cat "$WORK"/bench-*.json | paste -sd, -)]"; fi
   local gpu; gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1 || echo "none")
-  printf '{"gpu":"%s","pdl":"%s","fusedNorm":"%s","repack":"%s","seconds":%d,"steps":[%s],"benchmarks":%s}\n' "$gpu" "${MEMRA_CUDA_PDL:-default}" "${MEMRA_CUDA_FUSED_NORM:-default}" \
-    "${MEMRA_CUDA_REPACK:-default}" $(( $(date +%s) - START )) \
-    "$(IFS=,; echo "${STEPS[*]:-}")" "$benches" >"$SUMMARY"
-  echo "summary: $SUMMARY"; cat "$SUMMARY"
+  printf '{"gpu":"%s","pdl":"%s","fusedNorm":"%s","repack":"%s","only":"%s","seconds":%d,"steps":[%s],"benchmarks":%s}\n' "${gpu:-none}" "${MEMRA_CUDA_PDL:-default}" "${MEMRA_CUDA_FUSED_NORM:-default}" \
+    "${MEMRA_CUDA_REPACK:-default}" "$ONLY" $(( $(date +%s) - START )) \
+    "$(IFS=,; echo "${STEPS[*]:-}")" "$benches" >"$SUMMARY.tmp"
+  mv "$SUMMARY.tmp" "$SUMMARY"
 }
-trap 'write_summary; bun bench/device/targets.ts "$OUT" || true' EXIT
+# $OUT's files as they stand: replaced whole (written beside, then renamed), never half-written
+save() {
+  write_summary
+  if [ -f "$WORK/targets.json" ]; then cp "$WORK/targets.json" "$OUT/targets.json.tmp" && mv "$OUT/targets.json.tmp" "$OUT/targets.json"; fi
+  tar -czf "$OUT/logs.tar.gz.tmp" -C "$WORK" . && mv "$OUT/logs.tar.gz.tmp" "$OUT/logs.tar.gz"
+}
+finish() {
+  bun bench/device/targets.ts "$WORK" >"$WORK/targets.txt" 2>&1 || true
+  save
+  echo "== steps (status, seconds; logs in $OUT/logs.tar.gz)"
+  local entry
+  for entry in "${STEPS[@]:-}"; do
+    [ -n "$entry" ] && echo "$entry" | sed -E 's/^\{"step":"([^"]*)","status":([^,]*),("skipped":"([^"]*)",)?"seconds":([0-9]*).*$/   \1  \2 \4 \5s/'
+  done
+  echo "summary: $SUMMARY"
+  cat "$WORK/targets.txt"
+  rm -rf "$WORK"
+}
+trap finish EXIT
 
 # The GPU machine has no Bun and no registry: Bun and the runtime node_modules come from .device/
 # (bash bench/device/bundle.sh pack here; `run` with carry [".device"]); nothing is unpacked where
@@ -84,7 +117,8 @@ if [ "${MEMRA_DEVICE_DRY_RUN:-0}" = 1 ]; then
   export MEMRA_CUDA_LIBRARY="$PWD/native/build/libmemra_cuda_emulated.so"
   DRY=(--layers 1 --full-layers 1 --prompt 16 --decode 2 --runs 1 --batch 2 --batch-prompt 8)
 fi
-nvidia-smi >"$OUT/nvidia-smi.log" 2>&1 || true
+# what the machine is: the GPU and its driver, the compilers, the runtime (in logs.tar.gz)
+step environment 30 bash -c 'nvidia-smi; nvcc --version; bun --version; python3 --version; uname -a; nproc; free -g; df -h .' 
 step build 240 bun native/build.ts all
 step native-tests 60 bash native/cuda/tests/run.sh
 # Weights repacked on upload (in place, then read with 8- and 16-byte loads) have never run on a
@@ -115,7 +149,7 @@ if [ "$LAST_STATUS" != 0 ]; then export MEMRA_CUDA_FUSED_NORM=0; fi
 bench() { # [BENCH_ENV=NAME=VALUE] bench NAME ARGS...  (CUDA graphs never run on a GPU before: if the run fails, once more without them)
   local name=$1; shift
   local run="env ${BENCH_ENV:-} bun packages/cuda-ffi/bench/forward.bench.ts --json $* ${DRY[*]:-}"
-  step "bench-$name" "$BENCH_LIMIT" bash -o pipefail -c "{ $run || { echo 'failed; again with --graphs 0' >&2; $run --graphs 0; }; } | tail -1 > '$OUT/bench-$name.json.tmp' && mv '$OUT/bench-$name.json.tmp' '$OUT/bench-$name.json'"
+  step "bench-$name" "$BENCH_LIMIT" bash -o pipefail -c "{ $run || { echo 'failed; again with --graphs 0' >&2; $run --graphs 0; }; } | tail -1 > '$WORK/bench-$name.json.tmp' && mv '$WORK/bench-$name.json.tmp' '$WORK/bench-$name.json'"
 }
 # --batch 64: aggregate decode of 64 sequences in one step (target: ≥ 20× batch 1).
 bench qwen3-0.6b-q8_0 --preset qwen3-0.6b --type q8_0 --prompt 512 --decode 128 --batch 64
@@ -127,7 +161,7 @@ step golden-suite "$TEST_LIMIT" "${TEST_RUN[@]}" "$TESTS/golden-suite.test.ts" "
 # PyTorch + transformers on the same dense shapes (bf16, random weights): a second anchor.
 torch_bench() { # torch_bench NAME ARGS...
   local name=$1; shift
-  step "torch-$name" 120 bash -o pipefail -c "python3 bench/device/torch-qwen3.py $* | tail -1 > '$OUT/bench-torch-$name.json.tmp' && mv '$OUT/bench-torch-$name.json.tmp' '$OUT/bench-torch-$name.json'"
+  step "torch-$name" 120 bash -o pipefail -c "python3 bench/device/torch-qwen3.py $* | tail -1 > '$WORK/bench-torch-$name.json.tmp' && mv '$WORK/bench-torch-$name.json.tmp' '$WORK/bench-torch-$name.json'"
 }
 if [ "${MEMRA_DEVICE_DRY_RUN:-0}" != 1 ]; then
   torch_bench qwen3-0.6b
@@ -142,8 +176,8 @@ fi
 # goes. The previous kernels also give each decode feature one warp (MEMRA_CUDA_MMV_SPLIT=1).
 OPS=()
 if [ "${MEMRA_DEVICE_DRY_RUN:-0}" = 1 ]; then OPS=(--quick); fi
-step ops 120 bash -o pipefail -c "bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$OUT/bench-ops.json.tmp' && mv '$OUT/bench-ops.json.tmp' '$OUT/bench-ops.json'"
-step ops-previous-kernels 120 bash -o pipefail -c "MEMRA_CUDA_REPACK=0 MEMRA_CUDA_INT8_GEMM=0 MEMRA_CUDA_MMV_STEPS=2 MEMRA_CUDA_CODES_DP4A=0 MEMRA_CUDA_EARLY_WEIGHTS=0 MEMRA_CUDA_MMV_SPLIT=1 bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$OUT/bench-ops-previous-kernels.json.tmp' && mv '$OUT/bench-ops-previous-kernels.json.tmp' '$OUT/bench-ops-previous-kernels.json'"
+step ops 120 bash -o pipefail -c "bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$WORK/bench-ops.json.tmp' && mv '$WORK/bench-ops.json.tmp' '$WORK/bench-ops.json'"
+step ops-previous-kernels 120 bash -o pipefail -c "MEMRA_CUDA_REPACK=0 MEMRA_CUDA_INT8_GEMM=0 MEMRA_CUDA_MMV_STEPS=2 MEMRA_CUDA_CODES_DP4A=0 MEMRA_CUDA_EARLY_WEIGHTS=0 MEMRA_CUDA_MMV_SPLIT=1 bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$WORK/bench-ops-previous-kernels.json.tmp' && mv '$WORK/bench-ops-previous-kernels.json.tmp' '$WORK/bench-ops-previous-kernels.json'"
 
 # The variants below decode after 16 prompt tokens: the default settings the same way, to compare with.
 bench qwen3-0.6b-q8_0-short --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
