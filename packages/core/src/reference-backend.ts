@@ -360,40 +360,100 @@ export class ReferenceBackend implements Backend {
   dispose(): void {}
 }
 
-/** out[r, o] = sum_i x[r, i] * W[offset + o * in + i], four output rows at a time. */
+/**
+ * out[r, o] = Σ_i x[r, i] · W[offset + o · in + i], each sum in double precision over i in order.
+ * Tiles of 4 rows × 4 outputs share every weight and activation they load: a prefill's LM head
+ * (151,936 weight rows) is read once per 4 rows instead of once per row, about twice as fast under
+ * Bun. The tiles change no sum's order, so the results are those of one dot product at a time, bit
+ * for bit; rows and outputs left over take the plain loops.
+ */
 function matmulRows(out: Float32Array, x: Float32Array, w: Float32Array, offset: number, inFeatures: number, outFeatures: number, rows: number): void {
-  for (let r = 0; r < rows; r++) {
-    const xBase = r * inFeatures;
-    const oBase = r * outFeatures;
-    let o = 0;
-    for (; o + 4 <= outFeatures; o += 4) {
-      const w0 = offset + o * inFeatures;
-      const w1 = w0 + inFeatures;
-      const w2 = w1 + inFeatures;
-      const w3 = w2 + inFeatures;
-      let s0 = 0;
-      let s1 = 0;
-      let s2 = 0;
-      let s3 = 0;
-      for (let i = 0; i < inFeatures; i++) {
-        const xi = x[xBase + i]!;
-        s0 += xi * w[w0 + i]!;
-        s1 += xi * w[w1 + i]!;
-        s2 += xi * w[w2 + i]!;
-        s3 += xi * w[w3 + i]!;
-      }
-      out[oBase + o] = s0;
-      out[oBase + o + 1] = s1;
-      out[oBase + o + 2] = s2;
-      out[oBase + o + 3] = s3;
+  let r = 0;
+  for (; r + 4 <= rows; r += 4) matmulFourRows(out, x, w, offset, inFeatures, outFeatures, r);
+  for (; r < rows; r++) matmulRow(out, x, w, offset, inFeatures, outFeatures, r);
+}
+
+/** Rows r .. r + 3 of matmulRows, four outputs at a time. */
+function matmulFourRows(out: Float32Array, x: Float32Array, w: Float32Array, offset: number, inFeatures: number, outFeatures: number, r: number): void {
+  const x0 = r * inFeatures;
+  const x1 = x0 + inFeatures;
+  const x2 = x1 + inFeatures;
+  const x3 = x2 + inFeatures;
+  const o0 = r * outFeatures;
+  const o1 = o0 + outFeatures;
+  const o2 = o1 + outFeatures;
+  const o3 = o2 + outFeatures;
+  let o = 0;
+  for (; o + 4 <= outFeatures; o += 4) {
+    const w0 = offset + o * inFeatures;
+    const w1 = w0 + inFeatures;
+    const w2 = w1 + inFeatures;
+    const w3 = w2 + inFeatures;
+    // s<i><j>: row r + i, output o + j
+    let s00 = 0, s01 = 0, s02 = 0, s03 = 0, s10 = 0, s11 = 0, s12 = 0, s13 = 0;
+    let s20 = 0, s21 = 0, s22 = 0, s23 = 0, s30 = 0, s31 = 0, s32 = 0, s33 = 0;
+    for (let i = 0; i < inFeatures; i++) {
+      const v0 = w[w0 + i]!;
+      const v1 = w[w1 + i]!;
+      const v2 = w[w2 + i]!;
+      const v3 = w[w3 + i]!;
+      let a = x[x0 + i]!;
+      s00 += a * v0; s01 += a * v1; s02 += a * v2; s03 += a * v3;
+      a = x[x1 + i]!;
+      s10 += a * v0; s11 += a * v1; s12 += a * v2; s13 += a * v3;
+      a = x[x2 + i]!;
+      s20 += a * v0; s21 += a * v1; s22 += a * v2; s23 += a * v3;
+      a = x[x3 + i]!;
+      s30 += a * v0; s31 += a * v1; s32 += a * v2; s33 += a * v3;
     }
-    for (; o < outFeatures; o++) {
-      const w0 = offset + o * inFeatures;
-      let s = 0;
-      for (let i = 0; i < inFeatures; i++) s += x[xBase + i]! * w[w0 + i]!;
-      out[oBase + o] = s;
-    }
+    out[o0 + o] = s00; out[o0 + o + 1] = s01; out[o0 + o + 2] = s02; out[o0 + o + 3] = s03;
+    out[o1 + o] = s10; out[o1 + o + 1] = s11; out[o1 + o + 2] = s12; out[o1 + o + 3] = s13;
+    out[o2 + o] = s20; out[o2 + o + 1] = s21; out[o2 + o + 2] = s22; out[o2 + o + 3] = s23;
+    out[o3 + o] = s30; out[o3 + o + 1] = s31; out[o3 + o + 2] = s32; out[o3 + o + 3] = s33;
   }
+  for (; o < outFeatures; o++) {
+    const w0 = offset + o * inFeatures;
+    out[o0 + o] = dot(x, x0, w, w0, inFeatures);
+    out[o1 + o] = dot(x, x1, w, w0, inFeatures);
+    out[o2 + o] = dot(x, x2, w, w0, inFeatures);
+    out[o3 + o] = dot(x, x3, w, w0, inFeatures);
+  }
+}
+
+/** Row r of matmulRows, four outputs at a time. */
+function matmulRow(out: Float32Array, x: Float32Array, w: Float32Array, offset: number, inFeatures: number, outFeatures: number, r: number): void {
+  const xBase = r * inFeatures;
+  const oBase = r * outFeatures;
+  let o = 0;
+  for (; o + 4 <= outFeatures; o += 4) {
+    const w0 = offset + o * inFeatures;
+    const w1 = w0 + inFeatures;
+    const w2 = w1 + inFeatures;
+    const w3 = w2 + inFeatures;
+    let s0 = 0;
+    let s1 = 0;
+    let s2 = 0;
+    let s3 = 0;
+    for (let i = 0; i < inFeatures; i++) {
+      const xi = x[xBase + i]!;
+      s0 += xi * w[w0 + i]!;
+      s1 += xi * w[w1 + i]!;
+      s2 += xi * w[w2 + i]!;
+      s3 += xi * w[w3 + i]!;
+    }
+    out[oBase + o] = s0;
+    out[oBase + o + 1] = s1;
+    out[oBase + o + 2] = s2;
+    out[oBase + o + 3] = s3;
+  }
+  for (; o < outFeatures; o++) out[oBase + o] = dot(x, xBase, w, offset + o * inFeatures, inFeatures);
+}
+
+/** Σ_i x[xBase + i] · w[wBase + i] over i < length, in double precision and in order. */
+function dot(x: Float32Array, xBase: number, w: Float32Array, wBase: number, length: number): number {
+  let s = 0;
+  for (let i = 0; i < length; i++) s += x[xBase + i]! * w[wBase + i]!;
+  return s;
 }
 
 /**
