@@ -11,6 +11,9 @@
  *                                      (MEMRA_EMULATED_CXXFLAGS: more compile and link flags, e.g.
  *                                      "-fsanitize=undefined -fno-sanitize=vptr" to run the op tests
  *                                      under UBSan: misaligned vector loads, shifts, overflows)
+ *   bun native/build.ts cuda-emulated-asan  the same under AddressSanitizer
+ *                                      → native/build/libmemra_cuda_emulated_asan.so (accesses past
+ *                                      a tensor's end: native/cuda/tests/asan-op-tests.sh)
  *   bun native/build.ts all            cpu and cuda
  *
  * Incremental: each source compiles to native/build/obj/cpu/<name>.o and is recompiled only when
@@ -44,6 +47,8 @@ interface Target {
   /** CUDA sources (.cu) and emulator/*.cpp compiled as C++ (CXX, else `c++`) against the CPU
    * emulator of native/cuda/emulator; the C++ compiler links. */
   readonly emulated?: boolean;
+  /** More compile and link flags of an emulated target (before MEMRA_EMULATED_CXXFLAGS). */
+  readonly emulatedFlags?: readonly string[];
 }
 
 const TARGETS: Record<string, Target> = {
@@ -66,6 +71,18 @@ const TARGETS: Record<string, Target> = {
     sourceDirectory: join(NATIVE, "cuda"),
     exclude: () => [],
     emulated: true,
+  },
+  // The same under AddressSanitizer, with each allocation's size-class padding poisoned
+  // (context.cu): a kernel reading or writing past its tensor's end is reported, where a GPU reads
+  // the padding unnoticed. Loaded by an uninstrumented Bun, so run with libasan preloaded:
+  // native/cuda/tests/asan-op-tests.sh.
+  "cuda-emulated-asan": {
+    name: "cuda-emulated-asan",
+    library: join(BUILD, `libmemra_cuda_emulated_asan.${LIBRARY_SUFFIX}`),
+    sourceDirectory: join(NATIVE, "cuda"),
+    exclude: () => [],
+    emulated: true,
+    emulatedFlags: ["-fsanitize=address", "-fno-omit-frame-pointer"],
   },
 };
 
@@ -182,7 +199,7 @@ async function build(target: Target, compiler: string, options: { clean: boolean
   const includes = [`-I${relative(ROOT, join(NATIVE, "include"))}`, `-I${relative(ROOT, target.sourceDirectory)}`];
   const flags = target.cuda || target.emulated ? [...CUDA_C_FLAGS, ...includes] : [...COMPILE_FLAGS, ...extraFlags, ...includes];
   const cxx = process.env.CXX?.trim() || "c++";
-  const emulatedExtra = (process.env.MEMRA_EMULATED_CXXFLAGS ?? "").split(/\s+/).filter(Boolean);
+  const emulatedExtra = [...(target.emulatedFlags ?? []), ...(process.env.MEMRA_EMULATED_CXXFLAGS ?? "").split(/\s+/).filter(Boolean)];
   const emulatedFlags = [...EMULATED_CXX_FLAGS, ...emulatedExtra, `-I${relative(ROOT, join(target.sourceDirectory, "emulator", "include"))}`, ...includes];
   const nvccFlags = [...NVCC_FLAGS, ...(process.env.MEMRA_NVCC_FLAGS ?? "").split(/\s+/).filter(Boolean), ...includes];
   const linkFlags = target.cuda ? NVCC_LINK_FLAGS : target.emulated ? [...EMULATED_LINK_FLAGS, ...emulatedExtra] : LINK_FLAGS;

@@ -12,6 +12,22 @@
 #include "cuda-internal.cuh"
 #include "kernels/device.cuh"
 
+#if defined(MEMRA_CUDA_EMULATED) && defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+/* The emulated build under AddressSanitizer (MEMRA_EMULATED_CXXFLAGS=-fsanitize=address): device
+ * memory is host memory there, so the bytes of an allocation's size class past those asked for
+ * are poisoned, and a kernel that reads or writes past the end of its tensor is reported, where on
+ * a GPU it would read the size class's padding unnoticed. */
+static void memra_cuda_poison_tail(void * pointer, int64_t bytes, int64_t size_class) {
+    ASAN_UNPOISON_MEMORY_REGION(pointer, (size_t)size_class);
+    ASAN_POISON_MEMORY_REGION((uint8_t *)pointer + bytes, (size_t)(size_class - bytes));
+}
+static void memra_cuda_unpoison(void * pointer, int64_t size_class) { ASAN_UNPOISON_MEMORY_REGION(pointer, (size_t)size_class); }
+#else
+static void memra_cuda_poison_tail(void *, int64_t, int64_t) {}
+static void memra_cuda_unpoison(void *, int64_t) {}
+#endif
+
 int memra_cuda_pdl = 0;
 
 static thread_local char last_error[1024];
@@ -435,7 +451,11 @@ extern "C" void * memra_cuda_alloc(memra_cuda * cuda, int64_t bytes) {
     if (cuda->capture) {
         /* workspace given back earlier in the same capture: the graph's own, reused in stream order */
         void * reused = memra_cuda_capture_reuse(cuda, size_class);
-        if (reused) return reused;
+        /* replayed later in graph order, each of its users with its own size: none poisoned */
+        if (reused) {
+            memra_cuda_unpoison(reused, size_class);
+            return reused;
+        }
     }
     void * pointer = memra_cuda_cache_take(&cuda->cache, size_class);
     if (!pointer) {
@@ -463,6 +483,8 @@ extern "C" void * memra_cuda_alloc(memra_cuda * cuda, int64_t bytes) {
         memra_cuda_fail(MEMRA_CUDA_ERROR_OUT_OF_MEMORY, "%s: out of host memory", function);
         return NULL;
     }
+    if (cuda->capture) memra_cuda_unpoison(pointer, size_class); /* may be reused within the capture */
+    else memra_cuda_poison_tail(pointer, bytes, size_class);
     return pointer;
 }
 
@@ -478,6 +500,7 @@ extern "C" int memra_cuda_free(memra_cuda * cuda, void * device) {
     cuda->live->erase(found);
     /* Stream-ordered reuse: the block is handed out again only to ops queued after this point on
      * the same stream, which run after every op that used it before. */
+    memra_cuda_unpoison(device, size_class);
     if (memra_cuda_cache_put(&cuda->cache, device, size_class) != 0) {
         CHECK(memra_cuda_wait(function, cuda));
         CUDA_CHECK(function, cudaFree(device));

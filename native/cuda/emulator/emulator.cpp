@@ -244,8 +244,36 @@ static bool ensure_stacks(size_t count) {
 
 static void fiber_main();
 
+#ifdef MEMRA_EMU_ASAN
+/* Per stack (stacks[i]): the lowest byte whose ASan shadow a finished fiber may have left poisoned,
+ * or the stack's end when none. */
+static std::vector<unsigned char *> stack_poisoned_from;
+/* Below a finished fiber's last frame (switch_between's locals), what may still be poisoned. */
+static const size_t FINAL_FRAMES_BYTES = 4096;
+#endif
+
+/* A stack is reused by every launch, and the frames a fiber leaves when it finishes (fiber_main's
+ * and switch_between's, which never return) keep their redzones in ASan's shadow: cleared before
+ * the next fiber on that stack, from just below where those frames were (not the whole stack: a
+ * block of 128 threads would clear 8 MB of shadow per block). */
+static inline void clear_stack_shadow(fiber & f, size_t index) {
+#ifdef MEMRA_EMU_ASAN
+    if (stack_poisoned_from.size() <= index) stack_poisoned_from.resize(index + 1, nullptr);
+    unsigned char * from = stack_poisoned_from[index];
+    if (from && from < f.stack + STACK_BYTES) {
+        if (from < f.stack) from = f.stack;
+        ASAN_UNPOISON_MEMORY_REGION(from, (size_t)(f.stack + STACK_BYTES - from));
+    }
+    stack_poisoned_from[index] = f.stack + STACK_BYTES;
+#else
+    (void)f;
+    (void)index;
+#endif
+}
+
 #if defined(__x86_64__)
-static void start_fiber(fiber & f) {
+static void start_fiber(fiber & f, size_t index) {
+    clear_stack_shadow(f, index);
     /* The frame memra_emu_switch pops: MXCSR/x87 word, r15 r14 r13 r12 rbx rbp, return address
      * (fiber_main, entered with the stack aligned as after a call), then a null return address. */
     uintptr_t top = ((uintptr_t)(f.stack + STACK_BYTES)) & ~(uintptr_t)15;
@@ -261,7 +289,8 @@ static void start_fiber(fiber & f) {
 }
 static inline void raw_switch(void ** save, void * load) { memra_emu_switch(save, load); }
 #else
-static void start_fiber(fiber & f) {
+static void start_fiber(fiber & f, size_t index) {
+    clear_stack_shadow(f, index);
     getcontext(&f.context);
     f.context.uc_stack.ss_sp = f.stack;
     f.context.uc_stack.ss_size = STACK_BYTES;
@@ -278,6 +307,12 @@ static void switch_between(fiber * from, fiber * to, bool finished) {
 #ifdef MEMRA_EMU_ASAN
     void * fake = nullptr;
     block.leaving_scheduler = from == nullptr;
+    if (finished && from) {
+        /* this frame and fiber_main's stay on the stack, as they were, until clear_stack_shadow */
+        unsigned char * low = (unsigned char *)__builtin_frame_address(0) - FINAL_FRAMES_BYTES;
+        const size_t index = (size_t)(from - block.fibers.data());
+        if (index < stack_poisoned_from.size() && low < stack_poisoned_from[index]) stack_poisoned_from[index] = low;
+    }
     if (to) __sanitizer_start_switch_fiber(finished ? nullptr : &fake, to->stack, STACK_BYTES);
     else __sanitizer_start_switch_fiber(finished ? nullptr : &fake, block.scheduler_stack_bottom, block.scheduler_stack_size);
 #endif
@@ -701,7 +736,7 @@ static cudaError_t execute_blocks(dim3 grid, dim3 block_size, size_t shared_byte
             f.state.warp = (int)(t >> 5);
             f.stack = stacks[t];
             f.done = 0;
-            start_fiber(f);
+            start_fiber(f, t);
         }
         for (size_t w = 0; w < block.warps.size(); w++) {
             const uint64_t lanes = threads - w * 32 >= 32 ? 32 : threads - w * 32;
