@@ -511,71 +511,105 @@ uint64_t warp_shuffle(unsigned mask, uint64_t value, int source, const char * wh
 void mma_m16n8k16_f16_f32(float c[4], const uint32_t a[4], const uint32_t b[2]) {
     /* Every lane posts where its fragments are (its stack stays put while it waits); the last lane
      * to arrive computes the warp's whole 16 × 8 product from them and writes every lane's
-     * accumulators. With lanes missing (exited: the launch has failed) there is no whole product. */
+     * accumulators. With lanes missing (exited: the launch has failed) there is no whole product.
+     * Each accumulator is c + A[row][0] · B[0][column] + ... + A[row][15] · B[15][column], every
+     * product and sum rounded to f32, k in order (the emulator's order: a GPU's is its own). */
     fiber & f = *block.running;
     warp_state & w = block.warps[f.state.warp];
     w.mma[f.state.lane] = mma_operands{c, a, b};
     unsigned mask = 0xffffffffu;
     if (warp_meet(mask, "mma.sync.aligned.m16n8k16") && mask == 0xffffffffu) {
-        float A[16][16], B[16][8];
+        uint32_t a_bits[16][16], b_bits[16][8];
+        float accumulators[16][8];
         for (int lane = 0; lane < 32; lane++) {
             const int group = lane >> 2, quad = lane & 3;
             const uint32_t * fa = w.mma[lane].a;
             const uint32_t * fb = w.mma[lane].b;
+            const float * lane_c = static_cast<const float *>(w.mma[lane].c);
             for (int r = 0; r < 4; r++) {
                 const int row = group + (r & 1) * 8, column = quad * 2 + (r >> 1) * 8;
-                A[row][column] = half_to_float((unsigned short)(fa[r] & 0xffff));
-                A[row][column + 1] = half_to_float((unsigned short)(fa[r] >> 16));
+                a_bits[row][column] = fa[r] & 0xffffu;
+                a_bits[row][column + 1] = fa[r] >> 16;
+                accumulators[group + (r >> 1) * 8][quad * 2 + (r & 1)] = lane_c[r];
             }
             for (int r = 0; r < 2; r++) {
                 const int k = quad * 2 + r * 8;
-                B[k][group] = half_to_float((unsigned short)(fb[r] & 0xffff));
-                B[k + 1][group] = half_to_float((unsigned short)(fb[r] >> 16));
+                b_bits[k][group] = fb[r] & 0xffffu;
+                b_bits[k + 1][group] = fb[r] >> 16;
             }
+        }
+        /* rows of 8 columns as two vectors of 4 */
+        f32x4 B[16][2];
+        for (int k = 0; k < 16; k++)
+            for (int half = 0; half < 2; half++) {
+                u32x4 bits;
+                memcpy(&bits, &b_bits[k][4 * half], sizeof bits);
+                B[k][half] = halves_to_floats(bits);
+            }
+        for (int row = 0; row < 16; row++) {
+            float A[16];
+            for (int quarter = 0; quarter < 4; quarter++) {
+                u32x4 bits;
+                memcpy(&bits, &a_bits[row][4 * quarter], sizeof bits);
+                const f32x4 values = halves_to_floats(bits);
+                memcpy(&A[4 * quarter], &values, sizeof values);
+            }
+            f32x4 sum[2];
+            memcpy(sum, accumulators[row], sizeof sum);
+            for (int k = 0; k < 16; k++) { /* -ffp-contract=off: a product, then a sum */
+                sum[0] += A[k] * B[k][0];
+                sum[1] += A[k] * B[k][1];
+            }
+            memcpy(accumulators[row], sum, sizeof sum);
         }
         for (int lane = 0; lane < 32; lane++) {
             const int group = lane >> 2, quad = lane & 3;
             float * out = static_cast<float *>(w.mma[lane].c);
-            for (int i = 0; i < 4; i++) {
-                const int row = group + (i >> 1) * 8, column = quad * 2 + (i & 1);
-                float sum = out[i];
-                for (int k = 0; k < 16; k++) sum += A[row][k] * B[k][column];
-                out[i] = sum;
-            }
+            for (int i = 0; i < 4; i++) out[i] = accumulators[group + (i >> 1) * 8][quad * 2 + (i & 1)];
         }
     }
 }
 
 void mma_m16n8k32_s8_s32(int32_t c[4], const uint32_t a[4], const uint32_t b[2]) {
-    /* As mma_m16n8k16_f16_f32: the last lane to arrive computes the warp's 16 × 8 product. */
+    /* As mma_m16n8k16_f16_f32: the last lane to arrive computes the warp's 16 × 8 product, in
+     * 32-bit two's complement (wrapping, so any order of the sums gives the same result). */
     fiber & f = *block.running;
     warp_state & w = block.warps[f.state.warp];
     w.mma[f.state.lane] = mma_operands{c, a, b};
     unsigned mask = 0xffffffffu;
     if (warp_meet(mask, "mma.sync.aligned.m16n8k32") && mask == 0xffffffffu) {
-        int32_t A[16][32], B[32][8];
+        int32_t A[16][32];
+        uint32_t b_values[32][8], accumulators[16][8];
         for (int lane = 0; lane < 32; lane++) {
             const int group = lane >> 2, quad = lane & 3;
             const uint32_t * fa = w.mma[lane].a;
             const uint32_t * fb = w.mma[lane].b;
+            const int32_t * lane_c = static_cast<const int32_t *>(w.mma[lane].c);
             for (int r = 0; r < 4; r++) {
                 const int row = group + (r & 1) * 8, column = quad * 4 + (r >> 1) * 16;
                 for (int i = 0; i < 4; i++) A[row][column + i] = (int8_t)(uint8_t)(fa[r] >> (8 * i));
+                accumulators[group + (r >> 1) * 8][quad * 2 + (r & 1)] = (uint32_t)lane_c[r];
             }
             for (int r = 0; r < 2; r++) {
                 const int k = quad * 4 + r * 16;
-                for (int i = 0; i < 4; i++) B[k + i][group] = (int8_t)(uint8_t)(fb[r] >> (8 * i));
+                for (int i = 0; i < 4; i++) b_values[k + i][group] = (uint32_t)(int32_t)(int8_t)(uint8_t)(fb[r] >> (8 * i));
             }
+        }
+        u32x4 B[32][2];
+        memcpy(B, b_values, sizeof B);
+        for (int row = 0; row < 16; row++) {
+            u32x4 sum[2];
+            memcpy(sum, accumulators[row], sizeof sum);
+            for (int k = 0; k < 32; k++) {
+                sum[0] += (uint32_t)A[row][k] * B[k][0];
+                sum[1] += (uint32_t)A[row][k] * B[k][1];
+            }
+            memcpy(accumulators[row], sum, sizeof sum);
         }
         for (int lane = 0; lane < 32; lane++) {
             const int group = lane >> 2, quad = lane & 3;
             int32_t * out = static_cast<int32_t *>(w.mma[lane].c);
-            for (int i = 0; i < 4; i++) {
-                const int row = group + (i >> 1) * 8, column = quad * 2 + (i & 1);
-                uint32_t sum = (uint32_t)out[i];
-                for (int k = 0; k < 32; k++) sum += (uint32_t)(A[row][k] * B[k][column]);
-                out[i] = (int32_t)sum;
-            }
+            for (int i = 0; i < 4; i++) out[i] = (int32_t)accumulators[group + (i >> 1) * 8][quad * 2 + (i & 1)];
         }
     }
 }

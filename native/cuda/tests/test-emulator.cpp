@@ -161,6 +161,20 @@ static void test_conversions() {
     }
     CHECK(mismatches == 0, "__half2float differs from %s for %d of the 65536 halves", REFERENCE, mismatches);
 
+    /* the emulated f16 mma's conversion of 4 halves at once: half_to_float's bits for every half */
+    mismatches = 0;
+    for (uint32_t first = 0; first < 65536; first += 4) {
+        memra_emu::u32x4 bits;
+        for (int i = 0; i < 4; i++) bits[i] = first + (uint32_t)i;
+        const memra_emu::f32x4 got = memra_emu::halves_to_floats(bits);
+        for (int i = 0; i < 4; i++) {
+            const float expected = memra_emu::half_to_float((unsigned short)(first + (uint32_t)i));
+            if (float_bits(got[i]) != float_bits(expected))
+                detail(mismatches, "halves_to_floats(0x%04x) = 0x%08x, half_to_float gives 0x%08x", first + (uint32_t)i, float_bits(got[i]), float_bits(expected));
+        }
+    }
+    CHECK(mismatches == 0, "halves_to_floats differs from half_to_float for %d of the 65536 halves", mismatches);
+
     /* Every 4099th float bit pattern (4099 is prime, so the sweep meets every exponent and
      * varied low mantissa bits, sign included), then the edges: the overflow threshold 65520, the
      * smallest subnormal and the ties around it, the subnormal/normal boundary, halfway cases. */
@@ -775,6 +789,64 @@ __global__ void mma_kernel(const float * a, const float * b, float * c, int dive
     C[(group + 8) * 8 + 2 * quad + 1] = accumulator[3];
 }
 
+/* One warp's C += A · B on the fragments of raw f16 bits: A 16 × 16 row-major, B 16 × 8 k-major. */
+__global__ void mma_bits_kernel(const uint16_t * a, const uint16_t * b, float * c) {
+    const int lane = (int)threadIdx.x, group = lane >> 2, quad = lane & 3;
+    auto pair = [](const uint16_t * p, int stride) { return (uint32_t)p[0] | (uint32_t)p[stride] << 16; };
+    float accumulator[4] = {c[group * 8 + 2 * quad], c[group * 8 + 2 * quad + 1], c[(group + 8) * 8 + 2 * quad], c[(group + 8) * 8 + 2 * quad + 1]};
+    const uint32_t fa[4] = {pair(a + group * 16 + 2 * quad, 1), pair(a + (group + 8) * 16 + 2 * quad, 1), pair(a + group * 16 + 2 * quad + 8, 1),
+                            pair(a + (group + 8) * 16 + 2 * quad + 8, 1)};
+    const uint32_t fb[2] = {pair(b + (2 * quad) * 8 + group, 8), pair(b + (2 * quad + 8) * 8 + group, 8)};
+    memra_emu::mma_m16n8k16_f16_f32(accumulator, fa, fb);
+    c[group * 8 + 2 * quad] = accumulator[0];
+    c[group * 8 + 2 * quad + 1] = accumulator[1];
+    c[(group + 8) * 8 + 2 * quad] = accumulator[2];
+    c[(group + 8) * 8 + 2 * quad + 1] = accumulator[3];
+}
+
+/* The emulated f16 mma's rounding: every accumulator is c + A[i][0] · B[0][j] + ... + A[i][15] · B[15][j]
+ * with each product and sum rounded to f32 in that order, for any finite halves (subnormals, zeros
+ * of either sign, the largest), so that a change of the emulator's order or conversion shows. */
+static void test_mma_rounding() {
+    uint32_t state = 99;
+    auto next = [&state]() {
+        state = state * 1664525u + 1013904223u;
+        return state >> 8;
+    };
+    auto finite_half = [&]() {
+        uint16_t bits;
+        do bits = (uint16_t)next();
+        while ((bits & 0x7c00u) == 0x7c00u);
+        return bits;
+    };
+    int mismatches = 0;
+    for (int trial = 0; trial < 64; trial++) {
+        std::vector<uint16_t> a(256), b(128);
+        std::vector<float> c(128);
+        for (uint16_t & v : a) v = trial % 4 == 0 ? (uint16_t)(next() & 0x83ffu) : finite_half(); /* every 4th: subnormals only */
+        for (uint16_t & v : b) v = finite_half();
+        for (float & v : c) v = (float)((int)(next() % 2001) - 1000) * 0.37f;
+        std::vector<float> expected(128);
+        for (int i = 0; i < 16; i++)
+            for (int j = 0; j < 8; j++) {
+                float sum = c[(size_t)i * 8 + j];
+                for (int k = 0; k < 16; k++) {
+                    const float product = reference_half_to_float(a[(size_t)i * 16 + k]) * reference_half_to_float(b[(size_t)k * 8 + j]);
+                    sum = sum + product;
+                }
+                expected[(size_t)i * 8 + j] = sum;
+            }
+        MEMRA_LAUNCH(1, 32, 0, 0, mma_bits_kernel)(a.data(), b.data(), c.data());
+        EXPECT_LAUNCH_OK("mma_bits_kernel");
+        for (int at = 0; at < 128; at++) {
+            const bool both_nan = isnan(c[at]) && isnan(expected[at]);
+            if (!both_nan && float_bits(c[at]) != float_bits(expected[at]))
+                detail(mismatches, "trial %d C[%d][%d] = %a, in order %a", trial, at / 8, at % 8, (double)c[at], (double)expected[at]);
+        }
+    }
+    CHECK(mismatches == 0, "mma m16n8k16 of full-range halves: %d accumulators differ from the in-order f32 sums", mismatches);
+}
+
 static uint32_t random_state = 12345;
 static int small_random() { /* -8 .. 8: products and sums of 32 of them are exact in f16 inputs and f32 sums */
     random_state = random_state * 1103515245u + 12345u;
@@ -1332,6 +1404,7 @@ int main(int argc, char ** argv) {
     test_warp_collectives();
     test_errors();
     test_mma();
+    test_mma_rounding();
     test_mma_s8();
     test_device_memory();
     test_many_blocks();
