@@ -421,6 +421,10 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_
         if (first > start) step.load(w, first, blocks, lane, quarter);
 #pragma unroll
         for (int k = 0; k < STEPS; k++) {
+            /* the warp's (first is): no block of this step or a later one is in the row (a row of
+             * fewer than 8 · STEPS blocks, or the last iteration's tail), so neither its products
+             * nor its shuffles, which would only add zeros */
+            if (first + 8 * k >= blocks) break;
 #pragma unroll
             for (int r = 0; r < ROWS; r++) {
                 if (r < rows) {
