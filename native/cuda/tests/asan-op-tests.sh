@@ -4,7 +4,7 @@
 # those asked for are poisoned (native/cuda/context.cu), so a kernel that reads or writes past the
 # end of its tensor fails here, where on a GPU it reads the padding unnoticed and the results stay
 # right. Bun is not instrumented: libasan is preloaded into it.
-#   bash native/cuda/tests/asan-op-tests.sh                 the op test files (~15 minutes on 2 cores)
+#   bash native/cuda/tests/asan-op-tests.sh                 the op test files (~9 minutes on 2 cores)
 #   bash native/cuda/tests/asan-op-tests.sh FILE... [-t NAME]  these test files only
 # A compiler without the ASan runtime: a notice, exit 0 (as native/cuda/tests/run.sh).
 set -euo pipefail
