@@ -14,7 +14,7 @@
 
 #if defined(MEMRA_CUDA_EMULATED) && defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
-/* The emulated build under AddressSanitizer (MEMRA_EMULATED_CXXFLAGS=-fsanitize=address): device
+/* The emulated build under AddressSanitizer (bun native/build.ts cuda-emulated-asan): device
  * memory is host memory there, so the bytes of an allocation's size class past those asked for
  * are poisoned, and a kernel that reads or writes past the end of its tensor is reported, where on
  * a GPU it would read the size class's padding unnoticed. */
