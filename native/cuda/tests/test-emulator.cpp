@@ -789,21 +789,6 @@ __global__ void mma_kernel(const float * a, const float * b, float * c, int dive
     C[(group + 8) * 8 + 2 * quad + 1] = accumulator[3];
 }
 
-/* One warp's C += A · B on the fragments of raw f16 bits: A 16 × 16 row-major, B 16 × 8 k-major. */
-__global__ void mma_bits_kernel(const uint16_t * a, const uint16_t * b, float * c) {
-    const int lane = (int)threadIdx.x, group = lane >> 2, quad = lane & 3;
-    auto pair = [](const uint16_t * p, int stride) { return (uint32_t)p[0] | (uint32_t)p[stride] << 16; };
-    float accumulator[4] = {c[group * 8 + 2 * quad], c[group * 8 + 2 * quad + 1], c[(group + 8) * 8 + 2 * quad], c[(group + 8) * 8 + 2 * quad + 1]};
-    const uint32_t fa[4] = {pair(a + group * 16 + 2 * quad, 1), pair(a + (group + 8) * 16 + 2 * quad, 1), pair(a + group * 16 + 2 * quad + 8, 1),
-                            pair(a + (group + 8) * 16 + 2 * quad + 8, 1)};
-    const uint32_t fb[2] = {pair(b + (2 * quad) * 8 + group, 8), pair(b + (2 * quad + 8) * 8 + group, 8)};
-    memra_emu::mma_m16n8k16_f16_f32(accumulator, fa, fb);
-    c[group * 8 + 2 * quad] = accumulator[0];
-    c[group * 8 + 2 * quad + 1] = accumulator[1];
-    c[(group + 8) * 8 + 2 * quad] = accumulator[2];
-    c[(group + 8) * 8 + 2 * quad + 1] = accumulator[3];
-}
-
 /* The emulated f16 mma's rounding: every accumulator is c + A[i][0] · B[0][j] + ... + A[i][15] · B[15][j]
  * with each product and sum rounded to f32 in that order, for any finite halves (subnormals, zeros
  * of either sign, the largest), so that a change of the emulator's order or conversion shows. */
@@ -813,31 +798,32 @@ static void test_mma_rounding() {
         state = state * 1664525u + 1013904223u;
         return state >> 8;
     };
-    auto finite_half = [&]() {
+    auto finite_half = [&](bool subnormal) {
         uint16_t bits;
-        do bits = (uint16_t)next();
+        do bits = (uint16_t)(subnormal ? next() & 0x83ffu : next());
         while ((bits & 0x7c00u) == 0x7c00u);
-        return bits;
+        return reference_half_to_float(bits); /* exact; mma_kernel's __float2half_rn gives the same bits back */
     };
     int mismatches = 0;
-    for (int trial = 0; trial < 64; trial++) {
-        std::vector<uint16_t> a(256), b(128);
-        std::vector<float> c(128);
-        for (uint16_t & v : a) v = trial % 4 == 0 ? (uint16_t)(next() & 0x83ffu) : finite_half(); /* every 4th: subnormals only */
-        for (uint16_t & v : b) v = finite_half();
+    for (int trial = 0; trial < 32; trial++) {
+        /* mma_kernel with one warp: C += A_0 · B_0, then C += A_1 · B_1 */
+        std::vector<float> a(2 * 256), b(2 * 128), c(128);
+        for (float & v : a) v = finite_half(trial % 4 == 0); /* every 4th trial: subnormal A only */
+        for (float & v : b) v = finite_half(false);
         for (float & v : c) v = (float)((int)(next() % 2001) - 1000) * 0.37f;
-        std::vector<float> expected(128);
-        for (int i = 0; i < 16; i++)
-            for (int j = 0; j < 8; j++) {
-                float sum = c[(size_t)i * 8 + j];
-                for (int k = 0; k < 16; k++) {
-                    const float product = reference_half_to_float(a[(size_t)i * 16 + k]) * reference_half_to_float(b[(size_t)k * 8 + j]);
-                    sum = sum + product;
+        std::vector<float> expected = c;
+        for (int step = 0; step < 2; step++)
+            for (int i = 0; i < 16; i++)
+                for (int j = 0; j < 8; j++) {
+                    float sum = expected[(size_t)i * 8 + j];
+                    for (int k = 0; k < 16; k++) {
+                        const float product = a[(size_t)step * 256 + i * 16 + k] * b[(size_t)step * 128 + k * 8 + j];
+                        sum = sum + product;
+                    }
+                    expected[(size_t)i * 8 + j] = sum;
                 }
-                expected[(size_t)i * 8 + j] = sum;
-            }
-        MEMRA_LAUNCH(1, 32, 0, 0, mma_bits_kernel)(a.data(), b.data(), c.data());
-        EXPECT_LAUNCH_OK("mma_bits_kernel");
+        MEMRA_LAUNCH(1, 32, 0, 0, mma_kernel)(a.data(), b.data(), c.data(), 0);
+        EXPECT_LAUNCH_OK("mma_kernel");
         for (int at = 0; at < 128; at++) {
             const bool both_nan = isnan(c[at]) && isnan(expected[at]);
             if (!both_nan && float_bits(c[at]) != float_bits(expected[at]))
