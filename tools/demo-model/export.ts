@@ -28,6 +28,7 @@ const { values, positionals } = parseArgs({ allowPositionals: true, options: { t
 const [dataDir, outPath] = positionals;
 if (!dataDir || !outPath) throw new Error("usage: bun tools/demo-model/export.ts DATA_DIR OUT.gguf [--type q8_0|f16|f32]");
 const matrixType = ggmlTypeFromName(values.type!);
+if (matrixType === undefined) throw new Error(`--type ${values.type}: not a ggml type name (q8_0, f16, f32, ...)`);
 const FILE_TYPES: Record<string, number> = { f32: 0, f16: 1, q8_0: 7 };
 if (FILE_TYPES[values.type!] === undefined) throw new Error(`--type must be q8_0, f16 or f32, got ${values.type}`);
 

@@ -15,10 +15,10 @@
 // path: tools/llamacpp is outside the Bun workspace, so "@memra/*" does not resolve from here.
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { type GGUFValue, TOKENIZER_KEYS, ggufValue, openGGUF, writeGGUFFile } from "../../packages/gguf/src/index.ts";
-import { loadQwen3Vocabulary, qwen3TokenizerMetadata } from "../../packages/synthetic/src/index.ts";
-import { vocabularyFingerprint } from "../../packages/tokenizer/src/__fixtures__/qwen3-vocabulary.ts";
-import { vocabularyFromGGUFMetadata } from "../../packages/tokenizer/src/index.ts";
+import { type GGUFValue, TOKENIZER_KEYS, ggufValue, openGGUF, writeGGUFFile } from "../../packages/gguf/src/index";
+import { loadQwen3Vocabulary, qwen3TokenizerMetadata } from "../../packages/synthetic/src/index";
+import { vocabularyFingerprint } from "../../packages/tokenizer/src/__fixtures__/qwen3-vocabulary";
+import { vocabularyFromGGUFMetadata } from "../../packages/tokenizer/src/index";
 
 const { values } = parseArgs({
   options: {
