@@ -163,6 +163,25 @@ function dependenciesOf(dependencyFile: string): string[] {
     .filter((path) => path.length > 0 && !path.endsWith(":"));
 }
 
+/** A source's bytes plus those of the project headers it includes (recursively, each once): how
+ * long it takes to compile, roughly. */
+function compileWeight(source: string, seen = new Set<string>()): number {
+  if (seen.has(source) || !existsSync(source)) return 0;
+  seen.add(source);
+  const text = readFileSync(source, "utf8");
+  let weight = text.length;
+  for (const match of text.matchAll(/^\s*#\s*include\s+"([^"]+)"/gm)) {
+    for (const directory of [join(source, ".."), join(NATIVE, "include")]) {
+      const header = join(directory, match[1]!);
+      if (existsSync(header)) {
+        weight += compileWeight(header, seen);
+        break;
+      }
+    }
+  }
+  return weight;
+}
+
 async function run(command: string[], verbose: boolean): Promise<{ ok: boolean; output: string }> {
   if (verbose) console.log(command.join(" "));
   const process_ = Bun.spawn(command, { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
@@ -230,7 +249,11 @@ async function build(target: Target, compiler: string, options: { clean: boolean
     return { sourcePath, objectPath, dependencyPath, stale };
   });
 
-  const stale = jobs.filter((job) => job.stale);
+  // Longest first, so that no long compile starts last while the other cores idle: matmul.cu is
+  // about half of the cuda target's nvcc time (250 of 480 CPU seconds). On 2 cores the clean cuda
+  // build went from 265 s to 260 s: 240 s is the floor, the sources in name order were already close.
+  const weights = new Map(jobs.map((job) => [job, compileWeight(job.sourcePath)]));
+  const stale = jobs.filter((job) => job.stale).sort((a, b) => weights.get(b)! - weights.get(a)!);
   const results = await inParallel(
     stale.map((job) => () =>
       run(
