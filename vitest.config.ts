@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config";
+import LongestFirstSequencer from "./vitest.sequencer";
 
 export default defineConfig({
   // Resolve workspace packages to their TypeScript sources (the "bun" export condition), so tests
@@ -13,5 +14,7 @@ export default defineConfig({
     pool: "forks",
     // Both cores: the golden suite is split in two files so that it runs on both.
     maxWorkers: 2,
+    // The long files first (vitest.sequencer.ts), so that none starts last while the other worker idles.
+    sequence: { sequencer: LongestFirstSequencer },
   },
 });
