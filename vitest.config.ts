@@ -1,5 +1,5 @@
 import { defineConfig } from "vitest/config";
-import LongestFirstSequencer from "./vitest.sequencer";
+import LongestFirstSequencer from "./vitest.sequencer.ts";
 
 export default defineConfig({
   // Resolve workspace packages to their TypeScript sources (the "bun" export condition), so tests

@@ -80,6 +80,13 @@ size_t memra_dequantize_block_bytes(int type);
 /* y[0..n) = dequantized x (n a multiple of the block size; type supported). */
 void memra_dequantize_row(int type, const void * x, float * y, int64_t n);
 
+/* ---- quantize.c ---- */
+
+/* Bytes per 256-value block of the k-quant `type` memra_quantize_blocks writes, 0 for any other type. */
+size_t memra_quantize_block_bytes(int type);
+/* y = `blocks` blocks of x (256 values each) quantized to `type` (memra_quantize_block_bytes > 0). */
+void memra_quantize_blocks(int type, const float * x, uint8_t * y, int64_t blocks);
+
 /* ---- kernels (one file per op family) ---- */
 
 void memra_matmul(memra_cpu * cpu, float * out, const float * x, int64_t rows, int type, const void * weight, int64_t n_in, int64_t n_out);

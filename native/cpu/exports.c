@@ -481,3 +481,22 @@ int memra_cpu_scatter_add_rows(memra_cpu * cpu, float * out, int64_t out_length,
     memra_scatter_add_rows(out, x, row_ids, scales, count, width);
     return MEMRA_OK;
 }
+
+int memra_quantize(int type, const float * x, int64_t count, void * out, int64_t out_bytes) {
+    static const char function[] = "memra_quantize";
+    const size_t block_bytes = memra_quantize_block_bytes(type);
+    if (block_bytes == 0) FAIL(MEMRA_ERROR_UNSUPPORTED_TYPE, "%s: type %s is not supported (q2_K, q3_K, q4_K, q5_K, q6_K)", function, memra_type_name(type));
+    if (count < 0 || count % 256 != 0) {
+        FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: count is %lld, not a whole number of %s blocks (256 values)", function, (long long)count, memra_type_name(type));
+    }
+    if (count > 0 && !x) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: x is NULL", function);
+    int64_t needed;
+    CHECK(check_product(function, "out size", count / 256, (int64_t)block_bytes, &needed));
+    if (needed > 0 && !out) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: out is NULL", function);
+    if (out_bytes < needed) {
+        FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: out has %lld bytes, %lld %s blocks need %lld", function, (long long)out_bytes, (long long)(count / 256),
+             memra_type_name(type), (long long)needed);
+    }
+    memra_quantize_blocks(type, x, (uint8_t *)out, count / 256);
+    return MEMRA_OK;
+}

@@ -180,6 +180,13 @@ MEMRA_API int memra_cpu_gather_rows(memra_cpu * cpu, float * out, int64_t out_le
 MEMRA_API int memra_cpu_scatter_add_rows(memra_cpu * cpu, float * out, int64_t out_length, const float * x, int64_t x_length,
                                          const int32_t * row_ids, const float * scales, int64_t count, int64_t width);
 
+/* ---- quantization (no context: plain functions of their arguments) ---- */
+
+/* Quantizes `count` f32 values (a multiple of 256) to the k-quant `type` (q2_K, q3_K, q4_K, q5_K or
+ * q6_K) into out, byte for byte as ggml's quantize_row_*_ref without an importance matrix. out must
+ * hold count / 256 blocks. Any other type is MEMRA_ERROR_UNSUPPORTED_TYPE. */
+MEMRA_API int memra_quantize(int type, const float * x, int64_t count, void * out, int64_t out_bytes);
+
 #ifdef __cplusplus
 }
 #endif

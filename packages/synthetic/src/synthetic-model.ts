@@ -9,8 +9,8 @@ import {
   ggmlTypeFromName,
   ggmlTypeInfo,
   ggufValue,
-  quantize,
 } from "@memra/gguf";
+import { quantizeWeights } from "./native-quantize";
 import { SeededRandom } from "./random";
 import { QWEN3_VOCAB_SIZE, qwen3TokenizerMetadata } from "./qwen3-vocabulary";
 
@@ -149,7 +149,11 @@ export function validateOptions(options: SyntheticModelOptions): void {
  * Qwen3 vocabulary, seeded random weights (each tensor from its own stream, so the same options
  * always give the same bytes). Tensor data are produced lazily while writing.
  */
-export function buildSyntheticModel(options: SyntheticModelOptions): GGUFToWrite {
+export function buildSyntheticModel(
+  options: SyntheticModelOptions,
+  /** Quantizes a matrix: libmemra_cpu's k-quants when built, else @memra/gguf's; the same bytes either way (native-quantize.ts). */
+  quantizeMatrix: (type: GGMLType, values: Float32Array) => Uint8Array = quantizeWeights,
+): GGUFToWrite {
   validateOptions(options);
   const arch = options.architecture;
   const key = (template: string) => architectureKey(template, arch);
@@ -193,7 +197,7 @@ export function buildSyntheticModel(options: SyntheticModelOptions): GGUFToWrite
       name,
       type,
       shape,
-      data: () => quantize(type, new SeededRandom(`${options.seed}:${name}`).normals(count, 0, deviation)),
+      data: () => quantizeMatrix(type, new SeededRandom(`${options.seed}:${name}`).normals(count, 0, deviation)),
     });
   };
   const vector = (name: string, length: number, mean: number, deviation: number) => {

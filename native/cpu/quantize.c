@@ -1,0 +1,468 @@
+/*
+ * memra_quantize: float32 values -> the k-quant types (q2_K, q3_K, q4_K, q5_K, q6_K), byte for byte
+ * as ggml's quantize_row_*_ref without an importance matrix, and as @memra/gguf's TypeScript
+ * quantizers (packages/gguf/src/quant/quantize-k.ts, scale-search.ts), which this follows operation
+ * for operation. The TypeScript is the reference the golden models were generated with; this is the
+ * same arithmetic in C for @memra/synthetic: q4_K at 10 M values/s against 2.5 M (a k-quant golden
+ * model's 39 M-value embedding took ~15 s in TypeScript). packages/synthetic/src/native-quantize.test.ts
+ * checks the two agree bit for bit.
+ *
+ * Every operation is one binary32 operation in the order the TypeScript (and ggml) writes it: no
+ * FMA contraction, no fast math, sums accumulated sequentially.
+ */
+#if defined(__FAST_MATH__)
+#error "quantize.c must be compiled without -ffast-math: its results must match ggml's bit for bit"
+#endif
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "cpu-internal.h"
+
+#define GROUP_MAX_EPS 1e-15f
+
+/* ggml's nearest_int: round half to even for |value| < 2^22 (and ggml's wrapped result beyond). */
+static inline int nearest_int(float value) {
+    const float shifted = value + 12582912.f;
+    int bits;
+    memcpy(&bits, &shifted, sizeof bits);
+    return (bits & 0x007fffff) - 0x00400000;
+}
+
+static inline int clamp_int(int value, int low, int high) {
+    return value < low ? low : value > high ? high : value;
+}
+
+/* Stores `value` as a little-endian half at p; returns the half's value. */
+static inline float store_half(uint8_t * p, float value) {
+    const uint16_t bits = memra_f32_to_f16(value);
+    p[0] = (uint8_t)(bits & 0xff);
+    p[1] = (uint8_t)(bits >> 8);
+    return memra_f16_to_f32(bits);
+}
+
+/* ggml's make_qx_quants, rmse_type 1, no importance weights (weights x^2). L[i] = level + nmax. */
+static float search_symmetric_scale(int n, int nmax, const float * x, uint8_t * L) {
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; i++) {
+        const float ax = fabsf(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            max = x[i];
+        }
+    }
+    if (amax < GROUP_MAX_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0;
+    }
+    float iscale = (float)-nmax / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        const int l = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        L[i] = (uint8_t)(l + nmax);
+        const float w = x[i] * x[i];
+        sumlx = sumlx + (w * x[i]) * (float)l;
+        suml2 = suml2 + (w * (float)l) * (float)l;
+    }
+    float scale = suml2 != 0 ? sumlx / suml2 : 0;
+    float best = scale * sumlx;
+    for (int is = -9; is <= 9; is++) {
+        if (is == 0) continue;
+        iscale = -((float)nmax + 0.1f * (float)is) / max;
+        sumlx = 0;
+        suml2 = 0;
+        for (int i = 0; i < n; i++) {
+            const int l = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+            const float w = x[i] * x[i];
+            sumlx = sumlx + (w * x[i]) * (float)l;
+            suml2 = suml2 + (w * (float)l) * (float)l;
+        }
+        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < n; i++) L[i] = (uint8_t)(nmax + clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1));
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+/* ggml's make_q3_quants with do_rmse. L[i] = level + nmax; work: n ints. */
+static float search_symmetric_scale_q3(int n, int nmax, const float * x, uint8_t * L, int * work) {
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; i++) {
+        const float ax = fabsf(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            max = x[i];
+        }
+    }
+    if (amax < GROUP_MAX_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0;
+    }
+    const float iscale = (float)-nmax / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        const int l = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        work[i] = l;
+        const float w = x[i] * x[i];
+        sumlx = sumlx + (w * x[i]) * (float)l;
+        suml2 = suml2 + (w * (float)l) * (float)l;
+    }
+    for (int attempt = 0; attempt < 5; attempt++) {
+        int changed = 0;
+        for (int i = 0; i < n; i++) {
+            const float w = x[i] * x[i];
+            const int current = work[i];
+            float slx = sumlx - (w * x[i]) * (float)current;
+            if (slx > 0) {
+                float sl2 = suml2 - (w * (float)current) * (float)current;
+                const int next = clamp_int(nearest_int((x[i] * sl2) / slx), -nmax, nmax - 1);
+                if (next != current) {
+                    slx = slx + (w * x[i]) * (float)next;
+                    sl2 = sl2 + (w * (float)next) * (float)next;
+                    if (sl2 > 0 && (slx * slx) * suml2 > (sumlx * sumlx) * sl2) {
+                        work[i] = next;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        changed++;
+                    }
+                }
+            }
+        }
+        if (changed == 0) break;
+    }
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)(work[i] + nmax);
+    return suml2 > 0 ? sumlx / suml2 : 0;
+}
+
+/* ggml's make_qkx2_quants: x ~ scale * L + min (min <= 0, L in [0, nmax]); stores -min in *minus_min.
+ * work: n bytes. */
+static float search_scale_and_min(int n, int nmax, const float * x, const float * weights, uint8_t * L, float * minus_min, uint8_t * work,
+                                  float rmin, float rdelta, int nstep, bool use_mad) {
+    float min = x[0], max = x[0];
+    float sum_w = weights[0];
+    float sum_x = sum_w * x[0];
+    for (int i = 1; i < n; i++) {
+        if (x[i] < min) min = x[i];
+        if (x[i] > max) max = x[i];
+        const float w = weights[i];
+        sum_w = sum_w + w;
+        sum_x = sum_x + w * x[i];
+    }
+    if (min > 0) min = 0;
+    if (max == min) {
+        memset(L, 0, (size_t)n);
+        *minus_min = -min;
+        return 0;
+    }
+    float iscale = (float)nmax / (max - min);
+    float scale = 1 / iscale;
+    float best_error = 0;
+    for (int i = 0; i < n; i++) {
+        const int l = clamp_int(nearest_int(iscale * (x[i] - min)), 0, nmax);
+        L[i] = (uint8_t)l;
+        float diff = (scale * (float)l + min) - x[i];
+        diff = use_mad ? fabsf(diff) : diff * diff;
+        best_error = best_error + weights[i] * diff;
+    }
+    if (nstep < 1) {
+        *minus_min = -min;
+        return scale;
+    }
+    for (int is = 0; is <= nstep; is++) {
+        iscale = ((rmin + rdelta * (float)is) + (float)nmax) / (max - min);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < n; i++) {
+            const int l = clamp_int(nearest_int(iscale * (x[i] - min)), 0, nmax);
+            work[i] = (uint8_t)l;
+            const float wl = weights[i] * (float)l;
+            sum_l = sum_l + wl;
+            sum_l2 = sum_l2 + wl * (float)l;
+            sum_xl = sum_xl + wl * x[i];
+        }
+        const float determinant = sum_w * sum_l2 - sum_l * sum_l;
+        if (determinant > 0) {
+            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / determinant;
+            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / determinant;
+            if (this_min > 0) {
+                this_min = 0;
+                this_scale = sum_xl / sum_l2;
+            }
+            float error = 0;
+            for (int i = 0; i < n; i++) {
+                float diff = (this_scale * (float)work[i] + this_min) - x[i];
+                diff = use_mad ? fabsf(diff) : diff * diff;
+                error = error + weights[i] * diff;
+            }
+            if (error < best_error) {
+                memcpy(L, work, (size_t)n);
+                best_error = error;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    *minus_min = -min;
+    return scale;
+}
+
+/* Four 2-bit level planes: byte l of each 32-byte group holds levels l, l+32, l+64, l+96 of 128. */
+static void pack_two_bit_levels(const uint8_t * L, uint8_t * qs) {
+    for (int j = 0; j < 256; j += 128) {
+        for (int l = 0; l < 32; l++) {
+            qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+        }
+    }
+}
+
+/* q2_K, 84 bytes: scales[16] (4-bit scale | 4-bit min << 4), qs[64], d, dmin. */
+static void quantize_q2_K(const float * x, uint8_t * y) {
+    uint8_t L[256], work[16];
+    float weights[16], mins[16], scales[16];
+    const float q4scale = 15.f;
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < 16; j++) {
+        for (int l = 0; l < 16; l++) weights[l] = fabsf(x[16 * j + l]);
+        scales[j] = search_scale_and_min(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], work, -0.5f, 0.1f, 15, true);
+        if (scales[j] > max_scale) max_scale = scales[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    float d;
+    if (max_scale > 0) {
+        const float iscale = q4scale / max_scale;
+        for (int j = 0; j < 16; j++) y[j] = (uint8_t)nearest_int(iscale * scales[j]);
+        d = store_half(y + 80, max_scale / q4scale);
+    } else {
+        memset(y, 0, 16);
+        d = store_half(y + 80, 0);
+    }
+    float dmin;
+    if (max_min > 0) {
+        const float iscale = q4scale / max_min;
+        for (int j = 0; j < 16; j++) y[j] = (uint8_t)(y[j] | (nearest_int(iscale * mins[j]) << 4));
+        dmin = store_half(y + 82, max_min / q4scale);
+    } else {
+        dmin = store_half(y + 82, 0);
+    }
+    for (int j = 0; j < 16; j++) {
+        const float dl = d * (float)(y[j] & 0x0f);
+        if (dl == 0) continue;
+        const float ml = dmin * (float)(y[j] >> 4);
+        for (int i = 0; i < 16; i++) L[16 * j + i] = (uint8_t)clamp_int(nearest_int((x[16 * j + i] + ml) / dl), 0, 3);
+    }
+    pack_two_bit_levels(L, y + 16);
+}
+
+/* q3_K, 110 bytes: hmask[32], qs[64], scales[12] (signed 6-bit), d. */
+static void quantize_q3_K(const float * x, uint8_t * y) {
+    uint8_t L[256];
+    int work[16];
+    float scales[16];
+    uint8_t * packed = y + 96;
+    float max_scale = 0, amax = 0;
+    for (int j = 0; j < 16; j++) {
+        scales[j] = search_symmetric_scale_q3(16, 4, x + 16 * j, L + 16 * j, work);
+        const float scale = fabsf(scales[j]);
+        if (scale > amax) {
+            amax = scale;
+            max_scale = scales[j];
+        }
+    }
+    memset(packed, 0, 12);
+    float d;
+    if (max_scale != 0) {
+        const float iscale = -32.f / max_scale;
+        for (int j = 0; j < 16; j++) {
+            int l = (int8_t)nearest_int(iscale * scales[j]); /* an int8_t in ggml */
+            l = clamp_int(l, -32, 31) + 32;
+            if (j < 8) packed[j] = (uint8_t)(l & 0x0f);
+            else packed[j - 8] = (uint8_t)(packed[j - 8] | ((l & 0x0f) << 4));
+            packed[8 + j % 4] = (uint8_t)(packed[8 + j % 4] | ((l >> 4) << (2 * (j / 4))));
+        }
+        d = store_half(y + 108, 1 / iscale);
+    } else {
+        d = store_half(y + 108, 0);
+    }
+    for (int j = 0; j < 16; j++) {
+        const int low = j < 8 ? packed[j] & 0x0f : packed[j - 8] >> 4;
+        const int scale = (low | (((packed[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+        const float dl = d * (float)scale;
+        if (dl == 0) continue;
+        for (int i = 0; i < 16; i++) L[16 * j + i] = (uint8_t)(clamp_int(nearest_int(x[16 * j + i] / dl), -4, 3) + 4);
+    }
+    memset(y, 0, 32);
+    int m = 0;
+    uint8_t high_bit = 1;
+    for (int j = 0; j < 256; j++) {
+        if (L[j] > 3) {
+            y[m] |= high_bit;
+            L[j] = (uint8_t)(L[j] - 4);
+        }
+        if (++m == 32) {
+            m = 0;
+            high_bit = (uint8_t)(high_bit << 1);
+        }
+    }
+    pack_two_bit_levels(L, y + 32);
+}
+
+/* q4_K and q5_K: d, dmin, then scales[12] (6-bit scales and mins as get_scale_min_k4 reads them) at
+ * y + 4; the levels (0..nmax) left in L. */
+static void quantize_scales_and_mins_k4(const float * x, uint8_t * y, uint8_t * L, int nmax, float rmin, int nstep) {
+    uint8_t work[32];
+    float weights[32], mins[8], scales[8];
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; j++) {
+        const float * xo = x + 32 * j;
+        float sum_x2 = 0;
+        for (int l = 0; l < 32; l++) sum_x2 = sum_x2 + xo[l] * xo[l];
+        const float average = sqrtf(sum_x2 / 32);
+        for (int l = 0; l < 32; l++) weights[l] = average + fabsf(xo[l]);
+        scales[j] = search_scale_and_min(32, nmax, xo, weights, L + 32 * j, &mins[j], work, rmin, 0.1f, nstep, false);
+        if (scales[j] > max_scale) max_scale = scales[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    const float inverse_scale = max_scale > 0 ? 63.f / max_scale : 0;
+    const float inverse_min = max_min > 0 ? 63.f / max_min : 0;
+    uint8_t * packed = y + 4;
+    for (int j = 0; j < 8; j++) {
+        /* uint8_t in ggml: the int wraps to 8 bits before MIN(63, ...) */
+        uint8_t ls = (uint8_t)nearest_int(inverse_scale * scales[j]);
+        uint8_t lm = (uint8_t)nearest_int(inverse_min * mins[j]);
+        if (ls > 63) ls = 63;
+        if (lm > 63) lm = 63;
+        if (j < 4) {
+            packed[j] = ls;
+            packed[j + 4] = lm;
+        } else {
+            packed[j + 4] = (uint8_t)((ls & 0x0f) | ((lm & 0x0f) << 4));
+            packed[j - 4] = (uint8_t)(packed[j - 4] | ((ls >> 4) << 6));
+            packed[j] = (uint8_t)(packed[j] | ((lm >> 4) << 6));
+        }
+    }
+    const float d = store_half(y, max_scale / 63);
+    const float dmin = store_half(y + 2, max_min / 63);
+    for (int j = 0; j < 8; j++) {
+        int scale, min;
+        if (j < 4) {
+            scale = packed[j] & 63;
+            min = packed[j + 4] & 63;
+        } else {
+            scale = (packed[j + 4] & 0x0f) | ((packed[j - 4] >> 6) << 4);
+            min = (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4);
+        }
+        const float dl = d * (float)scale;
+        if (dl == 0) continue;
+        const float ml = dmin * (float)min;
+        for (int i = 0; i < 32; i++) L[32 * j + i] = (uint8_t)clamp_int(nearest_int((x[32 * j + i] + ml) / dl), 0, nmax);
+    }
+}
+
+/* q4_K, 144 bytes: d, dmin, scales[12], qs[128] (4-bit levels). */
+static void quantize_q4_K(const float * x, uint8_t * y) {
+    uint8_t L[256];
+    quantize_scales_and_mins_k4(x, y, L, 15, -1.f, 20);
+    uint8_t * q = y + 16;
+    for (int j = 0; j < 256; j += 64, q += 32) {
+        for (int l = 0; l < 32; l++) q[l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
+    }
+}
+
+/* q5_K, 176 bytes: d, dmin, scales[12], qh[32] (fifth bits), qs[128]. */
+static void quantize_q5_K(const float * x, uint8_t * y) {
+    uint8_t L[256];
+    quantize_scales_and_mins_k4(x, y, L, 31, -0.5f, 15);
+    uint8_t * qh = y + 16;
+    uint8_t * ql = y + 48;
+    memset(qh, 0, 32);
+    uint8_t bit1 = 1, bit2 = 2;
+    for (int n = 0; n < 256; n += 64, ql += 32) {
+        for (int j = 0; j < 32; j++) {
+            int l1 = L[n + j];
+            if (l1 > 15) {
+                l1 -= 16;
+                qh[j] |= bit1;
+            }
+            int l2 = L[n + j + 32];
+            if (l2 > 15) {
+                l2 -= 16;
+                qh[j] |= bit2;
+            }
+            ql[j] = (uint8_t)(l1 | (l2 << 4));
+        }
+        bit1 = (uint8_t)(bit1 << 2);
+        bit2 = (uint8_t)(bit2 << 2);
+    }
+}
+
+/* q6_K, 210 bytes: ql[128] (low 4 bits), qh[64] (high 2 bits), scales[16] (int8), d. */
+static void quantize_q6_K(const float * x, uint8_t * y) {
+    uint8_t L[256];
+    float scales[16];
+    float max_scale = 0, max_abs_scale = 0;
+    for (int ib = 0; ib < 16; ib++) {
+        scales[ib] = search_symmetric_scale(16, 32, x + 16 * ib, L + 16 * ib);
+        const float abs_scale = fabsf(scales[ib]);
+        if (abs_scale > max_abs_scale) {
+            max_abs_scale = abs_scale;
+            max_scale = scales[ib];
+        }
+    }
+    if (max_abs_scale < GROUP_MAX_EPS) {
+        memset(y, 0, 210);
+        return;
+    }
+    const float iscale = -128.f / max_scale;
+    const float d = store_half(y + 208, 1 / iscale);
+    for (int ib = 0; ib < 16; ib++) {
+        const int l = nearest_int(iscale * scales[ib]);
+        y[192 + ib] = (uint8_t)(l < 127 ? l : 127);
+    }
+    for (int j = 0; j < 16; j++) {
+        const float dl = d * (float)(int8_t)y[192 + j];
+        if (dl == 0) continue;
+        for (int i = 0; i < 16; i++) L[16 * j + i] = (uint8_t)(clamp_int(nearest_int(x[16 * j + i] / dl), -32, 31) + 32);
+    }
+    uint8_t * ql = y;
+    uint8_t * qh = y + 128;
+    for (int j = 0; j < 256; j += 128, ql += 64, qh += 32) {
+        for (int l = 0; l < 32; l++) {
+            const uint8_t l0 = L[j + l], l1 = L[j + l + 32], l2 = L[j + l + 64], l3 = L[j + l + 96];
+            ql[l] = (uint8_t)((l0 & 0x0f) | ((l2 & 0x0f) << 4));
+            ql[l + 32] = (uint8_t)((l1 & 0x0f) | ((l3 & 0x0f) << 4));
+            qh[l] = (uint8_t)((l0 >> 4) | ((l1 >> 4) << 2) | ((l2 >> 4) << 4) | ((l3 >> 4) << 6));
+        }
+    }
+}
+
+size_t memra_quantize_block_bytes(int type) {
+    switch (type) {
+        case MEMRA_TYPE_Q2_K: return 84;
+        case MEMRA_TYPE_Q3_K: return 110;
+        case MEMRA_TYPE_Q4_K: return 144;
+        case MEMRA_TYPE_Q5_K: return 176;
+        case MEMRA_TYPE_Q6_K: return 210;
+        default: return 0;
+    }
+}
+
+void memra_quantize_blocks(int type, const float * x, uint8_t * y, int64_t blocks) {
+    const size_t bytes = memra_quantize_block_bytes(type);
+    for (int64_t b = 0; b < blocks; b++, x += 256, y += bytes) {
+        switch (type) {
+            case MEMRA_TYPE_Q2_K: quantize_q2_K(x, y); break;
+            case MEMRA_TYPE_Q3_K: quantize_q3_K(x, y); break;
+            case MEMRA_TYPE_Q4_K: quantize_q4_K(x, y); break;
+            case MEMRA_TYPE_Q5_K: quantize_q5_K(x, y); break;
+            case MEMRA_TYPE_Q6_K: quantize_q6_K(x, y); break;
+            default: return;
+        }
+    }
+}
