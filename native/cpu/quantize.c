@@ -3,9 +3,9 @@
  * as ggml's quantize_row_*_ref without an importance matrix, and as @memra/gguf's TypeScript
  * quantizers (packages/gguf/src/quant/quantize-k.ts, scale-search.ts), which this follows operation
  * for operation. The TypeScript is the reference the golden models were generated with; this is the
- * same arithmetic in C for @memra/synthetic: q4_K at 10 M values/s against 2.5 M (a k-quant golden
- * model's 39 M-value embedding took ~15 s in TypeScript). packages/synthetic/src/native-quantize.test.ts
- * checks the two agree bit for bit.
+ * same arithmetic in C for @memra/synthetic: q4_K at 54 M values/s with AVX2, 10 M without,
+ * against 2.5 M in TypeScript (a k-quant golden model's 39 M-value embedding took ~15 s there).
+ * packages/synthetic/src/native-quantize.test.ts checks the two agree bit for bit, on both paths.
  *
  * Every operation is one binary32 operation in the order the TypeScript (and ggml) writes it: no
  * FMA contraction, no fast math, sums accumulated sequentially.
@@ -26,74 +26,36 @@
 #include "cpu-internal.h"
 
 #define GROUP_MAX_EPS 1e-15f
+/* Inlined into each target's blocks loop (quantize_blocks_portable, quantize_blocks_avx2). */
+#define INLINE static inline __attribute__((always_inline))
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(MEMRA_NO_SIMD)
+#define QUANTIZE_X86 1
+#else
+#define QUANTIZE_X86 0
+#endif
 
 /* ggml's nearest_int: round half to even for |value| < 2^22 (and ggml's wrapped result beyond). */
-static inline int nearest_int(float value) {
+INLINE int nearest_int(float value) {
     const float shifted = value + 12582912.f;
     int bits;
     memcpy(&bits, &shifted, sizeof bits);
     return (bits & 0x007fffff) - 0x00400000;
 }
 
-static inline int clamp_int(int value, int low, int high) {
+INLINE int clamp_int(int value, int low, int high) {
     return value < low ? low : value > high ? high : value;
 }
 
 /* Stores `value` as a little-endian half at p; returns the half's value. */
-static inline float store_half(uint8_t * p, float value) {
+INLINE float store_half(uint8_t * p, float value) {
     const uint16_t bits = memra_f32_to_f16(value);
     p[0] = (uint8_t)(bits & 0xff);
     p[1] = (uint8_t)(bits >> 8);
     return memra_f16_to_f32(bits);
 }
 
-/* ggml's make_qx_quants, rmse_type 1, no importance weights (weights x^2). L[i] = level + nmax. */
-static float search_symmetric_scale(int n, int nmax, const float * x, uint8_t * L) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; i++) {
-        const float ax = fabsf(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
-    if (amax < GROUP_MAX_EPS) {
-        memset(L, 0, (size_t)n);
-        return 0;
-    }
-    float iscale = (float)-nmax / max;
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; i++) {
-        const int l = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-        L[i] = (uint8_t)(l + nmax);
-        const float w = x[i] * x[i];
-        sumlx = sumlx + (w * x[i]) * (float)l;
-        suml2 = suml2 + (w * (float)l) * (float)l;
-    }
-    float scale = suml2 != 0 ? sumlx / suml2 : 0;
-    float best = scale * sumlx;
-    for (int is = -9; is <= 9; is++) {
-        if (is == 0) continue;
-        iscale = -((float)nmax + 0.1f * (float)is) / max;
-        sumlx = 0;
-        suml2 = 0;
-        for (int i = 0; i < n; i++) {
-            const int l = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-            const float w = x[i] * x[i];
-            sumlx = sumlx + (w * x[i]) * (float)l;
-            suml2 = suml2 + (w * (float)l) * (float)l;
-        }
-        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-            for (int i = 0; i < n; i++) L[i] = (uint8_t)(nmax + clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1));
-            scale = sumlx / suml2;
-            best = scale * sumlx;
-        }
-    }
-    return scale;
-}
-
 /* ggml's make_q3_quants with do_rmse. L[i] = level + nmax; work: n ints. */
-static float search_symmetric_scale_q3(int n, int nmax, const float * x, uint8_t * L, int * work) {
+INLINE float search_symmetric_scale_q3(int n, int nmax, const float * x, uint8_t * L, int * work) {
     float max = 0, amax = 0;
     for (int i = 0; i < n; i++) {
         const float ax = fabsf(x[i]);
@@ -142,79 +104,163 @@ static float search_symmetric_scale_q3(int n, int nmax, const float * x, uint8_t
     return suml2 > 0 ? sumlx / suml2 : 0;
 }
 
-/* ggml's make_qkx2_quants: x ~ scale * L + min (min <= 0, L in [0, nmax]); stores -min in *minus_min.
- * work: n bytes. */
-static float search_scale_and_min(int n, int nmax, const float * x, const float * weights, uint8_t * L, float * minus_min, uint8_t * work,
-                                  float rmin, float rdelta, int nstep, bool use_mad) {
-    float min = x[0], max = x[0];
-    float sum_w = weights[0];
-    float sum_x = sum_w * x[0];
-    for (int i = 1; i < n; i++) {
-        if (x[i] < min) min = x[i];
-        if (x[i] > max) max = x[i];
-        const float w = weights[i];
-        sum_w = sum_w + w;
-        sum_x = sum_x + w * x[i];
-    }
-    if (min > 0) min = 0;
-    if (max == min) {
-        memset(L, 0, (size_t)n);
-        *minus_min = -min;
-        return 0;
-    }
-    float iscale = (float)nmax / (max - min);
-    float scale = 1 / iscale;
-    float best_error = 0;
+/* ---- the same searches for 8 groups at once, one group per vector lane ----
+ *
+ * Each lane runs exactly the scalar function's operations in the scalar order on its own group (a
+ * vector operation is the lane-wise binary32 operation; branches become lane masks), so the results
+ * are the scalar ones bit for bit, but the 8 groups' sequential sums overlap instead of waiting on
+ * each other: q4_K goes from 10 M values/s (scalar C) to 54 M with AVX2 (the
+ * portable build, two SSE halves per vector, stays at about 10 M). */
+
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef int32_t i32x8 __attribute__((vector_size(32)));
+#define LANES 8
+
+/* Helpers as macros, not functions: GCC notes a vector parameter's ABI without AVX even where the
+ * function is always inlined. */
+#define splat_f(v) ((f32x8){(v), (v), (v), (v), (v), (v), (v), (v)})
+#define splat_i(v) ((i32x8){(v), (v), (v), (v), (v), (v), (v), (v)})
+/* mask (all ones or zero per lane) ? a : b */
+#define select_f(mask, a, b) ((f32x8)(((mask) & (i32x8)(a)) | (~(mask) & (i32x8)(b))))
+#define select_i(mask, a, b) (((mask) & (a)) | (~(mask) & (b)))
+#define abs_f(v) ((f32x8)((i32x8)(v) & splat_i(0x7fffffff)))
+/* nearest_int lane by lane */
+#define nearest_int_x8(v) (((i32x8)((v) + splat_f(12582912.f)) & splat_i(0x007fffff)) - splat_i(0x00400000))
+/* v (a variable) clamped to [low, high] */
+#define clamp_x8(v, low, high) select_i((v) > splat_i(high), splat_i(high), select_i((v) < splat_i(low), splat_i(low), (v)))
+#define to_float_x8(v) __builtin_convertvector((v), f32x8)
+
+/* search_scale_and_min on groups g = 0..7 of n values (x + g * stride, weights + g * n): levels to
+ * L + g * stride, -min to minus_min[g], scale to scale_out[g]. nstep >= 1. */
+INLINE void search_scale_and_min_x8(int n, int nmax, const float * x, int stride, const float * weights, uint8_t * L, float * minus_min,
+                                    float * scale_out, float rmin, float rdelta, int nstep, bool use_mad) {
+    f32x8 xt[32], wt[32];
+    i32x8 best_l[32], work[32];
     for (int i = 0; i < n; i++) {
-        const int l = clamp_int(nearest_int(iscale * (x[i] - min)), 0, nmax);
-        L[i] = (uint8_t)l;
-        float diff = (scale * (float)l + min) - x[i];
-        diff = use_mad ? fabsf(diff) : diff * diff;
-        best_error = best_error + weights[i] * diff;
+        for (int g = 0; g < LANES; g++) {
+            xt[i][g] = x[g * stride + i];
+            wt[i][g] = weights[g * n + i];
+        }
     }
-    if (nstep < 1) {
-        *minus_min = -min;
-        return scale;
+    f32x8 min = xt[0], max = xt[0];
+    f32x8 sum_w = wt[0];
+    f32x8 sum_x = sum_w * xt[0];
+    for (int i = 1; i < n; i++) {
+        min = select_f(xt[i] < min, xt[i], min);
+        max = select_f(xt[i] > max, xt[i], max);
+        sum_w = sum_w + wt[i];
+        sum_x = sum_x + wt[i] * xt[i];
+    }
+    min = select_f(min > splat_f(0), splat_f(0), min);
+    const i32x8 flat = max == min;
+    const f32x8 fnmax = splat_f((float)nmax);
+    f32x8 iscale = fnmax / (max - min);
+    f32x8 scale = splat_f(1) / iscale;
+    f32x8 best_error = splat_f(0);
+    for (int i = 0; i < n; i++) {
+        const i32x8 nearest = nearest_int_x8(iscale * (xt[i] - min));
+        const i32x8 l = clamp_x8(nearest, 0, nmax);
+        best_l[i] = l;
+        f32x8 diff = (scale * to_float_x8(l) + min) - xt[i];
+        diff = use_mad ? abs_f(diff) : diff * diff;
+        best_error = best_error + wt[i] * diff;
     }
     for (int is = 0; is <= nstep; is++) {
-        iscale = ((rmin + rdelta * (float)is) + (float)nmax) / (max - min);
-        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        iscale = splat_f((rmin + rdelta * (float)is) + (float)nmax) / (max - min);
+        f32x8 sum_l = splat_f(0), sum_l2 = splat_f(0), sum_xl = splat_f(0);
         for (int i = 0; i < n; i++) {
-            const int l = clamp_int(nearest_int(iscale * (x[i] - min)), 0, nmax);
-            work[i] = (uint8_t)l;
-            const float wl = weights[i] * (float)l;
+            const i32x8 nearest = nearest_int_x8(iscale * (xt[i] - min));
+        const i32x8 l = clamp_x8(nearest, 0, nmax);
+            work[i] = l;
+            const f32x8 fl = to_float_x8(l);
+            const f32x8 wl = wt[i] * fl;
             sum_l = sum_l + wl;
-            sum_l2 = sum_l2 + wl * (float)l;
-            sum_xl = sum_xl + wl * x[i];
+            sum_l2 = sum_l2 + wl * fl;
+            sum_xl = sum_xl + wl * xt[i];
         }
-        const float determinant = sum_w * sum_l2 - sum_l * sum_l;
-        if (determinant > 0) {
-            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / determinant;
-            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / determinant;
-            if (this_min > 0) {
-                this_min = 0;
-                this_scale = sum_xl / sum_l2;
-            }
-            float error = 0;
-            for (int i = 0; i < n; i++) {
-                float diff = (this_scale * (float)work[i] + this_min) - x[i];
-                diff = use_mad ? fabsf(diff) : diff * diff;
-                error = error + weights[i] * diff;
-            }
-            if (error < best_error) {
-                memcpy(L, work, (size_t)n);
-                best_error = error;
-                scale = this_scale;
-                min = this_min;
-            }
+        const f32x8 determinant = sum_w * sum_l2 - sum_l * sum_l;
+        const i32x8 solvable = determinant > splat_f(0);
+        if (!(solvable[0] | solvable[1] | solvable[2] | solvable[3] | solvable[4] | solvable[5] | solvable[6] | solvable[7])) continue;
+        f32x8 this_scale = (sum_w * sum_xl - sum_x * sum_l) / determinant;
+        f32x8 this_min = (sum_l2 * sum_x - sum_l * sum_xl) / determinant;
+        const i32x8 positive = this_min > splat_f(0);
+        this_min = select_f(positive, splat_f(0), this_min);
+        this_scale = select_f(positive, sum_xl / sum_l2, this_scale);
+        f32x8 error = splat_f(0);
+        for (int i = 0; i < n; i++) {
+            f32x8 diff = (this_scale * to_float_x8(work[i]) + this_min) - xt[i];
+            diff = use_mad ? abs_f(diff) : diff * diff;
+            error = error + wt[i] * diff;
         }
+        const i32x8 better = solvable & (error < best_error);
+        for (int i = 0; i < n; i++) best_l[i] = select_i(better, work[i], best_l[i]);
+        best_error = select_f(better, error, best_error);
+        scale = select_f(better, this_scale, scale);
+        min = select_f(better, this_min, min);
     }
-    *minus_min = -min;
-    return scale;
+    for (int g = 0; g < LANES; g++) {
+        for (int i = 0; i < n; i++) L[g * stride + i] = flat[g] ? 0 : (uint8_t)best_l[i][g];
+        minus_min[g] = -min[g]; /* a flat group's min is its first min (never improved: its sums are NaN) */
+        scale_out[g] = flat[g] ? 0 : scale[g];
+    }
+}
+
+/* search_symmetric_scale on groups g = 0..7 of n values (x + g * n): levels to L + g * n, scales to scale_out[g]. */
+INLINE void search_symmetric_scale_x8(int n, int nmax, const float * x, uint8_t * L, float * scale_out) {
+    f32x8 xt[16];
+    i32x8 best_l[16];
+    for (int i = 0; i < n; i++) {
+        for (int g = 0; g < LANES; g++) xt[i][g] = x[g * n + i];
+    }
+    f32x8 max = splat_f(0), amax = splat_f(0);
+    for (int i = 0; i < n; i++) {
+        const f32x8 ax = abs_f(xt[i]);
+        const i32x8 larger = ax > amax;
+        amax = select_f(larger, ax, amax);
+        max = select_f(larger, xt[i], max);
+    }
+    const i32x8 zero = amax < splat_f(GROUP_MAX_EPS);
+    f32x8 iscale = splat_f((float)-nmax) / max;
+    f32x8 sumlx = splat_f(0), suml2 = splat_f(0);
+    for (int i = 0; i < n; i++) {
+        const i32x8 nearest = nearest_int_x8(iscale * xt[i]);
+        const i32x8 l = clamp_x8(nearest, -nmax, nmax - 1);
+        best_l[i] = l;
+        const f32x8 fl = to_float_x8(l);
+        const f32x8 w = xt[i] * xt[i];
+        sumlx = sumlx + (w * xt[i]) * fl;
+        suml2 = suml2 + (w * fl) * fl;
+    }
+    f32x8 scale = select_f(suml2 != splat_f(0), sumlx / suml2, splat_f(0));
+    f32x8 best = scale * sumlx;
+    for (int is = -9; is <= 9; is++) {
+        if (is == 0) continue;
+        iscale = splat_f(-((float)nmax + 0.1f * (float)is)) / max;
+        sumlx = splat_f(0);
+        suml2 = splat_f(0);
+        i32x8 levels[16];
+        for (int i = 0; i < n; i++) {
+            const i32x8 nearest = nearest_int_x8(iscale * xt[i]);
+        const i32x8 l = clamp_x8(nearest, -nmax, nmax - 1);
+            levels[i] = l;
+            const f32x8 fl = to_float_x8(l);
+            const f32x8 w = xt[i] * xt[i];
+            sumlx = sumlx + (w * xt[i]) * fl;
+            suml2 = suml2 + (w * fl) * fl;
+        }
+        const i32x8 better = (suml2 > splat_f(0)) & (sumlx * sumlx > best * suml2);
+        for (int i = 0; i < n; i++) best_l[i] = select_i(better, levels[i], best_l[i]);
+        scale = select_f(better, sumlx / suml2, scale);
+        best = select_f(better, scale * sumlx, best);
+    }
+    for (int g = 0; g < LANES; g++) {
+        for (int i = 0; i < n; i++) L[g * n + i] = zero[g] ? 0 : (uint8_t)(best_l[i][g] + nmax);
+        scale_out[g] = zero[g] ? 0 : scale[g];
+    }
 }
 
 /* Four 2-bit level planes: byte l of each 32-byte group holds levels l, l+32, l+64, l+96 of 128. */
-static void pack_two_bit_levels(const uint8_t * L, uint8_t * qs) {
+INLINE void pack_two_bit_levels(const uint8_t * L, uint8_t * qs) {
     for (int j = 0; j < 256; j += 128) {
         for (int l = 0; l < 32; l++) {
             qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
@@ -223,14 +269,16 @@ static void pack_two_bit_levels(const uint8_t * L, uint8_t * qs) {
 }
 
 /* q2_K, 84 bytes: scales[16] (4-bit scale | 4-bit min << 4), qs[64], d, dmin. */
-static void quantize_q2_K(const float * x, uint8_t * y) {
-    uint8_t L[256], work[16];
-    float weights[16], mins[16], scales[16];
+INLINE void quantize_q2_K(const float * x, uint8_t * y) {
+    uint8_t L[256];
+    float weights[256], mins[16], scales[16];
     const float q4scale = 15.f;
     float max_scale = 0, max_min = 0;
+    for (int i = 0; i < 256; i++) weights[i] = fabsf(x[i]);
+    for (int half = 0; half < 2; half++) {
+        search_scale_and_min_x8(16, 3, x + 128 * half, 16, weights + 128 * half, L + 128 * half, mins + 8 * half, scales + 8 * half, -0.5f, 0.1f, 15, true);
+    }
     for (int j = 0; j < 16; j++) {
-        for (int l = 0; l < 16; l++) weights[l] = fabsf(x[16 * j + l]);
-        scales[j] = search_scale_and_min(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], work, -0.5f, 0.1f, 15, true);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -261,7 +309,7 @@ static void quantize_q2_K(const float * x, uint8_t * y) {
 }
 
 /* q3_K, 110 bytes: hmask[32], qs[64], scales[12] (signed 6-bit), d. */
-static void quantize_q3_K(const float * x, uint8_t * y) {
+INLINE void quantize_q3_K(const float * x, uint8_t * y) {
     uint8_t L[256];
     int work[16];
     float scales[16];
@@ -315,17 +363,18 @@ static void quantize_q3_K(const float * x, uint8_t * y) {
 
 /* q4_K and q5_K: d, dmin, then scales[12] (6-bit scales and mins as get_scale_min_k4 reads them) at
  * y + 4; the levels (0..nmax) left in L. */
-static void quantize_scales_and_mins_k4(const float * x, uint8_t * y, uint8_t * L, int nmax, float rmin, int nstep) {
-    uint8_t work[32];
-    float weights[32], mins[8], scales[8];
+INLINE void quantize_scales_and_mins_k4(const float * x, uint8_t * y, uint8_t * L, int nmax, float rmin, int nstep) {
+    float weights[256], mins[8], scales[8];
     float max_scale = 0, max_min = 0;
     for (int j = 0; j < 8; j++) {
         const float * xo = x + 32 * j;
         float sum_x2 = 0;
         for (int l = 0; l < 32; l++) sum_x2 = sum_x2 + xo[l] * xo[l];
         const float average = sqrtf(sum_x2 / 32);
-        for (int l = 0; l < 32; l++) weights[l] = average + fabsf(xo[l]);
-        scales[j] = search_scale_and_min(32, nmax, xo, weights, L + 32 * j, &mins[j], work, rmin, 0.1f, nstep, false);
+        for (int l = 0; l < 32; l++) weights[32 * j + l] = average + fabsf(xo[l]);
+    }
+    search_scale_and_min_x8(32, nmax, x, 32, weights, L, mins, scales, rmin, 0.1f, nstep, false);
+    for (int j = 0; j < 8; j++) {
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -366,7 +415,7 @@ static void quantize_scales_and_mins_k4(const float * x, uint8_t * y, uint8_t * 
 }
 
 /* q4_K, 144 bytes: d, dmin, scales[12], qs[128] (4-bit levels). */
-static void quantize_q4_K(const float * x, uint8_t * y) {
+INLINE void quantize_q4_K(const float * x, uint8_t * y) {
     uint8_t L[256];
     quantize_scales_and_mins_k4(x, y, L, 15, -1.f, 20);
     uint8_t * q = y + 16;
@@ -376,7 +425,7 @@ static void quantize_q4_K(const float * x, uint8_t * y) {
 }
 
 /* q5_K, 176 bytes: d, dmin, scales[12], qh[32] (fifth bits), qs[128]. */
-static void quantize_q5_K(const float * x, uint8_t * y) {
+INLINE void quantize_q5_K(const float * x, uint8_t * y) {
     uint8_t L[256];
     quantize_scales_and_mins_k4(x, y, L, 31, -0.5f, 15);
     uint8_t * qh = y + 16;
@@ -403,12 +452,13 @@ static void quantize_q5_K(const float * x, uint8_t * y) {
 }
 
 /* q6_K, 210 bytes: ql[128] (low 4 bits), qh[64] (high 2 bits), scales[16] (int8), d. */
-static void quantize_q6_K(const float * x, uint8_t * y) {
+INLINE void quantize_q6_K(const float * x, uint8_t * y) {
     uint8_t L[256];
     float scales[16];
     float max_scale = 0, max_abs_scale = 0;
+    search_symmetric_scale_x8(16, 32, x, L, scales);
+    search_symmetric_scale_x8(16, 32, x + 128, L + 128, scales + 8);
     for (int ib = 0; ib < 16; ib++) {
-        scales[ib] = search_symmetric_scale(16, 32, x + 16 * ib, L + 16 * ib);
         const float abs_scale = fabsf(scales[ib]);
         if (abs_scale > max_abs_scale) {
             max_abs_scale = abs_scale;
@@ -453,16 +503,35 @@ size_t memra_quantize_block_bytes(int type) {
     }
 }
 
-void memra_quantize_blocks(int type, const float * x, uint8_t * y, int64_t blocks) {
-    const size_t bytes = memra_quantize_block_bytes(type);
-    for (int64_t b = 0; b < blocks; b++, x += 256, y += bytes) {
-        switch (type) {
-            case MEMRA_TYPE_Q2_K: quantize_q2_K(x, y); break;
-            case MEMRA_TYPE_Q3_K: quantize_q3_K(x, y); break;
-            case MEMRA_TYPE_Q4_K: quantize_q4_K(x, y); break;
-            case MEMRA_TYPE_Q5_K: quantize_q5_K(x, y); break;
-            case MEMRA_TYPE_Q6_K: quantize_q6_K(x, y); break;
-            default: return;
-        }
+/* The blocks loop, compiled once per target: everything above is inlined into it. */
+#define QUANTIZE_BLOCKS_BODY                                                    \
+    const size_t bytes = memra_quantize_block_bytes(type);                     \
+    for (int64_t b = 0; b < blocks; b++, x += 256, y += bytes) {               \
+        switch (type) {                                                        \
+            case MEMRA_TYPE_Q2_K: quantize_q2_K(x, y); break;                  \
+            case MEMRA_TYPE_Q3_K: quantize_q3_K(x, y); break;                  \
+            case MEMRA_TYPE_Q4_K: quantize_q4_K(x, y); break;                  \
+            case MEMRA_TYPE_Q5_K: quantize_q5_K(x, y); break;                  \
+            case MEMRA_TYPE_Q6_K: quantize_q6_K(x, y); break;                  \
+            default: return;                                                   \
+        }                                                                      \
     }
+
+static void quantize_blocks_portable(int type, const float * x, uint8_t * y, int64_t blocks) { QUANTIZE_BLOCKS_BODY }
+
+#if QUANTIZE_X86
+/* AVX2 without FMA: 8-lane vectors in one register instead of two SSE halves, ~4.5x faster here. */
+__attribute__((target("avx2"))) static void quantize_blocks_avx2(int type, const float * x, uint8_t * y, int64_t blocks) { QUANTIZE_BLOCKS_BODY }
+#endif
+
+void memra_quantize_blocks(int type, const float * x, uint8_t * y, int64_t blocks) {
+#if QUANTIZE_X86
+    /* the dot products' choice (MEMRA_CPU_ISA=scalar forces the portable path for both) */
+    const char * isa = memra_dot_isa();
+    if (strcmp(isa, "avx2") == 0 || strcmp(isa, "avx512vnni") == 0) {
+        quantize_blocks_avx2(type, x, y, blocks);
+        return;
+    }
+#endif
+    quantize_blocks_portable(type, x, y, blocks);
 }

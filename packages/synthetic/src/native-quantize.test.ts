@@ -70,6 +70,21 @@ describe.skipIf(unavailable !== undefined && !required)("native k-quant quantiza
     });
   });
 
+  it("writes the same bytes on the portable path (MEMRA_CPU_ISA=scalar) as on the vector one", () => {
+    // the library picks its path once per process: a child process runs the portable one
+    const script = `
+      import { nativeQuantize } from ${JSON.stringify(new URL("./native-quantize.ts", import.meta.url).pathname)};
+      import { SeededRandom } from ${JSON.stringify(new URL("./random.ts", import.meta.url).pathname)};
+      const values = new SeededRandom("native-quantize:portable").normals(256 * 64, 0, 1);
+      console.log(JSON.stringify([${K_TYPES.join(", ")}].map((type) => Bun.hash(nativeQuantize(type, values)).toString())));
+    `;
+    const child = Bun.spawnSync([process.execPath, "-e", script], { env: { ...process.env, MEMRA_CPU_ISA: "scalar" } });
+    expect(child.stderr.toString()).toBe("");
+    const values = new SeededRandom("native-quantize:portable").normals(256 * 64, 0, 1);
+    const expected = K_TYPES.map((type) => Bun.hash(quantize(type, values)).toString());
+    expect(JSON.parse(child.stdout.toString())).toEqual(expected);
+  });
+
   it("rejects a count that is not a whole number of blocks, naming it", () => {
     expect(() => nativeQuantize(GGMLType.Q4_K, new Float32Array(300))).toThrow(/memra_quantize: count is 300, not a whole number of q4_K blocks/);
   });

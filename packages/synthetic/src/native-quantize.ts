@@ -1,9 +1,9 @@
 /**
  * k-quant weights through libmemra_cpu's `memra_quantize` when the library is built: the same bytes
  * as @memra/gguf's TypeScript `quantize` (native/cpu/quantize.c follows it operation for operation;
- * native-quantize.test.ts checks them against each other bit for bit), about 4x faster (q4_K: 10 M
- * values/s against 2.5 M). A k-quant golden model's 39 M-value embedding took ~15 s to quantize in
- * TypeScript: generating the golden suite's 23 models took 127 s, 76 s with this.
+ * native-quantize.test.ts checks them against each other bit for bit), q4_K at 54 M values/s with
+ * AVX2 (10 M without) against 2.5 M. A k-quant golden model's 39 M-value embedding took ~15 s to
+ * quantize in TypeScript: generating the golden suite's 23 models took 127 s.
  *
  * The library is looked for as @memra/cpu-ffi looks for it (MEMRA_CPU_LIBRARY, else native/build of
  * this checkout); this package cannot import @memra/cpu-ffi (whose tests import this package), so it
