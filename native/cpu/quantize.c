@@ -26,7 +26,7 @@
 #include "cpu-internal.h"
 
 #define GROUP_MAX_EPS 1e-15f
-/* Inlined into each target's blocks loop (quantize_blocks_portable, quantize_blocks_avx2). */
+/* Inlined into each target's copy of the lane searches (DEFINE_LANE_SEARCHES). */
 #define INLINE static inline __attribute__((always_inline))
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(MEMRA_NO_SIMD)
 #define QUANTIZE_X86 1
@@ -129,6 +129,9 @@ typedef int32_t i32x8 __attribute__((vector_size(32)));
 /* v (a variable) clamped to [low, high] */
 #define clamp_x8(v, low, high) select_i((v) > splat_i(high), splat_i(high), select_i((v) < splat_i(low), splat_i(low), (v)))
 #define to_float_x8(v) __builtin_convertvector((v), f32x8)
+/* p[0], p[stride], ..., p[7 * stride] as one vector */
+#define gather_x8(p, stride) \
+    ((f32x8){(p)[0], (p)[(stride)], (p)[2 * (stride)], (p)[3 * (stride)], (p)[4 * (stride)], (p)[5 * (stride)], (p)[6 * (stride)], (p)[7 * (stride)]})
 
 /* search_scale_and_min on groups g = 0..7 of n values (x + g * stride, weights + g * n): levels to
  * L + g * stride, -min to minus_min[g], scale to scale_out[g]. nstep >= 1. */
@@ -136,11 +139,12 @@ INLINE void search_scale_and_min_x8(int n, int nmax, const float * x, int stride
                                     float * scale_out, float rmin, float rdelta, int nstep, bool use_mad) {
     f32x8 xt[32], wt[32];
     i32x8 best_l[32], work[32];
-    for (int i = 0; i < n; i++) {
-        for (int g = 0; g < LANES; g++) {
-            xt[i][g] = x[g * stride + i];
-            wt[i][g] = weights[g * n + i];
-        }
+    /* n >= 1 (16 or 32): the first values are read whatever n is, so the compiler sees them set */
+    xt[0] = gather_x8(x, stride);
+    wt[0] = gather_x8(weights, n);
+    for (int i = 1; i < n; i++) {
+        xt[i] = gather_x8(x + i, stride);
+        wt[i] = gather_x8(weights + i, n);
     }
     f32x8 min = xt[0], max = xt[0];
     f32x8 sum_w = wt[0];
@@ -209,9 +213,7 @@ INLINE void search_scale_and_min_x8(int n, int nmax, const float * x, int stride
 INLINE void search_symmetric_scale_x8(int n, int nmax, const float * x, uint8_t * L, float * scale_out) {
     f32x8 xt[16];
     i32x8 best_l[16];
-    for (int i = 0; i < n; i++) {
-        for (int g = 0; g < LANES; g++) xt[i][g] = x[g * n + i];
-    }
+    for (int i = 0; i < n; i++) xt[i] = gather_x8(x + i, n);
     f32x8 max = splat_f(0), amax = splat_f(0);
     for (int i = 0; i < n; i++) {
         const f32x8 ax = abs_f(xt[i]);
@@ -259,6 +261,30 @@ INLINE void search_symmetric_scale_x8(int n, int nmax, const float * x, uint8_t 
     }
 }
 
+/* Each search compiled once per target (the vector bodies above are inlined into these); the block
+ * quantizers below call the chosen target's through this table. */
+typedef struct {
+    void (*scale_and_min)(int n, int nmax, const float * x, int stride, const float * weights, uint8_t * L, float * minus_min, float * scale_out,
+                          float rmin, float rdelta, int nstep, bool use_mad);
+    void (*symmetric)(int n, int nmax, const float * x, uint8_t * L, float * scale_out);
+} lane_searches;
+
+#define DEFINE_LANE_SEARCHES(NAME, TARGET)                                                                                                            \
+    TARGET static void NAME##_scale_and_min(int n, int nmax, const float * x, int stride, const float * weights, uint8_t * L, float * minus_min, \
+                                            float * scale_out, float rmin, float rdelta, int nstep, bool use_mad) {                            \
+        search_scale_and_min_x8(n, nmax, x, stride, weights, L, minus_min, scale_out, rmin, rdelta, nstep, use_mad);                          \
+    }                                                                                                                                         \
+    TARGET static void NAME##_symmetric(int n, int nmax, const float * x, uint8_t * L, float * scale_out) {                                    \
+        search_symmetric_scale_x8(n, nmax, x, L, scale_out);                                                                                  \
+    }                                                                                                                                         \
+    static const lane_searches NAME = {NAME##_scale_and_min, NAME##_symmetric};
+
+DEFINE_LANE_SEARCHES(portable_searches, )
+#if QUANTIZE_X86
+/* AVX2 without FMA: each 8-lane vector in one register instead of two SSE halves, ~5x faster here. */
+DEFINE_LANE_SEARCHES(avx2_searches, __attribute__((target("avx2"))))
+#endif
+
 /* Four 2-bit level planes: byte l of each 32-byte group holds levels l, l+32, l+64, l+96 of 128. */
 INLINE void pack_two_bit_levels(const uint8_t * L, uint8_t * qs) {
     for (int j = 0; j < 256; j += 128) {
@@ -269,14 +295,14 @@ INLINE void pack_two_bit_levels(const uint8_t * L, uint8_t * qs) {
 }
 
 /* q2_K, 84 bytes: scales[16] (4-bit scale | 4-bit min << 4), qs[64], d, dmin. */
-INLINE void quantize_q2_K(const float * x, uint8_t * y) {
+static void quantize_q2_K(const lane_searches * search, const float * x, uint8_t * y) {
     uint8_t L[256];
     float weights[256], mins[16], scales[16];
     const float q4scale = 15.f;
     float max_scale = 0, max_min = 0;
     for (int i = 0; i < 256; i++) weights[i] = fabsf(x[i]);
     for (int half = 0; half < 2; half++) {
-        search_scale_and_min_x8(16, 3, x + 128 * half, 16, weights + 128 * half, L + 128 * half, mins + 8 * half, scales + 8 * half, -0.5f, 0.1f, 15, true);
+        search->scale_and_min(16, 3, x + 128 * half, 16, weights + 128 * half, L + 128 * half, mins + 8 * half, scales + 8 * half, -0.5f, 0.1f, 15, true);
     }
     for (int j = 0; j < 16; j++) {
         if (scales[j] > max_scale) max_scale = scales[j];
@@ -309,7 +335,7 @@ INLINE void quantize_q2_K(const float * x, uint8_t * y) {
 }
 
 /* q3_K, 110 bytes: hmask[32], qs[64], scales[12] (signed 6-bit), d. */
-INLINE void quantize_q3_K(const float * x, uint8_t * y) {
+static void quantize_q3_K(const float * x, uint8_t * y) {
     uint8_t L[256];
     int work[16];
     float scales[16];
@@ -363,7 +389,7 @@ INLINE void quantize_q3_K(const float * x, uint8_t * y) {
 
 /* q4_K and q5_K: d, dmin, then scales[12] (6-bit scales and mins as get_scale_min_k4 reads them) at
  * y + 4; the levels (0..nmax) left in L. */
-INLINE void quantize_scales_and_mins_k4(const float * x, uint8_t * y, uint8_t * L, int nmax, float rmin, int nstep) {
+static void quantize_scales_and_mins_k4(const lane_searches * search, const float * x, uint8_t * y, uint8_t * L, int nmax, float rmin, int nstep) {
     float weights[256], mins[8], scales[8];
     float max_scale = 0, max_min = 0;
     for (int j = 0; j < 8; j++) {
@@ -373,7 +399,7 @@ INLINE void quantize_scales_and_mins_k4(const float * x, uint8_t * y, uint8_t * 
         const float average = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++) weights[32 * j + l] = average + fabsf(xo[l]);
     }
-    search_scale_and_min_x8(32, nmax, x, 32, weights, L, mins, scales, rmin, 0.1f, nstep, false);
+    search->scale_and_min(32, nmax, x, 32, weights, L, mins, scales, rmin, 0.1f, nstep, false);
     for (int j = 0; j < 8; j++) {
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
@@ -415,9 +441,9 @@ INLINE void quantize_scales_and_mins_k4(const float * x, uint8_t * y, uint8_t * 
 }
 
 /* q4_K, 144 bytes: d, dmin, scales[12], qs[128] (4-bit levels). */
-INLINE void quantize_q4_K(const float * x, uint8_t * y) {
+static void quantize_q4_K(const lane_searches * search, const float * x, uint8_t * y) {
     uint8_t L[256];
-    quantize_scales_and_mins_k4(x, y, L, 15, -1.f, 20);
+    quantize_scales_and_mins_k4(search, x, y, L, 15, -1.f, 20);
     uint8_t * q = y + 16;
     for (int j = 0; j < 256; j += 64, q += 32) {
         for (int l = 0; l < 32; l++) q[l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
@@ -425,9 +451,9 @@ INLINE void quantize_q4_K(const float * x, uint8_t * y) {
 }
 
 /* q5_K, 176 bytes: d, dmin, scales[12], qh[32] (fifth bits), qs[128]. */
-INLINE void quantize_q5_K(const float * x, uint8_t * y) {
+static void quantize_q5_K(const lane_searches * search, const float * x, uint8_t * y) {
     uint8_t L[256];
-    quantize_scales_and_mins_k4(x, y, L, 31, -0.5f, 15);
+    quantize_scales_and_mins_k4(search, x, y, L, 31, -0.5f, 15);
     uint8_t * qh = y + 16;
     uint8_t * ql = y + 48;
     memset(qh, 0, 32);
@@ -452,12 +478,12 @@ INLINE void quantize_q5_K(const float * x, uint8_t * y) {
 }
 
 /* q6_K, 210 bytes: ql[128] (low 4 bits), qh[64] (high 2 bits), scales[16] (int8), d. */
-INLINE void quantize_q6_K(const float * x, uint8_t * y) {
+static void quantize_q6_K(const lane_searches * search, const float * x, uint8_t * y) {
     uint8_t L[256];
     float scales[16];
     float max_scale = 0, max_abs_scale = 0;
-    search_symmetric_scale_x8(16, 32, x, L, scales);
-    search_symmetric_scale_x8(16, 32, x + 128, L + 128, scales + 8);
+    search->symmetric(16, 32, x, L, scales);
+    search->symmetric(16, 32, x + 128, L + 128, scales + 8);
     for (int ib = 0; ib < 16; ib++) {
         const float abs_scale = fabsf(scales[ib]);
         if (abs_scale > max_abs_scale) {
@@ -503,35 +529,22 @@ size_t memra_quantize_block_bytes(int type) {
     }
 }
 
-/* The blocks loop, compiled once per target: everything above is inlined into it. */
-#define QUANTIZE_BLOCKS_BODY                                                    \
-    const size_t bytes = memra_quantize_block_bytes(type);                     \
-    for (int64_t b = 0; b < blocks; b++, x += 256, y += bytes) {               \
-        switch (type) {                                                        \
-            case MEMRA_TYPE_Q2_K: quantize_q2_K(x, y); break;                  \
-            case MEMRA_TYPE_Q3_K: quantize_q3_K(x, y); break;                  \
-            case MEMRA_TYPE_Q4_K: quantize_q4_K(x, y); break;                  \
-            case MEMRA_TYPE_Q5_K: quantize_q5_K(x, y); break;                  \
-            case MEMRA_TYPE_Q6_K: quantize_q6_K(x, y); break;                  \
-            default: return;                                                   \
-        }                                                                      \
-    }
-
-static void quantize_blocks_portable(int type, const float * x, uint8_t * y, int64_t blocks) { QUANTIZE_BLOCKS_BODY }
-
-#if QUANTIZE_X86
-/* AVX2 without FMA: 8-lane vectors in one register instead of two SSE halves, ~4.5x faster here. */
-__attribute__((target("avx2"))) static void quantize_blocks_avx2(int type, const float * x, uint8_t * y, int64_t blocks) { QUANTIZE_BLOCKS_BODY }
-#endif
-
 void memra_quantize_blocks(int type, const float * x, uint8_t * y, int64_t blocks) {
+    const lane_searches * search = &portable_searches;
 #if QUANTIZE_X86
     /* the dot products' choice (MEMRA_CPU_ISA=scalar forces the portable path for both) */
     const char * isa = memra_dot_isa();
-    if (strcmp(isa, "avx2") == 0 || strcmp(isa, "avx512vnni") == 0) {
-        quantize_blocks_avx2(type, x, y, blocks);
-        return;
-    }
+    if (strcmp(isa, "avx2") == 0 || strcmp(isa, "avx512vnni") == 0) search = &avx2_searches;
 #endif
-    quantize_blocks_portable(type, x, y, blocks);
+    const size_t bytes = memra_quantize_block_bytes(type);
+    for (int64_t b = 0; b < blocks; b++, x += 256, y += bytes) {
+        switch (type) {
+            case MEMRA_TYPE_Q2_K: quantize_q2_K(search, x, y); break;
+            case MEMRA_TYPE_Q3_K: quantize_q3_K(x, y); break;
+            case MEMRA_TYPE_Q4_K: quantize_q4_K(search, x, y); break;
+            case MEMRA_TYPE_Q5_K: quantize_q5_K(search, x, y); break;
+            case MEMRA_TYPE_Q6_K: quantize_q6_K(search, x, y); break;
+            default: return;
+        }
+    }
 }
