@@ -13,18 +13,10 @@
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { FFIType, dlopen, suffix } from "bun:ffi";
-import { GGMLType, quantize } from "@memra/gguf";
+import { GGMLType, ggmlTypeInfo, quantize } from "@memra/gguf";
 
 /** The types memra_quantize implements. */
 const NATIVE_TYPES: ReadonlySet<number> = new Set([GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K]);
-const BLOCK_VALUES = 256;
-const BLOCK_BYTES: Readonly<Record<number, number>> = {
-  [GGMLType.Q2_K]: 84,
-  [GGMLType.Q3_K]: 110,
-  [GGMLType.Q4_K]: 144,
-  [GGMLType.Q5_K]: 176,
-  [GGMLType.Q6_K]: 210,
-};
 
 const SYMBOLS = {
   memra_last_error: { args: [], returns: FFIType.cstring },
@@ -76,7 +68,8 @@ export function nativeQuantize(type: GGMLType | number, values: Float32Array): U
   if (!NATIVE_TYPES.has(type)) return undefined;
   const native = load();
   if (native === undefined) return undefined;
-  const bytes = Math.floor(values.length / BLOCK_VALUES) * BLOCK_BYTES[type]!;
+  const info = ggmlTypeInfo(type)!;
+  const bytes = Math.floor(values.length / info.blockSize) * info.bytesPerBlock;
   const out = new Uint8Array(bytes);
   const status = native.quantize(type, values, values.length, out, bytes);
   if (status !== 0) throw new RangeError(`native quantize to ggml type ${type} failed (status ${status}): ${native.lastError()}`);
