@@ -209,6 +209,23 @@ INLINE void search_scale_and_min_x8(int n, int nmax, const float * x, int stride
     }
 }
 
+/* The levels of x * iscale (clamped to [-nmax, nmax - 1]) and their weighted sums (weights x^2):
+ * sumlx = sum w x l, suml2 = sum w l^2, in index order. Vectors by pointer: see the helper macros. */
+INLINE void symmetric_levels_x8(int n, int nmax, const f32x8 * xt, const f32x8 * iscale, i32x8 * levels, f32x8 * sumlx_out, f32x8 * suml2_out) {
+    f32x8 sumlx = splat_f(0), suml2 = splat_f(0);
+    for (int i = 0; i < n; i++) {
+        const i32x8 nearest = nearest_int_x8(*iscale * xt[i]);
+        const i32x8 l = clamp_x8(nearest, -nmax, nmax - 1);
+        levels[i] = l;
+        const f32x8 fl = to_float_x8(l);
+        const f32x8 w = xt[i] * xt[i];
+        sumlx = sumlx + (w * xt[i]) * fl;
+        suml2 = suml2 + (w * fl) * fl;
+    }
+    *sumlx_out = sumlx;
+    *suml2_out = suml2;
+}
+
 /* search_symmetric_scale on groups g = 0..7 of n values (x + g * n): levels to L + g * n, scales to scale_out[g]. */
 INLINE void search_symmetric_scale_x8(int n, int nmax, const float * x, uint8_t * L, float * scale_out) {
     f32x8 xt[16];
@@ -223,33 +240,15 @@ INLINE void search_symmetric_scale_x8(int n, int nmax, const float * x, uint8_t 
     }
     const i32x8 zero = amax < splat_f(GROUP_MAX_EPS);
     f32x8 iscale = splat_f((float)-nmax) / max;
-    f32x8 sumlx = splat_f(0), suml2 = splat_f(0);
-    for (int i = 0; i < n; i++) {
-        const i32x8 nearest = nearest_int_x8(iscale * xt[i]);
-        const i32x8 l = clamp_x8(nearest, -nmax, nmax - 1);
-        best_l[i] = l;
-        const f32x8 fl = to_float_x8(l);
-        const f32x8 w = xt[i] * xt[i];
-        sumlx = sumlx + (w * xt[i]) * fl;
-        suml2 = suml2 + (w * fl) * fl;
-    }
+    f32x8 sumlx, suml2;
+    symmetric_levels_x8(n, nmax, xt, &iscale, best_l, &sumlx, &suml2);
     f32x8 scale = select_f(suml2 != splat_f(0), sumlx / suml2, splat_f(0));
     f32x8 best = scale * sumlx;
     for (int is = -9; is <= 9; is++) {
         if (is == 0) continue;
         iscale = splat_f(-((float)nmax + 0.1f * (float)is)) / max;
-        sumlx = splat_f(0);
-        suml2 = splat_f(0);
         i32x8 levels[16];
-        for (int i = 0; i < n; i++) {
-            const i32x8 nearest = nearest_int_x8(iscale * xt[i]);
-        const i32x8 l = clamp_x8(nearest, -nmax, nmax - 1);
-            levels[i] = l;
-            const f32x8 fl = to_float_x8(l);
-            const f32x8 w = xt[i] * xt[i];
-            sumlx = sumlx + (w * xt[i]) * fl;
-            suml2 = suml2 + (w * fl) * fl;
-        }
+        symmetric_levels_x8(n, nmax, xt, &iscale, levels, &sumlx, &suml2);
         const i32x8 better = (suml2 > splat_f(0)) & (sumlx * sumlx > best * suml2);
         for (int i = 0; i < n; i++) best_l[i] = select_i(better, levels[i], best_l[i]);
         scale = select_f(better, sumlx / suml2, scale);
