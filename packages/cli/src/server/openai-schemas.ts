@@ -7,6 +7,8 @@ import { z } from "zod";
 
 const stop = z.union([z.string().min(1), z.array(z.string().min(1)).max(4)]).nullish();
 
+const bias = z.union([z.number().min(-100).max(100), z.literal(false)]);
+
 const sampling = {
   model: z.string().optional(),
   max_tokens: z.number().int().positive().nullish(),
@@ -21,6 +23,25 @@ const sampling = {
   presence_penalty: z.number().min(-2).max(2).nullish(),
   frequency_penalty: z.number().min(-2).max(2).nullish(),
   user: z.string().optional(),
+  /** Token id (as a string key, or [id, bias] pairs as llama.cpp takes them) → added to its logit; false bans it. */
+  logit_bias: z.union([z.record(z.string(), bias), z.array(z.tuple([z.number().int().nonnegative(), bias]))]).nullish(),
+  // Not OpenAI's, but llama.cpp's server and vLLM take them, and clients send them.
+  /** Keep the k most likely tokens; 0 or -1 (vLLM) disables. */
+  top_k: z.number().int().min(-1).nullish(),
+  min_p: z.number().min(0).max(1).nullish(),
+  typical_p: z.number().gt(0).max(1).nullish(),
+  /** llama.cpp's name; vLLM's is repetition_penalty. */
+  repeat_penalty: z.number().positive().nullish(),
+  repetition_penalty: z.number().positive().nullish(),
+  /** How many recent tokens the penalties look at (-1: all of them). */
+  repeat_last_n: z.number().int().min(-1).nullish(),
+  xtc_probability: z.number().min(0).max(1).nullish(),
+  xtc_threshold: z.number().min(0).max(1).nullish(),
+  dry_multiplier: z.number().min(0).nullish(),
+  dry_base: z.number().min(0).nullish(),
+  dry_allowed_length: z.number().int().min(0).nullish(),
+  dry_penalty_last_n: z.number().int().min(-1).nullish(),
+  dry_sequence_breakers: z.array(z.string().min(1)).nullish(),
   /** {type: "text" | "json_object" | "json_schema", ...}: checked by @memra/sampler's constraintFromResponseFormat. */
   response_format: z.unknown().optional(),
 };

@@ -121,6 +121,82 @@ describe("memra serve with the openai client", () => {
     expect(body.error.message).toMatch(/pattern/);
   });
 
+  it("logit_bias: +100 makes a token the greedy pick, -100 and false ban it; bad keys are a 400", async () => {
+    const prompt = "Once upon a time";
+    const tokensOf = async (extra: Record<string, unknown>) => {
+      const answer = await client.completions.create({ model: "m", prompt, max_tokens: 4, temperature: 0, logprobs: 1, ...extra });
+      return answer.choices[0]!.logprobs!.tokens!;
+    };
+    const plain = await tokensOf({});
+    const first = model.tokenizer.encode(plain[0]!, { special: true });
+    expect(first.length).toBe(1);
+    const favoured = (first[0]! + 1000) % model.vocabularySize;
+    const forced = await tokensOf({ logit_bias: { [favoured]: 100 } });
+    expect(forced).toEqual(Array(4).fill(model.tokenizer.decode([favoured])));
+    for (const ban of [-100, false]) {
+      const banned = await tokensOf({ logit_bias: { [first[0]!]: ban } });
+      expect(banned[0]).not.toBe(plain[0]);
+      expect(banned).not.toContain(plain[0]);
+    }
+    // llama.cpp's [[id, bias]] pairs mean the same.
+    expect(await tokensOf({ logit_bias: [[favoured, 100]] })).toEqual(forced);
+    for (const logit_bias of [{ hello: 5 }, { [model.vocabularySize]: 5 }, { 1: 101 }]) {
+      await expect(client.completions.create({ model: "m", prompt, max_tokens: 2, logit_bias })).rejects.toMatchObject({ status: 400, error: { param: expect.stringMatching(/^logit_bias/) } });
+    }
+  });
+
+  it("penalties, top_k, min_p, typical_p, XTC and DRY reach the sampler as model.generate takes them", async () => {
+    const prompt = model.tokenizer.encode("The the the the the the", { special: true });
+    const request = {
+      presence_penalty: 0.8,
+      frequency_penalty: 0.6,
+      repeat_penalty: 1.3,
+      repeat_last_n: 32,
+      top_k: 12,
+      min_p: 0.02,
+      typical_p: 0.95,
+      xtc_probability: 0.5,
+      xtc_threshold: 0.2,
+      dry_multiplier: 0.8,
+      dry_base: 1.5,
+      dry_allowed_length: 1,
+      dry_penalty_last_n: 64,
+      dry_sequence_breakers: ["\n"],
+    };
+    const options = {
+      presencePenalty: 0.8,
+      frequencyPenalty: 0.6,
+      repeatPenalty: 1.3,
+      penaltyLastN: 32,
+      topK: 12,
+      minP: 0.02,
+      typicalP: 0.95,
+      xtc: { probability: 0.5, threshold: 0.2 },
+      dry: { multiplier: 0.8, base: 1.5, allowedLength: 1, penaltyLastN: 64, sequenceBreakers: ["\n"] },
+    };
+    const differing: string[] = [];
+    for (const seed of [3, 4]) {
+      const served = await client.completions.create({ model: "m", prompt, max_tokens: 16, temperature: 0.9, top_p: 0.97, seed, ...request } as OpenAI.CompletionCreateParamsNonStreaming);
+      const expected = await model.complete(prompt, { maxTokens: 16, temperature: 0.9, topP: 0.97, seed, ...options });
+      expect(served.choices[0]!.text).toBe(expected.text);
+      const plain = await model.complete(prompt, { maxTokens: 16, temperature: 0.9, topP: 0.97, seed });
+      if (plain.text !== expected.text) differing.push(plain.text);
+    }
+    // The options change the output (so the comparison above cannot pass with them ignored).
+    expect(differing.length).toBeGreaterThan(0);
+    // top_k 1 at any temperature is the greedy pick; vLLM's top_k -1 is "off", as 0 is.
+    const greedy = await client.completions.create({ model: "m", prompt, max_tokens: 8, temperature: 0 });
+    const topOne = await client.completions.create({ model: "m", prompt, max_tokens: 8, temperature: 1.5, seed: 9, top_k: 1 } as OpenAI.CompletionCreateParamsNonStreaming);
+    expect(topOne.choices[0]!.text).toBe(greedy.choices[0]!.text);
+    const off = await client.completions.create({ model: "m", prompt, max_tokens: 8, temperature: 1.5, seed: 9, top_k: -1 } as OpenAI.CompletionCreateParamsNonStreaming);
+    const zero = await client.completions.create({ model: "m", prompt, max_tokens: 8, temperature: 1.5, seed: 9, top_k: 0 } as OpenAI.CompletionCreateParamsNonStreaming);
+    expect(off.choices[0]!.text).toBe(zero.choices[0]!.text);
+    await expect(
+      client.completions.create({ model: "m", prompt, max_tokens: 2, repeat_penalty: 1.1, repetition_penalty: 1.2 } as OpenAI.CompletionCreateParamsNonStreaming),
+    ).rejects.toMatchObject({ status: 400, error: { param: "repetition_penalty" } });
+    await expect(client.completions.create({ model: "m", prompt, max_tokens: 2, min_p: 2 } as OpenAI.CompletionCreateParamsNonStreaming)).rejects.toMatchObject({ status: 400, error: { param: "min_p" } });
+  });
+
   it("bad requests get 400 with an OpenAI error body, and the server keeps serving", async () => {
     await expect(client.chat.completions.create({ model: "m", messages, temperature: 5 })).rejects.toMatchObject({ status: 400, error: { param: "temperature" } });
     await expect(client.chat.completions.create({ model: "m", messages: [] })).rejects.toMatchObject({ status: 400 });

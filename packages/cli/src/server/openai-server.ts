@@ -72,6 +72,69 @@ interface PreparedRequest {
   readonly splitReasoning: boolean;
 }
 
+type SamplingFields = Pick<
+  ChatCompletionRequest,
+  | "logit_bias"
+  | "presence_penalty"
+  | "frequency_penalty"
+  | "top_k"
+  | "min_p"
+  | "typical_p"
+  | "repeat_penalty"
+  | "repetition_penalty"
+  | "repeat_last_n"
+  | "xtc_probability"
+  | "xtc_threshold"
+  | "dry_multiplier"
+  | "dry_base"
+  | "dry_allowed_length"
+  | "dry_penalty_last_n"
+  | "dry_sequence_breakers"
+>;
+
+/**
+ * The sampler options a request sets (what it leaves out keeps the sampler's defaults, which are
+ * llama.cpp's). A logit_bias key that is not a token id of this model is a 400 naming it.
+ */
+export function samplingOptionsOf(body: SamplingFields, vocabularySize: number): Partial<GenerateOptions> {
+  const given = <T>(value: T | null | undefined): value is T => value !== undefined && value !== null;
+  const options: Record<string, unknown> = {};
+  if (given(body.logit_bias)) {
+    const entries: [string | number, number | false][] = Array.isArray(body.logit_bias) ? body.logit_bias : Object.entries(body.logit_bias);
+    const logitBias = new Map<number, number>();
+    for (const [key, bias] of entries) {
+      const token = typeof key === "number" ? key : /^\d+$/.test(key) ? Number(key) : Number.NaN;
+      if (!Number.isSafeInteger(token)) throw new RequestError(400, `logit_bias: key ${JSON.stringify(key)} is not a token id (token ids as strings, e.g. {"1234": -100})`, "logit_bias");
+      if (token >= vocabularySize) throw new RequestError(400, `logit_bias: token id ${token} is outside the vocabulary (0..${vocabularySize - 1})`, "logit_bias");
+      logitBias.set(token, bias === false ? -Infinity : bias);
+    }
+    if (logitBias.size > 0) options.logitBias = logitBias;
+  }
+  if (given(body.presence_penalty)) options.presencePenalty = body.presence_penalty;
+  if (given(body.frequency_penalty)) options.frequencyPenalty = body.frequency_penalty;
+  if (given(body.repeat_penalty) && given(body.repetition_penalty) && body.repeat_penalty !== body.repetition_penalty) {
+    throw new RequestError(400, `repeat_penalty (${body.repeat_penalty}) and repetition_penalty (${body.repetition_penalty}) are two names of one option: give one`, "repetition_penalty");
+  }
+  const repeat = body.repeat_penalty ?? body.repetition_penalty;
+  if (given(repeat)) options.repeatPenalty = repeat;
+  if (given(body.repeat_last_n)) options.penaltyLastN = body.repeat_last_n;
+  if (given(body.top_k)) options.topK = Math.max(0, body.top_k);
+  if (given(body.min_p)) options.minP = body.min_p;
+  if (given(body.typical_p)) options.typicalP = body.typical_p;
+  const xtc: Record<string, number> = {};
+  if (given(body.xtc_probability)) xtc.probability = body.xtc_probability;
+  if (given(body.xtc_threshold)) xtc.threshold = body.xtc_threshold;
+  if (Object.keys(xtc).length > 0) options.xtc = xtc;
+  const dry: Record<string, unknown> = {};
+  if (given(body.dry_multiplier)) dry.multiplier = body.dry_multiplier;
+  if (given(body.dry_base)) dry.base = body.dry_base;
+  if (given(body.dry_allowed_length)) dry.allowedLength = body.dry_allowed_length;
+  if (given(body.dry_penalty_last_n)) dry.penaltyLastN = body.dry_penalty_last_n;
+  if (given(body.dry_sequence_breakers)) dry.sequenceBreakers = body.dry_sequence_breakers;
+  if (Object.keys(dry).length > 0) options.dry = dry;
+  return options as Partial<GenerateOptions>;
+}
+
 export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
   const { model, modelId, contextLength } = options;
   const metrics = new ServerMetrics(model);
@@ -123,6 +186,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       ...(grammar === undefined ? {} : { grammar }),
       temperature: body.temperature ?? 1,
       topP: body.top_p ?? 1,
+      ...samplingOptionsOf(body, model.vocabularySize),
       ...(body.seed === undefined || body.seed === null ? {} : { seed: body.seed >>> 0 }),
       ...(body.stop ? { stop: body.stop } : {}),
       logprobs,
