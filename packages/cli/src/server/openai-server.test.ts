@@ -140,7 +140,8 @@ describe("memra serve with the openai client", () => {
     }
     // llama.cpp's [[id, bias]] pairs mean the same.
     expect(await tokensOf({ logit_bias: [[favoured, 100]] })).toEqual(forced);
-    for (const logit_bias of [{ hello: 5 }, { [model.vocabularySize]: 5 }, { 1: 101 }]) {
+    const badBiases: Record<string, number>[] = [{ hello: 5 }, { [model.vocabularySize]: 5 }, { 1: 101 }];
+    for (const logit_bias of badBiases) {
       await expect(client.completions.create({ model: "m", prompt, max_tokens: 2, logit_bias })).rejects.toMatchObject({ status: 400, error: { param: expect.stringMatching(/^logit_bias/) } });
     }
   });
