@@ -21,7 +21,7 @@ export { type LoadModelOptions, Model, type ModelMemory, loadModel } from "./loa
 export { type BatchEntry, type ForwardOptions, type ModelDimensions, type TopCandidates, Transformer } from "./models/qwen3";
 export { ReferenceBackend, routeTopK } from "./reference-backend";
 export { type LogprobsResult, type PerplexityResult, type TokenLogprob, computeLogprobs, computePerplexity, logSumExp, topLogprobs } from "./evaluation";
-export { type ChatResult, ChatSession, type ChatSessionOptions, type ChatStream } from "./generation/chat-session";
+export { type ChatResult, type ChatToolCallResult, ChatSession, type ChatSessionOptions, type ChatStream } from "./generation/chat-session";
 export {
   type ChatOptions,
   type GenerateOptions,

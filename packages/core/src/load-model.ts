@@ -1,5 +1,5 @@
 import { type GGUFFile, GGUFError, type ModelConfig, SUPPORTED_ARCHITECTURES, TOKENIZER_KEYS, openGGUF, readModelConfig } from "@memra/gguf";
-import { type ChatMessage, Tokenizer } from "@memra/tokenizer";
+import { type ChatMessage, type ChatToolDefinition, Tokenizer } from "@memra/tokenizer";
 import type { Backend } from "./backend";
 import { UnsupportedArchitectureError } from "./errors";
 import { type KVType, kvRowBytes } from "./backend";
@@ -12,7 +12,8 @@ import { ReferenceBackend } from "./reference-backend";
 import type { BackendPlacement } from "./placement/backend-placement";
 import { type ChatResult, ChatSession, type ChatSessionOptions, type ChatStream, withReasoning } from "./generation/chat-session";
 import { generateTokens } from "./generation/generate-tokens";
-import { type ChatOptions, type GenerateOptions, chatOptionsSchema, generateOptionsSchema, parseOptions } from "./generation/generation-options";
+import { type ChatOptions, type GenerateOptions, type ResolvedChatOptions, chatOptionsSchema, generateOptionsSchema, parseOptions } from "./generation/generation-options";
+import { toolTurn } from "./generation/tool-choice";
 import type { GenerationResult, GenerationStream, StructuredGenerationResult } from "./generation/generation-types";
 import type { z } from "zod";
 
@@ -192,10 +193,11 @@ export class Model {
   generate(prompt: string | readonly number[] | readonly ChatMessage[], options: GenerateOptions | ChatOptions = {}): GenerationStream {
     const isMessages = Array.isArray(prompt) && prompt.length > 0 && typeof prompt[0] === "object";
     const resolved = isMessages ? parseOptions(chatOptionsSchema, options) : parseOptions(generateOptionsSchema, options);
-    const enableThinking = (resolved as { enableThinking?: boolean }).enableThinking ?? true;
-    const promptTokens = this.promptTokens(prompt, resolved.special, enableThinking);
+    const tools = isMessages ? toolTurn(resolved as ResolvedChatOptions) : undefined;
+    const promptTokens = this.promptTokens(prompt, resolved.special, tools?.enableThinking ?? true, tools?.tools);
     const sequence = this.engine.createSequence(Math.min(this.config.contextLength, promptTokens.length + resolved.maxTokens));
-    return generateTokens({ model: this, promptTokens, sequence, cachedTokens: 0, options: resolved, onFinish: () => sequence.release() });
+    const constrained = tools?.grammar === undefined ? resolved : { ...resolved, grammar: tools.grammar };
+    return generateTokens({ model: this, promptTokens, sequence, cachedTokens: 0, options: constrained, onFinish: () => sequence.release() });
   }
 
   /** `generate`, awaited: the whole result. */
@@ -216,7 +218,7 @@ export class Model {
     for await (const _chunk of stream) {
       // drain
     }
-    return withReasoning(await stream.result);
+    return withReasoning(await stream.result, toolTurn(parseOptions(chatOptionsSchema, options)).parseCalls);
   }
 
   /** A multi-turn conversation that reuses its KV cache for the shared prefix of every turn. */
@@ -224,11 +226,11 @@ export class Model {
     return new ChatSession(this, options);
   }
 
-  private promptTokens(prompt: string | readonly number[] | readonly ChatMessage[], special: boolean, enableThinking: boolean): number[] {
+  private promptTokens(prompt: string | readonly number[] | readonly ChatMessage[], special: boolean, enableThinking: boolean, tools?: readonly ChatToolDefinition[]): number[] {
     if (typeof prompt === "string") return this.tokenizer.encode(prompt, { special });
     if (prompt.length === 0) throw new RangeError("the prompt is empty");
     if (typeof prompt[0] === "number") return [...(prompt as readonly number[])];
-    const text = this.tokenizer.applyChatTemplate(prompt as readonly ChatMessage[], { addGenerationPrompt: true, enableThinking });
+    const text = this.tokenizer.applyChatTemplate(prompt as readonly ChatMessage[], { addGenerationPrompt: true, enableThinking, ...(tools ? { tools } : {}) });
     return this.tokenizer.encode(text, { special: true });
   }
 

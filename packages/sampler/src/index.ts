@@ -28,7 +28,14 @@ export { GrammarAutomaton, MAX_STACKS_PER_STATE } from "./grammar/grammar-automa
 export { TokenTrie } from "./grammar/token-trie";
 export { type AllowedTokens, type GrammarPosition, GrammarMatcher } from "./grammar/grammar-matcher";
 export { type ConstrainedSampler, type GrammarMode, createConstrainedSampler } from "./grammar/constrained-sampler";
-export { gbnfLiteral, grammarFromJsonSchema, jsonSchemaToGbnf } from "./grammar/json-schema-to-gbnf";
+export {
+  type ToolCallFunction,
+  type ToolCallGrammarOptions,
+  gbnfLiteral,
+  grammarFromJsonSchema,
+  jsonSchemaToGbnf,
+  toolCallGbnf,
+} from "./grammar/json-schema-to-gbnf";
 export {
   type OutputConstraint,
   type ResponseFormat,

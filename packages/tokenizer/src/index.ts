@@ -15,3 +15,4 @@ export {
 } from "./chat-template";
 export { type ReasoningSplit, ReasoningSplitter, type ReasoningSplitterOptions, splitReasoning } from "./reasoning-splitter";
 export { type TokenizeCommandIO, type TokenizeCommandOptions, runTokenizeCommand } from "./tokenize-command";
+export { type ParsedToolCall, type ToolCallSplit, ToolCallSplitter, type ToolCallSplitterOptions, parseToolCalls } from "./tool-calls";

@@ -1,15 +1,27 @@
-import { type ChatMessage, splitReasoning } from "@memra/tokenizer";
+import { type ChatMessage, parseToolCalls, splitReasoning } from "@memra/tokenizer";
 import type { EngineSequence } from "../engine/inference-engine";
 import type { Model } from "../load-model";
 import { type ChatOptions, chatOptionsSchema, parseOptions } from "./generation-options";
 import { generateTokens } from "./generate-tokens";
 import type { GenerationChunk, GenerationResult } from "./generation-types";
+import { toolCallId, toolTurn } from "./tool-choice";
+
+/** A call of one of the chat's tools, taken out of the answer. */
+export interface ChatToolCallResult {
+  /** `call_...`, for the `tool` message that answers it (`tool_call_id`). */
+  readonly id: string;
+  readonly name: string;
+  /** The arguments as JSON text. */
+  readonly arguments: string;
+}
 
 export interface ChatResult extends GenerationResult {
   /** The model's `<think>` reasoning, without the tags. */
   readonly reasoning: string;
-  /** The answer: the text outside the reasoning. */
+  /** The answer: the text outside the reasoning (and outside the tool calls when there are tools). */
   readonly answer: string;
+  /** The calls the answer makes, when the options gave tools (empty otherwise). */
+  readonly toolCalls: readonly ChatToolCallResult[];
 }
 
 export interface ChatStream extends AsyncIterable<GenerationChunk> {
@@ -22,9 +34,12 @@ export interface ChatSessionOptions {
   readonly contextLength?: number;
 }
 
-function withReasoning(result: GenerationResult): ChatResult {
+/** The chat result of a generation: reasoning apart, and with `parseCalls` the tool calls too. */
+function withReasoning(result: GenerationResult, parseCalls = false): ChatResult {
   const { reasoning, content } = splitReasoning(result.text);
-  return { ...result, reasoning, answer: content };
+  if (!parseCalls) return { ...result, reasoning, answer: content, toolCalls: [] };
+  const split = parseToolCalls(content);
+  return { ...result, reasoning, answer: split.content, toolCalls: split.toolCalls.map((call) => ({ id: toolCallId(), ...call })) };
 }
 
 /**
@@ -49,7 +64,8 @@ export class ChatSession {
     if (this.busy) throw new Error("the previous turn of this chat session is still running");
     const resolved = parseOptions(chatOptionsSchema, options);
     const messages: ChatMessage[] = [...this.messages, { role: "user", content }];
-    const prompt = this.model.tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, enableThinking: resolved.enableThinking });
+    const tools = toolTurn(resolved);
+    const prompt = this.model.tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, enableThinking: tools.enableThinking, ...(tools.tools ? { tools: tools.tools } : {}) });
     const promptTokens = this.model.tokenizer.encode(prompt, { special: true });
     let shared = 0;
     const known = this.sequence.tokens; // what the sequence holds (or recomputes after a preemption)
@@ -61,13 +77,13 @@ export class ChatSession {
       promptTokens,
       sequence: this.sequence,
       cachedTokens: shared,
-      options: resolved,
+      options: tools.grammar === undefined ? resolved : { ...resolved, grammar: tools.grammar },
       onFinish: (result) => {
         this.busy = false;
         this.messages.push({ role: "user", content }, { role: "assistant", content: result.text });
       },
     });
-    return { [Symbol.asyncIterator]: () => stream[Symbol.asyncIterator](), result: stream.result.then(withReasoning) };
+    return { [Symbol.asyncIterator]: () => stream[Symbol.asyncIterator](), result: stream.result.then((result) => withReasoning(result, tools.parseCalls)) };
   }
 
   dispose(): void {

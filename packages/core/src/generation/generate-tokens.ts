@@ -5,7 +5,7 @@ import { type TokenLogprob, logSumExp, topLogprobs } from "../evaluation";
 import type { Model } from "../load-model";
 import type { TopCandidates } from "../models/qwen3";
 import type { ResolvedGenerateOptions } from "./generation-options";
-import { createGenerationConstraint } from "./output-constraint";
+import { StructuredOutputError, createGenerationConstraint } from "./output-constraint";
 import type { FinishReason, GenerationChunk, GenerationResult, GenerationStream } from "./generation-types";
 
 export interface GenerationRequest {
@@ -88,7 +88,14 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
     };
     request.onFinish?.(final);
     // Parsed after onFinish, so that a session is released even when the output is no value.
-    if (constraint) return { ...final, value: constraint.parse(text, finishReason) };
+    if (constraint) {
+      try {
+        return { ...final, value: constraint.parse(text, finishReason) };
+      } catch (error) {
+        if (error instanceof StructuredOutputError && !error.result) throw new StructuredOutputError(error.message, error.text, error.finishReason, { cause: error.cause, result: final });
+        throw error;
+      }
+    }
     return final;
   };
 

@@ -31,9 +31,34 @@ export const generateOptionsSchema = samplingOptionsSchema.extend({
 export type GenerateOptions = z.input<typeof generateOptionsSchema>;
 export type ResolvedGenerateOptions = z.output<typeof generateOptionsSchema>;
 
+/** A function the model may call, as OpenAI's API describes one (rendered into the prompt by the chat template). */
+const toolSchema = z.strictObject({
+  type: z.literal("function", { error: 'a tool\'s type must be "function"' }),
+  function: z.strictObject({
+    name: z.string().regex(/^[a-zA-Z0-9_.-]{1,64}$/, "a function name is 1 to 64 letters, digits, _ . or -"),
+    description: z.string().optional(),
+    /** JSON schema of the arguments object. */
+    parameters: z.record(z.string(), z.unknown()).optional(),
+    strict: z.boolean().nullish(),
+  }),
+});
+
 export const chatOptionsSchema = generateOptionsSchema.extend({
-  /** Qwen3's thinking mode (the template's enable_thinking). Default true, as in the template. */
-  enableThinking: z.boolean().default(true),
+  /**
+   * Qwen3's thinking mode (the template's enable_thinking). Default true, as in the template; false
+   * when `toolChoice` forces a call (the answer must start with it) unless set.
+   */
+  enableThinking: z.boolean().optional(),
+  /** Functions the model may call; its calls come back as the chat result's `toolCalls`. */
+  tools: z.array(toolSchema).optional(),
+  /**
+   * "auto" (default): the model decides; "none": no calls are taken out of the answer; "required":
+   * the answer is one or more calls (a grammar enforces the names and the arguments' schemas);
+   * `{ name }`: a call of that function.
+   */
+  toolChoice: z.union([z.enum(["auto", "none", "required"]), z.strictObject({ name: z.string() })]).default("auto"),
+  /** With a forced choice: several calls may follow one another. Default true. */
+  parallelToolCalls: z.boolean().default(true),
 });
 
 export type ChatOptions = z.input<typeof chatOptionsSchema>;

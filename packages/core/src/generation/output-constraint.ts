@@ -11,7 +11,7 @@ import {
 } from "@memra/sampler";
 import type { Model } from "../load-model";
 import { InvalidOptionError, type ResolvedGenerateOptions } from "./generation-options";
-import type { FinishReason } from "./generation-types";
+import type { FinishReason, GenerationResult } from "./generation-types";
 
 /** The output did not become a value of the schema (generation stopped early, or zod refused the value). */
 export class StructuredOutputError extends Error {
@@ -21,10 +21,13 @@ export class StructuredOutputError extends Error {
     /** The text generated. */
     readonly text: string,
     readonly finishReason: FinishReason,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; result?: GenerationResult },
   ) {
     super(message, options);
+    this.result = options?.result;
   }
+  /** The generation's result (text, usage, timings) without a value, when the generation got that far. */
+  readonly result: GenerationResult | undefined;
 }
 
 /** What the generation loop needs from a `schema` or `grammar` option. */

@@ -75,22 +75,81 @@ export function jsonSchemaToGbnf(schema: unknown): string {
   return new SchemaConverter(schema).convert();
 }
 
+/** A function a model may call: its name and the JSON schema of its arguments (any object when absent). */
+export interface ToolCallFunction {
+  readonly name: string;
+  readonly parameters?: unknown;
+}
+
+export interface ToolCallGrammarOptions {
+  /** Several calls, one after another (OpenAI's parallel_tool_calls). Default true. */
+  readonly parallel?: boolean;
+  readonly openTag?: string;
+  readonly closeTag?: string;
+}
+
+/**
+ * GBNF for an answer that is nothing but tool calls in Qwen3's (Hermes 2 Pro's) format:
+ * `<tool_call>\n{"name": "<one of the names>", "arguments": <value of its parameters schema>}\n</tool_call>`,
+ * one or (parallel) several separated by newlines, as llama.cpp constrains a required tool choice.
+ * A parameters schema this converter cannot enforce is a JsonSchemaError whose pointer starts at
+ * the tool (`/tools/1/function/parameters/...`).
+ */
+export function toolCallGbnf(functions: readonly ToolCallFunction[], options: ToolCallGrammarOptions = {}): string {
+  if (functions.length === 0) throw new JsonSchemaError("/tools", "a tool-call grammar needs at least one function");
+  const rules = new Map<string, string>();
+  const calls: string[] = [];
+  functions.forEach((fn, i) => {
+    const converter = new SchemaConverter(fn.parameters ?? { type: "object" }, `tool${i}-`, `tool${i}-arguments`);
+    try {
+      converter.convertRules();
+    } catch (error) {
+      if (error instanceof JsonSchemaError) throw new JsonSchemaError(`/tools/${i}/function/parameters${error.pointer}`, error.reason);
+      throw error;
+    }
+    for (const [name, rule] of converter.rules) rules.set(name, rule);
+    const call = `tool${i}-call`;
+    // The name part exactly as Qwen3's template writes it; the arguments with JSON's own spacing.
+    rules.set(call, `${gbnfLiteral(`{"name": ${JSON.stringify(fn.name)}, "arguments": `)} tool${i}-arguments "}"`);
+    calls.push(call);
+  });
+  rules.set("space", PRIMITIVES.space!);
+  const block = `${gbnfLiteral(`${options.openTag ?? "<tool_call>"}\n`)} ( ${calls.join(" | ")} ) ${gbnfLiteral(`\n${options.closeTag ?? "</tool_call>"}`)}`;
+  rules.set("tool-call-block", block);
+  const root = options.parallel === false ? "tool-call-block" : `tool-call-block ( "\\n" tool-call-block )*`;
+  const lines = [`root ::= ${root}`, ...[...rules].map(([name, rule]) => `${name} ::= ${rule}`)];
+  return `${lines.join("\n")}\n`;
+}
+
 /** `jsonSchemaToGbnf` parsed into a grammar. */
 export function grammarFromJsonSchema(schema: unknown): Grammar {
   return parseGbnf(jsonSchemaToGbnf(schema));
 }
 
 class SchemaConverter {
-  private readonly rules = new Map<string, string>();
+  readonly rules = new Map<string, string>();
   private readonly references = new Map<string, string>();
 
-  constructor(private readonly root: unknown) {}
+  /**
+   * `prefix` starts every rule name but the shared primitives' (whose text is the same in every
+   * converter), and `rootName` names the root rule, so that several schemas' rules can share a grammar.
+   */
+  constructor(
+    private readonly root: unknown,
+    private readonly prefix = "",
+    private readonly rootName = "root",
+  ) {}
 
   convert(): string {
-    const body = this.visit(this.root, "", "root");
-    this.rules.set("root", body);
+    this.convertRules();
     const lines = [...this.rules].map(([name, rule]) => `${name} ::= ${rule}`);
     return `${lines.join("\n")}\n`;
+  }
+
+  /** Fills `rules`, the root's under `rootName`. */
+  convertRules(): void {
+    const body = this.visit(this.root, "", this.rootName);
+    this.rules.set(this.rootName, body);
   }
 
   private fail(pointer: string, reason: string): never {
@@ -107,9 +166,9 @@ class SchemaConverter {
 
   /** A fresh rule name from a hint (property path), characters GBNF does not allow replaced. */
   private ruleName(hint: string): string {
-    const base = hint.replace(/[^a-zA-Z0-9-]+/g, "-").replace(/^-+|-+$/g, "") || "rule";
+    const base = this.prefix + (hint.replace(/[^a-zA-Z0-9-]+/g, "-").replace(/^-+|-+$/g, "") || "rule");
     let name = base;
-    for (let i = 1; this.rules.has(name) || PRIMITIVES[name] !== undefined || name === "root"; i++) name = `${base}-${i}`;
+    for (let i = 1; this.rules.has(name) || PRIMITIVES[name] !== undefined || name === this.rootName || name === "root"; i++) name = `${base}-${i}`;
     this.rules.set(name, ""); // reserved; filled by the caller
     return name;
   }
@@ -193,7 +252,7 @@ class SchemaConverter {
       target = (target as Record<string, unknown>)[key];
     }
     // Named before it is visited, so that a recursive schema refers to itself.
-    const name = path === "" ? "root" : this.ruleName(`ref-${path.split("/").pop()}`);
+    const name = path === "" ? this.rootName : this.ruleName(`ref-${path.split("/").pop()}`);
     this.references.set(reference, name);
     if (path !== "") this.rules.set(name, this.visit(target, path, name));
     return name;

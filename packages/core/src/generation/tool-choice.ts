@@ -1,0 +1,60 @@
+import { JsonSchemaError, toolCallGbnf } from "@memra/sampler";
+import type { ChatToolDefinition } from "@memra/tokenizer";
+import { InvalidOptionError, type ResolvedChatOptions } from "./generation-options";
+
+/** How a chat turn handles `tools`: what the template renders, the grammar a forced choice needs, whether calls are parsed. */
+export interface ToolTurn {
+  /** The template's enable_thinking. */
+  readonly enableThinking: boolean;
+  /** Tools for the template (undefined: none). */
+  readonly tools: readonly ChatToolDefinition[] | undefined;
+  /** GBNF of the forced calls ("required" or a named function); undefined for "auto" and "none". */
+  readonly grammar: string | undefined;
+  /** Whether tool calls are taken out of the answer. */
+  readonly parseCalls: boolean;
+}
+
+/**
+ * The tool handling of chat options. A forced choice ("required", or `{ name }`) constrains the
+ * whole answer to calls with llama.cpp's grammar for Qwen3's format, so it cannot go with
+ * `schema` or `grammar`; thinking is then off unless `enableThinking` says otherwise.
+ */
+export function toolTurn(options: Pick<ResolvedChatOptions, "tools" | "toolChoice" | "parallelToolCalls" | "enableThinking" | "schema" | "grammar">): ToolTurn {
+  const tools = options.tools !== undefined && options.tools.length > 0 ? options.tools : undefined;
+  const choice = options.toolChoice;
+  if (!tools) {
+    if (choice !== "auto" && choice !== "none") throw new InvalidOptionError("toolChoice", `toolChoice ${JSON.stringify(choice)} needs tools`);
+    return { enableThinking: options.enableThinking ?? true, tools: undefined, grammar: undefined, parseCalls: false };
+  }
+  if (choice === "auto" || choice === "none") return { enableThinking: options.enableThinking ?? true, tools, grammar: undefined, parseCalls: choice === "auto" };
+  let forced = tools;
+  if (typeof choice === "object") {
+    forced = tools.filter((tool) => tool.function.name === choice.name);
+    if (forced.length === 0) throw new InvalidOptionError("toolChoice", `toolChoice names "${choice.name}", which is not among the tools (${tools.map((tool) => tool.function.name).join(", ")})`);
+  }
+  if (options.schema !== undefined || options.grammar !== undefined) throw new InvalidOptionError("toolChoice", `a forced toolChoice constrains the answer itself: give it without ${options.schema !== undefined ? "schema" : "grammar"}`);
+  let grammar: string;
+  try {
+    grammar = toolCallGbnf(
+      forced.map((tool) => ({ name: tool.function.name, parameters: tool.function.parameters })),
+      { parallel: typeof choice === "object" ? false : options.parallelToolCalls },
+    );
+  } catch (error) {
+    if (error instanceof JsonSchemaError) {
+      const index = tools.indexOf(forced[Number(/^\/tools\/(\d+)/.exec(error.pointer)?.[1] ?? 0)]!);
+      const pointer = error.pointer.replace(/^\/tools\/\d+/, `/tools/${index}`);
+      throw new InvalidOptionError("tools", `tools: ${error.reason} (at ${pointer})`);
+    }
+    throw error;
+  }
+  return { enableThinking: options.enableThinking ?? false, tools, grammar, parseCalls: true };
+}
+
+let callCounter = 0;
+
+/** An id for a tool call, as OpenAI's `call_...` (unique within the process, random across them). */
+export function toolCallId(): string {
+  callCounter = (callCounter + 1) % 0x100000;
+  const random = crypto.getRandomValues(new Uint32Array(3));
+  return `call_${[...random].map((word) => word.toString(36).padStart(7, "0")).join("")}${callCounter.toString(36)}`;
+}
