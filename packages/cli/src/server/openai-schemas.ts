@@ -48,10 +48,32 @@ const sampling = {
 
 const contentPart = z.object({ type: z.literal("text"), text: z.string() });
 
+const toolCall = z.object({
+  id: z.string().optional(),
+  type: z.literal("function").optional(),
+  function: z.object({ name: z.string().min(1), arguments: z.union([z.string(), z.record(z.string(), z.unknown())]) }),
+});
+
 export const chatMessageSchema = z.object({
   role: z.enum(["system", "developer", "user", "assistant", "tool"]),
   content: z.union([z.string(), z.array(contentPart)]).nullish(),
   name: z.string().optional(),
+  /** An assistant turn's calls (its content may then be null). */
+  tool_calls: z.array(toolCall).nullish(),
+  /** A tool turn: the call it answers. */
+  tool_call_id: z.string().nullish(),
+  reasoning_content: z.string().nullish(),
+});
+
+/** A function the model may call; checked further by @memra/core's chat options. */
+const tool = z.object({
+  type: z.literal("function"),
+  function: z.object({
+    name: z.string(),
+    description: z.string().nullish(),
+    parameters: z.record(z.string(), z.unknown()).nullish(),
+    strict: z.boolean().nullish(),
+  }),
 });
 
 export const chatCompletionRequestSchema = z.object({
@@ -67,6 +89,12 @@ export const chatCompletionRequestSchema = z.object({
    * "none" leaves the raw text in content.
    */
   reasoning_format: z.enum(["deepseek", "none"]).nullish(),
+  tools: z.array(tool).nullish(),
+  tool_choice: z.union([z.enum(["none", "auto", "required"]), z.object({ type: z.literal("function"), function: z.object({ name: z.string() }) })]).nullish(),
+  parallel_tool_calls: z.boolean().nullish(),
+  /** The API's old names for tools: refused with a message rather than ignored. */
+  functions: z.unknown().refine((value) => value === undefined, "functions is deprecated in OpenAI's API and not supported: give tools").optional(),
+  function_call: z.unknown().refine((value) => value === undefined, "function_call is deprecated in OpenAI's API and not supported: give tool_choice").optional(),
 });
 
 export const completionRequestSchema = z.object({

@@ -198,6 +198,139 @@ describe("memra serve with the openai client", () => {
     await expect(client.completions.create({ model: "m", prompt, max_tokens: 2, min_p: 2 } as OpenAI.CompletionCreateParamsNonStreaming)).rejects.toMatchObject({ status: 400, error: { param: "min_p" } });
   });
 
+  const weatherTool = {
+    type: "function" as const,
+    function: {
+      name: "get_weather",
+      description: "Current weather of a city",
+      parameters: { type: "object", properties: { city: { type: "string", maxLength: 10 } }, required: ["city"], additionalProperties: false },
+    },
+  };
+  const addTool = {
+    type: "function" as const,
+    function: { name: "add", parameters: { type: "object", properties: { a: { type: "integer", minimum: 0, maximum: 9 }, b: { type: "integer", minimum: 0, maximum: 9 } }, required: ["a", "b"] } },
+  };
+  const checkCall = (call: { function: { name: string; arguments: string } }) => {
+    const args = JSON.parse(call.function.arguments);
+    if (call.function.name === "get_weather") {
+      expect(Object.keys(args)).toEqual(["city"]);
+      expect(args.city.length).toBeLessThanOrEqual(10);
+    } else {
+      expect(call.function.name).toBe("add");
+      expect(Number.isInteger(args.a) && Number.isInteger(args.b)).toBe(true);
+    }
+  };
+
+  it("tools: a forced tool_choice answers with tool_calls, whole and streamed, as model.chat does", async () => {
+    const tools = [weatherTool, addTool];
+    let answered = 0;
+    for (const seed of [1, 2, 3, 4]) {
+      const request = { model: "m", messages, tools, tool_choice: "required" as const, temperature: 1, top_k: 0, top_p: 1, min_p: 0, seed, max_tokens: 120 };
+      const whole = await client.chat.completions.create(request as OpenAI.ChatCompletionCreateParamsNonStreaming);
+      const choice = whole.choices[0]!;
+      const expected = await model
+        .chat(messages, { tools, toolChoice: "required", temperature: 1, topK: 0, topP: 1, minP: 0, seed, maxTokens: 120, enableThinking: false })
+        .catch(() => undefined);
+      if (choice.finish_reason === "length") {
+        expect(expected).toBeUndefined(); // cut off inside a call: model.chat throws, the server says "length"
+        continue;
+      }
+      answered++;
+      expect(choice.finish_reason).toBe("tool_calls");
+      expect(choice.message.content).toBeNull();
+      const calls = choice.message.tool_calls as OpenAI.ChatCompletionMessageFunctionToolCall[];
+      expect(calls.map((call) => [call.function.name, call.function.arguments])).toEqual(expected!.toolCalls.map((call) => [call.name, call.arguments]));
+      for (const call of calls) {
+        expect(call.type).toBe("function");
+        expect(call.id).toMatch(/^call_/);
+        checkCall(call);
+      }
+
+      const stream = await client.chat.completions.create({ ...request, stream: true } as OpenAI.ChatCompletionCreateParamsStreaming);
+      const streamed: { id?: string; name?: string; arguments: string }[] = [];
+      let content = "";
+      let finish: string | null = null;
+      for await (const chunk of stream) {
+        const delta = chunk.choices[0]?.delta;
+        content += delta?.content ?? "";
+        for (const part of delta?.tool_calls ?? []) {
+          streamed[part.index] ??= { arguments: "" };
+          if (part.id) streamed[part.index]!.id = part.id;
+          if (part.function?.name) streamed[part.index]!.name = part.function.name;
+          streamed[part.index]!.arguments += part.function?.arguments ?? "";
+        }
+        finish = chunk.choices[0]?.finish_reason ?? finish;
+      }
+      expect(content).toBe("");
+      expect(finish).toBe("tool_calls");
+      expect(streamed.map((call) => [call.name, call.arguments])).toEqual(calls.map((call) => [call.function.name, call.function.arguments]));
+      expect(streamed.every((call) => call.id?.startsWith("call_"))).toBe(true);
+    }
+    expect(answered).toBeGreaterThanOrEqual(2);
+
+    const named = await client.chat.completions.create({ model: "m", messages, tools, tool_choice: { type: "function", function: { name: "add" } }, temperature: 1, seed: 5, max_tokens: 120 });
+    const namedCalls = named.choices[0]!.message.tool_calls as OpenAI.ChatCompletionMessageFunctionToolCall[];
+    expect(namedCalls.map((call) => call.function.name)).toEqual(["add"]);
+    checkCall(namedCalls[0]!);
+  });
+
+  it("tools: a conversation with an assistant's tool_calls and the tool's answer renders as Qwen3's template writes it", async () => {
+    const history = [
+      { role: "user" as const, content: "Weather in Oslo?" },
+      { role: "assistant" as const, content: null, tool_calls: [{ id: "call_1", type: "function" as const, function: { name: "get_weather", arguments: '{"city": "Oslo"}' } }] },
+      { role: "tool" as const, tool_call_id: "call_1", content: '{"celsius": -3}' },
+    ];
+    const answer = await client.chat.completions.create({ model: "m", messages: history, tools: [weatherTool], temperature: 0, max_tokens: 4 });
+    const rendered = model.tokenizer.applyChatTemplate(
+      [
+        { role: "user", content: "Weather in Oslo?" },
+        { role: "assistant", content: "", tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city": "Oslo"}' } }] },
+        { role: "tool", content: '{"celsius": -3}', tool_call_id: "call_1" },
+      ],
+      { addGenerationPrompt: true, tools: [weatherTool] },
+    );
+    expect(rendered).toContain('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>');
+    expect(rendered).toContain("<tool_response>\n{\"celsius\": -3}\n</tool_response>");
+    expect(answer.usage!.prompt_tokens).toBe(model.tokenizer.encode(rendered, { special: true }).length);
+    // "auto" on this random model writes no call: the text is all content, finish "stop" or "length".
+    expect(["stop", "length"]).toContain(answer.choices[0]!.finish_reason);
+  });
+
+  it("tools and response_format cut off by max_tokens end with finish_reason length, not an error", async () => {
+    const cut = await client.chat.completions.create({ model: "m", messages, tools: [weatherTool], tool_choice: "required", max_tokens: 3, temperature: 0 });
+    expect(cut.choices[0]!.finish_reason).toBe("length");
+    expect(cut.choices[0]!.message.tool_calls ?? []).toEqual([]);
+    expect(cut.usage!.completion_tokens).toBe(3);
+    const schema = { type: "object", properties: { name: { type: "string" } }, required: ["name"] };
+    const json = await client.chat.completions.create({ model: "m", messages, max_tokens: 2, temperature: 0, response_format: { type: "json_schema", json_schema: { name: "x", schema } } });
+    expect(json.choices[0]!.finish_reason).toBe("length");
+    expect(json.choices[0]!.message.content!.startsWith("{")).toBe(true);
+    const stream = await client.chat.completions.create({ model: "m", messages, max_tokens: 2, temperature: 0, stream: true, response_format: { type: "json_schema", json_schema: { name: "x", schema } } });
+    let finish: string | null = null;
+    let text = "";
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? "";
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    expect(finish).toBe("length");
+    expect(text).toBe(json.choices[0]!.message.content);
+  });
+
+  it("bad tool requests are 400s naming the field", async () => {
+    const post = async (body: Record<string, unknown>) => {
+      const response = await fetch(`${server.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ messages, ...body }) });
+      return { status: response.status, error: ((await response.json()) as { error: { param: string | null; message: string } }).error };
+    };
+    expect(await post({ tools: [weatherTool], tool_choice: { type: "function", function: { name: "nope" } } })).toMatchObject({ status: 400, error: { param: "tool_choice", message: expect.stringContaining("not among the tools") } });
+    expect(await post({ tool_choice: "required" })).toMatchObject({ status: 400, error: { param: "tool_choice" } });
+    expect(await post({ tools: [{ type: "function", function: { name: "bad name" } }] })).toMatchObject({ status: 400, error: { param: "tools.0.function.name" } });
+    expect(await post({ tools: [weatherTool, weatherTool] })).toMatchObject({ status: 400, error: { param: "tools.1.function.name" } });
+    const patterned = { type: "function", function: { name: "f", parameters: { type: "object", properties: { id: { type: "string", pattern: "a+" } } } } };
+    expect(await post({ tools: [patterned], tool_choice: "required" })).toMatchObject({ status: 400, error: { param: "tools", message: expect.stringContaining("/tools/0/function/parameters/properties/id/pattern") } });
+    expect(await post({ tools: [weatherTool], tool_choice: "required", response_format: { type: "json_object" } })).toMatchObject({ status: 400, error: { param: "tool_choice" } });
+    expect(await post({ functions: [{ name: "f" }] })).toMatchObject({ status: 400, error: { param: "functions" } });
+  });
+
   it("bad requests get 400 with an OpenAI error body, and the server keeps serving", async () => {
     await expect(client.chat.completions.create({ model: "m", messages, temperature: 5 })).rejects.toMatchObject({ status: 400, error: { param: "temperature" } });
     await expect(client.chat.completions.create({ model: "m", messages: [] })).rejects.toMatchObject({ status: 400 });

@@ -6,8 +6,18 @@
  * its KV blocks. A bad request is a 400 with an OpenAI-style error body; nothing a client sends
  * can take the server down.
  */
-import { type ChatMessage, ReasoningSplitter, splitReasoning } from "@memra/tokenizer";
-import type { GenerateOptions, GenerationChunk, GenerationResult, Model } from "@memra/core";
+import { type ChatMessage, type ChatToolDefinition, ReasoningSplitter, ToolCallSplitter, parseToolCalls, splitReasoning } from "@memra/tokenizer";
+import {
+  type GenerateOptions,
+  type GenerationChunk,
+  type GenerationResult,
+  InvalidOptionError,
+  type Model,
+  StructuredOutputError,
+  type ToolTurn,
+  toolCallId,
+  toolTurn,
+} from "@memra/core";
 import type { z } from "zod";
 import { constraintFromResponseFormat } from "@memra/sampler";
 import { ServerMetrics } from "./server-metrics";
@@ -70,6 +80,8 @@ interface PreparedRequest {
   readonly topLogprobs: number;
   /** Chat: reasoning (<think>...</think>) goes to reasoning_content. */
   readonly splitReasoning: boolean;
+  /** Chat with tools: <tool_call> blocks become tool_calls. */
+  readonly parseToolCalls: boolean;
 }
 
 type SamplingFields = Pick<
@@ -163,7 +175,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
   };
 
   /** Tokens of the prompt, and max_tokens fitted to the context (an error when nothing fits). */
-  const prepare = (promptTokens: number[], body: ChatCompletionRequest | CompletionRequest, logprobs: boolean, topLogprobs: number): PreparedRequest => {
+  const prepare = (promptTokens: number[], body: ChatCompletionRequest | CompletionRequest, logprobs: boolean, topLogprobs: number, tools?: ToolTurn): PreparedRequest => {
     if (promptTokens.length >= contextLength) {
       throw new RequestError(400, `the prompt has ${promptTokens.length} tokens, the context holds ${contextLength}`, "messages", "invalid_request_error");
     }
@@ -173,8 +185,8 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       throw new RequestError(400, `max_tokens is ${asked}, but only ${room} tokens fit after the ${promptTokens.length}-token prompt (context ${contextLength})`, "max_tokens");
     }
     // response_format: the JSON schema becomes a grammar the sampler follows (a bad one is a 400)
-    let grammar: string | undefined;
-    if (body.response_format !== undefined && body.response_format !== null) {
+    let grammar = tools?.grammar;
+    if (grammar === undefined && body.response_format !== undefined && body.response_format !== null) {
       try {
         grammar = constraintFromResponseFormat(body.response_format)?.gbnf;
       } catch (error) {
@@ -200,6 +212,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       logprobs,
       topLogprobs,
       splitReasoning: "messages" in body && (body as ChatCompletionRequest).reasoning_format !== "none",
+      parseToolCalls: tools?.parseCalls ?? false,
     };
   };
 
@@ -210,19 +223,62 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     const messages: ChatMessage[] = body.messages.map((message) => ({
       role: message.role === "developer" ? "system" : message.role,
       content: messageText(message),
+      ...(message.tool_calls && message.tool_calls.length > 0
+        ? { tool_calls: message.tool_calls.map((call) => ({ ...(call.id ? { id: call.id } : {}), type: "function" as const, function: call.function })) }
+        : {}),
+      ...(message.tool_call_id ? { tool_call_id: message.tool_call_id } : {}),
+      ...(message.name ? { name: message.name } : {}),
+      ...(message.reasoning_content ? { reasoning_content: message.reasoning_content } : {}),
     }));
     // With a response_format the answer must start as JSON, so thinking is off unless asked for.
     const structured = body.response_format !== undefined && body.response_format !== null && (body.response_format as { type?: unknown }).type !== "text";
-    const enableThinking = body.chat_template_kwargs?.enable_thinking ?? !structured;
+    const responseFormat = structured ? "response_format" : undefined;
+    const tools = toolsOf(body, responseFormat, body.chat_template_kwargs?.enable_thinking ?? (structured ? false : undefined));
+    const enableThinking = tools.enableThinking;
     let text: string;
     try {
-      text = model.tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, enableThinking });
+      text = model.tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, enableThinking, ...(tools.tools ? { tools: tools.tools } : {}) });
     } catch (error) {
       throw new RequestError(400, `the chat template failed on these messages: ${(error as Error).message}`, "messages");
     }
     const logprobs = body.logprobs ?? false;
     if (!logprobs && (body.top_logprobs ?? 0) > 0) throw new RequestError(400, "top_logprobs needs logprobs: true", "top_logprobs");
-    return prepare(model.tokenizer.encode(text, { special: true }), body, logprobs, body.top_logprobs ?? 0);
+    return prepare(model.tokenizer.encode(text, { special: true }), body, logprobs, body.top_logprobs ?? 0, tools);
+  };
+
+  /** The request's tools through core's chat options (a bad one is a 400 naming tools or tool_choice). */
+  const toolsOf = (body: ChatCompletionRequest, responseFormat: string | undefined, enableThinking: boolean | undefined): ToolTurn => {
+    const choice = body.tool_choice ?? "auto";
+    const definitions: ChatToolDefinition[] | undefined = body.tools?.map((tool) => ({
+      type: "function",
+      function: {
+        name: tool.function.name,
+        ...(tool.function.description ? { description: tool.function.description } : {}),
+        ...(tool.function.parameters ? { parameters: tool.function.parameters } : {}),
+      },
+    }));
+    const names = new Set<string>();
+    for (const [i, tool] of (definitions ?? []).entries()) {
+      if (!/^[a-zA-Z0-9_.-]{1,64}$/.test(tool.function.name)) throw new RequestError(400, `tools[${i}].function.name ${JSON.stringify(tool.function.name)} must be 1 to 64 letters, digits, _ . or -`, `tools.${i}.function.name`);
+      if (names.has(tool.function.name)) throw new RequestError(400, `tools[${i}]: a second function named "${tool.function.name}"`, `tools.${i}.function.name`);
+      names.add(tool.function.name);
+    }
+    if (responseFormat && (choice === "required" || typeof choice === "object") && definitions && definitions.length > 0) {
+      throw new RequestError(400, "a forced tool_choice constrains the answer itself: give it without response_format", "tool_choice");
+    }
+    try {
+      return toolTurn({
+        tools: definitions,
+        toolChoice: typeof choice === "string" ? choice : { name: choice.function.name },
+        parallelToolCalls: body.parallel_tool_calls ?? true,
+        enableThinking,
+        schema: undefined,
+        grammar: undefined,
+      });
+    } catch (error) {
+      if (error instanceof InvalidOptionError) throw new RequestError(400, error.message.replace(/toolChoice/g, "tool_choice"), error.option === "toolChoice" ? "tool_choice" : "tools");
+      throw error;
+    }
   };
 
   const completionRequest = (body: CompletionRequest): PreparedRequest => {
@@ -273,10 +329,18 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
   };
 
   /** The assistant message of a chat answer: a leading <think> block as reasoning_content (llama.cpp's "deepseek" format). */
-  const assistantMessage = (text: string, split: boolean) => {
-    if (!split) return { role: "assistant", content: text };
-    const { reasoning, content } = splitReasoning(text);
-    return reasoning === "" ? { role: "assistant", content } : { role: "assistant", content, reasoning_content: reasoning };
+  const assistantMessage = (text: string, split: boolean, toolCalls: boolean) => {
+    const { reasoning, content: answer } = split ? splitReasoning(text) : { reasoning: "", content: text };
+    const message: Record<string, unknown> = { role: "assistant", content: answer };
+    if (reasoning !== "") message.reasoning_content = reasoning;
+    if (toolCalls) {
+      const parsed = parseToolCalls(answer);
+      if (parsed.toolCalls.length > 0) {
+        message.content = parsed.content.trim() === "" ? null : parsed.content;
+        message.tool_calls = parsed.toolCalls.map((call) => ({ id: toolCallId(), type: "function", function: { name: call.name, arguments: call.arguments } }));
+      }
+    }
+    return message;
   };
 
   const usageOf = (result: GenerationResult) => ({
@@ -286,7 +350,20 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     prompt_tokens_details: { cached_tokens: result.usage.cachedPromptTokens },
   });
 
-  const finishReason = (result: GenerationResult) => (result.finishReason === "length" ? "length" : "stop");
+  const finishReason = (result: GenerationResult, toolCalls = false) => (result.finishReason === "length" ? "length" : toolCalls ? "tool_calls" : "stop");
+
+  /**
+   * The result of a generation, also when a constrained one (response_format, a forced
+   * tool_choice) was cut off by max_tokens: that is finish_reason "length", as OpenAI's API gives it.
+   */
+  const resultOf = async (stream: { readonly result: Promise<GenerationResult> }): Promise<GenerationResult> => {
+    try {
+      return await stream.result;
+    } catch (error) {
+      if (error instanceof StructuredOutputError && error.result) return error.result;
+      throw error;
+    }
+  };
 
   /** Runs one request, whole or streamed, aborting it when the client goes away. */
   const run = async (kind: "chat" | "completion", prepared: PreparedRequest, request: Request): Promise<Response> => {
@@ -311,16 +388,21 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       {
         const chunks: GenerationChunk[] = [];
         try {
-          for await (const chunk of stream) chunks.push(chunk);
-          const result = await stream.result;
+          try {
+            for await (const chunk of stream) chunks.push(chunk);
+          } catch (error) {
+            if (!(error instanceof StructuredOutputError && error.result)) throw error;
+          }
+          const result = await resultOf(stream);
           done(result, result.finishReason === "abort" ? "aborted" : "ok");
           if (result.finishReason === "abort") return new Response(null, { status: 499 });
+          const message = kind === "chat" ? assistantMessage(result.text, prepared.splitReasoning, prepared.parseToolCalls) : undefined;
           const choice =
-            kind === "chat"
+            message
               ? {
                   index: 0,
-                  message: assistantMessage(result.text, prepared.splitReasoning),
-                  finish_reason: finishReason(result),
+                  message,
+                  finish_reason: finishReason(result, message.tool_calls !== undefined),
                   logprobs: prepared.logprobs ? { content: chunks.flatMap((chunk) => chatLogprobs(chunk, prepared.topLogprobs)?.content ?? []) } : null,
                 }
               : { index: 0, text: result.text, finish_reason: finishReason(result), logprobs: prepared.logprobs ? completionLogprobs(chunks, prepared.topLogprobs) : null };
@@ -342,31 +424,45 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
         try {
           if (kind === "chat") send({ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null });
           const splitter = kind === "chat" && prepared.splitReasoning ? new ReasoningSplitter() : undefined;
-          /** Chat deltas for a piece of text: reasoning and content apart (logprobs on the first). */
-          const sendChat = (reasoning: string, content: string, logprobs: unknown) => {
+          const toolSplitter = kind === "chat" && prepared.parseToolCalls ? new ToolCallSplitter() : undefined;
+          let toolCalls = 0;
+          /** Chat deltas for a piece of text: reasoning, content and tool calls apart (logprobs on the first). */
+          const sendChat = (reasoning: string, answer: string, logprobs: unknown) => {
+            const split = toolSplitter ? toolSplitter.push(answer) : { content: answer, toolCalls: [] };
+            const content = split.content;
             if (reasoning !== "") send({ index: 0, delta: { reasoning_content: reasoning }, finish_reason: null, logprobs });
             if (content !== "" || (reasoning === "" && logprobs !== null)) send({ index: 0, delta: { content }, finish_reason: null, logprobs: reasoning === "" ? logprobs : null });
+            for (const call of split.toolCalls) {
+              const delta = { tool_calls: [{ index: toolCalls++, id: toolCallId(), type: "function", function: { name: call.name, arguments: call.arguments } }] };
+              send({ index: 0, delta, finish_reason: null, logprobs: null });
+            }
           };
-          for await (const chunk of stream) {
-            if (controller.signal.aborted) break;
-            if (chunk.text === "" && chunk.logprob === undefined) continue;
-            if (kind === "chat") {
-              const logprobs = prepared.logprobs ? chatLogprobs(chunk, prepared.topLogprobs) : null;
-              const part = splitter ? splitter.push(chunk.text) : { reasoning: "", content: chunk.text };
-              sendChat(part.reasoning, part.content, logprobs);
-            } else send({ index: 0, text: chunk.text, finish_reason: null, logprobs: prepared.logprobs ? completionLogprobs([chunk], prepared.topLogprobs) : null });
+          try {
+            for await (const chunk of stream) {
+              if (controller.signal.aborted) break;
+              if (chunk.text === "" && chunk.logprob === undefined) continue;
+              if (kind === "chat") {
+                const logprobs = prepared.logprobs ? chatLogprobs(chunk, prepared.topLogprobs) : null;
+                const part = splitter ? splitter.push(chunk.text) : { reasoning: "", content: chunk.text };
+                sendChat(part.reasoning, part.content, logprobs);
+              } else send({ index: 0, text: chunk.text, finish_reason: null, logprobs: prepared.logprobs ? completionLogprobs([chunk], prepared.topLogprobs) : null });
+            }
+          } catch (error) {
+            if (!(error instanceof StructuredOutputError && error.result)) throw error;
           }
-          if (splitter && !controller.signal.aborted) {
-            const rest = splitter.flush();
+          if (kind === "chat" && !controller.signal.aborted) {
+            const rest = splitter ? splitter.flush() : { reasoning: "", content: "" };
             sendChat(rest.reasoning, rest.content, null);
+            const last = toolSplitter?.flush();
+            if (last && last.content !== "") send({ index: 0, delta: { content: last.content }, finish_reason: null, logprobs: null });
           }
-          const result = await stream.result;
+          const result = await resultOf(stream);
           done(result, result.finishReason === "abort" ? "aborted" : "ok");
           if (result.finishReason === "abort") {
             sink.close();
             return;
           }
-          if (kind === "chat") send({ index: 0, delta: {}, finish_reason: finishReason(result), logprobs: null });
+          if (kind === "chat") send({ index: 0, delta: {}, finish_reason: finishReason(result, toolCalls > 0), logprobs: null });
           else send({ index: 0, text: "", finish_reason: finishReason(result), logprobs: null });
           if (prepared.includeUsage) sink.enqueue(event({ id, object: chunkObject, created: now(), model: modelId, choices: [], usage: usageOf(result) }));
           sink.enqueue(encoder.encode("data: [DONE]\n\n"));
