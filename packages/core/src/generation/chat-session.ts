@@ -83,7 +83,15 @@ export class ChatSession {
         this.messages.push({ role: "user", content }, { role: "assistant", content: result.text });
       },
     });
-    return { [Symbol.asyncIterator]: () => stream[Symbol.asyncIterator](), result: stream.result.then((result) => withReasoning(result, tools.parseCalls)) };
+    let chatResult: Promise<ChatResult> | undefined;
+    return {
+      [Symbol.asyncIterator]: () => stream[Symbol.asyncIterator](),
+      // Lazy, as the stream's: reading it before iterating runs the turn.
+      get result() {
+        chatResult ??= stream.result.then((result) => withReasoning(result, tools.parseCalls));
+        return chatResult;
+      },
+    };
   }
 
   dispose(): void {

@@ -167,8 +167,31 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
   }
 
   let started = false;
-  return {
-    result,
+  let drainScheduled = false;
+  const stream: GenerationStream = {
+    /**
+     * Read before any iteration has begun, the result runs the generation itself (from a timer, so
+     * that `const { result } = stream; for await (const chunk of stream)` still streams): awaiting
+     * `generate(...).result` alone then resolves instead of waiting forever.
+     */
+    get result() {
+      if (!started && !drainScheduled) {
+        drainScheduled = true;
+        setTimeout(() => {
+          if (started) return;
+          void (async () => {
+            try {
+              for await (const _chunk of stream) {
+                // the chunks are in the result's text
+              }
+            } catch {
+              // the result promise carries the error
+            }
+          })();
+        }, 0);
+      }
+      return result;
+    },
     [Symbol.asyncIterator](): AsyncIterator<GenerationChunk> {
       if (started) throw new Error("a generation stream can be iterated only once");
       started = true;
@@ -200,6 +223,7 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
       };
     },
   };
+  return stream;
 }
 
 /** A step's logprob and top logprobs from the whole logits. */

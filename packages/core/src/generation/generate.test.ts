@@ -28,6 +28,27 @@ describe("model.generate", () => {
     }
   }, 300_000);
 
+  it("awaiting result alone runs the generation; reading result first still streams", async () => {
+    const expected = await model.complete("The quick brown fox", { temperature: 0, maxTokens: 8 });
+    const alone = await model.generate("The quick brown fox", { temperature: 0, maxTokens: 8 }).result;
+    expect(alone.text).toBe(expected.text);
+    expect(alone.tokens).toEqual(expected.tokens);
+
+    const stream = model.generate("The quick brown fox", { temperature: 0, maxTokens: 8 });
+    const { result } = stream;
+    await Promise.resolve(); // a microtask later, iteration still starts here
+    let text = "";
+    for await (const chunk of stream) text += chunk.text;
+    expect(text).toBe(expected.text);
+    expect((await result).tokens).toEqual(expected.tokens);
+
+    const session = model.createChatSession();
+    const turn = await session.send("Hello", { temperature: 0, maxTokens: 4 }).result;
+    expect(turn.usage.completionTokens).toBeGreaterThan(0);
+    expect(session.messages.at(-1)).toEqual({ role: "assistant", content: turn.text });
+    session.dispose();
+  });
+
   it("streams text deltas that add up to the result, with usage, finish reason and timings", async () => {
     const stream = model.generate("The quick brown fox", { temperature: 0, maxTokens: 12, logprobs: true });
     let text = "";
