@@ -1,13 +1,21 @@
 import { describe, expect, it } from "vitest";
 import { QWEN3_CHAT_TEMPLATE_CASES } from "./__fixtures__/qwen3-chat-template-cases";
+import goldens from "./__fixtures__/qwen3-chat-template-goldens.json";
 import { qwen3Vocabulary } from "./__fixtures__/qwen3-vocabulary";
 import { CHATML_TEMPLATE, ChatTemplate } from "./chat-template";
 
 describe("ChatTemplate with Qwen3's template", () => {
   const template = new ChatTemplate(qwen3Vocabulary().chatTemplate ?? "");
 
-  it.each(QWEN3_CHAT_TEMPLATE_CASES)("$name", ({ messages, options, expected }) => {
-    expect(template.render(messages, options)).toBe(expected);
+  it.each(QWEN3_CHAT_TEMPLATE_CASES)("$name: as Python's jinja2 renders it (transformers' environment)", ({ name, messages, options, expected }) => {
+    const golden = (goldens.goldens as Record<string, string>)[name];
+    expect(golden, `no reference rendering of "${name}": run bun tools/chat-template/render-goldens.ts`).toBeDefined();
+    expect(template.render(messages, options)).toBe(golden);
+    if (expected !== undefined) expect(golden).toBe(expected);
+  });
+
+  it("the reference renderings are of these cases, all of them", () => {
+    expect(Object.keys(goldens.goldens).sort()).toEqual(QWEN3_CHAT_TEMPLATE_CASES.map((entry) => entry.name).sort());
   });
 
   it("adds the generation prompt unless told not to", () => {

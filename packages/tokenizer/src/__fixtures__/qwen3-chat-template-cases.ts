@@ -9,12 +9,15 @@ import type { ChatMessage, ChatTemplateOptions, ChatToolDefinition } from "../ch
  * - `reasoning_content` wins over a `<think>…</think>` inside `content`;
  * - consecutive tool messages share one `<|im_start|>user` turn;
  * - `enable_thinking: false` appends an empty think block to the generation prompt.
+ * Every case is also rendered by Python's jinja2 in transformers' environment
+ * (`bun tools/chat-template/render-goldens.ts`), the reference the tests hold both to.
  */
 export interface ChatTemplateCase {
   readonly name: string;
   readonly messages: readonly ChatMessage[];
   readonly options: ChatTemplateOptions;
-  readonly expected: string;
+  /** Derived by hand (cases added later have only the reference rendering, qwen3-chat-template-goldens.json). */
+  readonly expected?: string;
 }
 
 const weatherTool: ChatToolDefinition = {
@@ -164,6 +167,53 @@ export const QWEN3_CHAT_TEMPLATE_CASES: readonly ChatTemplateCase[] = [
       "<|im_start|>assistant\n<think>\nr1\n</think>\n\nA1<|im_end|>\n" +
       "<|im_start|>user\n<tool_response>\nresult\n</tool_response><|im_end|>\n" +
       "<|im_start|>assistant\n<think>\nr2\n</think>\n\nA2<|im_end|>\n",
+  },
+  {
+    name: "two tools, nested parameters, enable_thinking false (a forced tool choice's prompt)",
+    messages: [{ role: "user", content: "Plan a trip" }],
+    options: {
+      addGenerationPrompt: true,
+      enableThinking: false,
+      tools: [
+        weatherTool,
+        {
+          type: "function",
+          function: {
+            name: "book",
+            description: 'Books "rooms" <fast>',
+            parameters: {
+              type: "object",
+              properties: { nights: { type: "integer", minimum: 1 }, guests: { type: "array", items: { type: "object", properties: { name: { type: "string" } } } } },
+              required: ["nights"],
+            },
+          },
+        },
+      ],
+    },
+  },
+  {
+    name: "an answered call with reasoning_content and ids, then the next question",
+    messages: [
+      { role: "user", content: "Weather in Oslo?" },
+      {
+        role: "assistant",
+        content: "",
+        reasoning_content: "I need the weather tool.",
+        tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city": "Oslo"}' } }],
+      },
+      { role: "tool", content: '{"celsius": -3}', tool_call_id: "call_1" },
+      { role: "assistant", content: "It is -3 °C." },
+      { role: "user", content: "And tomorrow?" },
+    ],
+    options: { addGenerationPrompt: true, tools: [weatherTool] },
+  },
+  {
+    name: "the last turn is an assistant's tool call with reasoning",
+    messages: [
+      { role: "user", content: "Weather in Oslo?" },
+      { role: "assistant", content: "Checking.", reasoning_content: "Use the tool.", tool_calls: [{ type: "function", function: { name: "get_weather", arguments: { city: "Oslo" } } }] },
+    ],
+    options: { addGenerationPrompt: false, tools: [weatherTool] },
   },
   {
     name: "non-ASCII and special-looking text pass through unchanged",
