@@ -196,7 +196,7 @@ export class Model {
     const tools = isMessages ? toolTurn(resolved as ResolvedChatOptions) : undefined;
     const promptTokens = this.promptTokens(prompt, resolved.special, tools?.enableThinking ?? true, tools?.tools);
     const sequence = this.engine.createSequence(Math.min(this.config.contextLength, promptTokens.length + resolved.maxTokens));
-    const constrained = tools?.grammar === undefined ? resolved : { ...resolved, grammar: tools.grammar };
+    const constrained = tools?.grammar === undefined ? resolved : { ...resolved, grammar: tools.grammar, grammarTrigger: tools.grammarTrigger };
     return generateTokens({ model: this, promptTokens, sequence, cachedTokens: 0, options: constrained, onFinish: () => sequence.release() });
   }
 

@@ -196,6 +196,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     const generateOptions: GenerateOptions = {
       maxTokens: asked ?? room,
       ...(grammar === undefined ? {} : { grammar }),
+      ...(tools?.grammarTrigger === undefined || grammar !== tools.grammar ? {} : { grammarTrigger: tools.grammarTrigger }),
       temperature: body.temperature ?? 1,
       topP: body.top_p ?? 1,
       ...samplingOptionsOf(body, model.vocabularySize),
@@ -273,7 +274,8 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
         parallelToolCalls: body.parallel_tool_calls ?? true,
         enableThinking,
         schema: undefined,
-        grammar: undefined,
+        // response_format's grammar, when there is one, takes the place of the calls' grammar in "auto"
+        grammar: responseFormat,
       });
     } catch (error) {
       if (error instanceof InvalidOptionError) throw new RequestError(400, error.message.replace(/toolChoice/g, "tool_choice"), error.option === "toolChoice" ? "tool_choice" : "tools");

@@ -77,7 +77,7 @@ export class ChatSession {
       promptTokens,
       sequence: this.sequence,
       cachedTokens: shared,
-      options: tools.grammar === undefined ? resolved : { ...resolved, grammar: tools.grammar },
+      options: tools.grammar === undefined ? resolved : { ...resolved, grammar: tools.grammar, grammarTrigger: tools.grammarTrigger },
       onFinish: (result) => {
         this.busy = false;
         this.messages.push({ role: "user", content }, { role: "assistant", content: result.text });

@@ -22,6 +22,12 @@ export const generateOptionsSchema = samplingOptionsSchema.extend({
   schema: z.custom<unknown>((value) => (typeof value === "object" && value !== null) || typeof value === "boolean", "schema must be a zod schema or a JSON schema object").optional(),
   /** Constrains the output to a GBNF grammar (llama.cpp's format); `value` is the text. */
   grammar: z.string().min(1, "grammar must not be empty").optional(),
+  /**
+   * With `grammar`: the grammar governs only from the first occurrence of this text in the output
+   * on (llama.cpp's lazy grammar with a word trigger), the text before it is free, and the
+   * grammar must start with it. The result's `value` is then the text, complete or not.
+   */
+  grammarTrigger: z.string().min(1, "grammarTrigger must not be empty").optional(),
   /** "lazy": mask the logits only when the sampled token breaks the grammar (llama.cpp's way); "full": mask every step. */
   grammarMode: z.enum(["lazy", "full"]).default("lazy"),
   /** Prompt tokens per forward step during prefill (abort is checked between steps). Default 64. */

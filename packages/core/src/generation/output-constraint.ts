@@ -7,7 +7,9 @@ import {
   TokenTrie,
   constraintFromGbnf,
   constraintFromSchema,
+  type TriggeredSampler,
   createConstrainedSampler,
+  createTriggeredSampler,
 } from "@memra/sampler";
 import type { Model } from "../load-model";
 import { InvalidOptionError, type ResolvedGenerateOptions } from "./generation-options";
@@ -69,13 +71,14 @@ export function modelTokenTrie(model: Model): TokenTrie {
  * same schema object or grammar text reuses it): a bad schema or grammar fails here, with
  * JsonSchemaError or GrammarSyntaxError/GrammarError, before a model is even loaded.
  */
-export function prepareOutputConstraint(options: Pick<ResolvedGenerateOptions, "schema" | "grammar">): void {
+export function prepareOutputConstraint(options: Pick<ResolvedGenerateOptions, "schema" | "grammar"> & { readonly grammarTrigger?: string | undefined }): void {
   compile(options);
 }
 
-function compile(options: Pick<ResolvedGenerateOptions, "schema" | "grammar">): Compiled | undefined {
+function compile(options: Pick<ResolvedGenerateOptions, "schema" | "grammar"> & { readonly grammarTrigger?: string | undefined }): Compiled | undefined {
   const { schema, grammar } = options;
   if (schema !== undefined && grammar !== undefined) throw new InvalidOptionError("schema", "give either schema or grammar, not both");
+  if (options.grammarTrigger !== undefined && grammar === undefined) throw new InvalidOptionError("grammarTrigger", "grammarTrigger needs a grammar (the grammar it triggers)");
   if (schema !== undefined) {
     const key = schema as object;
     let compiled = typeof schema === "object" && schema !== null ? compiledSchemas.get(key) : undefined;
@@ -114,6 +117,18 @@ export function createGenerationConstraint(model: Model, options: ResolvedGenera
   }
   const matcher = new GrammarMatcher(compiled.automaton, trie, masks);
   const { constraint } = compiled;
+  const trigger = options.grammarTrigger;
+  if (trigger !== undefined) {
+    let triggered: TriggeredSampler | undefined;
+    return {
+      wrap: (sampler) => {
+        triggered = createTriggeredSampler(sampler, matcher, trigger, options.grammarMode);
+        return triggered;
+      },
+      isFinished: () => triggered?.isFinished === true,
+      parse: (text) => text,
+    };
+  }
   return {
     wrap: (sampler) => createConstrainedSampler(sampler, matcher, options.grammarMode),
     isFinished: () => matcher.isFinished,

@@ -105,6 +105,36 @@ describe("model.chat with tools", () => {
     expect(auto.toolCalls.length === 0 ? auto.answer : "").toBe(auto.toolCalls.length === 0 ? none.answer : "");
   });
 
+  it('"auto": once the model opens a call, the grammar makes it a well-formed call of the tools', async () => {
+    const open = model.tokenizer.encode("<tool_call>", { special: true });
+    expect(open.length).toBe(1); // one added token in Qwen3's vocabulary
+    // The bias makes this random model open a call at once; what follows is up to the grammar.
+    const logitBias = { [open[0]!]: 100 };
+    for (let seed = 1; seed <= 4; seed++) {
+      const result = await model.chat(messages, { ...sampling, seed, logitBias, tools: [weather, add], parallelToolCalls: false, enableThinking: false });
+      expect(result.finishReason).toBe("stop");
+      expect(result.toolCalls.length).toBe(1);
+      checkArguments(result.toolCalls[0]!.name, result.toolCalls[0]!.arguments);
+      expect(result.answer).toBe("");
+    }
+    // "none" leaves the model alone: the biased token repeats, and no call is taken out.
+    const none = await model.chat(messages, { ...sampling, maxTokens: 6, seed: 1, logitBias, tools: [weather], toolChoice: "none", enableThinking: false });
+    expect(none.text).toBe("<tool_call>".repeat(6));
+    expect(none.toolCalls).toEqual([]);
+  });
+
+  it("grammarTrigger: free text until the trigger, then the grammar; it needs a grammar", async () => {
+    const grammar = 'root ::= "Hello: " [0-9] [0-9]';
+    const trigger = model.tokenizer.encode("Hello", { special: true });
+    expect(trigger.length).toBe(1);
+    // The bias makes the trigger the first token (free text before it: @memra/sampler's triggered-sampler tests).
+    const result = await model.complete("Say it", { ...sampling, seed: 3, maxTokens: 40, grammar, grammarTrigger: "Hello", logitBias: { [trigger[0]!]: 100 } });
+    expect(result.text).toMatch(/^Hello: [0-9]{2}$/);
+    expect(result.finishReason).toBe("stop");
+    expect(result.value).toBe(result.text);
+    await expect(model.complete("x", { grammarTrigger: "A" })).rejects.toThrow(/grammarTrigger needs a grammar/);
+  });
+
   it("bad tool options are errors naming the option", async () => {
     await expect(model.chat(messages, { toolChoice: "required" })).rejects.toThrow(InvalidOptionError);
     await expect(model.chat(messages, { tools: [weather], toolChoice: { name: "nope" } })).rejects.toThrow(/not among the tools \(get_weather\)/);

@@ -8,8 +8,10 @@ export interface ToolTurn {
   readonly enableThinking: boolean;
   /** Tools for the template (undefined: none). */
   readonly tools: readonly ChatToolDefinition[] | undefined;
-  /** GBNF of the forced calls ("required" or a named function); undefined for "auto" and "none". */
+  /** GBNF of the calls: the whole answer for a forced choice, from `grammarTrigger` on for "auto"; undefined for "none". */
   readonly grammar: string | undefined;
+  /** "auto": the text that starts a call and so the grammar (llama.cpp's lazy grammar); undefined otherwise. */
+  readonly grammarTrigger: string | undefined;
   /** Whether tool calls are taken out of the answer. */
   readonly parseCalls: boolean;
 }
@@ -24,20 +26,34 @@ export function toolTurn(options: Pick<ResolvedChatOptions, "tools" | "toolChoic
   const choice = options.toolChoice;
   if (!tools) {
     if (choice !== "auto" && choice !== "none") throw new InvalidOptionError("toolChoice", `toolChoice ${JSON.stringify(choice)} needs tools`);
-    return { enableThinking: options.enableThinking ?? true, tools: undefined, grammar: undefined, parseCalls: false };
+    return { enableThinking: options.enableThinking ?? true, tools: undefined, grammar: undefined, grammarTrigger: undefined, parseCalls: false };
   }
-  if (choice === "auto" || choice === "none") return { enableThinking: options.enableThinking ?? true, tools, grammar: undefined, parseCalls: choice === "auto" };
+  if (choice === "none") return { enableThinking: options.enableThinking ?? true, tools, grammar: undefined, grammarTrigger: undefined, parseCalls: false };
+  if (choice === "auto") {
+    // The model writes what it likes; a call it starts must be well formed (names, arguments'
+    // schemas), as llama.cpp's lazy grammar makes it. With a grammar or schema of the caller's, no call grammar.
+    if (options.schema !== undefined || options.grammar !== undefined) return { enableThinking: options.enableThinking ?? true, tools, grammar: undefined, grammarTrigger: undefined, parseCalls: true };
+    return { enableThinking: options.enableThinking ?? true, tools, grammar: callGrammar(tools, tools, options.parallelToolCalls), grammarTrigger: TOOL_CALL_OPEN, parseCalls: true };
+  }
   let forced = tools;
   if (typeof choice === "object") {
     forced = tools.filter((tool) => tool.function.name === choice.name);
     if (forced.length === 0) throw new InvalidOptionError("toolChoice", `toolChoice names "${choice.name}", which is not among the tools (${tools.map((tool) => tool.function.name).join(", ")})`);
   }
   if (options.schema !== undefined || options.grammar !== undefined) throw new InvalidOptionError("toolChoice", `a forced toolChoice constrains the answer itself: give it without ${options.schema !== undefined ? "schema" : "grammar"}`);
-  let grammar: string;
+  const grammar = callGrammar(tools, forced, typeof choice === "object" ? false : options.parallelToolCalls);
+  return { enableThinking: options.enableThinking ?? false, tools, grammar, grammarTrigger: undefined, parseCalls: true };
+}
+
+/** Qwen3's (Hermes 2 Pro's) opening of a call. */
+const TOOL_CALL_OPEN = "<tool_call>";
+
+/** The calls grammar of `forced` (some of `tools`); an unsupported schema is an error pointing into `tools`. */
+function callGrammar(tools: readonly ChatToolDefinition[], forced: readonly ChatToolDefinition[], parallel: boolean): string {
   try {
-    grammar = toolCallGbnf(
+    return toolCallGbnf(
       forced.map((tool) => ({ name: tool.function.name, parameters: tool.function.parameters })),
-      { parallel: typeof choice === "object" ? false : options.parallelToolCalls },
+      { parallel, openTag: TOOL_CALL_OPEN },
     );
   } catch (error) {
     if (error instanceof JsonSchemaError) {
@@ -47,7 +63,6 @@ export function toolTurn(options: Pick<ResolvedChatOptions, "tools" | "toolChoic
     }
     throw error;
   }
-  return { enableThinking: options.enableThinking ?? false, tools, grammar, parseCalls: true };
 }
 
 let callCounter = 0;

@@ -128,6 +128,14 @@ export class GrammarMatcher {
     this.position = next;
   }
 
+  /** Advances by raw bytes (they may end inside a character); false, and no change, when they cannot follow. */
+  tryAcceptBytes(bytes: Uint8Array): boolean {
+    const next = this.finishedByEndToken ? undefined : this.advanceBytes(bytes);
+    if (!next) return false;
+    this.position = next;
+    return true;
+  }
+
   /** Advances by text (a forced prefix, or checking a finished output); throws when not allowed. */
   acceptText(text: string): void {
     const next = this.advanceBytes(new TextEncoder().encode(text));
