@@ -1,22 +1,13 @@
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { GrammarAutomaton } from "./grammar-automaton";
 import { GrammarError, GrammarSyntaxError } from "./grammar-error";
 import { MAX_REPETITION, parseGbnf } from "./parse-gbnf";
+import { grammarMatches } from "./__fixtures__/grammar-matches";
 
 const fixtures = join(import.meta.dirname, "__fixtures__");
 
-/** Whether the grammar matches the whole text, walking code points through the automaton. */
-function matches(gbnf: string, text: string): boolean {
-  const automaton = new GrammarAutomaton(parseGbnf(gbnf));
-  let state = automaton.initialState;
-  for (const character of text) {
-    state = automaton.step(state, character.codePointAt(0)!);
-    if (state < 0) return false;
-  }
-  return automaton.isAccepting(state);
-}
+const matches = grammarMatches;
 
 function syntaxError(gbnf: string): GrammarSyntaxError {
   try {

@@ -1,19 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { GrammarAutomaton } from "./grammar-automaton";
 import { JsonSchemaError } from "./grammar-error";
 import { toolCallGbnf } from "./json-schema-to-gbnf";
-import { parseGbnf } from "./parse-gbnf";
+import { grammarMatches } from "./__fixtures__/grammar-matches";
 
-/** Whether the grammar accepts exactly `text` (walked code point by code point). */
-function accepts(gbnf: string, text: string): boolean {
-  const automaton = new GrammarAutomaton(parseGbnf(gbnf));
-  let state = automaton.initialState;
-  for (const character of text) {
-    state = automaton.step(state, character.codePointAt(0)!);
-    if (state < 0) return false;
-  }
-  return automaton.isAccepting(state);
-}
+const accepts = grammarMatches;
 
 const weather = {
   name: "get_weather",
