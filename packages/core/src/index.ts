@@ -28,6 +28,7 @@ export {
   InvalidOptionError,
   chatOptionsSchema,
   generateOptionsSchema,
+  parseOptions,
 } from "./generation/generation-options";
 export type { FinishReason, GenerationChunk, GenerationResult, GenerationStream, GenerationTimings, StructuredGenerationResult } from "./generation/generation-types";
 export { type GenerationConstraint, StructuredOutputError, createGenerationConstraint, modelTokenTrie, prepareOutputConstraint } from "./generation/output-constraint";

@@ -13,7 +13,7 @@ import type { BackendPlacement } from "./placement/backend-placement";
 import { type ChatResult, ChatSession, type ChatSessionOptions, type ChatStream, withReasoning } from "./generation/chat-session";
 import { generateTokens } from "./generation/generate-tokens";
 import { type ChatOptions, type GenerateOptions, type ResolvedChatOptions, chatOptionsSchema, generateOptionsSchema, parseOptions } from "./generation/generation-options";
-import { toolTurn } from "./generation/tool-choice";
+import { type ToolTurn, toolTurn, withToolGrammar } from "./generation/tool-choice";
 import type { GenerationResult, GenerationStream, StructuredGenerationResult } from "./generation/generation-types";
 import type { z } from "zod";
 
@@ -191,13 +191,18 @@ export class Model {
   ): GenerationStream<StructuredGenerationResult<z.output<Schema>>>;
   generate(prompt: string | readonly number[] | readonly ChatMessage[], options?: GenerateOptions | ChatOptions): GenerationStream;
   generate(prompt: string | readonly number[] | readonly ChatMessage[], options: GenerateOptions | ChatOptions = {}): GenerationStream {
+    return this.startGeneration(prompt, options).stream;
+  }
+
+  /** `generate`, with the tool handling of a chat prompt (undefined for a text or token prompt). */
+  private startGeneration(prompt: string | readonly number[] | readonly ChatMessage[], options: GenerateOptions | ChatOptions): { stream: GenerationStream; tools: ToolTurn | undefined } {
     const isMessages = Array.isArray(prompt) && prompt.length > 0 && typeof prompt[0] === "object";
     const resolved = isMessages ? parseOptions(chatOptionsSchema, options) : parseOptions(generateOptionsSchema, options);
     const tools = isMessages ? toolTurn(resolved as ResolvedChatOptions) : undefined;
     const promptTokens = this.promptTokens(prompt, resolved.special, tools?.enableThinking ?? true, tools?.tools);
     const sequence = this.engine.createSequence(Math.min(this.config.contextLength, promptTokens.length + resolved.maxTokens));
-    const constrained = tools?.grammar === undefined ? resolved : { ...resolved, grammar: tools.grammar, grammarTrigger: tools.grammarTrigger };
-    return generateTokens({ model: this, promptTokens, sequence, cachedTokens: 0, options: constrained, onFinish: () => sequence.release() });
+    const stream = generateTokens({ model: this, promptTokens, sequence, cachedTokens: 0, options: withToolGrammar(resolved, tools), onFinish: () => sequence.release() });
+    return { stream, tools };
   }
 
   /** `generate`, awaited: the whole result. */
@@ -214,11 +219,11 @@ export class Model {
   /** One chat turn over `messages` (chat template applied): reasoning and answer apart. */
   async chat(messages: readonly ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
     if (messages.length === 0) throw new RangeError("chat needs at least one message");
-    const stream = this.generate(messages, options);
+    const { stream, tools } = this.startGeneration(messages, options);
     for await (const _chunk of stream) {
       // drain
     }
-    return withReasoning(await stream.result, toolTurn(parseOptions(chatOptionsSchema, options)).parseCalls);
+    return withReasoning(await stream.result, tools?.parseCalls ?? false);
   }
 
   /** A multi-turn conversation that reuses its KV cache for the shared prefix of every turn. */

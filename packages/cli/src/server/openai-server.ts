@@ -6,7 +6,7 @@
  * its KV blocks. A bad request is a 400 with an OpenAI-style error body; nothing a client sends
  * can take the server down.
  */
-import { type ChatMessage, type ChatToolDefinition, ReasoningSplitter, ToolCallSplitter, parseToolCalls, splitReasoning } from "@memra/tokenizer";
+import { type ChatMessage, ReasoningSplitter, ToolCallSplitter, parseToolCalls, splitReasoning } from "@memra/tokenizer";
 import {
   type GenerateOptions,
   type GenerationChunk,
@@ -15,6 +15,8 @@ import {
   type Model,
   StructuredOutputError,
   type ToolTurn,
+  chatOptionsSchema,
+  parseOptions,
   toolCallId,
   toolTurn,
 } from "@memra/core";
@@ -247,38 +249,33 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     return prepare(model.tokenizer.encode(text, { special: true }), body, logprobs, body.top_logprobs ?? 0, tools);
   };
 
-  /** The request's tools through core's chat options (a bad one is a 400 naming tools or tool_choice). */
+  /** The request's tools through core's chat options (a bad one is a 400 naming the field). */
   const toolsOf = (body: ChatCompletionRequest, responseFormat: string | undefined, enableThinking: boolean | undefined): ToolTurn => {
     const choice = body.tool_choice ?? "auto";
-    const definitions: ChatToolDefinition[] | undefined = body.tools?.map((tool) => ({
-      type: "function",
-      function: {
-        name: tool.function.name,
-        ...(tool.function.description ? { description: tool.function.description } : {}),
-        ...(tool.function.parameters ? { parameters: tool.function.parameters } : {}),
-      },
-    }));
-    const names = new Set<string>();
-    for (const [i, tool] of (definitions ?? []).entries()) {
-      if (!/^[a-zA-Z0-9_.-]{1,64}$/.test(tool.function.name)) throw new RequestError(400, `tools[${i}].function.name ${JSON.stringify(tool.function.name)} must be 1 to 64 letters, digits, _ . or -`, `tools.${i}.function.name`);
-      if (names.has(tool.function.name)) throw new RequestError(400, `tools[${i}]: a second function named "${tool.function.name}"`, `tools.${i}.function.name`);
-      names.add(tool.function.name);
-    }
-    if (responseFormat && (choice === "required" || typeof choice === "object") && definitions && definitions.length > 0) {
+    if (responseFormat && (choice === "required" || typeof choice === "object") && body.tools && body.tools.length > 0) {
       throw new RequestError(400, "a forced tool_choice constrains the answer itself: give it without response_format", "tool_choice");
     }
+    const options = {
+      ...(body.tools
+        ? {
+            tools: body.tools.map(({ type, function: { name, description, parameters } }) => ({
+              type,
+              function: { name, ...(description ? { description } : {}), ...(parameters ? { parameters } : {}) },
+            })),
+          }
+        : {}),
+      toolChoice: typeof choice === "string" ? choice : { name: choice.function.name },
+      parallelToolCalls: body.parallel_tool_calls ?? true,
+      ...(enableThinking === undefined ? {} : { enableThinking }),
+    };
     try {
-      return toolTurn({
-        tools: definitions,
-        toolChoice: typeof choice === "string" ? choice : { name: choice.function.name },
-        parallelToolCalls: body.parallel_tool_calls ?? true,
-        enableThinking,
-        schema: undefined,
-        // response_format's grammar, when there is one, takes the place of the calls' grammar in "auto"
-        grammar: responseFormat,
-      });
+      // response_format's grammar, when there is one, takes the place of the calls' grammar in "auto"
+      return toolTurn({ ...parseOptions(chatOptionsSchema, options), grammar: responseFormat });
     } catch (error) {
-      if (error instanceof InvalidOptionError) throw new RequestError(400, error.message.replace(/toolChoice/g, "tool_choice"), error.option === "toolChoice" ? "tool_choice" : "tools");
+      if (error instanceof InvalidOptionError) {
+        const param = error.option === "toolChoice" ? "tool_choice" : error.option.startsWith("tools") ? error.option : "tools";
+        throw new RequestError(400, error.message.replace(/toolChoice/g, "tool_choice"), param);
+      }
       throw error;
     }
   };

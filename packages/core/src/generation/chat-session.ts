@@ -4,7 +4,7 @@ import type { Model } from "../load-model";
 import { type ChatOptions, chatOptionsSchema, parseOptions } from "./generation-options";
 import { generateTokens } from "./generate-tokens";
 import type { GenerationChunk, GenerationResult } from "./generation-types";
-import { toolCallId, toolTurn } from "./tool-choice";
+import { toolCallId, toolTurn, withToolGrammar } from "./tool-choice";
 
 /** A call of one of the chat's tools, taken out of the answer. */
 export interface ChatToolCallResult {
@@ -77,7 +77,7 @@ export class ChatSession {
       promptTokens,
       sequence: this.sequence,
       cachedTokens: shared,
-      options: tools.grammar === undefined ? resolved : { ...resolved, grammar: tools.grammar, grammarTrigger: tools.grammarTrigger },
+      options: withToolGrammar(resolved, tools),
       onFinish: (result) => {
         this.busy = false;
         this.messages.push({ role: "user", content }, { role: "assistant", content: result.text });

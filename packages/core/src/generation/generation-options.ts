@@ -55,8 +55,17 @@ export const chatOptionsSchema = generateOptionsSchema.extend({
    * when `toolChoice` forces a call (the answer must start with it) unless set.
    */
   enableThinking: z.boolean().optional(),
-  /** Functions the model may call; its calls come back as the chat result's `toolCalls`. */
-  tools: z.array(toolSchema).optional(),
+  /** Functions the model may call (names unique); its calls come back as the chat result's `toolCalls`. */
+  tools: z
+    .array(toolSchema)
+    .superRefine((tools, context) => {
+      const seen = new Set<string>();
+      tools.forEach((tool, i) => {
+        if (seen.has(tool.function.name)) context.addIssue({ code: "custom", path: [i, "function", "name"], message: `a second function named "${tool.function.name}"` });
+        seen.add(tool.function.name);
+      });
+    })
+    .optional(),
   /**
    * "auto" (default): the model decides; "none": no calls are taken out of the answer; "required":
    * the answer is one or more calls (a grammar enforces the names and the arguments' schemas);

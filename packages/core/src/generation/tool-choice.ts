@@ -65,6 +65,11 @@ function callGrammar(tools: readonly ChatToolDefinition[], forced: readonly Chat
   }
 }
 
+/** Generation options with the turn's call grammar (and its trigger), when it has one. */
+export function withToolGrammar<Options extends object>(options: Options, turn: ToolTurn | undefined): Options {
+  return turn?.grammar === undefined ? options : { ...options, grammar: turn.grammar, grammarTrigger: turn.grammarTrigger };
+}
+
 let callCounter = 0;
 
 /** An id for a tool call, as OpenAI's `call_...` (unique within the process, random across them). */
