@@ -113,7 +113,7 @@ describe("memra serve with the openai client", () => {
     const bad = await fetch(`${server.url}/v1/chat/completions`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ messages, response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "string", pattern: "a+" } } } }),
+      body: JSON.stringify({ messages, response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "string", pattern: "(?=a)a+" } } } }),
     });
     expect(bad.status).toBe(400);
     const body = await bad.json();
@@ -325,7 +325,7 @@ describe("memra serve with the openai client", () => {
     expect(await post({ tool_choice: "required" })).toMatchObject({ status: 400, error: { param: "tool_choice" } });
     expect(await post({ tools: [{ type: "function", function: { name: "bad name" } }] })).toMatchObject({ status: 400, error: { param: "tools.0.function.name" } });
     expect(await post({ tools: [weatherTool, weatherTool] })).toMatchObject({ status: 400, error: { param: "tools.1.function.name" } });
-    const patterned = { type: "function", function: { name: "f", parameters: { type: "object", properties: { id: { type: "string", pattern: "a+" } } } } };
+    const patterned = { type: "function", function: { name: "f", parameters: { type: "object", properties: { id: { type: "string", pattern: "(?=a)a+" } } } } };
     expect(await post({ tools: [patterned], tool_choice: "required" })).toMatchObject({ status: 400, error: { param: "tools", message: expect.stringContaining("/tools/0/function/parameters/properties/id/pattern") } });
     expect(await post({ tools: [weatherTool], tool_choice: "required", response_format: { type: "json_object" } })).toMatchObject({ status: 400, error: { param: "tool_choice" } });
     expect(await post({ functions: [{ name: "f" }] })).toMatchObject({ status: 400, error: { param: "functions" } });

@@ -5,6 +5,7 @@
  */
 import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
 import { beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
 import { type Model, loadModel } from "../load-model";
 import { InvalidOptionError } from "./generation-options";
 import { StructuredOutputError } from "./output-constraint";
@@ -20,12 +21,17 @@ const weather = {
   function: {
     name: "get_weather",
     description: "Current weather of a city",
-    parameters: { type: "object", properties: { city: { type: "string", maxLength: 12 }, unit: { enum: ["C", "F"] } }, required: ["city"], additionalProperties: false },
+    parameters: {
+      type: "object",
+      properties: { city: { type: "string", maxLength: 12 }, unit: { enum: ["C", "F"] }, day: { type: "string", format: "date" } },
+      required: ["city"],
+      additionalProperties: false,
+    },
   },
 };
 const add = {
   type: "function" as const,
-  function: { name: "add", parameters: { type: "object", properties: { a: { type: "integer", minimum: 0, maximum: 99 }, b: { type: "integer", minimum: 0, maximum: 99 } }, required: ["a", "b"] } },
+  function: { name: "add", parameters: { type: "object", properties: { a: { type: "integer", minimum: 0, maximum: 99 }, b: { type: "integer", minimum: 1 } }, required: ["a", "b"] } },
 };
 const messages = [{ role: "user" as const, content: "What is the weather in Paris?" }];
 const sampling = { temperature: 1, topK: 0, topP: 1, minP: 0, maxTokens: 160 };
@@ -35,11 +41,13 @@ function checkArguments(name: string, json: string): void {
   if (name === "get_weather") {
     expect(typeof args.city).toBe("string");
     expect(args.city.length).toBeLessThanOrEqual(12);
-    expect(Object.keys(args).every((key) => key === "city" || key === "unit")).toBe(true);
+    expect(Object.keys(args).every((key) => key === "city" || key === "unit" || key === "day")).toBe(true);
     if (args.unit !== undefined) expect(["C", "F"]).toContain(args.unit);
+    if (args.day !== undefined) expect(z.iso.date().safeParse(args.day).success, args.day).toBe(true);
   } else {
     expect(name).toBe("add");
-    for (const key of ["a", "b"]) expect(Number.isInteger(args[key]) && args[key] >= 0 && args[key] <= 99).toBe(true);
+    expect(Number.isInteger(args.a) && args.a >= 0 && args.a <= 99).toBe(true);
+    expect(Number.isSafeInteger(args.b) && args.b >= 1).toBe(true);
   }
 }
 
@@ -139,7 +147,7 @@ describe("model.chat with tools", () => {
     await expect(model.chat(messages, { toolChoice: "required" })).rejects.toThrow(InvalidOptionError);
     await expect(model.chat(messages, { tools: [weather], toolChoice: { name: "nope" } })).rejects.toThrow(/not among the tools \(get_weather\)/);
     await expect(model.chat(messages, { tools: [weather], toolChoice: "required", grammar: 'root ::= "x"' })).rejects.toThrow(/without grammar/);
-    const patterned = { type: "function" as const, function: { name: "f", parameters: { type: "object", properties: { id: { type: "string", pattern: "a+" } } } } };
+    const patterned = { type: "function" as const, function: { name: "f", parameters: { type: "object", properties: { id: { type: "string", pattern: "(?=a)a+" } } } } };
     await expect(model.chat(messages, { tools: [weather, patterned], toolChoice: "required" })).rejects.toThrow("/tools/1/function/parameters/properties/id/pattern");
     await expect(model.chat(messages, { tools: [{ type: "function", function: { name: "has space" } }] })).rejects.toThrow(/function name/);
   });

@@ -1,9 +1,10 @@
 import { JsonSchemaError } from "./grammar-error";
 import type { Grammar } from "./grammar";
+import { integerRangeGbnf } from "./integer-range";
 import { MAX_REPETITION, parseGbnf } from "./parse-gbnf";
+import { patternToGbnf } from "./regex-to-gbnf";
+import { STRING_FORMATS, stringFormatRules } from "./string-formats";
 
-/** Integer ranges up to this many values become an alternation of the allowed numbers. */
-const MAX_ENUMERATED_INTEGERS = 1000;
 const SAFE_BOUND = Number.MAX_SAFE_INTEGER;
 
 /**
@@ -20,7 +21,6 @@ const PRIMITIVES: Record<string, string> = {
   "integral-part": "[0] | [1-9] [0-9]{0,15}",
   "decimal-part": "[0-9]{1,16}",
   number: '("-"? integral-part) ("." decimal-part)? ([eE] [-+]? integral-part)? space',
-  integer: '("-"? integral-part) space',
   value: "object | array | string | number | boolean | null",
   object: '"{" space ( string ":" space value ("," space string ":" space value)* )? "}" space',
   array: '"[" space ( value ("," space value)* )? "]" space',
@@ -30,15 +30,13 @@ const PRIMITIVE_DEPENDENCIES: Record<string, string[]> = {
   null: ["space"],
   string: ["char", "space"],
   number: ["integral-part", "decimal-part", "space"],
-  integer: ["integral-part", "space"],
   value: ["object", "array", "string", "number", "boolean", "null"],
   object: ["string", "value", "space"],
   array: ["value", "space"],
 };
 
 /** Keywords whose constraint a grammar cannot enforce here: rejected rather than silently ignored. */
-const UNSUPPORTED_KEYWORDS = ["pattern", "not", "if", "then", "else", "uniqueItems", "contains", "patternProperties", "multipleOf", "minProperties", "maxProperties", "dependentSchemas", "dependentRequired", "propertyNames"];
-/** String formats are validated by zod and JSON schema validators; none is enforced by the grammar yet. */
+const UNSUPPORTED_KEYWORDS = ["not", "if", "then", "else", "uniqueItems", "contains", "patternProperties", "multipleOf", "minProperties", "maxProperties", "dependentSchemas", "dependentRequired", "propertyNames"];
 const KNOWN_TYPES = ["object", "array", "string", "number", "integer", "boolean", "null"];
 
 type Schema = Record<string, unknown> | boolean;
@@ -65,11 +63,15 @@ function escapePointer(key: string): string {
 /**
  * GBNF for the JSON values a schema allows: objects (properties in declaration order, required
  * first then any subset of the optional ones; no other keys unless the object declares no
- * properties), arrays (items, prefixItems, minItems/maxItems), strings (minLength/maxLength),
- * enum, const, numbers and integers (small integer ranges enumerated, non-negative bounds kept),
- * booleans, null, `anyOf`/`oneOf`, `type` lists, and `$ref` into `$defs`/`definitions` (recursion
- * allowed). What it cannot enforce (`pattern`, `format`, `uniqueItems`, ...) is an error naming the
- * JSON pointer, so that an output never silently fails validation.
+ * properties), arrays (items, prefixItems, minItems/maxItems), strings (minLength/maxLength, or
+ * a `pattern`, or one of the formats of `STRING_FORMATS`), enum, const, integers (any minimum and
+ * maximum; JavaScript's safe integers), numbers (unbounded, or a minimum of 0), booleans, null, `anyOf`/`oneOf`, `type` lists,
+ * and `$ref` into `$defs`/`definitions` (recursion allowed). What it cannot enforce (`uniqueItems`,
+ * `multipleOf`, a pattern with a lookahead, ...) is an error naming the JSON pointer, so that an
+ * output never silently fails validation. The exception is a `format` it does not know (`uri`,
+ * ...): JSON schema 2020-12 makes formats annotations, and as llama.cpp it then allows any string.
+ * A `pattern` is enforced instead of a `format` given with it (zod writes both, the pattern being
+ * its check of the format).
  */
 export function jsonSchemaToGbnf(schema: unknown): string {
   return new SchemaConverter(schema).convert();
@@ -191,7 +193,6 @@ class SchemaConverter {
     for (const keyword of UNSUPPORTED_KEYWORDS) {
       if (node[keyword] !== undefined) this.fail(`${pointer}/${keyword}`, `"${keyword}" is not supported in a schema for constrained generation`);
     }
-    if (node.format !== undefined) this.fail(`${pointer}/format`, `string format ${JSON.stringify(node.format)} is not supported in a schema for constrained generation`);
 
     if (node.$ref !== undefined) return this.reference(node.$ref, `${pointer}/$ref`);
     if (node.const !== undefined) return `${gbnfLiteral(JSON.stringify(node.const))} ${this.primitive("space")}`;
@@ -275,11 +276,34 @@ class SchemaConverter {
 
   private string(node: Record<string, unknown>, pointer: string): string {
     const [minimum, maximum] = this.bounds(node, "minLength", "maxLength", pointer);
+    const pattern = node.pattern;
+    const format = node.format;
+    if (format !== undefined && typeof format !== "string") this.fail(`${pointer}/format`, "format must be a string");
+    if (pattern !== undefined && typeof pattern !== "string") this.fail(`${pointer}/pattern`, "pattern must be a string");
+    const enforcedFormat = typeof format === "string" && STRING_FORMATS[format] !== undefined ? format : undefined;
+    if ((pattern !== undefined || enforcedFormat !== undefined) && (node.minLength !== undefined || node.maxLength !== undefined)) {
+      const keyword = node.minLength !== undefined ? "minLength" : "maxLength";
+      this.fail(`${pointer}/${keyword}`, `${keyword} together with ${pattern !== undefined ? "pattern" : `format ${JSON.stringify(format)}`} is not supported in a schema for constrained generation`);
+    }
+    const space = this.primitive("space");
+    if (typeof pattern === "string") {
+      this.primitive("char");
+      const define = (hint: string, body: string) => {
+        const name = this.ruleName(hint);
+        this.rules.set(name, body);
+        return name;
+      };
+      return `"\\"" ${patternToGbnf(pattern, `${pointer}/pattern`, define, "char")} "\\"" ${space}`;
+    }
+    if (enforcedFormat !== undefined) {
+      const rules = stringFormatRules(enforcedFormat, this.prefix)!;
+      for (const [name, body] of rules) this.rules.set(name, body);
+      return `"\\"" ${rules[0]![0]} "\\"" ${space}`;
+    }
     if (minimum === 0 && maximum === undefined) return this.primitive("string");
     this.primitive("char");
-    this.primitive("space");
     const repetition = maximum === undefined ? `{${minimum},}` : `{${minimum},${maximum}}`;
-    return `"\\"" char${repetition} "\\"" space`;
+    return `"\\"" char${repetition} "\\"" ${space}`;
   }
 
   private numericBounds(node: Record<string, unknown>, pointer: string): { low: number; high: number } {
@@ -298,26 +322,16 @@ class SchemaConverter {
     return { low, high };
   }
 
+  /** Integers are kept to JavaScript's safe integers (±(2^53 - 1)), which JSON.parse reads exactly. */
   private integer(node: Record<string, unknown>, pointer: string): string {
     let { low, high } = this.numericBounds(node, pointer);
     low = Math.ceil(low);
     high = Math.floor(high);
+    if (low > SAFE_BOUND || high < -SAFE_BOUND) this.fail(pointer, `integer bounds beyond ±${SAFE_BOUND} (the safe integers) are not supported`);
+    low = Math.max(low, -SAFE_BOUND);
+    high = Math.min(high, SAFE_BOUND);
     if (low > high) this.fail(pointer, "no integer is between the minimum and the maximum");
-    if (Number.isFinite(low) && Number.isFinite(high) && high - low < MAX_ENUMERATED_INTEGERS) {
-      const values: string[] = [];
-      for (let value = low; value <= high; value++) values.push(gbnfLiteral(String(value)));
-      this.primitive("space");
-      return `(${values.join(" | ")}) space`;
-    }
-    const unboundedBelow = low <= -SAFE_BOUND;
-    const unboundedAbove = high >= SAFE_BOUND;
-    if (low === 0 && unboundedAbove) {
-      this.primitive("integral-part");
-      this.primitive("space");
-      return "integral-part space";
-    }
-    if (unboundedBelow && unboundedAbove) return this.primitive("integer");
-    return this.fail(pointer, `integer bounds [${low}, ${high}] are supported only as a range of at most ${MAX_ENUMERATED_INTEGERS} values or as a minimum of 0`);
+    return `${integerRangeGbnf(low, high)} ${this.primitive("space")}`;
   }
 
   private number(node: Record<string, unknown>, pointer: string): string {

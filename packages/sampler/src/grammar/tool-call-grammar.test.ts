@@ -60,7 +60,7 @@ describe("toolCallGbnf: answers that are only tool calls, Qwen3's format", () =>
   });
 
   it("a schema it cannot enforce is an error pointing into that tool", () => {
-    const bad = { name: "bad", parameters: { type: "object", properties: { id: { type: "string", pattern: "^[a-z]+$" } } } };
+    const bad = { name: "bad", parameters: { type: "object", properties: { id: { type: "string", pattern: "^(?![0-9])[a-z]+$" } } } };
     expect(() => toolCallGbnf([weather, bad])).toThrow(JsonSchemaError);
     expect(() => toolCallGbnf([weather, bad])).toThrow("/tools/1/function/parameters/properties/id/pattern");
     expect(() => toolCallGbnf([])).toThrow(JsonSchemaError);
