@@ -25,7 +25,9 @@ export const generateOptionsSchema = samplingOptionsSchema.extend({
   /**
    * With `grammar`: the grammar governs only from the first occurrence of this text in the output
    * on (llama.cpp's lazy grammar with a word trigger), the text before it is free, and the
-   * grammar must start with it. The result's `value` is then the text, complete or not.
+   * grammar must start with it. The result's `value` is then the text, complete or not. In an
+   * output that begins with a `<think>` block, the trigger is looked for only after its `</think>`
+   * (as llama.cpp's trigger pattern for Qwen3 does), so that a call drafted while reasoning is not one.
    */
   grammarTrigger: z.string().min(1, "grammarTrigger must not be empty").optional(),
   /** "lazy": mask the logits only when the sampled token breaks the grammar (llama.cpp's way); "full": mask every step. */

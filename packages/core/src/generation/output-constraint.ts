@@ -102,6 +102,9 @@ function compile(options: Pick<ResolvedGenerateOptions, "schema" | "grammar"> & 
   return undefined;
 }
 
+/** Qwen3's reasoning block: a trigger inside a leading one does not count (see `grammarTrigger`). */
+const THINK_BLOCK = { open: "<think>", close: "</think>" } as const;
+
 /**
  * The constraint a generation's `schema` (zod or JSON schema) or `grammar` (GBNF) option asks
  * for, or undefined. Grammars and tries are compiled once and reused, so are the masks.
@@ -122,7 +125,7 @@ export function createGenerationConstraint(model: Model, options: ResolvedGenera
     let triggered: TriggeredSampler | undefined;
     return {
       wrap: (sampler) => {
-        triggered = createTriggeredSampler(sampler, matcher, trigger, options.grammarMode);
+        triggered = createTriggeredSampler(sampler, matcher, trigger, { mode: options.grammarMode, leadingBlock: THINK_BLOCK });
         return triggered;
       },
       isFinished: () => triggered?.isFinished === true,

@@ -131,6 +131,18 @@ describe("model.chat with tools", () => {
     expect(none.toolCalls).toEqual([]);
   });
 
+  it('"auto": a call opened inside the leading think block is not constrained (nor taken out)', async () => {
+    const [think] = model.tokenizer.encode("<think>", { special: true });
+    const [open] = model.tokenizer.encode("<tool_call>", { special: true });
+    // Greedy, the biases and a penalty on the last token alternate the two: <think><tool_call><think>…
+    const options = { temperature: 0, maxTokens: 6, logitBias: { [think!]: 100, [open!]: 90 }, repeatPenalty: 1.5, penaltyLastN: 1, tools: [weather] };
+    const none = await model.chat(messages, { ...options, toolChoice: "none" });
+    expect(none.text).toBe("<think><tool_call>".repeat(3));
+    const auto = await model.chat(messages, options);
+    expect(auto.text).toBe(none.text);
+    expect(auto.toolCalls).toEqual([]);
+  });
+
   it("grammarTrigger: free text until the trigger, then the grammar; it needs a grammar", async () => {
     const grammar = 'root ::= "Hello: " [0-9] [0-9]';
     const trigger = model.tokenizer.encode("Hello", { special: true });

@@ -5,7 +5,7 @@ import { qwen3TokenPieces } from "./__fixtures__/qwen3-token-pieces";
 import { GrammarMatcher } from "./grammar-matcher";
 import { toolCallGbnf } from "./json-schema-to-gbnf";
 import { parseGbnf } from "./parse-gbnf";
-import { createTriggeredSampler } from "./triggered-sampler";
+import { type TriggeredSamplerOptions, createTriggeredSampler } from "./triggered-sampler";
 
 const decoder = new TextDecoder();
 const { trie, pieces } = qwen3TokenPieces();
@@ -21,9 +21,9 @@ const grammar = parseGbnf(toolCallGbnf([{ name: "add", parameters: { type: "obje
  * Runs a greedy sampler over logits that favour `script`'s tokens, one per step, then random
  * logits (seeded) once the script is spent; returns the text and the sampler.
  */
-function run(script: readonly number[], seed: number, steps = 200) {
+function run(script: readonly number[], seed: number, steps = 200, options: TriggeredSamplerOptions = {}) {
   const matcher = GrammarMatcher.create(grammar, trie);
-  const sampler = createTriggeredSampler(createSampler({ temperature: 0 }, { vocabularySize: trie.vocabularySize }), matcher, "<tool_call>");
+  const sampler = createTriggeredSampler(createSampler({ temperature: 0 }, { vocabularySize: trie.vocabularySize }), matcher, "<tool_call>", options);
   const random = new SeededRandom(seed);
   const logits = new Float32Array(trie.vocabularySize);
   const bytes: number[] = [];
@@ -86,5 +86,37 @@ describe("createTriggeredSampler (llama.cpp's lazy grammar with a word trigger)"
     const { ended, sampler } = run([...hello, eos], 4);
     expect(ended).toBe(true);
     expect(sampler.triggered).toBe(false);
+  });
+
+  describe("with a leading think block", () => {
+    const think = { leadingBlock: { open: "<think>", close: "</think>" } };
+    const callWithin = [idOf("<think>"), idOf("Hello"), idOf("<tool_call>"), idOf(" world"), idOf("</think>"), idOf("\n\n")];
+
+    it("a trigger inside the block does not fire; one after it does", () => {
+      const drafted = run(callWithin, 5, callWithin.length, think);
+      expect(drafted.text).toBe("<think>Hello<tool_call> world</think>\n\n");
+      expect(drafted.sampler.triggered).toBe(false);
+      // The same script without the option fires inside the block (and cannot follow " world").
+      expect(run(callWithin.slice(0, 3), 5, 3).sampler.triggered).toBe(true);
+      const { text, sampler } = run([...callWithin, idOf("<tool_call>")], 5, 200, think);
+      expect(sampler.triggered).toBe(true);
+      expect(sampler.isFinished).toBe(true);
+      expect(text).toMatch(/^<think>Hello<tool_call> world<\/think>\n\n<tool_call>\n\{"name": "add", "arguments": \{.*\}\s*\}\n<\/tool_call>$/s);
+    });
+
+    it("the close and the trigger may be split over tokens, or share one", () => {
+      const split = [idOf("\n"), idOf("<think>"), idOf("a"), idOf("</"), idOf("think"), idOf(">\n\n"), idOf("<"), idOf("tool"), idOf("_call"), idOf(">")];
+      const { text, sampler } = run(split, 6, 200, think);
+      expect(sampler.triggered).toBe(true);
+      expect(text).toMatch(/^\n<think>a<\/think>\n\n<tool_call>\n\{"name": "add"/);
+    });
+
+    it("an output that does not open the block is searched from its start", () => {
+      const { text, sampler } = run([idOf("<"), idOf("tool"), idOf("_call"), idOf(">")], 8, 200, think);
+      expect(sampler.triggered).toBe(true);
+      expect(text).toMatch(/^<tool_call>\n/);
+      // "<" could have begun "<think>": the bytes held back while deciding are searched too.
+      expect(run([...hello, idOf("<tool_call>")], 9, 200, think).sampler.triggered).toBe(true);
+    });
   });
 });
