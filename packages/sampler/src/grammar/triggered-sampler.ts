@@ -61,7 +61,7 @@ export function createTriggeredSampler(sampler: Sampler, matcher: GrammarMatcher
   if ((open && open.length === 0) || (close && close.length === 0)) throw new RangeError("the leading block's open and close must not be empty");
   // "start": deciding whether the output opens the leading block; "inside" it, until its close; "armed": looking for the trigger.
   let phase: "start" | "inside" | "armed" = open ? "start" : "armed";
-  let pending = new Uint8Array(0); // start: the output so far; inside: the last close.length - 1 bytes; armed: the last pattern.length - 1 bytes
+  let pending: Uint8Array = new Uint8Array(0); // start: the output so far; inside: the last close.length - 1 bytes; armed: the last pattern.length - 1 bytes
   let constrained: ConstrainedSampler | undefined;
 
   /** The bytes the trigger is to be looked for in, after this piece; undefined while the leading block lasts. */
