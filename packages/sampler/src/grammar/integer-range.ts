@@ -35,7 +35,7 @@ function atMost(digits: string): string {
 }
 
 /** Digit strings between `low` and `high`, which have the same length (low <= high). */
-function between(low: string, high: string): string {
+export function integerDigitsGbnf(low: string, high: string): string {
   if (low === high) return `"${low}"`;
   let common = 0;
   while (low[common] === high[common]) common++;
@@ -66,7 +66,7 @@ function nonNegativeRange(low: number, high: number): string {
   for (let length = lowDigits; length <= highDigits; length++) {
     const from = length === lowDigits ? low : 10 ** (length - 1);
     const to = length === highDigits ? high : 10 ** length - 1;
-    options.push(between(String(from), String(to)));
+    options.push(integerDigitsGbnf(String(from), String(to)));
   }
   return alternatives(options);
 }

@@ -311,6 +311,60 @@ describe("JSON schema integer bounds → grammar, against ajv", () => {
   }
 });
 
+describe("JSON schema number bounds → grammar, against ajv", () => {
+  const random = new SeededRandom(31337);
+  /** A random bound: up to 4 fraction digits, magnitudes up to 10^6. */
+  const bound = () => Number(((random.nextDouble() - 0.3) * 10 ** (random.nextUint32() % 7)).toFixed(random.nextUint32() % 5));
+  /** Decimal texts near a value (and elsewhere), as the grammar may write them: no exponent, at most 15 digits, no "-0". */
+  const near = (value: number): string[] => {
+    const out: string[] = [];
+    for (let digits = 0; digits <= 6; digits++) {
+      for (let k = -3; k <= 3; k++) out.push((value + k * 10 ** -digits).toFixed(digits), (value + k * 10 ** -digits).toFixed(digits + 2));
+    }
+    return out.filter((text) => !/^-0(\.0*)?$/.test(text) && text.replace(/[-.]/g, "").replace(/^0+(?=\d)/, "").length <= 15);
+  };
+
+  it("accepts exactly the decimals ajv does: 300 random ranges, inclusive and exclusive", () => {
+    let accepted = 0;
+    for (let i = 0; i < 300; i++) {
+      const [low, high] = [bound(), bound()].sort((a, b) => a - b) as [number, number];
+      const lowKeyword = random.nextUint32() % 2 ? "minimum" : "exclusiveMinimum";
+      const highKeyword = random.nextUint32() % 2 ? "maximum" : "exclusiveMaximum";
+      const sides = i % 4;
+      const schema = { type: "number", ...(sides !== 1 ? { [lowKeyword]: low } : {}), ...(sides !== 2 ? { [highKeyword]: high } : {}) };
+      if (low === high && (lowKeyword.startsWith("exclusive") || highKeyword.startsWith("exclusive")) && sides === 0) {
+        expect(() => jsonSchemaToGbnf(schema)).toThrow(/no number/);
+        continue;
+      }
+      const validate = ajv.compile(schema);
+      const automaton = automatonOf(schema);
+      const texts = [...near(low), ...near(high), ...near(0), ...near((low + high) / 2), "1", "-1", "1000000", "0.5"];
+      for (const text of texts) {
+        const expected = validate(JSON.parse(text));
+        if (expected) accepted++;
+        expect(accepts(automaton, text), `${text} in ${JSON.stringify(schema)} (ajv says ${expected})`).toBe(expected);
+      }
+    }
+    expect(accepted).toBeGreaterThan(1000);
+  });
+
+  it("writes no exponent, no negative zero, no more than 15 digits, and refuses bounds it cannot compare", () => {
+    const automaton = automatonOf({ type: "number", exclusiveMinimum: -1, maximum: 1 });
+    for (const text of ["1e0", "-0", "-0.0", "0.1234567890123456", "01", "1.", ".5"]) expect(accepts(automaton, text), text).toBe(false);
+    for (const text of ["0", "0.0", "-0.5", "1.000", "0.12345678901234"]) expect(accepts(automaton, text), text).toBe(true);
+    const wide = automatonOf({ type: "number", minimum: 0.5, maximum: 100 });
+    expect(accepts(wide, "42.1234567890123")).toBe(true); // 15 digits
+    expect(accepts(wide, "42.12345678901234")).toBe(false);
+    expect(() => jsonSchemaToGbnf({ type: "number", minimum: 1 / 3 })).toThrow(/minimum 0.3333333333333333 has more than 15 significant digits/);
+    expect(() => jsonSchemaToGbnf({ type: "number", exclusiveMinimum: 1, exclusiveMaximum: 1 })).toThrow(/no number/);
+    // zod's positive() and a probability range, sampled into values zod accepts.
+    const schema = z.object({ price: z.number().positive(), p: z.number().min(0).max(1), t: z.number().gt(-1.5).lte(2.25) });
+    const constraint = constraintFromZod(schema);
+    const sampling = new GrammarAutomaton(constraint.grammar);
+    for (let seed = 1; seed <= 4; seed++) expect(schema.safeParse(constraint.parse(sampleOutput(sampling, seed, "lazy"))).success).toBe(true);
+  }, 60_000);
+});
+
 describe("zod schemas with formats, patterns and bounds, sampled", () => {
   // No email: its parts are unbounded, and random logits rarely pick "@" among ~150k tokens.
   const schema = z.object({

@@ -136,7 +136,7 @@ describe("structured output from JSON schemas", () => {
     expect(pointerOf({ type: "string", format: "email", maxLength: 9 })[0]).toBe("/maxLength");
     expect(pointerOf({ type: "string", format: 3 })[0]).toBe("/format");
     expect(pointerOf({ type: "integer", minimum: 2 ** 60 })[1]).toMatch(/beyond/);
-    expect(pointerOf({ type: "number", minimum: 1.5 })[1]).toMatch(/bounds on numbers/);
+    expect(pointerOf({ type: "number", minimum: 0.1 + 0.2 })[0]).toBe("/minimum");
     expect(pointerOf(false)[1]).toMatch(/allows no value/);
   });
 

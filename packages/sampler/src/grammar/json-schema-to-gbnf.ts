@@ -1,6 +1,7 @@
 import { JsonSchemaError } from "./grammar-error";
 import type { Grammar } from "./grammar";
 import { integerRangeGbnf } from "./integer-range";
+import { MAX_NUMBER_DIGITS, numberRangeGbnf, plainDecimal, significantDigits } from "./number-range";
 import { MAX_REPETITION, parseGbnf } from "./parse-gbnf";
 import { patternToGbnf } from "./regex-to-gbnf";
 import { STRING_FORMATS, stringFormatRules } from "./string-formats";
@@ -65,7 +66,8 @@ function escapePointer(key: string): string {
  * first then any subset of the optional ones; no other keys unless the object declares no
  * properties), arrays (items, prefixItems, minItems/maxItems), strings (minLength/maxLength, or
  * a `pattern`, or one of the formats of `STRING_FORMATS`), enum, const, integers (any minimum and
- * maximum; JavaScript's safe integers), numbers (unbounded, or a minimum of 0), booleans, null, `anyOf`/`oneOf`, `type` lists,
+ * maximum; JavaScript's safe integers), numbers (any minimum, maximum and exclusive bounds;
+ * bounded ones in decimal notation of at most 15 digits), booleans, null, `anyOf`/`oneOf`, `type` lists,
  * and `$ref` into `$defs`/`definitions` (recursion allowed). What it cannot enforce (`uniqueItems`,
  * `multipleOf`, a pattern with a lookahead, ...) is an error naming the JSON pointer, so that an
  * output never silently fails validation. The exception is a `format` it does not know (`uri`,
@@ -334,15 +336,39 @@ class SchemaConverter {
     return `${integerRangeGbnf(low, high)} ${this.primitive("space")}`;
   }
 
+  /**
+   * Unbounded numbers as llama.cpp writes them; bounded ones (but a plain minimum of 0) in decimal
+   * notation, at most MAX_NUMBER_DIGITS digits, so that they compare with their bounds as doubles do.
+   */
   private number(node: Record<string, unknown>, pointer: string): string {
     const { low, high } = this.numericBounds(node, pointer);
-    const unboundedAbove = high >= SAFE_BOUND;
-    if (low <= -SAFE_BOUND && unboundedAbove) return this.primitive("number");
-    if (low === 0 && unboundedAbove && node.exclusiveMinimum === undefined) {
+    // Bounds a 15-digit decimal cannot reach are no bounds.
+    const limit = 10 ** MAX_NUMBER_DIGITS;
+    const lowBound = low <= -limit ? Number.NEGATIVE_INFINITY : low;
+    const highBound = high >= limit ? Number.POSITIVE_INFINITY : high;
+    if (lowBound === Number.NEGATIVE_INFINITY && highBound === Number.POSITIVE_INFINITY) return this.primitive("number");
+    const exclusive = (exclusiveKeyword: string, inclusiveKeyword: string, bound: number, tighter: (a: number, b: number) => boolean) => {
+      const value = node[exclusiveKeyword];
+      const inclusive = node[inclusiveKeyword];
+      return typeof value === "number" && value === bound && !(typeof inclusive === "number" && tighter(inclusive, value));
+    };
+    const lowExclusive = exclusive("exclusiveMinimum", "minimum", low, (a, b) => a > b);
+    const highExclusive = exclusive("exclusiveMaximum", "maximum", high, (a, b) => a < b);
+    if (lowBound === 0 && !lowExclusive && highBound === Number.POSITIVE_INFINITY) {
       this.primitive("number");
       return 'integral-part ("." decimal-part)? ([eE] [-+]? integral-part)? space';
     }
-    return this.fail(pointer, "bounds on numbers are not supported except minimum 0 (use an integer range or no bounds)");
+    for (const [bound, keyword] of [
+      [lowBound, lowExclusive ? "exclusiveMinimum" : "minimum"],
+      [highBound, highExclusive ? "exclusiveMaximum" : "maximum"],
+    ] as const) {
+      if (Number.isFinite(bound) && significantDigits(plainDecimal(Math.abs(bound))) > MAX_NUMBER_DIGITS) {
+        this.fail(`${pointer}/${keyword}`, `${keyword} ${bound} has more than ${MAX_NUMBER_DIGITS} significant digits, which a number bound may have in a schema for constrained generation`);
+      }
+    }
+    const range = numberRangeGbnf(lowBound, lowExclusive, highBound, highExclusive);
+    if (range === undefined) this.fail(pointer, `no number of at most ${MAX_NUMBER_DIGITS} digits is between the minimum and the maximum`);
+    return `${range} ${this.primitive("space")}`;
   }
 
   private array(node: Record<string, unknown>, pointer: string, hint: string): string {
