@@ -49,13 +49,16 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
   const constraint = createGenerationConstraint(model, options);
   const baseSampler = createSampler(options, { vocabularySize: model.vocabularySize, tokenText: (id) => tokenizer.tokenText(id) });
   const sampler = constraint ? constraint.wrap(baseSampler) : baseSampler;
+  // Steps the sampler alone decides: all without a constraint, those before a lazy grammar's trigger.
+  const mayBeFree = !constraint || constraint.free !== undefined;
+  const free = () => !constraint || constraint.free!();
   // A plain greedy pick needs no logits on the host: the backend picks the token (one int read
   // back per step instead of the vocabulary's logits).
-  const plainGreedy = !constraint && isPlainGreedy(options);
+  const plainGreedy = mayBeFree && isPlainGreedy(options);
   const pickOnBackend = plainGreedy && !options.logprobs;
   // A sampled pick that depends on the best candidates alone gets only those (k ids and logits,
   // picked on the backend where it can) instead of the vocabulary's logits.
-  const suffice = !constraint && !plainGreedy && baseSampler.sampleTop ? topCandidatesSuffice(options, model.vocabularySize) : 0;
+  const suffice = mayBeFree && !plainGreedy && baseSampler.sampleTop ? topCandidatesSuffice(options, model.vocabularySize) : 0;
   // Log-probabilities of such picks (and of plain greedy ones) need the best max(k, topLogprobs)
   // and the row's log Σ exp, not the logits: the picked token is among those candidates.
   const withLogprobs = options.logprobs && (suffice > 0 || plainGreedy);
@@ -113,11 +116,17 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
     let logits: Float32Array | undefined;
     let picked: number | undefined;
     let top: TopCandidates | undefined;
-    if (pickOnBackend) picked = await sequence.evaluateGreedy(prompt, options.signal, options.prefillChunkTokens);
-    else if (topK > 0) top = await evaluateTop(prompt, options.prefillChunkTokens);
-    else logits = await sequence.evaluate(prompt, options.signal, options.prefillChunkTokens);
+    /** Evaluates the tokens to what the next pick needs: its token, its best candidates, or the logits. Whether the signal aborted. */
+    const evaluate = async (tokens: readonly number[], chunkTokens?: number): Promise<boolean> => {
+      logits = picked = top = undefined;
+      if (pickOnBackend && free()) picked = await sequence.evaluateGreedy(tokens, options.signal, chunkTokens);
+      else if (topK > 0 && free()) top = await evaluateTop(tokens, chunkTokens);
+      else logits = await sequence.evaluate(tokens, options.signal, chunkTokens);
+      return logits === undefined && picked === undefined && top === undefined;
+    };
+    const abortedInPrefill = await evaluate(prompt, options.prefillChunkTokens);
     prefillMs = performance.now() - prefillStarted;
-    if ((logits === undefined && picked === undefined && top === undefined) || aborted()) {
+    if (abortedInPrefill || aborted()) {
       finishReason = "abort";
       return;
     }
@@ -125,7 +134,12 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
     // Decode: sample, stream, feed the token back.
     decodeStarted = performance.now();
     while (true) {
-      const token = picked ?? (top ? pickFromTop(top, history) : sampler.sample(logits!, history).token);
+      let token: number;
+      if (logits) token = sampler.sample(logits, history).token;
+      else {
+        token = picked ?? pickFromTop(top!, history);
+        constraint?.observe!(token);
+      }
       generated.push(token);
       history.push(token);
       if (tokenizer.isEndOfGeneration(token)) {
@@ -150,10 +164,7 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
         finishReason = "abort";
         break;
       }
-      if (pickOnBackend) picked = await sequence.evaluateGreedy([token], options.signal);
-      else if (topK > 0) top = await evaluateTop([token]);
-      else logits = await sequence.evaluate([token], options.signal);
-      if (pickOnBackend ? picked === undefined : topK > 0 ? top === undefined : logits === undefined) {
+      if (await evaluate([token])) {
         finishReason = "abort";
         break;
       }

@@ -38,6 +38,14 @@ export interface GenerationConstraint {
   wrap(sampler: Sampler): Sampler;
   /** Nothing but end of generation can follow: generation stops here. */
   isFinished(): boolean;
+  /**
+   * For a lazy grammar: true while its trigger has not appeared, when the next token is the
+   * wrapped sampler's alone, so that it may be picked where the logits are; the pick then goes to
+   * `observe`. Absent when the grammar governs every token.
+   */
+  free?(): boolean;
+  /** A token picked while `free()` by the wrapped sampler outside the wrapped one's `sample`. */
+  observe?(token: number): void;
   /** The value of the finished text (throws StructuredOutputError when there is none). */
   parse(text: string, finishReason: FinishReason): unknown;
 }
@@ -129,6 +137,8 @@ export function createGenerationConstraint(model: Model, options: ResolvedGenera
         return triggered;
       },
       isFinished: () => triggered?.isFinished === true,
+      free: () => triggered?.triggered !== true,
+      observe: (token) => triggered!.observe(token),
       parse: (text) => text,
     };
   }

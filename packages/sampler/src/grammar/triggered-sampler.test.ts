@@ -81,6 +81,17 @@ describe("createTriggeredSampler (llama.cpp's lazy grammar with a word trigger)"
     expect(text).toBe(decoder.decode(Uint8Array.from(bytes)));
   });
 
+  it("observe takes a token picked elsewhere into the output, as sample would; after the trigger it refuses", () => {
+    const matcher = GrammarMatcher.create(grammar, trie);
+    const sampler = createTriggeredSampler(createSampler({ temperature: 0 }, { vocabularySize: trie.vocabularySize }), matcher, "<tool_call>");
+    for (const token of [...hello, idOf("<"), idOf("tool")]) sampler.observe(token);
+    expect(sampler.triggered).toBe(false);
+    sampler.observe(idOf("_call"));
+    sampler.observe(idOf(">"));
+    expect(sampler.triggered).toBe(true);
+    expect(() => sampler.observe(idOf("\n"))).toThrow(/tokens must come from sample/);
+  });
+
   it("end of generation is free before the trigger", () => {
     const eos = trie.endOfGeneration[0]!;
     const { ended, sampler } = run([...hello, eos], 4);

@@ -8,6 +8,13 @@ export interface TriggeredSampler extends Sampler {
   readonly triggered: boolean;
   /** Triggered, and nothing but end of generation can follow. */
   readonly isFinished: boolean;
+  /**
+   * Before the trigger: a token the wrapped sampler picked outside `sample` (its `sampleTop`, or a
+   * greedy pick on the GPU), taken into the output as if `sample` had returned it. Untriggered,
+   * `sample` is the wrapped sampler's pick followed by this, so a caller may pick the free tokens
+   * where the logits are; once `triggered`, only `sample` may be used.
+   */
+  observe(token: number): void;
 }
 
 /** A block at the start of the output in which the trigger is not looked for (Qwen3's `<think>…</think>`). */
@@ -101,6 +108,23 @@ export function createTriggeredSampler(sampler: Sampler, matcher: GrammarMatcher
     return piece;
   };
 
+  const observe = (token: number): void => {
+    if (constrained) throw new Error("observe: the trigger has fired; tokens must come from sample (the grammar governs them)");
+    if (matcher.trie.isEndOfGeneration(token)) return;
+    const piece = afterLeadingBlock(matcher.trie.piece(token));
+    if (piece === undefined) return;
+    const bytes = concat(pending, piece);
+    const at = find(bytes, pattern);
+    if (at >= 0) {
+      matcher.reset();
+      if (matcher.tryAcceptBytes(bytes.subarray(at))) {
+        constrained = createConstrainedSampler(sampler, matcher, options.mode);
+        return;
+      }
+    }
+    pending = bytes.slice(Math.max(0, bytes.length - (pattern.length - 1)));
+  };
+
   return {
     matcher,
     get triggered() {
@@ -125,20 +149,9 @@ export function createTriggeredSampler(sampler: Sampler, matcher: GrammarMatcher
     sample(logits: Float32Array, history: ArrayLike<number>): SampleResult {
       if (constrained) return constrained.sample(logits, history);
       const result = sampler.sample(logits, history);
-      if (matcher.trie.isEndOfGeneration(result.token)) return result;
-      const piece = afterLeadingBlock(matcher.trie.piece(result.token));
-      if (piece === undefined) return result;
-      const bytes = concat(pending, piece);
-      const at = find(bytes, pattern);
-      if (at >= 0) {
-        matcher.reset();
-        if (matcher.tryAcceptBytes(bytes.subarray(at))) {
-          constrained = createConstrainedSampler(sampler, matcher, options.mode);
-          return result;
-        }
-      }
-      pending = bytes.slice(Math.max(0, bytes.length - (pattern.length - 1)));
+      observe(result.token);
       return result;
     },
+    observe,
   };
 }
