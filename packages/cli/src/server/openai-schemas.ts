@@ -105,7 +105,39 @@ export const completionRequestSchema = z.object({
   echo: z.literal(false).nullish(),
 });
 
+/**
+ * POST /tokenize, in llama.cpp server's form (`content`, `add_special`, `parse_special`,
+ * `with_pieces`) and vLLM's (`prompt` and `add_special_tokens`, or chat `messages` with
+ * `add_generation_prompt`, `return_token_strs`).
+ */
+export const tokenizeRequestSchema = z
+  .object({
+    model: z.string().optional(),
+    content: z.string().optional(),
+    prompt: z.string().optional(),
+    messages: z.array(chatMessageSchema).min(1, "messages must hold at least one message").optional(),
+    add_special: z.boolean().nullish(),
+    add_special_tokens: z.boolean().nullish(),
+    parse_special: z.boolean().nullish(),
+    with_pieces: z.boolean().nullish(),
+    return_token_strs: z.boolean().nullish(),
+    add_generation_prompt: z.boolean().nullish(),
+    chat_template_kwargs: z.object({ enable_thinking: z.boolean().optional() }).nullish(),
+    tools: z.array(tool).nullish(),
+  })
+  .refine((body) => [body.content, body.prompt, body.messages].filter((value) => value !== undefined).length === 1, {
+    message: "give exactly one of content (llama.cpp), prompt or messages (vLLM)",
+    path: ["content"],
+  });
+
+/** POST /detokenize: llama.cpp's and vLLM's (`tokens`). */
+export const detokenizeRequestSchema = z.object({
+  model: z.string().optional(),
+  tokens: z.array(z.number().int().nonnegative()),
+});
+
 export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;
+export type TokenizeRequest = z.infer<typeof tokenizeRequestSchema>;
 export type CompletionRequest = z.infer<typeof completionRequestSchema>;
 export type ChatMessageInput = z.infer<typeof chatMessageSchema>;
 

@@ -4,6 +4,7 @@
  */
 import { type Model, loadModel } from "@memra/core";
 import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
+import { readFileSync } from "node:fs";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { demoModelPath } from "../default-model";
@@ -365,6 +366,62 @@ describe("memra serve with the openai client", () => {
     expect(await blocksReleased()).toBe(0);
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
     expect(metrics).toMatch(/memra_requests_total\{endpoint="\/v1\/chat\/completions",status="aborted"\} 1/);
+  });
+});
+
+describe("memra serve: /tokenize and /detokenize (llama.cpp's and vLLM's)", () => {
+  const goldens = JSON.parse(readFileSync(new URL("../../../tokenizer/src/__fixtures__/llamacpp-tokenizer-goldens.json", import.meta.url), "utf8")) as {
+    cases: { text: string; ids: number[]; idsSpecial?: number[] }[];
+  };
+  const post = async (path: string, body: unknown) => {
+    const response = await fetch(`${server.url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    return { status: response.status, body: (await response.json()) as Record<string, unknown> & { error?: { message: string; param: string | null } } };
+  };
+
+  it("tokenizes as llama.cpp does (its recorded tokens of 40 texts), in both request forms", async () => {
+    for (const c of goldens.cases.filter((_, i) => i % 10 === 0)) {
+      const llama = await post("/tokenize", { content: c.text });
+      expect(llama.status).toBe(200);
+      expect(llama.body.tokens, c.text).toEqual(c.idsSpecial ?? c.ids);
+      const vllm = await post("/tokenize", { model: "tiny-q8_0.gguf", prompt: c.text });
+      expect(vllm.body).toMatchObject({ tokens: c.idsSpecial ?? c.ids, count: (c.idsSpecial ?? c.ids).length, max_model_len: 512 });
+      // parse_special: false reads special tokens' text as text
+      const plain = await post("/tokenize", { content: c.text, parse_special: false });
+      expect(plain.body.tokens).toEqual(c.ids);
+      const back = await post("/detokenize", { tokens: c.idsSpecial ?? c.ids });
+      expect(back.body).toEqual({ content: c.text, prompt: c.text });
+    }
+  });
+
+  it("with_pieces gives each token's piece (bytes where it is not whole UTF-8); return_token_strs, vLLM's strings", async () => {
+    const text = "héllo 🙂 𠀀 <|im_end|>";
+    const { body } = await post("/tokenize", { content: text, with_pieces: true });
+    const pieces = body.tokens as { id: number; piece: string | number[] }[];
+    expect(pieces.map((p) => p.id)).toEqual(model.tokenizer.encode(text, { special: true }));
+    const bytes = pieces.flatMap((p) => (typeof p.piece === "string" ? Array.from(new TextEncoder().encode(p.piece)) : p.piece));
+    expect(new TextDecoder().decode(Uint8Array.from(bytes))).toBe(text);
+    expect(pieces.some((p) => Array.isArray(p.piece))).toBe(true); // U+20000 is three tokens of partial UTF-8 in Qwen3's vocabulary
+    const strs = await post("/tokenize", { prompt: "hello world", return_token_strs: true });
+    expect(strs.body.token_strs).toEqual(["hello", " world"]);
+  });
+
+  it("tokenizes chat messages to the prompt a chat completion is given", async () => {
+    const chat = [{ role: "system", content: "Be brief." }, ...messages];
+    const { body } = await post("/tokenize", { messages: chat });
+    const completion = await client.chat.completions.create({ model: "tiny-q8_0.gguf", messages: chat as never, max_tokens: 1, temperature: 0 });
+    expect(body.count).toBe(completion.usage!.prompt_tokens);
+    const text = (await post("/detokenize", { tokens: body.tokens })).body.content as string;
+    expect(text).toBe(model.tokenizer.applyChatTemplate(chat as never, { addGenerationPrompt: true, enableThinking: true }));
+    const noPrompt = await post("/tokenize", { messages: chat, add_generation_prompt: false });
+    expect(noPrompt.body.count).toBeLessThan(body.count as number);
+  });
+
+  it("bad requests are 400s naming the field", async () => {
+    expect(await post("/tokenize", {})).toMatchObject({ status: 400, body: { error: { param: "content", message: expect.stringContaining("exactly one of content") } } });
+    expect(await post("/tokenize", { content: "a", prompt: "b" })).toMatchObject({ status: 400 });
+    expect(await post("/detokenize", { tokens: [1, 999999] })).toMatchObject({ status: 400, body: { error: { param: "tokens.1", message: expect.stringContaining("outside the vocabulary") } } });
+    expect(await post("/detokenize", { tokens: [1.5] })).toMatchObject({ status: 400 });
+    expect((await fetch(`${server.url}/tokenize`)).status).toBe(405);
   });
 });
 

@@ -1,6 +1,7 @@
 /**
  * An OpenAI-compatible HTTP server over one Model (Bun.serve): /v1/chat/completions and
- * /v1/completions (streamed as server-sent events or whole), /v1/models, /health and /metrics.
+ * /v1/completions (streamed as server-sent events or whole), /v1/models, /health and /metrics, and
+ * llama.cpp's and vLLM's /tokenize and /detokenize.
  * Every request is one sequence of the model's engine, so concurrent requests decode together in
  * batched steps (continuous batching). A client that disconnects aborts its sequence, which frees
  * its KV blocks. A bad request is a 400 with an OpenAI-style error body; nothing a client sends
@@ -27,10 +28,15 @@ import {
   type ChatCompletionRequest,
   type ChatMessageInput,
   type CompletionRequest,
+  type TokenizeRequest,
   chatCompletionRequestSchema,
   completionRequestSchema,
   describeIssue,
+  detokenizeRequestSchema,
+  tokenizeRequestSchema,
 } from "./openai-schemas";
+
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 
 export interface OpenAIServerOptions {
   readonly model: Model;
@@ -222,8 +228,8 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
   const messageText = (message: ChatMessageInput): string =>
     typeof message.content === "string" ? message.content : (message.content ?? []).map((part) => part.text).join("");
 
-  const chatRequest = (body: ChatCompletionRequest): PreparedRequest => {
-    const messages: ChatMessage[] = body.messages.map((message) => ({
+  const chatMessagesOf = (input: readonly ChatMessageInput[]): ChatMessage[] =>
+    input.map((message) => ({
       role: message.role === "developer" ? "system" : message.role,
       content: messageText(message),
       ...(message.tool_calls && message.tool_calls.length > 0
@@ -233,6 +239,9 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       ...(message.name ? { name: message.name } : {}),
       ...(message.reasoning_content ? { reasoning_content: message.reasoning_content } : {}),
     }));
+
+  const chatRequest = (body: ChatCompletionRequest): PreparedRequest => {
+    const messages = chatMessagesOf(body.messages);
     // With a response_format the answer must start as JSON, so thinking is off unless asked for.
     const structured = body.response_format !== undefined && body.response_format !== null && (body.response_format as { type?: unknown }).type !== "text";
     const responseFormat = structured ? "response_format" : undefined;
@@ -292,6 +301,53 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     if (bad !== undefined) throw new RequestError(400, `token id ${bad} is outside the vocabulary (0..${vocabulary - 1})`, "prompt");
     const logprobs = body.logprobs !== undefined && body.logprobs !== null;
     return prepare(tokens, body, logprobs, body.logprobs ?? 0);
+  };
+
+  /** POST /tokenize: llama.cpp's answer (`tokens`, with pieces when asked) and vLLM's (`count`, `max_model_len`, `token_strs`). */
+  const tokenize = (body: TokenizeRequest): Response => {
+    const tokenizer = model.tokenizer;
+    let tokens: number[];
+    if (body.messages !== undefined) {
+      const tools = body.tools?.map(({ type, function: { name, description, parameters } }) => ({ type, function: { name, ...(description ? { description } : {}), ...(parameters ? { parameters } : {}) } }));
+      let text: string;
+      try {
+        text = tokenizer.applyChatTemplate(chatMessagesOf(body.messages), {
+          addGenerationPrompt: body.add_generation_prompt ?? true,
+          enableThinking: body.chat_template_kwargs?.enable_thinking ?? true,
+          ...(tools ? { tools } : {}),
+        });
+      } catch (error) {
+        throw new RequestError(400, `the chat template failed on these messages: ${(error as Error).message}`, "messages");
+      }
+      tokens = tokenizer.encode(text, { special: true, addBos: false });
+    } else {
+      // llama.cpp: add_special (default false), parse_special (default true); vLLM: add_special_tokens (default true).
+      const addSpecial = body.add_special ?? body.add_special_tokens ?? body.prompt !== undefined;
+      tokens = tokenizer.encode((body.content ?? body.prompt)!, { special: body.parse_special ?? true, ...(addSpecial ? {} : { addBos: false }) });
+    }
+    const pieceOf = (id: number) => {
+      const bytes = tokenizer.tokenPiece(id, { special: true });
+      try {
+        return strictUtf8.decode(bytes);
+      } catch {
+        return Array.from(bytes); // not whole UTF-8 characters: the bytes, as llama.cpp gives them
+      }
+    };
+    return json({
+      tokens: body.with_pieces ? tokens.map((id) => ({ id, piece: pieceOf(id) })) : tokens,
+      count: tokens.length,
+      max_model_len: contextLength,
+      ...(body.return_token_strs ? { token_strs: tokens.map((id) => tokenizer.decode([id], { special: true })) } : {}),
+    });
+  };
+
+  /** POST /detokenize: the text of the tokens, special ones included (llama.cpp's `content`, vLLM's `prompt`). */
+  const detokenize = (body: z.output<typeof detokenizeRequestSchema>): Response => {
+    const vocabulary = model.vocabularySize;
+    const bad = body.tokens.findIndex((token) => token >= vocabulary || token >= model.tokenizer.vocabularySize);
+    if (bad >= 0) throw new RequestError(400, `tokens[${bad}] = ${body.tokens[bad]} is outside the vocabulary (0..${model.tokenizer.vocabularySize - 1})`, `tokens.${bad}`);
+    const text = model.tokenizer.decode(body.tokens, { special: true });
+    return json({ content: text, prompt: text });
   };
 
   const tokenText = (id: number) => model.tokenizer.decode([id]);
@@ -506,8 +562,12 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
             return await run("chat", chatRequest(await readBody(request, chatCompletionRequestSchema)), request);
           case "POST /v1/completions":
             return await run("completion", completionRequest(await readBody(request, completionRequestSchema)), request);
+          case "POST /tokenize":
+            return tokenize(await readBody(request, tokenizeRequestSchema));
+          case "POST /detokenize":
+            return detokenize(await readBody(request, detokenizeRequestSchema));
           default:
-            if (["/health", "/metrics", "/v1/models", "/v1/chat/completions", "/v1/completions"].includes(url.pathname)) {
+            if (["/health", "/metrics", "/v1/models", "/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"].includes(url.pathname)) {
               throw new RequestError(405, `${request.method} is not allowed on ${url.pathname}`);
             }
             throw new RequestError(404, `no route ${request.method} ${url.pathname}`, null, "not_found_error");
