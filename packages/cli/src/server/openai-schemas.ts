@@ -1,6 +1,6 @@
 /**
  * The OpenAI request bodies `memra serve` accepts, validated with zod. Fields the server does not
- * implement but that clients send by default are accepted and ignored (`n` must be 1); a wrong
+ * implement but that clients send by default are accepted and ignored; a wrong
  * type or range is a 400 naming the field.
  */
 import { z } from "zod";
@@ -19,7 +19,8 @@ const sampling = {
   stop,
   stream: z.boolean().nullish(),
   stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
-  n: z.literal(1).nullish(),
+  /** Choices, each its own generation (batched together); seed i + seed for the i-th when a seed is given. */
+  n: z.number().int().min(1).max(16, "n is at most 16").nullish(),
   presence_penalty: z.number().min(-2).max(2).nullish(),
   frequency_penalty: z.number().min(-2).max(2).nullish(),
   user: z.string().optional(),

@@ -64,6 +64,44 @@ describe("memra serve with the openai client", () => {
     expect(usage?.completion_tokens).toBe(expected.usage.completionTokens);
   });
 
+  it("n choices: each what its own request with seed + i gives, whole and streamed; usage counts the prompt once", async () => {
+    const base = { model: "m", prompt: "Once upon a time", max_tokens: 10, temperature: 0.9, seed: 7 };
+    const many = await client.completions.create({ ...base, n: 3 });
+    expect(many.choices.map((choice) => choice.index)).toEqual([0, 1, 2]);
+    const singles = await Promise.all([0, 1, 2].map((i) => client.completions.create({ ...base, seed: 7 + i })));
+    expect(many.choices.map((choice) => choice.text)).toEqual(singles.map((single) => single.choices[0]!.text));
+    expect(new Set(many.choices.map((choice) => choice.text)).size).toBeGreaterThan(1);
+    expect(many.usage).toMatchObject({ prompt_tokens: singles[0]!.usage!.prompt_tokens, completion_tokens: singles.reduce((sum, single) => sum + single.usage!.completion_tokens, 0) });
+    // More choices than the engine's 4 sequences: the rest wait their turn.
+    const five = await client.completions.create({ ...base, max_tokens: 4, n: 5 });
+    expect(five.choices.map((choice) => choice.index)).toEqual([0, 1, 2, 3, 4]);
+    expect(five.choices[4]!.text).toBe((await client.completions.create({ ...base, max_tokens: 4, seed: 11 })).choices[0]!.text);
+
+    const chat = { model: "m", messages, max_tokens: 10, temperature: 1, seed: 3, n: 3 };
+    const whole = await client.chat.completions.create(chat);
+    const stream = await client.chat.completions.create({ ...chat, stream: true, stream_options: { include_usage: true } });
+    const contents = ["", "", ""];
+    const reasonings = ["", "", ""];
+    const finishes: string[][] = [[], [], []];
+    let usage: OpenAI.CompletionUsage | undefined | null;
+    for await (const chunk of stream) {
+      for (const choice of chunk.choices) {
+        contents[choice.index] += choice.delta.content ?? "";
+        reasonings[choice.index] += (choice.delta as { reasoning_content?: string }).reasoning_content ?? "";
+        if (choice.finish_reason) finishes[choice.index]!.push(choice.finish_reason);
+      }
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(contents).toEqual(whole.choices.map((choice) => choice.message.content ?? ""));
+    expect(reasonings).toEqual(whole.choices.map((choice) => (choice.message as { reasoning_content?: string }).reasoning_content ?? ""));
+    expect(finishes).toEqual(whole.choices.map((choice) => [choice.finish_reason]));
+    expect(usage?.completion_tokens).toBe(whole.usage!.completion_tokens);
+    const tooMany = await fetch(`${server.url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...base, n: 17 }) });
+    expect(tooMany.status).toBe(400);
+    expect((await tooMany.json()).error).toMatchObject({ param: "n", message: expect.stringContaining("at most 16") });
+    expect(await blocksReleased()).toBe(0);
+  });
+
   it("completions with stop, seed and logprobs; chat with top_logprobs", async () => {
     const first = await client.completions.create({ model: "m", prompt: "Once upon a time", max_tokens: 10, temperature: 0.9, seed: 7, logprobs: 3 });
     const again = await client.completions.create({ model: "m", prompt: "Once upon a time", max_tokens: 10, temperature: 0.9, seed: 7, logprobs: 3 });

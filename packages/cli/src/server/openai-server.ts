@@ -12,6 +12,7 @@ import {
   type GenerateOptions,
   type GenerationChunk,
   type GenerationResult,
+  type GenerationStream,
   InvalidOptionError,
   type Model,
   StructuredOutputError,
@@ -82,6 +83,8 @@ function errorResponse(error: unknown): Response {
 interface PreparedRequest {
   readonly promptTokens: number[];
   readonly options: GenerateOptions;
+  /** Choices to generate (n). */
+  readonly choices: number;
   readonly stream: boolean;
   readonly includeUsage: boolean;
   readonly logprobs: boolean;
@@ -216,6 +219,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     return {
       promptTokens,
       options: generateOptions,
+      choices: body.n ?? 1,
       stream: body.stream ?? false,
       includeUsage: body.stream_options?.include_usage ?? false,
       logprobs,
@@ -398,12 +402,16 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     return message;
   };
 
-  const usageOf = (result: GenerationResult) => ({
-    prompt_tokens: result.usage.promptTokens,
-    completion_tokens: result.usage.completionTokens,
-    total_tokens: result.usage.promptTokens + result.usage.completionTokens,
-    prompt_tokens_details: { cached_tokens: result.usage.cachedPromptTokens },
-  });
+  /** Usage of a request's choices: the prompt once (as OpenAI counts it), the completions summed. */
+  const usageOf = (results: readonly GenerationResult[]) => {
+    const completion = results.reduce((sum, result) => sum + result.usage.completionTokens, 0);
+    return {
+      prompt_tokens: results[0]!.usage.promptTokens,
+      completion_tokens: completion,
+      total_tokens: results[0]!.usage.promptTokens + completion,
+      prompt_tokens_details: { cached_tokens: results[0]!.usage.cachedPromptTokens },
+    };
+  };
 
   const finishReason = (result: GenerationResult, toolCalls = false) => (result.finishReason === "length" ? "length" : toolCalls ? "tool_calls" : "stop");
 
@@ -420,52 +428,72 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     }
   };
 
-  /** Runs one request, whole or streamed, aborting it when the client goes away. */
+  /** Runs one request's choices (batched together), whole or streamed, aborting them when the client goes away. */
   const run = async (kind: "chat" | "completion", prepared: PreparedRequest, request: Request): Promise<Response> => {
     const id = `${kind === "chat" ? "chatcmpl" : "cmpl"}-${Date.now().toString(36)}${(nextId++).toString(36)}`;
     const object = kind === "chat" ? "chat.completion" : "text_completion";
     const controller = new AbortController();
     running.add(controller);
-    const onDisconnect = () => controller.abort();
+    let clientGone = false;
+    const onDisconnect = () => {
+      clientGone = true;
+      controller.abort();
+    };
     request.signal.addEventListener("abort", onDisconnect);
-    const stream = model.generate(prepared.promptTokens, { ...prepared.options, signal: controller.signal });
+    // Choice i samples with seed + i when a seed is given (its own random draws otherwise).
+    const seed = prepared.options.seed;
+    const streams = Array.from({ length: prepared.choices }, (_, index) =>
+      model.generate(prepared.promptTokens, { ...prepared.options, ...(seed === undefined ? {} : { seed: (seed + index) >>> 0 }), signal: controller.signal }),
+    );
     metrics.requestStarted(prepared.promptTokens.length);
     let finished = false;
-    const done = (result: GenerationResult | undefined, status: string) => {
+    const done = (results: readonly GenerationResult[] | undefined, status: string) => {
       if (finished) return;
       finished = true;
       running.delete(controller);
       request.signal.removeEventListener("abort", onDisconnect);
-      metrics.requestFinished(kind, status, result?.usage.completionTokens ?? 0);
+      metrics.requestFinished(kind, status, results?.reduce((sum, result) => sum + result.usage.completionTokens, 0) ?? 0);
     };
+    /** All choices, each by `one`; the first failure aborts the others. */
+    const all = <T>(one: (stream: GenerationStream, index: number) => Promise<T>): Promise<T[]> =>
+      Promise.all(
+        streams.map((stream, index) =>
+          one(stream, index).catch((error: unknown) => {
+            controller.abort();
+            throw error;
+          }),
+        ),
+      );
 
     if (!prepared.stream) {
-      {
-        const chunks: GenerationChunk[] = [];
-        try {
+      try {
+        const outcomes = await all(async (stream) => {
+          const chunks: GenerationChunk[] = [];
           try {
             for await (const chunk of stream) chunks.push(chunk);
           } catch (error) {
             if (!(error instanceof StructuredOutputError && error.result)) throw error;
           }
-          const result = await resultOf(stream);
-          done(result, result.finishReason === "abort" ? "aborted" : "ok");
-          if (result.finishReason === "abort") return new Response(null, { status: 499 });
-          const message = kind === "chat" ? assistantMessage(result.text, prepared.splitReasoning, prepared.parseToolCalls) : undefined;
-          const choice =
-            message
-              ? {
-                  index: 0,
-                  message,
-                  finish_reason: finishReason(result, message.tool_calls !== undefined),
-                  logprobs: prepared.logprobs ? { content: chunks.flatMap((chunk) => chatLogprobs(chunk, prepared.topLogprobs)?.content ?? []) } : null,
-                }
-              : { index: 0, text: result.text, finish_reason: finishReason(result), logprobs: prepared.logprobs ? completionLogprobs(chunks, prepared.topLogprobs) : null };
-          return json({ id, object, created: Math.floor(Date.now() / 1000), model: modelId, choices: [choice], usage: usageOf(result) });
-        } catch (error) {
-          done(undefined, "error");
-          return errorResponse(error);
-        }
+          return { chunks, result: await resultOf(stream) };
+        });
+        const results = outcomes.map((outcome) => outcome.result);
+        const aborted = results.some((result) => result.finishReason === "abort");
+        done(results, aborted ? "aborted" : "ok");
+        if (aborted) return new Response(null, { status: 499 });
+        const choices = outcomes.map(({ chunks, result }, index) => {
+          if (kind === "completion") return { index, text: result.text, finish_reason: finishReason(result), logprobs: prepared.logprobs ? completionLogprobs(chunks, prepared.topLogprobs) : null };
+          const message = assistantMessage(result.text, prepared.splitReasoning, prepared.parseToolCalls);
+          return {
+            index,
+            message,
+            finish_reason: finishReason(result, message.tool_calls !== undefined),
+            logprobs: prepared.logprobs ? { content: chunks.flatMap((chunk) => chatLogprobs(chunk, prepared.topLogprobs)?.content ?? []) } : null,
+          };
+        });
+        return json({ id, object, created: Math.floor(Date.now() / 1000), model: modelId, choices, usage: usageOf(results) });
+      } catch (error) {
+        done(undefined, "error");
+        return errorResponse(error);
       }
     }
 
@@ -476,8 +504,9 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       async start(sink) {
         const now = () => Math.floor(Date.now() / 1000);
         const send = (choice: Record<string, unknown>) => sink.enqueue(event({ id, object: chunkObject, created: now(), model: modelId, choices: [choice] }));
-        try {
-          if (kind === "chat") send({ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null });
+        /** Streams one choice's chunks (each event carries its index) and its finish; resolves with its result. */
+        const streamChoice = async (stream: GenerationStream, index: number): Promise<GenerationResult> => {
+          if (kind === "chat") send({ index, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null });
           const splitter = kind === "chat" && prepared.splitReasoning ? new ReasoningSplitter() : undefined;
           const toolSplitter = kind === "chat" && prepared.parseToolCalls ? new ToolCallSplitter() : undefined;
           let toolCalls = 0;
@@ -485,11 +514,11 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
           const sendChat = (reasoning: string, answer: string, logprobs: unknown) => {
             const split = toolSplitter ? toolSplitter.push(answer) : { content: answer, toolCalls: [] };
             const content = split.content;
-            if (reasoning !== "") send({ index: 0, delta: { reasoning_content: reasoning }, finish_reason: null, logprobs });
-            if (content !== "" || (reasoning === "" && logprobs !== null)) send({ index: 0, delta: { content }, finish_reason: null, logprobs: reasoning === "" ? logprobs : null });
+            if (reasoning !== "") send({ index, delta: { reasoning_content: reasoning }, finish_reason: null, logprobs });
+            if (content !== "" || (reasoning === "" && logprobs !== null)) send({ index, delta: { content }, finish_reason: null, logprobs: reasoning === "" ? logprobs : null });
             for (const call of split.toolCalls) {
               const delta = { tool_calls: [{ index: toolCalls++, id: toolCallId(), type: "function", function: { name: call.name, arguments: call.arguments } }] };
-              send({ index: 0, delta, finish_reason: null, logprobs: null });
+              send({ index, delta, finish_reason: null, logprobs: null });
             }
           };
           try {
@@ -500,7 +529,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
                 const logprobs = prepared.logprobs ? chatLogprobs(chunk, prepared.topLogprobs) : null;
                 const part = splitter ? splitter.push(chunk.text) : { reasoning: "", content: chunk.text };
                 sendChat(part.reasoning, part.content, logprobs);
-              } else send({ index: 0, text: chunk.text, finish_reason: null, logprobs: prepared.logprobs ? completionLogprobs([chunk], prepared.topLogprobs) : null });
+              } else send({ index, text: chunk.text, finish_reason: null, logprobs: prepared.logprobs ? completionLogprobs([chunk], prepared.topLogprobs) : null });
             }
           } catch (error) {
             if (!(error instanceof StructuredOutputError && error.result)) throw error;
@@ -509,22 +538,28 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
             const rest = splitter ? splitter.flush() : { reasoning: "", content: "" };
             sendChat(rest.reasoning, rest.content, null);
             const last = toolSplitter?.flush();
-            if (last && last.content !== "") send({ index: 0, delta: { content: last.content }, finish_reason: null, logprobs: null });
+            if (last && last.content !== "") send({ index, delta: { content: last.content }, finish_reason: null, logprobs: null });
           }
           const result = await resultOf(stream);
-          done(result, result.finishReason === "abort" ? "aborted" : "ok");
-          if (result.finishReason === "abort") {
+          if (result.finishReason === "abort" || controller.signal.aborted) return result;
+          if (kind === "chat") send({ index, delta: {}, finish_reason: finishReason(result, toolCalls > 0), logprobs: null });
+          else send({ index, text: "", finish_reason: finishReason(result), logprobs: null });
+          return result;
+        };
+        try {
+          const results = await all(streamChoice);
+          const aborted = controller.signal.aborted || results.some((result) => result.finishReason === "abort");
+          done(results, aborted ? "aborted" : "ok");
+          if (aborted) {
             sink.close();
             return;
           }
-          if (kind === "chat") send({ index: 0, delta: {}, finish_reason: finishReason(result, toolCalls > 0), logprobs: null });
-          else send({ index: 0, text: "", finish_reason: finishReason(result), logprobs: null });
-          if (prepared.includeUsage) sink.enqueue(event({ id, object: chunkObject, created: now(), model: modelId, choices: [], usage: usageOf(result) }));
+          if (prepared.includeUsage) sink.enqueue(event({ id, object: chunkObject, created: now(), model: modelId, choices: [], usage: usageOf(results) }));
           sink.enqueue(encoder.encode("data: [DONE]\n\n"));
           sink.close();
         } catch (error) {
-          done(undefined, controller.signal.aborted ? "aborted" : "error");
-          if (controller.signal.aborted) return;
+          done(undefined, clientGone ? "aborted" : "error");
+          if (clientGone) return;
           try {
             sink.enqueue(event({ error: { message: error instanceof Error ? error.message : String(error), type: "server_error", param: null, code: null } }));
             sink.close();
@@ -534,7 +569,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
         }
       },
       cancel() {
-        controller.abort();
+        onDisconnect();
       },
     });
     return new Response(body, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive", "access-control-allow-origin": "*" } });
