@@ -96,6 +96,15 @@ describe("memra serve with the openai client", () => {
     expect(reasonings).toEqual(whole.choices.map((choice) => (choice.message as { reasoning_content?: string }).reasoning_content ?? ""));
     expect(finishes).toEqual(whole.choices.map((choice) => [choice.finish_reason]));
     expect(usage?.completion_tokens).toBe(whole.usage!.completion_tokens);
+    // The later choices start from the first one's prompt blocks (the prefix cache), not evaluating the prompt again.
+    const long = "Once upon a time there was a model that wrote stories. ".repeat(8);
+    const promptTokens = model.tokenizer.encode(long).length;
+    const fullBlocks = Math.floor((promptTokens - 1) / model.engine.pool.blockTokens) * model.engine.pool.blockTokens;
+    expect(fullBlocks).toBeGreaterThan(0);
+    const reusedBefore = model.engine.statistics.reusedTokens;
+    const shared = await client.completions.create({ ...base, prompt: long, max_tokens: 2, n: 3 });
+    expect(shared.choices.length).toBe(3);
+    expect(model.engine.statistics.reusedTokens - reusedBefore).toBeGreaterThanOrEqual(2 * fullBlocks);
     const tooMany = await fetch(`${server.url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...base, n: 17 }) });
     expect(tooMany.status).toBe(400);
     expect((await tooMany.json()).error).toMatchObject({ param: "n", message: expect.stringContaining("at most 16") });

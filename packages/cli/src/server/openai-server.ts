@@ -454,11 +454,37 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       request.signal.removeEventListener("abort", onDisconnect);
       metrics.requestFinished(kind, status, results?.reduce((sum, result) => sum + result.usage.completionTokens, 0) ?? 0);
     };
+    // The other choices start once the first has its first token: its prompt is in the prefix
+    // cache by then, so they reuse its full blocks instead of each evaluating the prompt again.
+    let firstTokenReady!: () => void;
+    const firstToken = new Promise<void>((resolve) => {
+      firstTokenReady = resolve;
+    });
+    /** The stream of choice `index` as `one` reads it: the first choice marks its first chunk, the others wait for it. */
+    const ordered = (stream: GenerationStream, index: number): GenerationStream => {
+      if (prepared.choices === 1) return stream;
+      return {
+        get result() {
+          return stream.result;
+        },
+        async *[Symbol.asyncIterator]() {
+          try {
+            if (index > 0) await firstToken;
+            for await (const chunk of stream) {
+              if (index === 0) firstTokenReady();
+              yield chunk;
+            }
+          } finally {
+            if (index === 0) firstTokenReady();
+          }
+        },
+      };
+    };
     /** All choices, each by `one`; the first failure aborts the others. */
     const all = <T>(one: (stream: GenerationStream, index: number) => Promise<T>): Promise<T[]> =>
       Promise.all(
         streams.map((stream, index) =>
-          one(stream, index).catch((error: unknown) => {
+          one(ordered(stream, index), index).catch((error: unknown) => {
             controller.abort();
             throw error;
           }),
