@@ -33,6 +33,7 @@ export {
 export type { FinishReason, GenerationChunk, GenerationResult, GenerationStream, GenerationTimings, StructuredGenerationResult } from "./generation/generation-types";
 export { type GenerationConstraint, StructuredOutputError, createGenerationConstraint, modelTokenTrie, prepareOutputConstraint } from "./generation/output-constraint";
 export { type ToolTurn, toolCallId, toolTurn } from "./generation/tool-choice";
+export { type EmbedOptions, type Pooling, embedOptionsSchema } from "./generation/embeddings";
 export { GrammarError, GrammarSyntaxError, JsonSchemaError } from "@memra/sampler";
 export { type FootprintTensor, type LayerFootprint, type ModelFootprint, type ModelShape, type TensorBytes, footprintFromTensors, modelFootprint, modelShape } from "./placement/model-footprint";
 export {

@@ -15,6 +15,7 @@ import { generateTokens } from "./generation/generate-tokens";
 import { type ChatOptions, type GenerateOptions, type ResolvedChatOptions, chatOptionsSchema, generateOptionsSchema, parseOptions } from "./generation/generation-options";
 import { type ToolTurn, toolTurn, withToolGrammar } from "./generation/tool-choice";
 import type { GenerationResult, GenerationStream, StructuredGenerationResult } from "./generation/generation-types";
+import { type EmbedOptions, type Pooling, checkDimensions, embedOptionsSchema, poolEmbedding, poolingOfGGUF } from "./generation/embeddings";
 import type { z } from "zod";
 
 export interface LoadModelOptions {
@@ -214,6 +215,38 @@ export class Model {
       // drain
     }
     return stream.result;
+  }
+
+  /** How `embed` pools by default: the GGUF's pooling_type (Qwen3-Embedding: last), else the last token. */
+  get pooling(): Pooling {
+    return poolingOfGGUF(this.config.poolingType) ?? "last";
+  }
+
+  /**
+   * The embedding of a text (or of tokens): the hidden states after the final norm, pooled (see
+   * `pooling`), as llama.cpp's embedding context computes them, then normalized to unit length
+   * unless `normalize: false`. A text is tokenized with the vocabulary's BOS/EOS flags
+   * (Qwen3-Embedding appends EOS, whose row "last" pooling takes). Runs in a KV cache of its own,
+   * between the engine's steps.
+   */
+  embed(input: string | readonly number[], options: EmbedOptions = {}): Float32Array {
+    const resolved = parseOptions(embedOptionsSchema, options);
+    const width = this.transformer.dimensions.embedding;
+    checkDimensions(resolved.dimensions, width);
+    const tokens = typeof input === "string" ? this.tokenizer.encode(input, { special: resolved.special }) : [...input];
+    if (tokens.length === 0) throw new RangeError("embed: the input has no tokens");
+    if (tokens.length > this.config.contextLength) throw new RangeError(`embed: the input has ${tokens.length} tokens, the model's context holds ${this.config.contextLength}`);
+    const vocabulary = this.vocabularySize;
+    const bad = tokens.find((token) => !Number.isInteger(token) || token < 0 || token >= vocabulary);
+    if (bad !== undefined) throw new RangeError(`embed: token ${bad} is outside the vocabulary (0..${vocabulary - 1})`);
+    const pooling = resolved.pooling ?? this.pooling;
+    const cache = this.createCache(tokens.length);
+    try {
+      const hidden = this.transformer.forwardHidden(Int32Array.from(tokens), cache, pooling === "mean" ? "all" : "last");
+      return poolEmbedding(hidden, width, pooling, resolved.normalize, resolved.dimensions);
+    } finally {
+      cache.dispose();
+    }
   }
 
   /** One chat turn over `messages` (chat template applied): reasoning and answer apart. */

@@ -29,6 +29,8 @@ export const ARCHITECTURE_KEYS = {
   ropeScalingType: "{arch}.rope.scaling.type",
   ropeScalingFactor: "{arch}.rope.scaling.factor",
   ropeScalingOriginalContextLength: "{arch}.rope.scaling.original_context_length",
+  /** Embedding models: how token rows pool into one vector (llama_pooling_type: 0 none, 1 mean, 2 cls, 3 last, 4 rank). */
+  poolingType: "{arch}.pooling_type",
 } as const;
 
 export const TOKENIZER_KEYS = {

@@ -16,6 +16,8 @@ const transformerShape = {
   valueLength: positiveInteger,
   layerNormRmsEpsilon: z.number().positive(),
   ropeFreqBase: z.number().positive(),
+  /** Embedding models: llama_pooling_type (0 none, 1 mean, 2 cls, 3 last, 4 rank); absent for chat models. */
+  poolingType: z.number().int().min(0).max(4).optional(),
 };
 
 const headsDivide: [(c: { headCount: number; headCountKv: number }) => boolean, { message: string; path: string[] }] = [
@@ -84,6 +86,7 @@ export function readModelConfig(file: GGUFFile): ModelConfig {
     valueLength: read(ARCHITECTURE_KEYS.valueLength) ?? derivedHeadDim,
     layerNormRmsEpsilon: read(ARCHITECTURE_KEYS.layerNormRmsEpsilon),
     ropeFreqBase: read(ARCHITECTURE_KEYS.ropeFreqBase) ?? 10000,
+    poolingType: read(ARCHITECTURE_KEYS.poolingType),
   };
   const schema = architecture === "qwen3" ? qwen3ConfigSchema : qwen3MoeConfigSchema;
   const parsed = schema.safeParse(raw);

@@ -2,6 +2,7 @@ import {
   ARCHITECTURE_KEYS,
   GENERAL_KEYS,
   GGMLType,
+  TOKENIZER_KEYS,
   type GGUFTensorToWrite,
   type GGUFToWrite,
   type GGUFValue,
@@ -56,6 +57,10 @@ export interface SyntheticModelOptions {
   readonly contextLength: number;
   readonly ropeFreqBase: number;
   readonly rmsNormEpsilon: number;
+  /** An embedding model's pooling ({arch}.pooling_type), as Qwen3-Embedding's GGUFs carry it: absent by default. */
+  readonly poolingType?: "mean" | "last";
+  /** tokenizer.ggml.add_eos_token (Qwen3-Embedding: true); absent by default. */
+  readonly addEosToken?: boolean;
 }
 
 const DENSE_DEFAULTS = {
@@ -181,7 +186,9 @@ export function buildSyntheticModel(
       [key(ARCHITECTURE_KEYS.expertFeedForwardLength), ggufValue.uint32(options.expertFfn!)],
     );
   }
+  if (options.poolingType !== undefined) metadata.push([key(ARCHITECTURE_KEYS.poolingType), ggufValue.uint32(options.poolingType === "mean" ? 1 : 3)]);
   metadata.push(...qwen3TokenizerMetadata());
+  if (options.addEosToken !== undefined) metadata.push([TOKENIZER_KEYS.addEosToken, ggufValue.bool(options.addEosToken)]);
 
   const tensors: GGUFTensorToWrite[] = [];
   const vocab = QWEN3_VOCAB_SIZE;

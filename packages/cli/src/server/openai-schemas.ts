@@ -137,7 +137,27 @@ export const detokenizeRequestSchema = z.object({
   tokens: z.array(z.number().int().nonnegative()),
 });
 
+/** POST /v1/embeddings: OpenAI's (input: a text, texts, tokens or token lists), llama.cpp's `content` too. */
+export const embeddingRequestSchema = z
+  .object({
+    model: z.string().optional(),
+    input: z
+      .union([
+        z.string(),
+        z.array(z.string()).min(1, "input must hold at least one text"),
+        z.array(z.number().int().nonnegative()).min(1, "input must hold at least one token"),
+        z.array(z.array(z.number().int().nonnegative()).min(1, "a token list must not be empty")).min(1, "input must hold at least one token list"),
+      ])
+      .optional(),
+    content: z.union([z.string(), z.array(z.string()).min(1)]).optional(),
+    encoding_format: z.enum(["float", "base64"]).nullish(),
+    dimensions: z.number().int().positive().nullish(),
+    user: z.string().optional(),
+  })
+  .refine((body) => (body.input === undefined) !== (body.content === undefined), { message: "give input (or llama.cpp's content), not both", path: ["input"] });
+
 export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;
+export type EmbeddingRequest = z.infer<typeof embeddingRequestSchema>;
 export type TokenizeRequest = z.infer<typeof tokenizeRequestSchema>;
 export type CompletionRequest = z.infer<typeof completionRequestSchema>;
 export type ChatMessageInput = z.infer<typeof chatMessageSchema>;

@@ -416,6 +416,39 @@ describe("memra serve with the openai client", () => {
   });
 });
 
+describe("memra serve: /v1/embeddings", () => {
+  const texts = ["The quick brown fox", "What is the capital of France?", "a"];
+
+  it("answers the openai client with model.embed's vectors (base64, as the client asks, and float)", async () => {
+    const answer = await client.embeddings.create({ model: "tiny-q8_0.gguf", input: texts });
+    expect(answer.object).toBe("list");
+    expect(answer.data.map((item) => item.index)).toEqual([0, 1, 2]);
+    texts.forEach((text, i) => expect(answer.data[i]!.embedding).toEqual(Array.from(model.embed(text))));
+    expect(answer.usage).toEqual({ prompt_tokens: texts.reduce((sum, text) => sum + model.tokenizer.encode(text).length, 0), total_tokens: answer.usage.prompt_tokens });
+    const floats = await client.embeddings.create({ model: "m", input: texts[0]!, encoding_format: "float", dimensions: 16 });
+    expect(floats.data[0]!.embedding).toEqual(Array.from(model.embed(texts[0]!, { dimensions: 16 })));
+    const tokens = model.tokenizer.encode(texts[1]!);
+    const fromTokens = await client.embeddings.create({ model: "m", input: [tokens, tokens.slice(0, 3)] });
+    expect(fromTokens.data[0]!.embedding).toEqual(answer.data[1]!.embedding);
+    expect(fromTokens.data[1]!.embedding).toEqual(Array.from(model.embed(tokens.slice(0, 3))));
+    // llama.cpp's server form
+    const llama = await fetch(`${server.url}/embeddings`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ content: texts[2] }) });
+    expect(((await llama.json()) as { data: { embedding: number[] }[] }).data[0]!.embedding).toEqual(answer.data[2]!.embedding);
+  });
+
+  it("bad inputs are 400s naming the field", async () => {
+    const post = async (body: unknown) => {
+      const response = await fetch(`${server.url}/v1/embeddings`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+      return { status: response.status, error: ((await response.json()) as { error: { param: string | null; message: string } }).error };
+    };
+    expect(await post({ input: ["ok", ""] })).toMatchObject({ status: 400, error: { param: "input.1", message: expect.stringContaining("no tokens") } });
+    expect(await post({ input: "x", dimensions: 65 })).toMatchObject({ status: 400, error: { param: "dimensions" } });
+    expect(await post({ input: [[1, 99999999]] })).toMatchObject({ status: 400, error: { param: "input.0", message: expect.stringContaining("outside the vocabulary") } });
+    expect(await post({ input: "one two ".repeat(300) })).toMatchObject({ status: 400, error: { message: expect.stringContaining("the context holds 512") } });
+    expect(await post({})).toMatchObject({ status: 400, error: { param: "input" } });
+  });
+});
+
 describe("memra serve: /tokenize and /detokenize (llama.cpp's and vLLM's)", () => {
   const goldens = JSON.parse(readFileSync(new URL("../../../tokenizer/src/__fixtures__/llamacpp-tokenizer-goldens.json", import.meta.url), "utf8")) as {
     cases: { text: string; ids: number[]; idsSpecial?: number[] }[];

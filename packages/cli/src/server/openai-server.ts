@@ -1,7 +1,7 @@
 /**
  * An OpenAI-compatible HTTP server over one Model (Bun.serve): /v1/chat/completions and
  * /v1/completions (streamed as server-sent events or whole), /v1/models, /health and /metrics, and
- * llama.cpp's and vLLM's /tokenize and /detokenize.
+ * /v1/embeddings, and llama.cpp's and vLLM's /tokenize and /detokenize.
  * Every request is one sequence of the model's engine, so concurrent requests decode together in
  * batched steps (continuous batching). A client that disconnects aborts its sequence, which frees
  * its KV blocks. A bad request is a 400 with an OpenAI-style error body; nothing a client sends
@@ -29,11 +29,13 @@ import {
   type ChatCompletionRequest,
   type ChatMessageInput,
   type CompletionRequest,
+  type EmbeddingRequest,
   type TokenizeRequest,
   chatCompletionRequestSchema,
   completionRequestSchema,
   describeIssue,
   detokenizeRequestSchema,
+  embeddingRequestSchema,
   tokenizeRequestSchema,
 } from "./openai-schemas";
 
@@ -345,6 +347,34 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     });
   };
 
+  /** POST /v1/embeddings: one vector per input, pooled as the model says and normalized (OpenAI's and llama.cpp's server's answer). */
+  const embeddings = (body: EmbeddingRequest): Response => {
+    const input = body.input ?? body.content!;
+    const inputs: (string | number[])[] = typeof input === "string" ? [input] : typeof input[0] === "number" ? [input as number[]] : (input as (string | number[])[]);
+    const width = model.transformer.dimensions.embedding;
+    if (body.dimensions !== undefined && body.dimensions !== null && body.dimensions > width) {
+      throw new RequestError(400, `dimensions is ${body.dimensions}, but the model's embeddings have ${width}`, "dimensions");
+    }
+    const vocabulary = model.vocabularySize;
+    const tokenLists = inputs.map((item, index) => {
+      const tokens = typeof item === "string" ? model.tokenizer.encode(item) : item;
+      const where = inputs.length === 1 && typeof input === "string" ? "input" : `input.${index}`;
+      if (tokens.length === 0) throw new RequestError(400, `${where} has no tokens`, where);
+      if (tokens.length > contextLength) throw new RequestError(400, `${where} has ${tokens.length} tokens, the context holds ${contextLength}`, where);
+      const bad = tokens.find((token) => token >= vocabulary);
+      if (bad !== undefined) throw new RequestError(400, `${where}: token id ${bad} is outside the vocabulary (0..${vocabulary - 1})`, where);
+      return tokens;
+    });
+    const base64 = body.encoding_format === "base64";
+    let promptTokens = 0;
+    const data = tokenLists.map((tokens, index) => {
+      promptTokens += tokens.length;
+      const vector = model.embed(tokens, body.dimensions ? { dimensions: body.dimensions } : {});
+      return { object: "embedding", index, embedding: base64 ? Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength).toString("base64") : Array.from(vector) };
+    });
+    return json({ object: "list", data, model: modelId, usage: { prompt_tokens: promptTokens, total_tokens: promptTokens } });
+  };
+
   /** POST /detokenize: the text of the tokens, special ones included (llama.cpp's `content`, vLLM's `prompt`). */
   const detokenize = (body: z.output<typeof detokenizeRequestSchema>): Response => {
     const vocabulary = model.vocabularySize;
@@ -623,12 +653,15 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
             return await run("chat", chatRequest(await readBody(request, chatCompletionRequestSchema)), request);
           case "POST /v1/completions":
             return await run("completion", completionRequest(await readBody(request, completionRequestSchema)), request);
+          case "POST /v1/embeddings":
+          case "POST /embeddings":
+            return embeddings(await readBody(request, embeddingRequestSchema));
           case "POST /tokenize":
             return tokenize(await readBody(request, tokenizeRequestSchema));
           case "POST /detokenize":
             return detokenize(await readBody(request, detokenizeRequestSchema));
           default:
-            if (["/health", "/metrics", "/v1/models", "/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"].includes(url.pathname)) {
+            if (["/health", "/metrics", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/embeddings", "/tokenize", "/detokenize"].includes(url.pathname)) {
               throw new RequestError(405, `${request.method} is not allowed on ${url.pathname}`);
             }
             throw new RequestError(404, `no route ${request.method} ${url.pathname}`, null, "not_found_error");

@@ -54,6 +54,13 @@ export interface BatchEntry {
    * The entry's result is then an empty array; `output`, `greedy` and `top` must be absent.
    */
   readonly logprobs?: { readonly targets: Int32Array; readonly out: Float64Array };
+  /**
+   * Embeddings: the requested rows' (`logits`) hidden states after the final RMSNorm, the vectors
+   * llama.cpp pools into embeddings ([rows, embedding], exactly that length), instead of logits:
+   * the LM head does not run for them. The entry's result is then an empty array; `output`,
+   * `greedy`, `top`, `tops` and `logprobs` must be absent.
+   */
+  readonly hidden?: Float32Array;
 }
 
 /** Where a batch entry's best candidates go (BatchEntry.top). */
@@ -620,6 +627,25 @@ export class Transformer {
     return token[0]!;
   }
 
+  /**
+   * forward(tokens, cache) returning, instead of logits, the hidden states after the final RMSNorm
+   * of the requested rows ([rows, embedding]): what an embedding model pools (Model.embed).
+   */
+  forwardHidden(tokens: Int32Array, cache: KVCache, rows: "last" | "all" = "last"): Float32Array {
+    const wanted = requestedRows(rows, tokens.length);
+    const width = this.dimensions.embedding;
+    const result = new Float32Array(wanted.length * width);
+    const step = this.maxRows;
+    for (let start = 0; start < tokens.length; start += step) {
+      const end = Math.min(tokens.length, start + step);
+      const inChunk = wanted.map((row, index) => ({ row: row - start, index })).filter(({ row }) => row >= 0 && row < end - start);
+      const hidden = new Float32Array(inChunk.length * width);
+      this.forwardBatch([inChunk.length === 0 ? { tokens: tokens.subarray(start, end), cache, logits: [] } : { tokens: tokens.subarray(start, end), cache, logits: inChunk.map(({ row }) => row), hidden }]);
+      inChunk.forEach(({ index }, i) => result.set(hidden.subarray(i * width, (i + 1) * width), index * width));
+    }
+    return result;
+  }
+
   /** A batch entry's top candidates: k ids and logits, k from 1 to min(vocabulary, TOP_K_ROWS_MAX). */
   private checkTopCandidates(top: TopCandidates): void {
     const k = top.ids.length;
@@ -665,6 +691,13 @@ export class Transformer {
         if (target < 0 || target >= d.vocabulary) throw new RangeError(`scoring batch entry ${i}: target ${target} is outside the vocabulary (0..${d.vocabulary - 1})`);
       }
     });
+    entries.forEach((entry, i) => {
+      if (entry.hidden === undefined) return;
+      if (entry.output !== undefined || entry.greedy !== undefined || entry.top !== undefined || entry.tops !== undefined || entry.logprobs !== undefined) {
+        throw new Error("a batch entry with `hidden` takes neither `output`, `greedy`, `top`, `tops` nor `logprobs`");
+      }
+      if (entry.hidden.length !== wanted[i]!.length * d.embedding) throw new RangeError(`batch entry ${i}: hidden holds ${entry.hidden.length} floats, its rows need ${wanted[i]!.length * d.embedding}`);
+    });
     for (const entry of entries) {
       if (entry.greedy !== undefined) {
         if (entry.logits !== undefined || entry.output !== undefined) throw new Error("a greedy batch entry takes neither `logits` nor `output`");
@@ -709,7 +742,7 @@ export class Transformer {
     const blockTables = Int32Array.from(tables);
     const decode = this.decodeSteps !== undefined && rows === entries.length && rows <= this.recordableRows;
     // A decode step that wants every row's logits records the LM head too (one chunk, rows in place).
-    const headInGraph = decode && rows <= Math.min(LOGIT_ROWS, this.maxRows) && wanted.every((rowsOfEntry) => rowsOfEntry.length === 1);
+    const headInGraph = decode && rows <= Math.min(LOGIT_ROWS, this.maxRows) && wanted.every((rowsOfEntry) => rowsOfEntry.length === 1) && entries.every((entry) => !entry.hidden);
     if (decode) {
       this.replayDecodeStep(storage, entries, tokens, positions, slots, blockTables, sequences, headInGraph);
     } else {
@@ -719,11 +752,21 @@ export class Transformer {
     const s = this.outputScratch;
     for (const entry of entries) entry.cache.advance(entry.tokens);
 
+    // Hidden states asked for instead of logits are read where the final norm left them.
+    for (let i = 0; i < entries.length; i++) {
+      const hidden = entries[i]!.hidden;
+      if (!hidden) continue;
+      wanted[i]!.forEach((r, j) => {
+        const offset = (sequences[i * 4]! + r) * d.embedding;
+        if (backend.readInto) backend.readInto(s.normed, offset, d.embedding, hidden, j * d.embedding);
+        else hidden.set(backend.read(s.normed, offset, d.embedding), j * d.embedding);
+      });
+    }
     // Only the requested rows go through the LM head, packed to the front of `projected`.
     const picked: number[] = [];
-    for (let i = 0; i < entries.length; i++) for (const r of wanted[i]!) picked.push(sequences[i * 4]! + r);
+    for (let i = 0; i < entries.length; i++) if (!entries[i]!.hidden) for (const r of wanted[i]!) picked.push(sequences[i * 4]! + r);
     const results = wanted.map((rowsOfEntry, i) => {
-      if (entries[i]!.greedy !== undefined || entries[i]!.top !== undefined || entries[i]!.tops !== undefined || entries[i]!.logprobs !== undefined) return EMPTY_LOGITS;
+      if (entries[i]!.greedy !== undefined || entries[i]!.top !== undefined || entries[i]!.tops !== undefined || entries[i]!.logprobs !== undefined || entries[i]!.hidden !== undefined) return EMPTY_LOGITS;
       const length = rowsOfEntry.length * d.vocabulary;
       const output = entries[i]!.output;
       if (output === undefined) return new Float32Array(length);
@@ -738,6 +781,7 @@ export class Transformer {
     const topOf: (TopCandidates | undefined)[] = [];
     const scoreOf: ({ target: number; out: Float64Array; index: number } | undefined)[] = [];
     for (let i = 0; i < entries.length; i++) {
+      if (entries[i]!.hidden) continue;
       for (let j = 0; j < wanted[i]!.length; j++) {
         destination.push([results[i]!, j]);
         greedyOf.push(entries[i]!.greedy);

@@ -1,0 +1,91 @@
+/**
+ * Model.embed against llama.cpp's embeddings (tools/llamacpp/embedding-goldens.mjs) of synthetic
+ * models set up as embedding models: Qwen3-Embedding's last-token pooling with EOS appended, mean
+ * pooling, and a chat model without pooling metadata (the last token's row).
+ */
+import { readFileSync } from "node:fs";
+import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
+import { describe, expect, it } from "vitest";
+import { loadModel } from "../load-model";
+import { InvalidOptionError } from "./generation-options";
+
+interface Golden {
+  readonly id: string;
+  readonly preset: "tiny";
+  readonly options: Record<string, unknown>;
+  readonly cases: { readonly text: string; readonly tokens: number; readonly embedding: number[] }[];
+}
+const goldens = JSON.parse(readFileSync(new URL("../__fixtures__/embedding-goldens.json", import.meta.url), "utf8")) as { models: Golden[] };
+
+const cosine = (a: ArrayLike<number>, b: ArrayLike<number>) => {
+  let dot = 0;
+  let na = 0;
+  let nb = 0;
+  for (let i = 0; i < a.length; i++) {
+    dot += a[i]! * b[i]!;
+    na += a[i]! * a[i]!;
+    nb += b[i]! * b[i]!;
+  }
+  return dot / Math.sqrt(na * nb);
+};
+const maxDifference = (a: ArrayLike<number>, b: ArrayLike<number>) => {
+  let most = 0;
+  for (let i = 0; i < a.length; i++) most = Math.max(most, Math.abs(a[i]! - b[i]!));
+  return most;
+};
+const norm = (a: ArrayLike<number>) => Math.sqrt(Array.from(a).reduce((sum, x) => sum + x * x, 0));
+
+describe("Model.embed against llama.cpp", () => {
+  for (const golden of goldens.models) {
+    it(`gives llama.cpp's embeddings: ${golden.id}`, async () => {
+      const model = loadModel(await syntheticModelFile(resolveOptions(golden.preset, golden.options)));
+      for (const c of golden.cases) {
+        const tokens = model.tokenizer.encode(c.text);
+        expect(tokens.length, c.text).toBe(c.tokens);
+        const raw = model.embed(c.text, { normalize: false });
+        expect(raw.length).toBe(c.embedding.length);
+        // Bounds, about 3x what was measured: f32 weights agree to float rounding (1 - cosine 4e-8,
+        // largest difference 1.1e-4 of the norm, the f16 KV cache's rounding); q8_0 to llama.cpp's
+        // 8-bit activations in its dot products (1 - cosine up to 1.5e-4, difference 6e-3).
+        const quantized = golden.options.weightType !== "f32";
+        expect(1 - cosine(raw, c.embedding), c.text).toBeLessThan(quantized ? 5e-4 : 2e-7);
+        expect(maxDifference(raw, c.embedding) / norm(c.embedding), c.text).toBeLessThan(quantized ? 0.02 : 3e-4);
+      }
+      model.dispose();
+    });
+  }
+
+  it("normalizes to unit length, truncates to dimensions, pools as asked", async () => {
+    const golden = goldens.models.find((m) => m.id === "tiny-q8_0-last-eos")!;
+    const model = loadModel(await syntheticModelFile(resolveOptions(golden.preset, golden.options)));
+    expect(model.pooling).toBe("last");
+    const text = golden.cases[0]!.text;
+    const raw = model.embed(text, { normalize: false });
+    const unit = model.embed(text);
+    expect(norm(unit)).toBeCloseTo(1, 6);
+    expect(maxDifference(unit, Array.from(raw, (x) => x / norm(raw)))).toBeLessThan(1e-6);
+    const short = model.embed(text, { dimensions: 16 });
+    expect(short.length).toBe(16);
+    expect(maxDifference(short, Array.from(raw.subarray(0, 16), (x) => x / norm(raw.subarray(0, 16))))).toBeLessThan(1e-6);
+    // Tokens in, the same vector; mean pooling over them differs from the last row.
+    const tokens = model.tokenizer.encode(text);
+    expect(Array.from(model.embed(tokens))).toEqual(Array.from(unit));
+    expect(cosine(model.embed(tokens, { pooling: "mean" }), unit)).toBeLessThan(0.999);
+    expect(() => model.embed(text, { dimensions: 65 })).toThrow(InvalidOptionError);
+    expect(() => model.embed([])).toThrow(/no tokens/);
+    expect(() => model.embed([1, 10_000_000])).toThrow(/outside the vocabulary/);
+    model.dispose();
+  });
+
+  it("runs between the engine's generations without disturbing them", async () => {
+    const model = loadModel(await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" })));
+    expect(model.pooling).toBe("last");
+    const alone = await model.complete("Once upon a time", { temperature: 0, maxTokens: 8 });
+    const stream = model.generate("Once upon a time", { temperature: 0, maxTokens: 8 });
+    const vectors: Float32Array[] = [];
+    for await (const _chunk of stream) vectors.push(model.embed("between steps"));
+    expect((await stream.result).tokens).toEqual(alone.tokens);
+    for (const vector of vectors) expect(Array.from(vector)).toEqual(Array.from(vectors[0]!));
+    model.dispose();
+  });
+});
