@@ -10,6 +10,7 @@ const COMMANDS: Record<string, { load: () => Promise<Command>; summary: string }
   chat: { load: async () => (await import("./commands/chat")).chatCommand, summary: "a conversation through the chat template" },
   inspect: { load: async () => (await import("./commands/inspect")).inspectCommand, summary: "print a GGUF file's metadata and tensor table" },
   tokenize: { load: async () => (await import("./commands/tokenize")).tokenizeCommand, summary: "print the token ids of a text" },
+  embed: { load: async () => (await import("./commands/embed")).embedCommand, summary: "the embedding of a text (pooled hidden state), as llama-embedding" },
   logprobs: { load: async () => (await import("./commands/logprobs")).logprobsCommand, summary: "top-K next-token log-probabilities at every position" },
   perplexity: { load: async () => (await import("./commands/perplexity")).perplexityCommand, summary: "perplexity of a model over a text file" },
   bench: { load: async () => (await import("./commands/bench")).benchCommand, summary: "prompt and generation speed, llama-bench style (pp512, tg128)" },

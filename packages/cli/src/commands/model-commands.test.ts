@@ -22,6 +22,25 @@ beforeAll(async () => {
   model = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" }));
 });
 
+describe("memra embed", () => {
+  it("prints model.embed's vectors, from --text or JSON lines, with the pooling and dimensions asked", async () => {
+    const loaded = loadModel(model);
+    const one = run(["embed", "-m", model, "--text", QUICK_FOX, "--text", "a", "--device", "reference"]);
+    expect(one.stderr).toBe("");
+    expect(one.code).toBe(0);
+    const lines = one.stdout.trim().split("\n").map((line) => JSON.parse(line) as number[]);
+    expect(lines).toEqual([Array.from(loaded.embed(QUICK_FOX)), Array.from(loaded.embed("a"))]);
+    const piped = run(["embed", "-m", model, "--jsonl", "--pooling", "mean", "--dimensions", "8", "--no-normalize", "--device", "reference"], `${JSON.stringify(QUICK_FOX)}\n\n"a"\n`);
+    expect(piped.stdout.trim().split("\n").map((line) => JSON.parse(line))).toEqual([QUICK_FOX, "a"].map((text) => Array.from(loaded.embed(text, { pooling: "mean", dimensions: 8, normalize: false }))));
+    loaded.dispose();
+    const bad = run(["embed", "-m", model, "--jsonl", "--device", "reference"], "not json\n");
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain("standard input line 1 is not JSON");
+    expect(run(["embed", "-m", model, "--text", "x", "--pooling", "cls"]).stderr).toContain("--pooling must be last or mean");
+    expect(run(["embed", "-m", model, "--text", "x", "--dimensions", "65", "--device", "reference"]).stderr).toContain("dimensions is 65, but the model's embeddings have 64");
+  });
+});
+
 describe("memra tokenize", () => {
   it("prints ids with pieces, or JSON", () => {
     const text = run(["tokenize", "-m", model, "--text", QUICK_FOX]);

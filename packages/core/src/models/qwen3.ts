@@ -740,9 +740,10 @@ export class Transformer {
       row += entryTokens.length;
     }
     const blockTables = Int32Array.from(tables);
-    const decode = this.decodeSteps !== undefined && rows === entries.length && rows <= this.recordableRows;
+    // (Not for embeddings: their caches come and go, and a graph recorded per cache would push out the engine's.)
+    const decode = this.decodeSteps !== undefined && rows === entries.length && rows <= this.recordableRows && entries.every((entry) => !entry.hidden);
     // A decode step that wants every row's logits records the LM head too (one chunk, rows in place).
-    const headInGraph = decode && rows <= Math.min(LOGIT_ROWS, this.maxRows) && wanted.every((rowsOfEntry) => rowsOfEntry.length === 1) && entries.every((entry) => !entry.hidden);
+    const headInGraph = decode && rows <= Math.min(LOGIT_ROWS, this.maxRows) && wanted.every((rowsOfEntry) => rowsOfEntry.length === 1);
     if (decode) {
       this.replayDecodeStep(storage, entries, tokens, positions, slots, blockTables, sequences, headInGraph);
     } else {

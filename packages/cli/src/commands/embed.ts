@@ -1,0 +1,76 @@
+import { parseArgs } from "node:util";
+import { loadModel } from "@memra/core";
+import { backendOptionHelp, chooseBackend, parseBackendChoice } from "../backend-choice";
+import { CliError } from "../cli-error";
+import type { CliIO } from "../cli-io";
+import { parsePositiveInteger, requireModelPath } from "./model-arguments";
+
+export const embedUsage = `usage: memra embed -m MODEL (--text TEXT ... | --jsonl) [--pooling last|mean] [--dimensions N] [--no-normalize]
+
+Prints the embedding of each text (llama.cpp's llama-embedding): the hidden state after the final
+norm, pooled as the model's GGUF says (Qwen3-Embedding: the last token) or as --pooling says,
+normalized to unit length unless --no-normalize. One JSON array per text, one per line; --jsonl
+reads one JSON-encoded string per line of standard input, loading the model once.
+
+options:
+  --text TEXT             a text (repeat for several)
+  --dimensions N          keep the first N components (Matryoshka truncation), then normalize
+  -t, --threads N         threads of the native CPU backend (default: one per processor)
+${backendOptionHelp}
+
+examples:
+  memra embed -m Qwen3-Embedding-0.6B-Q8_0.gguf --text "What is the capital of France?"
+  printf '"a"\\n"b"\\n' | memra embed -m Qwen3-Embedding-0.6B-Q8_0.gguf --jsonl --dimensions 256`;
+
+export async function embedCommand(args: string[], io: CliIO): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      model: { type: "string", short: "m" },
+      text: { type: "string", multiple: true },
+      jsonl: { type: "boolean", default: false },
+      pooling: { type: "string" },
+      dimensions: { type: "string" },
+      "no-normalize": { type: "boolean", default: false },
+      threads: { type: "string", short: "t" },
+      device: { type: "string" },
+      help: { type: "boolean", short: "h", default: false },
+    },
+  });
+  if (values.help) {
+    io.stdout(`${embedUsage}\n`);
+    return;
+  }
+  const path = requireModelPath(values.model, embedUsage);
+  if ((values.text === undefined) === !values.jsonl) throw new CliError(`give --text (one or more) or --jsonl\n${embedUsage}`);
+  if (values.pooling !== undefined && values.pooling !== "last" && values.pooling !== "mean") throw new CliError(`--pooling must be last or mean, got "${values.pooling}"`);
+  const dimensions = values.dimensions === undefined ? undefined : parsePositiveInteger(values.dimensions, "--dimensions", 1);
+  const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
+  const model = loadModel(path, { backend: await chooseBackend(threads, parseBackendChoice(values.device)) });
+  const options = {
+    ...(values.pooling === undefined ? {} : { pooling: values.pooling as "last" | "mean" }),
+    ...(dimensions === undefined ? {} : { dimensions }),
+    normalize: !values["no-normalize"],
+  };
+  const print = (text: string) => io.stdout(`${JSON.stringify(Array.from(model.embed(text, options)))}\n`);
+  try {
+    if (values.text) for (const text of values.text) print(text);
+    else {
+      let line = 0;
+      for await (const raw of io.stdinLines()) {
+        line++;
+        if (raw.trim() === "") continue;
+        let text: unknown;
+        try {
+          text = JSON.parse(raw);
+        } catch {
+          throw new CliError(`standard input line ${line} is not JSON (expected a JSON string)`);
+        }
+        if (typeof text !== "string") throw new CliError(`standard input line ${line} is not a JSON string`);
+        print(text);
+      }
+    }
+  } finally {
+    model.dispose();
+  }
+}
