@@ -230,6 +230,18 @@ function radixSortCandidates(candidates: Candidates, out: Int32Array): void {
   radixSortByKeys(work, length, out);
 }
 
+/**
+ * Sorts positions[0..count) of live candidates, given in ascending order, by rank (descending logit;
+ * equal logits by ascending position, which is ascending id when the ids ascend): a radix sort of
+ * just these positions.
+ */
+export function sortPositionsByRank(candidates: Candidates, positions: Int32Array, count: number): void {
+  const { logitBits } = candidates;
+  const work = candidates.radix();
+  for (let i = 0; i < count; i++) work.keys[i] = ~ascendingKey(logitBits[positions[i]!]!) >>> 0;
+  radixSortByKeys(work, count, positions);
+}
+
 /** Makes the candidates at positions indices[0..count) the live ones, in that order. */
 export function gatherCandidates(candidates: Candidates, indices: Int32Array, count: number): void {
   const { ids, logits, probabilities, scratchIds, scratchLogits, scratchProbabilities } = candidates;

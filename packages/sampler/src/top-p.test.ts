@@ -49,12 +49,34 @@ describe("topP", () => {
       [5000, 30, 0.9], // a peaked distribution: found among the top 256
       [5000, 2, 0.95], // flatter: beyond 256 and 2048, needs the full sort
       [151936, 6, 0.95],
+      [151936, 6, 0.5],
+      [151936, 6, 0.999], // the buckets' margin cannot fit below 1: the full sort
+      [151936, 0.001, 0.9], // nearly flat: every bucket holds many
     ] as const) {
       const logits = Float32Array.from({ length: count }, () => random() * spread);
       const candidates = Candidates.fromLogits(logits);
       topP(candidates, p, 1);
       expect(idsOf(candidates)).toEqual(naiveTopP(logits, p, 1));
       expect(candidates.sorted).toBe(true);
+    }
+  });
+
+  it("the bucket search gives the full sort's prefix: a model-like vocabulary, ties, banned tokens, minKeep", () => {
+    const random = testRandom(21);
+    const normal = () => Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
+    const cases: [string, Float32Array, number, number][] = [];
+    const modelLike = Float32Array.from({ length: 151936 }, () => 3 * normal());
+    for (let j = 0; j < 8; j++) modelLike[Math.floor(random() * modelLike.length)] = 10 + 5 * random();
+    cases.push(["normal logits with a few high ones (the sampler benchmark's)", modelLike, 0.95, 1]);
+    cases.push(["many equal logits", Float32Array.from({ length: 50000 }, () => Math.round(random() * 6)), 0.9, 1]);
+    const banned = Float32Array.from({ length: 50000 }, () => random() * 3);
+    for (let i = 0; i < banned.length; i += 3) banned[i] = Number.NEGATIVE_INFINITY;
+    cases.push(["a third banned (-Infinity)", banned, 0.8, 1]);
+    cases.push(["minKeep beyond the prefix", Float32Array.from({ length: 50000 }, () => random() * 3), 0.3, 20000]);
+    for (const [name, logits, p, minKeep] of cases) {
+      const candidates = Candidates.fromLogits(logits);
+      topP(candidates, p, minKeep);
+      expect(idsOf(candidates), name).toEqual(naiveTopP(logits, p, minKeep));
     }
   });
 });
