@@ -6,9 +6,8 @@
  * experts routed and run on the device). Skipped without a GPU
  * unless MEMRA_CUDA_LIBRARY names the emulated library (CI runs it on the CPU emulator).
  */
-import { readFileSync } from "node:fs";
 import { type BackendGraph, type DeviceBuffer, type KVStorage, computeLogprobs, computePerplexity, loadModel } from "@memra/core";
-import { expectStepsClose, firstDifference, generationSteps, normals, tensorInfo } from "@memra/core/internal";
+import { cosineSimilarity, expectStepsClose, firstDifference, generationSteps, loadEmbeddingGoldens, normals, tensorInfo } from "@memra/core/internal";
 import { GGMLType, quantize } from "@memra/gguf";
 import { argmax } from "@memra/sampler";
 import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
@@ -348,10 +347,7 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
   }, 240_000);
 
   it("embeddings on the device: llama.cpp's within the core test's bounds, a 1-token input outside the decode graphs", async () => {
-    const goldens = JSON.parse(readFileSync(new URL("../../core/src/__fixtures__/embedding-goldens.json", import.meta.url), "utf8")) as {
-      models: { id: string; preset: "tiny"; options: Record<string, unknown>; cases: { text: string; embedding: number[] }[] }[];
-    };
-    const golden = goldens.models.find((m) => m.id === "tiny-q8_0-last-eos")!;
+    const golden = loadEmbeddingGoldens().find((m) => m.id === "tiny-q8_0-last-eos")!;
     const path = await syntheticModelFile(resolveOptions(golden.preset, golden.options));
     const backend = CudaBackend.create();
     let captures = 0;
@@ -363,17 +359,7 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
     const model = loadModel(path, { backend, maxBatchTokens: 16 });
     const reference = loadModel(path);
     try {
-      const cosine = (a: ArrayLike<number>, b: ArrayLike<number>) => {
-        let dot = 0;
-        let na = 0;
-        let nb = 0;
-        for (let i = 0; i < a.length; i++) {
-          dot += a[i]! * b[i]!;
-          na += a[i]! * a[i]!;
-          nb += b[i]! * b[i]!;
-        }
-        return dot / Math.sqrt(na * nb);
-      };
+      const cosine = cosineSimilarity;
       for (const c of golden.cases.slice(0, 3)) expect(1 - cosine(model.embed(c.text, { normalize: false }), c.embedding), c.text).toBeLessThan(5e-4);
       expect(model.transformer.recordsDecodeGraphs).toBe(true);
       const single = model.embed([785]);

@@ -3,31 +3,14 @@
  * models set up as embedding models: Qwen3-Embedding's last-token pooling with EOS appended, mean
  * pooling, and a chat model without pooling metadata (the last token's row).
  */
-import { readFileSync } from "node:fs";
 import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
 import { describe, expect, it } from "vitest";
 import { loadModel } from "../load-model";
+import { cosineSimilarity, loadEmbeddingGoldens } from "../testing/embedding-goldens";
 import { InvalidOptionError } from "./generation-options";
 
-interface Golden {
-  readonly id: string;
-  readonly preset: "tiny";
-  readonly options: Record<string, unknown>;
-  readonly cases: { readonly text: string; readonly tokens: number; readonly embedding: number[] }[];
-}
-const goldens = JSON.parse(readFileSync(new URL("../__fixtures__/embedding-goldens.json", import.meta.url), "utf8")) as { models: Golden[] };
-
-const cosine = (a: ArrayLike<number>, b: ArrayLike<number>) => {
-  let dot = 0;
-  let na = 0;
-  let nb = 0;
-  for (let i = 0; i < a.length; i++) {
-    dot += a[i]! * b[i]!;
-    na += a[i]! * a[i]!;
-    nb += b[i]! * b[i]!;
-  }
-  return dot / Math.sqrt(na * nb);
-};
+const goldens = { models: loadEmbeddingGoldens() };
+const cosine = cosineSimilarity;
 const maxDifference = (a: ArrayLike<number>, b: ArrayLike<number>) => {
   let most = 0;
   for (let i = 0; i < a.length; i++) most = Math.max(most, Math.abs(a[i]! - b[i]!));
