@@ -264,6 +264,10 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     return prepare(model.tokenizer.encode(text, { special: true }), body, logprobs, body.top_logprobs ?? 0, tools);
   };
 
+  /** A request's tools as the chat template and core's options take them (null fields left out). */
+  const toolDefinitionsOf = (tools: NonNullable<ChatCompletionRequest["tools"]>) =>
+    tools.map(({ type, function: { name, description, parameters } }) => ({ type, function: { name, ...(description ? { description } : {}), ...(parameters ? { parameters } : {}) } }));
+
   /** The request's tools through core's chat options (a bad one is a 400 naming the field). */
   const toolsOf = (body: ChatCompletionRequest, responseFormat: string | undefined, enableThinking: boolean | undefined): ToolTurn => {
     const choice = body.tool_choice ?? "auto";
@@ -273,10 +277,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     const options = {
       ...(body.tools
         ? {
-            tools: body.tools.map(({ type, function: { name, description, parameters } }) => ({
-              type,
-              function: { name, ...(description ? { description } : {}), ...(parameters ? { parameters } : {}) },
-            })),
+            tools: toolDefinitionsOf(body.tools),
           }
         : {}),
       toolChoice: typeof choice === "string" ? choice : { name: choice.function.name },
@@ -314,7 +315,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     const tokenizer = model.tokenizer;
     let tokens: number[];
     if (body.messages !== undefined) {
-      const tools = body.tools?.map(({ type, function: { name, description, parameters } }) => ({ type, function: { name, ...(description ? { description } : {}), ...(parameters ? { parameters } : {}) } }));
+      const tools = body.tools ? toolDefinitionsOf(body.tools) : undefined;
       let text: string;
       try {
         text = tokenizer.applyChatTemplate(chatMessagesOf(body.messages), {
