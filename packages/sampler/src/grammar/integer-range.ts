@@ -1,17 +1,7 @@
-function digitClass(low: number, high: number): string {
-  return low === high ? `"${low}"` : `[${low}-${high}]`;
-}
+import { alternatives, digitClass, join } from "./gbnf-text";
 
 function anyDigits(count: number): string {
   return count === 0 ? "" : count === 1 ? "[0-9]" : `[0-9]{${count}}`;
-}
-
-function join(...parts: string[]): string {
-  return parts.filter((part) => part !== "").join(" ");
-}
-
-function alternatives(options: string[]): string {
-  return options.length === 1 ? options[0]! : `( ${options.join(" | ")} )`;
 }
 
 /** Digit strings of `digits.length` digits (leading zeros allowed) not below `digits`. */

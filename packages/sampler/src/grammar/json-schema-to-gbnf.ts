@@ -1,10 +1,13 @@
 import { JsonSchemaError } from "./grammar-error";
 import type { Grammar } from "./grammar";
+import { gbnfLiteral } from "./gbnf-text";
 import { integerRangeGbnf } from "./integer-range";
 import { MAX_NUMBER_DIGITS, numberRangeGbnf, plainDecimal, significantDigits } from "./number-range";
 import { MAX_REPETITION, parseGbnf } from "./parse-gbnf";
 import { patternToGbnf } from "./regex-to-gbnf";
 import { STRING_FORMATS, stringFormatRules } from "./string-formats";
+
+export { gbnfLiteral } from "./gbnf-text";
 
 const SAFE_BOUND = Number.MAX_SAFE_INTEGER;
 
@@ -41,21 +44,6 @@ const UNSUPPORTED_KEYWORDS = ["not", "if", "then", "else", "uniqueItems", "conta
 const KNOWN_TYPES = ["object", "array", "string", "number", "integer", "boolean", "null"];
 
 type Schema = Record<string, unknown> | boolean;
-
-/** A GBNF literal for `text` (quotes, backslashes and control characters escaped). */
-export function gbnfLiteral(text: string): string {
-  let out = '"';
-  for (const character of text) {
-    const code = character.codePointAt(0)!;
-    if (character === '"' || character === "\\") out += `\\${character}`;
-    else if (character === "\n") out += "\\n";
-    else if (character === "\r") out += "\\r";
-    else if (character === "\t") out += "\\t";
-    else if (code < 0x20 || code === 0x7f) out += `\\x${code.toString(16).padStart(2, "0")}`;
-    else out += character;
-  }
-  return `${out}"`;
-}
 
 function escapePointer(key: string): string {
   return key.replaceAll("~", "~0").replaceAll("/", "~1");

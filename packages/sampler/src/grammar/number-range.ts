@@ -1,3 +1,4 @@
+import { alternatives, digitClass, join } from "./gbnf-text";
 import { integerDigitsGbnf } from "./integer-range";
 
 /**
@@ -36,21 +37,8 @@ export function significantDigits(decimal: Decimal): number {
   return (decimal.integer === "0" ? "" : decimal.integer + decimal.fraction).replace(/0+$/, "").length || decimal.fraction.replace(/^0+/, "").length;
 }
 
-function join(...parts: string[]): string {
-  return parts.filter((part) => part !== "").join(" ");
-}
-
-function alternatives(options: string[]): string {
-  if (options.length === 0) return "";
-  return options.length === 1 ? options[0]! : `( ${options.join(" | ")} )`;
-}
-
 function anyDigits(max: number): string {
   return max === 0 ? "" : `[0-9]{0,${max}}`;
-}
-
-function digitClass(low: number, high: number): string {
-  return low === high ? `"${low}"` : `[${low}-${high}]`;
 }
 
 /** A fraction bound: digits (value 0.d…) and whether the bound itself is excluded; undefined for none. */

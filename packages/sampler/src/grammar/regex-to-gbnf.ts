@@ -1,3 +1,4 @@
+import { gbnfLiteral } from "./gbnf-text";
 import { JsonSchemaError } from "./grammar-error";
 import { MAX_REPETITION } from "./parse-gbnf";
 
@@ -453,15 +454,6 @@ function classCharacter(code: number): string {
   return `\\U${code.toString(16).padStart(8, "0")}`;
 }
 
-function quoted(text: string): string {
-  let out = '"';
-  for (const character of text) {
-    const code = character.codePointAt(0)!;
-    out += character === '"' || character === "\\" ? `\\${character}` : code < 0x20 || code === 0x7f ? `\\x${code.toString(16).padStart(2, "0")}` : character;
-  }
-  return `${out}"`;
-}
-
 /** Defines a rule from a name hint and its body, returning the rule's name. */
 export type DefineRule = (hint: string, body: string) => string;
 
@@ -512,7 +504,7 @@ class RegexEmitter {
     if (raw.length > 0) parts.push(`[${raw.map(([low, high]) => (low === high ? classCharacter(low) : `${classCharacter(low)}-${classCharacter(high)}`)).join("")}]`);
     for (const [low, high] of set) {
       for (let code = low; code <= Math.min(high, 0x7f); code++) {
-        if (code < 0x20 || code === 0x22 || code === 0x5c || code === 0x7f) parts.push(quoted(jsonText(code)));
+        if (code < 0x20 || code === 0x22 || code === 0x5c || code === 0x7f) parts.push(gbnfLiteral(jsonText(code)));
       }
     }
     if (parts.length === 0) return '[^\\x00-\\U0010ffff]'; // matches nothing, as an empty class does
