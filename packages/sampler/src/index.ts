@@ -28,7 +28,7 @@ export { GrammarAutomaton, MAX_STACKS_PER_STATE } from "./grammar/grammar-automa
 export { TokenTrie } from "./grammar/token-trie";
 export { type AllowedTokens, type GrammarPosition, GrammarMatcher } from "./grammar/grammar-matcher";
 export { type ConstrainedSampler, type GrammarMode, createConstrainedSampler } from "./grammar/constrained-sampler";
-export { type TriggeredSampler, createTriggeredSampler } from "./grammar/triggered-sampler";
+export { type LeadingBlock, type TriggeredSampler, type TriggeredSamplerOptions, createTriggeredSampler } from "./grammar/triggered-sampler";
 export {
   type ToolCallFunction,
   type ToolCallGrammarOptions,
