@@ -179,9 +179,66 @@ describe("JSON schema pattern → grammar, against RegExp with the u flag", () =
     for (const pattern of ["a{2", "(ab", "[a-", "[z-a]", "a**", "\\q"]) expect(() => new RegExp(pattern, "u")).toThrow();
   });
 
-  it("refuses a pattern or enforced format together with length bounds", () => {
-    expect(() => jsonSchemaToGbnf({ type: "string", pattern: "^a+$", maxLength: 3 })).toThrow(/maxLength together with pattern/);
-    expect(() => jsonSchemaToGbnf({ type: "string", format: "email", minLength: 3 })).toThrow(/minLength together with format "email"/);
+});
+
+describe("JSON schema pattern with minLength/maxLength → grammar, against RegExp and the length in code points", () => {
+  const cases: [name: string, pattern: string, minLength: number | undefined, maxLength: number | undefined][] = [
+    ["letters, at least one (implied by the pattern)", "^[a-z]+$", 1, undefined],
+    ["letters then digits, 3 to 6", "^[a-z]+\\d*$", 3, 6],
+    ["unanchored: contains, at most 4", "x", undefined, 4],
+    ["alternatives anchored apart, 3 to 5", "ab|^cd|ef$", 3, 5],
+    ["escaped quotes and backslashes count as one character", '^[^"\\\\]{1,5}\\\\"?$', undefined, 3],
+    ["repetition of something that can be empty, at least 5 (no maximum)", "^(a|b?)*c{2,}$", 5, undefined],
+    ["astral characters count as one", "^é+\\u{1F600}?$", 2, 3],
+    ["exact length", "^[a-c]*-?[0-9]*$", 4, 4],
+    ["zod's email, at most 20", zodPatterns["zod's email"]!, undefined, 20],
+    ["zod's uuid, exactly its own length", zodPatterns["zod's uuid"]!, 36, 36],
+  ];
+  for (const [name, pattern, minLength, maxLength] of cases) {
+    it(`accepts exactly the strings that match and fit: ${name}`, () => {
+      const regex = new RegExp(pattern, "u");
+      const fits = (value: string) => regex.test(value) && [...value].length >= (minLength ?? 0) && [...value].length <= (maxLength ?? Number.POSITIVE_INFINITY);
+      const automaton = automatonOf({ type: "string", pattern, minLength, maxLength });
+      const random = new SeededRandom(0xfeed, [...name].reduce((sum, c) => sum + c.charCodeAt(0), 0));
+      const walked = walkedValues(automaton, random, 40, `"${pattern}`);
+      for (const value of walked) expect(fits(value), `walked ${JSON.stringify(value)}`).toBe(true);
+      // No dead ends: every prefix the grammar allows can still be finished.
+      const stuck = Array.from({ length: 40 }, () => walk(automaton, random, `"${pattern}`, 0.05)).filter((text) => text === undefined);
+      expect(stuck.length).toBe(0);
+      const alphabet = [...new Set([...pattern.replace(/\\[a-zA-Z]/g, ""), ..."ab019xyzAZ-_.:@/ \"\\\t\n\u2028é😀"])];
+      const candidates = [...walked.flatMap((value) => mutations(value, alphabet, random, 6))];
+      for (let i = 0; i < 300; i++) {
+        const length = random.nextUint32() % ((maxLength ?? 8) + 3);
+        candidates.push(Array.from({ length }, () => alphabet[random.nextUint32() % alphabet.length]!).join(""));
+      }
+      let fitting = 0;
+      for (const value of candidates) {
+        const expected = fits(value);
+        if (expected) fitting++;
+        expect(accepts(automaton, jsonText(value)), `${JSON.stringify(value)} (fits: ${expected})`).toBe(expected);
+      }
+      expect(fitting).toBeGreaterThan(0);
+      expect(fitting).toBeLessThan(candidates.length);
+    });
+  }
+
+  it("refuses bounds that no matching string meets, and products too large to write, naming the keyword", () => {
+    const failure = (schema: Record<string, unknown>) => {
+      try {
+        jsonSchemaToGbnf({ type: "object", properties: { id: { type: "string", ...schema } } });
+      } catch (error) {
+        expect(error).toBeInstanceOf(JsonSchemaError);
+        return [(error as JsonSchemaError).pointer, (error as JsonSchemaError).reason];
+      }
+      throw new Error(`expected ${JSON.stringify(schema)} to be refused`);
+    };
+    expect(failure({ pattern: "^[a-z]{3}$", maxLength: 2 })).toEqual(["/properties/id/maxLength", 'no string of 0 to 2 characters matches pattern "^[a-z]{3}$"']);
+    expect(failure({ pattern: "^[a-z]{3}$", minLength: 4 })).toEqual(["/properties/id/minLength", 'no string of 4 or more characters matches pattern "^[a-z]{3}$"']);
+    expect(failure({ pattern: "^(?:ab)+$", minLength: 3, maxLength: 3 })).toEqual(["/properties/id", 'no string of 3 characters matches pattern "^(?:ab)+$"']);
+    expect(failure({ pattern: "^[a-z]*$", minLength: 1, maxLength: 100_000 })[0]).toBe("/properties/id/maxLength");
+    expect(failure({ pattern: "^[a-z]*$", minLength: 1, maxLength: 100_000 })[1]).toMatch(/needs a grammar of more than 50000 rules/);
+    expect(failure({ pattern: "^(?:a{1,1000}){1,1000}$", maxLength: 5 })[1]).toMatch(/at most 20000 positions/);
+    expect(failure({ pattern: "^(?=a)", maxLength: 5 })[0]).toBe("/properties/id/pattern");
   });
 });
 
@@ -232,6 +289,37 @@ describe("JSON schema string formats → grammar, against ajv-formats", () => {
         expect(validate(value), `example ${value} for ajv`).toBe(true);
         expect(accepts(automaton, jsonText(value)), `example ${value}`).toBe(true);
       }
+    });
+  }
+
+  const boundedFormats: [format: string, minLength: number | undefined, maxLength: number | undefined][] = [
+    ["email", 10, 24],
+    ["email", undefined, 12],
+    ["hostname", 3, 12],
+    ["date-time", 21, 24],
+    ["duration", 4, 6],
+    ["ipv6", undefined, 9],
+    ["time", 12, 14],
+  ];
+  for (const [format, minLength, maxLength] of boundedFormats) {
+    it(`with minLength ${minLength ?? "-"} and maxLength ${maxLength ?? "-"}, writes only values ajv accepts: ${format}`, () => {
+      const schema = { type: "string", format, minLength, maxLength };
+      const validate = ajv.compile(schema);
+      const automaton = automatonOf(schema);
+      const walked = walkedValues(automaton, random, 60);
+      for (const value of walked) expect(validate(value), `walked ${JSON.stringify(value)}`).toBe(true);
+      const alphabet = [...new Set(walked.join("") + ":-.T0129aZ@+")];
+      for (const value of walked.flatMap((v) => mutations(v, alphabet, random, 5))) {
+        if (accepts(automaton, jsonText(value))) expect(validate(value), `mutated ${JSON.stringify(value)}`).toBe(true);
+      }
+      // The ordinary values the format's grammar accepts: those of the right length, and only those.
+      let fitting = 0;
+      for (let i = 0; i < 300; i++) {
+        const value = examples[format]!();
+        if (validate(value)) fitting++;
+        expect(accepts(automaton, jsonText(value)), `example ${value} (ajv says ${validate(value)})`).toBe(validate(value));
+      }
+      expect(fitting).toBeGreaterThan(0);
     });
   }
 
@@ -366,8 +454,11 @@ describe("JSON schema number bounds → grammar, against ajv", () => {
 });
 
 describe("zod schemas with formats, patterns and bounds, sampled", () => {
-  // No email: its parts are unbounded, and random logits rarely pick "@" among ~150k tokens.
+  // An email only with a maxLength: its parts are otherwise unbounded, and random logits rarely
+  // pick "@" among ~150k tokens; the bound makes the grammar close it in time.
   const schema = z.object({
+    contact: z.email().max(24),
+    tag: z.string().regex(/^[a-z]+$/).min(2).max(6),
     id: z.uuid(),
     day: z.iso.date(),
     at: z.iso.datetime(),

@@ -4,8 +4,8 @@ import { gbnfLiteral } from "./gbnf-text";
 import { integerRangeGbnf } from "./integer-range";
 import { MAX_NUMBER_DIGITS, numberRangeGbnf, plainDecimal, significantDigits } from "./number-range";
 import { MAX_REPETITION, parseGbnf } from "./parse-gbnf";
-import { patternToGbnf } from "./regex-to-gbnf";
-import { STRING_FORMATS, stringFormatRules } from "./string-formats";
+import { boundedPatternToGbnf } from "./regex-to-gbnf";
+import { STRING_FORMATS } from "./string-formats";
 
 export { gbnfLiteral } from "./gbnf-text";
 
@@ -52,8 +52,8 @@ function escapePointer(key: string): string {
 /**
  * GBNF for the JSON values a schema allows: objects (properties in declaration order, required
  * first then any subset of the optional ones; no other keys unless the object declares no
- * properties), arrays (items, prefixItems, minItems/maxItems), strings (minLength/maxLength, or
- * a `pattern`, or one of the formats of `STRING_FORMATS`), enum, const, integers (any minimum and
+ * properties), arrays (items, prefixItems, minItems/maxItems), strings (minLength/maxLength, a
+ * `pattern` or one of the formats of `STRING_FORMATS`, and both together), enum, const, integers (any minimum and
  * maximum; JavaScript's safe integers), numbers (any minimum, maximum and exclusive bounds;
  * bounded ones in decimal notation of at most 15 digits), booleans, null, `anyOf`/`oneOf`, `type` lists,
  * and `$ref` into `$defs`/`definitions` (recursion allowed). What it cannot enforce (`uniqueItems`,
@@ -270,25 +270,13 @@ class SchemaConverter {
     const format = node.format;
     if (format !== undefined && typeof format !== "string") this.fail(`${pointer}/format`, "format must be a string");
     if (pattern !== undefined && typeof pattern !== "string") this.fail(`${pointer}/pattern`, "pattern must be a string");
-    const enforcedFormat = typeof format === "string" && STRING_FORMATS[format] !== undefined ? format : undefined;
-    if ((pattern !== undefined || enforcedFormat !== undefined) && (node.minLength !== undefined || node.maxLength !== undefined)) {
-      const keyword = node.minLength !== undefined ? "minLength" : "maxLength";
-      this.fail(`${pointer}/${keyword}`, `${keyword} together with ${pattern !== undefined ? "pattern" : `format ${JSON.stringify(format)}`} is not supported in a schema for constrained generation`);
-    }
+    const enforcedPattern = typeof pattern === "string" ? pattern : typeof format === "string" && Object.hasOwn(STRING_FORMATS, format) ? STRING_FORMATS[format] : undefined;
     const space = this.primitive("space");
-    if (typeof pattern === "string") {
-      this.primitive("char");
-      const define = (hint: string, body: string) => {
-        const name = this.ruleName(hint);
-        this.rules.set(name, body);
-        return name;
-      };
-      return `"\\"" ${patternToGbnf(pattern, `${pointer}/pattern`, define, "char")} "\\"" ${space}`;
-    }
-    if (enforcedFormat !== undefined) {
-      const rules = stringFormatRules(enforcedFormat, this.prefix)!;
-      for (const [name, body] of rules) this.rules.set(name, body);
-      return `"\\"" ${rules[0]![0]} "\\"" ${space}`;
+    if (enforcedPattern !== undefined) {
+      const patternPointer = typeof pattern === "string" ? `${pointer}/pattern` : `${pointer}/format`;
+      const anyCharacter = this.primitive("char");
+      const writer = { name: (hint: string) => this.ruleName(hint), set: (name: string, body: string) => void this.rules.set(name, body) };
+      return `"\\"" ${boundedPatternToGbnf(enforcedPattern, patternPointer, pointer, writer, anyCharacter, { minimum, maximum })} "\\"" ${space}`;
     }
     if (minimum === 0 && maximum === undefined) return this.primitive("string");
     this.primitive("char");

@@ -514,16 +514,18 @@ class RegexEmitter {
   }
 }
 
-/**
- * GBNF for the JSON text between the quotes of a string that `pattern` matches (see the file's
- * comment). `define` adds helper rules; `anyCharacter` names the rule of any JSON string character,
- * used where the pattern is not anchored. Errors are JsonSchemaErrors at `pointer`.
- */
-export function patternToGbnf(pattern: string, pointer: string, define: DefineRule, anyCharacter: string): string {
+/** One of a pattern's top-level alternatives with its anchors taken off. */
+interface AnchoredOption {
+  readonly items: readonly RegexNode[];
+  readonly anchoredStart: boolean;
+  readonly anchoredEnd: boolean;
+}
+
+/** The pattern's top-level alternatives; `^` and `$` anywhere else are errors at `pointer`. */
+function anchoredOptions(pattern: string, pointer: string): AnchoredOption[] {
   const root = new RegexParser(pattern, pointer).parse();
-  const emitter = new RegexEmitter(define);
   const options = root.kind === "alternation" ? root.options : [root];
-  const alternatives = options.map((option) => {
+  return options.map((option) => {
     const items = option.kind === "sequence" ? [...option.items] : [option];
     let anchoredStart = false;
     let anchoredEnd = false;
@@ -538,10 +540,255 @@ export function patternToGbnf(pattern: string, pointer: string, define: DefineRu
     const misplaced = (node: RegexNode): boolean =>
       node.kind === "start" || node.kind === "end" || (node.kind === "sequence" && node.items.some(misplaced)) || (node.kind === "alternation" && node.options.some(misplaced)) || (node.kind === "repeat" && misplaced(node.item));
     if (items.some(misplaced)) throw new JsonSchemaError(pointer, `pattern ${JSON.stringify(pattern)}: ^ and $ are supported only at the start and end of the pattern (or of its top-level alternatives)`);
+    return { items, anchoredStart, anchoredEnd };
+  });
+}
+
+/**
+ * GBNF for the JSON text between the quotes of a string that `pattern` matches (see the file's
+ * comment). `define` adds helper rules; `anyCharacter` names the rule of any JSON string character,
+ * used where the pattern is not anchored. Errors are JsonSchemaErrors at `pointer`.
+ */
+export function patternToGbnf(pattern: string, pointer: string, define: DefineRule, anyCharacter: string): string {
+  const emitter = new RegexEmitter(define);
+  const alternatives = anchoredOptions(pattern, pointer).map(({ items, anchoredStart, anchoredEnd }) => {
     const parts = items.map((item) => emitter.emit(item));
     if (!anchoredStart) parts.unshift(`${anyCharacter}*`);
     if (!anchoredEnd && (anchoredStart || parts.length > 1)) parts.push(`${anyCharacter}*`);
     return parts.length === 0 ? '""' : parts.join(" ");
   });
   return alternatives.length === 1 ? alternatives[0]! : `( ${alternatives.join(" | ")} )`;
+}
+
+/** Fewest and most characters a node matches (most undefined: unbounded). */
+function lengthRange(node: RegexNode): [number, number | undefined] {
+  switch (node.kind) {
+    case "set":
+      return [1, 1];
+    case "start":
+    case "end":
+      return [0, 0];
+    case "sequence": {
+      let low = 0;
+      let high: number | undefined = 0;
+      for (const item of node.items) {
+        const [itemLow, itemHigh] = lengthRange(item);
+        low += itemLow;
+        high = high === undefined || itemHigh === undefined ? undefined : high + itemHigh;
+      }
+      return [low, high];
+    }
+    case "alternation": {
+      const ranges = node.options.map(lengthRange);
+      return [Math.min(...ranges.map(([low]) => low)), ranges.some(([, high]) => high === undefined) ? undefined : Math.max(...ranges.map(([, high]) => high!))];
+    }
+    case "repeat": {
+      if (node.max === 0) return [0, 0];
+      const [itemLow, itemHigh] = lengthRange(node.item);
+      return [itemLow * node.min, itemHigh === 0 ? 0 : itemHigh === undefined || node.max === undefined ? undefined : itemHigh * node.max];
+    }
+  }
+}
+
+/** Most positions (character sets in the pattern, counted repetitions written out) a length-bounded pattern may have. */
+export const MAX_BOUNDED_PATTERN_POSITIONS = 20_000;
+/** Most rules (position × characters so far) the grammar of a length-bounded pattern may have. */
+export const MAX_BOUNDED_PATTERN_RULES = 50_000;
+
+/** Glushkov's automaton of a pattern's part: whether it matches the empty string, the positions that can begin and end a match. */
+interface Fragment {
+  readonly nullable: boolean;
+  readonly first: readonly number[];
+  readonly last: readonly number[];
+}
+
+/**
+ * The position automaton (Glushkov) of a regular expression: one state per character set in it,
+ * counted repetitions written out, no ε-transitions; a match is a walk start → first → follow … ending at a last position.
+ */
+class PositionAutomaton {
+  readonly sets: CodeSet[] = [];
+  readonly follow: Set<number>[] = [];
+
+  constructor(private readonly tooLarge: () => never) {}
+
+  build(node: RegexNode): Fragment {
+    switch (node.kind) {
+      case "set": {
+        if (this.sets.length >= MAX_BOUNDED_PATTERN_POSITIONS) this.tooLarge();
+        const position = this.sets.length;
+        this.sets.push(node.set);
+        this.follow.push(new Set());
+        return { nullable: false, first: [position], last: [position] };
+      }
+      case "sequence":
+        return node.items.reduce<Fragment>((sequence, item) => this.sequence(sequence, this.build(item)), { nullable: true, first: [], last: [] });
+      case "alternation": {
+        const options = node.options.map((option) => this.build(option));
+        return { nullable: options.some((option) => option.nullable), first: options.flatMap((option) => option.first), last: options.flatMap((option) => option.last) };
+      }
+      case "repeat": {
+        const { item, min, max } = node;
+        let fragment: Fragment = { nullable: true, first: [], last: [] };
+        for (let i = 0; i < min; i++) fragment = this.sequence(fragment, this.build(item));
+        if (max === undefined) return this.sequence(fragment, this.star(this.build(item)));
+        // x{0,k} as (x (x (…)?)?)?: each optional copy follows only the copy before it.
+        let optional: Fragment | undefined;
+        for (let i = min; i < max; i++) {
+          const copy = this.build(item);
+          optional = { ...(optional ? this.sequence(copy, optional) : copy), nullable: true };
+        }
+        return optional ? this.sequence(fragment, optional) : fragment;
+      }
+      default:
+        throw new Error("anchors are removed before building the automaton");
+    }
+  }
+
+  private sequence(a: Fragment, b: Fragment): Fragment {
+    for (const position of a.last) for (const next of b.first) this.follow[position]!.add(next);
+    return { nullable: a.nullable && b.nullable, first: a.nullable ? [...a.first, ...b.first] : a.first, last: b.nullable ? [...a.last, ...b.last] : b.last };
+  }
+
+  private star(a: Fragment): Fragment {
+    for (const position of a.last) for (const next of a.first) this.follow[position]!.add(next);
+    return { nullable: true, first: a.first, last: a.last };
+  }
+}
+
+/** Rule names that are reserved as they are made, and bodies set later (rules may refer to rules not yet written). */
+export interface RuleWriter {
+  /** A new rule name from a hint; no later name equals it. */
+  name(hint: string): string;
+  set(name: string, body: string): void;
+}
+
+/** Which string's length bounds a bounded pattern takes: the JSON schema keywords. */
+export interface LengthBounds {
+  readonly minimum: number;
+  readonly maximum: number | undefined;
+}
+
+/**
+ * GBNF for the JSON text between the quotes of a string that `pattern` matches and whose length
+ * in characters (code points, as JSON schema counts them) is within `length`: JSON schema's
+ * `pattern` (or a format) together with `minLength`/`maxLength`. Where the pattern's own lengths
+ * lie within the bounds, it is `patternToGbnf`'s grammar. Otherwise the grammar is the product of
+ * the pattern's position automaton with a count of the characters so far (up to the maximum, or
+ * to the minimum when there is none): one rule per pair a match can reach and finish from, each
+ * rule a character set followed by the next pair's rule. Pattern errors are at `patternPointer`;
+ * bounds no matching string meets, and products beyond MAX_BOUNDED_PATTERN_RULES, at `pointer`
+ * (the string schema's) or its `/minLength` or `/maxLength`.
+ */
+export function boundedPatternToGbnf(pattern: string, patternPointer: string, pointer: string, rules: RuleWriter, anyCharacter: string, length: LengthBounds): string {
+  const define: DefineRule = (hint, body) => {
+    const name = rules.name(hint);
+    rules.set(name, body);
+    return name;
+  };
+  const options = anchoredOptions(pattern, patternPointer);
+  const any: RegexNode = { kind: "repeat", item: { kind: "set", set: UNIVERSE }, min: 0, max: undefined };
+  const root: RegexNode = {
+    kind: "alternation",
+    options: options.map(({ items, anchoredStart, anchoredEnd }) => ({ kind: "sequence", items: [...(anchoredStart ? [] : [any]), ...items, ...(anchoredEnd ? [] : [any])] })),
+  };
+  const [shortest, longest] = lengthRange(root);
+  const minimum = length.minimum > shortest ? length.minimum : 0;
+  const maximum = length.maximum !== undefined && (longest === undefined || longest > length.maximum) ? length.maximum : undefined;
+  const bounds = `${length.minimum}${length.maximum === undefined ? " or more" : length.maximum === length.minimum ? "" : ` to ${length.maximum}`}`;
+  if (minimum === 0 && maximum === undefined) return patternToGbnf(pattern, patternPointer, define, anyCharacter);
+
+  const tooLarge = (): never => {
+    throw new JsonSchemaError(`${pointer}/${maximum !== undefined ? "maxLength" : "minLength"}`, `pattern ${JSON.stringify(pattern)} with a length of ${bounds} characters needs a grammar of more than ${MAX_BOUNDED_PATTERN_RULES} rules (at most ${MAX_BOUNDED_PATTERN_POSITIONS} positions); lower maxLength or minLength, or simplify the pattern`);
+  };
+  const automaton = new PositionAutomaton(tooLarge);
+  const fragment = automaton.build(root);
+  const last = new Uint8Array(automaton.sets.length);
+  for (const position of fragment.last) last[position] = 1;
+
+  // Pairs (position, characters so far), position -1 being the start; counts stop at the
+  // maximum, or stay at the minimum once reached when there is no maximum.
+  const countSpan = (maximum ?? minimum) + 1;
+  const pairPosition: number[] = [-1];
+  const pairCount: number[] = [0];
+  const pairIndex = new Map<number, number>([[0, 0]]);
+  const successors: number[][] = [];
+  for (let pair = 0; pair < pairPosition.length; pair++) {
+    const position = pairPosition[pair]!;
+    const count = pairCount[pair]!;
+    const next: number[] = [];
+    if (maximum === undefined || count < maximum) {
+      const nextCount = maximum === undefined ? Math.min(count + 1, minimum) : count + 1;
+      for (const nextPosition of position < 0 ? fragment.first : automaton.follow[position]!) {
+        if (automaton.sets[nextPosition]!.length === 0) continue; // a set that matches nothing
+        const key = (nextPosition + 1) * countSpan + nextCount;
+        let index = pairIndex.get(key);
+        if (index === undefined) {
+          if (pairPosition.length >= MAX_BOUNDED_PATTERN_RULES) tooLarge();
+          index = pairPosition.length;
+          pairIndex.set(key, index);
+          pairPosition.push(nextPosition);
+          pairCount.push(nextCount);
+        }
+        next.push(index);
+      }
+    }
+    successors.push(next);
+  }
+  const accepting = (pair: number) => pairCount[pair]! >= minimum && (pairPosition[pair]! < 0 ? fragment.nullable : last[pairPosition[pair]!] === 1);
+
+  // Only pairs from which a match can still finish get rules: a rule with no way out would leave
+  // the sampler with no token to pick.
+  const predecessors: number[][] = pairPosition.map(() => []);
+  successors.forEach((next, pair) => {
+    for (const successor of next) predecessors[successor]!.push(pair);
+  });
+  const live = new Uint8Array(pairPosition.length);
+  const queue: number[] = [];
+  for (let pair = 0; pair < pairPosition.length; pair++) {
+    if (accepting(pair)) {
+      live[pair] = 1;
+      queue.push(pair);
+    }
+  }
+  while (queue.length > 0) {
+    for (const predecessor of predecessors[queue.pop()!]!) {
+      if (!live[predecessor]) {
+        live[predecessor] = 1;
+        queue.push(predecessor);
+      }
+    }
+  }
+  const conflicting = length.maximum !== undefined && length.maximum < shortest ? "/maxLength" : longest !== undefined && length.minimum > longest ? "/minLength" : "";
+  if (!live[0]) throw new JsonSchemaError(`${pointer}${conflicting}`, `no string of ${bounds} characters matches pattern ${JSON.stringify(pattern)}`);
+
+  const emitter = new RegexEmitter(define);
+  const base = rules.name("pattern-length");
+  const names = new Map<number, string>([[0, base]]);
+  const nameOf = (pair: number) => {
+    let name = names.get(pair);
+    if (name === undefined) {
+      name = rules.name(`${base}-${names.size}`);
+      names.set(pair, name);
+    }
+    return name;
+  };
+  const pending = [0];
+  const written = new Uint8Array(pairPosition.length);
+  written[0] = 1;
+  while (pending.length > 0) {
+    const pair = pending.pop()!;
+    const alternatives: string[] = [];
+    for (const successor of successors[pair]!) {
+      if (!live[successor]) continue;
+      alternatives.push(`${emitter.emit({ kind: "set", set: automaton.sets[pairPosition[successor]!]! })} ${nameOf(successor)}`);
+      if (!written[successor]) {
+        written[successor] = 1;
+        pending.push(successor);
+      }
+    }
+    if (accepting(pair)) alternatives.push('""');
+    rules.set(nameOf(pair), alternatives.join(" | "));
+  }
+  return base;
 }
