@@ -12,3 +12,4 @@ export { residentFraction } from "./testing/resident-pages";
 export { type GenerationStep, expectStepsClose, generationSteps } from "./testing/generation-steps";
 export { ALL_GGML_TYPES, BackendPair, firstDifference, nmse, normals, pagedLayout, tensorInfo, weightBytes } from "./testing/backend-pair";
 export { type EmbeddingGoldenModel, cosineSimilarity, loadEmbeddingGoldens } from "./testing/embedding-goldens";
+export { type RerankGoldenModel, loadRerankGoldens } from "./testing/rerank-goldens";

@@ -1,7 +1,7 @@
 import { type GGUFFile, GGUFError, type ModelConfig, SUPPORTED_ARCHITECTURES, TOKENIZER_KEYS, openGGUF, readModelConfig } from "@memra/gguf";
 import { type ChatMessage, type ChatToolDefinition, Tokenizer } from "@memra/tokenizer";
 import type { Backend } from "./backend";
-import { UnsupportedArchitectureError } from "./errors";
+import { ModelTensorError, UnsupportedArchitectureError } from "./errors";
 import { type KVType, kvRowBytes } from "./backend";
 import type { KVCache } from "./kv-cache";
 import { DEFAULT_BLOCK_TOKENS, KVBlockPool, PagedKVCache } from "./paged-kv-cache";
@@ -12,10 +12,11 @@ import { ReferenceBackend } from "./reference-backend";
 import type { BackendPlacement } from "./placement/backend-placement";
 import { type ChatResult, ChatSession, type ChatSessionOptions, type ChatStream, withReasoning } from "./generation/chat-session";
 import { generateTokens } from "./generation/generate-tokens";
-import { type ChatOptions, type GenerateOptions, type ResolvedChatOptions, chatOptionsSchema, generateOptionsSchema, parseOptions } from "./generation/generation-options";
+import { type ChatOptions, type GenerateOptions, InvalidOptionError, type ResolvedChatOptions, chatOptionsSchema, generateOptionsSchema, parseOptions } from "./generation/generation-options";
 import { type ToolTurn, toolTurn, withToolGrammar } from "./generation/tool-choice";
 import type { GenerationResult, GenerationStream, StructuredGenerationResult } from "./generation/generation-types";
 import { type EmbedOptions, type Pooling, checkDimensions, embedOptionsSchema, poolEmbedding, poolingOfGGUF } from "./generation/embeddings";
+import { CLASSIFIER_TENSOR, ClassifierHead, type RankOptions, type RankedDocument, checkRerankTemplate, rankOptionsSchema, rerankPrompt, rerankTemplateOf } from "./generation/rerank";
 import type { z } from "zod";
 
 export interface LoadModelOptions {
@@ -60,6 +61,7 @@ export interface ModelMemory {
 export class Model {
   private tokenizerInstance: Tokenizer | undefined;
   private engineInstance: InferenceEngine | undefined;
+  private classifierInstance: ClassifierHead | null | undefined;
 
   private constructor(
     readonly file: GGUFFile,
@@ -234,19 +236,72 @@ export class Model {
     const width = this.transformer.dimensions.embedding;
     checkDimensions(resolved.dimensions, width);
     const tokens = typeof input === "string" ? this.tokenizer.encode(input, { special: resolved.special }) : [...input];
-    if (tokens.length === 0) throw new RangeError("embed: the input has no tokens");
-    if (tokens.length > this.config.contextLength) throw new RangeError(`embed: the input has ${tokens.length} tokens, the model's context holds ${this.config.contextLength}`);
+    const pooling = resolved.pooling ?? this.pooling;
+    const hidden = this.hiddenRows("embed", tokens, pooling === "mean" ? "all" : "last");
+    return poolEmbedding(hidden, width, pooling, resolved.normalize, resolved.dimensions);
+  }
+
+  /** The hidden rows after the final norm of one input, computed in a KV cache of its own (embed, rank). */
+  private hiddenRows(caller: string, tokens: readonly number[], rows: "last" | "all"): Float32Array {
+    if (tokens.length === 0) throw new RangeError(`${caller}: the input has no tokens`);
+    if (tokens.length > this.config.contextLength) throw new RangeError(`${caller}: the input has ${tokens.length} tokens, the model's context holds ${this.config.contextLength}`);
     const vocabulary = this.vocabularySize;
     const bad = tokens.find((token) => !Number.isInteger(token) || token < 0 || token >= vocabulary);
-    if (bad !== undefined) throw new RangeError(`embed: token ${bad} is outside the vocabulary (0..${vocabulary - 1})`);
-    const pooling = resolved.pooling ?? this.pooling;
+    if (bad !== undefined) throw new RangeError(`${caller}: token ${bad} is outside the vocabulary (0..${vocabulary - 1})`);
     const cache = this.createCache(tokens.length);
     try {
-      const hidden = this.transformer.forwardHidden(Int32Array.from(tokens), cache, pooling === "mean" ? "all" : "last");
-      return poolEmbedding(hidden, width, pooling, resolved.normalize, resolved.dimensions);
+      return this.transformer.forwardHidden(Int32Array.from(tokens), cache, rows);
     } finally {
       cache.dispose();
     }
+  }
+
+  /**
+   * The reranker's classification head (`cls.output.weight`, as llama.cpp's converter writes it for
+   * Qwen3-Reranker), or undefined for a model without one.
+   */
+  get classifier(): ClassifierHead | undefined {
+    if (this.classifierInstance === undefined) this.classifierInstance = ClassifierHead.fromGGUF(this.file, this.transformer.dimensions.embedding) ?? null;
+    return this.classifierInstance ?? undefined;
+  }
+
+  /** The reranker's prompt with `{query}` and `{document}` (`tokenizer.chat_template.rerank`), if the GGUF has one. */
+  get rerankTemplate(): string | undefined {
+    return rerankTemplateOf(this.file);
+  }
+
+  /**
+   * A reranker's relevance score for one tokenized query–document prompt: llama.cpp's rank pooling
+   * (see ClassifierHead), a probability in [0, 1]. Runs in a KV cache of its own.
+   */
+  rankTokens(tokens: readonly number[]): number {
+    const head = this.requireClassifier();
+    return head.score(this.hiddenRows("rank", tokens, "last"));
+  }
+
+  /**
+   * Scores `documents` against `query` with a reranker (Qwen3-Reranker): each pair is put in the
+   * rerank template and tokenized whole, as llama.cpp's server does, and scored as `rankTokens`.
+   * Returns the documents best first (ties in their given order), `topN` of them when given.
+   */
+  rank(query: string, documents: readonly string[], options: RankOptions = {}): RankedDocument[] {
+    const resolved = parseOptions(rankOptionsSchema, options);
+    const head = this.requireClassifier();
+    const template = resolved.template ?? this.rerankTemplate;
+    if (template === undefined) throw new InvalidOptionError("template", `the model has no rerank template (${TOKENIZER_KEYS.rerankChatTemplate}); pass one with {query} and {document}`);
+    checkRerankTemplate(template);
+    const ranked = documents.map((document, index) => {
+      const tokens = this.tokenizer.encode(rerankPrompt(template, query, document), { special: true });
+      return { index, score: head.score(this.hiddenRows("rank", tokens, "last")), tokens: tokens.length };
+    });
+    ranked.sort((a, b) => b.score - a.score || a.index - b.index);
+    return resolved.topN === undefined ? ranked : ranked.slice(0, resolved.topN);
+  }
+
+  private requireClassifier(): ClassifierHead {
+    const head = this.classifier;
+    if (!head) throw new ModelTensorError(CLASSIFIER_TENSOR, "absent: the model is not a reranker (llama.cpp's converter writes this head for Qwen3-Reranker)");
+    return head;
   }
 
   /** One chat turn over `messages` (chat template applied): reasoning and answer apart. */

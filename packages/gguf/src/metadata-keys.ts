@@ -31,6 +31,8 @@ export const ARCHITECTURE_KEYS = {
   ropeScalingOriginalContextLength: "{arch}.rope.scaling.original_context_length",
   /** Embedding models: how token rows pool into one vector (llama_pooling_type: 0 none, 1 mean, 2 cls, 3 last, 4 rank). */
   poolingType: "{arch}.pooling_type",
+  /** Rerankers and classifiers: the labels of the classification head's outputs (Qwen3-Reranker: ["yes", "no"]). */
+  classifierOutputLabels: "{arch}.classifier.output_labels",
 } as const;
 
 export const TOKENIZER_KEYS = {
@@ -48,6 +50,8 @@ export const TOKENIZER_KEYS = {
   addBosToken: "tokenizer.ggml.add_bos_token",
   addEosToken: "tokenizer.ggml.add_eos_token",
   chatTemplate: "tokenizer.chat_template",
+  /** A reranker's prompt, with `{query}` and `{document}` (llama.cpp's converter writes Qwen3-Reranker's). */
+  rerankChatTemplate: "tokenizer.chat_template.rerank",
 } as const;
 
 export type ArchitectureKeyTemplate = (typeof ARCHITECTURE_KEYS)[keyof typeof ARCHITECTURE_KEYS];

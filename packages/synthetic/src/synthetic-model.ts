@@ -61,7 +61,17 @@ export interface SyntheticModelOptions {
   readonly poolingType?: "mean" | "last";
   /** tokenizer.ggml.add_eos_token (Qwen3-Embedding: true); absent by default. */
   readonly addEosToken?: boolean;
+  /**
+   * A reranker as llama.cpp's converter writes Qwen3-Reranker: pooling_type rank, classifier labels
+   * ["yes", "no"], a `cls.output.weight` head of two rows (random here; the LM head's "yes" and "no"
+   * rows there) and the rerank prompt in `tokenizer.chat_template.rerank`.
+   */
+  readonly reranker?: boolean;
 }
+
+/** The rerank prompt llama.cpp's converter writes for Qwen3-Reranker (its default instruction). */
+export const QWEN3_RERANK_TEMPLATE =
+  '<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the Instruct provided. Note that the answer can only be "yes" or "no".<|im_end|>\n<|im_start|>user\n<Instruct>: Given a web search query, retrieve relevant passages that answer the query\n<Query>: {query}\n<Document>: {document}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n';
 
 const DENSE_DEFAULTS = {
   architecture: "qwen3",
@@ -186,9 +196,14 @@ export function buildSyntheticModel(
       [key(ARCHITECTURE_KEYS.expertFeedForwardLength), ggufValue.uint32(options.expertFfn!)],
     );
   }
+  if (options.reranker && options.poolingType !== undefined) throw new RangeError("a reranker's pooling is rank: give reranker or poolingType, not both");
   if (options.poolingType !== undefined) metadata.push([key(ARCHITECTURE_KEYS.poolingType), ggufValue.uint32(options.poolingType === "mean" ? 1 : 3)]);
+  if (options.reranker) {
+    metadata.push([key(ARCHITECTURE_KEYS.poolingType), ggufValue.uint32(4)], [key(ARCHITECTURE_KEYS.classifierOutputLabels), ggufValue.stringArray(["yes", "no"])]);
+  }
   metadata.push(...qwen3TokenizerMetadata());
   if (options.addEosToken !== undefined) metadata.push([TOKENIZER_KEYS.addEosToken, ggufValue.bool(options.addEosToken)]);
+  if (options.reranker) metadata.push([TOKENIZER_KEYS.rerankChatTemplate, ggufValue.string(QWEN3_RERANK_TEMPLATE)]);
 
   const tensors: GGUFTensorToWrite[] = [];
   const vocab = QWEN3_VOCAB_SIZE;
@@ -248,6 +263,8 @@ export function buildSyntheticModel(
   }
   vector("output_norm.weight", hidden, 1, 0.2);
   if (!options.tiedEmbeddings) matrix("output.weight", "output", 0, [hidden, vocab], logitScale);
+  // Wider than the LM head's rows, so that the two labels' probabilities spread over (0, 1).
+  if (options.reranker) matrix("cls.output.weight", "output", 0, [hidden, 2], 4 / Math.sqrt(hidden));
 
   return { metadata: new Map(metadata), tensors };
 }
