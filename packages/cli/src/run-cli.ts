@@ -11,6 +11,7 @@ const COMMANDS: Record<string, { load: () => Promise<Command>; summary: string }
   inspect: { load: async () => (await import("./commands/inspect")).inspectCommand, summary: "print a GGUF file's metadata and tensor table" },
   tokenize: { load: async () => (await import("./commands/tokenize")).tokenizeCommand, summary: "print the token ids of a text" },
   embed: { load: async () => (await import("./commands/embed")).embedCommand, summary: "the embedding of a text (pooled hidden state), as llama-embedding" },
+  rerank: { load: async () => (await import("./commands/rerank")).rerankCommand, summary: "score documents against a query with a reranker (Qwen3-Reranker)" },
   logprobs: { load: async () => (await import("./commands/logprobs")).logprobsCommand, summary: "top-K next-token log-probabilities at every position" },
   perplexity: { load: async () => (await import("./commands/perplexity")).perplexityCommand, summary: "perplexity of a model over a text file" },
   bench: { load: async () => (await import("./commands/bench")).benchCommand, summary: "prompt and generation speed, llama-bench style (pp512, tg128)" },

@@ -41,6 +41,25 @@ describe("memra embed", () => {
   });
 });
 
+describe("memra rerank", () => {
+  it("prints model.rank's order and scores, from --document or JSON lines; a chat model is refused", async () => {
+    const reranker = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0", reranker: true, seed: 2 }));
+    const loaded = loadModel(reranker);
+    const documents = [QUICK_FOX, "Paris is the capital of France.", "a"];
+    const expected = loaded.rank("capital of France", documents);
+    loaded.dispose();
+    const lines = run(["rerank", "-m", reranker, "--query", "capital of France", ...documents.flatMap((d) => ["--document", d]), "--json", "--device", "reference"]);
+    expect(lines.stderr).toBe("");
+    expect(lines.stdout.trim().split("\n").map((line) => JSON.parse(line))).toEqual(expected.map(({ index, score }) => ({ index, score, document: documents[index] })));
+    const piped = run(["rerank", "-m", reranker, "-q", "capital of France", "--jsonl", "--top-n", "1", "--device", "reference"], documents.map((d) => JSON.stringify(d)).join("\n"));
+    expect(piped.stdout).toBe(`${expected[0]!.score.toFixed(6)}\t${expected[0]!.index}\t${JSON.stringify(documents[expected[0]!.index])}\n`);
+    const chat = run(["rerank", "-m", model, "-q", "x", "--document", "y", "--device", "reference"]);
+    expect(chat.code).toBe(1);
+    expect(chat.stderr).toContain("not a reranker");
+    expect(run(["rerank", "-m", reranker, "--document", "y"]).stderr).toContain("give --query");
+  });
+});
+
 describe("memra tokenize", () => {
   it("prints ids with pieces, or JSON", () => {
     const text = run(["tokenize", "-m", model, "--text", QUICK_FOX]);

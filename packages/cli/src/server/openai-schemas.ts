@@ -156,7 +156,18 @@ export const embeddingRequestSchema = z
   })
   .refine((body) => (body.input === undefined) !== (body.content === undefined), { message: "give input (or llama.cpp's content), not both", path: ["input"] });
 
+/** POST /v1/rerank (llama.cpp's server, Jina's, Cohere's and vLLM's form): a query and the documents to score against it. */
+export const rerankRequestSchema = z.object({
+  model: z.string().optional(),
+  query: z.string(),
+  documents: z.array(z.union([z.string(), z.object({ text: z.string() })])),
+  top_n: z.number().int().positive().nullish(),
+  /** Each result carries its document's text (Jina, Cohere, vLLM). */
+  return_documents: z.boolean().optional(),
+});
+
 export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;
+export type RerankRequest = z.infer<typeof rerankRequestSchema>;
 export type EmbeddingRequest = z.infer<typeof embeddingRequestSchema>;
 export type TokenizeRequest = z.infer<typeof tokenizeRequestSchema>;
 export type CompletionRequest = z.infer<typeof completionRequestSchema>;

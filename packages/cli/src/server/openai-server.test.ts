@@ -449,6 +449,48 @@ describe("memra serve: /v1/embeddings", () => {
   });
 });
 
+describe("memra serve: /v1/rerank", () => {
+  const query = "What is the capital of France?";
+  const documents = ["Paris is the capital and largest city of France.", "def add(a, b):\n    return a + b", "The quick brown fox jumps over the lazy dog.", "a"];
+  let reranker: Model;
+  let rerankServer: OpenAIServer;
+  const post = async (url: string, path: string, body: unknown) => {
+    const response = await fetch(`${url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    return { status: response.status, body: (await response.json()) as { results: { index: number; relevance_score: number; document?: { text: string } }[]; usage: { prompt_tokens: number }; error?: { message: string; param: string | null } } };
+  };
+  beforeAll(async () => {
+    reranker = loadModel(await syntheticModelFile(resolveOptions("small", { weightType: "q4_K_M", reranker: true })));
+    rerankServer = startOpenAIServer({ model: reranker, modelId: "reranker.gguf", port: 0, contextLength: 512 });
+  });
+  afterAll(async () => {
+    await rerankServer.stop();
+    reranker.dispose();
+  });
+
+  it("answers llama.cpp's, Jina's and vLLM's requests with model.rank's order and scores", async () => {
+    const expected = reranker.rank(query, documents);
+    const answer = await post(rerankServer.url, "/v1/rerank", { model: "reranker.gguf", query, documents });
+    expect(answer.status).toBe(200);
+    expect(answer.body.results).toEqual(expected.map(({ index, score }) => ({ index, relevance_score: score })));
+    expect(answer.body.usage.prompt_tokens).toBe(expected.reduce((sum, r) => sum + r.tokens, 0));
+    // llama.cpp's other paths, top_n, document objects and return_documents
+    const top = await post(rerankServer.url, "/rerank", { query, documents: documents.map((text) => ({ text })), top_n: 2, return_documents: true });
+    expect(top.body.results).toEqual(expected.slice(0, 2).map(({ index, score }) => ({ index, relevance_score: score, document: { text: documents[index]! } })));
+    expect((await post(rerankServer.url, "/v1/reranking", { query, documents })).body.results).toEqual(answer.body.results);
+    expect((await post(rerankServer.url, "/v1/rerank", { query, documents: [] })).body.results).toEqual([]);
+  });
+
+  it("bad requests are 400s naming the field; a chat model is not a reranker", async () => {
+    expect(await post(rerankServer.url, "/v1/rerank", { documents })).toMatchObject({ status: 400, body: { error: { param: "query" } } });
+    expect(await post(rerankServer.url, "/v1/rerank", { query, documents, top_n: 0 })).toMatchObject({ status: 400, body: { error: { param: "top_n" } } });
+    expect(await post(rerankServer.url, "/v1/rerank", { query, documents: ["ok", "word ".repeat(600)] })).toMatchObject({
+      status: 400,
+      body: { error: { param: "documents.1", message: expect.stringContaining("the context holds 512") } },
+    });
+    expect(await post(server.url, "/v1/rerank", { query, documents })).toMatchObject({ status: 400, body: { error: { message: expect.stringContaining("not a reranker") } } });
+  });
+});
+
 describe("memra serve: /tokenize and /detokenize (llama.cpp's and vLLM's)", () => {
   const goldens = JSON.parse(readFileSync(new URL("../../../tokenizer/src/__fixtures__/llamacpp-tokenizer-goldens.json", import.meta.url), "utf8")) as {
     cases: { text: string; ids: number[]; idsSpecial?: number[] }[];

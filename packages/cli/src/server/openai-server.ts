@@ -1,7 +1,7 @@
 /**
  * An OpenAI-compatible HTTP server over one Model (Bun.serve): /v1/chat/completions and
  * /v1/completions (streamed as server-sent events or whole), /v1/models, /health and /metrics, and
- * /v1/embeddings, and llama.cpp's and vLLM's /tokenize and /detokenize.
+ * /v1/embeddings, /v1/rerank, and llama.cpp's and vLLM's /tokenize and /detokenize.
  * Every request is one sequence of the model's engine, so concurrent requests decode together in
  * batched steps (continuous batching). A client that disconnects aborts its sequence, which frees
  * its KV blocks. A bad request is a 400 with an OpenAI-style error body; nothing a client sends
@@ -19,6 +19,7 @@ import {
   type ToolTurn,
   chatOptionsSchema,
   parseOptions,
+  rerankPrompt,
   toolCallId,
   toolTurn,
 } from "@memra/core";
@@ -30,12 +31,14 @@ import {
   type ChatMessageInput,
   type CompletionRequest,
   type EmbeddingRequest,
+  type RerankRequest,
   type TokenizeRequest,
   chatCompletionRequestSchema,
   completionRequestSchema,
   describeIssue,
   detokenizeRequestSchema,
   embeddingRequestSchema,
+  rerankRequestSchema,
   tokenizeRequestSchema,
 } from "./openai-schemas";
 
@@ -376,6 +379,31 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     return json({ object: "list", data, model: modelId, usage: { prompt_tokens: promptTokens, total_tokens: promptTokens } });
   };
 
+  /**
+   * POST /v1/rerank (and /rerank, /v1/reranking, /reranking as llama.cpp's server names them): each
+   * document's relevance to the query from a reranker (Qwen3-Reranker), best first, `top_n` of them.
+   */
+  const rerank = (body: RerankRequest): Response => {
+    const head = model.classifier;
+    if (!head) throw new RequestError(400, "the model is not a reranker (it has no cls.output.weight head, which llama.cpp's converter writes for Qwen3-Reranker)", null);
+    const template = model.rerankTemplate;
+    if (template === undefined) throw new RequestError(400, "the model has no rerank prompt (tokenizer.chat_template.rerank)", null);
+    const texts = body.documents.map((document) => (typeof document === "string" ? document : document.text));
+    const tokenLists = texts.map((text, index) => {
+      const tokens = model.tokenizer.encode(rerankPrompt(template, body.query, text), { special: true });
+      if (tokens.length > contextLength) throw new RequestError(400, `documents.${index}: the query and the document take ${tokens.length} tokens, the context holds ${contextLength}`, `documents.${index}`);
+      return tokens;
+    });
+    let promptTokens = 0;
+    const results = tokenLists.map((tokens, index) => {
+      promptTokens += tokens.length;
+      return { index, relevance_score: model.rankTokens(tokens), ...(body.return_documents ? { document: { text: texts[index]! } } : {}) };
+    });
+    results.sort((a, b) => b.relevance_score - a.relevance_score || a.index - b.index);
+    const top = body.top_n === undefined || body.top_n === null ? results : results.slice(0, body.top_n);
+    return json({ id: `rerank-${crypto.randomUUID()}`, object: "list", model: modelId, results: top, usage: { prompt_tokens: promptTokens, total_tokens: promptTokens } });
+  };
+
   /** POST /detokenize: the text of the tokens, special ones included (llama.cpp's `content`, vLLM's `prompt`). */
   const detokenize = (body: z.output<typeof detokenizeRequestSchema>): Response => {
     const vocabulary = model.vocabularySize;
@@ -657,12 +685,17 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
           case "POST /v1/embeddings":
           case "POST /embeddings":
             return embeddings(await readBody(request, embeddingRequestSchema));
+          case "POST /v1/rerank":
+          case "POST /rerank":
+          case "POST /v1/reranking":
+          case "POST /reranking":
+            return rerank(await readBody(request, rerankRequestSchema));
           case "POST /tokenize":
             return tokenize(await readBody(request, tokenizeRequestSchema));
           case "POST /detokenize":
             return detokenize(await readBody(request, detokenizeRequestSchema));
           default:
-            if (["/health", "/metrics", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/embeddings", "/tokenize", "/detokenize"].includes(url.pathname)) {
+            if (["/health", "/metrics", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/embeddings", "/v1/rerank", "/rerank", "/v1/reranking", "/reranking", "/tokenize", "/detokenize"].includes(url.pathname)) {
               throw new RequestError(405, `${request.method} is not allowed on ${url.pathname}`);
             }
             throw new RequestError(404, `no route ${request.method} ${url.pathname}`, null, "not_found_error");
