@@ -243,17 +243,21 @@ export class Model {
 
   /** The hidden rows after the final norm of one input, computed in a KV cache of its own (embed, rank). */
   private hiddenRows(caller: string, tokens: readonly number[], rows: "last" | "all"): Float32Array {
-    if (tokens.length === 0) throw new RangeError(`${caller}: the input has no tokens`);
-    if (tokens.length > this.config.contextLength) throw new RangeError(`${caller}: the input has ${tokens.length} tokens, the model's context holds ${this.config.contextLength}`);
-    const vocabulary = this.vocabularySize;
-    const bad = tokens.find((token) => !Number.isInteger(token) || token < 0 || token >= vocabulary);
-    if (bad !== undefined) throw new RangeError(`${caller}: token ${bad} is outside the vocabulary (0..${vocabulary - 1})`);
+    this.checkInputTokens(caller, tokens);
     const cache = this.createCache(tokens.length);
     try {
       return this.transformer.forwardHidden(Int32Array.from(tokens), cache, rows);
     } finally {
       cache.dispose();
     }
+  }
+
+  private checkInputTokens(caller: string, tokens: readonly number[]): void {
+    if (tokens.length === 0) throw new RangeError(`${caller}: the input has no tokens`);
+    if (tokens.length > this.config.contextLength) throw new RangeError(`${caller}: the input has ${tokens.length} tokens, the model's context holds ${this.config.contextLength}`);
+    const vocabulary = this.vocabularySize;
+    const bad = tokens.find((token) => !Number.isInteger(token) || token < 0 || token >= vocabulary);
+    if (bad !== undefined) throw new RangeError(`${caller}: token ${bad} is outside the vocabulary (0..${vocabulary - 1})`);
   }
 
   /**
@@ -280,20 +284,56 @@ export class Model {
   }
 
   /**
+   * `rankTokens` of several prompts, in their order. A leading run of tokens they all share (the
+   * template's head and the query) is evaluated once, and each prompt's KV cache forks from it
+   * (copy-on-write), so that only each prompt's own tokens are computed: the same KV rows and the
+   * same last hidden row as each prompt alone.
+   */
+  rankPrompts(prompts: readonly (readonly number[])[]): number[] {
+    const head = this.requireClassifier();
+    for (const tokens of prompts) this.checkInputTokens("rank", tokens);
+    let shared = prompts.length < 2 ? 0 : Math.min(...prompts.map((tokens) => tokens.length)) - 1;
+    for (const tokens of prompts) {
+      let same = 0;
+      while (same < shared && tokens[same] === prompts[0]![same]) same++;
+      shared = same;
+    }
+    const blockTokens = this.loadOptions.kvBlockTokens ?? DEFAULT_BLOCK_TOKENS;
+    if (shared < blockTokens) return prompts.map((tokens) => head.score(this.hiddenRows("rank", tokens, "last")));
+    const longest = Math.max(...prompts.map((tokens) => tokens.length));
+    // The shared blocks, one prompt's own blocks, and a copy of a shared block that is not full.
+    const pool = this.createKVPool(Math.ceil(shared / blockTokens) + Math.ceil((longest - shared) / blockTokens) + 1);
+    const prefix = pool.createSequence(longest);
+    try {
+      this.transformer.forwardHidden(Int32Array.from(prompts[0]!.slice(0, shared)), prefix, "last");
+      return prompts.map((tokens) => {
+        const own = prefix.fork(tokens.length);
+        try {
+          return head.score(this.transformer.forwardHidden(Int32Array.from(tokens.slice(shared)), own, "last"));
+        } finally {
+          own.dispose();
+        }
+      });
+    } finally {
+      prefix.dispose();
+      pool.dispose();
+    }
+  }
+
+  /**
    * Scores `documents` against `query` with a reranker (Qwen3-Reranker): each pair is put in the
-   * rerank template and tokenized whole, as llama.cpp's server does, and scored as `rankTokens`.
+   * rerank template and tokenized whole, as llama.cpp's server does, and scored as `rankPrompts`.
    * Returns the documents best first (ties in their given order), `topN` of them when given.
    */
   rank(query: string, documents: readonly string[], options: RankOptions = {}): RankedDocument[] {
     const resolved = parseOptions(rankOptionsSchema, options);
-    const head = this.requireClassifier();
+    this.requireClassifier();
     const template = resolved.template ?? this.rerankTemplate;
     if (template === undefined) throw new InvalidOptionError("template", `the model has no rerank template (${TOKENIZER_KEYS.rerankChatTemplate}); pass one with {query} and {document}`);
     checkRerankTemplate(template);
-    const ranked = documents.map((document, index) => {
-      const tokens = this.tokenizer.encode(rerankPrompt(template, query, document), { special: true });
-      return { index, score: head.score(this.hiddenRows("rank", tokens, "last")), tokens: tokens.length };
-    });
+    const prompts = documents.map((document) => this.tokenizer.encode(rerankPrompt(template, query, document), { special: true }));
+    const scores = this.rankPrompts(prompts);
+    const ranked = prompts.map((tokens, index) => ({ index, score: scores[index]!, tokens: tokens.length }));
     ranked.sort((a, b) => b.score - a.score || a.index - b.index);
     return resolved.topN === undefined ? ranked : ranked.slice(0, resolved.topN);
   }

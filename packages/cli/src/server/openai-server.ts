@@ -384,8 +384,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
    * document's relevance to the query from a reranker (Qwen3-Reranker), best first, `top_n` of them.
    */
   const rerank = (body: RerankRequest): Response => {
-    const head = model.classifier;
-    if (!head) throw new RequestError(400, "the model is not a reranker (it has no cls.output.weight head, which llama.cpp's converter writes for Qwen3-Reranker)", null);
+    if (!model.classifier) throw new RequestError(400, "the model is not a reranker (it has no cls.output.weight head, which llama.cpp's converter writes for Qwen3-Reranker)", null);
     const template = model.rerankTemplate;
     if (template === undefined) throw new RequestError(400, "the model has no rerank prompt (tokenizer.chat_template.rerank)", null);
     const texts = body.documents.map((document) => (typeof document === "string" ? document : document.text));
@@ -394,11 +393,9 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       if (tokens.length > contextLength) throw new RequestError(400, `documents.${index}: the query and the document take ${tokens.length} tokens, the context holds ${contextLength}`, `documents.${index}`);
       return tokens;
     });
-    let promptTokens = 0;
-    const results = tokenLists.map((tokens, index) => {
-      promptTokens += tokens.length;
-      return { index, relevance_score: model.rankTokens(tokens), ...(body.return_documents ? { document: { text: texts[index]! } } : {}) };
-    });
+    const scores = model.rankPrompts(tokenLists);
+    const promptTokens = tokenLists.reduce((sum, tokens) => sum + tokens.length, 0);
+    const results = tokenLists.map((_, index) => ({ index, relevance_score: scores[index]!, ...(body.return_documents ? { document: { text: texts[index]! } } : {}) }));
     results.sort((a, b) => b.relevance_score - a.relevance_score || a.index - b.index);
     const top = body.top_n === undefined || body.top_n === null ? results : results.slice(0, body.top_n);
     return json({ id: `rerank-${crypto.randomUUID()}`, object: "list", model: modelId, results: top, usage: { prompt_tokens: promptTokens, total_tokens: promptTokens } });

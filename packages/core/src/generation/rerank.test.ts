@@ -52,6 +52,10 @@ describe("Model.rank against llama.cpp", () => {
     expect(ranked.map((r) => r.index).sort()).toEqual(documents.map((_, i) => i));
     for (let i = 1; i < ranked.length; i++) expect(ranked[i - 1]!.score).toBeGreaterThanOrEqual(ranked[i]!.score);
     expect(model.rank(query, documents, { topN: 2 })).toEqual(ranked.slice(0, 2));
+    // The prompts share the template's head and the query, evaluated once: the same scores as each prompt alone.
+    const prompts = documents.map((document) => model.tokenizer.encode(rerankPrompt(model.rerankTemplate!, query, document), { special: true }));
+    expect(prompts.every((tokens) => tokens.slice(0, 40).join() === prompts[0]!.slice(0, 40).join())).toBe(true);
+    for (const r of ranked) expect(r.score).toBeCloseTo(model.rankTokens(prompts[r.index]!), 12);
     expect(model.rank(query, [])).toEqual([]);
     // A template of one's own: the same pair scores differently, and one without {document} is refused.
     const own = model.rank(query, documents, { template: "<Query>: {query}\n<Document>: {document}" });
