@@ -16,7 +16,7 @@ import { type ChatOptions, type GenerateOptions, InvalidOptionError, type Resolv
 import { type ToolTurn, toolTurn, withToolGrammar } from "./generation/tool-choice";
 import type { GenerationResult, GenerationStream, StructuredGenerationResult } from "./generation/generation-types";
 import { type EmbedOptions, type Pooling, checkDimensions, embedOptionsSchema, poolEmbedding, poolingOfGGUF } from "./generation/embeddings";
-import { CLASSIFIER_TENSOR, ClassifierHead, type RankOptions, type RankedDocument, checkRerankTemplate, rankOptionsSchema, rerankPrompt, rerankTemplateOf } from "./generation/rerank";
+import { CLASSIFIER_TENSOR, ClassifierHead, type RankOptions, type RankedDocument, checkRerankTemplate, rankOptionsSchema, rankedDocuments, rerankPrompt, rerankTemplateOf, sharedPrefixLength } from "./generation/rerank";
 import type { z } from "zod";
 
 export interface LoadModelOptions {
@@ -241,6 +241,39 @@ export class Model {
     return poolEmbedding(hidden, width, pooling, resolved.normalize, resolved.dimensions);
   }
 
+  /**
+   * `embed` through the engine: the input is one more sequence of the engine's batched steps
+   * (chunked prefill beside running generations, the prefix cache), so a server's embedding
+   * requests do not stop its generations for their whole length, and several inputs awaited
+   * together are evaluated together. The same vector as `embed` (within the backend's batching
+   * rounding). Mean pooling needs every row, which the engine does not return: it runs as `embed`.
+   * `signal` aborting first rejects with its reason.
+   */
+  async embedAsync(input: string | readonly number[], options: EmbedOptions & { readonly signal?: AbortSignal } = {}): Promise<Float32Array> {
+    const { signal, ...rest } = options;
+    const resolved = parseOptions(embedOptionsSchema, rest);
+    const width = this.transformer.dimensions.embedding;
+    checkDimensions(resolved.dimensions, width);
+    const pooling = resolved.pooling ?? this.pooling;
+    if (pooling === "mean") return this.embed(input, rest);
+    const tokens = typeof input === "string" ? this.tokenizer.encode(input, { special: resolved.special }) : [...input];
+    const hidden = await this.engineHidden("embed", tokens, signal);
+    return poolEmbedding(hidden, width, "last", resolved.normalize, resolved.dimensions);
+  }
+
+  /** The last token's hidden row after the final norm, evaluated as a sequence of the engine (a copy). */
+  private async engineHidden(caller: string, tokens: readonly number[], signal: AbortSignal | undefined): Promise<Float32Array> {
+    this.checkInputTokens(caller, tokens);
+    const sequence = this.engine.createSequence(tokens.length);
+    try {
+      const hidden = await sequence.evaluateHidden(tokens, signal);
+      if (hidden === undefined) throw signal?.reason ?? new Error(`${caller}: aborted`);
+      return hidden.slice();
+    } finally {
+      sequence.release();
+    }
+  }
+
   /** The hidden rows after the final norm of one input, computed in a KV cache of its own (embed, rank). */
   private hiddenRows(caller: string, tokens: readonly number[], rows: "last" | "all"): Float32Array {
     this.checkInputTokens(caller, tokens);
@@ -292,12 +325,7 @@ export class Model {
   rankPrompts(prompts: readonly (readonly number[])[]): number[] {
     const head = this.requireClassifier();
     for (const tokens of prompts) this.checkInputTokens("rank", tokens);
-    let shared = prompts.length < 2 ? 0 : Math.min(...prompts.map((tokens) => tokens.length)) - 1;
-    for (const tokens of prompts) {
-      let same = 0;
-      while (same < shared && tokens[same] === prompts[0]![same]) same++;
-      shared = same;
-    }
+    const shared = sharedPrefixLength(prompts);
     const blockTokens = this.loadOptions.kvBlockTokens ?? DEFAULT_BLOCK_TOKENS;
     if (shared < blockTokens) return prompts.map((tokens) => head.score(this.hiddenRows("rank", tokens, "last")));
     const longest = Math.max(...prompts.map((tokens) => tokens.length));
@@ -327,15 +355,40 @@ export class Model {
    */
   rank(query: string, documents: readonly string[], options: RankOptions = {}): RankedDocument[] {
     const resolved = parseOptions(rankOptionsSchema, options);
+    const prompts = this.rankingPrompts(query, documents, resolved.template);
+    return rankedDocuments(prompts, this.rankPrompts(prompts), resolved.topN);
+  }
+
+  /**
+   * `rankPrompts` through the engine (see `embedAsync`): the prompts' shared head is evaluated
+   * first, as a sequence whose full blocks stay in the prefix cache, then every prompt as a sequence
+   * of its own, together in batched steps, each reusing those blocks. `signal` aborting first
+   * rejects with its reason.
+   */
+  async rankPromptsAsync(prompts: readonly (readonly number[])[], signal?: AbortSignal): Promise<number[]> {
+    const head = this.requireClassifier();
+    for (const tokens of prompts) this.checkInputTokens("rank", tokens);
+    const shared = sharedPrefixLength(prompts);
+    if (shared >= (this.loadOptions.kvBlockTokens ?? DEFAULT_BLOCK_TOKENS)) await this.engineHidden("rank", prompts[0]!.slice(0, shared), signal);
+    const rows = await Promise.all(prompts.map((tokens) => this.engineHidden("rank", tokens, signal)));
+    return rows.map((hidden) => head.score(hidden));
+  }
+
+  /** `rank` through the engine (see `rankPromptsAsync`). */
+  async rankAsync(query: string, documents: readonly string[], options: RankOptions & { readonly signal?: AbortSignal } = {}): Promise<RankedDocument[]> {
+    const { signal, ...rest } = options;
+    const resolved = parseOptions(rankOptionsSchema, rest);
+    const prompts = this.rankingPrompts(query, documents, resolved.template);
+    return rankedDocuments(prompts, await this.rankPromptsAsync(prompts, signal), resolved.topN);
+  }
+
+  /** Each document's prompt: the template (the GGUF's unless given) with the pair in it, tokenized whole. */
+  private rankingPrompts(query: string, documents: readonly string[], template: string | undefined): number[][] {
     this.requireClassifier();
-    const template = resolved.template ?? this.rerankTemplate;
-    if (template === undefined) throw new InvalidOptionError("template", `the model has no rerank template (${TOKENIZER_KEYS.rerankChatTemplate}); pass one with {query} and {document}`);
-    checkRerankTemplate(template);
-    const prompts = documents.map((document) => this.tokenizer.encode(rerankPrompt(template, query, document), { special: true }));
-    const scores = this.rankPrompts(prompts);
-    const ranked = prompts.map((tokens, index) => ({ index, score: scores[index]!, tokens: tokens.length }));
-    ranked.sort((a, b) => b.score - a.score || a.index - b.index);
-    return resolved.topN === undefined ? ranked : ranked.slice(0, resolved.topN);
+    const resolvedTemplate = template ?? this.rerankTemplate;
+    if (resolvedTemplate === undefined) throw new InvalidOptionError("template", `the model has no rerank template (${TOKENIZER_KEYS.rerankChatTemplate}); pass one with {query} and {document}`);
+    checkRerankTemplate(resolvedTemplate);
+    return documents.map((document) => this.tokenizer.encode(rerankPrompt(resolvedTemplate, query, document), { special: true }));
   }
 
   private requireClassifier(): ClassifierHead {

@@ -351,8 +351,12 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     });
   };
 
-  /** POST /v1/embeddings: one vector per input, pooled as the model says and normalized (OpenAI's and llama.cpp's server's answer). */
-  const embeddings = (body: EmbeddingRequest): Response => {
+  /**
+   * POST /v1/embeddings: one vector per input, pooled as the model says and normalized (OpenAI's and
+   * llama.cpp's server's answer). The inputs are sequences of the engine, evaluated together and
+   * beside running generations; a client that disconnects stops them.
+   */
+  const embeddings = async (body: EmbeddingRequest, signal: AbortSignal): Promise<Response> => {
     const input = body.input ?? body.content!;
     const inputs: (string | number[])[] = typeof input === "string" ? [input] : typeof input[0] === "number" ? [input as number[]] : (input as (string | number[])[]);
     const width = model.transformer.dimensions.embedding;
@@ -370,20 +374,18 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       return tokens;
     });
     const base64 = body.encoding_format === "base64";
-    let promptTokens = 0;
-    const data = tokenLists.map((tokens, index) => {
-      promptTokens += tokens.length;
-      const vector = model.embed(tokens, body.dimensions ? { dimensions: body.dimensions } : {});
-      return { object: "embedding", index, embedding: base64 ? Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength).toString("base64") : Array.from(vector) };
-    });
+    const promptTokens = tokenLists.reduce((sum, tokens) => sum + tokens.length, 0);
+    const vectors = await Promise.all(tokenLists.map((tokens) => model.embedAsync(tokens, { ...(body.dimensions ? { dimensions: body.dimensions } : {}), signal })));
+    const data = vectors.map((vector, index) => ({ object: "embedding", index, embedding: base64 ? Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength).toString("base64") : Array.from(vector) }));
     return json({ object: "list", data, model: modelId, usage: { prompt_tokens: promptTokens, total_tokens: promptTokens } });
   };
 
   /**
    * POST /v1/rerank (and /rerank, /v1/reranking, /reranking as llama.cpp's server names them): each
    * document's relevance to the query from a reranker (Qwen3-Reranker), best first, `top_n` of them.
+   * The documents are sequences of the engine (see Model.rankPromptsAsync), as embeddings are.
    */
-  const rerank = (body: RerankRequest): Response => {
+  const rerank = async (body: RerankRequest, signal: AbortSignal): Promise<Response> => {
     if (!model.classifier) throw new RequestError(400, "the model is not a reranker (it has no cls.output.weight head, which llama.cpp's converter writes for Qwen3-Reranker)", null);
     const template = model.rerankTemplate;
     if (template === undefined) throw new RequestError(400, "the model has no rerank prompt (tokenizer.chat_template.rerank)", null);
@@ -393,7 +395,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       if (tokens.length > contextLength) throw new RequestError(400, `documents.${index}: the query and the document take ${tokens.length} tokens, the context holds ${contextLength}`, `documents.${index}`);
       return tokens;
     });
-    const scores = model.rankPrompts(tokenLists);
+    const scores = await model.rankPromptsAsync(tokenLists, signal);
     const promptTokens = tokenLists.reduce((sum, tokens) => sum + tokens.length, 0);
     const results = tokenLists.map((_, index) => ({ index, relevance_score: scores[index]!, ...(body.return_documents ? { document: { text: texts[index]! } } : {}) }));
     results.sort((a, b) => b.relevance_score - a.relevance_score || a.index - b.index);
@@ -681,12 +683,12 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
             return await run("completion", completionRequest(await readBody(request, completionRequestSchema)), request);
           case "POST /v1/embeddings":
           case "POST /embeddings":
-            return embeddings(await readBody(request, embeddingRequestSchema));
+            return await embeddings(await readBody(request, embeddingRequestSchema), request.signal);
           case "POST /v1/rerank":
           case "POST /rerank":
           case "POST /v1/reranking":
           case "POST /reranking":
-            return rerank(await readBody(request, rerankRequestSchema));
+            return await rerank(await readBody(request, rerankRequestSchema), request.signal);
           case "POST /tokenize":
             return tokenize(await readBody(request, tokenizeRequestSchema));
           case "POST /detokenize":

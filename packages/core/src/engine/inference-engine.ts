@@ -47,6 +47,8 @@ interface Work {
   readonly top: number;
   /** With `top`: also the row's log Σ exp (EngineSequence.top.logSumExp). */
   readonly logSumExp: boolean;
+  /** Resolve with the last row's hidden state after the final norm (into EngineSequence.hidden) instead of the logits. */
+  readonly hidden: boolean;
   /** With the logits, or undefined (aborted, released); a greedy evaluation reads its token from EngineSequence.greedy. */
   readonly resolve: (logits: Float32Array | undefined) => void;
   readonly reject: (error: unknown) => void;
@@ -72,6 +74,8 @@ export class EngineSequence {
   readonly greedy = new Int32Array(1);
   /** Where a top-candidates evaluation's candidates are written (see evaluateTop); sized to the last k asked. */
   top: TopCandidates | undefined;
+  /** Where a hidden-state evaluation's row is written (see evaluateHidden). */
+  hidden: Float32Array | undefined;
 
   constructor(
     private readonly engine: InferenceEngine,
@@ -122,6 +126,16 @@ export class EngineSequence {
     if (!(k >= 1)) throw new RangeError(`top candidates: k must be an integer from 1 to ${Math.min(this.engine.transformer.dimensions.vocabulary, TOP_K_ROWS_MAX)}, got ${k}`);
     const logits = await this.engine.evaluate(this, tokens, signal, chunkTokens, false, k, options.logSumExp === true);
     return logits === undefined ? undefined : this.top;
+  }
+
+  /**
+   * evaluate, resolving with the hidden state of the last token after the final norm ([embedding])
+   * instead of the logits: what llama.cpp pools into a last-token embedding or a reranker's score.
+   * The LM head does not run for it. The array is the sequence's own (the next evaluation
+   * overwrites it). Undefined when `signal` aborts first.
+   */
+  evaluateHidden(tokens: readonly number[], signal?: AbortSignal, chunkTokens = Number.POSITIVE_INFINITY): Promise<Float32Array | undefined> {
+    return this.engine.evaluate(this, tokens, signal, chunkTokens, false, 0, false, true);
   }
 
   /** Forgets tokens from `length` on (their cache rows too): to continue from a shorter history. */
@@ -189,7 +203,8 @@ export class InferenceEngine {
   /**
    * See EngineSequence.evaluate; `greedy`: EngineSequence.evaluateGreedy (resolves with an empty
    * array, the token in sequence.greedy); `top` > 0: EngineSequence.evaluateTop (resolves with an
-   * empty array, the candidates in sequence.top), with the row's log Σ exp when `logSumExp`.
+   * empty array, the candidates in sequence.top), with the row's log Σ exp when `logSumExp`;
+   * `hidden`: EngineSequence.evaluateHidden (resolves with sequence.hidden).
    */
   evaluate(
     sequence: EngineSequence,
@@ -199,11 +214,12 @@ export class InferenceEngine {
     greedy = false,
     top = 0,
     logSumExp = false,
+    hidden = false,
   ): Promise<Float32Array | undefined> {
     if (!(chunkTokens >= 1)) throw new RangeError(`chunkTokens must be at least 1, got ${chunkTokens}`);
     const most = Math.min(this.transformer.dimensions.vocabulary, TOP_K_ROWS_MAX);
     if (!Number.isInteger(top) || top < 0 || top > most) throw new RangeError(`top candidates: k must be an integer from 1 to ${most}, got ${top}`);
-    if (greedy && top > 0) throw new Error("an evaluation is greedy or asks for top candidates, not both");
+    if (Number(greedy) + Number(top > 0) + Number(hidden) > 1) throw new Error("an evaluation is greedy, asks for top candidates or for the hidden state: one of them");
     if (sequence.released) throw new Error("the sequence was released");
     if (sequence.work) throw new Error("the sequence is already being evaluated");
     if (tokens.length === 0 && sequence.cachedTokens === sequence.tokens.length) throw new RangeError("nothing to evaluate");
@@ -217,7 +233,8 @@ export class InferenceEngine {
       if (top > 0 && (sequence.top?.ids.length !== top || (sequence.top.logSumExp !== undefined) !== logSumExp)) {
         sequence.top = { ids: new Int32Array(top), logits: new Float32Array(top), ...(logSumExp ? { logSumExp: new Float64Array(1) } : {}) };
       }
-      sequence.work = { resolve, reject, signal, chunkTokens, greedy, top, logSumExp: top > 0 && logSumExp };
+      if (hidden) sequence.hidden ??= new Float32Array(this.transformer.dimensions.embedding);
+      sequence.work = { resolve, reject, signal, chunkTokens, greedy, top, logSumExp: top > 0 && logSumExp, hidden };
       if (!sequence.cache && !this.waiting.includes(sequence)) this.waiting.push(sequence);
       this.scheduleStep();
     });
@@ -366,6 +383,7 @@ export class InferenceEngine {
       const tokens = Int32Array.from(sequence.tokens.slice(cache.length, cache.length + count));
       if (cache.length + count !== sequence.tokens.length) return { tokens, cache, logits: [] };
       if (sequence.work!.greedy) return { tokens, cache, greedy: sequence.greedy };
+      if (sequence.work!.hidden) return { tokens, cache, logits: [count - 1], hidden: sequence.hidden! };
       if (sequence.work!.top > 0) return { tokens, cache, top: sequence.top! };
       sequence.logits ??= new Float32Array(this.transformer.dimensions.vocabulary);
       return { tokens, cache, logits: "last", output: sequence.logits };
@@ -393,7 +411,7 @@ export class InferenceEngine {
         const work = sequence.work!;
         sequence.work = undefined;
         this.lastStep.add(sequence);
-        work.resolve(logits[i]!);
+        work.resolve(work.hidden ? sequence.hidden! : logits[i]!);
       }
     }
   }

@@ -60,6 +60,26 @@ describe("Model.embed against llama.cpp", () => {
     model.dispose();
   });
 
+  it("embedAsync runs through the engine beside a generation: embed's vectors, the generation undisturbed", async () => {
+    const golden = goldens.models.find((m) => m.id === "tiny-q8_0-last-eos")!;
+    const model = loadModel(await syntheticModelFile(resolveOptions(golden.preset, golden.options)));
+    const texts = golden.cases.map((c) => c.text);
+    const alone = await model.complete("Once upon a time", { temperature: 0, maxTokens: 8 });
+    const steps = model.engine.statistics.steps;
+    const stream = model.generate("Once upon a time", { temperature: 0, maxTokens: 8 });
+    const vectors = Promise.all(texts.map((text) => model.embedAsync(text, { dimensions: 32 })));
+    expect((await stream.result).tokens).toEqual(alone.tokens);
+    const got = await vectors;
+    texts.forEach((text, i) => expect(maxDifference(got[i]!, model.embed(text, { dimensions: 32 })), text).toBeLessThan(1e-6));
+    // The texts and the generation shared steps: fewer steps than one per text plus the generation's.
+    expect(model.engine.statistics.steps - steps).toBeLessThan(texts.length + 8);
+    // Mean pooling runs as embed does.
+    expect(Array.from(await model.embedAsync(texts[0]!, { pooling: "mean" }))).toEqual(Array.from(model.embed(texts[0]!, { pooling: "mean" })));
+    await expect(model.embedAsync([])).rejects.toThrow(/no tokens/);
+    expect(model.engine.pool.usedBlocks).toBe(0);
+    model.dispose();
+  });
+
   it("runs between the engine's generations without disturbing them", async () => {
     const model = loadModel(await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" })));
     expect(model.pooling).toBe("last");

@@ -43,6 +43,32 @@ describe("Model.rank against llama.cpp", () => {
     });
   }
 
+  it("rankAsync runs the documents through the engine beside a generation: rank's scores, the shared head evaluated once", async () => {
+    const golden = goldens.find((m) => m.id === "small-q4_K_M-reranker")!;
+    const model = loadModel(await syntheticModelFile(resolveOptions(golden.preset, golden.options)));
+    const query = golden.cases[0]!.query;
+    const documents = golden.cases.filter((c) => c.query === query).map((c) => c.document);
+    const expected = model.rank(query, documents, { topN: 3 });
+    const alone = await model.complete("Once upon a time", { temperature: 0, maxTokens: 12 });
+    const before = { ...model.engine.statistics };
+    const stream = model.generate("Once upon a time", { temperature: 0, maxTokens: 12 });
+    const ranked = model.rankAsync(query, documents, { topN: 3 });
+    expect((await stream.result).tokens).toEqual(alone.tokens);
+    const async = await ranked;
+    expect(async.map((r) => r.index)).toEqual(expected.map((r) => r.index));
+    for (let i = 0; i < async.length; i++) expect(async[i]!.score).toBeCloseTo(expected[i]!.score, 9);
+    // The template's head and the query (whole blocks of it) came from the prefix cache for every document.
+    const prompts = documents.map((document) => model.tokenizer.encode(rerankPrompt(model.rerankTemplate!, query, document), { special: true }));
+    const sharedBlocks = Math.floor(Math.min(...prompts.map((p) => p.length)) / 16) - 1;
+    expect(sharedBlocks).toBeGreaterThan(2);
+    expect(model.engine.statistics.reusedTokens - before.reusedTokens).toBeGreaterThanOrEqual(documents.length * sharedBlocks * 16);
+    const aborted = new AbortController();
+    aborted.abort(new Error("stop"));
+    await expect(model.rankAsync(query, documents, { signal: aborted.signal })).rejects.toThrow("stop");
+    expect(model.engine.pool.usedBlocks).toBe(0);
+    model.dispose();
+  });
+
   it("sorts best first, keeps topN, and refuses what it cannot rank", async () => {
     const golden = goldens.find((m) => m.id === "small-q4_K_M-reranker")!;
     const model = loadModel(await syntheticModelFile(resolveOptions(golden.preset, golden.options)));
@@ -67,6 +93,7 @@ describe("Model.rank against llama.cpp", () => {
     model.dispose();
 
     const chat = loadModel(await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" })));
+    await expect(chat.rankAsync("q", ["d"])).rejects.toThrow(ModelTensorError);
     expect(chat.classifier).toBeUndefined();
     expect(() => chat.rank("q", ["d"])).toThrow(ModelTensorError);
     expect(() => chat.rank("q", ["d"])).toThrow(/cls.output.weight.*not a reranker/);

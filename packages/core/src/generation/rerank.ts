@@ -118,3 +118,24 @@ export function rerankPrompt(template: string, query: string, document: string):
   // A function replacer, so that "$&" and friends in the texts stay as they are.
   return template.replaceAll("{query}", () => query).replaceAll("{document}", () => document);
 }
+
+/**
+ * How many leading tokens every prompt shares, leaving each at least its last token of its own
+ * (whose hidden row gives its score); 0 for fewer than two prompts.
+ */
+export function sharedPrefixLength(prompts: readonly (readonly number[])[]): number {
+  let shared = prompts.length < 2 ? 0 : Math.min(...prompts.map((tokens) => tokens.length)) - 1;
+  for (const tokens of prompts) {
+    let same = 0;
+    while (same < shared && tokens[same] === prompts[0]![same]) same++;
+    shared = same;
+  }
+  return shared;
+}
+
+/** The documents best first (ties in their given order), `topN` of them when given. */
+export function rankedDocuments(prompts: readonly (readonly number[])[], scores: readonly number[], topN: number | undefined): RankedDocument[] {
+  const ranked = prompts.map((tokens, index) => ({ index, score: scores[index]!, tokens: tokens.length }));
+  ranked.sort((a, b) => b.score - a.score || a.index - b.index);
+  return topN === undefined ? ranked : ranked.slice(0, topN);
+}
