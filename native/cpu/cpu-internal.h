@@ -99,7 +99,13 @@ size_t memra_matmul_scratch_bytes(int type, int64_t rows, int64_t n_in, int thre
 size_t memra_matmul_packed_row_bytes(int type, int64_t rows, int64_t n_in);
 void memra_embedding(float * out, int type, const void * table, int64_t width, const int32_t * ids, int64_t count);
 void memra_rms_norm(memra_cpu * cpu, float * out, const float * x, const float * weight, int64_t rows, int64_t width, float eps);
-void memra_rope_neox(memra_cpu * cpu, float * x, const int32_t * positions, int64_t rows, int64_t heads, int64_t head_dim, float freq_base);
+/* RoPE scaling as ggml's rope_yarn (see rope.c). */
+typedef struct {
+    float freq_scale, ext_factor, magnitude, corr_low, corr_high;
+} memra_rope_scaling;
+
+void memra_rope_neox(memra_cpu * cpu, float * x, const int32_t * positions, int64_t rows, int64_t heads, int64_t head_dim, float freq_base,
+                     const memra_rope_scaling * scaling);
 /* Floats of per-thread scratch memra_attention needs when `visible` cache rows are visible at most. */
 size_t memra_attention_scratch(int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t visible);
 void memra_attention(memra_cpu * cpu, float * out, const float * q, const float * keys, const float * values, int64_t rows, int64_t heads,

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <math.h>
+
 #include "cpu-internal.h"
 
 #define FAIL(status, ...) return memra_fail(status, __VA_ARGS__)
@@ -213,9 +215,8 @@ int memra_cpu_expert_matmul(memra_cpu * cpu, float * out, int64_t out_length, co
     return matmul_checked("memra_cpu_expert_matmul", cpu, out, out_length, x, x_length, rows, type, weight, weight_bytes, n_in, n_out, experts, expert);
 }
 
-int memra_cpu_rope_neox(memra_cpu * cpu, float * x, int64_t x_length, const int32_t * positions, int64_t rows, int64_t heads, int64_t head_dim,
-                        float freq_base) {
-    static const char function[] = "memra_cpu_rope_neox";
+static int rope_checked(const char * function, memra_cpu * cpu, float * x, int64_t x_length, const int32_t * positions, int64_t rows, int64_t heads,
+                        int64_t head_dim, float freq_base, const memra_rope_scaling * scaling) {
     CHECK(check_cpu(function, cpu));
     CHECK(check_size(function, "rows", rows, 0));
     CHECK(check_size(function, "heads", heads, 1));
@@ -224,13 +225,31 @@ int memra_cpu_rope_neox(memra_cpu * cpu, float * x, int64_t x_length, const int3
         FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: head_dim is %lld, expected an even number up to %d", function, (long long)head_dim, MEMRA_MAX_HEAD_DIM);
     }
     if (!(freq_base > 0.0f)) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: freq_base is %g, expected > 0", function, (double)freq_base);
+    if (scaling) {
+        if (!(scaling->freq_scale > 0.0f) || !isfinite(scaling->freq_scale)) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: freq_scale is %g, expected a finite value > 0", function, (double)scaling->freq_scale);
+        if (!(scaling->ext_factor >= 0.0f && scaling->ext_factor <= 1.0f)) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: ext_factor is %g, expected 0 to 1", function, (double)scaling->ext_factor);
+        if (!(scaling->magnitude > 0.0f) || !isfinite(scaling->magnitude)) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: magnitude is %g, expected a finite value > 0", function, (double)scaling->magnitude);
+        if (!isfinite(scaling->corr_low) || !isfinite(scaling->corr_high)) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: the correction dims must be finite", function);
+    }
     int64_t width, values;
     CHECK(check_product(function, "heads * head_dim", heads, head_dim, &width));
     CHECK(check_product(function, "rows * heads * head_dim", rows, width, &values));
     CHECK(check_buffer(function, "x", x, x_length, values));
     CHECK(check_buffer(function, "positions", positions, rows, rows));
-    if (values > 0) memra_rope_neox(cpu, x, positions, rows, heads, head_dim, freq_base);
+    if (values > 0) memra_rope_neox(cpu, x, positions, rows, heads, head_dim, freq_base, scaling);
     return MEMRA_OK;
+}
+
+int memra_cpu_rope_neox(memra_cpu * cpu, float * x, int64_t x_length, const int32_t * positions, int64_t rows, int64_t heads, int64_t head_dim,
+                        float freq_base) {
+    return rope_checked("memra_cpu_rope_neox", cpu, x, x_length, positions, rows, heads, head_dim, freq_base, NULL);
+}
+
+int memra_cpu_rope_neox_scaled(memra_cpu * cpu, float * x, int64_t x_length, const int32_t * positions, int64_t rows, int64_t heads,
+                               int64_t head_dim, float freq_base, float freq_scale, float ext_factor, float magnitude, float corr_low,
+                               float corr_high) {
+    const memra_rope_scaling scaling = { freq_scale, ext_factor, magnitude, corr_low, corr_high };
+    return rope_checked("memra_cpu_rope_neox_scaled", cpu, x, x_length, positions, rows, heads, head_dim, freq_base, &scaling);
 }
 
 int memra_cpu_attention(memra_cpu * cpu, float * out, int64_t out_length, const float * q, int64_t q_length, const float * keys, const float * values,

@@ -1,8 +1,10 @@
 /*
- * NEOX rotary embedding, as ggml's rope_f32 with GGML_ROPE_TYPE_NEOX, no YaRN, freq_scale 1:
- * theta_scale = powf(freq_base, -2.0f / n_dims); per row, theta starts at the position (as f32)
- * and is multiplied by theta_scale pair by pair; cos and sin in f32; each head rotates
- * (i, i + head_dim / 2).
+ * NEOX rotary embedding, as ggml's rope_f32 with GGML_ROPE_TYPE_NEOX: theta_scale =
+ * powf(freq_base, -2.0f / n_dims); per row, theta starts at the position (as f32) and is
+ * multiplied by theta_scale pair by pair; cos and sin in f32; each head rotates
+ * (i, i + head_dim / 2). With scaling (linear or YaRN), each pair's angle and its cos and sin
+ * are scaled as ggml's rope_yarn does (freq_scale, ext_factor, corr_dims; the magnitude is
+ * attn_factor times 1 + 0.1 ln(1 / freq_scale) for YaRN, computed by the caller).
  */
 #include <math.h>
 
@@ -17,7 +19,14 @@ typedef struct {
     const int32_t * positions;
     int64_t rows, heads, head_dim, rows_per_chunk;
     float theta_scale;
+    const memra_rope_scaling * scaling; /* NULL: plain RoPE */
 } rope_job;
+
+/* rope_yarn_ramp: 1 below the first correction dim, 0 from the second on, linear between. */
+static float rope_ramp(float low, float high, int64_t pair) {
+    const float y = ((float)pair - low) / fmaxf(0.001f, high - low);
+    return 1.0f - fminf(1.0f, fmaxf(0.0f, y));
+}
 
 static void rope_rows(void * argument, int64_t chunk, int thread_index) {
     (void)thread_index;
@@ -29,9 +38,21 @@ static void rope_rows(void * argument, int64_t chunk, int thread_index) {
     float sin_theta[MEMRA_MAX_HEAD_DIM / 2];
     for (int64_t r = begin; r < end; r++) {
         float theta = (float)job->positions[r];
+        const memra_rope_scaling * scaling = job->scaling;
         for (int64_t i = 0; i < half; i++) {
-            cos_theta[i] = cosf(theta);
-            sin_theta[i] = sinf(theta);
+            if (scaling) {
+                const float interpolated = scaling->freq_scale * theta;
+                float angle = interpolated;
+                if (scaling->ext_factor != 0.0f) {
+                    const float mix = rope_ramp(scaling->corr_low, scaling->corr_high, i) * scaling->ext_factor;
+                    angle = interpolated * (1.0f - mix) + theta * mix;
+                }
+                cos_theta[i] = cosf(angle) * scaling->magnitude;
+                sin_theta[i] = sinf(angle) * scaling->magnitude;
+            } else {
+                cos_theta[i] = cosf(theta);
+                sin_theta[i] = sinf(theta);
+            }
             theta *= job->theta_scale;
         }
         for (int64_t h = 0; h < job->heads; h++) {
@@ -46,9 +67,10 @@ static void rope_rows(void * argument, int64_t chunk, int thread_index) {
     }
 }
 
-void memra_rope_neox(memra_cpu * cpu, float * x, const int32_t * positions, int64_t rows, int64_t heads, int64_t head_dim, float freq_base) {
+void memra_rope_neox(memra_cpu * cpu, float * x, const int32_t * positions, int64_t rows, int64_t heads, int64_t head_dim, float freq_base,
+                     const memra_rope_scaling * scaling) {
     int64_t rows_per_chunk = CHUNK_VALUES / (heads * head_dim);
     if (rows_per_chunk < 1) rows_per_chunk = 1;
-    rope_job job = { x, positions, rows, heads, head_dim, rows_per_chunk, powf(freq_base, -2.0f / (float)head_dim) };
+    rope_job job = { x, positions, rows, heads, head_dim, rows_per_chunk, powf(freq_base, -2.0f / (float)head_dim), scaling };
     memra_run_chunks(cpu->pool, rows * heads * head_dim >= PARALLEL_VALUES, rope_rows, &job, memra_chunk_count(rows, rows_per_chunk));
 }

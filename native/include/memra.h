@@ -128,6 +128,14 @@ MEMRA_API int memra_cpu_expert_matmul(memra_cpu * cpu, float * out, int64_t out_
 MEMRA_API int memra_cpu_rope_neox(memra_cpu * cpu, float * x, int64_t x_length, const int32_t * positions, int64_t rows,
                                   int64_t heads, int64_t head_dim, float freq_base);
 
+/* memra_cpu_rope_neox with RoPE scaling, as ggml's rope_yarn: pair i's angle theta becomes
+ * freq_scale * theta, mixed back toward theta by ramp(i) * ext_factor (ramp: 1 below corr_low, 0
+ * from corr_high on, linear between; ext_factor 0 for linear scaling, 1 for YaRN), and its cos and
+ * sin are multiplied by magnitude (YaRN: 1 + 0.1 ln(1 / freq_scale); linear: 1). */
+MEMRA_API int memra_cpu_rope_neox_scaled(memra_cpu * cpu, float * x, int64_t x_length, const int32_t * positions, int64_t rows,
+                                         int64_t heads, int64_t head_dim, float freq_base, float freq_scale, float ext_factor,
+                                         float magnitude, float corr_low, float corr_high);
+
 /* Causal scaled-dot-product attention with grouped KV heads. q, out: [rows, heads * head_dim];
  * keys, values: [>= kv_rows, kv_heads * head_dim]. Query row r attends to cache rows
  * [0, first_row + r], which must be < kv_rows. heads is a multiple of kv_heads. */

@@ -3,9 +3,10 @@
  * Reranking, Memra against llama.cpp on the same reranker GGUF and the same prompt tokens, in one
  * run: each round runs a fresh process of each (the order flips every round), each timing its passes
  * over the prompts of one query and N documents, and the medians and their ratios are printed.
- * Memra is timed twice: `rankPrompts` (the prompts' shared head, the template and the query,
- * evaluated once) and one `rankTokens` per prompt (the same work as llama.cpp's ranking context,
- * which evaluates every prompt whole). Run from the repository root after `npm ci` in tools/llamacpp
+ * Memra is timed three ways: `rankPrompts` (the prompts' shared head, the template and the query,
+ * evaluated once), `rankPromptsAsync` (the same through the engine: the documents batched together)
+ * and one `rankTokens` per prompt (the same work as llama.cpp's ranking context, which evaluates
+ * every prompt whole). Run from the repository root after `npm ci` in tools/llamacpp
  * and `bun native/build.ts cpu`:
  *
  *   bun tools/llamacpp/rerank-side-by-side.ts [--preset qwen3-0.6b] [--type q8_0] [--documents 16] [-t 2] [--rounds 3]
@@ -36,14 +37,15 @@ if (values.child !== undefined) {
   const { CpuBackend } = await import("../../packages/cpu-ffi/src/index");
   const prompts = JSON.parse(await Bun.file(values.prompts!).text()) as number[][];
   const model = loadModel(values.child, { backend: CpuBackend.create({ threads: Number(values.threads) }) });
-  const passes = { shared: () => model.rankPrompts(prompts), whole: () => prompts.map((tokens) => model.rankTokens(tokens)) };
+  const passes = { shared: async () => model.rankPrompts(prompts), whole: async () => prompts.map((tokens) => model.rankTokens(tokens)), engine: () => model.rankPromptsAsync(prompts) };
   const result: Record<string, number[]> = {};
   for (const [name, pass] of Object.entries(passes)) {
-    pass();
+    await pass();
     result[name] = [];
     for (let i = 0; i < Number(values.reps); i++) {
+      model.engine.pool.clearPrefixCache(); // each pass evaluates the shared head once, as a new request would
       const start = performance.now();
-      pass();
+      await pass();
       result[name].push(performance.now() - start);
     }
   }
@@ -80,7 +82,7 @@ async function runJson(command: string[]): Promise<Record<string, number[]>> {
   return JSON.parse(stdout.trim().split("\n").at(-1)!);
 }
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const samples: Record<string, number[]> = { shared: [], whole: [], llama: [] };
+const samples: Record<string, number[]> = { shared: [], whole: [], engine: [], llama: [] };
 let scores: { memra: number[]; llama: number[] } | undefined;
 for (let round = 0; round < Number(values.rounds); round++) {
   const runs = [
@@ -88,6 +90,7 @@ for (let round = 0; round < Number(values.rounds); round++) {
       const r = await runJson(["bun", join(import.meta.dir, "rerank-side-by-side.ts"), "--child", path, "--prompts", promptFile, "-t", values.threads!, "-r", values.reps!]);
       samples.shared!.push(median(r.shared!));
       samples.whole!.push(median(r.whole!));
+      samples.engine!.push(median(r.engine!));
       scores = { memra: r.scores!, llama: scores?.llama ?? [] };
     },
     async () => {
@@ -104,4 +107,5 @@ console.log(`${values.preset} ${values.type} reranker, 1 query × ${documents.le
 console.log(`llama.cpp (every prompt whole):          ${median(samples.llama!).toFixed(0)} ms`);
 console.log(`memra rankTokens (every prompt whole):   ${median(samples.whole!).toFixed(0)} ms = ${(median(samples.llama!) / median(samples.whole!)).toFixed(2)}x llama.cpp's speed`);
 console.log(`memra rankPrompts (shared head once):    ${median(samples.shared!).toFixed(0)} ms = ${(median(samples.llama!) / median(samples.shared!)).toFixed(2)}x llama.cpp's speed`);
+console.log(`memra rankPromptsAsync (engine, batched): ${median(samples.engine!).toFixed(0)} ms = ${(median(samples.llama!) / median(samples.engine!)).toFixed(2)}x llama.cpp's speed`);
 console.log(`largest score difference: ${largest.toExponential(2)}`);

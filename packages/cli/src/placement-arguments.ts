@@ -18,6 +18,8 @@ import {
   hostAvailableBytes,
   modelFootprint,
   planPlacement,
+  type RopeScalingOptions,
+  resolveRopeScaling,
 } from "@memra/core";
 import { openGGUF, readModelConfig } from "@memra/gguf";
 import { type BackendChoice, chooseBackend, chooseHostBackend, parsePlacementDeviceChoice } from "./backend-choice";
@@ -31,6 +33,18 @@ export const placementParseOptions = {
   "gpu-mem": { type: "string" },
   "cpu-mem": { type: "string" },
 } as const;
+
+/** parseArgs option specs of llama.cpp's RoPE scaling options (the commands that load a model). */
+export const ropeScalingParseOptions = {
+  "rope-scaling": { type: "string" },
+  "rope-scale": { type: "string" },
+  "yarn-orig-ctx": { type: "string" },
+} as const;
+
+export const ropeScalingOptionHelp = `  --rope-scaling TYPE      none, linear or yarn instead of the GGUF's RoPE scaling (llama.cpp's flag);
+                           a scaled model runs on the CPU (the CUDA backend does not apply it)
+  --rope-scale N           the context's stretch factor (Qwen3 at 128K tokens: yarn with 4)
+  --yarn-orig-ctx N        the context trained before scaling (Qwen3: 32768)`;
 
 export const placementOptionHelp = `  --gpu-layers N|auto      layers on the GPU(s), the last ones (default auto: as many as fit)
   --cpu-moe N|all          keep the experts of the first N layers (or all) in RAM (MoE models)
@@ -169,7 +183,7 @@ export function makePlan(planned: PlannedDevices, args: PlacementArguments, requ
 
 export interface ChosenPlacement {
   /** What to pass to loadModel: one backend, or a backend per layer. */
-  readonly load: { readonly backend: Backend } | { readonly placement: BackendPlacement };
+  readonly load: ({ readonly backend: Backend } | { readonly placement: BackendPlacement }) & { readonly ropeScaling?: RopeScalingOptions };
   /** The backend of the LM head (for reports). */
   readonly primary: Backend;
   readonly plan: PlacementPlan;
@@ -264,6 +278,21 @@ export interface PlacementValues {
   readonly "cpu-moe"?: string | undefined;
   readonly "gpu-mem"?: string | undefined;
   readonly "cpu-mem"?: string | undefined;
+  readonly "rope-scaling"?: string | undefined;
+  readonly "rope-scale"?: string | undefined;
+  readonly "yarn-orig-ctx"?: string | undefined;
+}
+
+/** --rope-scaling, --rope-scale and --yarn-orig-ctx as loadModel's ropeScaling, or undefined when none is given (the GGUF's then). */
+export function parseRopeScalingArguments(values: PlacementValues, fileType: RopeScalingOptions["type"] | undefined): RopeScalingOptions | undefined {
+  const type = values["rope-scaling"];
+  if (type === undefined && values["rope-scale"] === undefined && values["yarn-orig-ctx"] === undefined) return undefined;
+  if (type !== undefined && type !== "none" && type !== "linear" && type !== "yarn") throw new CliError(`--rope-scaling must be none, linear or yarn, got "${type}"`);
+  const factor = values["rope-scale"] === undefined ? undefined : Number(values["rope-scale"]);
+  if (factor !== undefined && !(factor > 0 && Number.isFinite(factor))) throw new CliError(`--rope-scale must be a positive number, got "${values["rope-scale"]}"`);
+  const original = values["yarn-orig-ctx"] === undefined ? undefined : parsePositiveInteger(values["yarn-orig-ctx"], "--yarn-orig-ctx", 1);
+  const resolvedType = type ?? fileType ?? (values["yarn-orig-ctx"] !== undefined ? "yarn" : "linear");
+  return { type: resolvedType, ...(factor === undefined ? {} : { factor }), ...(original === undefined ? {} : { originalContextLength: original }) };
 }
 
 /**
@@ -279,11 +308,23 @@ export async function placeModel(
   request: { readonly defaultContext?: number; readonly sequences?: number; readonly kvType?: KVType; readonly maxBatchTokens?: number },
   notice: (message: string) => void,
 ): Promise<ChosenPlacement & { readonly contextTokens: number }> {
-  const placement = parsePlacementArguments(values);
+  let placement = parsePlacementArguments(values);
   const choice = parsePlacementDeviceChoice(values.device);
-  const modelContext = readModelConfig(openGGUF(path)).contextLength;
+  const config = readModelConfig(openGGUF(path));
+  const ropeScaling = parseRopeScalingArguments(values, config.ropeScalingType);
+  const scaling = resolveRopeScaling(config, config.keyLength, ropeScaling);
+  // A scaled context reaches factor × the trained one (llama.cpp lets --ctx-size go there too).
+  const modelContext = scaling ? Math.max(config.contextLength, Math.round((ropeScaling?.originalContextLength ?? config.ropeScalingOriginalContextLength ?? config.contextLength) / scaling.freqScale)) : config.contextLength;
   const contextTokens = Math.min(parsePositiveInteger(values.ctx, "--ctx", Math.min(modelContext, request.defaultContext ?? 8192)), modelContext);
+  if (scaling) {
+    // The CUDA backend has no ropeNeoxScaled: a scaled model keeps every layer on the host.
+    const kind = scaling.extFactor ? "YaRN" : "linear";
+    if (choice === "cuda" || placement.gpuMemory !== undefined || (placement.gpuLayersGiven && placement.gpuLayers !== 0)) {
+      throw new CliError(`the model's RoPE scaling (${kind}) runs on the CPU only: the CUDA backend does not apply it (drop --device cuda, --gpu-layers and --gpu-mem)`);
+    }
+    placement = { ...placement, gpuLayers: 0 };
+  }
   const chosen = await choosePlacement(path, choice, threads, placement, { ...request, contextTokens }, notice);
   if ("placement" in chosen.load) notice(`memra: ${describePlan(chosen.plan)}`);
-  return { ...chosen, contextTokens };
+  return { ...chosen, load: { ...chosen.load, ...(ropeScaling ? { ropeScaling } : {}) }, contextTokens };
 }

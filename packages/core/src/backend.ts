@@ -5,6 +5,7 @@
  * [r * width, (r + 1) * width).
  */
 import type { GGMLType, GGUFTensorInfo } from "@memra/gguf";
+import type { RopeScaling } from "./models/rope-scaling";
 
 export const BACKEND_CONTRACT_VERSION = 2;
 
@@ -195,6 +196,12 @@ export interface Backend {
   ): void;
   /** NEOX rotary embedding in place: each head rotates pairs (i, i + headDim / 2). x: [rows, heads * headDim] */
   ropeNeox(x: DeviceBuffer, positions: Int32Array, heads: number, headDim: number, freqBase: number): void;
+  /**
+   * Optional: ropeNeox with RoPE scaling (linear or YaRN; see models/rope-scaling.ts), as ggml's
+   * rope_yarn: pair i's angle becomes scaledRopeAngle(scaling, i, angle) and its cos and sin are
+   * multiplied by scaling.magnitude. A model with scaling runs only on backends that have it.
+   */
+  ropeNeoxScaled?(x: DeviceBuffer, positions: Int32Array, heads: number, headDim: number, freqBase: number, scaling: RopeScaling): void;
   /**
    * Optional: Qwen3's QK-norm and RoPE together, in place, for rows = positions.length: the same as
    * rmsNorm(q, q, qNorm, rows * heads, eps), rmsNorm(k, k, kNorm, rows * kvHeads, eps), then

@@ -31,3 +31,15 @@ export class ModelTensorError extends Error {
     super(`tensor "${tensor}": ${problem}`);
   }
 }
+
+/** A backend lacks an op the model needs (a backend is asked, never assumed to have an optional op). */
+export class UnsupportedOpError extends Error {
+  override readonly name = "UnsupportedOpError";
+  constructor(
+    readonly op: string,
+    readonly backend: string,
+    why: string,
+  ) {
+    super(`the ${backend} backend has no ${op}, which ${why}`);
+  }
+}

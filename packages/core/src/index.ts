@@ -14,7 +14,8 @@ export {
   kvRowBytes,
 } from "./backend";
 export { type CpuBackendModule, type DefaultBackendOptions, createDefaultBackend } from "./backend-discovery";
-export { ModelTensorError, UnsupportedArchitectureError, UnsupportedTensorTypeError } from "./errors";
+export { ModelTensorError, UnsupportedArchitectureError, UnsupportedOpError, UnsupportedTensorTypeError } from "./errors";
+export { type RopeScaling, type RopeScalingOptions, resolveRopeScaling, ropeScalingOptionsSchema } from "./models/rope-scaling";
 export { KVBlocksExhaustedError, type KVCache, KVCacheFullError, type KVPoolStorage } from "./kv-cache";
 export { DEFAULT_BLOCK_TOKENS, KVBlockPool, type KVBlockPoolOptions, PagedKVCache } from "./paged-kv-cache";
 export { type LoadModelOptions, Model, type ModelMemory, loadModel } from "./load-model";

@@ -7,6 +7,7 @@ import type { KVCache } from "./kv-cache";
 import { DEFAULT_BLOCK_TOKENS, KVBlockPool, PagedKVCache } from "./paged-kv-cache";
 import { InferenceEngine } from "./engine/inference-engine";
 import { type FeedForwardFactory, type ForwardOptions, Transformer, denseFeedForward, modelDimensions } from "./models/qwen3";
+import { type RopeScalingOptions, ropeScalingOptionsSchema } from "./models/rope-scaling";
 import { moeFeedForward } from "./models/qwen3-moe";
 import { ReferenceBackend } from "./reference-backend";
 import type { BackendPlacement } from "./placement/backend-placement";
@@ -35,6 +36,12 @@ export interface LoadModelOptions {
   readonly kvType?: KVType;
   /** Tokens per KV block. Default 16. */
   readonly kvBlockTokens?: number;
+  /**
+   * RoPE scaling instead of the GGUF's (its `{arch}.rope.scaling.*` keys): llama.cpp's
+   * `--rope-scaling`, `--rope-scale` and `--yarn-orig-ctx`, e.g. `{ type: "yarn", factor: 4,
+   * originalContextLength: 32768 }` for Qwen3 at 128K tokens. Runs on the reference and CPU backends.
+   */
+  readonly ropeScaling?: RopeScalingOptions;
   /** Tokens the shared KV pool of concurrent generation holds, all sequences together. Default: the context length, at most 8192. */
   readonly kvCacheTokens?: number;
   /** Most sequences one batched step runs. Default 16. */
@@ -80,7 +87,7 @@ export class Model {
     const embedding = file.tensor("token_embd.weight");
     const vocabulary = embedding?.shape[1] ?? tokens?.items.length;
     if (vocabulary === undefined) throw new GGUFError(`kv["${TOKENIZER_KEYS.tokens}"]`, 0, "missing, and no token_embd.weight to size the vocabulary");
-    const dimensions = modelDimensions(config, vocabulary);
+    const dimensions = modelDimensions(config, vocabulary, options.ropeScaling === undefined ? undefined : parseOptions(ropeScalingOptionsSchema, options.ropeScaling));
     let feedForward: FeedForwardFactory;
     if (config.architecture === "qwen3moe") {
       feedForward = moeFeedForward(dimensions, config.expertCount, config.expertUsedCount, config.expertFeedForwardLength);

@@ -17,6 +17,7 @@ import {
   kvRowBytes,
 } from "./backend";
 import { activationRoundingFor, q8_1SumCorrections, roundActivations } from "./activation-rounding";
+import { type RopeScaling, scaledRopeAngle } from "./models/rope-scaling";
 import { UnsupportedTensorTypeError } from "./errors";
 import { HostTopK } from "./top-candidates";
 
@@ -216,6 +217,14 @@ export class ReferenceBackend implements Backend {
   }
 
   ropeNeox(x: DeviceBuffer, positions: Int32Array, heads: number, headDim: number, freqBase: number): void {
+    this.rotate(x, positions, heads, headDim, freqBase, undefined);
+  }
+
+  ropeNeoxScaled(x: DeviceBuffer, positions: Int32Array, heads: number, headDim: number, freqBase: number, scaling: RopeScaling): void {
+    this.rotate(x, positions, heads, headDim, freqBase, scaling);
+  }
+
+  private rotate(x: DeviceBuffer, positions: Int32Array, heads: number, headDim: number, freqBase: number, scaling: RopeScaling | undefined): void {
     const data = host(x);
     const half = headDim / 2;
     // ggml computes theta_scale = freq_base^(-2/n_dims) in f32 and walks theta by multiplication.
@@ -225,8 +234,14 @@ export class ReferenceBackend implements Backend {
     for (let r = 0; r < positions.length; r++) {
       let theta = Math.fround(positions[r]!);
       for (let i = 0; i < half; i++) {
-        cos[i] = Math.fround(Math.cos(theta));
-        sin[i] = Math.fround(Math.sin(theta));
+        if (scaling) {
+          const angle = scaledRopeAngle(scaling, i, theta);
+          cos[i] = Math.fround(Math.fround(Math.cos(angle)) * scaling.magnitude);
+          sin[i] = Math.fround(Math.fround(Math.sin(angle)) * scaling.magnitude);
+        } else {
+          cos[i] = Math.fround(Math.cos(theta));
+          sin[i] = Math.fround(Math.sin(theta));
+        }
         theta = Math.fround(theta * thetaScale);
       }
       for (let h = 0; h < heads; h++) {

@@ -14,7 +14,7 @@
  *   rounds to a neighbouring integer would cost ~1e-8 on these shapes, so the bound also catches a
  *   conversion that drifts from ggml's. MEMRA_PRINT_NMSE=1 prints the matmul NMSE per type.
  */
-import { ReferenceBackend, UnsupportedTensorTypeError } from "@memra/core";
+import { ReferenceBackend, UnsupportedTensorTypeError, resolveRopeScaling } from "@memra/core";
 import { GGMLType, canQuantize, ggmlTypeName, quantize } from "@memra/gguf";
 import { ptr } from "bun:ffi";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -138,6 +138,28 @@ describe.skipIf(unavailable !== undefined)(`CpuBackend ops against the reference
       pair.reference.ropeNeox(xRef, positions, heads, headDim, freqBase);
       expect(nmse(pair.native.read(x), pair.reference.read(xRef)), `rope headDim ${headDim}`).toBeLessThanOrEqual(ELEMENTWISE_BOUND);
     }
+  });
+
+  it("ropeNeoxScaled (YaRN and linear, Qwen3's 128K setting among them): NMSE ≤ 1e-12, and a bad scaling is an error", () => {
+    const cases = [
+      [4, 64, 10000, { type: "yarn", factor: 4, originalContextLength: 256 }],
+      [8, 128, 1000000, { type: "yarn", factor: 4, originalContextLength: 32768 }],
+      [4, 64, 10000, { type: "linear", factor: 2 }],
+    ] as const;
+    for (const [heads, headDim, freqBase, options] of cases) {
+      const scaling = resolveRopeScaling({ ropeFreqBase: freqBase, contextLength: 40960 }, headDim, options)!;
+      const positions = Int32Array.from([0, 1, 2, 7, 100, 4095, 30000, 131071]);
+      const [x, xRef] = pair.buffers(normals(positions.length * heads * headDim, 90 + headDim));
+      pair.native.ropeNeoxScaled!(x, positions, heads, headDim, freqBase, scaling);
+      pair.reference.ropeNeoxScaled!(xRef, positions, heads, headDim, freqBase, scaling);
+      expect(nmse(pair.native.read(x), pair.reference.read(xRef)), `${options.type} headDim ${headDim}`).toBeLessThanOrEqual(ELEMENTWISE_BOUND);
+      // Not the plain rotation.
+      const [plain] = pair.buffers(normals(positions.length * heads * headDim, 90 + headDim));
+      pair.native.ropeNeox(plain, positions, heads, headDim, freqBase);
+      expect(nmse(pair.native.read(plain), pair.native.read(x))).toBeGreaterThan(1e-4);
+    }
+    const [x] = pair.buffers(normals(64, 1));
+    expect(() => pair.native.ropeNeoxScaled!(x, Int32Array.of(1), 1, 64, 10000, { freqScale: 0, extFactor: 1, magnitude: 1, low: 0, high: 1 })).toThrow(/freq_scale is 0/);
   });
 
   it.each([

@@ -13,6 +13,7 @@ import {
   type KVLayerView,
   type KVStorage,
   type KVType,
+  type RopeScaling,
   UnsupportedTensorTypeError,
   type WeightHandle,
   kvRowBytes,
@@ -242,6 +243,13 @@ export class CpuBackend implements Backend {
     if (positions.length === 0) return;
     const b = asBuffer(x);
     this.library.call("memra_cpu_rope_neox", this.context(), b.pointer, b.length, pointerOf(positions), positions.length, heads, headDim, freqBase);
+  }
+
+  ropeNeoxScaled(x: DeviceBuffer, positions: Int32Array, heads: number, headDim: number, freqBase: number, scaling: RopeScaling): void {
+    if (positions.length === 0) return;
+    const b = asBuffer(x);
+    const { freqScale, extFactor, magnitude, low, high } = scaling;
+    this.library.call("memra_cpu_rope_neox_scaled", this.context(), b.pointer, b.length, pointerOf(positions), positions.length, heads, headDim, freqBase, freqScale, extFactor, magnitude, low, high);
   }
 
   allocateKV(type: KVType, rows: number, width: number): KVStorage {

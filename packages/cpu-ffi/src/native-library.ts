@@ -41,6 +41,7 @@ export const MEMRA_CPU_SYMBOLS = {
   memra_cpu_expert_matmul: { args: [ptr, ptr, i64, ptr, i64, i64, i32, ptr, i64, i64, i64, i64, i64], returns: i32 },
   // (cpu, x, x_length, positions, rows, heads, head_dim, freq_base)
   memra_cpu_rope_neox: { args: [ptr, ptr, i64, ptr, i64, i64, i64, f32], returns: i32 },
+  memra_cpu_rope_neox_scaled: { args: [ptr, ptr, i64, ptr, i64, i64, i64, f32, f32, f32, f32, f32, f32], returns: i32 },
   // (cpu, out, out_length, q, q_length, keys, values, kv_length, kv_rows, rows, heads, kv_heads, head_dim, first_row, scale)
   memra_cpu_attention: { args: [ptr, ptr, i64, ptr, i64, ptr, ptr, i64, i64, i64, i64, i64, i64, i64, f32], returns: i32 },
   // (cpu, type, storage, storage_bytes, width, slots, count, source, source_length)

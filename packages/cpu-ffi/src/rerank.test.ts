@@ -22,6 +22,9 @@ describe("reranking on the CPU backend against llama.cpp", () => {
       const model = loadModel(await syntheticModelFile(resolveOptions(golden.preset, golden.options)), { backend: CpuBackend.create({ threads: 2 }) });
       const bound = PROBABILITY_BOUNDS[golden.options.weightType as string]!.max;
       for (const c of golden.cases) expect(Math.abs(model.rankTokens(c.tokens) - c.score), `${c.query} / ${c.document}`).toBeLessThan(bound);
+      // Through the engine (all prompts batched together, the shared head from the prefix cache).
+      const engine = await model.rankPromptsAsync(golden.cases.map((c) => c.tokens));
+      golden.cases.forEach((c, i) => expect(Math.abs(engine[i]! - c.score), `engine: ${c.query} / ${c.document}`).toBeLessThan(bound));
       model.dispose();
     });
   }

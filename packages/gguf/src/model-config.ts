@@ -18,6 +18,15 @@ const transformerShape = {
   ropeFreqBase: z.number().positive(),
   /** Embedding models: llama_pooling_type (0 none, 1 mean, 2 cls, 3 last, 4 rank); absent for chat models. */
   poolingType: z.number().int().min(0).max(4).optional(),
+  /**
+   * RoPE scaling for a context beyond the trained one (Qwen3's 128K GGUFs: yarn, factor 4, original
+   * context 32768), as llama.cpp reads it: none when absent; longrope is not supported.
+   */
+  ropeScalingType: z.enum(["none", "linear", "yarn"], { message: "unsupported value (supported: none, linear, yarn)" }).optional(),
+  /** The context's stretch: llama.cpp's freq_scale is its inverse. */
+  ropeScalingFactor: z.number().positive().optional(),
+  /** The context the model was trained with before scaling (YaRN's n_ctx_orig); default the context length. */
+  ropeScalingOriginalContextLength: positiveInteger.optional(),
 };
 
 const headsDivide: [(c: { headCount: number; headCountKv: number }) => boolean, { message: string; path: string[] }] = [
@@ -87,6 +96,9 @@ export function readModelConfig(file: GGUFFile): ModelConfig {
     layerNormRmsEpsilon: read(ARCHITECTURE_KEYS.layerNormRmsEpsilon),
     ropeFreqBase: read(ARCHITECTURE_KEYS.ropeFreqBase) ?? 10000,
     poolingType: read(ARCHITECTURE_KEYS.poolingType),
+    ropeScalingType: file.getString(architectureKey(ARCHITECTURE_KEYS.ropeScalingType, architecture)),
+    ropeScalingFactor: read(ARCHITECTURE_KEYS.ropeScalingFactor),
+    ropeScalingOriginalContextLength: read(ARCHITECTURE_KEYS.ropeScalingOriginalContextLength),
   };
   const schema = architecture === "qwen3" ? qwen3ConfigSchema : qwen3MoeConfigSchema;
   const parsed = schema.safeParse(raw);

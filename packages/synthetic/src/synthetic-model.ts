@@ -67,6 +67,8 @@ export interface SyntheticModelOptions {
    * rows there) and the rerank prompt in `tokenizer.chat_template.rerank`.
    */
   readonly reranker?: boolean;
+  /** `{arch}.rope.scaling.*`: type, factor and original context length (Qwen3's 128K GGUFs: yarn, 4, 32768); absent by default. */
+  readonly ropeScaling?: { readonly type: "linear" | "yarn"; readonly factor: number; readonly originalContextLength?: number };
 }
 
 /** The rerank prompt llama.cpp's converter writes for Qwen3-Reranker (its default instruction). */
@@ -200,6 +202,10 @@ export function buildSyntheticModel(
   if (options.poolingType !== undefined) metadata.push([key(ARCHITECTURE_KEYS.poolingType), ggufValue.uint32(options.poolingType === "mean" ? 1 : 3)]);
   if (options.reranker) {
     metadata.push([key(ARCHITECTURE_KEYS.poolingType), ggufValue.uint32(4)], [key(ARCHITECTURE_KEYS.classifierOutputLabels), ggufValue.stringArray(["yes", "no"])]);
+  }
+  if (options.ropeScaling) {
+    metadata.push([key(ARCHITECTURE_KEYS.ropeScalingType), ggufValue.string(options.ropeScaling.type)], [key(ARCHITECTURE_KEYS.ropeScalingFactor), ggufValue.float32(options.ropeScaling.factor)]);
+    if (options.ropeScaling.originalContextLength !== undefined) metadata.push([key(ARCHITECTURE_KEYS.ropeScalingOriginalContextLength), ggufValue.uint32(options.ropeScaling.originalContextLength)]);
   }
   metadata.push(...qwen3TokenizerMetadata());
   if (options.addEosToken !== undefined) metadata.push([TOKENIZER_KEYS.addEosToken, ggufValue.bool(options.addEosToken)]);

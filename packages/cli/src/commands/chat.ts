@@ -6,7 +6,7 @@ import { backendOptionHelp, parsePlacementDeviceChoice } from "../backend-choice
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
-import { placeModel, placementOptionHelp, placementParseOptions } from "../placement-arguments";
+import { placeModel, placementOptionHelp, placementParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
 import { parsePositiveInteger } from "./model-arguments";
 
@@ -28,6 +28,7 @@ options:
 ${backendOptionHelp}
   --ctx N              tokens of KV cache (default: the model's context length, at most 8192)
 ${placementOptionHelp}
+${ropeScalingOptionHelp}
   --quiet              no progress bar, no reasoning, no notices
 
 examples:
@@ -49,6 +50,7 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
       device: { type: "string" },
       ctx: { type: "string" },
       ...placementParseOptions,
+      ...ropeScalingParseOptions,
       quiet: { type: "boolean", short: "q", default: false },
       help: { type: "boolean", short: "h", default: false },
     },

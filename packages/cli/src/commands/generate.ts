@@ -5,7 +5,7 @@ import { backendOptionHelp, parsePlacementDeviceChoice } from "../backend-choice
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
-import { placeModel, placementOptionHelp, placementParseOptions } from "../placement-arguments";
+import { placeModel, placementOptionHelp, placementParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
 import { parsePositiveInteger } from "./model-arguments";
 
@@ -32,6 +32,7 @@ options:
 ${backendOptionHelp}
   --ctx N                 tokens of KV cache (default: the model's context length, at most 8192)
 ${placementOptionHelp}
+${ropeScalingOptionHelp}
   --no-special            treat special-token text in the prompt as plain text
   --json                  print one JSON object at the end instead of streaming
   --quiet                 no progress bar, no notices
@@ -67,6 +68,7 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
       device: { type: "string" },
       ctx: { type: "string" },
       ...placementParseOptions,
+      ...ropeScalingParseOptions,
       "no-special": { type: "boolean", default: false },
       json: { type: "boolean", default: false },
       quiet: { type: "boolean", short: "q", default: false },

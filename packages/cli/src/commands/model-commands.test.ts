@@ -60,6 +60,35 @@ describe("memra rerank", () => {
   });
 });
 
+describe("RoPE scaling options (llama.cpp's --rope-scaling, --rope-scale, --yarn-orig-ctx)", () => {
+  it("generate applies the GGUF's YaRN scaling, the flags override it, and a GPU is refused for it", async () => {
+    const yarn = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0", ropeFreqBase: 10000, ropeScaling: { type: "yarn", factor: 4, originalContextLength: 64 } }));
+    const complete = async (options: Parameters<typeof loadModel>[1]) => {
+      const loaded = loadModel(yarn, options);
+      const result = await loaded.complete("Once upon a time", { temperature: 0, maxTokens: 12 });
+      loaded.dispose();
+      return result.tokens;
+    };
+    const generate = (...flags: string[]) => {
+      const result = run(["generate", "-m", yarn, "-p", "Once upon a time", "-n", "12", "--temp", "0", "--json", "--device", "reference", ...flags]);
+      expect(result.stderr).toBe("");
+      return (JSON.parse(result.stdout) as { tokens: number[] }).tokens;
+    };
+    const scaled = await complete({});
+    const plain = await complete({ ropeScaling: { type: "none" } });
+    const linear = await complete({ ropeScaling: { type: "linear", factor: 8 } });
+    expect(plain).not.toEqual(scaled);
+    expect(linear).not.toEqual(scaled);
+    expect(generate()).toEqual(scaled);
+    expect(generate("--rope-scaling", "none")).toEqual(plain);
+    expect(generate("--rope-scaling", "linear", "--rope-scale", "8")).toEqual(linear);
+    const gpu = run(["generate", "-m", yarn, "-p", "x", "-n", "1", "--device", "cuda"]);
+    expect(gpu.code).toBe(1);
+    expect(gpu.stderr).toContain("RoPE scaling (YaRN) runs on the CPU only");
+    expect(run(["generate", "-m", yarn, "-p", "x", "--rope-scaling", "longrope"]).stderr).toContain("--rope-scaling must be none, linear or yarn");
+  });
+});
+
 describe("memra tokenize", () => {
   it("prints ids with pieces, or JSON", () => {
     const text = run(["tokenize", "-m", model, "--text", QUICK_FOX]);

@@ -5,7 +5,7 @@ import { backendOptionHelp, describeBackend, parsePlacementDeviceChoice } from "
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
-import { placeModel, placementOptionHelp, placementParseOptions } from "../placement-arguments";
+import { placeModel, placementOptionHelp, placementParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
 import { startOpenAIServer } from "../server/openai-server";
 import { parsePositiveInteger } from "./model-arguments";
@@ -27,6 +27,7 @@ options:
   --threads N           threads for the native CPU backend
 ${backendOptionHelp}
 ${placementOptionHelp}
+${ropeScalingOptionHelp}
   --quiet               no progress bar, no notices
 
 The KV pool holds --parallel × --ctx tokens; requests beyond it wait, and a running request may be
@@ -51,6 +52,7 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
       threads: { type: "string" },
       device: { type: "string" },
       ...placementParseOptions,
+      ...ropeScalingParseOptions,
       quiet: { type: "boolean", short: "q", default: false },
       help: { type: "boolean", short: "h", default: false },
     },

@@ -6,7 +6,9 @@
  */
 import type { GGUFFile, Qwen3Config, Qwen3MoeConfig } from "@memra/gguf";
 import { argmax } from "@memra/sampler";
-import { type Backend, type BackendGraph, type DeviceBuffer, type ResidualNorm, TOP_K_ROWS_MAX, type WeightHandle } from "../backend";
+import { type AttentionShape, type Backend, type BackendGraph, type DeviceBuffer, type KVLayerView, type KVStorage, type ResidualNorm, TOP_K_ROWS_MAX, type WeightHandle } from "../backend";
+import { type RopeScaling, type RopeScalingOptions, resolveRopeScaling } from "./rope-scaling";
+import { UnsupportedOpError } from "../errors";
 import type { KVCache } from "../kv-cache";
 import type { BackendPlacement } from "../placement/backend-placement";
 import { transferBetweenBackends } from "../placement/transfer-between-backends";
@@ -93,9 +95,12 @@ export interface ModelDimensions {
   readonly kvWidth: number;
   readonly eps: number;
   readonly ropeFreqBase: number;
+  /** RoPE scaling (linear, YaRN), or undefined for plain RoPE. */
+  readonly ropeScaling?: RopeScaling;
 }
 
-export function modelDimensions(config: TransformerConfig, vocabulary: number): ModelDimensions {
+export function modelDimensions(config: TransformerConfig, vocabulary: number, ropeScaling?: RopeScalingOptions): ModelDimensions {
+  const scaling = resolveRopeScaling(config, config.keyLength, ropeScaling);
   return {
     vocabulary,
     embedding: config.embeddingLength,
@@ -107,6 +112,7 @@ export function modelDimensions(config: TransformerConfig, vocabulary: number): 
     kvWidth: config.headCountKv * config.keyLength,
     eps: config.layerNormRmsEpsilon,
     ropeFreqBase: config.ropeFreqBase,
+    ...(scaling ? { ropeScaling: scaling } : {}),
   };
 }
 
@@ -253,6 +259,15 @@ function attentionBlock(
   const [keys, values] = [storage.keys[layer]!, storage.values[layer]!];
   const kv = { keys, values, blockTokens: storage.blockTokens, blockTables: layout.blockTables, sequences: layout.sequences };
   const shape = { rows, heads: d.heads, kvHeads: d.kvHeads, headDim: d.headDim, scale: 1 / Math.sqrt(d.headDim) };
+  if (d.ropeScaling) {
+    // Scaled RoPE: the backend's fused QK-norm + RoPE ops rotate without scaling, so not them.
+    backend.rmsNorm(s.query, s.query, w.attn_q_norm, rows * d.heads, d.eps);
+    backend.rmsNorm(s.key, s.key, w.attn_k_norm, rows * d.kvHeads, d.eps);
+    backend.ropeNeoxScaled!(s.query, positions, d.heads, d.headDim, d.ropeFreqBase, d.ropeScaling);
+    backend.ropeNeoxScaled!(s.key, positions, d.kvHeads, d.headDim, d.ropeFreqBase, d.ropeScaling);
+    writeKeysAndValues(backend, keys, values, layout.slots, s.key, s.value);
+    return attendAndProject(backend, s, w, kv, shape, rows, residual);
+  }
   // The whole block in one op where the backend takes it (CUDA: a decode step, in the attention kernel).
   const together = backend.qkNormRopeAttentionMatmul?.(
     s.projected,
@@ -282,16 +297,25 @@ function attentionBlock(
       backend.ropeNeox(s.query, positions, d.heads, d.headDim, d.ropeFreqBase);
       backend.ropeNeox(s.key, positions, d.kvHeads, d.headDim, d.ropeFreqBase);
     }
-    if (backend.writeKVPair) backend.writeKVPair(keys, values, layout.slots, s.key, s.value);
-    else {
-      backend.writeKV(keys, layout.slots, s.key);
-      backend.writeKV(values, layout.slots, s.value);
-    }
+    writeKeysAndValues(backend, keys, values, layout.slots, s.key, s.value);
   }
+  return attendAndProject(backend, s, w, kv, shape, rows, residual);
+}
+
+/** attention into s.attention, then projected = attention · attn_output (with the residual and next norm where the backend takes them). */
+function attendAndProject(backend: Backend, s: Scratch, w: AttentionWeights, kv: KVLayerView, shape: AttentionShape, rows: number, residual: ResidualNorm | undefined): boolean {
   if (backend.attentionMatmul) return backend.attentionMatmul(s.projected, s.attention, s.query, kv, shape, w.attn_output, residual) === "normed";
   backend.attention(s.attention, s.query, kv, shape);
   backend.matmul(s.projected, s.attention, w.attn_output, rows);
   return false;
+}
+
+function writeKeysAndValues(backend: Backend, keys: KVStorage, values: KVStorage, slots: Int32Array, key: DeviceBuffer, value: DeviceBuffer): void {
+  if (backend.writeKVPair) backend.writeKVPair(keys, values, slots, key, value);
+  else {
+    backend.writeKV(keys, slots, key);
+    backend.writeKV(values, slots, value);
+  }
 }
 
 // ---- MLP ----
@@ -490,6 +514,10 @@ export class Transformer {
     this.outputBackend = split ? (split.output ?? split.layers[d.layers - 1] ?? this.backend) : single!;
     this.backends = [...new Set([this.backend, ...this.layerBackends, ...this.expertBackends, this.outputBackend])];
 
+    if (d.ropeScaling) {
+      const lacking = this.layerBackends.find((backend) => !backend.ropeNeoxScaled);
+      if (lacking) throw new UnsupportedOpError("ropeNeoxScaled", lacking.name, `the model's RoPE scaling (${d.ropeScaling.extFactor ? "YaRN" : "linear"}, factor ${Math.round(1 / d.ropeScaling.freqScale)}) needs; run it on the CPU or reference backend`);
+    }
     const weights = new ModelWeights(file, this.backend, options.onProgress);
     // Check everything before loading anything, so a bad file fails before any large allocation.
     weights.check("token_embd.weight", [d.embedding, d.vocabulary], this.backend);
