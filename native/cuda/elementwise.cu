@@ -154,15 +154,18 @@ extern "C" int memra_cuda_add_rms_norm(memra_cuda * cuda, float * out, int64_t o
     return MEMRA_CUDA_OK;
 }
 
-extern "C" int memra_cuda_rope_neox(memra_cuda * cuda, float * x, int64_t x_length, const int32_t * positions, int64_t rows, int64_t heads, int64_t head_dim,
-                                    float freq_base) {
-    static const char function[] = "memra_cuda_rope_neox";
+static int rope_checked(const char * function, memra_cuda * cuda, float * x, int64_t x_length, const int32_t * positions, int64_t rows, int64_t heads,
+                        int64_t head_dim, float freq_base, rope_scaling scaling) {
     CHECK(memra_cuda_enter(function, cuda));
     CHECK(memra_cuda_check_size(function, "rows", rows, 0));
     CHECK(memra_cuda_check_size(function, "heads", heads, 1));
     CHECK(memra_cuda_check_size(function, "head_dim", head_dim, 2));
     if (head_dim % 2 != 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: head_dim %lld is odd", function, (long long)head_dim);
     if (!(freq_base > 0.0f)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: freq_base must be positive", function);
+    if (!(scaling.freq_scale > 0.0f) || !isfinite(scaling.freq_scale)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: freq_scale is %g, expected a finite value > 0", function, (double)scaling.freq_scale);
+    if (!(scaling.ext_factor >= 0.0f && scaling.ext_factor <= 1.0f)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: ext_factor is %g, expected 0 to 1", function, (double)scaling.ext_factor);
+    if (!(scaling.magnitude > 0.0f) || !isfinite(scaling.magnitude)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: magnitude is %g, expected a finite value > 0", function, (double)scaling.magnitude);
+    if (!isfinite(scaling.corr_low) || !isfinite(scaling.corr_high)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: the correction dims must be finite", function);
     int64_t width = 0, needed = 0;
     CHECK(memra_cuda_check_product(function, "heads * head_dim", heads, head_dim, &width));
     CHECK(memra_cuda_check_product(function, "rows * heads * head_dim", rows, width, &needed));
@@ -174,9 +177,23 @@ extern "C" int memra_cuda_rope_neox(memra_cuda * cuda, float * x, int64_t x_leng
     const void * device_positions = NULL;
     CHECK(memra_cuda_stage(function, cuda, positions, rows * 4, &device_positions));
     const memra_cuda_launch launch = memra_cuda_plan_elementwise(rows * heads * (head_dim / 2));
-    MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, rope_neox_kernel)(x, (const int32_t *)device_positions, rows, heads, head_dim, theta_scale);
+    MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, rope_neox_kernel)(x, (const int32_t *)device_positions, rows, heads, head_dim, theta_scale,
+                                                                                        scaling);
     LAUNCH_CHECK(function, "rope_neox_kernel");
     return MEMRA_CUDA_OK;
+}
+
+extern "C" int memra_cuda_rope_neox(memra_cuda * cuda, float * x, int64_t x_length, const int32_t * positions, int64_t rows, int64_t heads, int64_t head_dim,
+                                    float freq_base) {
+    const rope_scaling plain = { 1.0f, 0.0f, 1.0f, 0.0f, 0.0f };
+    return rope_checked("memra_cuda_rope_neox", cuda, x, x_length, positions, rows, heads, head_dim, freq_base, plain);
+}
+
+extern "C" int memra_cuda_rope_neox_scaled(memra_cuda * cuda, float * x, int64_t x_length, const int32_t * positions, int64_t rows, int64_t heads,
+                                           int64_t head_dim, float freq_base, float freq_scale, float ext_factor, float magnitude, float corr_low,
+                                           float corr_high) {
+    const rope_scaling scaling = { freq_scale, ext_factor, magnitude, corr_low, corr_high };
+    return rope_checked("memra_cuda_rope_neox_scaled", cuda, x, x_length, positions, rows, heads, head_dim, freq_base, scaling);
 }
 
 static int overlaps(const void * a, int64_t a_bytes, const void * b, int64_t b_bytes);

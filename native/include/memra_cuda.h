@@ -210,6 +210,13 @@ MEMRA_CUDA_API int memra_cuda_swiglu_matmul(memra_cuda * cuda, float * out, int6
  * the host, theta multiplied by it pair by pair in f32). x: [rows, heads * head_dim]; positions: [rows] (host). */
 MEMRA_CUDA_API int memra_cuda_rope_neox(memra_cuda * cuda, float * x, int64_t x_length, const int32_t * positions, int64_t rows, int64_t heads,
                                         int64_t head_dim, float freq_base);
+/* memra_cuda_rope_neox with RoPE scaling, as ggml's rope_yarn (and memra_cpu_rope_neox_scaled): pair
+ * i's angle theta becomes freq_scale * theta, mixed back toward theta by ramp(i) * ext_factor (ramp:
+ * 1 below corr_low, 0 from corr_high on, linear between; ext_factor 0 for linear scaling, 1 for
+ * YaRN), and its cos and sin are multiplied by magnitude (YaRN: 1 + 0.1 ln(1 / freq_scale)). */
+MEMRA_CUDA_API int memra_cuda_rope_neox_scaled(memra_cuda * cuda, float * x, int64_t x_length, const int32_t * positions, int64_t rows,
+                                               int64_t heads, int64_t head_dim, float freq_base, float freq_scale, float ext_factor,
+                                               float magnitude, float corr_low, float corr_high);
 /* Qwen3's per-head RMSNorm of q ([rows, heads, head_dim], weight q_weight) and of k ([rows,
  * kv_heads, head_dim], weight k_weight), then NEOX RoPE of both at `positions` (host, rows), in
  * place, in one launch: the same values as memra_cuda_rms_norm (per head) then

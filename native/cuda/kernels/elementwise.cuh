@@ -81,9 +81,25 @@ static __global__ void add_rms_norm_kernel(float * out, float * hidden, const fl
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) norm_row(r, out, hidden, delta, weight, width, eps, partial);
 }
 
+/* RoPE scaling as ggml's rope_yarn (linear: ext_factor 0; YaRN: 1); { 1, 0, 1, 0, 0 } rotates
+ * exactly as plain RoPE. magnitude: YaRN's 1 + 0.1 ln(1 / freq_scale), computed on the host. */
+typedef struct {
+    float freq_scale, ext_factor, magnitude, corr_low, corr_high;
+} rope_scaling;
+
+/* Pair `pair`'s scaled angle from its plain one, and the factor of its cos and sin (rope_yarn). */
+static __device__ __forceinline__ float scaled_rope_angle(rope_scaling scaling, int64_t pair, float theta) {
+    const float interpolated = __fmul_rn(scaling.freq_scale, theta);
+    if (scaling.ext_factor == 0.0f) return interpolated;
+    const float y = __fdiv_rn(__fsub_rn((float)pair, scaling.corr_low), fmaxf(0.001f, __fsub_rn(scaling.corr_high, scaling.corr_low)));
+    const float mix = __fmul_rn(__fsub_rn(1.0f, fminf(1.0f, fmaxf(0.0f, y))), scaling.ext_factor);
+    return __fadd_rn(__fmul_rn(interpolated, __fsub_rn(1.0f, mix)), __fmul_rn(theta, mix));
+}
+
 /* NEOX RoPE in place; one thread per (row, head, pair). theta as ggml: the position times
- * theta_scale, pair by pair, in f32. */
-static __global__ void rope_neox_kernel(float * x, const int32_t * __restrict__ positions, int64_t rows, int64_t heads, int64_t head_dim, float theta_scale) {
+ * theta_scale, pair by pair, in f32; then scaled (rope_scaling). */
+static __global__ void rope_neox_kernel(float * x, const int32_t * __restrict__ positions, int64_t rows, int64_t heads, int64_t head_dim, float theta_scale,
+                                        rope_scaling scaling) {
     memra_grid_dependencies();
     const int64_t half = head_dim / 2;
     const int64_t total = rows * heads * half;
@@ -93,7 +109,8 @@ static __global__ void rope_neox_kernel(float * x, const int32_t * __restrict__ 
         const int64_t row = head_row / heads;
         float theta = (float)positions[row];
         for (int64_t k = 0; k < pair; k++) theta = __fmul_rn(theta, theta_scale);
-        const float c = cosf(theta), s = sinf(theta);
+        theta = scaled_rope_angle(scaling, pair, theta);
+        const float c = __fmul_rn(cosf(theta), scaling.magnitude), s = __fmul_rn(sinf(theta), scaling.magnitude);
         float * v = x + head_row * head_dim;
         const float x0 = v[pair], x1 = v[pair + half];
         v[pair] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));

@@ -41,8 +41,7 @@ export const ropeScalingParseOptions = {
   "yarn-orig-ctx": { type: "string" },
 } as const;
 
-export const ropeScalingOptionHelp = `  --rope-scaling TYPE      none, linear or yarn instead of the GGUF's RoPE scaling (llama.cpp's flag);
-                           a scaled model runs on the CPU (the CUDA backend does not apply it)
+export const ropeScalingOptionHelp = `  --rope-scaling TYPE      none, linear or yarn instead of the GGUF's RoPE scaling (llama.cpp's flag)
   --rope-scale N           the context's stretch factor (Qwen3 at 128K tokens: yarn with 4)
   --yarn-orig-ctx N        the context trained before scaling (Qwen3: 32768)`;
 
@@ -308,7 +307,7 @@ export async function placeModel(
   request: { readonly defaultContext?: number; readonly sequences?: number; readonly kvType?: KVType; readonly maxBatchTokens?: number },
   notice: (message: string) => void,
 ): Promise<ChosenPlacement & { readonly contextTokens: number }> {
-  let placement = parsePlacementArguments(values);
+  const placement = parsePlacementArguments(values);
   const choice = parsePlacementDeviceChoice(values.device);
   const config = readModelConfig(openGGUF(path));
   const ropeScaling = parseRopeScalingArguments(values, config.ropeScalingType);
@@ -316,14 +315,6 @@ export async function placeModel(
   // A scaled context reaches factor × the trained one (llama.cpp lets --ctx-size go there too).
   const modelContext = scaling ? Math.max(config.contextLength, Math.round((ropeScaling?.originalContextLength ?? config.ropeScalingOriginalContextLength ?? config.contextLength) / scaling.freqScale)) : config.contextLength;
   const contextTokens = Math.min(parsePositiveInteger(values.ctx, "--ctx", Math.min(modelContext, request.defaultContext ?? 8192)), modelContext);
-  if (scaling) {
-    // The CUDA backend has no ropeNeoxScaled: a scaled model keeps every layer on the host.
-    const kind = scaling.extFactor ? "YaRN" : "linear";
-    if (choice === "cuda" || placement.gpuMemory !== undefined || (placement.gpuLayersGiven && placement.gpuLayers !== 0)) {
-      throw new CliError(`the model's RoPE scaling (${kind}) runs on the CPU only: the CUDA backend does not apply it (drop --device cuda, --gpu-layers and --gpu-mem)`);
-    }
-    placement = { ...placement, gpuLayers: 0 };
-  }
   const chosen = await choosePlacement(path, choice, threads, placement, { ...request, contextTokens }, notice);
   if ("placement" in chosen.load) notice(`memra: ${describePlan(chosen.plan)}`);
   return { ...chosen, load: { ...chosen.load, ...(ropeScaling ? { ropeScaling } : {}) }, contextTokens };

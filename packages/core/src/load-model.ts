@@ -39,7 +39,7 @@ export interface LoadModelOptions {
   /**
    * RoPE scaling instead of the GGUF's (its `{arch}.rope.scaling.*` keys): llama.cpp's
    * `--rope-scaling`, `--rope-scale` and `--yarn-orig-ctx`, e.g. `{ type: "yarn", factor: 4,
-   * originalContextLength: 32768 }` for Qwen3 at 128K tokens. Runs on the reference and CPU backends.
+   * originalContextLength: 32768 }` for Qwen3 at 128K tokens.
    */
   readonly ropeScaling?: RopeScalingOptions;
   /** Tokens the shared KV pool of concurrent generation holds, all sequences together. Default: the context length, at most 8192. */

@@ -22,7 +22,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { type BackendGraph, type KVStorage, ReferenceBackend } from "@memra/core";
+import { type BackendGraph, type KVStorage, ReferenceBackend, resolveRopeScaling } from "@memra/core";
 import { GGMLType, ggmlTypeName, quantize } from "@memra/gguf";
 import { ALL_GGML_TYPES, BackendPair, firstDifference, nmse, normals, pagedLayout, tensorInfo, weightBytes } from "@memra/core/internal";
 import { Candidates, argmax, topK } from "@memra/sampler";
@@ -472,6 +472,19 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
       pair.native.ropeNeox(x, positions, heads, headDim, freqBase);
       pair.reference.ropeNeox(xRef, positions, heads, headDim, freqBase);
       expect(nmse(...pair.read([x, xRef])), `rope headDim ${headDim}`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
+    }
+    // RoPE scaling: YaRN (Qwen3's 128K setting, and a ramp over most pairs) and linear.
+    for (const [heads, headDim, freqBase, options] of [
+      [4, 64, 10000, { type: "yarn", factor: 4, originalContextLength: 256 }],
+      [8, 128, 1000000, { type: "yarn", factor: 4, originalContextLength: 32768 }],
+      [4, 64, 10000, { type: "linear", factor: 2 }],
+    ] as const) {
+      const scaling = resolveRopeScaling({ ropeFreqBase: freqBase, contextLength: 40960 }, headDim, options)!;
+      const positions = Int32Array.from([0, 1, 2, 7, 100, 4095, 30000, 131071]);
+      const [x, xRef] = pair.buffers(normals(positions.length * heads * headDim, 90 + headDim));
+      pair.native.ropeNeoxScaled!(x, positions, heads, headDim, freqBase, scaling);
+      pair.reference.ropeNeoxScaled!(xRef, positions, heads, headDim, freqBase, scaling);
+      expect(nmse(...pair.read([x, xRef])), `${options.type} rope headDim ${headDim}`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
     }
     for (const length of [100, 200_000]) {
       const [gate, gateRef] = pair.buffers(normals(length, 100, 3));

@@ -16,6 +16,7 @@ import {
   type KVLayerView,
   type KVStorage,
   type KVType,
+  type RopeScaling,
   type ResidualNorm,
   UnsupportedTensorTypeError,
   type WeightHandle,
@@ -655,6 +656,13 @@ export class CudaBackend implements Backend {
     if (positions.length === 0) return;
     const b = asBuffer(x);
     this.library.call("memra_cuda_rope_neox", this.context(), b.pointer as Pointer, b.length, this.hostPointer(positions), positions.length, heads, headDim, freqBase);
+  }
+
+  ropeNeoxScaled(x: DeviceBuffer, positions: Int32Array, heads: number, headDim: number, freqBase: number, scaling: RopeScaling): void {
+    if (positions.length === 0) return;
+    const b = asBuffer(x);
+    const { freqScale, extFactor, magnitude, low, high } = scaling;
+    this.library.call("memra_cuda_rope_neox_scaled", this.context(), b.pointer as Pointer, b.length, this.hostPointer(positions), positions.length, heads, headDim, freqBase, freqScale, extFactor, magnitude, low, high);
   }
 
   qkNormRope(q: DeviceBuffer, k: DeviceBuffer, qNorm: WeightHandle, kNorm: WeightHandle, positions: Int32Array, heads: number, kvHeads: number, headDim: number, eps: number, freqBase: number): boolean {

@@ -46,8 +46,6 @@ export function defineCudaGoldenSuite(index: number): void {
     name: "cuda",
     create: () => CudaBackend.create(),
     shard: { index, count: 2 },
-    // CudaBackend has no ropeNeoxScaled: a model with YaRN or linear RoPE scaling refuses to load on it.
-    ropeScaling: false,
     ...(only ? { only } : {}),
   });
 }

@@ -77,6 +77,7 @@ export const MEMRA_CUDA_SYMBOLS = {
   memra_cuda_expert_matmul: { args: [ptr, ptr, i64, ptr, i64, i64, i32, ptr, i64, i64, i64, i64, i64], returns: i32 },
   // (cuda, x, x_length, positions, rows, heads, head_dim, freq_base)
   memra_cuda_rope_neox: { args: [ptr, ptr, i64, ptr, i64, i64, i64, f32], returns: i32 },
+  memra_cuda_rope_neox_scaled: { args: [ptr, ptr, i64, ptr, i64, i64, i64, f32, f32, f32, f32, f32, f32], returns: i32 },
   // (cuda, q, q_length, k, k_length, q_weight, k_weight, weight_length, positions, rows, heads, kv_heads, head_dim, eps, freq_base)
   memra_cuda_qk_norm_rope: { args: [ptr, ptr, i64, ptr, i64, ptr, ptr, i64, ptr, i64, i64, i64, i64, f32, f32], returns: i32 },
   // (cuda, q, q_length, k, k_length, v, v_length, q_weight, k_weight, weight_length, positions, rows, heads, kv_heads, head_dim, eps, freq_base,

@@ -81,8 +81,6 @@ export interface GoldenSuiteBackend {
   readonly shard?: { readonly index: number; readonly count: number };
   /** Only these model ids (before sharding); the others are listed as skipped. Default: all. */
   readonly only?: readonly string[];
-  /** Whether the backend applies RoPE scaling (Backend.ropeNeoxScaled); when not, models with scaling are listed as skipped. Default true. */
-  readonly ropeScaling?: boolean;
 }
 
 /** Defines one test per suite model, run on `backend`. */
@@ -92,16 +90,12 @@ export function defineGoldenSuite(backend: GoldenSuiteBackend): void {
   const shard = backend.shard ?? { index: 0, count: 1 };
   const unknown = (backend.only ?? []).filter((id) => !suite.models.some((model) => model.id === id));
   if (unknown.length > 0) throw new Error(`golden suite: no models ${unknown.join(", ")} in golden-suite.json`);
-  const runnable = (model: SuiteDefinition["models"][number]) => backend.ropeScaling !== false || model.options.ropeScaling === undefined;
-  const selected = suite.models.filter((model) => (!backend.only || backend.only.includes(model.id)) && runnable(model));
+  const selected = backend.only ? suite.models.filter((model) => backend.only!.includes(model.id)) : suite.models;
   const models = selected.filter((_, i) => i % shard.count === shard.index);
-  const inShard = (model: SuiteDefinition["models"][number], i: number) => !selected.includes(model) && i % shard.count === shard.index;
-  const unscaled = suite.models.filter((model, i) => inShard(model, i) && !runnable(model));
-  const left = suite.models.filter((model, i) => inShard(model, i) && runnable(model));
+  const left = suite.models.filter((model, i) => !selected.includes(model) && i % shard.count === shard.index);
   const part = shard.count > 1 ? `, part ${shard.index + 1} of ${shard.count}` : "";
   describe(`golden conformance suite against llama.cpp (${backend.name} backend${part})`, () => {
     if (left.length > 0) it.skip(`not selected: ${left.map((model) => model.id).join(", ")}`, () => {});
-    if (unscaled.length > 0) it.skip(`the ${backend.name} backend does not apply RoPE scaling: ${unscaled.map((model) => model.id).join(", ")}`, () => {});
     it.each(models.map((m) => [m.id, m] as const))("%s", async (_id, entry) => {
       const golden = goldens.get(entry.id)!;
       expect(golden.suiteVersion, "fixture and suite versions differ: regenerate the goldens").toBe(suite.version);

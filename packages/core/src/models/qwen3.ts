@@ -516,7 +516,7 @@ export class Transformer {
 
     if (d.ropeScaling) {
       const lacking = this.layerBackends.find((backend) => !backend.ropeNeoxScaled);
-      if (lacking) throw new UnsupportedOpError("ropeNeoxScaled", lacking.name, `the model's RoPE scaling (${d.ropeScaling.extFactor ? "YaRN" : "linear"}, factor ${Math.round(1 / d.ropeScaling.freqScale)}) needs; run it on the CPU or reference backend`);
+      if (lacking) throw new UnsupportedOpError("ropeNeoxScaled", lacking.name, `the model's RoPE scaling (${d.ropeScaling.extFactor ? "YaRN" : "linear"}, factor ${Math.round(1 / d.ropeScaling.freqScale)}) needs`);
     }
     const weights = new ModelWeights(file, this.backend, options.onProgress);
     // Check everything before loading anything, so a bad file fails before any large allocation.
