@@ -3,7 +3,7 @@ import { loadModel } from "@memra/core";
 import { backendOptionHelp, chooseBackend, parseBackendChoice } from "../backend-choice";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
-import { parsePositiveInteger, requireModelPath } from "./model-arguments";
+import { jsonStringLines, parsePositiveInteger, requireModelPath } from "./model-arguments";
 
 export const embedUsage = `usage: memra embed -m MODEL (--text TEXT ... | --jsonl) [--pooling last|mean] [--dimensions N] [--no-normalize]
 
@@ -55,21 +55,7 @@ export async function embedCommand(args: string[], io: CliIO): Promise<void> {
   const print = (text: string) => io.stdout(`${JSON.stringify(Array.from(model.embed(text, options)))}\n`);
   try {
     if (values.text) for (const text of values.text) print(text);
-    else {
-      let line = 0;
-      for await (const raw of io.stdinLines()) {
-        line++;
-        if (raw.trim() === "") continue;
-        let text: unknown;
-        try {
-          text = JSON.parse(raw);
-        } catch {
-          throw new CliError(`standard input line ${line} is not JSON (expected a JSON string)`);
-        }
-        if (typeof text !== "string") throw new CliError(`standard input line ${line} is not a JSON string`);
-        print(text);
-      }
-    }
+    else for await (const text of jsonStringLines(io)) print(text);
   } finally {
     model.dispose();
   }

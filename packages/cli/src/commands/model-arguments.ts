@@ -1,6 +1,7 @@
 import { openGGUF } from "@memra/gguf";
 import { Tokenizer } from "@memra/tokenizer";
 import { CliError } from "../cli-error";
+import type { CliIO } from "../cli-io";
 
 /** The model path of `-m/--model`, required. */
 export function requireModelPath(model: string | undefined, usage: string): string {
@@ -29,4 +30,21 @@ export function parsePositiveInteger(value: string | undefined, name: string, fa
   const parsed = Number(value);
   if (!Number.isInteger(parsed) || parsed < 1) throw new CliError(`${name} must be a positive integer, got "${value}"`);
   return parsed;
+}
+
+/** The JSON-encoded strings of standard input, one a line (blank lines skipped), naming a line that is not one. */
+export async function* jsonStringLines(io: CliIO): AsyncIterable<string> {
+  let line = 0;
+  for await (const raw of io.stdinLines()) {
+    line++;
+    if (raw.trim() === "") continue;
+    let text: unknown;
+    try {
+      text = JSON.parse(raw);
+    } catch {
+      throw new CliError(`standard input line ${line} is not JSON (expected a JSON string)`);
+    }
+    if (typeof text !== "string") throw new CliError(`standard input line ${line} is not a JSON string`);
+    yield text;
+  }
 }

@@ -3,7 +3,7 @@ import { loadModel } from "@memra/core";
 import { backendOptionHelp, chooseBackend, parseBackendChoice } from "../backend-choice";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
-import { parsePositiveInteger, requireModelPath } from "./model-arguments";
+import { jsonStringLines, parsePositiveInteger, requireModelPath } from "./model-arguments";
 
 export const rerankUsage = `usage: memra rerank -m MODEL --query TEXT (--document TEXT ... | --jsonl) [--top-n N] [--template TEXT] [--json]
 
@@ -49,21 +49,7 @@ export async function rerankCommand(args: string[], io: CliIO): Promise<void> {
   const topN = values["top-n"] === undefined ? undefined : parsePositiveInteger(values["top-n"], "--top-n", 1);
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
   const documents = values.document ?? [];
-  if (values.jsonl) {
-    let line = 0;
-    for await (const raw of io.stdinLines()) {
-      line++;
-      if (raw.trim() === "") continue;
-      let text: unknown;
-      try {
-        text = JSON.parse(raw);
-      } catch {
-        throw new CliError(`standard input line ${line} is not JSON (expected a JSON string)`);
-      }
-      if (typeof text !== "string") throw new CliError(`standard input line ${line} is not a JSON string`);
-      documents.push(text);
-    }
-  }
+  if (values.jsonl) for await (const text of jsonStringLines(io)) documents.push(text);
   const model = loadModel(path, { backend: await chooseBackend(threads, parseBackendChoice(values.device)) });
   try {
     const ranked = model.rank(values.query, documents, { ...(topN === undefined ? {} : { topN }), ...(values.template === undefined ? {} : { template: values.template }) });
