@@ -15,7 +15,7 @@ export {
 } from "./backend";
 export { type CpuBackendModule, type DefaultBackendOptions, createDefaultBackend } from "./backend-discovery";
 export { ModelTensorError, UnsupportedArchitectureError, UnsupportedOpError, UnsupportedTensorTypeError } from "./errors";
-export { type RopeScaling, type RopeScalingOptions, resolveRopeScaling, ropeScalingOptionsSchema } from "./models/rope-scaling";
+export { type RopeScaling, type RopeScalingOptions, originalContextLength, resolveRopeScaling, ropeScalingOptionsSchema } from "./models/rope-scaling";
 export { KVBlocksExhaustedError, type KVCache, KVCacheFullError, type KVPoolStorage } from "./kv-cache";
 export { DEFAULT_BLOCK_TOKENS, KVBlockPool, type KVBlockPoolOptions, PagedKVCache } from "./paged-kv-cache";
 export { type LoadModelOptions, Model, type ModelMemory, loadModel } from "./load-model";
@@ -35,7 +35,7 @@ export type { FinishReason, GenerationChunk, GenerationResult, GenerationStream,
 export { type GenerationConstraint, StructuredOutputError, createGenerationConstraint, modelTokenTrie, prepareOutputConstraint } from "./generation/output-constraint";
 export { type ToolTurn, toolCallId, toolTurn } from "./generation/tool-choice";
 export { type EmbedOptions, type Pooling, embedOptionsSchema } from "./generation/embeddings";
-export { CLASSIFIER_TENSOR, ClassifierHead, type RankOptions, type RankedDocument, rankOptionsSchema, rerankPrompt } from "./generation/rerank";
+export { CLASSIFIER_TENSOR, ClassifierHead, type RankOptions, type RankedDocument, rankOptionsSchema, rankedDocuments, rerankPrompt } from "./generation/rerank";
 export { GrammarError, GrammarSyntaxError, JsonSchemaError } from "@memra/sampler";
 export { type FootprintTensor, type LayerFootprint, type ModelFootprint, type ModelShape, type TensorBytes, footprintFromTensors, modelFootprint, modelShape } from "./placement/model-footprint";
 export {

@@ -19,6 +19,7 @@ import {
   type ToolTurn,
   chatOptionsSchema,
   parseOptions,
+  rankedDocuments,
   rerankPrompt,
   toolCallId,
   toolTurn,
@@ -397,10 +398,8 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     });
     const scores = await model.rankPromptsAsync(tokenLists, signal);
     const promptTokens = tokenLists.reduce((sum, tokens) => sum + tokens.length, 0);
-    const results = tokenLists.map((_, index) => ({ index, relevance_score: scores[index]!, ...(body.return_documents ? { document: { text: texts[index]! } } : {}) }));
-    results.sort((a, b) => b.relevance_score - a.relevance_score || a.index - b.index);
-    const top = body.top_n === undefined || body.top_n === null ? results : results.slice(0, body.top_n);
-    return json({ id: `rerank-${crypto.randomUUID()}`, object: "list", model: modelId, results: top, usage: { prompt_tokens: promptTokens, total_tokens: promptTokens } });
+    const results = rankedDocuments(tokenLists, scores, body.top_n ?? undefined).map(({ index, score }) => ({ index, relevance_score: score, ...(body.return_documents ? { document: { text: texts[index]! } } : {}) }));
+    return json({ id: `rerank-${crypto.randomUUID()}`, object: "list", model: modelId, results, usage: { prompt_tokens: promptTokens, total_tokens: promptTokens } });
   };
 
   /** POST /detokenize: the text of the tokens, special ones included (llama.cpp's `content`, vLLM's `prompt`). */

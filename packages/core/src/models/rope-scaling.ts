@@ -40,22 +40,32 @@ function correctionDim(dims: number, originalContext: number, rotations: number,
   return f32(f32(dims * f32(Math.log(f32(originalContext / f32(rotations * 2 * f32(Math.PI)))))) / f32(2 * f32(Math.log(freqBase))));
 }
 
+/** The GGUF keys and context of a model that its RoPE scaling depends on. */
+export interface RopeScalingSource {
+  readonly ropeScalingType?: "none" | "linear" | "yarn";
+  readonly ropeScalingFactor?: number;
+  readonly ropeScalingOriginalContextLength?: number;
+  readonly contextLength: number;
+  readonly ropeFreqBase: number;
+}
+
+/** The context trained before scaling: the caller's, else the GGUF's, else its context length (llama.cpp's n_ctx_orig_yarn). */
+export function originalContextLength(file: RopeScalingSource, options?: RopeScalingOptions): number {
+  return options?.originalContextLength ?? file.ropeScalingOriginalContextLength ?? file.contextLength;
+}
+
 /**
  * The scaling of a model's RoPE from its GGUF keys and a caller's overrides (llama.cpp's context
  * parameters take precedence over the file's, and scaling type none means no scaling), or
  * undefined for plain RoPE.
  */
-export function resolveRopeScaling(
-  file: { readonly ropeScalingType?: "none" | "linear" | "yarn"; readonly ropeScalingFactor?: number; readonly ropeScalingOriginalContextLength?: number; readonly contextLength: number; readonly ropeFreqBase: number },
-  headDim: number,
-  options?: RopeScalingOptions,
-): RopeScaling | undefined {
+export function resolveRopeScaling(file: RopeScalingSource, headDim: number, options?: RopeScalingOptions): RopeScaling | undefined {
   const type = options?.type ?? file.ropeScalingType ?? "none";
   const factor = options?.factor ?? file.ropeScalingFactor ?? 1;
   if (type === "none" || (type === "linear" && factor === 1)) return undefined;
   const freqScale = f32(1 / factor);
   if (type === "linear") return { freqScale, extFactor: 0, magnitude: 1, low: 0, high: 0 };
-  const originalContext = options?.originalContextLength ?? file.ropeScalingOriginalContextLength ?? file.contextLength;
+  const originalContext = originalContextLength(file, options);
   const low = Math.max(0, Math.floor(correctionDim(headDim, originalContext, BETA_FAST, file.ropeFreqBase)));
   const high = Math.min(headDim - 1, Math.ceil(correctionDim(headDim, originalContext, BETA_SLOW, file.ropeFreqBase)));
   return { freqScale, extFactor: 1, magnitude: f32(1 + f32(0.1 * f32(Math.log(f32(1 / freqScale))))), low, high };
