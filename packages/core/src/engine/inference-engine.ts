@@ -49,6 +49,11 @@ interface Work {
   readonly logSumExp: boolean;
   /** Resolve with the last row's hidden state after the final norm (into EngineSequence.hidden) instead of the logits. */
   readonly hidden: boolean;
+  /**
+   * 0: the last token's output alone (as above). More: the outputs of the last `rows` tokens given,
+   * into EngineSequence.rowLogits ([rows, vocabulary]), or with `top` into EngineSequence.rowTops.
+   */
+  readonly rows: number;
   /** With the logits, or undefined (aborted, released); a greedy evaluation reads its token from EngineSequence.greedy. */
   readonly resolve: (logits: Float32Array | undefined) => void;
   readonly reject: (error: unknown) => void;
@@ -76,6 +81,10 @@ export class EngineSequence {
   top: TopCandidates | undefined;
   /** Where a hidden-state evaluation's row is written (see evaluateHidden). */
   hidden: Float32Array | undefined;
+  /** Where evaluateRows writes its rows' logits ([rows, vocabulary]; a view of a buffer grown to the most rows asked). */
+  rowLogits: Float32Array | undefined;
+  /** Where evaluateRows with `top` writes its rows' best candidates (one per row). */
+  rowTops: TopCandidates[] | undefined;
 
   constructor(
     private readonly engine: InferenceEngine,
@@ -136,6 +145,26 @@ export class EngineSequence {
    */
   evaluateHidden(tokens: readonly number[], signal?: AbortSignal, chunkTokens = Number.POSITIVE_INFINITY): Promise<Float32Array | undefined> {
     return this.engine.evaluate(this, tokens, signal, chunkTokens, false, 0, false, true);
+  }
+
+  /**
+   * evaluate, resolving with the outputs of the last `rows` of the given tokens instead of the last
+   * one's alone: what speculative decoding's verification needs (the model's pick after each draft
+   * token, in one forward step). Without `top`: their logits, [rows, vocabulary]; with `top` (k from
+   * 1 to min(vocabulary, TOP_K_ROWS_MAX)): each row's k best candidates, as evaluateTop gives them,
+   * with its log Σ exp when `logSumExp`. `rows` from 1 to tokens.length. The arrays are the
+   * sequence's own (the next evaluation overwrites them). Undefined when `signal` aborts first.
+   */
+  async evaluateRows(
+    tokens: readonly number[],
+    rows: number,
+    options: { readonly top?: number; readonly logSumExp?: boolean; readonly signal?: AbortSignal; readonly chunkTokens?: number } = {},
+  ): Promise<{ readonly logits: Float32Array } | { readonly tops: readonly TopCandidates[] } | undefined> {
+    if (!Number.isInteger(rows) || rows < 1 || rows > tokens.length) throw new RangeError(`rows must be an integer from 1 to the ${tokens.length} tokens given, got ${rows}`);
+    const top = options.top ?? 0;
+    const logits = await this.engine.evaluate(this, tokens, options.signal, options.chunkTokens ?? Number.POSITIVE_INFINITY, false, top, options.logSumExp === true, false, rows);
+    if (logits === undefined) return undefined;
+    return top > 0 ? { tops: this.rowTops!.slice(0, rows) } : { logits };
   }
 
   /** Forgets tokens from `length` on (their cache rows too): to continue from a shorter history. */
@@ -204,7 +233,8 @@ export class InferenceEngine {
    * See EngineSequence.evaluate; `greedy`: EngineSequence.evaluateGreedy (resolves with an empty
    * array, the token in sequence.greedy); `top` > 0: EngineSequence.evaluateTop (resolves with an
    * empty array, the candidates in sequence.top), with the row's log Σ exp when `logSumExp`;
-   * `hidden`: EngineSequence.evaluateHidden (resolves with sequence.hidden).
+   * `hidden`: EngineSequence.evaluateHidden (resolves with sequence.hidden); `rows` > 0:
+   * EngineSequence.evaluateRows (resolves with the rows' logits, or an empty array with `top`).
    */
   evaluate(
     sequence: EngineSequence,
@@ -215,11 +245,14 @@ export class InferenceEngine {
     top = 0,
     logSumExp = false,
     hidden = false,
+    rows = 0,
   ): Promise<Float32Array | undefined> {
     if (!(chunkTokens >= 1)) throw new RangeError(`chunkTokens must be at least 1, got ${chunkTokens}`);
     const most = Math.min(this.transformer.dimensions.vocabulary, TOP_K_ROWS_MAX);
     if (!Number.isInteger(top) || top < 0 || top > most) throw new RangeError(`top candidates: k must be an integer from 1 to ${most}, got ${top}`);
     if (Number(greedy) + Number(top > 0) + Number(hidden) > 1) throw new Error("an evaluation is greedy, asks for top candidates or for the hidden state: one of them");
+    if (rows > 0 && (greedy || hidden)) throw new Error("an evaluation of several rows gives their logits or top candidates");
+    if (!Number.isInteger(rows) || rows < 0 || rows > Math.max(tokens.length, 1)) throw new RangeError(`rows must be an integer from 0 to the ${tokens.length} tokens given, got ${rows}`);
     if (sequence.released) throw new Error("the sequence was released");
     if (sequence.work) throw new Error("the sequence is already being evaluated");
     if (tokens.length === 0 && sequence.cachedTokens === sequence.tokens.length) throw new RangeError("nothing to evaluate");
@@ -234,7 +267,8 @@ export class InferenceEngine {
         sequence.top = { ids: new Int32Array(top), logits: new Float32Array(top), ...(logSumExp ? { logSumExp: new Float64Array(1) } : {}) };
       }
       if (hidden) sequence.hidden ??= new Float32Array(this.transformer.dimensions.embedding);
-      sequence.work = { resolve, reject, signal, chunkTokens, greedy, top, logSumExp: top > 0 && logSumExp, hidden };
+      if (rows > 0) prepareRows(sequence, rows, top, logSumExp, this.transformer.dimensions.vocabulary);
+      sequence.work = { resolve, reject, signal, chunkTokens, greedy, top, logSumExp: top > 0 && logSumExp, hidden, rows };
       if (!sequence.cache && !this.waiting.includes(sequence)) this.waiting.push(sequence);
       this.scheduleStep();
     });
@@ -381,6 +415,7 @@ export class InferenceEngine {
     const entries: BatchEntry[] = batch.map(({ sequence, count }) => {
       const cache = sequence.cache!;
       const tokens = Int32Array.from(sequence.tokens.slice(cache.length, cache.length + count));
+      if (sequence.work!.rows > 0) return rowsEntry(sequence, tokens, this.transformer.dimensions.vocabulary);
       if (cache.length + count !== sequence.tokens.length) return { tokens, cache, logits: [] };
       if (sequence.work!.greedy) return { tokens, cache, greedy: sequence.greedy };
       if (sequence.work!.hidden) return { tokens, cache, logits: [count - 1], hidden: sequence.hidden! };
@@ -411,7 +446,7 @@ export class InferenceEngine {
         const work = sequence.work!;
         sequence.work = undefined;
         this.lastStep.add(sequence);
-        work.resolve(work.hidden ? sequence.hidden! : logits[i]!);
+        work.resolve(work.hidden ? sequence.hidden! : work.rows > 0 ? (work.top > 0 ? new Float32Array(0) : sequence.rowLogits!) : logits[i]!);
       }
     }
   }
@@ -429,6 +464,41 @@ export class InferenceEngine {
     for (const sequence of [...this.running, ...this.waiting]) this.release(sequence);
     this.pool.dispose();
   }
+}
+
+/** Sizes the sequence's row outputs for an evaluation of `rows` rows (buffers grow, never shrink). */
+function prepareRows(sequence: EngineSequence, rows: number, top: number, logSumExp: boolean, vocabulary: number): void {
+  if (top > 0) {
+    const tops = (sequence.rowTops ??= []);
+    for (let i = 0; i < rows; i++) {
+      const current = tops[i];
+      if (current?.ids.length !== top || (current.logSumExp !== undefined) !== logSumExp) {
+        tops[i] = { ids: new Int32Array(top), logits: new Float32Array(top), ...(logSumExp ? { logSumExp: new Float64Array(1) } : {}) };
+      }
+    }
+    return;
+  }
+  const buffer = sequence.rowLogits?.buffer as ArrayBuffer | undefined;
+  const storage = buffer && buffer.byteLength >= rows * vocabulary * 4 ? buffer : new ArrayBuffer(rows * vocabulary * 4);
+  sequence.rowLogits = new Float32Array(storage, 0, rows * vocabulary);
+}
+
+/**
+ * The batch entry of an evaluateRows chunk: tokens [cache.length, cache.length + tokens.length)
+ * of the sequence; those among its last `rows` tokens give their outputs, into the sequence's row
+ * outputs at their place (a chunk before the last may hold some of them).
+ */
+function rowsEntry(sequence: EngineSequence, tokens: Int32Array, vocabulary: number): BatchEntry {
+  const cache = sequence.cache!;
+  const work = sequence.work!;
+  const first = sequence.tokens.length - work.rows; // position of the first wanted row
+  const start = cache.length;
+  const end = start + tokens.length;
+  const from = Math.max(first, start);
+  if (from >= end) return { tokens, cache, logits: [] };
+  const indices = Array.from({ length: end - from }, (_, i) => from - start + i);
+  if (work.top > 0) return { tokens, cache, logits: indices, tops: sequence.rowTops!.slice(from - first, end - first) };
+  return { tokens, cache, logits: indices, output: sequence.rowLogits!.subarray((from - first) * vocabulary, (end - first) * vocabulary) };
 }
 
 function remaining(sequence: EngineSequence): number {

@@ -7,6 +7,7 @@ import type { TopCandidates } from "../models/qwen3";
 import type { ResolvedGenerateOptions } from "./generation-options";
 import { StructuredOutputError, createGenerationConstraint } from "./output-constraint";
 import type { FinishReason, GenerationChunk, GenerationResult, GenerationStream } from "./generation-types";
+import { createDrafter } from "./speculative";
 
 export interface GenerationRequest {
   readonly model: Model;
@@ -68,6 +69,10 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
   /** The step's token from its candidates: the best (plain greedy) or sampled from the best `suffice`. */
   const pickFromTop = (top: TopCandidates, history: readonly number[]): number =>
     suffice === 0 ? top.ids[0]! : baseSampler.sampleTop!(top.ids.subarray(0, suffice), top.logits.subarray(0, suffice), history).token;
+  // Speculative decoding: draft tokens evaluated after the fed token in the same step.
+  const drafter = options.speculative ? createDrafter(model, options.speculative, sequence.capacity, options.prefillChunkTokens) : undefined;
+  let drafted = 0;
+  let accepted = 0;
 
   // Prompt tokens the engine found in its prefix cache (a recompute after preemption may find more).
   const reused = () => Math.min(sequence.reusedTokens, promptTokens.length - 1 - request.cachedTokens);
@@ -82,6 +87,7 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
       seed: sampler.seed,
       ...(stopString === undefined ? {} : { stop: stopString }),
       usage: { promptTokens: promptTokens.length, completionTokens: generated.length, cachedPromptTokens: request.cachedTokens + reused() },
+      ...(drafter ? { speculative: { drafted, accepted } } : {}),
       timings: {
         prefillMs,
         decodeMs,
@@ -103,6 +109,14 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
   };
 
   async function* run(): AsyncGenerator<GenerationChunk> {
+    try {
+      yield* steps();
+    } finally {
+      drafter?.dispose();
+    }
+  }
+
+  async function* steps(): AsyncGenerator<GenerationChunk> {
     const matcher = new StopSequenceMatcher(stops);
     const decoder = tokenizer.createStreamingDecoder();
     const history: number[] = [...promptTokens];
@@ -116,14 +130,42 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
     let logits: Float32Array | undefined;
     let picked: number | undefined;
     let top: TopCandidates | undefined;
+    // A speculative step's outputs: rows 0..drafts.length, row i after the fed token and drafts[0..i).
+    let drafts: number[] = [];
+    let rowLogits: Float32Array | undefined;
+    let rowTops: readonly TopCandidates[] | undefined;
+    let row = 0;
     /** Evaluates the tokens to what the next pick needs: its token, its best candidates, or the logits. Whether the signal aborted. */
     const evaluate = async (tokens: readonly number[], chunkTokens?: number): Promise<boolean> => {
-      logits = picked = top = undefined;
+      logits = picked = top = rowLogits = rowTops = undefined;
+      drafts = [];
       if (pickOnBackend && free()) picked = await sequence.evaluateGreedy(tokens, options.signal, chunkTokens);
       else if (topK > 0 && free()) top = await evaluateTop(tokens, chunkTokens);
       else logits = await sequence.evaluate(tokens, options.signal, chunkTokens);
       return logits === undefined && picked === undefined && top === undefined;
     };
+    /**
+     * Feeds the picked token, with draft tokens after it where the drafter has some: the model's
+     * outputs after each of them come back from one step (its best candidates, or the logits where
+     * the pick needs them). Whether the signal aborted.
+     */
+    const evaluateNext = async (token: number): Promise<boolean> => {
+      const most = Math.min(options.speculative?.tokens ?? 0, options.maxTokens - generated.length - 1, sequence.capacity - history.length);
+      const guess = drafter && most > 0 ? await drafter.propose(history, most, options.signal) : [];
+      if (aborted()) return true;
+      if (guess.length === 0) return evaluate([token]);
+      logits = picked = top = rowLogits = rowTops = undefined;
+      drafts = guess;
+      row = 0;
+      drafted += guess.length;
+      const candidates = (pickOnBackend || topK > 0) && free() ? Math.max(topK, 1) : 0;
+      const outputs = await sequence.evaluateRows([token, ...guess], guess.length + 1, { top: candidates, logSumExp: withLogprobs, signal: options.signal });
+      if (outputs === undefined) return true;
+      if ("tops" in outputs) rowTops = outputs.tops;
+      else rowLogits = outputs.logits;
+      return false;
+    };
+    const vocabulary = model.vocabularySize;
     const abortedInPrefill = await evaluate(prompt, options.prefillChunkTokens);
     prefillMs = performance.now() - prefillStarted;
     if (abortedInPrefill || aborted()) {
@@ -135,9 +177,12 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
     decodeStarted = performance.now();
     while (true) {
       let token: number;
-      if (logits) token = sampler.sample(logits, history).token;
+      // The outputs this pick reads: a speculative step's row, or the step's own.
+      const stepLogits = rowLogits ? rowLogits.subarray(row * vocabulary, (row + 1) * vocabulary) : logits;
+      const stepTop = rowTops ? rowTops[row]! : top;
+      if (stepLogits) token = sampler.sample(stepLogits, history).token;
       else {
-        token = picked ?? pickFromTop(top!, history);
+        token = picked ?? pickFromTop(stepTop!, history);
         constraint?.observe!(token);
       }
       generated.push(token);
@@ -149,7 +194,7 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
       const step = matcher.push(decoder.push(token));
       text += step.text;
       if (!options.logprobs) yield { text: step.text, token };
-      else yield { text: step.text, token, ...(top ? logprobsOfTop(top, token, options.topLogprobs) : logprobsOfLogits(logits!, token, options.topLogprobs)) };
+      else yield { text: step.text, token, ...(stepTop ? logprobsOfTop(stepTop, token, options.topLogprobs) : logprobsOfLogits(stepLogits!, token, options.topLogprobs)) };
       if (step.stopped) {
         finishReason = "stop";
         stopString = step.stop;
@@ -164,7 +209,16 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
         finishReason = "abort";
         break;
       }
-      if (await evaluate([token])) {
+      // The next row of a speculative step holds the model's outputs after this token when it is
+      // the draft token that row was evaluated after (top candidates serve only free picks).
+      if (row < drafts.length && token === drafts[row] && (rowLogits !== undefined || free())) {
+        row++;
+        accepted++;
+        continue;
+      }
+      // The cache holds the drafts after the last accepted one: forget them (this token is fed next).
+      if (drafts.length > 0) sequence.rewind(history.length - 1);
+      if (await evaluateNext(token)) {
         finishReason = "abort";
         break;
       }

@@ -1,5 +1,6 @@
 import { samplingOptionsSchema } from "@memra/sampler";
 import { z } from "zod";
+import type { Model } from "../load-model";
 
 /** What `generate`, `complete` and `chat` accept, validated by zod so that a wrong option is named. */
 export const generateOptionsSchema = samplingOptionsSchema.extend({
@@ -32,6 +33,37 @@ export const generateOptionsSchema = samplingOptionsSchema.extend({
   grammarTrigger: z.string().min(1, "grammarTrigger must not be empty").optional(),
   /** "lazy": mask the logits only when the sampled token breaks the grammar (llama.cpp's way); "full": mask every step. */
   grammarMode: z.enum(["lazy", "full"]).default("lazy"),
+  /**
+   * Speculative decoding: draft tokens are guessed cheaply, then checked by the model in one
+   * forward step, and kept while the model's own picks agree with them. The output is the one
+   * decoding without it gives (the same sampler sees the same logits, in the same order); only the
+   * number of forward steps changes. `{ method: "ngram" }` drafts by prompt lookup (the tokens that
+   * followed the last occurrence of the output's last n tokens, as vLLM's ngram method and
+   * llama.cpp's lookup decoding); `{ method: "draft", model }` by a smaller model with the same
+   * vocabulary (llama.cpp's --model-draft).
+   */
+  speculative: z
+    .discriminatedUnion("method", [
+      z.strictObject({
+        method: z.literal("ngram"),
+        /** Most draft tokens per step (default 8). */
+        tokens: z.number().int("speculative.tokens must be an integer").min(1, "speculative.tokens must be at least 1").max(64, "speculative.tokens must be at most 64").default(8),
+        /** Shortest and longest n-gram looked up (default 2 and 4): the longest that matches wins. */
+        ngramMin: z.number().int().min(1, "speculative.ngramMin must be at least 1").default(2),
+        ngramMax: z.number().int().min(1, "speculative.ngramMax must be at least 1").max(16, "speculative.ngramMax must be at most 16").default(4),
+      }),
+      z.strictObject({
+        method: z.literal("draft"),
+        /** The draft model (loadModel): same vocabulary as the model it drafts for. */
+        model: z.custom<Model>((value) => typeof value === "object" && value !== null && "engine" in value && "vocabularySize" in value, "speculative.model must be a loaded model"),
+        /** Most draft tokens per step (default 16, llama.cpp's --draft-max). */
+        tokens: z.number().int("speculative.tokens must be an integer").min(1, "speculative.tokens must be at least 1").max(64, "speculative.tokens must be at most 64").default(16),
+        /** Drafting stops at a token the draft model gives less than this probability (default 0.75, llama.cpp's --draft-p-min). */
+        minProbability: z.number().min(0).max(1, "speculative.minProbability must be at most 1").default(0.75),
+      }),
+    ])
+    .refine((value) => value.method !== "ngram" || value.ngramMin <= value.ngramMax, { message: "speculative.ngramMin must not exceed speculative.ngramMax", path: ["ngramMin"] })
+    .optional(),
   /** Prompt tokens per forward step during prefill (abort is checked between steps). Default 64. */
   prefillChunkTokens: z.number().int().positive("prefillChunkTokens must be at least 1").default(64),
 });

@@ -1,0 +1,187 @@
+import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { GenerateOptions } from "./generation-options";
+import { InvalidOptionError } from "./generation-options";
+import type { GenerationResult } from "./generation-types";
+import { type Model, loadModel } from "../load-model";
+import { lookupDraft } from "./speculative";
+
+describe("lookupDraft (prompt lookup)", () => {
+  it("continues the most recent earlier occurrence of the longest matching n-gram", () => {
+    //            0  1  2  3  4  5  6  7  8  9
+    const history = [1, 2, 3, 4, 9, 2, 3, 5, 7, 2, 3];
+    // [2, 3] last occurred at 5 (followed by 5, 7), earlier at 1 (followed by 4): the most recent wins.
+    expect(lookupDraft(history, 2, 2, 4)).toEqual([5, 7]);
+    // A longer n-gram that matches beats a shorter one.
+    const longer = [8, 2, 3, 6, 1, 2, 3, 4, 0, 8, 2, 3];
+    expect(lookupDraft(longer, 1, 2, 3)).toEqual([6]); // [8, 2, 3] at 0, not [2, 3] at 5 (followed by 4)
+    expect(lookupDraft(longer, 1, 2, 2)).toEqual([4]);
+  });
+
+  it("runs into the history's end periodically, and proposes nothing without a match", () => {
+    // The last occurrence of [7, 8] is 3 tokens back: the guess is that [9, 7, 8] repeats.
+    expect(lookupDraft([5, 7, 8, 9, 7, 8], 7, 2, 2)).toEqual([9, 7, 8, 9, 7, 8, 9]);
+    expect(lookupDraft([4, 4, 4], 5, 1, 3)).toEqual([4, 4, 4, 4, 4]);
+    expect(lookupDraft([1, 2, 3, 4], 4, 1, 3)).toEqual([]);
+    expect(lookupDraft([1, 2, 1, 3], 4, 2, 3)).toEqual([]); // [1] recurs, but ngramMin is 2
+    expect(lookupDraft([3], 4, 1, 3)).toEqual([]);
+  });
+});
+
+describe("speculative decoding (reference backend)", () => {
+  let model: Model;
+  let path: string;
+  beforeAll(async () => {
+    path = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" }));
+    model = loadModel(path);
+  });
+  afterAll(() => model.dispose());
+
+  const prompt = "The quick brown fox jumps over the lazy dog. The quick brown fox";
+
+  async function both(options: GenerateOptions, speculative: GenerateOptions["speculative"], on = model): Promise<{ plain: GenerationResult; fast: GenerationResult; plainSteps: number; fastSteps: number }> {
+    let steps = on.engine.statistics.steps;
+    const plain = await on.complete(prompt, options);
+    const plainSteps = on.engine.statistics.steps - steps;
+    steps = on.engine.statistics.steps;
+    const fast = await on.complete(prompt, { ...options, speculative });
+    return { plain, fast, plainSteps, fastSteps: on.engine.statistics.steps - steps };
+  }
+
+  const cases: [string, GenerateOptions][] = [
+    ["greedy (the token picked on the backend)", { temperature: 0 }],
+    ["greedy with logprobs (top candidates)", { temperature: 0, logprobs: true, topLogprobs: 3 }],
+    ["sampled from the whole logits (seeded, repeat penalty)", { temperature: 0.8, repeatPenalty: 1.1, seed: 7 }],
+    ["sampled from the best candidates (seeded top-k)", { temperature: 0.9, topK: 40, topP: 0.95, seed: 3 }],
+  ];
+  for (const [name, options] of cases) {
+    it(`${name}: the same tokens as decoding one at a time, in fewer steps`, async () => {
+      const { plain, fast, plainSteps, fastSteps } = await both({ ...options, maxTokens: 48 }, { method: "ngram" });
+      expect(fast.tokens).toEqual(plain.tokens);
+      expect(fast.text).toBe(plain.text);
+      expect(fast.finishReason).toBe(plain.finishReason);
+      expect(fast.speculative!.accepted).toBeGreaterThan(10);
+      expect(fast.speculative!.drafted).toBeGreaterThanOrEqual(fast.speculative!.accepted);
+      expect(plain.speculative).toBeUndefined();
+      // Every accepted draft token is a step saved.
+      expect(fastSteps).toBe(plainSteps - fast.speculative!.accepted);
+    });
+  }
+
+  it("streams the same chunks with the same log-probabilities", async () => {
+    const options: GenerateOptions = { temperature: 0.7, topK: 20, seed: 11, logprobs: true, topLogprobs: 2, maxTokens: 32 };
+    const chunks = async (extra: GenerateOptions) => {
+      const out: unknown[] = [];
+      for await (const chunk of model.generate(prompt, { ...options, ...extra })) out.push(chunk);
+      return out;
+    };
+    const plain = await chunks({});
+    const fast = await chunks({ speculative: { method: "ngram", tokens: 4 } });
+    expect(fast).toEqual(plain);
+  });
+
+  it("keeps maxTokens, stop strings and schemas as decoding one at a time does", async () => {
+    for (const maxTokens of [1, 2, 5, 17]) {
+      const { plain, fast } = await both({ temperature: 0, maxTokens }, { method: "ngram", tokens: 16 });
+      expect(fast.tokens).toEqual(plain.tokens);
+      expect(fast.tokens.length).toBeLessThanOrEqual(maxTokens);
+    }
+    const free = await model.complete(prompt, { temperature: 0, maxTokens: 24 });
+    const stop = free.text.slice(free.text.length >> 1, (free.text.length >> 1) + 3);
+    const { plain, fast } = await both({ temperature: 0, maxTokens: 24, stop }, { method: "ngram" });
+    expect(fast.text).toBe(plain.text);
+    expect(fast.stop).toBe(stop);
+    const schema = { type: "object", properties: { name: { type: "string", maxLength: 12 }, tags: { type: "array", items: { type: "string", enum: ["a", "bb"] }, maxItems: 6 } }, required: ["name", "tags"] };
+    const shaped = await both({ temperature: 0, maxTokens: 80, schema }, { method: "ngram" });
+    expect(shaped.fast.text).toBe(shaped.plain.text);
+    expect(shaped.fast.value).toEqual(shaped.plain.value);
+  });
+
+  it("a draft model: the output is unchanged; a draft with the model's weights has every token accepted", async () => {
+    const twin = loadModel(path); // the same file, a model of its own: it drafts what the model picks
+    const stranger = loadModel(await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0", seed: 99 })));
+    try {
+      const agreeing = await both({ temperature: 0, maxTokens: 40 }, { method: "draft", model: twin, minProbability: 0, tokens: 6 });
+      expect(agreeing.fast.tokens).toEqual(agreeing.plain.tokens);
+      expect(agreeing.fast.speculative!.drafted).toBeGreaterThan(30);
+      expect(agreeing.fast.speculative!.accepted).toBe(agreeing.fast.speculative!.drafted);
+      expect(agreeing.fastSteps).toBeLessThanOrEqual(Math.ceil(40 / 7) + 1);
+
+      const sampled = await both({ temperature: 0.8, seed: 5, maxTokens: 40 }, { method: "draft", model: stranger, minProbability: 0, tokens: 4 });
+      expect(sampled.fast.tokens).toEqual(sampled.plain.tokens);
+      expect(sampled.fast.speculative!.drafted).toBeGreaterThan(0);
+
+      // minProbability 1: no random-weight draft is that sure, so nothing is drafted.
+      const unsure = await both({ temperature: 0, maxTokens: 12 }, { method: "draft", model: twin, minProbability: 1 });
+      expect(unsure.fast.tokens).toEqual(unsure.plain.tokens);
+      expect(unsure.fast.speculative).toEqual({ drafted: 0, accepted: 0 });
+      // The drafter's sequences are released with the generation.
+      expect(twin.engine.queue).toEqual({ running: 0, waiting: 0 });
+      expect(twin.engine.pool.usedBlocks).toBe(0);
+    } finally {
+      twin.dispose();
+      stranger.dispose();
+    }
+  });
+
+  it("refuses a draft model of another vocabulary, the model itself, and bad numbers, naming the option", async () => {
+    const demo = loadModel(new URL("../../../cli/assets/memra-demo-qwen3-q8_0.gguf", import.meta.url).pathname);
+    try {
+      expect(() => model.generate(prompt, { speculative: { method: "draft", model: demo } })).toThrow(InvalidOptionError);
+      expect(() => model.generate(prompt, { speculative: { method: "draft", model: demo } })).toThrow(/speculative\.model has 4096 tokens, the model 151936/);
+    } finally {
+      demo.dispose();
+    }
+    expect(() => model.generate(prompt, { speculative: { method: "draft", model } })).toThrow(/is the model itself/);
+    expect(() => model.generate(prompt, { speculative: { method: "ngram", tokens: 0 } })).toThrow(/speculative\.tokens must be at least 1/);
+    expect(() => model.generate(prompt, { speculative: { method: "ngram", ngramMin: 4, ngramMax: 2 } })).toThrow(/ngramMin must not exceed/);
+    expect(() => model.generate(prompt, { speculative: { method: "medusa" } as never })).toThrow(InvalidOptionError);
+    expect(() => model.generate(prompt, { speculative: { method: "draft", model: {} as never } })).toThrow(/speculative\.model must be a loaded model/);
+  });
+});
+
+describe("EngineSequence.evaluateRows", () => {
+  it("gives each row the logits evaluating one token at a time gives, across prefill chunks, and their best candidates", async () => {
+    const model = loadModel(await syntheticModelFile(resolveOptions("tiny", { weightType: "f32" })));
+    try {
+      const tokens = [9707, 11, 1879, 0, 785, 3974, 13876, 38835, 34208, 916, 279, 15678];
+      const vocabulary = model.vocabularySize;
+      const single = model.engine.createSequence(32);
+      const expected: Float32Array[] = [];
+      for (let i = 0; i < tokens.length; i++) expected.push((await single.evaluate([tokens[i]!]))!.slice());
+      single.release();
+
+      for (const chunkTokens of [Number.POSITIVE_INFINITY, 5, 1]) {
+        const rows = 7;
+        const sequence = model.engine.createSequence(32);
+        const out = await sequence.evaluateRows(tokens, rows, { chunkTokens });
+        if (!out || !("logits" in out)) throw new Error("no logits");
+        expect(out.logits.length).toBe(rows * vocabulary);
+        for (let r = 0; r < rows; r++) {
+          const want = expected[tokens.length - rows + r]!;
+          const got = out.logits.subarray(r * vocabulary, (r + 1) * vocabulary);
+          let worst = 0;
+          for (let v = 0; v < vocabulary; v++) worst = Math.max(worst, Math.abs(got[v]! - want[v]!));
+          expect(worst, `chunk ${chunkTokens} row ${r}`).toBeLessThan(1e-4);
+        }
+        // Rewound past the rows, the sequence continues: the top candidates of two more rows.
+        sequence.rewind(tokens.length - 2);
+        const tops = await sequence.evaluateRows(tokens.slice(-2), 2, { top: 3, logSumExp: true });
+        if (!tops || !("tops" in tops)) throw new Error("no tops");
+        for (let r = 0; r < 2; r++) {
+          const want = expected[tokens.length - 2 + r]!;
+          const best = [...want.keys()].sort((a, b) => want[b]! - want[a]! || a - b).slice(0, 3);
+          expect(Array.from(tops.tops[r]!.ids)).toEqual(best);
+          expect(tops.tops[r]!.logSumExp![0]).toBeGreaterThan(want[best[0]!]!);
+        }
+        sequence.release();
+      }
+      const sequence = model.engine.createSequence(32);
+      await expect(sequence.evaluateRows(tokens, 0)).rejects.toThrow(RangeError);
+      await expect(sequence.evaluateRows([1, 2], 3)).rejects.toThrow(/rows must be an integer from 1 to the 2 tokens given/);
+      sequence.release();
+    } finally {
+      model.dispose();
+    }
+  });
+});
