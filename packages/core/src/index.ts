@@ -35,6 +35,7 @@ export type { FinishReason, GenerationChunk, GenerationResult, GenerationStream,
 export { type GenerationConstraint, StructuredOutputError, createGenerationConstraint, modelTokenTrie, prepareOutputConstraint } from "./generation/output-constraint";
 export { type ToolTurn, toolCallId, toolTurn } from "./generation/tool-choice";
 export { type EmbedOptions, type Pooling, embedOptionsSchema } from "./generation/embeddings";
+export { type Drafter, type SpeculativeOptions, type SpeculativeStatistics, checkDraftModel, lookupDraft } from "./generation/speculative";
 export { CLASSIFIER_TENSOR, ClassifierHead, type RankOptions, type RankedDocument, rankOptionsSchema, rankedDocuments, rerankPrompt } from "./generation/rerank";
 export { GrammarError, GrammarSyntaxError, JsonSchemaError } from "@memra/sampler";
 export { type FootprintTensor, type LayerFootprint, type ModelFootprint, type ModelShape, type TensorBytes, footprintFromTensors, modelFootprint, modelShape } from "./placement/model-footprint";

@@ -8,6 +8,7 @@ import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
 import { placeModel, placementOptionHelp, placementParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
+import { loadSpeculative, speculativeOptionHelp, speculativeParseOptions } from "../speculative-arguments";
 import { parsePositiveInteger } from "./model-arguments";
 
 export const chatUsage = `usage: memra chat [-m MODEL] [-p MESSAGE] [--system TEXT] [--no-think] [options]
@@ -29,6 +30,7 @@ ${backendOptionHelp}
   --ctx N              tokens of KV cache (default: the model's context length, at most 8192)
 ${placementOptionHelp}
 ${ropeScalingOptionHelp}
+${speculativeOptionHelp}
   --quiet              no progress bar, no reasoning, no notices
 
 examples:
@@ -51,6 +53,7 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
       ctx: { type: "string" },
       ...placementParseOptions,
       ...ropeScalingParseOptions,
+      ...speculativeParseOptions,
       quiet: { type: "boolean", short: "q", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -67,6 +70,13 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
   const bar = progressBar(io, "loading", io.stderrIsTerminal && !values.quiet);
   const model = loadModel(path, { ...placed.load, kvCacheTokens: placed.contextTokens, onProgress: bar.update });
   bar.end();
+  let speculation: Awaited<ReturnType<typeof loadSpeculative>>;
+  try {
+    speculation = await loadSpeculative(model, values, threads, { contextTokens: placed.contextTokens }, notice);
+  } catch (error) {
+    model.dispose();
+    throw error;
+  }
   const session = model.createChatSession(values.system === undefined ? {} : { system: values.system });
   const number = (value: string | undefined, name: string) => {
     if (value === undefined) return undefined;
@@ -77,6 +87,7 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
   const options = {
     maxTokens: parsePositiveInteger(values["max-tokens"], "--max-tokens", 512),
     enableThinking: !values["no-think"],
+    ...(speculation.speculative ? { speculative: speculation.speculative } : {}),
     ...(values.temp === undefined ? {} : { temperature: number(values.temp, "--temp") }),
     ...(values.seed === undefined ? {} : { seed: number(values.seed, "--seed") }),
   };
@@ -107,6 +118,7 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
   } finally {
     session.dispose();
     model.dispose();
+    speculation.draft?.dispose();
   }
 }
 

@@ -45,6 +45,38 @@ describe("memra generate", () => {
     expect(c.tokens).not.toEqual(a.tokens);
   });
 
+  it("--lookup and --model-draft decode speculatively: the same tokens, the drafts counted", () => {
+    const args = ["generate", "-m", model, "-p", "one two three one two three one two", "-n", "24", "--temp", "0", "--json"];
+    const plain = JSON.parse(run(args).stdout);
+    const lookup = JSON.parse(run([...args, "--lookup", "--draft-max", "4"]).stdout);
+    expect(lookup.tokens).toEqual(plain.tokens);
+    expect(lookup.speculative.accepted).toBeGreaterThan(0);
+    expect(plain.speculative).toBeUndefined();
+    // A draft model with the model's own weights: every draft is accepted.
+    const drafted = JSON.parse(run([...args, "--model-draft", model, "--draft-p-min", "0"]).stdout);
+    expect(drafted.tokens).toEqual(plain.tokens);
+    expect(drafted.speculative.drafted).toBeGreaterThan(0);
+    expect(drafted.speculative.accepted).toBe(drafted.speculative.drafted);
+    const streamed = run(["generate", "-m", model, "-p", "one two three one two three one two", "-n", "24", "--temp", "0", "--lookup"]);
+    expect(streamed.stderr).toMatch(/24 generated at [\d.]+ t\/s; \d+ of \d+ draft tokens accepted/);
+
+    const demo = new URL("../../assets/memra-demo-qwen3-q8_0.gguf", import.meta.url).pathname;
+    const refusals: [string[], RegExp][] = [
+      [["--model-draft", demo], /--model-draft ".*memra-demo-qwen3-q8_0.gguf": it has 4096 tokens, the model 151936: a draft model needs the same vocabulary/],
+      [["--model-draft", "/nonexistent.gguf"], /nonexistent\.gguf/],
+      [["--lookup", "--model-draft", model], /give --model-draft or --lookup, not both/],
+      [["--draft-max", "4"], /--draft-max needs --model-draft or --lookup/],
+      [["--lookup", "--draft-max", "0"], /--draft-max must be a positive integer, got "0"/],
+      [["--lookup", "--draft-max", "65"], /--draft-max must be at most 64/],
+      [["--model-draft", model, "--draft-p-min", "2"], /--draft-p-min must be a number from 0 to 1, got "2"/],
+    ];
+    for (const [extra, message] of refusals) {
+      const refused = run([...args, ...extra]);
+      expect(refused.code, extra.join(" ")).toBe(1);
+      expect(refused.stderr).toMatch(message);
+    }
+  });
+
   it("works without -m, saying on stderr which model it uses", () => {
     const result = run(["generate", "-p", "Hello", "-n", "4", "--temp", "0"]);
     expect(result.code).toBe(0);

@@ -7,6 +7,7 @@ import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
 import { placeModel, placementOptionHelp, placementParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
+import { loadSpeculative, speculativeOptionHelp, speculativeParseOptions } from "../speculative-arguments";
 import { parsePositiveInteger } from "./model-arguments";
 
 export const generateUsage = `usage: memra generate [-m MODEL] -p PROMPT [options]
@@ -33,6 +34,7 @@ ${backendOptionHelp}
   --ctx N                 tokens of KV cache (default: the model's context length, at most 8192)
 ${placementOptionHelp}
 ${ropeScalingOptionHelp}
+${speculativeOptionHelp}
   --no-special            treat special-token text in the prompt as plain text
   --json                  print one JSON object at the end instead of streaming
   --quiet                 no progress bar, no notices
@@ -69,6 +71,7 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
       ctx: { type: "string" },
       ...placementParseOptions,
       ...ropeScalingParseOptions,
+      ...speculativeParseOptions,
       "no-special": { type: "boolean", default: false },
       json: { type: "boolean", default: false },
       quiet: { type: "boolean", short: "q", default: false },
@@ -89,6 +92,13 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
   const bar = progressBar(io, "loading", io.stderrIsTerminal && !values.quiet);
   const model = loadModel(path, { ...placed.load, kvCacheTokens: placed.contextTokens, onProgress: bar.update });
   bar.end();
+  let speculation: Awaited<ReturnType<typeof loadSpeculative>>;
+  try {
+    speculation = await loadSpeculative(model, values, threads, { contextTokens: placed.contextTokens }, notice);
+  } catch (error) {
+    model.dispose();
+    throw error;
+  }
 
   const seed = parseNumber(values.seed, "--seed");
   const options = {
@@ -101,6 +111,7 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
     seed,
     stop: values.stop,
     special: !values["no-special"],
+    speculative: speculation.speculative,
     ...constraint,
   };
   const defined = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
@@ -127,6 +138,7 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
           ...(constraint.schema !== undefined ? { value: result.value } : {}),
           seed: result.seed,
           timings: { prefill_tps: result.timings.prefillTokensPerSecond, decode_tps: result.timings.decodeTokensPerSecond },
+          ...(result.speculative ? { speculative: { drafted: result.speculative.drafted, accepted: result.speculative.accepted } } : {}),
         })}\n`,
       );
     } else {
@@ -135,13 +147,16 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
         const t = result.timings;
         io.stderr(
           `[${result.finishReason}] ${result.usage.promptTokens} prompt tokens at ${t.prefillTokensPerSecond.toFixed(1)} t/s, ` +
-            `${result.usage.completionTokens} generated at ${t.decodeTokensPerSecond.toFixed(1)} t/s\n`,
+            `${result.usage.completionTokens} generated at ${t.decodeTokensPerSecond.toFixed(1)} t/s` +
+            (result.speculative ? `; ${result.speculative.accepted} of ${result.speculative.drafted} draft tokens accepted` : "") +
+            "\n",
         );
       }
     }
   } finally {
     process.off("SIGINT", onInterrupt);
     model.dispose();
+    speculation.draft?.dispose();
   }
 }
 

@@ -7,6 +7,7 @@ import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
 import { placeModel, placementOptionHelp, placementParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
+import { loadSpeculative, speculativeOptionHelp, speculativeParseOptions } from "../speculative-arguments";
 import { startOpenAIServer } from "../server/openai-server";
 import { parsePositiveInteger } from "./model-arguments";
 
@@ -28,6 +29,7 @@ options:
 ${backendOptionHelp}
 ${placementOptionHelp}
 ${ropeScalingOptionHelp}
+${speculativeOptionHelp}
   --quiet               no progress bar, no notices
 
 The KV pool holds --parallel × --ctx tokens; requests beyond it wait, and a running request may be
@@ -53,6 +55,7 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
       device: { type: "string" },
       ...placementParseOptions,
       ...ropeScalingParseOptions,
+      ...speculativeParseOptions,
       quiet: { type: "boolean", short: "q", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -79,10 +82,17 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
   const bar = progressBar(io, "loading", io.stderrIsTerminal && !values.quiet);
   const model = loadModel(path, { ...placed.load, onProgress: bar.update, maxSequences: parallel, kvCacheTokens: parallel * contextLength, kvType });
   bar.end();
+  let speculation: Awaited<ReturnType<typeof loadSpeculative>>;
+  try {
+    speculation = await loadSpeculative(model, values, threads, { contextTokens: contextLength, sequences: parallel }, notice);
+  } catch (error) {
+    model.dispose();
+    throw error;
+  }
   // The whole KV pool is made resident before the first request (as llama.cpp clears its KV
   // buffers at start): the server's memory is then what it is at start, not growing under load.
   model.engine.pool.prefault();
-  const server = startOpenAIServer({ model, modelId: basename(path), hostname: values.host, port, contextLength });
+  const server = startOpenAIServer({ model, modelId: basename(path), hostname: values.host, port, contextLength, ...(speculation.speculative ? { speculative: speculation.speculative } : {}) });
   if (!values.quiet) {
     const pool = model.engine.pool;
     io.stderr(
@@ -98,4 +108,5 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
   });
   await server.stop();
   model.dispose();
+  speculation.draft?.dispose();
 }

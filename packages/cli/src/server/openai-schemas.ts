@@ -9,6 +9,8 @@ const stop = z.union([z.string().min(1), z.array(z.string().min(1)).max(4)]).nul
 
 const bias = z.union([z.number().min(-100).max(100), z.literal(false)]);
 
+const contentPart = z.object({ type: z.literal("text"), text: z.string() });
+
 const sampling = {
   model: z.string().optional(),
   max_tokens: z.number().int().positive().nullish(),
@@ -45,9 +47,13 @@ const sampling = {
   dry_sequence_breakers: z.array(z.string().min(1)).nullish(),
   /** {type: "text" | "json_object" | "json_schema", ...}: checked by @memra/sampler's constraintFromResponseFormat. */
   response_format: z.unknown().optional(),
+  /** OpenAI's predicted outputs: the expected output, which speculative decoding drafts from. */
+  prediction: z.object({ type: z.literal("content"), content: z.union([z.string(), z.array(contentPart)]) }).nullish(),
+  /** llama.cpp server's: most draft tokens per step (0: no speculative decoding for this request). */
+  "speculative.n_max": z.number().int().min(0).max(64).nullish(),
+  /** llama.cpp server's: the draft model's least probability to draft on. */
+  "speculative.p_min": z.number().min(0).max(1).nullish(),
 };
-
-const contentPart = z.object({ type: z.literal("text"), text: z.string() });
 
 const toolCall = z.object({
   id: z.string().optional(),

@@ -416,6 +416,64 @@ describe("memra serve with the openai client", () => {
   });
 });
 
+describe("memra serve: speculative decoding", () => {
+  const prompt = "The quick brown fox jumps over the lazy dog. The quick brown fox";
+
+  it("prediction (OpenAI's predicted outputs) drafts without changing the answer; usage counts the prediction tokens", async () => {
+    const plain = await client.completions.create({ model: "x", prompt, temperature: 0, max_tokens: 32 });
+    expect(plain.usage!.completion_tokens_details).toBeUndefined();
+    const body = { model: "x", prompt, temperature: 0, max_tokens: 32, prediction: { type: "content", content: plain.choices[0]!.text } };
+    const predicted = (await (await fetch(`${server.url}/v1/completions`, { method: "POST", body: JSON.stringify(body) })).json()) as OpenAI.Completion;
+    expect(predicted.choices[0]!.text).toBe(plain.choices[0]!.text);
+    const details = predicted.usage!.completion_tokens_details as { accepted_prediction_tokens: number; rejected_prediction_tokens: number };
+    expect(details.accepted_prediction_tokens).toBeGreaterThan(16);
+    expect(details.rejected_prediction_tokens).toBeGreaterThanOrEqual(0);
+    // The chat API, with content parts, streamed.
+    const chat = await client.chat.completions.create({ model: "x", messages, temperature: 0, max_tokens: 16 });
+    const answer = chat.choices[0]!.message.content!;
+    const stream = await client.chat.completions.create({
+      model: "x",
+      messages,
+      temperature: 0,
+      max_tokens: 16,
+      stream: true,
+      stream_options: { include_usage: true },
+      prediction: { type: "content", content: [{ type: "text", text: answer }] },
+    });
+    let text = "";
+    let usage: OpenAI.CompletionUsage | undefined | null;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? "";
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(text).toBe(answer);
+    expect(usage!.completion_tokens_details!.accepted_prediction_tokens).toBeGreaterThan(0);
+    const bad = await fetch(`${server.url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt, prediction: { type: "file", content: "x" } }) });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { param: string } }).error.param).toMatch(/^prediction/);
+  });
+
+  it("a server started with a drafter (memra serve --lookup) answers as one without; speculative.n_max 0 turns it off", async () => {
+    const speculative = startOpenAIServer({ model, modelId: "tiny", port: 0, contextLength: 512, speculative: { method: "ngram", ngramMin: 2, ngramMax: 4, tokens: 8 } });
+    try {
+      const ask = async (url: string, extra: object = {}) =>
+        (await (await fetch(`${url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt, temperature: 0.7, seed: 4, max_tokens: 40, n: 2, ...extra }) })).json()) as OpenAI.Completion;
+      const plain = await ask(server.url);
+      const fast = await ask(speculative.url);
+      expect(fast.choices.map((choice) => choice.text)).toEqual(plain.choices.map((choice) => choice.text));
+      const details = fast.usage!.completion_tokens_details!;
+      expect(details.accepted_prediction_tokens).toBeGreaterThan(10);
+      const off = await ask(speculative.url, { "speculative.n_max": 0 });
+      expect(off.choices.map((choice) => choice.text)).toEqual(plain.choices.map((choice) => choice.text));
+      expect(off.usage!.completion_tokens_details).toBeUndefined();
+      const bad = await fetch(`${speculative.url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt, "speculative.n_max": 65 }) });
+      expect(bad.status).toBe(400);
+    } finally {
+      await speculative.stop();
+    }
+  });
+});
+
 describe("memra serve: /v1/embeddings", () => {
   const texts = ["The quick brown fox", "What is the capital of France?", "a"];
 

@@ -54,6 +54,8 @@ export interface OpenAIServerOptions {
   readonly port?: number;
   /** Most tokens one request may hold (prompt and completion). */
   readonly contextLength: number;
+  /** Speculative decoding for every request (memra serve's --model-draft / --lookup); a request's prediction drafts too. */
+  readonly speculative?: GenerateOptions["speculative"];
   /** Largest request body accepted, bytes. Default 4 MiB. */
   readonly maxBodyBytes?: number;
 }
@@ -221,6 +223,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       ...(body.stop ? { stop: body.stop } : {}),
       logprobs,
       topLogprobs,
+      ...speculativeOf(body),
     };
     return {
       promptTokens,
@@ -233,6 +236,23 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       splitReasoning: "messages" in body && (body as ChatCompletionRequest).reasoning_format !== "none",
       parseToolCalls: tools?.parseCalls ?? false,
     };
+  };
+
+  /** The request's speculative decoding: the server's, as llama.cpp's speculative.* fields adjust it, and its prediction. */
+  const speculativeOf = (body: ChatCompletionRequest | CompletionRequest): Pick<GenerateOptions, "speculative" | "prediction"> => {
+    const most = body["speculative.n_max"] ?? undefined;
+    const minProbability = body["speculative.p_min"] ?? undefined;
+    const prediction = body.prediction ? (typeof body.prediction.content === "string" ? body.prediction.content : body.prediction.content.map((part) => part.text).join("")) : undefined;
+    if (most === 0) return {};
+    const configured = options.speculative;
+    const speculative = !configured
+      ? undefined
+      : configured.method === "draft"
+        ? { ...configured, ...(most === undefined ? {} : { tokens: most }), ...(minProbability === undefined ? {} : { minProbability }) }
+        : { ...configured, ...(most === undefined ? {} : { tokens: most }) };
+    // A prediction alone drafts up to speculative.n_max tokens per step, as a lookup would.
+    const alone = !speculative && prediction && most !== undefined ? { method: "ngram" as const, tokens: most } : undefined;
+    return { ...(speculative || alone ? { speculative: speculative ?? alone } : {}), ...(prediction ? { prediction } : {}) };
   };
 
   const messageText = (message: ChatMessageInput): string =>
@@ -462,11 +482,16 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
   /** Usage of a request's choices: the prompt once (as OpenAI counts it), the completions summed. */
   const usageOf = (results: readonly GenerationResult[]) => {
     const completion = results.reduce((sum, result) => sum + result.usage.completionTokens, 0);
+    const speculated = results.filter((result) => result.speculative);
+    const accepted = speculated.reduce((sum, result) => sum + result.speculative!.accepted, 0);
+    const drafted = speculated.reduce((sum, result) => sum + result.speculative!.drafted, 0);
     return {
       prompt_tokens: results[0]!.usage.promptTokens,
       completion_tokens: completion,
       total_tokens: results[0]!.usage.promptTokens + completion,
       prompt_tokens_details: { cached_tokens: results[0]!.usage.cachedPromptTokens },
+      // OpenAI's fields for predicted outputs: draft tokens (from a prediction or a drafter) kept and not.
+      ...(speculated.length > 0 ? { completion_tokens_details: { accepted_prediction_tokens: accepted, rejected_prediction_tokens: drafted - accepted } } : {}),
     };
   };
 

@@ -4,7 +4,7 @@ import type { EngineSequence } from "../engine/inference-engine";
 import { type TokenLogprob, logSumExp, topLogprobs } from "../evaluation";
 import type { Model } from "../load-model";
 import type { TopCandidates } from "../models/qwen3";
-import type { ResolvedGenerateOptions } from "./generation-options";
+import { InvalidOptionError, type ResolvedGenerateOptions } from "./generation-options";
 import { StructuredOutputError, createGenerationConstraint } from "./output-constraint";
 import type { FinishReason, GenerationChunk, GenerationResult, GenerationStream } from "./generation-types";
 import { createDrafter } from "./speculative";
@@ -25,6 +25,9 @@ export interface GenerationRequest {
  * then sample, stream and feed back one token at a time until an end-of-generation token, a stop
  * string, maxTokens or an abort. Leaving the iteration early ends generation as an abort.
  */
+/** Most draft tokens per step taken from a prediction when the speculative options do not say. */
+const DEFAULT_PREDICTION_DRAFT = 16;
+
 export function generateTokens(request: GenerationRequest): GenerationStream {
   const { model, promptTokens, sequence, options } = request;
   if (promptTokens.length === 0) throw new RangeError("the prompt has no tokens");
@@ -70,7 +73,11 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
   const pickFromTop = (top: TopCandidates, history: readonly number[]): number =>
     suffice === 0 ? top.ids[0]! : baseSampler.sampleTop!(top.ids.subarray(0, suffice), top.logits.subarray(0, suffice), history).token;
   // Speculative decoding: draft tokens evaluated after the fed token in the same step.
-  const drafter = options.speculative ? createDrafter(model, options.speculative, sequence.capacity, options.prefillChunkTokens) : undefined;
+  const prediction = options.prediction === undefined ? undefined : typeof options.prediction === "string" ? tokenizer.encode(options.prediction, { special: false }) : options.prediction;
+  const outside = prediction?.find((token) => token >= model.vocabularySize);
+  if (outside !== undefined) throw new InvalidOptionError("prediction", `prediction: token id ${outside} is outside the vocabulary (0..${model.vocabularySize - 1})`);
+  const drafter = createDrafter(model, options.speculative, sequence.capacity, options.prefillChunkTokens, prediction && { tokens: prediction, promptLength: promptTokens.length });
+  const draftTokens = options.speculative?.tokens ?? DEFAULT_PREDICTION_DRAFT;
   let drafted = 0;
   let accepted = 0;
 
@@ -150,7 +157,7 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
      * the pick needs them). Whether the signal aborted.
      */
     const evaluateNext = async (token: number): Promise<boolean> => {
-      const most = Math.min(options.speculative?.tokens ?? 0, options.maxTokens - generated.length - 1, sequence.capacity - history.length);
+      const most = Math.min(draftTokens, options.maxTokens - generated.length - 1, sequence.capacity - history.length);
       const guess = drafter && most > 0 ? await drafter.propose(history, most, options.signal) : [];
       if (aborted()) return true;
       if (guess.length === 0) return evaluate([token]);

@@ -64,6 +64,13 @@ export const generateOptionsSchema = samplingOptionsSchema.extend({
     ])
     .refine((value) => value.method !== "ngram" || value.ngramMin <= value.ngramMax, { message: "speculative.ngramMin must not exceed speculative.ngramMax", path: ["ngramMin"] })
     .optional(),
+  /**
+   * The expected output, or much of it (OpenAI's predicted outputs: a file being edited, a text
+   * being revised): speculative decoding drafts from it where the output follows it, by the
+   * `speculative` method elsewhere. Text (tokenized without special tokens) or token ids. It
+   * changes the number of forward steps, never the output.
+   */
+  prediction: z.union([z.string(), z.array(z.number().int().nonnegative())]).optional(),
   /** Prompt tokens per forward step during prefill (abort is checked between steps). Default 64. */
   prefillChunkTokens: z.number().int().positive("prefillChunkTokens must be at least 1").default(64),
 });

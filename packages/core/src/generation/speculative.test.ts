@@ -4,7 +4,7 @@ import type { GenerateOptions } from "./generation-options";
 import { InvalidOptionError } from "./generation-options";
 import type { GenerationResult } from "./generation-types";
 import { type Model, loadModel } from "../load-model";
-import { lookupDraft } from "./speculative";
+import { alignToReference, lookupDraft } from "./speculative";
 
 describe("lookupDraft (prompt lookup)", () => {
   it("continues the most recent earlier occurrence of the longest matching n-gram", () => {
@@ -124,6 +124,35 @@ describe("speculative decoding (reference backend)", () => {
     }
   });
 
+  it("a prediction (OpenAI's predicted outputs): drafts from the expected output, the output unchanged", async () => {
+    const options: GenerateOptions = { temperature: 0, maxTokens: 40 };
+    const { plain } = await both(options, undefined);
+    // The exact output as the prediction: every token after the first is drafted and accepted.
+    let steps = model.engine.statistics.steps;
+    const exact = await model.complete(prompt, { ...options, prediction: [...plain.tokens] });
+    steps = model.engine.statistics.steps - steps;
+    expect(exact.tokens).toEqual(plain.tokens);
+    // Prefill, then steps of 16 drafts and the token after them; each step's tokens but one were drafted.
+    expect(steps).toBe(1 + Math.ceil((plain.tokens.length - 1) / 17));
+    expect(exact.speculative).toEqual({ drafted: plain.tokens.length - steps, accepted: plain.tokens.length - steps });
+    // An edited prediction: two tokens changed, four dropped, three inserted. The output is the
+    // model's; the drafts realign after each edit.
+    const edited = [...plain.tokens];
+    edited[5] = 9;
+    edited.splice(14, 4);
+    edited.splice(24, 0, 11, 12, 13);
+    edited[30] = 7;
+    const revised = await model.complete(prompt, { ...options, prediction: edited });
+    expect(revised.tokens).toEqual(plain.tokens);
+    expect(revised.speculative!.accepted).toBeGreaterThan(20);
+    // With the text, tokenized; sampled; and with a draft method beside it.
+    const sampled = await both({ temperature: 0.8, seed: 1, maxTokens: 40 }, undefined);
+    const text = await model.complete(prompt, { temperature: 0.8, seed: 1, maxTokens: 40, prediction: sampled.plain.text, speculative: { method: "ngram", tokens: 4 } });
+    expect(text.tokens).toEqual(sampled.plain.tokens);
+    expect(text.speculative!.accepted).toBeGreaterThan(0);
+    expect(() => model.generate(prompt, { prediction: [1, model.vocabularySize] })).toThrow(/prediction: token id 151936 is outside the vocabulary/);
+  });
+
   it("refuses a draft model of another vocabulary, the model itself, and bad numbers, naming the option", async () => {
     const demo = loadModel(new URL("../../../cli/assets/memra-demo-qwen3-q8_0.gguf", import.meta.url).pathname);
     try {
@@ -137,6 +166,18 @@ describe("speculative decoding (reference backend)", () => {
     expect(() => model.generate(prompt, { speculative: { method: "ngram", ngramMin: 4, ngramMax: 2 } })).toThrow(/ngramMin must not exceed/);
     expect(() => model.generate(prompt, { speculative: { method: "medusa" } as never })).toThrow(InvalidOptionError);
     expect(() => model.generate(prompt, { speculative: { method: "draft", model: {} as never } })).toThrow(/speculative\.model must be a loaded model/);
+  });
+});
+
+describe("alignToReference", () => {
+  it("finds the output's longest suffix in the reference, from the cursor on, else before it", () => {
+    const reference = [1, 2, 3, 4, 1, 2, 5, 6];
+    expect(alignToReference([9, 1, 2], reference, 4, 0)).toBe(2); // first [1, 2] from 0
+    expect(alignToReference([9, 1, 2], reference, 4, 3)).toBe(6); // first from 3 on
+    expect(alignToReference([9, 1, 2], reference, 4, 7)).toBe(6); // none from 7: the last before
+    expect(alignToReference([4, 1, 2], reference, 4, 0)).toBe(6); // [4, 1, 2] beats [1, 2]
+    expect(alignToReference([4, 1, 2], reference, 1, 0)).toBe(2); // longest 1: [2] first at 1
+    expect(alignToReference([7, 8], reference, 4, 0)).toBe(-1);
   });
 });
 

@@ -114,6 +114,74 @@ class ModelDrafter implements Drafter {
   }
 }
 
+/**
+ * The longest suffix of `output` (up to `longest` tokens, at least one) that occurs in `reference`,
+ * at the first occurrence from `cursor` on, else at the last before it: the index in `reference`
+ * just after that occurrence, or -1 when not even the last token occurs.
+ */
+export function alignToReference(output: readonly number[], reference: readonly number[], longest: number, cursor: number): number {
+  for (let size = Math.min(longest, output.length); size >= 1; size--) {
+    const tail = output.length - size;
+    let before = -1;
+    for (let start = 0; start + size <= reference.length; start++) {
+      let matches = true;
+      for (let j = 0; j < size; j++) {
+        if (reference[start + j] !== output[tail + j]) {
+          matches = false;
+          break;
+        }
+      }
+      if (!matches) continue;
+      if (start + size >= cursor) return start + size;
+      before = start + size;
+    }
+    if (before >= 0) return before;
+  }
+  return -1;
+}
+
+/**
+ * Drafts from an expected output (OpenAI's predicted outputs): before the first token, the
+ * reference's beginning; then what follows the place in the reference where the output's last
+ * tokens are (alignToReference, moving forward through the reference as the output does). Where
+ * the output has left the reference, the fallback drafter (if any) drafts.
+ */
+class ReferenceDrafter implements Drafter {
+  /** Where in the reference the output was at the last proposal, and the output's length then. */
+  private cursor = 0;
+  private outputLength = 0;
+
+  constructor(
+    private readonly reference: readonly number[],
+    private readonly promptLength: number,
+    private readonly longest: number,
+    private readonly fallback: Drafter | undefined,
+  ) {}
+
+  propose(history: readonly number[], most: number, signal?: AbortSignal): number[] | Promise<number[]> {
+    const output = history.slice(this.promptLength);
+    const at = output.length === 0 ? 0 : this.follows(output) ? this.cursor + output.length - this.outputLength : alignToReference(output, this.reference, this.longest, this.cursor);
+    this.outputLength = output.length;
+    if (at >= 0 && at < this.reference.length) {
+      this.cursor = at;
+      return this.reference.slice(at, at + most);
+    }
+    return this.fallback ? this.fallback.propose(history, most, signal) : [];
+  }
+
+  /** Whether the output's tokens since the last proposal are the reference's from the cursor (it went on along the reference). */
+  private follows(output: readonly number[]): boolean {
+    const added = output.length - this.outputLength;
+    if (this.outputLength === 0 || added <= 0 || this.cursor + added > this.reference.length) return false;
+    for (let i = 0; i < added; i++) if (this.reference[this.cursor + i] !== output[this.outputLength + i]) return false;
+    return true;
+  }
+
+  dispose(): void {
+    this.fallback?.dispose();
+  }
+}
+
 /** Vocabularies checked compatible, per target model. */
 const compatible = new WeakMap<Model, WeakSet<Model>>();
 
@@ -139,9 +207,26 @@ export function checkDraftModel(model: Model, draft: Model): void {
   checked.add(draft);
 }
 
-/** The drafter of the speculative options, for a generation of `model` over `capacity` tokens. */
-export function createDrafter(model: Model, options: SpeculativeOptions, capacity: number, prefillChunkTokens: number): Drafter {
-  if (options.method === "ngram") return new LookupDrafter(options.ngramMin, options.ngramMax);
-  checkDraftModel(model, options.model);
-  return new ModelDrafter(options.model, model.vocabularySize, capacity, options.minProbability, prefillChunkTokens);
+/**
+ * The drafter of a generation of `model` over `capacity` tokens: from the expected output
+ * `prediction` (its tokens; generation starts after `promptLength` tokens) where there is one,
+ * else (or where the output leaves it) from the speculative options' method.
+ */
+export function createDrafter(
+  model: Model,
+  options: SpeculativeOptions | undefined,
+  capacity: number,
+  prefillChunkTokens: number,
+  prediction?: { readonly tokens: readonly number[]; readonly promptLength: number },
+): Drafter | undefined {
+  let drafter: Drafter | undefined;
+  if (options?.method === "ngram") drafter = new LookupDrafter(options.ngramMin, options.ngramMax);
+  else if (options?.method === "draft") {
+    checkDraftModel(model, options.model);
+    drafter = new ModelDrafter(options.model, model.vocabularySize, capacity, options.minProbability, prefillChunkTokens);
+  }
+  if (!prediction || prediction.tokens.length === 0) return drafter;
+  return new ReferenceDrafter(prediction.tokens, prediction.promptLength, options?.method === "ngram" ? options.ngramMax : DEFAULT_NGRAM_MAX, drafter);
 }
+
+const DEFAULT_NGRAM_MAX = 4;
