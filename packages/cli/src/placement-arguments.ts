@@ -19,8 +19,7 @@ import {
   modelFootprint,
   planPlacement,
   type RopeScalingOptions,
-  originalContextLength,
-  resolveRopeScaling,
+  scaledContextLength,
 } from "@memra/core";
 import { openGGUF, readModelConfig } from "@memra/gguf";
 import { type BackendChoice, chooseBackend, chooseHostBackend, parsePlacementDeviceChoice } from "./backend-choice";
@@ -312,9 +311,8 @@ export async function placeModel(
   const choice = parsePlacementDeviceChoice(values.device);
   const config = readModelConfig(openGGUF(path));
   const ropeScaling = parseRopeScalingArguments(values, config.ropeScalingType);
-  const scaling = resolveRopeScaling(config, config.keyLength, ropeScaling);
   // A scaled context reaches factor × the trained one (llama.cpp lets --ctx-size go there too).
-  const modelContext = scaling ? Math.max(config.contextLength, Math.round(originalContextLength(config, ropeScaling) / scaling.freqScale)) : config.contextLength;
+  const modelContext = scaledContextLength(config, config.keyLength, ropeScaling);
   const contextTokens = Math.min(parsePositiveInteger(values.ctx, "--ctx", Math.min(modelContext, request.defaultContext ?? 8192)), modelContext);
   const chosen = await choosePlacement(path, choice, threads, placement, { ...request, contextTokens }, notice);
   if ("placement" in chosen.load) notice(`memra: ${describePlan(chosen.plan)}`);

@@ -7,7 +7,7 @@ import type { KVCache } from "./kv-cache";
 import { DEFAULT_BLOCK_TOKENS, KVBlockPool, PagedKVCache } from "./paged-kv-cache";
 import { InferenceEngine } from "./engine/inference-engine";
 import { type FeedForwardFactory, type ForwardOptions, Transformer, denseFeedForward, modelDimensions } from "./models/qwen3";
-import { type RopeScalingOptions, ropeScalingOptionsSchema } from "./models/rope-scaling";
+import { type RopeScalingOptions, ropeScalingOptionsSchema, scaledContextLength } from "./models/rope-scaling";
 import { moeFeedForward } from "./models/qwen3-moe";
 import { ReferenceBackend } from "./reference-backend";
 import type { BackendPlacement } from "./placement/backend-placement";
@@ -125,10 +125,19 @@ export class Model {
   }
 
   /**
+   * The tokens a sequence of this model may hold: the file's context_length, or with RoPE scaling
+   * (the file's or loadModel's ropeScaling) its factor times the context trained before scaling.
+   */
+  get contextLength(): number {
+    const scaling = this.loadOptions.ropeScaling === undefined ? undefined : parseOptions(ropeScalingOptionsSchema, this.loadOptions.ropeScaling);
+    return scaledContextLength(this.config, this.config.keyLength, scaling);
+  }
+
+  /**
    * A paged KV cache for one sequence of up to `capacity` tokens (default: the model's context
    * length), over a pool of its own. `type` overrides the model's KV element type.
    */
-  createCache(capacity = this.config.contextLength, options: { readonly type?: KVType } = {}): PagedKVCache {
+  createCache(capacity = this.contextLength, options: { readonly type?: KVType } = {}): PagedKVCache {
     const d = this.transformer.dimensions;
     return PagedKVCache.standalone(this.transformer.backend, {
       layerBackends: this.transformer.layerBackends,
@@ -160,7 +169,7 @@ export class Model {
   get engine(): InferenceEngine {
     if (!this.engineInstance) {
       const blockTokens = this.loadOptions.kvBlockTokens ?? DEFAULT_BLOCK_TOKENS;
-      const tokens = this.loadOptions.kvCacheTokens ?? Math.min(this.config.contextLength, 8192);
+      const tokens = this.loadOptions.kvCacheTokens ?? Math.min(this.contextLength, 8192);
       this.engineInstance = new InferenceEngine(this.transformer, {
         blocks: Math.ceil(tokens / blockTokens),
         blockTokens,
@@ -210,7 +219,7 @@ export class Model {
     const resolved = isMessages ? parseOptions(chatOptionsSchema, options) : parseOptions(generateOptionsSchema, options);
     const tools = isMessages ? toolTurn(resolved as ResolvedChatOptions) : undefined;
     const promptTokens = this.promptTokens(prompt, resolved.special, tools?.enableThinking ?? true, tools?.tools);
-    const sequence = this.engine.createSequence(Math.min(this.config.contextLength, promptTokens.length + resolved.maxTokens));
+    const sequence = this.engine.createSequence(Math.min(this.contextLength, promptTokens.length + resolved.maxTokens));
     const stream = generateTokens({ model: this, promptTokens, sequence, cachedTokens: 0, options: withToolGrammar(resolved, tools), onFinish: () => sequence.release() });
     return { stream, tools };
   }
@@ -294,7 +303,7 @@ export class Model {
 
   private checkInputTokens(caller: string, tokens: readonly number[]): void {
     if (tokens.length === 0) throw new RangeError(`${caller}: the input has no tokens`);
-    if (tokens.length > this.config.contextLength) throw new RangeError(`${caller}: the input has ${tokens.length} tokens, the model's context holds ${this.config.contextLength}`);
+    if (tokens.length > this.contextLength) throw new RangeError(`${caller}: the input has ${tokens.length} tokens, the model's context holds ${this.contextLength}`);
     const vocabulary = this.vocabularySize;
     const bad = tokens.find((token) => !Number.isInteger(token) || token < 0 || token >= vocabulary);
     if (bad !== undefined) throw new RangeError(`${caller}: token ${bad} is outside the vocabulary (0..${vocabulary - 1})`);

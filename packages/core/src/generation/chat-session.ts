@@ -56,7 +56,7 @@ export class ChatSession {
     options: ChatSessionOptions = {},
   ) {
     if (options.system !== undefined) this.messages.push({ role: "system", content: options.system });
-    this.sequence = model.engine.createSequence(options.contextLength ?? Math.min(model.config.contextLength, 4096));
+    this.sequence = model.engine.createSequence(options.contextLength ?? Math.min(model.contextLength, 4096));
   }
 
   /** Sends a user message; streams the answer. The answer joins the history when the stream ends. */

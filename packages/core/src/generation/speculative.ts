@@ -82,7 +82,7 @@ class ModelDrafter implements Drafter {
     private readonly minProbability: number,
     private readonly prefillChunkTokens: number,
   ) {
-    this.sequence = model.engine.createSequence(Math.min(capacity, model.config.contextLength));
+    this.sequence = model.engine.createSequence(Math.min(capacity, model.contextLength));
   }
 
   async propose(history: readonly number[], most: number, signal?: AbortSignal): Promise<number[]> {

@@ -10,7 +10,7 @@ import { UnsupportedOpError } from "../errors";
 import { InvalidOptionError } from "../generation/generation-options";
 import { loadModel } from "../load-model";
 import { ReferenceBackend } from "../reference-backend";
-import { resolveRopeScaling } from "./rope-scaling";
+import { resolveRopeScaling, scaledContextLength } from "./rope-scaling";
 
 const qwen3 = { contextLength: 40960, ropeFreqBase: 1_000_000 };
 
@@ -31,6 +31,33 @@ describe("resolveRopeScaling", () => {
     expect(resolveRopeScaling(file, 128, { type: "yarn", factor: 2 })!.freqScale).toBe(0.5);
     expect(resolveRopeScaling(qwen3, 128, { type: "yarn", factor: 4, originalContextLength: 32768 })).toEqual(yarn);
     expect(resolveRopeScaling({ ...qwen3, ropeScalingType: "linear" }, 128)).toBeUndefined(); // factor 1
+  });
+
+  it("the context a scaled model holds: factor × the original context, never less than the file's", async () => {
+    const file = { ...qwen3, ropeScalingType: "yarn" as const, ropeScalingFactor: 4, ropeScalingOriginalContextLength: 32768 };
+    expect(scaledContextLength(qwen3, 128)).toBe(40960);
+    expect(scaledContextLength(file, 128)).toBe(131072);
+    expect(scaledContextLength(file, 128, { type: "none" })).toBe(40960);
+    expect(scaledContextLength(qwen3, 128, { type: "linear", factor: 2 })).toBe(81920); // the file's 40960 as the original
+    expect(scaledContextLength({ ...qwen3, contextLength: 262144 }, 128, { type: "yarn", factor: 2, originalContextLength: 32768 })).toBe(262144);
+
+    // A model's own sequences (generate, embed, caches) reach it: the tiny file holds 4096 tokens.
+    const path = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0", contextLength: 64 }));
+    const plain = loadModel(path, { kvCacheTokens: 256 });
+    const scaled = loadModel(path, { kvCacheTokens: 256, ropeScaling: { type: "yarn", factor: 4 } });
+    try {
+      expect(plain.contextLength).toBe(64);
+      expect(scaled.contextLength).toBe(256);
+      const prompt = Array.from({ length: 100 }, (_, i) => 1000 + i);
+      await expect(plain.complete(prompt, { maxTokens: 4 })).rejects.toThrow(/exceeds the context of 64 tokens/);
+      expect((await scaled.complete(prompt, { temperature: 0, maxTokens: 4 })).tokens).toHaveLength(4);
+      expect(() => plain.embed(prompt)).toThrow(/the model's context holds 64/);
+      expect(scaled.embed(prompt)).toHaveLength(64);
+      expect(scaled.createCache().capacity).toBe(256);
+    } finally {
+      plain.dispose();
+      scaled.dispose();
+    }
   });
 
   it("a model with scaling refuses a backend without ropeNeoxScaled, naming it; bad options are errors", async () => {

@@ -71,6 +71,15 @@ export function resolveRopeScaling(file: RopeScalingSource, headDim: number, opt
   return { freqScale, extFactor: 1, magnitude: f32(1 + f32(0.1 * f32(Math.log(f32(1 / freqScale))))), low, high };
 }
 
+/**
+ * The tokens a model's context may hold: with RoPE scaling, its factor times the context trained
+ * before scaling (llama.cpp lets --ctx-size go there), and never less than the file's context_length.
+ */
+export function scaledContextLength(file: RopeScalingSource, headDim: number, options?: RopeScalingOptions): number {
+  const scaling = resolveRopeScaling(file, headDim, options);
+  return scaling ? Math.max(file.contextLength, Math.round(originalContextLength(file, options) / scaling.freqScale)) : file.contextLength;
+}
+
 /** rope_yarn_ramp: 1 for pairs below `low`, 0 from `high` on, linear between (pair = i0 / 2). */
 function ramp(low: number, high: number, pair: number): number {
   const y = f32(f32(pair - low) / Math.max(0.001, f32(high - low)));
