@@ -262,8 +262,8 @@ export class Model {
    * (chunked prefill beside running generations, the prefix cache), so a server's embedding
    * requests do not stop its generations for their whole length, and several inputs awaited
    * together are evaluated together. The same vector as `embed` (within the backend's batching
-   * rounding). Mean pooling needs every row, which the engine does not return: it runs as `embed`.
-   * `signal` aborting first rejects with its reason.
+   * rounding). Mean pooling evaluates every row (none from the prefix cache). `signal` aborting
+   * first rejects with its reason.
    */
   async embedAsync(input: string | readonly number[], options: EmbedOptions & { readonly signal?: AbortSignal } = {}): Promise<Float32Array> {
     const { signal, ...rest } = options;
@@ -271,18 +271,17 @@ export class Model {
     const width = this.transformer.dimensions.embedding;
     checkDimensions(resolved.dimensions, width);
     const pooling = resolved.pooling ?? this.pooling;
-    if (pooling === "mean") return this.embed(input, rest);
     const tokens = typeof input === "string" ? this.tokenizer.encode(input, { special: resolved.special }) : [...input];
-    const hidden = await this.engineHidden("embed", tokens, signal);
-    return poolEmbedding(hidden, width, "last", resolved.normalize, resolved.dimensions);
+    const hidden = await this.engineHidden("embed", tokens, signal, pooling === "mean" ? tokens.length : 0);
+    return poolEmbedding(hidden, width, pooling, resolved.normalize, resolved.dimensions);
   }
 
-  /** The last token's hidden row after the final norm, evaluated as a sequence of the engine (a copy). */
-  private async engineHidden(caller: string, tokens: readonly number[], signal: AbortSignal | undefined): Promise<Float32Array> {
+  /** The last token's hidden row after the final norm (or the last `rows` rows), evaluated as a sequence of the engine (a copy). */
+  private async engineHidden(caller: string, tokens: readonly number[], signal: AbortSignal | undefined, rows = 0): Promise<Float32Array> {
     this.checkInputTokens(caller, tokens);
     const sequence = this.engine.createSequence(tokens.length);
     try {
-      const hidden = await sequence.evaluateHidden(tokens, signal);
+      const hidden = await sequence.evaluateHidden(tokens, signal, Number.POSITIVE_INFINITY, rows);
       if (hidden === undefined) throw signal?.reason ?? new Error(`${caller}: aborted`);
       return hidden.slice();
     } finally {

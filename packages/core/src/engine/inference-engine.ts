@@ -51,7 +51,8 @@ interface Work {
   readonly hidden: boolean;
   /**
    * 0: the last token's output alone (as above). More: the outputs of the last `rows` tokens given,
-   * into EngineSequence.rowLogits ([rows, vocabulary]), or with `top` into EngineSequence.rowTops.
+   * into EngineSequence.rowLogits ([rows, vocabulary]), with `top` into EngineSequence.rowTops, with
+   * `hidden` into EngineSequence.rowHidden ([rows, embedding]).
    */
   readonly rows: number;
   /** With the logits, or undefined (aborted, released); a greedy evaluation reads its token from EngineSequence.greedy. */
@@ -85,6 +86,8 @@ export class EngineSequence {
   rowLogits: Float32Array | undefined;
   /** Where evaluateRows with `top` writes its rows' best candidates (one per row). */
   rowTops: TopCandidates[] | undefined;
+  /** Where evaluateHidden of several rows writes them ([rows, embedding]; a view of a buffer grown to the most rows asked). */
+  rowHidden: Float32Array | undefined;
 
   constructor(
     private readonly engine: InferenceEngine,
@@ -140,11 +143,14 @@ export class EngineSequence {
   /**
    * evaluate, resolving with the hidden state of the last token after the final norm ([embedding])
    * instead of the logits: what llama.cpp pools into a last-token embedding or a reranker's score.
-   * The LM head does not run for it. The array is the sequence's own (the next evaluation
-   * overwrites it). Undefined when `signal` aborts first.
+   * The LM head does not run for it. `rows` > 0: the hidden states of the last `rows` tokens given
+   * instead ([rows, embedding]: what mean pooling averages; they are evaluated, not taken from the
+   * prefix cache). The array is the sequence's own (the next evaluation overwrites it). Undefined
+   * when `signal` aborts first.
    */
-  evaluateHidden(tokens: readonly number[], signal?: AbortSignal, chunkTokens = Number.POSITIVE_INFINITY): Promise<Float32Array | undefined> {
-    return this.engine.evaluate(this, tokens, signal, chunkTokens, false, 0, false, true);
+  evaluateHidden(tokens: readonly number[], signal?: AbortSignal, chunkTokens = Number.POSITIVE_INFINITY, rows = 0): Promise<Float32Array | undefined> {
+    if (!Number.isInteger(rows) || rows < 0 || rows > tokens.length) throw new RangeError(`rows must be an integer from 0 to the ${tokens.length} tokens given, got ${rows}`);
+    return this.engine.evaluate(this, tokens, signal, chunkTokens, false, 0, false, true, rows);
   }
 
   /**
@@ -251,7 +257,7 @@ export class InferenceEngine {
     const most = Math.min(this.transformer.dimensions.vocabulary, TOP_K_ROWS_MAX);
     if (!Number.isInteger(top) || top < 0 || top > most) throw new RangeError(`top candidates: k must be an integer from 1 to ${most}, got ${top}`);
     if (Number(greedy) + Number(top > 0) + Number(hidden) > 1) throw new Error("an evaluation is greedy, asks for top candidates or for the hidden state: one of them");
-    if (rows > 0 && (greedy || hidden)) throw new Error("an evaluation of several rows gives their logits or top candidates");
+    if (rows > 0 && greedy) throw new Error("an evaluation of several rows gives their logits, top candidates or hidden states");
     if (!Number.isInteger(rows) || rows < 0 || rows > Math.max(tokens.length, 1)) throw new RangeError(`rows must be an integer from 0 to the ${tokens.length} tokens given, got ${rows}`);
     if (sequence.released) throw new Error("the sequence was released");
     if (sequence.work) throw new Error("the sequence is already being evaluated");
@@ -267,7 +273,7 @@ export class InferenceEngine {
         sequence.top = { ids: new Int32Array(top), logits: new Float32Array(top), ...(logSumExp ? { logSumExp: new Float64Array(1) } : {}) };
       }
       if (hidden) sequence.hidden ??= new Float32Array(this.transformer.dimensions.embedding);
-      if (rows > 0) prepareRows(sequence, rows, top, logSumExp, this.transformer.dimensions.vocabulary);
+      if (rows > 0) prepareRows(sequence, rows, top, logSumExp, hidden ? this.transformer.dimensions.embedding : this.transformer.dimensions.vocabulary, hidden);
       sequence.work = { resolve, reject, signal, chunkTokens, greedy, top, logSumExp: top > 0 && logSumExp, hidden, rows };
       if (!sequence.cache && !this.waiting.includes(sequence)) this.waiting.push(sequence);
       this.scheduleStep();
@@ -337,7 +343,9 @@ export class InferenceEngine {
     while (this.waiting.length > 0 && this.running.length < this.maxSequences) {
       const sequence = this.waiting[0]!;
       const cache = this.pool.createSequence(sequence.capacity);
-      const reused = this.prefixCaching ? cache.reusePrefix(sequence.tokens) : 0;
+      // An evaluation of several rows needs each of them evaluated: the prefix cache may give the tokens before them.
+      const rows = sequence.work?.rows ?? 0;
+      const reused = this.prefixCaching ? cache.reusePrefix(rows > 1 ? sequence.tokens.slice(0, sequence.tokens.length - rows + 1) : sequence.tokens) : 0;
       // Blocks for the rest of the known tokens plus one token of decode.
       const needed = cache.blocksNeeded(sequence.tokens.length - reused + 1);
       if (needed > this.pool.freeBlocks && !this.preemptIdle(needed)) {
@@ -415,7 +423,7 @@ export class InferenceEngine {
     const entries: BatchEntry[] = batch.map(({ sequence, count }) => {
       const cache = sequence.cache!;
       const tokens = Int32Array.from(sequence.tokens.slice(cache.length, cache.length + count));
-      if (sequence.work!.rows > 0) return rowsEntry(sequence, tokens, this.transformer.dimensions.vocabulary);
+      if (sequence.work!.rows > 0) return rowsEntry(sequence, tokens, sequence.work!.hidden ? this.transformer.dimensions.embedding : this.transformer.dimensions.vocabulary);
       if (cache.length + count !== sequence.tokens.length) return { tokens, cache, logits: [] };
       if (sequence.work!.greedy) return { tokens, cache, greedy: sequence.greedy };
       if (sequence.work!.hidden) return { tokens, cache, logits: [count - 1], hidden: sequence.hidden! };
@@ -446,7 +454,7 @@ export class InferenceEngine {
         const work = sequence.work!;
         sequence.work = undefined;
         this.lastStep.add(sequence);
-        work.resolve(work.hidden ? sequence.hidden! : work.rows > 0 ? (work.top > 0 ? new Float32Array(0) : sequence.rowLogits!) : logits[i]!);
+        work.resolve(work.rows > 0 ? (work.hidden ? sequence.rowHidden! : work.top > 0 ? new Float32Array(0) : sequence.rowLogits!) : work.hidden ? sequence.hidden! : logits[i]!);
       }
     }
   }
@@ -466,8 +474,8 @@ export class InferenceEngine {
   }
 }
 
-/** Sizes the sequence's row outputs for an evaluation of `rows` rows (buffers grow, never shrink). */
-function prepareRows(sequence: EngineSequence, rows: number, top: number, logSumExp: boolean, vocabulary: number): void {
+/** Sizes the sequence's row outputs for an evaluation of `rows` rows of `width` values (buffers grow, never shrink). */
+function prepareRows(sequence: EngineSequence, rows: number, top: number, logSumExp: boolean, width: number, hidden: boolean): void {
   if (top > 0) {
     const tops = (sequence.rowTops ??= []);
     for (let i = 0; i < rows; i++) {
@@ -478,17 +486,18 @@ function prepareRows(sequence: EngineSequence, rows: number, top: number, logSum
     }
     return;
   }
-  const buffer = sequence.rowLogits?.buffer as ArrayBuffer | undefined;
-  const storage = buffer && buffer.byteLength >= rows * vocabulary * 4 ? buffer : new ArrayBuffer(rows * vocabulary * 4);
-  sequence.rowLogits = new Float32Array(storage, 0, rows * vocabulary);
+  const buffer = (hidden ? sequence.rowHidden : sequence.rowLogits)?.buffer as ArrayBuffer | undefined;
+  const storage = buffer && buffer.byteLength >= rows * width * 4 ? buffer : new ArrayBuffer(rows * width * 4);
+  if (hidden) sequence.rowHidden = new Float32Array(storage, 0, rows * width);
+  else sequence.rowLogits = new Float32Array(storage, 0, rows * width);
 }
 
 /**
- * The batch entry of an evaluateRows chunk: tokens [cache.length, cache.length + tokens.length)
+ * The batch entry of a chunk of an evaluation of several rows (evaluateRows, evaluateHidden): tokens [cache.length, cache.length + tokens.length)
  * of the sequence; those among its last `rows` tokens give their outputs, into the sequence's row
  * outputs at their place (a chunk before the last may hold some of them).
  */
-function rowsEntry(sequence: EngineSequence, tokens: Int32Array, vocabulary: number): BatchEntry {
+function rowsEntry(sequence: EngineSequence, tokens: Int32Array, width: number): BatchEntry {
   const cache = sequence.cache!;
   const work = sequence.work!;
   const first = sequence.tokens.length - work.rows; // position of the first wanted row
@@ -498,7 +507,8 @@ function rowsEntry(sequence: EngineSequence, tokens: Int32Array, vocabulary: num
   if (from >= end) return { tokens, cache, logits: [] };
   const indices = Array.from({ length: end - from }, (_, i) => from - start + i);
   if (work.top > 0) return { tokens, cache, logits: indices, tops: sequence.rowTops!.slice(from - first, end - first) };
-  return { tokens, cache, logits: indices, output: sequence.rowLogits!.subarray((from - first) * vocabulary, (end - first) * vocabulary) };
+  if (work.hidden) return { tokens, cache, logits: indices, hidden: sequence.rowHidden!.subarray((from - first) * width, (end - first) * width) };
+  return { tokens, cache, logits: indices, output: sequence.rowLogits!.subarray((from - first) * width, (end - first) * width) };
 }
 
 function remaining(sequence: EngineSequence): number {

@@ -73,8 +73,17 @@ describe("Model.embed against llama.cpp", () => {
     texts.forEach((text, i) => expect(maxDifference(got[i]!, model.embed(text, { dimensions: 32 })), text).toBeLessThan(1e-6));
     // The texts and the generation shared steps: fewer steps than one per text plus the generation's.
     expect(model.engine.statistics.steps - steps).toBeLessThan(texts.length + 8);
-    // Mean pooling runs as embed does.
-    expect(Array.from(await model.embedAsync(texts[0]!, { pooling: "mean" }))).toEqual(Array.from(model.embed(texts[0]!, { pooling: "mean" })));
+    // Mean pooling through the engine: every row evaluated, beside a generation, also where the
+    // text's blocks are in the prefix cache (a text of 3 blocks, embedded twice).
+    const long = texts.join(" ").repeat(3);
+    const meanSteps = model.engine.statistics.steps;
+    const again = model.generate("Once upon a time", { temperature: 0, maxTokens: 8 });
+    const means = await Promise.all([long, long, texts[0]!].map((text) => model.embedAsync(text, { pooling: "mean" })));
+    expect((await again.result).tokens).toEqual(alone.tokens);
+    expect(model.engine.statistics.steps).toBeGreaterThan(meanSteps);
+    expect(model.tokenizer.encode(long).length).toBeGreaterThan(48);
+    [long, long, texts[0]!].forEach((text, i) => expect(maxDifference(means[i]!, model.embed(text, { pooling: "mean" })), text).toBeLessThan(1e-6));
+    expect(maxDifference(await model.embedAsync(long, { pooling: "mean" }), means[0]!)).toBeLessThan(1e-6);
     await expect(model.embedAsync([])).rejects.toThrow(/no tokens/);
     expect(model.engine.pool.usedBlocks).toBe(0);
     model.dispose();

@@ -217,6 +217,31 @@ describe("EngineSequence.evaluateRows", () => {
         }
         sequence.release();
       }
+      // Tokens whose blocks are in the prefix cache: the rows asked for are evaluated all the same.
+      const long = Array.from({ length: 40 }, (_, i) => tokens[i % tokens.length]!);
+      const first = model.engine.createSequence(64);
+      await first.evaluate(long);
+      first.release();
+      const reference = model.engine.createSequence(64);
+      const want = new Float32Array(long.length * vocabulary);
+      for (let i = 0; i < long.length; i++) want.set((await reference.evaluate([long[i]!]))!, i * vocabulary);
+      reference.release();
+      const reusing = model.engine.createSequence(64);
+      const all = await reusing.evaluateRows(long, long.length);
+      if (!all || !("logits" in all)) throw new Error("no logits");
+      expect(reusing.reusedTokens).toBe(0);
+      let worst = 0;
+      for (let v = 0; v < want.length; v++) worst = Math.max(worst, Math.abs(all.logits[v]! - want[v]!));
+      expect(worst).toBeLessThan(1e-4);
+      reusing.release();
+      // The last 8 rows of them: the two blocks before them come from the prefix cache.
+      const tail = model.engine.createSequence(64);
+      const last = await tail.evaluateRows(long, 8);
+      if (!last || !("logits" in last)) throw new Error("no logits");
+      expect(tail.reusedTokens).toBe(32);
+      expect(maxOf(last.logits, want.subarray((long.length - 8) * vocabulary))).toBeLessThan(1e-4);
+      tail.release();
+
       const sequence = model.engine.createSequence(32);
       await expect(sequence.evaluateRows(tokens, 0)).rejects.toThrow(RangeError);
       await expect(sequence.evaluateRows([1, 2], 3)).rejects.toThrow(/rows must be an integer from 1 to the 2 tokens given/);
@@ -226,3 +251,9 @@ describe("EngineSequence.evaluateRows", () => {
     }
   });
 });
+
+function maxOf(a: Float32Array, b: Float32Array): number {
+  let worst = 0;
+  for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
+  return worst;
+}
