@@ -80,6 +80,9 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
   const draftTokens = options.speculative?.tokens ?? DEFAULT_PREDICTION_DRAFT;
   let drafted = 0;
   let accepted = 0;
+  // Draft tokens per step, adapted to how many the model keeps (HF transformers' heuristic for
+  // assisted generation): 2 more after a step that kept all, 1 fewer after one that did not.
+  let draftBudget = draftTokens;
 
   // Prompt tokens the engine found in its prefix cache (a recompute after preemption may find more).
   const reused = () => Math.min(sequence.reusedTokens, promptTokens.length - 1 - request.cachedTokens);
@@ -157,7 +160,7 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
      * the pick needs them). Whether the signal aborted.
      */
     const evaluateNext = async (token: number): Promise<boolean> => {
-      const most = Math.min(draftTokens, options.maxTokens - generated.length - 1, sequence.capacity - history.length);
+      const most = Math.min(draftBudget, options.maxTokens - generated.length - 1, sequence.capacity - history.length);
       const guess = drafter && most > 0 ? await drafter.propose(history, most, options.signal) : [];
       if (aborted()) return true;
       if (guess.length === 0) return evaluate([token]);
@@ -224,7 +227,10 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
         continue;
       }
       // The cache holds the drafts after the last accepted one: forget them (this token is fed next).
-      if (drafts.length > 0) sequence.rewind(history.length - 1);
+      if (drafts.length > 0) {
+        draftBudget = row === drafts.length ? Math.min(draftTokens, draftBudget + 2) : Math.max(1, draftBudget - 1);
+        sequence.rewind(history.length - 1);
+      }
       if (await evaluateNext(token)) {
         finishReason = "abort";
         break;
