@@ -113,6 +113,28 @@ export const completionRequestSchema = z.object({
 });
 
 /**
+ * POST /completion: llama.cpp server's own completion endpoint (its field names and defaults: what
+ * a request leaves out keeps the sampler's defaults, llama.cpp's). Fields it has that memra does
+ * not need are accepted and ignored (cache_prompt: prefix caching is always on; id_slot, n_keep).
+ */
+export const nativeCompletionRequestSchema = z.object({
+  ...sampling,
+  temperature: z.number().min(0).nullish(),
+  prompt: z.union([z.string(), z.array(z.number().int().nonnegative()).min(1)]),
+  /** Most tokens to generate; -1 (default): until the context is full. */
+  n_predict: z.number().int().min(-1).nullish(),
+  /** The most probable tokens with their log-probabilities at each step (completion_probabilities). */
+  n_probs: z.number().int().min(0).max(20).nullish(),
+  grammar: z.string().min(1).nullish(),
+  json_schema: z.record(z.string(), z.unknown()).nullish(),
+  /** Also the generated token ids (tokens). */
+  return_tokens: z.boolean().nullish(),
+  cache_prompt: z.boolean().nullish(),
+  id_slot: z.number().int().nullish(),
+  n_keep: z.number().int().nullish(),
+});
+
+/**
  * POST /tokenize, in llama.cpp server's form (`content`, `add_special`, `parse_special`,
  * `with_pieces`) and vLLM's (`prompt` and `add_special_tokens`, or chat `messages` with
  * `add_generation_prompt`, `return_token_strs`).
@@ -177,6 +199,7 @@ export type RerankRequest = z.infer<typeof rerankRequestSchema>;
 export type EmbeddingRequest = z.infer<typeof embeddingRequestSchema>;
 export type TokenizeRequest = z.infer<typeof tokenizeRequestSchema>;
 export type CompletionRequest = z.infer<typeof completionRequestSchema>;
+export type NativeCompletionRequest = z.infer<typeof nativeCompletionRequestSchema>;
 export type ChatMessageInput = z.infer<typeof chatMessageSchema>;
 
 /** The first zod issue as an OpenAI-style message and the parameter it names. */

@@ -416,6 +416,86 @@ describe("memra serve with the openai client", () => {
   });
 });
 
+describe("memra serve: llama.cpp server's own /completion and /props", () => {
+  const prompt = "The quick brown fox";
+  const post = async (body: object) => fetch(`${server.url}/completion`, { method: "POST", body: JSON.stringify(body) });
+
+  it("/completion answers with model.complete's text, llama.cpp's fields, probabilities and timings", async () => {
+    const expected = await model.complete(prompt, { temperature: 0, maxTokens: 12, logprobs: true, topLogprobs: 3 });
+    const response = await post({ prompt, n_predict: 12, temperature: 0, n_probs: 3, return_tokens: true, cache_prompt: true });
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as Record<string, unknown> & { timings: Record<string, number>; completion_probabilities: { id: number; token: string; logprob: number; top_logprobs: { id: number; logprob: number }[] }[] };
+    expect(body.content).toBe(expected.text);
+    expect(body.tokens).toEqual(expected.tokens);
+    expect(body).toMatchObject({ stop: true, stop_type: "limit", stopping_word: "", tokens_predicted: 12, tokens_evaluated: expected.usage.promptTokens, model: "tiny-q8_0.gguf" });
+    expect(body.timings.predicted_n).toBe(12);
+    expect(body.timings.prompt_n).toBeGreaterThan(0);
+    expect(body.timings.predicted_per_second).toBeGreaterThan(0);
+    expect(body.timings.draft_n).toBeUndefined();
+    expect(body.completion_probabilities).toHaveLength(12);
+    const chunks: { token?: number; logprob?: number; topLogprobs?: readonly { id: number; logprob: number }[] }[] = [];
+    for await (const chunk of model.generate(prompt, { temperature: 0, maxTokens: 12, logprobs: true, topLogprobs: 3 })) if (chunk.token !== undefined) chunks.push(chunk);
+    body.completion_probabilities.forEach((step, i) => {
+      expect(step.id).toBe(chunks[i]!.token);
+      expect(step.logprob).toBeCloseTo(chunks[i]!.logprob!, 6);
+      expect(step.top_logprobs.map((top) => top.id)).toEqual(chunks[i]!.topLogprobs!.map((top) => top.id));
+      expect(step.token).toBe(model.tokenizer.decode([step.id]));
+    });
+    // A stop word, a seeded sample (seed -1: random), token prompts.
+    const cut = expected.text.slice(4, 7);
+    const stopped = (await (await post({ prompt, n_predict: 12, temperature: 0, stop: [cut] })).json()) as Record<string, unknown>;
+    expect(stopped).toMatchObject({ stop_type: "word", stopping_word: cut, content: expected.text.slice(0, expected.text.indexOf(cut)) });
+    const tokens = model.tokenizer.encode(prompt, { special: true });
+    const sampled = await model.complete(tokens, { temperature: 0.9, seed: 5, maxTokens: 10 });
+    const viaTokens = (await (await post({ prompt: tokens, n_predict: 10, temperature: 0.9, seed: 5 })).json()) as Record<string, unknown>;
+    expect(viaTokens.content).toBe(sampled.text);
+    expect(((await (await post({ prompt, n_predict: 4, seed: -1 })).json()) as { tokens_predicted: number }).tokens_predicted).toBe(4);
+  });
+
+  it("/completion streams llama.cpp's events: content pieces, then stop with the rest", async () => {
+    const expected = await model.complete(prompt, { temperature: 0, maxTokens: 10 });
+    const response = await post({ prompt, n_predict: 10, temperature: 0, stream: true });
+    expect(response.headers.get("content-type")).toBe("text/event-stream");
+    const events = (await response.text())
+      .split("\n\n")
+      .filter((line) => line.startsWith("data: "))
+      .map((line) => JSON.parse(line.slice(6)) as { content: string; stop: boolean; stop_type?: string; tokens_predicted?: number });
+    expect(events.at(-1)).toMatchObject({ stop: true, stop_type: "limit", tokens_predicted: 10, content: "" });
+    expect(events.slice(0, -1).every((event) => event.stop === false)).toBe(true);
+    expect(events.map((event) => event.content).join("")).toBe(expected.text);
+  });
+
+  it("/completion with json_schema or grammar constrains the content; bad requests are 400s naming the field", async () => {
+    const schema = { type: "object", properties: { ok: { type: "boolean" } }, required: ["ok"] };
+    const shaped = (await (await post({ prompt, n_predict: 40, temperature: 0.8, seed: 2, json_schema: schema })).json()) as { content: string; stop_type: string };
+    expect(JSON.parse(shaped.content)).toHaveProperty("ok");
+    const yes = (await (await post({ prompt, n_predict: 8, grammar: 'root ::= "yes" | "no"' })).json()) as { content: string };
+    expect(["yes", "no"]).toContain(yes.content);
+    const refusals: [object, string | null][] = [
+      [{ prompt, grammar: 'root ::= "unterminated', n_predict: 2 }, "grammar"],
+      [{ prompt, grammar: 'root ::= "a"', json_schema: schema }, "grammar"],
+      [{ prompt: [1, 999999] }, "prompt"],
+      [{ prompt, n_predict: -2 }, "n_predict"],
+      [{ prompt, n_probs: 21 }, "n_probs"],
+      [{ n_predict: 2 }, "prompt"],
+    ];
+    for (const [body, param] of refusals) {
+      const response = await post(body);
+      expect(response.status, JSON.stringify(body)).toBe(400);
+      expect(((await response.json()) as { error: { param: string | null } }).error.param).toBe(param);
+    }
+    expect((await fetch(`${server.url}/completion`)).status).toBe(405);
+  });
+
+  it("/props describes the server as llama.cpp's does", async () => {
+    const props = (await (await fetch(`${server.url}/props`)).json()) as { default_generation_settings: { n_ctx: number }; total_slots: number; model_path: string; chat_template: string };
+    expect(props.default_generation_settings.n_ctx).toBe(512);
+    expect(props.total_slots).toBe(4);
+    expect(props.model_path).toBe("tiny-q8_0.gguf");
+    expect(props.chat_template).toContain("im_start");
+  });
+});
+
 describe("memra serve: speculative decoding", () => {
   const prompt = "The quick brown fox jumps over the lazy dog. The quick brown fox";
 
@@ -463,6 +543,13 @@ describe("memra serve: speculative decoding", () => {
       expect(fast.choices.map((choice) => choice.text)).toEqual(plain.choices.map((choice) => choice.text));
       const details = fast.usage!.completion_tokens_details!;
       expect(details.accepted_prediction_tokens).toBeGreaterThan(10);
+      const native = (await (await fetch(`${speculative.url}/completion`, { method: "POST", body: JSON.stringify({ prompt, temperature: 0.7, seed: 4, n_predict: 40 }) })).json()) as {
+        content: string;
+        timings: { draft_n: number; draft_n_accepted: number };
+      };
+      expect(native.content).toBe(plain.choices[0]!.text);
+      expect(native.timings.draft_n_accepted).toBeGreaterThan(10);
+      expect(native.timings.draft_n).toBeGreaterThanOrEqual(native.timings.draft_n_accepted);
       const off = await ask(speculative.url, { "speculative.n_max": 0 });
       expect(off.choices.map((choice) => choice.text)).toEqual(plain.choices.map((choice) => choice.text));
       expect(off.usage!.completion_tokens_details).toBeUndefined();

@@ -13,7 +13,10 @@ import {
   type GenerationChunk,
   type GenerationResult,
   type GenerationStream,
+  GrammarError,
+  GrammarSyntaxError,
   InvalidOptionError,
+  JsonSchemaError,
   type Model,
   StructuredOutputError,
   type ToolTurn,
@@ -39,6 +42,8 @@ import {
   describeIssue,
   detokenizeRequestSchema,
   embeddingRequestSchema,
+  type NativeCompletionRequest,
+  nativeCompletionRequestSchema,
   rerankRequestSchema,
   tokenizeRequestSchema,
 } from "./openai-schemas";
@@ -510,6 +515,176 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     }
   };
 
+  /**
+   * POST /completion, llama.cpp server's own endpoint: `content`, `stop`, `stop_type`,
+   * `stopping_word`, `tokens_predicted`, `tokens_evaluated`, `timings` (with `draft_n` and
+   * `draft_n_accepted` under speculative decoding), `completion_probabilities` with `n_probs`;
+   * streamed as events of `{ content, stop: false }` and a last one with `stop: true` and the rest.
+   */
+  const nativeCompletion = async (body: NativeCompletionRequest, request: Request): Promise<Response> => {
+    let promptTokens: number[];
+    if (typeof body.prompt === "string") promptTokens = model.tokenizer.encode(body.prompt, { special: true });
+    else promptTokens = body.prompt;
+    if (promptTokens.length === 0) throw new RequestError(400, "the prompt is empty", "prompt");
+    const vocabulary = model.vocabularySize;
+    const bad = promptTokens.find((token) => token >= vocabulary);
+    if (bad !== undefined) throw new RequestError(400, `token id ${bad} is outside the vocabulary (0..${vocabulary - 1})`, "prompt");
+    if (promptTokens.length >= contextLength) throw new RequestError(400, `the prompt has ${promptTokens.length} tokens, the context holds ${contextLength}`, "prompt");
+    if (body.grammar && body.json_schema) throw new RequestError(400, "give grammar or json_schema, not both", "grammar");
+    const room = contextLength - promptTokens.length;
+    const asked = body.n_predict ?? -1;
+    const probabilities = body.n_probs ?? 0;
+    const given = <T>(value: T | null | undefined): value is T => value !== undefined && value !== null;
+    const options: GenerateOptions = {
+      maxTokens: asked < 0 ? room : Math.min(Math.max(asked, 1), room),
+      ...samplingOptionsOf(body, vocabulary),
+      ...(given(body.temperature) ? { temperature: body.temperature } : {}),
+      ...(given(body.top_p) ? { topP: body.top_p } : {}),
+      ...(given(body.seed) && body.seed !== -1 ? { seed: body.seed >>> 0 } : {}),
+      ...(body.stop ? { stop: body.stop } : {}),
+      ...(body.grammar ? { grammar: body.grammar } : {}),
+      ...(body.json_schema ? { schema: body.json_schema } : {}),
+      logprobs: probabilities > 0,
+      topLogprobs: probabilities,
+      ...speculativeOf(body as unknown as CompletionRequest),
+    };
+    if (asked === 0) throw new RequestError(400, "n_predict 0 asks for no tokens (memra serve does not evaluate a prompt alone)", "n_predict");
+    const controller = new AbortController();
+    running.add(controller);
+    const onDisconnect = () => controller.abort();
+    request.signal.addEventListener("abort", onDisconnect);
+    let stream: GenerationStream;
+    try {
+      stream = model.generate(promptTokens, { ...options, signal: controller.signal });
+    } catch (error) {
+      running.delete(controller);
+      request.signal.removeEventListener("abort", onDisconnect);
+      if (error instanceof InvalidOptionError || error instanceof JsonSchemaError || error instanceof GrammarError || error instanceof GrammarSyntaxError) {
+        throw new RequestError(400, (error as Error).message, body.json_schema ? "json_schema" : body.grammar ? "grammar" : null);
+      }
+      throw error;
+    }
+    metrics.requestStarted(promptTokens.length);
+    let finished = false;
+    const done = (result: GenerationResult | undefined, status: string) => {
+      if (finished) return;
+      finished = true;
+      running.delete(controller);
+      request.signal.removeEventListener("abort", onDisconnect);
+      metrics.requestFinished("completion", status, result?.usage.completionTokens ?? 0);
+    };
+    const probabilitiesOf = (chunk: GenerationChunk) => ({
+      id: chunk.token!,
+      token: tokenText(chunk.token!),
+      logprob: chunk.logprob!,
+      bytes: bytesOf(tokenText(chunk.token!)),
+      top_logprobs: (chunk.topLogprobs ?? []).map((top) => ({ id: top.id, token: tokenText(top.id), logprob: top.logprob, bytes: bytesOf(tokenText(top.id)) })),
+    });
+    const final = (result: GenerationResult, chunks: readonly GenerationChunk[] | undefined) => {
+      const evaluated = result.usage.promptTokens - result.usage.cachedPromptTokens;
+      const t = result.timings;
+      const eog = result.finishReason === "stop" && result.stop === undefined;
+      return {
+        content: chunks ? result.text : "",
+        tokens: body.return_tokens ? [...result.tokens] : [],
+        id_slot: 0,
+        stop: true,
+        model: modelId,
+        tokens_predicted: result.usage.completionTokens,
+        tokens_evaluated: result.usage.promptTokens,
+        tokens_cached: result.usage.promptTokens + result.usage.completionTokens - 1,
+        truncated: false,
+        has_new_line: result.text.includes("\n"),
+        stop_type: result.finishReason === "length" ? "limit" : result.finishReason === "abort" ? "none" : eog ? "eos" : "word",
+        stopping_word: result.stop ?? "",
+        generation_settings: { n_predict: asked, seed: result.seed, temperature: options.temperature ?? 0.8, n_probs: probabilities, stream: body.stream ?? false },
+        timings: {
+          prompt_n: evaluated,
+          prompt_ms: t.prefillMs,
+          prompt_per_token_ms: evaluated > 0 ? t.prefillMs / evaluated : 0,
+          prompt_per_second: t.prefillTokensPerSecond,
+          predicted_n: result.usage.completionTokens,
+          predicted_ms: t.decodeMs,
+          predicted_per_token_ms: result.usage.completionTokens > 1 ? t.decodeMs / (result.usage.completionTokens - 1) : 0,
+          predicted_per_second: t.decodeTokensPerSecond,
+          ...(result.speculative ? { draft_n: result.speculative.drafted, draft_n_accepted: result.speculative.accepted } : {}),
+        },
+        ...(probabilities > 0 && chunks ? { completion_probabilities: chunks.filter((chunk) => chunk.token !== undefined && chunk.logprob !== undefined).map(probabilitiesOf) } : {}),
+      };
+    };
+    if (!body.stream) {
+      try {
+        const chunks: GenerationChunk[] = [];
+        try {
+          for await (const chunk of stream) chunks.push(chunk);
+        } catch (error) {
+          if (!(error instanceof StructuredOutputError && error.result)) throw error;
+        }
+        const result = await resultOf(stream);
+        done(result, result.finishReason === "abort" ? "aborted" : "ok");
+        if (result.finishReason === "abort" && request.signal.aborted) return new Response(null, { status: 499 });
+        return json(final(result, chunks));
+      } catch (error) {
+        done(undefined, "error");
+        throw error;
+      }
+    }
+    const encoder = new TextEncoder();
+    const event = (data: unknown) => encoder.encode(`data: ${JSON.stringify(data)}\n\n`);
+    const events = new ReadableStream<Uint8Array>({
+      async start(sink) {
+        try {
+          try {
+            for await (const chunk of stream) {
+              if (controller.signal.aborted) break;
+              if (chunk.text === "" && chunk.token === undefined) continue;
+              sink.enqueue(
+                event({
+                  content: chunk.text,
+                  tokens: body.return_tokens && chunk.token !== undefined ? [chunk.token] : [],
+                  stop: false,
+                  id_slot: 0,
+                  ...(probabilities > 0 && chunk.token !== undefined && chunk.logprob !== undefined ? { completion_probabilities: [probabilitiesOf(chunk)] } : {}),
+                }),
+              );
+            }
+          } catch (error) {
+            if (!(error instanceof StructuredOutputError && error.result)) throw error;
+          }
+          const result = await resultOf(stream);
+          done(result, result.finishReason === "abort" ? "aborted" : "ok");
+          if (!controller.signal.aborted) sink.enqueue(event(final(result, undefined)));
+          sink.close();
+        } catch (error) {
+          done(undefined, controller.signal.aborted ? "aborted" : "error");
+          if (controller.signal.aborted) return;
+          try {
+            sink.enqueue(event({ error: { message: error instanceof Error ? error.message : String(error), type: "server_error" } }));
+            sink.close();
+          } catch {
+            // the client is gone
+          }
+        }
+      },
+      cancel() {
+        controller.abort();
+      },
+    });
+    return new Response(events, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive", "access-control-allow-origin": "*" } });
+  };
+
+  /** GET /props: llama.cpp server's description of itself, as its web UI and clients read it. */
+  const props = (): Response =>
+    json({
+      default_generation_settings: { n_ctx: contextLength, params: { temperature: 0.8, top_k: 40, top_p: 0.95, min_p: 0.05, n_predict: -1 } },
+      total_slots: model.engine.maxSequences,
+      model_path: modelId,
+      chat_template: model.tokenizer.vocabulary.chatTemplate ?? "",
+      modalities: { vision: false, audio: false },
+      build_info: "memra",
+      ...(options.speculative ? { speculative: options.speculative.method } : {}),
+    });
+
   /** Runs one request's choices (batched together), whole or streamed, aborting them when the client goes away. */
   const run = async (kind: "chat" | "completion", prepared: PreparedRequest, request: Request): Promise<Response> => {
     const id = `${kind === "chat" ? "chatcmpl" : "cmpl"}-${Date.now().toString(36)}${(nextId++).toString(36)}`;
@@ -704,7 +879,12 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
           case "POST /v1/chat/completions":
             return await run("chat", chatRequest(await readBody(request, chatCompletionRequestSchema)), request);
           case "POST /v1/completions":
+          case "POST /completions":
             return await run("completion", completionRequest(await readBody(request, completionRequestSchema)), request);
+          case "POST /completion":
+            return await nativeCompletion(await readBody(request, nativeCompletionRequestSchema), request);
+          case "GET /props":
+            return props();
           case "POST /v1/embeddings":
           case "POST /embeddings":
             return await embeddings(await readBody(request, embeddingRequestSchema), request.signal);
@@ -718,7 +898,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
           case "POST /detokenize":
             return detokenize(await readBody(request, detokenizeRequestSchema));
           default:
-            if (["/health", "/metrics", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/embeddings", "/v1/rerank", "/rerank", "/v1/reranking", "/reranking", "/tokenize", "/detokenize"].includes(url.pathname)) {
+            if (["/health", "/metrics", "/props", "/completion", "/completions", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/embeddings", "/v1/rerank", "/rerank", "/v1/reranking", "/reranking", "/tokenize", "/detokenize"].includes(url.pathname)) {
               throw new RequestError(405, `${request.method} is not allowed on ${url.pathname}`);
             }
             throw new RequestError(404, `no route ${request.method} ${url.pathname}`, null, "not_found_error");
