@@ -77,7 +77,7 @@ if (values.file !== undefined || values.id !== undefined) {
   if (wanted && entries.length !== wanted.length) {
     fail(`unknown model id(s): ${wanted.filter((w) => !suite.models.some((m) => m.id === w)).join(", ")}`);
   }
-  jobs = entries.map((m) => ({ id: m.id, preset: m.preset, options: m.options, path: null }));
+  jobs = entries.map((m) => ({ id: m.id, preset: m.preset, options: m.options, lora: m.lora ?? null, path: null }));
 }
 
 // llama.cpp's log goes to a buffer: we read the KV cache types, flash attention, batch and CPU backend
@@ -117,6 +117,8 @@ process.exit(summary.some((s) => s.exceptions > 0) ? 2 : 0);
 async function recordModel(job) {
   const started = performance.now();
   const path = job.path ?? generateModel(job.preset, job.options);
+  // A LoRA adapter (golden-suite.json's lora): written by @memra/synthetic beside the model, loaded with the context.
+  const loraPath = job.lora ? generateModel(job.preset, job.options, job.lora.options) : null;
   const model = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
   // ggml picks the CPU backend variant (haswell, zen4, ...) at load; the log line arrives asynchronously.
   const cpuBackend = logs.map((l) => /libggml-cpu-([\w-]+)\.so/.exec(l)?.[1]).find(Boolean) ?? null;
@@ -137,6 +139,7 @@ async function recordModel(job) {
 
     const logStart = logs.length;
     const context = await model.createContext({
+      ...(loraPath ? { lora: { adapters: [{ filePath: loraPath, scale: job.lora.scale }] } } : {}),
       contextSize: CONTEXT_SIZE,
       batchSize: BATCH_SIZE,
       sequences: 1,
@@ -202,6 +205,7 @@ async function recordModel(job) {
       id: job.id,
       preset: job.preset,
       options: job.options,
+      ...(job.lora ? { lora: { ...job.lora, file: basename(loraPath) } } : {}),
       file: basename(path),
       ...(job.dequantizedTwinOf ? { dequantizedTwinOf: job.dequantizedTwinOf } : {}),
     },
@@ -262,8 +266,8 @@ function checkContextLog(lines, where) {
   if (!batch || Number(batch[1]) < BATCH_SIZE || !ubatch || Number(ubatch[1]) < BATCH_SIZE) fail(`${where}: n_batch/n_ubatch below ${BATCH_SIZE}`);
 }
 
-function generateModel(preset, options) {
-  const args = ["packages/synthetic/src/cli.ts", "--preset", preset, "--options", JSON.stringify(options)];
+function generateModel(preset, options, lora) {
+  const args = ["packages/synthetic/src/cli.ts", "--preset", preset, "--options", JSON.stringify(options), ...(lora ? ["--lora", JSON.stringify(lora)] : [])];
   return execFileSync("bun", args, { cwd: root, encoding: "utf8" }).trim().split("\n").pop();
 }
 

@@ -19,6 +19,7 @@ export { type RopeScaling, type RopeScalingOptions, originalContextLength, resol
 export { KVBlocksExhaustedError, type KVCache, KVCacheFullError, type KVPoolStorage } from "./kv-cache";
 export { DEFAULT_BLOCK_TOKENS, KVBlockPool, type KVBlockPoolOptions, PagedKVCache } from "./paged-kv-cache";
 export { type LoadModelOptions, Model, type ModelMemory, loadModel } from "./load-model";
+export { type LoraAdapterOptions, LoraAdapterError } from "./models/lora";
 export { type BatchEntry, type ForwardOptions, type ModelDimensions, type TopCandidates, Transformer } from "./models/qwen3";
 export { ReferenceBackend, routeTopK } from "./reference-backend";
 export { type LogprobsResult, type PerplexityResult, type TokenLogprob, computeLogprobs, computePerplexity, logSumExp, topLogprobs } from "./evaluation";

@@ -7,6 +7,7 @@ import type { KVCache } from "./kv-cache";
 import { DEFAULT_BLOCK_TOKENS, KVBlockPool, PagedKVCache } from "./paged-kv-cache";
 import { InferenceEngine } from "./engine/inference-engine";
 import { type FeedForwardFactory, type ForwardOptions, Transformer, denseFeedForward, modelDimensions } from "./models/qwen3";
+import type { LoraAdapterOptions } from "./models/lora";
 import { type RopeScalingOptions, ropeScalingOptionsSchema, scaledContextLength } from "./models/rope-scaling";
 import { moeFeedForward } from "./models/qwen3-moe";
 import { ReferenceBackend } from "./reference-backend";
@@ -42,6 +43,13 @@ export interface LoadModelOptions {
    * originalContextLength: 32768 }` for Qwen3 at 128K tokens.
    */
   readonly ropeScaling?: RopeScalingOptions;
+  /**
+   * LoRA adapters in llama.cpp's GGUF form, applied at run time as llama.cpp applies them
+   * (`--lora FILE`, `--lora-scaled FILE SCALE`): W x + scale · alpha / rank · B (A x) for each
+   * adapted projection. A wrong adapter (another architecture or shape, an unsupported tensor) is a
+   * LoraAdapterError naming the file and the tensor.
+   */
+  readonly lora?: readonly LoraAdapterOptions[];
   /** Tokens the shared KV pool of concurrent generation holds, all sequences together. Default: the context length, at most 8192. */
   readonly kvCacheTokens?: number;
   /** Most sequences one batched step runs. Default 16. */
@@ -99,6 +107,7 @@ export class Model {
       maxBatchTokens: options.maxBatchTokens ?? 512,
       ...(options.onProgress ? { onProgress: options.onProgress } : {}),
       ...(options.decodeGraphs !== undefined ? { decodeGraphs: options.decodeGraphs } : {}),
+      ...(options.lora ? { lora: options.lora } : {}),
     });
     return new Model(file, config, transformer, options);
   }

@@ -3,12 +3,14 @@
  * memra-synthetic: writes a deterministic synthetic Qwen3 / Qwen3-MoE GGUF.
  *   bun packages/synthetic/src/cli.ts --preset tiny --type q8_0 [--seed 1] [--untied] [--out FILE]
  *   bun packages/synthetic/src/cli.ts --preset small --options '{"heads":4,"kvHeads":1,"headDim":128}'
- * --options takes a JSON object of SyntheticModelOptions overriding the preset (and the flags).
+ * --options takes a JSON object of SyntheticModelOptions overriding the preset (and the flags);
+ * --lora a JSON object of SyntheticLoraOptions: an adapter for the model is written too, its path printed last.
  * Without --out the file goes to the cache and its path is printed.
  */
 import { parseArgs } from "node:util";
 import { writeGGUFFile } from "@memra/gguf";
 import { syntheticModelFile } from "./model-cache";
+import { type SyntheticLoraOptions, syntheticLoraFile } from "./synthetic-lora";
 import {
   PRESETS,
   type PresetName,
@@ -27,6 +29,7 @@ const { values } = parseArgs({
     layers: { type: "string" },
     untied: { type: "boolean", default: false },
     options: { type: "string" },
+    lora: { type: "string" },
     out: { type: "string" },
     help: { type: "boolean", short: "h", default: false },
   },
@@ -70,6 +73,8 @@ try {
   } else {
     console.log(await syntheticModelFile(options));
   }
+  // --lora JSON (SyntheticLoraOptions): also an adapter for the model, its path on the last line.
+  if (values.lora) console.log(await syntheticLoraFile(options, JSON.parse(values.lora) as SyntheticLoraOptions));
 } catch (error) {
   console.error(`memra-synthetic: ${error instanceof Error ? error.message : String(error)}`);
   process.exit(1);

@@ -12,3 +12,4 @@ export {
   validateOptions,
 } from "./synthetic-model";
 export { syntheticCacheDirectory, syntheticModelFile, syntheticModelKey } from "./model-cache";
+export { LORA_TARGETS, type LoraTarget, type SyntheticLoraOptions, buildSyntheticLora, syntheticLoraFile } from "./synthetic-lora";

@@ -9,7 +9,7 @@
  */
 import { readFileSync } from "node:fs";
 import { basename } from "node:path";
-import { type PresetName, type SyntheticModelOptions, resolveOptions, syntheticModelFile } from "@memra/synthetic";
+import { type PresetName, type SyntheticLoraOptions, type SyntheticModelOptions, resolveOptions, syntheticLoraFile, syntheticModelFile } from "@memra/synthetic";
 import { describe, expect, it } from "vitest";
 import type { Backend } from "../backend";
 import { loadModel } from "../load-model";
@@ -59,7 +59,13 @@ export const PROBABILITY_BOUNDS: Record<string, ProbabilityBound> = {
 
 interface SuiteDefinition {
   readonly version: number;
-  readonly models: ReadonlyArray<{ readonly id: string; readonly preset: string; readonly options: Partial<SyntheticModelOptions> }>;
+  readonly models: ReadonlyArray<{
+    readonly id: string;
+    readonly preset: string;
+    readonly options: Partial<SyntheticModelOptions>;
+    /** A synthetic LoRA adapter applied to the model (llama.cpp's --lora-scaled), when given. */
+    readonly lora?: { readonly options: SyntheticLoraOptions; readonly scale: number };
+  }>;
 }
 
 const SUITE_FILE = new URL("./golden-suite.json", import.meta.url);
@@ -106,7 +112,8 @@ export function defineGoldenSuite(backend: GoldenSuiteBackend): void {
       const bound = bounds[weightType];
       if (!bound) throw new Error(`no probability bound for weight type ${weightType}`);
 
-      const model = loadModel(path, { backend: backend.create() });
+      const lora = entry.lora ? [{ path: await syntheticLoraFile(options, entry.lora.options), scale: entry.lora.scale }] : undefined;
+      const model = loadModel(path, { backend: backend.create(), ...(lora ? { lora } : {}) });
       try {
         const result = compareWithGolden(model, golden, MARGIN_BOUND);
         expect(result.steps).toBe(golden.prompts.reduce((n, p) => n + p.steps.length, 0));

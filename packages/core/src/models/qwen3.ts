@@ -76,6 +76,7 @@ export interface TopCandidates {
    */
   readonly logSumExp?: Float64Array;
 }
+import { type LoraAdapterOptions, type LoraWeights, loadLoraAdapters } from "./lora";
 import { ModelWeights } from "./model-weights";
 
 export type TransformerConfig = Qwen3Config | Qwen3MoeConfig;
@@ -253,8 +254,16 @@ function attentionBlock(
   layer: number,
   pending: boolean,
   residual: ResidualNorm | undefined,
+  lora?: LoraApply,
 ): boolean {
   normAndMatmuls(backend, d, s, pending, w.attn_norm, [s.query, s.key, s.value], [w.attn_q, w.attn_k, w.attn_v], rows);
+  if (lora) {
+    // A layer with adapted projections: each product gets its adapters' terms, and no op hides the
+    // attention's output from the output projection's (nor adds the residual before them).
+    lora(`blk.${layer}.attn_q.weight`, s.query, s.normed, rows);
+    lora(`blk.${layer}.attn_k.weight`, s.key, s.normed, rows);
+    lora(`blk.${layer}.attn_v.weight`, s.value, s.normed, rows);
+  }
   const storage = layout.cache.storage;
   const [keys, values] = [storage.keys[layer]!, storage.values[layer]!];
   const kv = { keys, values, blockTokens: storage.blockTokens, blockTables: layout.blockTables, sequences: layout.sequences };
@@ -266,10 +275,10 @@ function attentionBlock(
     backend.ropeNeoxScaled!(s.query, positions, d.heads, d.headDim, d.ropeFreqBase, d.ropeScaling);
     backend.ropeNeoxScaled!(s.key, positions, d.kvHeads, d.headDim, d.ropeFreqBase, d.ropeScaling);
     writeKeysAndValues(backend, keys, values, layout.slots, s.key, s.value);
-    return attendAndProject(backend, s, w, kv, shape, rows, residual);
+    return attendAndProject(backend, s, w, kv, shape, rows, residual, lora, layer);
   }
   // The whole block in one op where the backend takes it (CUDA: a decode step, in the attention kernel).
-  const together = backend.qkNormRopeAttentionMatmul?.(
+  const together = lora ? undefined : backend.qkNormRopeAttentionMatmul?.(
     s.projected,
     s.attention,
     s.query,
@@ -299,16 +308,30 @@ function attentionBlock(
     }
     writeKeysAndValues(backend, keys, values, layout.slots, s.key, s.value);
   }
-  return attendAndProject(backend, s, w, kv, shape, rows, residual);
+  return attendAndProject(backend, s, w, kv, shape, rows, residual, lora, layer);
 }
 
 /** attention into s.attention, then projected = attention · attn_output (with the residual and next norm where the backend takes them). */
-function attendAndProject(backend: Backend, s: Scratch, w: AttentionWeights, kv: KVLayerView, shape: AttentionShape, rows: number, residual: ResidualNorm | undefined): boolean {
-  if (backend.attentionMatmul) return backend.attentionMatmul(s.projected, s.attention, s.query, kv, shape, w.attn_output, residual) === "normed";
+function attendAndProject(
+  backend: Backend,
+  s: Scratch,
+  w: AttentionWeights,
+  kv: KVLayerView,
+  shape: AttentionShape,
+  rows: number,
+  residual: ResidualNorm | undefined,
+  lora?: LoraApply,
+  layer = 0,
+): boolean {
+  if (backend.attentionMatmul && !lora) return backend.attentionMatmul(s.projected, s.attention, s.query, kv, shape, w.attn_output, residual) === "normed";
   backend.attention(s.attention, s.query, kv, shape);
   backend.matmul(s.projected, s.attention, w.attn_output, rows);
+  lora?.(`blk.${layer}.attn_output.weight`, s.projected, s.attention, rows);
   return false;
 }
+
+/** Adds the LoRA adapters' terms of the weight named `weight` to out = W x (rows rows); nothing when it has none. */
+type LoraApply = (weight: string, out: DeviceBuffer, x: DeviceBuffer, rows: number) => void;
 
 function writeKeysAndValues(backend: Backend, keys: KVStorage, values: KVStorage, slots: Int32Array, key: DeviceBuffer, value: DeviceBuffer): void {
   if (backend.writeKVPair) backend.writeKVPair(keys, values, slots, key, value);
@@ -348,6 +371,8 @@ export interface FeedForward {
     readonly gateWeight: WeightHandle;
     readonly upWeight: WeightHandle;
     readonly downWeight: WeightHandle;
+    /** The FFN's width (gate and up hold rows × width values). */
+    readonly width: number;
   };
   forward(backend: Backend, s: Scratch, rows: number): void;
 }
@@ -381,7 +406,7 @@ export function denseFeedForward(d: ModelDimensions, feedForwardLength: number):
         ffn_norm,
         recordableRows: Number.POSITIVE_INFINITY,
         projections: { outs: [gate, up], weights: [ffn_gate, ffn_up] },
-        swiglu: { gate, up, gateWeight: ffn_gate, upWeight: ffn_up, downWeight: ffn_down },
+        swiglu: { gate, up, gateWeight: ffn_gate, upWeight: ffn_up, downWeight: ffn_down, width: feedForwardLength },
         forward(b, s, rows) {
           // gate and up hold the projections (run with the norm)
           if (b.swigluMatmul) b.swigluMatmul(s.projected, gate, up, ffn_down, rows);
@@ -419,6 +444,8 @@ export interface TransformerOptions {
    * sequences).
    */
   readonly decodeGraphs?: boolean;
+  /** LoRA adapters applied at run time (llama.cpp's --lora / --lora-scaled); decode steps then run op by op. */
+  readonly lora?: readonly LoraAdapterOptions[];
 }
 
 /** The result of a greedy batch entry (its token is in BatchEntry.greedy). */
@@ -490,6 +517,16 @@ export class Transformer {
   private decodeSteps: Map<string, DecodeStep> | undefined;
   /** Most sequences a recorded decode step may hold (the FFNs' recordableRows). */
   private readonly recordableRows: number;
+  /** The LoRA adapters' terms, when the model has adapters. */
+  readonly lora: LoraWeights | undefined;
+  /** Per layer: whether its attention / FFN projections are adapted (undefined: neither). */
+  private readonly loraLayers: ({ readonly attention: boolean; readonly feedForward: boolean } | undefined)[] = [];
+  /** Per backend: the LoRA terms' intermediate products (A x, then B (A x)). */
+  private readonly loraScratch = new Map<Backend, { inner: DeviceBuffer; outer: DeviceBuffer }>();
+  /** Row indices 0, 1, ... and each scale repeated, for scatterAddRows (out += scale · B (A x)). */
+  private loraRows = new Int32Array(0);
+  private readonly loraScales = new Map<number, Float32Array>();
+  private loraOuterWidth = 0;
 
   /**
    * `placement`: one backend for everything, or a backend per layer (and per layer's experts, and
@@ -556,8 +593,47 @@ export class Transformer {
     this.weightBytes = weights.loadedBytes;
     this.weightBytesByBackend = weights.loadedBytesByBackend;
     this.recordableRows = Math.min(...this.layers.map((layer) => layer.feedForward.recordableRows ?? 0));
-    const recordable = this.backends.length === 1 && typeof this.backend.captureGraph === "function" && this.recordableRows > 0;
+    this.lora = options.lora && options.lora.length > 0
+      ? loadLoraAdapters(options.lora, file, String(file.get("general.architecture")), (weight) => {
+          const layer = /^blk\.(\d+)\./.exec(weight);
+          return layer ? this.layerBackends[Number(layer[1])]! : this.outputBackend;
+        })
+      : undefined;
+    if (this.lora) {
+      for (const [weight, terms] of this.lora.terms) {
+        const layer = /^blk\.(\d+)\.(attn|ffn)_/.exec(weight);
+        if (layer) {
+          const index = Number(layer[1]);
+          const current = this.loraLayers[index] ?? { attention: false, feedForward: false };
+          this.loraLayers[index] = layer[2] === "attn" ? { ...current, attention: true } : { ...current, feedForward: true };
+        }
+        for (const term of terms) this.loraOuterWidth = Math.max(this.loraOuterWidth, term.outputs * (weight === "output.weight" ? Math.min(LOGIT_ROWS, maxRows) : maxRows));
+      }
+    }
+    const recordable = !this.lora && this.backends.length === 1 && typeof this.backend.captureGraph === "function" && this.recordableRows > 0;
     this.decodeSteps = options.decodeGraphs !== false && recordable ? new Map() : undefined;
+  }
+
+  /** Adds the LoRA terms of a weight (run on `backend`) to its product: out += B' (A x) for each adapter. */
+  private loraApply(backend: Backend): LoraApply {
+    return (weight, out, x, rows) => {
+      const terms = this.lora?.terms.get(weight);
+      if (!terms) return;
+      let scratch = this.loraScratch.get(backend);
+      if (!scratch) {
+        scratch = { inner: backend.allocate(this.maxRows * this.lora!.maxRank), outer: backend.allocate(this.loraOuterWidth) };
+        this.loraScratch.set(backend, scratch);
+      }
+      if (this.loraRows.length < rows) this.loraRows = Int32Array.from({ length: this.maxRows }, (_, i) => i);
+      for (const term of terms) {
+        let scales = this.loraScales.get(term.scale);
+        if (!scales) this.loraScales.set(term.scale, (scales = new Float32Array(this.maxRows).fill(term.scale)));
+        backend.matmul(scratch.inner, x, term.a, rows);
+        backend.matmul(scratch.outer, scratch.inner, term.b, rows);
+        // as llama.cpp's graph: the term scaled, then added
+        backend.scatterAddRows(out, scratch.outer, this.loraRows.subarray(0, rows), scales.subarray(0, rows), term.outputs);
+      }
+    };
   }
 
   /** One row's logits, for a greedy or top-candidates pick on the host (a backend without argmaxRows or topKRows). */
@@ -837,6 +913,7 @@ export class Transformer {
         }
       }
       if (!(headInGraph && inPlace && count === rows)) backend.matmul(this.logits, source, this.output, count);
+      if (this.lora) this.loraApply(backend)("output.weight", this.logits, source, count);
       let greedyRows = 0;
       let topK = 0; // the largest k of the chunk's top-candidates rows
       for (let k = 0; k < count; k++) {
@@ -939,11 +1016,24 @@ export class Transformer {
       const layerBackend = this.layerBackends[layer]!;
       if (layerBackend !== backend) moveTo(layerBackend, this.layerScratch[layer]!);
       const { attention, feedForward } = this.layers[layer]!;
-      const normed = attentionBlock(backend, d, attention, s, rows, positions, layout, layer, pending, residualNorm(feedForward.ffn_norm));
+      const adapted = this.loraLayers[layer];
+      const lora = adapted ? this.loraApply(backend) : undefined;
+      const normed = attentionBlock(backend, d, attention, s, rows, positions, layout, layer, pending, adapted?.attention ? undefined : residualNorm(feedForward.ffn_norm), adapted?.attention ? lora : undefined);
       const projections = feedForward.projections;
       const swiglu = feedForward.swiglu;
       const next = layer + 1 < this.layers.length ? this.layerBackends[layer + 1] : this.outputBackend;
       const nextNorm = next === backend ? residualNorm(layer + 1 < this.layers.length ? this.layers[layer + 1]!.attention.attn_norm : this.outputNorm) : undefined;
+      if (adapted?.feedForward && projections && swiglu) {
+        // Adapted FFN projections, op by op, each product with its adapters' terms.
+        normAndMatmuls(backend, d, s, !normed, feedForward.ffn_norm, projections.outs, projections.weights, rows);
+        lora!(`blk.${layer}.ffn_gate.weight`, swiglu.gate, s.normed, rows);
+        lora!(`blk.${layer}.ffn_up.weight`, swiglu.up, s.normed, rows);
+        backend.swiglu(swiglu.gate, swiglu.gate, swiglu.up, rows * swiglu.width);
+        backend.matmul(s.projected, swiglu.gate, swiglu.downWeight, rows);
+        lora!(`blk.${layer}.ffn_down.weight`, s.projected, swiglu.gate, rows);
+        pending = true;
+        continue;
+      }
       // The norm and the whole dense FFN in one op where the backend takes it (CUDA: a decode step).
       const together =
         swiglu === undefined

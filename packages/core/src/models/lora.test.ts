@@ -1,0 +1,102 @@
+/**
+ * LoRA adapters: that they are applied as llama.cpp applies them is the golden suite's
+ * dense-lora-f32 and dense-lora-q8_0 (recorded with llama.cpp loading the same adapters). Here:
+ * scales, several adapters, MoE attention, and the refusals.
+ */
+import { writeGGUFFile } from "@memra/gguf";
+import { buildSyntheticLora, buildSyntheticModel, resolveOptions, syntheticLoraFile, syntheticModelFile } from "@memra/synthetic";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { loadModel } from "../load-model";
+import { LoraAdapterError } from "./lora";
+
+const directory = mkdtempSync(join(tmpdir(), "memra-lora-"));
+afterAll(() => rmSync(directory, { recursive: true, force: true }));
+
+const prompt = [785, 3974, 13876, 38835, 34208, 916, 279, 15678, 5562];
+
+function logitsOf(model: ReturnType<typeof loadModel>): Float32Array {
+  const cache = model.createCache(32);
+  try {
+    return model.forward(prompt, cache, { logits: "all" });
+  } finally {
+    cache.dispose();
+  }
+}
+
+function maxDifference(a: Float32Array, b: Float32Array): number {
+  let worst = 0;
+  for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
+  return worst;
+}
+
+describe("LoRA adapters", () => {
+  it("scale 0 is the base model bit for bit; two adapters add their terms; scales are linear in the delta", async () => {
+    const options = resolveOptions("tiny", { weightType: "f32", tiedEmbeddings: false });
+    const path = await syntheticModelFile(options);
+    const first = await syntheticLoraFile(options, { rank: 4, alpha: 8, seed: 1, strength: 0.3 });
+    const second = await syntheticLoraFile(options, { rank: 2, alpha: 0, seed: 2, strength: 0.3, targets: ["attn_v", "ffn_down"] });
+    const base = logitsOf(loadModel(path));
+    expect(Array.from(logitsOf(loadModel(path, { lora: [{ path: first, scale: 0 }] })))).toEqual(Array.from(base));
+    const one = logitsOf(loadModel(path, { lora: [{ path: first }] }));
+    expect(maxDifference(one, base)).toBeGreaterThan(0.1);
+    const both = logitsOf(loadModel(path, { lora: [{ path: first }, { path: second, scale: 0.5 }] }));
+    expect(maxDifference(both, one)).toBeGreaterThan(1e-3);
+    // Only the output projection's term of a small scale: the logits move about linearly with it.
+    const head = await syntheticLoraFile(options, { rank: 3, alpha: 3, seed: 4, targets: ["output"] });
+    const small = logitsOf(loadModel(path, { lora: [{ path: head, scale: 0.001 }] }));
+    const double = logitsOf(loadModel(path, { lora: [{ path: head, scale: 0.002 }] }));
+    for (const i of [0, 1000, 151935]) expect(double[i]! - base[i]!).toBeCloseTo(2 * (small[i]! - base[i]!), 5);
+  });
+
+  it("adapts an MoE model's attention; generation and decode run with the adapter", async () => {
+    const options = resolveOptions("tiny-moe", { weightType: "q8_0" });
+    const path = await syntheticModelFile(options);
+    const lora = await syntheticLoraFile(options, { rank: 4, alpha: 4, seed: 7, strength: 0.5 });
+    const plain = await loadModel(path).complete(prompt, { temperature: 0, maxTokens: 8 });
+    const adapted = loadModel(path, { lora: [{ path: lora }] });
+    const result = await adapted.complete(prompt, { temperature: 0, maxTokens: 8 });
+    expect(result.tokens).not.toEqual(plain.tokens);
+    // Decoding token by token gives the tokens of the batched prompt's logits.
+    const cache = adapted.createCache(32);
+    const logits = adapted.forward([...prompt, ...result.tokens.slice(0, 4)], cache, { logits: "all" });
+    const vocabulary = adapted.vocabularySize;
+    for (let step = 0; step < 4; step++) {
+      const row = logits.subarray((prompt.length - 1 + step) * vocabulary, (prompt.length + step) * vocabulary);
+      expect(row.indexOf(Math.max(...row))).toBe(result.tokens[step]);
+    }
+  });
+
+  it("refuses an adapter for another model, another architecture or shape, or a file that is no adapter, naming it", async () => {
+    const tiny = resolveOptions("tiny", { weightType: "f32" });
+    const path = await syntheticModelFile(tiny);
+    const write = async (name: string, file: Parameters<typeof writeGGUFFile>[1]) => {
+      const out = join(directory, name);
+      await writeGGUFFile(out, file);
+      return out;
+    };
+    const refusals: [string, RegExp][] = [
+      [path, /general\.type is missing, expected "adapter"/],
+      [join(directory, "absent.gguf"), /absent\.gguf/],
+      [await write("moe.gguf", buildSyntheticLora(resolveOptions("tiny-moe", { weightType: "f32" }), { rank: 2, alpha: 2, seed: 1, targets: ["attn_q"] })), /made for architecture "qwen3moe", the model is "qwen3"/],
+      [await write("small.gguf", buildSyntheticLora(resolveOptions("small", { weightType: "f32" }), { rank: 2, alpha: 2, seed: 1, targets: ["attn_q"] })), /"blk\.0\.attn_q\.weight" is \[64, 64\]; lora_a \[256, 2\] and lora_b \[2, 256\]/],
+      [await write("head.gguf", buildSyntheticLora({ ...tiny, tiedEmbeddings: false }, { rank: 2, alpha: 2, seed: 1, targets: ["output"] })), /"output\.weight" is not a tensor of the model/],
+    ];
+    for (const [adapter, message] of refusals) {
+      expect(() => loadModel(path, { lora: [{ path: adapter }] }), adapter).toThrow(LoraAdapterError);
+      expect(() => loadModel(path, { lora: [{ path: adapter }] }), adapter).toThrow(message);
+    }
+    // A lone half, an unexpected tensor, a token embedding's adapter.
+    const model = buildSyntheticModel(tiny);
+    const lora = buildSyntheticLora(tiny, { rank: 2, alpha: 2, seed: 1, targets: ["attn_q"], layers: [0] });
+    const lone = await write("lone.gguf", { ...lora, tensors: lora.tensors!.filter((t) => !t.name.endsWith("lora_b")) });
+    expect(() => loadModel(path, { lora: [{ path: lone }] })).toThrow(/"blk\.0\.attn_q\.weight" has a lora_a and no lora_b/);
+    const odd = await write("odd.gguf", { ...lora, tensors: [...lora.tensors!, { ...model.tensors!.find((t) => t.name === "output_norm.weight")!, name: "blk.0.extra" }] });
+    expect(() => loadModel(path, { lora: [{ path: odd }] })).toThrow(/tensor "blk\.0\.extra" is neither a \.lora_a nor a \.lora_b/);
+    const embedding = await write("embd.gguf", { ...lora, tensors: lora.tensors!.map((t) => ({ ...t, name: t.name.replace("blk.0.attn_q.weight", "token_embd.weight") })) });
+    expect(() => loadModel(path, { lora: [{ path: embedding }] })).toThrow(/"token_embd\.weight" is \[|adapting "token_embd\.weight" is not supported/);
+    expect(() => loadModel(path, { lora: [{ path: lone, scale: Number.NaN }] })).toThrow(/scale must be a finite number/);
+  });
+});

@@ -1,0 +1,131 @@
+/**
+ * LoRA adapters in llama.cpp's GGUF form (convert_lora_to_gguf.py): general.type "adapter",
+ * adapter.type "lora", adapter.lora.alpha, and per adapted weight W ([in, out], ggml order) the
+ * pair `W.lora_a` [in, rank] and `W.lora_b` [rank, out]. As llama.cpp's graph applies them at run
+ * time (llm_build_lora_mm): W x + s · B (A x), s = scale · alpha / rank (scale alone when alpha is 0),
+ * each adapter's term added in turn.
+ */
+import { type GGUFFile, type GGUFTensorInfo, GGMLType, ggmlTypeName, openGGUF } from "@memra/gguf";
+import type { Backend, WeightHandle } from "../backend";
+
+export interface LoraAdapterOptions {
+  /** The adapter's GGUF file. */
+  readonly path: string;
+  /** Its strength (llama.cpp's --lora-scaled; default 1). */
+  readonly scale?: number;
+}
+
+/** An adapter that cannot be applied to the model: names the file and what is wrong. */
+export class LoraAdapterError extends Error {
+  override readonly name = "LoraAdapterError";
+  constructor(
+    readonly path: string,
+    message: string,
+  ) {
+    super(`LoRA adapter "${path}": ${message}`);
+  }
+}
+
+/** One adapter's term for one weight: out += scale · B (A x). */
+export interface LoraTerm {
+  readonly a: WeightHandle;
+  readonly b: WeightHandle;
+  /** The adapter's scale times alpha / rank (the scale alone when alpha is 0). */
+  readonly scale: number;
+  readonly rank: number;
+  /** The adapted weight's outputs (B's rows). */
+  readonly outputs: number;
+}
+
+/** The adapters' terms by the adapted weight's tensor name, and the largest rank. */
+export interface LoraWeights {
+  readonly terms: ReadonlyMap<string, readonly LoraTerm[]>;
+  readonly maxRank: number;
+}
+
+/** The weights an adapter may adapt: a dense layer's projections and the LM head. */
+const ADAPTABLE = /^(blk\.\d+\.(attn_q|attn_k|attn_v|attn_output|ffn_gate|ffn_up|ffn_down)\.weight|output\.weight)$/;
+
+function stringKey(file: GGUFFile, key: string): string | undefined {
+  const value = file.get(key);
+  return typeof value === "string" ? value : undefined;
+}
+
+/**
+ * Reads and checks the adapters against the model's file, and uploads their tensors to the backend
+ * of the weight each adapts (`backendOf`). Everything is checked before anything is uploaded.
+ */
+export function loadLoraAdapters(adapters: readonly LoraAdapterOptions[], model: GGUFFile, architecture: string, backendOf: (weight: string) => Backend): LoraWeights {
+  const plans: { path: string; file: GGUFFile; pairs: { weight: string; a: GGUFTensorInfo; b: GGUFTensorInfo }[]; factor: number }[] = [];
+  for (const adapter of adapters) {
+    const { path } = adapter;
+    const scale = adapter.scale ?? 1;
+    if (!Number.isFinite(scale)) throw new LoraAdapterError(path, `scale must be a finite number, got ${scale}`);
+    let file: GGUFFile;
+    try {
+      file = openGGUF(path);
+    } catch (error) {
+      throw new LoraAdapterError(path, error instanceof Error ? error.message : String(error));
+    }
+    const type = stringKey(file, "general.type");
+    if (type !== "adapter") throw new LoraAdapterError(path, `general.type is ${type === undefined ? "missing" : `"${type}"`}, expected "adapter"`);
+    const arch = stringKey(file, "general.architecture");
+    if (arch !== architecture) throw new LoraAdapterError(path, `made for architecture "${arch}", the model is "${architecture}"`);
+    const adapterType = stringKey(file, "adapter.type");
+    if (adapterType !== "lora") throw new LoraAdapterError(path, `adapter.type is ${adapterType === undefined ? "missing" : `"${adapterType}"`}, expected "lora"`);
+    const alphaValue = file.get("adapter.lora.alpha");
+    const alpha = typeof alphaValue === "number" ? alphaValue : 0;
+    const halves = new Map<string, { a?: GGUFTensorInfo; b?: GGUFTensorInfo }>();
+    for (const info of file.tensors) {
+      const match = /^(.*)\.lora_([ab])$/.exec(info.name);
+      if (!match) {
+        if (info.name.endsWith("_norm.weight")) continue; // llama.cpp skips these too
+        throw new LoraAdapterError(path, `tensor "${info.name}" is neither a .lora_a nor a .lora_b`);
+      }
+      const pair = halves.get(match[1]!) ?? {};
+      pair[match[2] as "a" | "b"] = info;
+      halves.set(match[1]!, pair);
+    }
+    const pairs: { weight: string; a: GGUFTensorInfo; b: GGUFTensorInfo }[] = [];
+    let rank = 0;
+    for (const [weight, { a, b }] of halves) {
+      if (!a || !b) throw new LoraAdapterError(path, `"${weight}" has a lora_${a ? "a" : "b"} and no lora_${a ? "b" : "a"}`);
+      const target = model.tensor(weight);
+      if (!target) throw new LoraAdapterError(path, `"${weight}" is not a tensor of the model (an adapter for another model?)`);
+      if (!ADAPTABLE.test(weight)) throw new LoraAdapterError(path, `adapting "${weight}" is not supported (attention and dense FFN projections and output.weight are)`);
+      for (const half of [a, b]) {
+        if (half.shape.length !== 2) throw new LoraAdapterError(path, `"${half.name}" has ${half.shape.length} dimensions, expected 2`);
+        if (half.type !== GGMLType.F32 && half.type !== GGMLType.F16 && half.type !== GGMLType.BF16) {
+          throw new LoraAdapterError(path, `"${half.name}" is ${ggmlTypeName(half.type)}; f32, f16 or bf16 expected`);
+        }
+      }
+      const [inputs, outputs] = target.shape as [number, number];
+      if (a.shape[0] !== inputs || b.shape[1] !== outputs || a.shape[1] !== b.shape[0]) {
+        throw new LoraAdapterError(path, `"${weight}" is [${inputs}, ${outputs}]; lora_a [${a.shape.join(", ")}] and lora_b [${b.shape.join(", ")}] do not make [${inputs}, rank] and [rank, ${outputs}]`);
+      }
+      const backend = backendOf(weight);
+      for (const half of [a, b]) {
+        if (!backend.supportsOp("matmul", half.type)) throw new LoraAdapterError(path, `the ${backend.name} backend has no matmul of ${ggmlTypeName(half.type)} weights ("${half.name}")`);
+      }
+      rank = a.shape[1]!;
+      pairs.push({ weight, a, b });
+    }
+    if (pairs.length === 0) throw new LoraAdapterError(path, "has no lora_a / lora_b pairs");
+    plans.push({ path, file, pairs, factor: alpha !== 0 ? (scale * alpha) / rank : scale });
+  }
+
+  const terms = new Map<string, LoraTerm[]>();
+  let maxRank = 0;
+  for (const { file, pairs, factor } of plans) {
+    for (const { weight, a, b } of pairs) {
+      const backend = backendOf(weight);
+      const rank = a.shape[1]!;
+      const term = { a: backend.uploadWeight(a, file.tensorData(a)), b: backend.uploadWeight(b, file.tensorData(b)), scale: Math.fround(factor), rank, outputs: b.shape[1]! };
+      maxRank = Math.max(maxRank, rank);
+      const list = terms.get(weight) ?? [];
+      list.push(term);
+      terms.set(weight, list);
+    }
+  }
+  return { terms, maxRank };
+}
