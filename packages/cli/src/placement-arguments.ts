@@ -18,6 +18,7 @@ import {
   hostAvailableBytes,
   modelFootprint,
   planPlacement,
+  type LoraAdapterOptions,
   type RopeScalingOptions,
   scaledContextLength,
 } from "@memra/core";
@@ -40,6 +41,15 @@ export const ropeScalingParseOptions = {
   "rope-scale": { type: "string" },
   "yarn-orig-ctx": { type: "string" },
 } as const;
+
+/** parseArgs option specs of llama.cpp's LoRA options (the commands that load a model for generation). */
+export const loraParseOptions = {
+  lora: { type: "string", multiple: true },
+  "lora-scaled": { type: "string", multiple: true },
+} as const;
+
+export const loraOptionHelp = `  --lora FILE              apply a LoRA adapter (llama.cpp's GGUF form); repeat for several
+  --lora-scaled FILE:S     a LoRA adapter at scale S`;
 
 export const ropeScalingOptionHelp = `  --rope-scaling TYPE      none, linear or yarn instead of the GGUF's RoPE scaling (llama.cpp's flag)
   --rope-scale N           the context's stretch factor (Qwen3 at 128K tokens: yarn with 4)
@@ -280,6 +290,20 @@ export interface PlacementValues {
   readonly "rope-scaling"?: string | undefined;
   readonly "rope-scale"?: string | undefined;
   readonly "yarn-orig-ctx"?: string | undefined;
+  readonly lora?: readonly string[] | undefined;
+  readonly "lora-scaled"?: readonly string[] | undefined;
+}
+
+/** --lora and --lora-scaled as loadModel's lora option (undefined when neither is given). */
+export function parseLoraArguments(values: PlacementValues): LoraAdapterOptions[] | undefined {
+  const adapters: LoraAdapterOptions[] = (values.lora ?? []).map((path) => ({ path }));
+  for (const item of values["lora-scaled"] ?? []) {
+    const colon = item.lastIndexOf(":");
+    const scale = colon < 0 ? Number.NaN : Number(item.slice(colon + 1));
+    if (colon <= 0 || item.slice(colon + 1).trim() === "" || !Number.isFinite(scale)) throw new CliError(`--lora-scaled takes FILE:SCALE, got "${item}"`);
+    adapters.push({ path: item.slice(0, colon), scale });
+  }
+  return adapters.length > 0 ? adapters : undefined;
 }
 
 /** --rope-scaling, --rope-scale and --yarn-orig-ctx as loadModel's ropeScaling, or undefined when none is given (the GGUF's then). */
@@ -316,5 +340,6 @@ export async function placeModel(
   const contextTokens = Math.min(parsePositiveInteger(values.ctx, "--ctx", Math.min(modelContext, request.defaultContext ?? 8192)), modelContext);
   const chosen = await choosePlacement(path, choice, threads, placement, { ...request, contextTokens }, notice);
   if ("placement" in chosen.load) notice(`memra: ${describePlan(chosen.plan)}`);
-  return { ...chosen, load: { ...chosen.load, ...(ropeScaling ? { ropeScaling } : {}) }, contextTokens };
+  const lora = parseLoraArguments(values);
+  return { ...chosen, load: { ...chosen.load, ...(ropeScaling ? { ropeScaling } : {}), ...(lora ? { lora } : {}) }, contextTokens };
 }

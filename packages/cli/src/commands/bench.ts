@@ -4,7 +4,7 @@ import { backendOptionHelp, describeBackend } from "../backend-choice";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
-import { placeModel, placementOptionHelp, placementParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
+import { placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
 import { parsePositiveInteger } from "./model-arguments";
 
 export const benchUsage = `usage: memra bench [-m MODEL] [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json]
@@ -25,6 +25,7 @@ ${backendOptionHelp}
   --ctx N              tokens of KV cache the plan reserves (default: what the tests need)
 ${placementOptionHelp}
 ${ropeScalingOptionHelp}
+${loraOptionHelp}
   --json               one JSON object: {"pp": {"tokens", "tps", ...}, "tg": {...}, "ttft_ms", "peak_rss_bytes", ...}
 
 examples:
@@ -83,6 +84,7 @@ export async function benchCommand(args: string[], io: CliIO): Promise<void> {
       ctx: { type: "string" },
       ...placementParseOptions,
       ...ropeScalingParseOptions,
+      ...loraParseOptions,
       json: { type: "boolean", default: false },
       quiet: { type: "boolean", short: "q", default: false },
       help: { type: "boolean", short: "h", default: false },

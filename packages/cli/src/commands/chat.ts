@@ -6,7 +6,7 @@ import { backendOptionHelp, parsePlacementDeviceChoice } from "../backend-choice
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
-import { placeModel, placementOptionHelp, placementParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
+import { placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
 import { loadSpeculative, speculativeOptionHelp, speculativeParseOptions } from "../speculative-arguments";
 import { parsePositiveInteger } from "./model-arguments";
@@ -30,6 +30,7 @@ ${backendOptionHelp}
   --ctx N              tokens of KV cache (default: the model's context length, at most 8192)
 ${placementOptionHelp}
 ${ropeScalingOptionHelp}
+${loraOptionHelp}
 ${speculativeOptionHelp}
   --quiet              no progress bar, no reasoning, no notices
 
@@ -53,6 +54,7 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
       ctx: { type: "string" },
       ...placementParseOptions,
       ...ropeScalingParseOptions,
+      ...loraParseOptions,
       ...speculativeParseOptions,
       quiet: { type: "boolean", short: "q", default: false },
       help: { type: "boolean", short: "h", default: false },

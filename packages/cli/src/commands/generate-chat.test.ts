@@ -1,5 +1,5 @@
 import { loadModel } from "@memra/core";
-import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
+import { resolveOptions, syntheticLoraFile, syntheticModelFile } from "@memra/synthetic";
 import { beforeAll, describe, expect, it } from "vitest";
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
@@ -75,6 +75,24 @@ describe("memra generate", () => {
       expect(refused.code, extra.join(" ")).toBe(1);
       expect(refused.stderr).toMatch(message);
     }
+  });
+
+  it("--lora and --lora-scaled apply LoRA adapters; a wrong one is named", async () => {
+    const options = resolveOptions("tiny", { weightType: "q8_0" });
+    const lora = await syntheticLoraFile(options, { rank: 4, alpha: 4, seed: 9, strength: 0.5 });
+    const args = ["generate", "-m", model, "-p", "The quick brown fox", "-n", "8", "--temp", "0", "--json"];
+    const plain = JSON.parse(run(args).stdout);
+    const expected = await loadModel(model, { lora: [{ path: lora }] }).complete("The quick brown fox", { temperature: 0, maxTokens: 8 });
+    const adapted = JSON.parse(run([...args, "--lora", lora]).stdout);
+    expect(adapted.tokens).toEqual(expected.tokens);
+    expect(adapted.tokens).not.toEqual(plain.tokens);
+    expect(JSON.parse(run([...args, "--lora-scaled", `${lora}:0`]).stdout).tokens).toEqual(plain.tokens);
+    const bad = run([...args, "--lora-scaled", lora]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/--lora-scaled takes FILE:SCALE/);
+    const notAdapter = run([...args, "--lora", model]);
+    expect(notAdapter.code).toBe(1);
+    expect(notAdapter.stderr).toMatch(/LoRA adapter ".*": general\.type is missing, expected "adapter"/);
   });
 
   it("works without -m, saying on stderr which model it uses", () => {

@@ -5,7 +5,7 @@ import { backendOptionHelp, parsePlacementDeviceChoice } from "../backend-choice
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
-import { placeModel, placementOptionHelp, placementParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
+import { placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
 import { loadSpeculative, speculativeOptionHelp, speculativeParseOptions } from "../speculative-arguments";
 import { parsePositiveInteger } from "./model-arguments";
@@ -34,6 +34,7 @@ ${backendOptionHelp}
   --ctx N                 tokens of KV cache (default: the model's context length, at most 8192)
 ${placementOptionHelp}
 ${ropeScalingOptionHelp}
+${loraOptionHelp}
 ${speculativeOptionHelp}
   --no-special            treat special-token text in the prompt as plain text
   --json                  print one JSON object at the end instead of streaming
@@ -71,6 +72,7 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
       ctx: { type: "string" },
       ...placementParseOptions,
       ...ropeScalingParseOptions,
+      ...loraParseOptions,
       ...speculativeParseOptions,
       "no-special": { type: "boolean", default: false },
       json: { type: "boolean", default: false },

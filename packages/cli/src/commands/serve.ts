@@ -5,7 +5,7 @@ import { backendOptionHelp, describeBackend, parsePlacementDeviceChoice } from "
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
-import { placeModel, placementOptionHelp, placementParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
+import { placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
 import { loadSpeculative, speculativeOptionHelp, speculativeParseOptions } from "../speculative-arguments";
 import { startOpenAIServer } from "../server/openai-server";
@@ -29,6 +29,7 @@ options:
 ${backendOptionHelp}
 ${placementOptionHelp}
 ${ropeScalingOptionHelp}
+${loraOptionHelp}
 ${speculativeOptionHelp}
   --quiet               no progress bar, no notices
 
@@ -55,6 +56,7 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
       device: { type: "string" },
       ...placementParseOptions,
       ...ropeScalingParseOptions,
+      ...loraParseOptions,
       ...speculativeParseOptions,
       quiet: { type: "boolean", short: "q", default: false },
       help: { type: "boolean", short: "h", default: false },
