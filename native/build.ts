@@ -23,7 +23,8 @@
  * library is optional, and Memra falls back to the reference backend.
  *
  * The cuda target compiles each .cu with nvcc (NVCC, else `nvcc` on PATH, else
- * /usr/local/cuda/bin/nvcc) for sm_80, sm_89 and sm_90 plus compute_90 PTX, and links the CUDA
+ * /usr/local/cuda/bin/nvcc) for sm_80, sm_89 and sm_90 plus compute_90 PTX (MEMRA_CUDA_ARCHS=80,90:
+ * those only, the newest with its PTX), and links the CUDA
  * runtime statically, so the library needs only the driver at run time. Without nvcc it prints a
  * notice and exits 0: @memra/cuda-ffi then reports CudaUnavailableError on use.
  */
@@ -98,15 +99,29 @@ const NVCC_FLAGS = [
   "-fvisibility=hidden",
   "-Xcompiler",
   "-Wall",
-  "-gencode=arch=compute_80,code=sm_80",
-  "-gencode=arch=compute_89,code=sm_89",
-  "-gencode=arch=compute_90,code=[sm_90,compute_90]",
-  // the four outputs above (three cubins, the PTX) compiled in parallel: matmul.cu, the longest
-  // source, takes 3m46s for them one after another on 2 cores, 2m00s in parallel (as many threads as
-  // CPUs); what bounds the GPU machine's build step
+  // the outputs of cudaArchitectureFlags (cubins, the PTX) compiled in parallel: matmul.cu, the
+  // longest source, takes 3m46s for the four one after another on 2 cores, 2m00s in parallel (as
+  // many threads as CPUs); what bounds the GPU machine's build step
   "--threads",
   "0",
 ];
+/** The GPU architectures the cuda target compiles for: a cubin each, and the newest one's PTX as well. */
+const CUDA_ARCHITECTURES = ["80", "89", "90"];
+
+/**
+ * -gencode flags for MEMRA_CUDA_ARCHS (comma-separated compute capabilities, e.g. `80,90`), else
+ * CUDA_ARCHITECTURES: a cubin for each and PTX of the newest, which the driver compiles for GPUs
+ * newer than any cubin. CI compiles 80 and 90 only, the two sides of every `__CUDA_ARCH__` test in
+ * the sources (sm_89 takes sm_80's code paths): a third less nvcc time on its 2 cores.
+ */
+function cudaArchitectureFlags(setting: string | undefined): string[] {
+  const named = (setting ?? "").split(",").map((part) => part.trim()).filter(Boolean);
+  for (const arch of named) if (!/^\d{2,3}[af]?$/.test(arch)) throw new Error(`MEMRA_CUDA_ARCHS: "${arch}" is not a compute capability such as 80 or 90`);
+  const archs = named.length > 0 ? named : CUDA_ARCHITECTURES;
+  return archs.map((arch, i) =>
+    i === archs.length - 1 ? `-gencode=arch=compute_${arch},code=[sm_${arch},compute_${arch}]` : `-gencode=arch=compute_${arch},code=sm_${arch}`,
+  );
+}
 const NVCC_LINK_FLAGS = ["-shared", "-cudart", "static"];
 /** The emulated cuda target: .cu as C++17 against emulator/include (cuda_runtime.h etc.); no FMA
  * contraction (the kernels' __fmul_rn/__fadd_rn) and no strict aliasing (the kernels type-pun as
@@ -220,7 +235,7 @@ async function build(target: Target, compiler: string, options: { clean: boolean
   const cxx = process.env.CXX?.trim() || "c++";
   const emulatedExtra = [...(target.emulatedFlags ?? []), ...(process.env.MEMRA_EMULATED_CXXFLAGS ?? "").split(/\s+/).filter(Boolean)];
   const emulatedFlags = [...EMULATED_CXX_FLAGS, ...emulatedExtra, `-I${relative(ROOT, join(target.sourceDirectory, "emulator", "include"))}`, ...includes];
-  const nvccFlags = [...NVCC_FLAGS, ...(process.env.MEMRA_NVCC_FLAGS ?? "").split(/\s+/).filter(Boolean), ...includes];
+  const nvccFlags = [...NVCC_FLAGS, ...cudaArchitectureFlags(process.env.MEMRA_CUDA_ARCHS), ...(process.env.MEMRA_NVCC_FLAGS ?? "").split(/\s+/).filter(Boolean), ...includes];
   const linkFlags = target.cuda ? NVCC_LINK_FLAGS : target.emulated ? [...EMULATED_LINK_FLAGS, ...emulatedExtra] : LINK_FLAGS;
 
   // A change of compiler, flags or source set invalidates everything the stamp covers.
