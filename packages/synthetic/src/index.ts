@@ -1,5 +1,5 @@
 export { SeededRandom, hashString, mulberry32 } from "./random";
-export { QWEN3_VOCAB_SIZE, type Qwen3Vocabulary, loadQwen3Vocabulary, qwen3TokenizerMetadata } from "./qwen3-vocabulary";
+export { MIN_TRUNCATED_VOCABULARY, QWEN3_VOCAB_SIZE, type Qwen3Vocabulary, loadQwen3Vocabulary, qwen3TokenizerMetadata, truncatedQwen3Vocabulary } from "./qwen3-vocabulary";
 export {
   GENERATOR_VERSION,
   PRESETS,

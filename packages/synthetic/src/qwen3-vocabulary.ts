@@ -85,9 +85,63 @@ export function loadQwen3Vocabulary(): Qwen3Vocabulary {
   return cached;
 }
 
-/** The `tokenizer.*` metadata of a Qwen3 GGUF as llama.cpp's converter writes it. */
-export function qwen3TokenizerMetadata(): Array<[string, GGUFValue]> {
-  const vocabulary = loadQwen3Vocabulary();
+/** The fewest tokens truncatedQwen3Vocabulary keeps: the 256 byte symbols, the added tokens and some merges. */
+export const MIN_TRUNCATED_VOCABULARY = 512;
+
+const truncatedCache = new Map<number, Qwen3Vocabulary>();
+
+/**
+ * The Qwen3 vocabulary cut to `size` tokens, for tests whose cost is the LM head's rows (a GPU
+ * emulator runs 151,936 of them per logits row) and that compare backends with each other rather
+ * than with llama.cpp: the first size − 26 ordinary tokens (ids 0..255 are the 256 byte-level
+ * symbols, so every text still tokenizes), then Qwen3's 26 added tokens (`<|endoftext|>`,
+ * `<|im_start|>`, `<think>`, ...) renumbered after them, of the same types. Merges are kept where
+ * both parts and their result are kept tokens, in Qwen3's order. Padding is dropped.
+ */
+export function truncatedQwen3Vocabulary(size: number): Qwen3Vocabulary {
+  if (size === QWEN3_VOCAB_SIZE) return loadQwen3Vocabulary();
+  const known = truncatedCache.get(size);
+  if (known) return known;
+  const full = loadQwen3Vocabulary();
+  const added: number[] = [];
+  for (let id = 0; id < QWEN3_VOCAB_SIZE; id++) if (full.tokenTypes[id] !== TokenType.NORMAL && full.tokenTypes[id] !== TokenType.UNUSED) added.push(id);
+  if (!Number.isInteger(size) || size < MIN_TRUNCATED_VOCABULARY || size > QWEN3_VOCAB_SIZE) {
+    throw new RangeError(`vocabulary must be an integer from ${MIN_TRUNCATED_VOCABULARY} to ${QWEN3_VOCAB_SIZE}, got ${size}`);
+  }
+  const ordinary = size - added.length;
+  const tokens = full.tokens.slice(0, ordinary);
+  const tokenTypes = new Int32Array(size);
+  tokenTypes.set(full.tokenTypes.subarray(0, ordinary));
+  const renumbered = new Map<number, number>();
+  for (const [i, id] of added.entries()) {
+    renumbered.set(id, ordinary + i);
+    tokens.push(full.tokens[id]!);
+    tokenTypes[ordinary + i] = full.tokenTypes[id]!;
+  }
+  const kept = new Set(tokens.slice(0, ordinary));
+  const merges = full.merges.filter((merge) => {
+    const space = merge.indexOf(" ");
+    const left = merge.slice(0, space);
+    const right = merge.slice(space + 1);
+    return kept.has(left) && kept.has(right) && kept.has(left + right);
+  });
+  const idOf = (id: number) => renumbered.get(id) ?? id;
+  const vocabulary: Qwen3Vocabulary = {
+    tokens,
+    tokenTypes,
+    merges,
+    chatTemplate: full.chatTemplate,
+    bosTokenId: idOf(full.bosTokenId),
+    eosTokenId: idOf(full.eosTokenId),
+    paddingTokenId: idOf(full.paddingTokenId),
+  };
+  truncatedCache.set(size, vocabulary);
+  return vocabulary;
+}
+
+/** The `tokenizer.*` metadata of a Qwen3 GGUF as llama.cpp's converter writes it (of a truncated vocabulary when `size` is given). */
+export function qwen3TokenizerMetadata(size: number = QWEN3_VOCAB_SIZE): Array<[string, GGUFValue]> {
+  const vocabulary = truncatedQwen3Vocabulary(size);
   return [
     [TOKENIZER_KEYS.model, ggufValue.string("gpt2")],
     [TOKENIZER_KEYS.pre, ggufValue.string("qwen2")],

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { GENERAL_KEYS, GGMLType, type GGUFTensorToWrite, type GGUFToWrite, type GGUFValue, ggufValue, quantize, writeGGUFFile } from "@memra/gguf";
 import { syntheticCacheDirectory, syntheticModelKey } from "./model-cache";
 import { hashString, SeededRandom } from "./random";
+import { QWEN3_VOCAB_SIZE } from "./qwen3-vocabulary";
 import { type SyntheticModelOptions, validateOptions } from "./synthetic-model";
 
 /** The projections a LoRA adapter may adapt, as llama.cpp's tensor names end. */
@@ -48,7 +49,7 @@ function weightShape(model: SyntheticModelOptions, target: LoraTarget): [number,
     case "ffn_down":
       return moe ? undefined : [model.ffn, model.hidden];
     case "output":
-      return model.tiedEmbeddings ? undefined : [model.hidden, 151936];
+      return model.tiedEmbeddings ? undefined : [model.hidden, model.vocabulary ?? QWEN3_VOCAB_SIZE];
   }
 }
 

@@ -1,6 +1,6 @@
-import { GGMLType, type GGUFValue, TokenType, ggmlTypeName, ggufValue, readGGUF, readModelConfig, writeGGUF } from "@memra/gguf";
+import { GGMLType, type GGUFValue, TokenType, ggmlTypeName, ggufValue, plainValue, readGGUF, readModelConfig, writeGGUF } from "@memra/gguf";
 import { describe, expect, it } from "vitest";
-import { QWEN3_VOCAB_SIZE, loadQwen3Vocabulary } from "./qwen3-vocabulary";
+import { QWEN3_VOCAB_SIZE, loadQwen3Vocabulary, truncatedQwen3Vocabulary } from "./qwen3-vocabulary";
 import { buildSyntheticModel, resolveOptions } from "./synthetic-model";
 
 function typesByName(preset: Parameters<typeof resolveOptions>[0], overrides: Parameters<typeof resolveOptions>[1]) {
@@ -91,5 +91,40 @@ describe("synthetic model generator", () => {
   it("rejects impossible shapes with a message naming the option", () => {
     expect(() => buildSyntheticModel(resolveOptions("tiny", { heads: 3 }))).toThrow(/heads \(3\) must be a multiple of kvHeads/);
     expect(() => buildSyntheticModel(resolveOptions("tiny", { layers: 0 }))).toThrow(/layers must be a positive integer/);
+  });
+});
+
+describe("a truncated vocabulary (options.vocabulary)", () => {
+  it("keeps the first ordinary tokens, then Qwen3's added tokens renumbered, and the merges among kept tokens", () => {
+    const full = loadQwen3Vocabulary();
+    const cut = truncatedQwen3Vocabulary(2048);
+    expect(cut.tokens.length).toBe(2048);
+    expect(cut.tokenTypes.length).toBe(2048);
+    const added = full.tokens.flatMap((text, id) => (full.tokenTypes[id] !== TokenType.NORMAL && full.tokenTypes[id] !== TokenType.UNUSED ? [[text, full.tokenTypes[id]!] as const] : []));
+    expect(added.length).toBe(26);
+    expect(cut.tokens.slice(0, 2048 - 26)).toEqual(full.tokens.slice(0, 2048 - 26));
+    expect(cut.tokens.slice(2048 - 26)).toEqual(added.map(([text]) => text));
+    expect([...cut.tokenTypes.subarray(2048 - 26)]).toEqual(added.map(([, type]) => type));
+    expect(cut.tokens[cut.eosTokenId]).toBe("<|im_end|>");
+    expect(cut.tokens[cut.bosTokenId]).toBe("<|endoftext|>");
+    const kept = new Set(cut.tokens.slice(0, 2048 - 26));
+    expect(cut.merges.length).toBeGreaterThan(1000);
+    for (const merge of cut.merges) {
+      const [left, right] = merge.split(" ");
+      expect(kept.has(left!) && kept.has(right!) && kept.has(left! + right!), merge).toBe(true);
+    }
+    // in Qwen3's order, and every merge of the whole list among kept tokens is there
+    const order = new Map(full.merges.map((merge, rank) => [merge, rank]));
+    for (let i = 1; i < cut.merges.length; i++) expect(order.get(cut.merges[i]!)!).toBeGreaterThan(order.get(cut.merges[i - 1]!)!);
+    expect(full.merges.filter((merge) => { const [l, r] = merge.split(" "); return kept.has(l!) && kept.has(r!) && kept.has(l! + r!); })).toEqual(cut.merges);
+  });
+
+  it("sizes the embeddings and the LM head by it; out of range is refused", () => {
+    const file = readGGUF(writeGGUF(buildSyntheticModel(resolveOptions("tiny", { vocabulary: 1000, tiedEmbeddings: false }))));
+    expect(file.tensor("token_embd.weight")!.shape).toEqual([64, 1000]);
+    expect(file.tensor("output.weight")!.shape).toEqual([64, 1000]);
+    expect((plainValue(file.metadata.get("tokenizer.ggml.tokens")!) as string[]).length).toBe(1000);
+    expect(() => buildSyntheticModel(resolveOptions("tiny", { vocabulary: 100 }))).toThrow(/vocabulary must be an integer from 512 to 151936, got 100/);
+    expect(() => buildSyntheticModel(resolveOptions("tiny", { vocabulary: 200_000 }))).toThrow(/vocabulary must be/);
   });
 });

@@ -13,7 +13,7 @@ import {
 } from "@memra/gguf";
 import { quantizeWeights } from "./native-quantize";
 import { SeededRandom } from "./random";
-import { QWEN3_VOCAB_SIZE, qwen3TokenizerMetadata } from "./qwen3-vocabulary";
+import { MIN_TRUNCATED_VOCABULARY, QWEN3_VOCAB_SIZE, qwen3TokenizerMetadata } from "./qwen3-vocabulary";
 
 /** Bumped whenever the generator's output for the same options changes (part of the cache key). */
 export const GENERATOR_VERSION = 1;
@@ -69,6 +69,12 @@ export interface SyntheticModelOptions {
   readonly reranker?: boolean;
   /** `{arch}.rope.scaling.*`: type, factor and original context length (Qwen3's 128K GGUFs: yarn, 4, 32768); absent by default. */
   readonly ropeScaling?: { readonly type: "linear" | "yarn"; readonly factor: number; readonly originalContextLength?: number };
+  /**
+   * Tokens in the vocabulary (and rows of the LM head): Qwen3's 151,936 when absent, else the
+   * vocabulary cut to this many (truncatedQwen3Vocabulary), for tests that compare backends with
+   * each other on an emulator; llama.cpp's goldens are recorded on the whole vocabulary.
+   */
+  readonly vocabulary?: number;
 }
 
 /** The rerank prompt llama.cpp's converter writes for Qwen3-Reranker (its default instruction). */
@@ -153,6 +159,9 @@ export function validateOptions(options: SyntheticModelOptions): void {
   if (options.heads % options.kvHeads !== 0) throw new RangeError(`heads (${options.heads}) must be a multiple of kvHeads (${options.kvHeads})`);
   if (options.headDim % 2 !== 0) throw new RangeError("headDim must be even (RoPE rotates pairs)");
   if (!WEIGHT_TYPES.includes(options.weightType)) throw new RangeError(`unknown weight type ${options.weightType}`);
+  if (options.vocabulary !== undefined && (!Number.isInteger(options.vocabulary) || options.vocabulary < MIN_TRUNCATED_VOCABULARY || options.vocabulary > QWEN3_VOCAB_SIZE)) {
+    throw new RangeError(`vocabulary must be an integer from ${MIN_TRUNCATED_VOCABULARY} to ${QWEN3_VOCAB_SIZE}, got ${options.vocabulary}`);
+  }
   if (options.architecture === "qwen3moe") {
     if (!options.experts || !options.expertsUsed || !options.expertFfn) throw new RangeError("qwen3moe needs experts, expertsUsed and expertFfn");
     if (options.expertsUsed > options.experts) throw new RangeError("expertsUsed must not exceed experts");
@@ -207,12 +216,12 @@ export function buildSyntheticModel(
     metadata.push([key(ARCHITECTURE_KEYS.ropeScalingType), ggufValue.string(options.ropeScaling.type)], [key(ARCHITECTURE_KEYS.ropeScalingFactor), ggufValue.float32(options.ropeScaling.factor)]);
     if (options.ropeScaling.originalContextLength !== undefined) metadata.push([key(ARCHITECTURE_KEYS.ropeScalingOriginalContextLength), ggufValue.uint32(options.ropeScaling.originalContextLength)]);
   }
-  metadata.push(...qwen3TokenizerMetadata());
+  metadata.push(...qwen3TokenizerMetadata(options.vocabulary));
   if (options.addEosToken !== undefined) metadata.push([TOKENIZER_KEYS.addEosToken, ggufValue.bool(options.addEosToken)]);
   if (options.reranker) metadata.push([TOKENIZER_KEYS.rerankChatTemplate, ggufValue.string(QWEN3_RERANK_TEMPLATE)]);
 
   const tensors: GGUFTensorToWrite[] = [];
-  const vocab = QWEN3_VOCAB_SIZE;
+  const vocab = options.vocabulary ?? QWEN3_VOCAB_SIZE;
   const hidden = options.hidden;
   const qDim = options.heads * options.headDim;
   const kvDim = options.kvHeads * options.headDim;
