@@ -13,7 +13,7 @@ import { type PresetName, type SyntheticLoraOptions, type SyntheticModelOptions,
 import { describe, expect, it } from "vitest";
 import type { Backend } from "../backend";
 import { loadModel } from "../load-model";
-import { type GoldenModelFile, compareWithGolden } from "./golden-comparison";
+import { type GoldenModelFile, compareWithGolden, comparedSteps } from "./golden-comparison";
 
 export const MARGIN_BOUND = 0.1;
 
@@ -87,6 +87,8 @@ export interface GoldenSuiteBackend {
   readonly shard?: { readonly index: number; readonly count: number };
   /** Only these model ids (before sharding); the others are listed as skipped. Default: all. */
   readonly only?: readonly string[];
+  /** Compare steps 0, k, 2k, ... and each prompt's last only (compareWithGolden's stride). Default 1: every step. */
+  readonly stepStride?: number;
 }
 
 /** Defines one test per suite model, run on `backend`. */
@@ -99,7 +101,7 @@ export function defineGoldenSuite(backend: GoldenSuiteBackend): void {
   const selected = backend.only ? suite.models.filter((model) => backend.only!.includes(model.id)) : suite.models;
   const models = selected.filter((_, i) => i % shard.count === shard.index);
   const left = suite.models.filter((model, i) => !selected.includes(model) && i % shard.count === shard.index);
-  const part = shard.count > 1 ? `, part ${shard.index + 1} of ${shard.count}` : "";
+  const part = `${shard.count > 1 ? `, part ${shard.index + 1} of ${shard.count}` : ""}${(backend.stepStride ?? 1) > 1 ? `, every ${backend.stepStride}th step and the last` : ""}`;
   describe(`golden conformance suite against llama.cpp (${backend.name} backend${part})`, () => {
     if (left.length > 0) it.skip(`not selected: ${left.map((model) => model.id).join(", ")}`, () => {});
     it.each(models.map((m) => [m.id, m] as const))("%s", async (_id, entry) => {
@@ -115,8 +117,9 @@ export function defineGoldenSuite(backend: GoldenSuiteBackend): void {
       const lora = entry.lora ? [{ path: await syntheticLoraFile(options, entry.lora.options), scale: entry.lora.scale }] : undefined;
       const model = loadModel(path, { backend: backend.create(), ...(lora ? { lora } : {}) });
       try {
-        const result = compareWithGolden(model, golden, MARGIN_BOUND);
-        expect(result.steps).toBe(golden.prompts.reduce((n, p) => n + p.steps.length, 0));
+        const stride = backend.stepStride ?? 1;
+        const result = compareWithGolden(model, golden, MARGIN_BOUND, stride);
+        expect(result.steps).toBe(golden.prompts.reduce((n, p) => n + comparedSteps(p.steps.length, stride).length, 0));
         expect(result.argmaxMismatches, `top-1 differs from llama.cpp where its margin is ≥ ${MARGIN_BOUND}`).toEqual([]);
         expect(result.maxProbabilityDifference, `largest top-5 probability difference (${weightType})`).toBeLessThanOrEqual(bound.max);
         expect(result.meanProbabilityDifference, `mean top-5 probability difference (${weightType})`).toBeLessThanOrEqual(bound.mean);
