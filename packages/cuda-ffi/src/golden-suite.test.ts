@@ -11,7 +11,8 @@
  * probability difference of 0.41).
  *
  * On the CPU emulator of native/cuda (MEMRA_CUDA_LIBRARY=native/build/libmemra_cuda_emulated.so)
- * a model takes about a minute, so the emulator runs EMULATED_GOLDEN_MODELS, one per kernel family;
+ * a model took about a minute, so the emulator runs EMULATED_GOLDEN_MODELS, one per kernel family,
+ * comparing every 4th step and the last of each prompt (the LM head's rows were most of the time);
  * MEMRA_CUDA_GOLDEN=all runs them all, MEMRA_CUDA_GOLDEN=dense-q2_K,dense-q3_K (any suite ids,
  * comma-separated) just those, on the emulator or a GPU. A GPU runs them all by default.
  */
