@@ -52,6 +52,13 @@ int memra_cpu_thread_count(const memra_cpu * cpu) {
     return cpu ? cpu->threads : 0;
 }
 
+int memra_cpu_set_batch_invariant(memra_cpu * cpu, int on) {
+    if (!cpu) return memra_fail(MEMRA_ERROR_INVALID_ARGUMENT, "memra_cpu_set_batch_invariant: cpu is NULL");
+    if (on != 0 && on != 1) return memra_fail(MEMRA_ERROR_INVALID_ARGUMENT, "memra_cpu_set_batch_invariant: on is %d, expected 0 or 1", on);
+    cpu->batch_invariant = on;
+    return MEMRA_OK;
+}
+
 static size_t round_up(size_t value, size_t multiple) {
     return (value + multiple - 1) / multiple * multiple;
 }

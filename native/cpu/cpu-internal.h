@@ -51,6 +51,8 @@ static inline void memra_run_chunks(memra_pool * pool, int parallel, memra_task 
 struct memra_cpu {
     memra_pool * pool;
     int threads;
+    /* memra_cpu_set_batch_invariant: GEMM kernels for every row count where a type has them. */
+    int batch_invariant;
     /* Activation rows converted to a weight type's vec_dot_type, grown on demand (never shrunk). */
     void * converted;
     size_t converted_bytes;
@@ -91,12 +93,12 @@ void memra_quantize_blocks(int type, const float * x, uint8_t * y, int64_t block
 
 void memra_matmul(memra_cpu * cpu, float * out, const float * x, int64_t rows, int type, const void * weight, int64_t n_in, int64_t n_out);
 /* Bytes per activation row memra_matmul needs in cpu->converted (0: it reads x directly). */
-size_t memra_matmul_scratch_row_bytes(int type, int64_t rows, int64_t n_in);
+size_t memra_matmul_scratch_row_bytes(const memra_cpu * cpu, int type, int64_t rows, int64_t n_in);
 /* All the bytes memra_matmul needs in cpu->converted, given activation_bytes = rows * scratch_row_bytes:
  * the rows, then (64-byte aligned) one unpacked-weight buffer per thread when its tiles use them. */
-size_t memra_matmul_scratch_bytes(int type, int64_t rows, int64_t n_in, int threads, size_t activation_bytes);
+size_t memra_matmul_scratch_bytes(const memra_cpu * cpu, int type, int64_t rows, int64_t n_in, size_t activation_bytes);
 /* Bytes of a packed row when memra_matmul takes the GEMM path for this call, else 0. */
-size_t memra_matmul_packed_row_bytes(int type, int64_t rows, int64_t n_in);
+size_t memra_matmul_packed_row_bytes(const memra_cpu * cpu, int type, int64_t rows, int64_t n_in);
 void memra_embedding(float * out, int type, const void * table, int64_t width, const int32_t * ids, int64_t count);
 void memra_rms_norm(memra_cpu * cpu, float * out, const float * x, const float * weight, int64_t rows, int64_t width, float eps);
 /* RoPE scaling as ggml's rope_yarn (see rope.c). */

@@ -191,11 +191,11 @@ static int matmul_checked(const char * function, memra_cpu * cpu, float * out, i
     if (rows == 0) return MEMRA_OK;
     const int activation_type = memra_dot_activation_type(type);
     if (activation_type != MEMRA_TYPE_F32) {
-        const size_t converted_row_bytes = memra_matmul_scratch_row_bytes(type, rows, n_in);
+        const size_t converted_row_bytes = memra_matmul_scratch_row_bytes(cpu, type, rows, n_in);
         if (converted_row_bytes == 0) FAIL(MEMRA_ERROR_UNSUPPORTED_TYPE, "%s: no row size for activation type %s", function, memra_type_name(activation_type));
         int64_t converted_bytes;
         CHECK(check_product(function, "converted activations", rows, (int64_t)converted_row_bytes, &converted_bytes));
-        converted_bytes = (int64_t)memra_matmul_scratch_bytes(type, rows, n_in, cpu->threads, (size_t)converted_bytes);
+        converted_bytes = (int64_t)memra_matmul_scratch_bytes(cpu, type, rows, n_in, (size_t)converted_bytes);
         if (memra_cpu_reserve_converted(cpu, (size_t)converted_bytes) != MEMRA_OK) {
             FAIL(MEMRA_ERROR_OUT_OF_MEMORY, "%s: out of memory for %lld bytes of converted activations", function, (long long)converted_bytes);
         }

@@ -93,6 +93,12 @@ MEMRA_API memra_cpu * memra_cpu_create(int threads);
 MEMRA_API void memra_cpu_destroy(memra_cpu * cpu);
 /* The number of workers, the calling thread included (0 when cpu is NULL). */
 MEMRA_API int memra_cpu_thread_count(const memra_cpu * cpu);
+/* Batch invariance (0: off, the default; 1: on): with it, a matmul row's result does not depend
+ * on how many rows the call has. Weight types with GEMM kernels then run them for a single row
+ * too (decode), in the arithmetic of every other row count, instead of the matrix-vector kernels
+ * (~10-15% slower decode of q8_0 on AVX-512). Paged attention is batch invariant either way.
+ * MEMRA_ERROR_INVALID_ARGUMENT for another value. */
+MEMRA_API int memra_cpu_set_batch_invariant(memra_cpu * cpu, int on);
 
 /* ---- ops (output first) ---- */
 

@@ -27,6 +27,7 @@ export const MEMRA_CPU_SYMBOLS = {
   memra_cpu_create: { args: [i32], returns: ptr },
   memra_cpu_destroy: { args: [ptr], returns: FFIType.void },
   memra_cpu_thread_count: { args: [ptr], returns: i32 },
+  memra_cpu_set_batch_invariant: { args: [ptr, i32], returns: i32 },
 
   // ---- ops (cpu, output first; every buffer followed by its length in elements) ----
   // (cpu, out, out_length, type, table, table_bytes, width, rows_in_table, ids, id_count)
