@@ -30,6 +30,7 @@ describe.skipIf(unavailable !== undefined)("batch invariance of the cpu backend 
   beforeAll(() => {
     backend = CpuBackend.create({ threads: 2, batchInvariant: true });
     pair = new BackendPair(backend, new ReferenceBackend());
+    expect(backend.batchInvariant).toBe(true);
   });
   afterAll(() => backend?.dispose());
   const upload = (values: Float32Array) => {

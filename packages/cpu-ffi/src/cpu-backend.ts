@@ -132,12 +132,16 @@ export class CpuBackend implements Backend {
         throw error;
       }
     }
-    backend.batchInvariant = batchInvariant;
+    backend.invariant = batchInvariant;
     return backend;
   }
 
+  private invariant = false;
+
   /** Whether rows compute alike whatever the batch (CpuBackendOptions.batchInvariant). */
-  batchInvariant = false;
+  get batchInvariant(): boolean {
+    return this.invariant;
+  }
 
   /** Worker threads of this backend's pool, the calling thread included. */
   get threads(): number {
