@@ -32,7 +32,7 @@ export interface CpuBackendOptions {
    * A row's results do not depend on how many rows share its op: decoding one token, a
    * speculative verification step and a batched decode step compute each row alike, so
    * speculative decoding and batched serving give exactly the tokens of one-at-a-time decoding
-   * (vLLM's VLLM_BATCH_INVARIANT). Decode runs the GEMM kernels for its one row then, ~10-15%
+   * (vLLM's VLLM_BATCH_INVARIANT). Decode runs the GEMM kernels for its one row then, 15-30%
    * slower on q8_0. Default: MEMRA_BATCH_INVARIANT=1 in the environment, else off.
    */
   readonly batchInvariant?: boolean;

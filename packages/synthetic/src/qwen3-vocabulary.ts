@@ -90,6 +90,13 @@ export const MIN_TRUNCATED_VOCABULARY = 512;
 
 const truncatedCache = new Map<number, Qwen3Vocabulary>();
 
+/** Throws a RangeError unless `size` is a vocabulary size truncatedQwen3Vocabulary can make. */
+export function checkVocabularySize(size: number): void {
+  if (!Number.isInteger(size) || size < MIN_TRUNCATED_VOCABULARY || size > QWEN3_VOCAB_SIZE) {
+    throw new RangeError(`vocabulary must be an integer from ${MIN_TRUNCATED_VOCABULARY} to ${QWEN3_VOCAB_SIZE}, got ${size}`);
+  }
+}
+
 /**
  * The Qwen3 vocabulary cut to `size` tokens, for tests whose cost is the LM head's rows (a GPU
  * emulator runs 151,936 of them per logits row) and that compare backends with each other rather
@@ -100,14 +107,12 @@ const truncatedCache = new Map<number, Qwen3Vocabulary>();
  */
 export function truncatedQwen3Vocabulary(size: number): Qwen3Vocabulary {
   if (size === QWEN3_VOCAB_SIZE) return loadQwen3Vocabulary();
+  checkVocabularySize(size);
   const known = truncatedCache.get(size);
   if (known) return known;
   const full = loadQwen3Vocabulary();
   const added: number[] = [];
   for (let id = 0; id < QWEN3_VOCAB_SIZE; id++) if (full.tokenTypes[id] !== TokenType.NORMAL && full.tokenTypes[id] !== TokenType.UNUSED) added.push(id);
-  if (!Number.isInteger(size) || size < MIN_TRUNCATED_VOCABULARY || size > QWEN3_VOCAB_SIZE) {
-    throw new RangeError(`vocabulary must be an integer from ${MIN_TRUNCATED_VOCABULARY} to ${QWEN3_VOCAB_SIZE}, got ${size}`);
-  }
   const ordinary = size - added.length;
   const tokens = full.tokens.slice(0, ordinary);
   const tokenTypes = new Int32Array(size);

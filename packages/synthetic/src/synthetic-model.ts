@@ -13,7 +13,7 @@ import {
 } from "@memra/gguf";
 import { quantizeWeights } from "./native-quantize";
 import { SeededRandom } from "./random";
-import { MIN_TRUNCATED_VOCABULARY, QWEN3_VOCAB_SIZE, qwen3TokenizerMetadata } from "./qwen3-vocabulary";
+import { QWEN3_VOCAB_SIZE, checkVocabularySize, qwen3TokenizerMetadata } from "./qwen3-vocabulary";
 
 /** Bumped whenever the generator's output for the same options changes (part of the cache key). */
 export const GENERATOR_VERSION = 1;
@@ -159,9 +159,7 @@ export function validateOptions(options: SyntheticModelOptions): void {
   if (options.heads % options.kvHeads !== 0) throw new RangeError(`heads (${options.heads}) must be a multiple of kvHeads (${options.kvHeads})`);
   if (options.headDim % 2 !== 0) throw new RangeError("headDim must be even (RoPE rotates pairs)");
   if (!WEIGHT_TYPES.includes(options.weightType)) throw new RangeError(`unknown weight type ${options.weightType}`);
-  if (options.vocabulary !== undefined && (!Number.isInteger(options.vocabulary) || options.vocabulary < MIN_TRUNCATED_VOCABULARY || options.vocabulary > QWEN3_VOCAB_SIZE)) {
-    throw new RangeError(`vocabulary must be an integer from ${MIN_TRUNCATED_VOCABULARY} to ${QWEN3_VOCAB_SIZE}, got ${options.vocabulary}`);
-  }
+  if (options.vocabulary !== undefined) checkVocabularySize(options.vocabulary);
   if (options.architecture === "qwen3moe") {
     if (!options.experts || !options.expertsUsed || !options.expertFfn) throw new RangeError("qwen3moe needs experts, expertsUsed and expertFfn");
     if (options.expertsUsed > options.experts) throw new RangeError("expertsUsed must not exceed experts");
