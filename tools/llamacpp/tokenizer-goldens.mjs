@@ -111,6 +111,8 @@ async function main() {
         eot: model.tokens.eot ?? null,
         nl: model.tokens.nl ?? null,
         endOfGeneration: specialIds.filter((id) => model.isEogToken(id)),
+        // llama_vocab_fim_pre / _suf / _mid, which /infill's prompt is built from.
+        infill: { prefix: model.tokens.infill.prefix ?? null, suffix: model.tokens.infill.suffix ?? null, middle: model.tokens.infill.middle ?? null },
       },
       cases,
       pieces,

@@ -1,4 +1,4 @@
-export { Tokenizer, type DecodeOptions, type EncodeOptions } from "./tokenizer";
+export { Tokenizer, type DecodeOptions, type EncodeOptions, type FillInMiddleTokens } from "./tokenizer";
 export type { TokenizerVocabulary } from "./tokenizer-vocabulary";
 export { TokenizerError } from "./tokenizer-error";
 export { type MetadataGetter, vocabularyFromGGUFMetadata } from "./vocabulary-from-gguf-metadata";

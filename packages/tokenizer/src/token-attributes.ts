@@ -113,12 +113,12 @@ export function resolveTokenAttributes(vocabulary: TokenizerVocabulary): Resolve
   const eosTokenId = fromMetadata(vocabulary.eosTokenId, GPT2_DEFAULT_BOS_EOS);
   const eotTokenId = findByText(inRange(vocabulary.eotTokenId), EOT_TEXTS);
   const eomTokenId = findByText(inRange(vocabulary.eomTokenId), EOM_TEXTS);
-  const fimPrefixTokenId = findByText(undefined, FIM_PREFIX_TEXTS);
-  const fimSuffixTokenId = findByText(undefined, FIM_SUFFIX_TEXTS);
-  const fimMiddleTokenId = findByText(undefined, FIM_MIDDLE_TEXTS);
-  const fimPadTokenId = findByText(undefined, FIM_PAD_TEXTS);
-  const fimRepoTokenId = findByText(undefined, FIM_REPO_TEXTS);
-  const fimSeparatorTokenId = findByText(undefined, FIM_SEPARATOR_TEXTS);
+  const fimPrefixTokenId = findByText(inRange(vocabulary.fimPrefixTokenId), FIM_PREFIX_TEXTS);
+  const fimSuffixTokenId = findByText(inRange(vocabulary.fimSuffixTokenId), FIM_SUFFIX_TEXTS);
+  const fimMiddleTokenId = findByText(inRange(vocabulary.fimMiddleTokenId), FIM_MIDDLE_TEXTS);
+  const fimPadTokenId = findByText(inRange(vocabulary.fimPadTokenId), FIM_PAD_TEXTS);
+  const fimRepoTokenId = findByText(inRange(vocabulary.fimRepoTokenId), FIM_REPO_TEXTS);
+  const fimSeparatorTokenId = findByText(inRange(vocabulary.fimSeparatorTokenId), FIM_SEPARATOR_TEXTS);
 
   // Control tokens whose text says "unused" are unused.
   for (const [text, id] of textToId) {

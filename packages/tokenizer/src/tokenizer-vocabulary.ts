@@ -20,6 +20,13 @@ export interface TokenizerVocabulary {
   readonly unknownTokenId?: number;
   readonly separatorTokenId?: number;
   readonly paddingTokenId?: number;
+  /** `tokenizer.ggml.fim_*_token_id`: fill-in-the-middle tokens; found by their text when absent. */
+  readonly fimPrefixTokenId?: number;
+  readonly fimSuffixTokenId?: number;
+  readonly fimMiddleTokenId?: number;
+  readonly fimPadTokenId?: number;
+  readonly fimRepoTokenId?: number;
+  readonly fimSeparatorTokenId?: number;
   /** `tokenizer.ggml.add_bos_token`; when absent, the pre-tokenizer's default (llama3: true). */
   readonly addBos?: boolean;
   /** `tokenizer.ggml.add_eos_token`; false when absent. */

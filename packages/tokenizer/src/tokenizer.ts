@@ -23,6 +23,18 @@ export interface EncodeOptions {
   readonly addEos?: boolean;
 }
 
+/** llama.cpp's fill-in-the-middle tokens of a vocabulary (see `Tokenizer.fillInMiddleTokens`). */
+export interface FillInMiddleTokens {
+  readonly prefix: number | undefined;
+  readonly suffix: number | undefined;
+  readonly middle: number | undefined;
+  readonly pad: number | undefined;
+  /** Repository-level FIM: the repository's name follows it. */
+  readonly repository: number | undefined;
+  /** Repository-level FIM: a file's name and text follow it. */
+  readonly separator: number | undefined;
+}
+
 export interface DecodeOptions {
   /** Render CONTROL/UNKNOWN tokens (`<|im_end|>`); default false renders them as nothing. */
   readonly special?: boolean;
@@ -124,6 +136,16 @@ export class Tokenizer {
   get paddingTokenId(): number | undefined {
     return this.specials.paddingTokenId;
   }
+  /**
+   * The fill-in-the-middle tokens (llama.cpp's `llama_vocab_fim_*`): named by the metadata, else
+   * found by their text (Qwen's `<|fim_prefix|>`, `<|fim_suffix|>`, `<|fim_middle|>`, `<|fim_pad|>`,
+   * `<|repo_name|>`, `<|file_sep|>`); undefined where the vocabulary has none.
+   */
+  get fillInMiddleTokens(): FillInMiddleTokens {
+    const s = this.specials;
+    return { prefix: s.fimPrefixTokenId, suffix: s.fimSuffixTokenId, middle: s.fimMiddleTokenId, pad: s.fimPadTokenId, repository: s.fimRepoTokenId, separator: s.fimSeparatorTokenId };
+  }
+
   /** Tokens that end generation (EOS, EOT, `<|im_end|>`, `<|endoftext|>`, FIM pad/repo/separator…). */
   get endOfGenerationTokenIds(): ReadonlySet<number> {
     return this.specials.endOfGenerationTokenIds;

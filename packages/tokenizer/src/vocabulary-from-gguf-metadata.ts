@@ -79,6 +79,13 @@ export function vocabularyFromGGUFMetadata(get: MetadataGetter): TokenizerVocabu
     ...defined("unknownTokenId", optionalNumber(get, "tokenizer.ggml.unknown_token_id")),
     ...defined("separatorTokenId", optionalNumber(get, "tokenizer.ggml.seperator_token_id")),
     ...defined("paddingTokenId", optionalNumber(get, "tokenizer.ggml.padding_token_id")),
+    // llama.cpp's keys; the older prefix/suffix/middle names are read where the fim_ ones are absent.
+    ...defined("fimPrefixTokenId", optionalNumber(get, "tokenizer.ggml.fim_pre_token_id") ?? optionalNumber(get, "tokenizer.ggml.prefix_token_id")),
+    ...defined("fimSuffixTokenId", optionalNumber(get, "tokenizer.ggml.fim_suf_token_id") ?? optionalNumber(get, "tokenizer.ggml.suffix_token_id")),
+    ...defined("fimMiddleTokenId", optionalNumber(get, "tokenizer.ggml.fim_mid_token_id") ?? optionalNumber(get, "tokenizer.ggml.middle_token_id")),
+    ...defined("fimPadTokenId", optionalNumber(get, "tokenizer.ggml.fim_pad_token_id")),
+    ...defined("fimRepoTokenId", optionalNumber(get, "tokenizer.ggml.fim_rep_token_id")),
+    ...defined("fimSeparatorTokenId", optionalNumber(get, "tokenizer.ggml.fim_sep_token_id")),
     ...defined("addBos", optionalBoolean(get, "tokenizer.ggml.add_bos_token")),
     ...defined("addEos", optionalBoolean(get, "tokenizer.ggml.add_eos_token")),
     ...defined("chatTemplate", optionalString(get, "tokenizer.chat_template")),
