@@ -7,6 +7,7 @@ import type { TopCandidates } from "../models/qwen3";
 import { InvalidOptionError, type ResolvedGenerateOptions } from "./generation-options";
 import { StructuredOutputError, createGenerationConstraint } from "./output-constraint";
 import type { FinishReason, GenerationChunk, GenerationResult, GenerationStream } from "./generation-types";
+import { IndentLimit } from "./indent-limit";
 import { createDrafter } from "./speculative";
 
 export interface GenerationRequest {
@@ -44,6 +45,18 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
 
   const tokenizer = model.tokenizer;
   const stops = options.stop === undefined ? [] : Array.isArray(options.stop) ? options.stop : [options.stop];
+  const stopTokens = new Set(options.stopTokens ?? []);
+  for (const token of stopTokens) {
+    if (token >= model.vocabularySize) throw new InvalidOptionError("stopTokens", `stopTokens: token id ${token} is outside the vocabulary (0..${model.vocabularySize - 1})`);
+  }
+  if (options.minTokens > options.maxTokens) throw new InvalidOptionError("minTokens", `minTokens (${options.minTokens}) exceeds maxTokens (${options.maxTokens})`);
+  // Tokens no pick may be: end of generation always with ignoreEos; it and the stop tokens before minTokens.
+  const endOfGeneration = [...tokenizer.endOfGenerationTokenIds];
+  const alwaysBanned = options.ignoreEos ? new Set(endOfGeneration) : undefined;
+  const earlyBanned = options.minTokens > 0 ? new Set([...endOfGeneration, ...stopTokens, ...(alwaysBanned ?? [])]) : undefined;
+  const mostBanned = Math.max(alwaysBanned?.size ?? 0, earlyBanned?.size ?? 0);
+  /** The tokens banned at the step that picks the generation's token number `count` (0-based). */
+  const bannedAt = (count: number): ReadonlySet<number> | undefined => (earlyBanned && count < options.minTokens ? earlyBanned : alwaysBanned);
   const generated: number[] = [];
   let text = "";
   let finishReason: FinishReason = "length";
@@ -59,19 +72,38 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
   // A plain greedy pick needs no logits on the host: the backend picks the token (one int read
   // back per step instead of the vocabulary's logits).
   const plainGreedy = mayBeFree && isPlainGreedy(options);
-  const pickOnBackend = plainGreedy && !options.logprobs;
+  // With banned tokens the backend gives candidates enough to find the best allowed ones among.
+  const pickOnBackend = plainGreedy && !options.logprobs && mostBanned === 0;
   // A sampled pick that depends on the best candidates alone gets only those (k ids and logits,
   // picked on the backend where it can) instead of the vocabulary's logits.
   const suffice = mayBeFree && !plainGreedy && baseSampler.sampleTop ? topCandidatesSuffice(options, model.vocabularySize) : 0;
   // Log-probabilities of such picks (and of plain greedy ones) need the best max(k, topLogprobs)
   // and the row's log Σ exp, not the logits: the picked token is among those candidates.
   const withLogprobs = options.logprobs && (suffice > 0 || plainGreedy);
-  const wanted = withLogprobs ? Math.min(Math.max(suffice, options.topLogprobs, 1), model.vocabularySize) : suffice;
+  const forPick = mostBanned > 0 && (plainGreedy || suffice > 0) ? Math.min(Math.max(suffice, 1) + mostBanned, model.vocabularySize) : 0;
+  const wanted = Math.max(forPick, withLogprobs ? Math.min(Math.max(suffice, options.topLogprobs, 1), model.vocabularySize) : suffice);
   const topK = wanted <= TOP_K_ROWS_MAX ? wanted : 0;
   const evaluateTop = (tokens: readonly number[], chunkTokens?: number) => sequence.evaluateTop(tokens, topK, options.signal, chunkTokens, { logSumExp: withLogprobs });
-  /** The step's token from its candidates: the best (plain greedy) or sampled from the best `suffice`. */
-  const pickFromTop = (top: TopCandidates, history: readonly number[]): number =>
-    suffice === 0 ? top.ids[0]! : baseSampler.sampleTop!(top.ids.subarray(0, suffice), top.logits.subarray(0, suffice), history).token;
+  /**
+   * The step's token from its candidates: the best (plain greedy) or sampled from the best
+   * `suffice`, banned tokens left out (there are `mostBanned` more candidates than the pick needs).
+   */
+  const pickFromTop = (top: TopCandidates, history: readonly number[], banned: ReadonlySet<number> | undefined): number => {
+    let { ids, logits } = top;
+    if (banned) {
+      const kept = Array.from(ids.keys()).filter((i) => !banned.has(ids[i]!)).slice(0, Math.max(suffice, 1));
+      ids = Int32Array.from(kept, (i) => top.ids[i]!);
+      logits = Float32Array.from(kept, (i) => top.logits[i]!);
+    }
+    return suffice === 0 ? ids[0]! : baseSampler.sampleTop!(ids.subarray(0, suffice), logits.subarray(0, suffice), history).token;
+  };
+  /** The logits the sampler sees: the step's, with the banned tokens at -inf in a copy (logprobs stay the model's). */
+  const allowedLogits = (logits: Float32Array, banned: ReadonlySet<number> | undefined): Float32Array => {
+    if (!banned) return logits;
+    const masked = logits.slice();
+    for (const id of banned) masked[id] = -Infinity;
+    return masked;
+  };
   // Speculative decoding: draft tokens evaluated after the fed token in the same step.
   const prediction = options.prediction === undefined ? undefined : typeof options.prediction === "string" ? tokenizer.encode(options.prediction, { special: false }) : options.prediction;
   const outside = prediction?.find((token) => token >= model.vocabularySize);
@@ -128,6 +160,8 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
 
   async function* steps(): AsyncGenerator<GenerationChunk> {
     const matcher = new StopSequenceMatcher(stops);
+    const indentLimit = options.minIndent > 0 ? new IndentLimit(options.minIndent) : undefined;
+    let sawNewline = false;
     const decoder = tokenizer.createStreamingDecoder();
     const history: number[] = [...promptTokens];
     const aborted = () => options.signal?.aborted === true;
@@ -190,21 +224,28 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
       // The outputs this pick reads: a speculative step's row, or the step's own.
       const stepLogits = rowLogits ? rowLogits.subarray(row * vocabulary, (row + 1) * vocabulary) : logits;
       const stepTop = rowTops ? rowTops[row]! : top;
-      if (stepLogits) token = sampler.sample(stepLogits, history).token;
+      const banned = bannedAt(generated.length);
+      if (stepLogits) token = sampler.sample(allowedLogits(stepLogits, banned), history).token;
       else {
-        token = picked ?? pickFromTop(stepTop!, history);
+        token = picked ?? pickFromTop(stepTop!, history, banned);
         constraint?.observe!(token);
       }
       generated.push(token);
       history.push(token);
-      if (tokenizer.isEndOfGeneration(token)) {
+      if (tokenizer.isEndOfGeneration(token) || stopTokens.has(token)) {
         finishReason = "stop";
         break;
       }
       const step = matcher.push(decoder.push(token));
-      text += step.text;
-      if (!options.logprobs) yield { text: step.text, token };
-      else yield { text: step.text, token, ...(stepTop ? logprobsOfTop(stepTop, token, options.topLogprobs) : logprobsOfLogits(stepLogits!, token, options.topLogprobs)) };
+      const kept = indentLimit ? indentLimit.push(step.text) : step;
+      text += kept.text;
+      if (!sawNewline && kept.text.includes("\n")) sawNewline = true;
+      if (!options.logprobs) yield { text: kept.text, token };
+      else yield { text: kept.text, token, ...(stepTop ? logprobsOfTop(stepTop, token, options.topLogprobs) : logprobsOfLogits(stepLogits!, token, options.topLogprobs)) };
+      if (kept !== step && kept.stopped) {
+        finishReason = "length"; // llama.cpp's indentation limit; the text held back is after the cut
+        return;
+      }
       if (step.stopped) {
         finishReason = "stop";
         stopString = step.stop;
@@ -215,6 +256,7 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
         break;
       }
       if (generated.length >= options.maxTokens) break;
+      if (options.maxTimeMs !== undefined && performance.now() - decodeStarted > options.maxTimeMs && (!options.maxTimeAfterNewline || sawNewline)) break;
       if (aborted()) {
         finishReason = "abort";
         break;

@@ -6,6 +6,31 @@ import type { Model } from "../load-model";
 export const generateOptionsSchema = samplingOptionsSchema.extend({
   /** Most tokens to generate (default 256). */
   maxTokens: z.number().int("maxTokens must be an integer").positive("maxTokens must be at least 1").default(256),
+  /**
+   * Never end at an end-of-generation token: they are banned (their logits -inf, as llama.cpp's
+   * `ignore_eos` biases them), so generation runs to `maxTokens` or another limit. For benchmarks.
+   */
+  ignoreEos: z.boolean().default(false),
+  /**
+   * The fewest tokens to generate: end-of-generation tokens and `stopTokens` are banned until this
+   * many are generated (vLLM's `min_tokens`). Stop strings still end generation.
+   */
+  minTokens: z.number().int("minTokens must be an integer").min(0, "minTokens must be at least 0").default(0),
+  /** Token ids that end generation as an end-of-generation token does (vLLM's `stop_token_ids`): in `tokens`, not in the text. */
+  stopTokens: z.array(z.number().int("stopTokens must hold token ids").nonnegative("stopTokens must hold token ids")).optional(),
+  /**
+   * A budget of wall time for decoding, from the first generated token (llama.cpp's
+   * `t_max_predict_ms`): once it is spent, generation ends with finish reason "length".
+   */
+  maxTimeMs: z.number().positive("maxTimeMs must be positive").optional(),
+  /** With `maxTimeMs`: the budget ends generation only once the output holds a newline (llama.cpp's rule for code completion). */
+  maxTimeAfterNewline: z.boolean().default(false),
+  /**
+   * Every line after the first must be indented by at least this many spaces or tabs (llama.cpp's
+   * `n_indent`, for completing code in a block): generation ends with finish reason "length" at the
+   * first character of a line that is not, and the text stops before it.
+   */
+  minIndent: z.number().int("minIndent must be an integer").min(0, "minIndent must be at least 0").default(0),
   /** Stop strings: generation ends when the text contains one; the text returned stops before it. */
   stop: z.union([z.string().min(1, "stop strings must not be empty"), z.array(z.string().min(1, "stop strings must not be empty"))]).optional(),
   /** Parse special tokens written in a text prompt (`<|im_start|>`), as llama.cpp does. Default true. */
