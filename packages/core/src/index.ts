@@ -35,6 +35,7 @@ export {
 export type { FinishReason, GenerationChunk, GenerationResult, GenerationStream, GenerationTimings, StructuredGenerationResult } from "./generation/generation-types";
 export { type GenerationConstraint, StructuredOutputError, createGenerationConstraint, modelTokenTrie, prepareOutputConstraint } from "./generation/output-constraint";
 export { type ToolTurn, toolCallId, toolTurn } from "./generation/tool-choice";
+export { DEFAULT_INFILL_BATCH_TOKENS, type InfillInput, type InfillLayout, InfillUnsupportedError, infillInputSchema, infillPromptTokens } from "./generation/infill";
 export { type EmbedOptions, type Pooling, embedOptionsSchema } from "./generation/embeddings";
 export { type Drafter, type SpeculativeOptions, type SpeculativeStatistics, checkDraftModel, lookupDraft } from "./generation/speculative";
 export { CLASSIFIER_TENSOR, ClassifierHead, type RankOptions, type RankedDocument, rankOptionsSchema, rankedDocuments, rerankPrompt } from "./generation/rerank";

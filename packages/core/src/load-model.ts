@@ -14,6 +14,7 @@ import { ReferenceBackend } from "./reference-backend";
 import type { BackendPlacement } from "./placement/backend-placement";
 import { type ChatResult, ChatSession, type ChatSessionOptions, type ChatStream, withReasoning } from "./generation/chat-session";
 import { generateTokens } from "./generation/generate-tokens";
+import { DEFAULT_INFILL_BATCH_TOKENS, type InfillInput, infillInputSchema, infillPromptTokens } from "./generation/infill";
 import { type ChatOptions, type GenerateOptions, InvalidOptionError, type ResolvedChatOptions, chatOptionsSchema, generateOptionsSchema, parseOptions } from "./generation/generation-options";
 import { type ToolTurn, toolTurn, withToolGrammar } from "./generation/tool-choice";
 import type { GenerationResult, GenerationStream, StructuredGenerationResult } from "./generation/generation-types";
@@ -231,6 +232,29 @@ export class Model {
     const sequence = this.engine.createSequence(Math.min(this.contextLength, promptTokens.length + resolved.maxTokens));
     const stream = generateTokens({ model: this, promptTokens, sequence, cachedTokens: 0, options: withToolGrammar(resolved, tools), onFinish: () => sequence.release() });
     return { stream, tools };
+  }
+
+  /**
+   * Fills the gap between a prefix and a suffix (fill-in-the-middle, for code completion with a
+   * model trained for it, such as Qwen3-Coder), streamed as `generate` streams. The prompt is the
+   * one llama.cpp's server builds for /infill (see `infillPromptTokens`): the prefix keeps the
+   * last 3/4 of `batchTokens` (default 2,048), the suffix the first 1/4, and the extra files what
+   * the context leaves after the batch and twice `maxTokens`. `minIndent`, `maxTimeMs` and
+   * `maxTimeAfterNewline` are the options code completion usually adds.
+   */
+  infill(input: InfillInput, options: GenerateOptions & { readonly batchTokens?: number; readonly suffixFirst?: boolean } = {}): GenerationStream {
+    const parsedInput = infillInputSchema.safeParse(input);
+    if (!parsedInput.success) {
+      const issue = parsedInput.error.issues[0]!;
+      const path = issue.path.map(String).join(".");
+      throw new InvalidOptionError(path || "input", issue.code === "unrecognized_keys" ? `unknown infill input ${issue.keys.map((k) => `"${k}"`).join(", ")}` : issue.message);
+    }
+    const { batchTokens = DEFAULT_INFILL_BATCH_TOKENS, suffixFirst = false, ...rest } = options;
+    if (!Number.isInteger(batchTokens) || batchTokens < 4) throw new InvalidOptionError("batchTokens", "batchTokens must be an integer of at least 4");
+    const resolved = parseOptions(generateOptionsSchema, rest);
+    const promptTokens = infillPromptTokens(this.tokenizer, parsedInput.data, { batchTokens, contextTokens: this.contextLength, predictTokens: resolved.maxTokens, suffixFirst });
+    const sequence = this.engine.createSequence(Math.min(this.contextLength, promptTokens.length + resolved.maxTokens));
+    return generateTokens({ model: this, promptTokens, sequence, cachedTokens: 0, options: resolved, onFinish: () => sequence.release() });
   }
 
   /** `generate`, awaited: the whole result. */

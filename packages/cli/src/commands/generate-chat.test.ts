@@ -95,6 +95,18 @@ describe("memra generate", () => {
     expect(notAdapter.stderr).toMatch(/LoRA adapter ".*": general\.type is missing, expected "adapter"/);
   });
 
+  it("--ignore-eos generates -n tokens where the model would end (the demo model ends \"Hello\" early)", () => {
+    const args = ["generate", "-p", "Hello", "-n", "24", "--temp", "0", "--json", "--quiet"];
+    const plain = JSON.parse(run(args).stdout);
+    expect(plain.finish_reason).toBe("stop");
+    expect(plain.tokens.length).toBeLessThan(24);
+    const ignoring = JSON.parse(run([...args, "--ignore-eos"]).stdout);
+    expect(ignoring.finish_reason).toBe("length");
+    expect(ignoring.tokens).toHaveLength(24);
+    expect(ignoring.tokens.slice(0, plain.tokens.length - 1)).toEqual(plain.tokens.slice(0, -1));
+    expect(ignoring.tokens).not.toContain(plain.tokens.at(-1));
+  });
+
   it("works without -m, saying on stderr which model it uses", () => {
     const result = run(["generate", "-p", "Hello", "-n", "4", "--temp", "0"]);
     expect(result.code).toBe(0);

@@ -27,6 +27,7 @@ options:
   --repeat-penalty R      (default 1 = off)
   --seed S                sampling seed (default: random; the one used is in --json output)
   --stop S                stop string; repeat for several
+  --ignore-eos            never end at an end-of-generation token: generate -n tokens (benchmarks)
   --json-schema FILE      constrain the output to the JSON schema in FILE (--json adds the parsed "value")
   --grammar FILE          constrain the output to the GBNF grammar in FILE (llama.cpp's format)
   -t, --threads N         threads of the native CPU backend (default: one per processor)
@@ -65,6 +66,7 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
       "repeat-penalty": { type: "string" },
       seed: { type: "string" },
       stop: { type: "string", multiple: true },
+      "ignore-eos": { type: "boolean", default: false },
       "json-schema": { type: "string" },
       grammar: { type: "string" },
       threads: { type: "string", short: "t" },
@@ -112,6 +114,7 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
     repeatPenalty: parseNumber(values["repeat-penalty"], "--repeat-penalty"),
     seed,
     stop: values.stop,
+    ignoreEos: values["ignore-eos"] || undefined,
     special: !values["no-special"],
     speculative: speculation.speculative,
     ...constraint,

@@ -53,6 +53,16 @@ const sampling = {
   "speculative.n_max": z.number().int().min(0).max(64).nullish(),
   /** llama.cpp server's: the draft model's least probability to draft on. */
   "speculative.p_min": z.number().min(0).max(1).nullish(),
+  /** llama.cpp's and vLLM's: never end at an end-of-generation token (for benchmarks). */
+  ignore_eos: z.boolean().nullish(),
+  /** vLLM's: the fewest tokens generated before end of generation or a stop token may end the output. */
+  min_tokens: z.number().int().min(0).nullish(),
+  /** vLLM's: token ids that end generation (in the tokens, not in the text). */
+  stop_token_ids: z.array(z.number().int().nonnegative()).nullish(),
+  /** llama.cpp's: a budget of decoding time in ms, which ends generation once the output holds a newline (0 or less: none). */
+  t_max_predict_ms: z.number().nullish(),
+  /** llama.cpp's: the least indentation of every line after the first (code completion). */
+  n_indent: z.number().int().min(0).nullish(),
 };
 
 const toolCall = z.object({
@@ -135,6 +145,26 @@ export const nativeCompletionRequestSchema = z.object({
 });
 
 /**
+ * POST /infill: llama.cpp server's fill-in-the-middle completion, its /completion's fields with
+ * the text around the gap (`input_prefix`, `input_suffix`), other files for context
+ * (`input_extra`) and the text the middle starts with (`prompt`).
+ */
+export const infillRequestSchema = nativeCompletionRequestSchema.omit({ prompt: true }).extend({
+  input_prefix: z.string({ error: "input_prefix is required: the text before the gap" }),
+  input_suffix: z.string({ error: "input_suffix is required: the text after the gap (may be empty)" }),
+  input_extra: z
+    .array(
+      z.object({
+        filename: z.string({ error: 'an input_extra chunk\'s "filename" must be a string' }).optional(),
+        text: z.string({ error: 'an input_extra chunk must hold a "text" string' }),
+      }),
+      { error: 'input_extra must be an array of {"filename": string, "text": string}' },
+    )
+    .nullish(),
+  prompt: z.string({ error: "prompt must be a string" }).nullish(),
+});
+
+/**
  * POST /tokenize, in llama.cpp server's form (`content`, `add_special`, `parse_special`,
  * `with_pieces`) and vLLM's (`prompt` and `add_special_tokens`, or chat `messages` with
  * `add_generation_prompt`, `return_token_strs`).
@@ -200,6 +230,7 @@ export type EmbeddingRequest = z.infer<typeof embeddingRequestSchema>;
 export type TokenizeRequest = z.infer<typeof tokenizeRequestSchema>;
 export type CompletionRequest = z.infer<typeof completionRequestSchema>;
 export type NativeCompletionRequest = z.infer<typeof nativeCompletionRequestSchema>;
+export type InfillRequest = z.infer<typeof infillRequestSchema>;
 export type ChatMessageInput = z.infer<typeof chatMessageSchema>;
 
 /** The first zod issue as an OpenAI-style message and the parameter it names. */

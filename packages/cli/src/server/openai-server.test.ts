@@ -2,7 +2,7 @@
  * memra serve against the official `openai` client, on a synthetic model with the real Qwen3
  * vocabulary (reference backend, so the test needs no native build).
  */
-import { type Model, loadModel } from "@memra/core";
+import { type Model, infillPromptTokens, loadModel } from "@memra/core";
 import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
 import { readFileSync } from "node:fs";
 import OpenAI from "openai";
@@ -493,6 +493,74 @@ describe("memra serve: llama.cpp server's own /completion and /props", () => {
     expect(props.total_slots).toBe(4);
     expect(props.model_path).toBe("tiny-q8_0.gguf");
     expect(props.chat_template).toContain("im_start");
+  });
+});
+
+describe("memra serve: llama.cpp's /infill and the generation limits of llama.cpp and vLLM", () => {
+  const postTo = async (path: string, body: object) => fetch(`${server.url}${path}`, { method: "POST", body: JSON.stringify(body) });
+  const input = { prefix: "def add(a, b):\n    ", suffix: "\n\nprint(add(1, 2))\n", extra: [{ filename: "util.py", text: "import math\n" }] };
+
+  it("/infill completes llama.cpp's FIM prompt as model.complete completes those tokens", async () => {
+    // llama.cpp's server layout: a batch of 2,048, this server's context of 512, no n_predict.
+    const promptTokens = infillPromptTokens(model.tokenizer, input, { batchTokens: 2048, contextTokens: 512, predictTokens: -1 });
+    expect(promptTokens[0]).toBe(model.tokenizer.fillInMiddleTokens.prefix);
+    const expected = await model.complete(promptTokens, { temperature: 0, maxTokens: 10 });
+    const response = await postTo("/infill", { input_prefix: input.prefix, input_suffix: input.suffix, input_extra: input.extra, n_predict: 10, temperature: 0, return_tokens: true });
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as Record<string, unknown>;
+    expect(body).toMatchObject({ content: expected.text, tokens: expected.tokens, tokens_evaluated: promptTokens.length, stop_type: "limit" });
+    // prompt: the middle's first words, after the prefix.
+    const withPrompt = infillPromptTokens(model.tokenizer, { ...input, prompt: "return" }, { batchTokens: 2048, contextTokens: 512, predictTokens: -1 });
+    const prompted = await model.complete(withPrompt, { temperature: 0, maxTokens: 6 });
+    const viaPrompt = (await (await postTo("/infill", { input_prefix: input.prefix, input_suffix: input.suffix, prompt: "return", n_predict: 6, temperature: 0 })).json()) as Record<string, unknown>;
+    expect(viaPrompt.content).toBe(prompted.text);
+    expect(viaPrompt.tokens_evaluated).toBe(withPrompt.length);
+  });
+
+  it("n_indent cuts at a line indented less; t_max_predict_ms ends after a newline once spent", async () => {
+    const grammar = 'root ::= "x = 1\\n    y = 2\\n  z = 3\\n" [a-z]*';
+    const indented = (await (await postTo("/infill", { input_prefix: "if a:\n    ", input_suffix: "", n_predict: 24, temperature: 0, grammar, n_indent: 4 })).json()) as Record<string, unknown>;
+    expect(indented).toMatchObject({ content: "x = 1\n    y = 2\n  ", stop_type: "limit" });
+    const timed = (await (await postTo("/completion", { prompt: "Code:", n_predict: 24, temperature: 0, grammar, t_max_predict_ms: 0.001, return_tokens: true })).json()) as { content: string; stop_type: string; tokens: number[] };
+    expect(timed.stop_type).toBe("limit");
+    expect(timed.content).toContain("\n");
+    expect(model.tokenizer.decode(timed.tokens.slice(0, -1))).not.toContain("\n");
+  });
+
+  it("ignore_eos, min_tokens and stop_token_ids reach the generation as model.complete takes them", async () => {
+    const prompt = "The quick brown fox";
+    const eos = model.tokenizer.eosTokenId!;
+    const plain = await model.complete(prompt, { temperature: 0, maxTokens: 12, ignoreEos: true });
+    const stopToken = plain.tokens[4]!;
+    const cases: [object, Parameters<Model["complete"]>[1]][] = [
+      [{ logit_bias: { [eos]: 50 }, ignore_eos: true }, { logitBias: { [eos]: 50 }, ignoreEos: true }],
+      [{ logit_bias: { [eos]: 50 }, min_tokens: 3 }, { logitBias: { [eos]: 50 }, minTokens: 3 }],
+      [{ stop_token_ids: [stopToken], ignore_eos: true }, { stopTokens: [stopToken], ignoreEos: true }],
+    ];
+    for (const [fields, options] of cases) {
+      const expected = await model.complete(prompt, { temperature: 0, maxTokens: 12, ...options });
+      const response = (await (await postTo("/v1/completions", { prompt, max_tokens: 12, temperature: 0, ...fields })).json()) as { choices: { text: string; finish_reason: string }[]; usage: { completion_tokens: number } };
+      expect(response.choices[0]!.text, JSON.stringify(fields)).toBe(expected.text);
+      expect(response.usage.completion_tokens, JSON.stringify(fields)).toBe(expected.tokens.length);
+      expect(response.choices[0]!.finish_reason).toBe(expected.finishReason === "length" ? "length" : "stop");
+    }
+    // The boosted EOS ends a plain request at once; ignore_eos and min_tokens keep it going.
+    const boosted = (await (await postTo("/v1/chat/completions", { messages, max_tokens: 12, temperature: 0, logit_bias: { [eos]: 50 }, ignore_eos: true })).json()) as { usage: { completion_tokens: number } };
+    expect(boosted.usage.completion_tokens).toBe(12);
+    const refusals: [string, object, string][] = [
+      ["/v1/completions", { prompt, max_tokens: 4, stop_token_ids: [10_000_000] }, "stop_token_ids"],
+      ["/v1/completions", { prompt, max_tokens: 4, min_tokens: 5 }, "min_tokens"],
+      ["/v1/chat/completions", { messages, min_tokens: -1 }, "min_tokens"],
+      ["/completion", { prompt, n_indent: -1 }, "n_indent"],
+      ["/infill", { input_suffix: "" }, "input_prefix"],
+      ["/infill", { input_prefix: "a", input_suffix: "", input_extra: "x" }, "input_extra"],
+      ["/infill", { input_prefix: "a", input_suffix: "", input_extra: [{ filename: "f" }] }, "input_extra.0.text"],
+    ];
+    for (const [path, body, param] of refusals) {
+      const response = await postTo(path, body);
+      expect(response.status, `${path} ${JSON.stringify(body)}`).toBe(400);
+      expect(((await response.json()) as { error: { param: string | null } }).error.param).toBe(param);
+    }
   });
 });
 

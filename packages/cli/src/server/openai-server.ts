@@ -15,6 +15,8 @@ import {
   type GenerationStream,
   GrammarError,
   GrammarSyntaxError,
+  DEFAULT_INFILL_BATCH_TOKENS,
+  InfillUnsupportedError,
   InvalidOptionError,
   JsonSchemaError,
   type Model,
@@ -26,6 +28,7 @@ import {
   rerankPrompt,
   toolCallId,
   toolTurn,
+  infillPromptTokens,
 } from "@memra/core";
 import type { z } from "zod";
 import { constraintFromResponseFormat } from "@memra/sampler";
@@ -42,7 +45,9 @@ import {
   describeIssue,
   detokenizeRequestSchema,
   embeddingRequestSchema,
+  type InfillRequest,
   type NativeCompletionRequest,
+  infillRequestSchema,
   nativeCompletionRequestSchema,
   rerankRequestSchema,
   tokenizeRequestSchema,
@@ -171,6 +176,33 @@ export function samplingOptionsOf(body: SamplingFields, vocabularySize: number):
   return options as Partial<GenerateOptions>;
 }
 
+type LimitFields = Pick<ChatCompletionRequest, "ignore_eos" | "min_tokens" | "stop_token_ids" | "t_max_predict_ms" | "n_indent">;
+
+/**
+ * The generation limits a request sets: llama.cpp's ignore_eos, t_max_predict_ms and n_indent,
+ * vLLM's ignore_eos, min_tokens and stop_token_ids. A stop token outside the vocabulary, or
+ * min_tokens above the tokens the request may generate, is a 400 naming the field.
+ */
+export function limitOptionsOf(body: LimitFields, vocabularySize: number, maxTokens: number): Partial<GenerateOptions> {
+  const options: Partial<Record<keyof GenerateOptions, unknown>> = {};
+  if (body.ignore_eos) options.ignoreEos = true;
+  if (body.min_tokens !== undefined && body.min_tokens !== null && body.min_tokens > 0) {
+    if (body.min_tokens > maxTokens) throw new RequestError(400, `min_tokens (${body.min_tokens}) exceeds the ${maxTokens} tokens this request may generate`, "min_tokens");
+    options.minTokens = body.min_tokens;
+  }
+  if (body.stop_token_ids && body.stop_token_ids.length > 0) {
+    const outside = body.stop_token_ids.find((token) => token >= vocabularySize);
+    if (outside !== undefined) throw new RequestError(400, `stop_token_ids: token id ${outside} is outside the vocabulary (0..${vocabularySize - 1})`, "stop_token_ids");
+    options.stopTokens = body.stop_token_ids;
+  }
+  if (body.t_max_predict_ms !== undefined && body.t_max_predict_ms !== null && body.t_max_predict_ms > 0) {
+    options.maxTimeMs = body.t_max_predict_ms;
+    options.maxTimeAfterNewline = true;
+  }
+  if (body.n_indent) options.minIndent = body.n_indent;
+  return options as Partial<GenerateOptions>;
+}
+
 export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
   const { model, modelId, contextLength } = options;
   const metrics = new ServerMetrics(model);
@@ -219,6 +251,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     }
     const generateOptions: GenerateOptions = {
       maxTokens: asked ?? room,
+      ...limitOptionsOf(body, model.vocabularySize, asked ?? room),
       ...(grammar === undefined ? {} : { grammar }),
       ...(tools?.grammarTrigger === undefined || grammar !== tools.grammar ? {} : { grammarTrigger: tools.grammarTrigger }),
       temperature: body.temperature ?? 1,
@@ -525,6 +558,32 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     let promptTokens: number[];
     if (typeof body.prompt === "string") promptTokens = model.tokenizer.encode(body.prompt, { special: true });
     else promptTokens = body.prompt;
+    return llamaCompletion(promptTokens, body, request);
+  };
+
+  /**
+   * POST /infill, llama.cpp server's fill-in-the-middle completion: the prompt llama.cpp builds
+   * (core's infillPromptTokens, with its server's batch of 2,048 tokens, this server's context and
+   * no n_predict of its own), then /completion's generation and answer. A model whose vocabulary
+   * has no FIM tokens answers 501, as llama.cpp's does.
+   */
+  const infill = async (body: InfillRequest, request: Request): Promise<Response> => {
+    let promptTokens: number[];
+    try {
+      promptTokens = infillPromptTokens(
+        model.tokenizer,
+        { prefix: body.input_prefix, suffix: body.input_suffix, extra: (body.input_extra ?? []).map((chunk) => ({ text: chunk.text, ...(chunk.filename === undefined ? {} : { filename: chunk.filename }) })), ...(body.prompt ? { prompt: body.prompt } : {}) },
+        { batchTokens: DEFAULT_INFILL_BATCH_TOKENS, contextTokens: contextLength, predictTokens: -1 },
+      );
+    } catch (error) {
+      if (error instanceof InfillUnsupportedError) throw new RequestError(501, error.message, null, "not_supported_error");
+      throw error;
+    }
+    return llamaCompletion(promptTokens, body, request);
+  };
+
+  /** /completion's and /infill's generation and answer (llama.cpp server's form) for prompt tokens. */
+  const llamaCompletion = async (promptTokens: number[], body: Omit<NativeCompletionRequest, "prompt">, request: Request): Promise<Response> => {
     if (promptTokens.length === 0) throw new RequestError(400, "the prompt is empty", "prompt");
     const vocabulary = model.vocabularySize;
     const bad = promptTokens.find((token) => token >= vocabulary);
@@ -535,8 +594,10 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     const asked = body.n_predict ?? -1;
     const probabilities = body.n_probs ?? 0;
     const given = <T>(value: T | null | undefined): value is T => value !== undefined && value !== null;
+    const maxTokens = asked < 0 ? room : Math.min(Math.max(asked, 1), room);
     const options: GenerateOptions = {
-      maxTokens: asked < 0 ? room : Math.min(Math.max(asked, 1), room),
+      maxTokens,
+      ...limitOptionsOf(body, vocabulary, maxTokens),
       ...samplingOptionsOf(body, vocabulary),
       ...(given(body.temperature) ? { temperature: body.temperature } : {}),
       ...(given(body.top_p) ? { topP: body.top_p } : {}),
@@ -883,6 +944,8 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
             return await run("completion", completionRequest(await readBody(request, completionRequestSchema)), request);
           case "POST /completion":
             return await nativeCompletion(await readBody(request, nativeCompletionRequestSchema), request);
+          case "POST /infill":
+            return await infill(await readBody(request, infillRequestSchema), request);
           case "GET /props":
             return props();
           case "POST /v1/embeddings":
@@ -898,7 +961,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
           case "POST /detokenize":
             return detokenize(await readBody(request, detokenizeRequestSchema));
           default:
-            if (["/health", "/metrics", "/props", "/completion", "/completions", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/embeddings", "/v1/rerank", "/rerank", "/v1/reranking", "/reranking", "/tokenize", "/detokenize"].includes(url.pathname)) {
+            if (["/health", "/metrics", "/props", "/completion", "/infill", "/completions", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/embeddings", "/v1/rerank", "/rerank", "/v1/reranking", "/reranking", "/tokenize", "/detokenize"].includes(url.pathname)) {
               throw new RequestError(405, `${request.method} is not allowed on ${url.pathname}`);
             }
             throw new RequestError(404, `no route ${request.method} ${url.pathname}`, null, "not_found_error");
