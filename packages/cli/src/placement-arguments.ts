@@ -46,10 +46,12 @@ export const ropeScalingParseOptions = {
 export const loraParseOptions = {
   lora: { type: "string", multiple: true },
   "lora-scaled": { type: "string", multiple: true },
+  "lora-init-without-apply": { type: "boolean", default: false },
 } as const;
 
 export const loraOptionHelp = `  --lora FILE              apply a LoRA adapter (llama.cpp's GGUF form); repeat for several
-  --lora-scaled FILE:S     a LoRA adapter at scale S`;
+  --lora-scaled FILE:S     a LoRA adapter at scale S (ids: the --lora adapters in order, then these)
+  --lora-init-without-apply  load the adapters at scale 0 (serve: set scales by POST /lora-adapters or a request's lora)`;
 
 export const ropeScalingOptionHelp = `  --rope-scaling TYPE      none, linear or yarn instead of the GGUF's RoPE scaling (llama.cpp's flag)
   --rope-scale N           the context's stretch factor (Qwen3 at 128K tokens: yarn with 4)
@@ -292,6 +294,7 @@ export interface PlacementValues {
   readonly "yarn-orig-ctx"?: string | undefined;
   readonly lora?: readonly string[] | undefined;
   readonly "lora-scaled"?: readonly string[] | undefined;
+  readonly "lora-init-without-apply"?: boolean | undefined;
 }
 
 /** --lora and --lora-scaled as loadModel's lora option (undefined when neither is given). */
@@ -302,6 +305,10 @@ export function parseLoraArguments(values: PlacementValues): LoraAdapterOptions[
     const scale = colon < 0 ? Number.NaN : Number(item.slice(colon + 1));
     if (colon <= 0 || item.slice(colon + 1).trim() === "" || !Number.isFinite(scale)) throw new CliError(`--lora-scaled takes FILE:SCALE, got "${item}"`);
     adapters.push({ path: item.slice(0, colon), scale });
+  }
+  if (values["lora-init-without-apply"]) {
+    if (adapters.length === 0) throw new CliError("--lora-init-without-apply needs --lora or --lora-scaled");
+    return adapters.map(({ path }) => ({ path, scale: 0 }));
   }
   return adapters.length > 0 ? adapters : undefined;
 }

@@ -15,7 +15,7 @@ import type { BackendPlacement } from "./placement/backend-placement";
 import { type ChatResult, ChatSession, type ChatSessionOptions, type ChatStream, withReasoning } from "./generation/chat-session";
 import { generateTokens } from "./generation/generate-tokens";
 import { DEFAULT_INFILL_BATCH_TOKENS, type InfillInput, infillInputSchema, infillPromptTokens } from "./generation/infill";
-import { type ChatOptions, type GenerateOptions, InvalidOptionError, type ResolvedChatOptions, chatOptionsSchema, generateOptionsSchema, parseOptions } from "./generation/generation-options";
+import { type ChatOptions, type GenerateOptions, InvalidOptionError, type ResolvedChatOptions, chatOptionsSchema, generateOptionsSchema, loraScalesOf, parseOptions } from "./generation/generation-options";
 import { type ToolTurn, toolTurn, withToolGrammar } from "./generation/tool-choice";
 import type { GenerationResult, GenerationStream, StructuredGenerationResult } from "./generation/generation-types";
 import { type EmbedOptions, type Pooling, checkDimensions, embedOptionsSchema, poolEmbedding, poolingOfGGUF } from "./generation/embeddings";
@@ -229,7 +229,7 @@ export class Model {
     const resolved = isMessages ? parseOptions(chatOptionsSchema, options) : parseOptions(generateOptionsSchema, options);
     const tools = isMessages ? toolTurn(resolved as ResolvedChatOptions) : undefined;
     const promptTokens = this.promptTokens(prompt, resolved.special, tools?.enableThinking ?? true, tools?.tools);
-    const sequence = this.engine.createSequence(Math.min(this.contextLength, promptTokens.length + resolved.maxTokens));
+    const sequence = this.engine.createSequence(Math.min(this.contextLength, promptTokens.length + resolved.maxTokens), this.sequenceOptions(resolved.lora));
     const stream = generateTokens({ model: this, promptTokens, sequence, cachedTokens: 0, options: withToolGrammar(resolved, tools), onFinish: () => sequence.release() });
     return { stream, tools };
   }
@@ -253,8 +253,32 @@ export class Model {
     if (!Number.isInteger(batchTokens) || batchTokens < 4) throw new InvalidOptionError("batchTokens", "batchTokens must be an integer of at least 4");
     const resolved = parseOptions(generateOptionsSchema, rest);
     const promptTokens = infillPromptTokens(this.tokenizer, parsedInput.data, { batchTokens, contextTokens: this.contextLength, predictTokens: resolved.maxTokens, suffixFirst });
-    const sequence = this.engine.createSequence(Math.min(this.contextLength, promptTokens.length + resolved.maxTokens));
+    const sequence = this.engine.createSequence(Math.min(this.contextLength, promptTokens.length + resolved.maxTokens), this.sequenceOptions(resolved.lora));
     return generateTokens({ model: this, promptTokens, sequence, cachedTokens: 0, options: resolved, onFinish: () => sequence.release() });
+  }
+
+  /** The engine sequence options of a generation's `lora` option. */
+  private sequenceOptions(lora: readonly { readonly id: number; readonly scale: number }[] | undefined): { loraScales?: number[] } {
+    const loraScales = loraScalesOf(this.transformer.loraAdapters.length, lora);
+    return loraScales ? { loraScales } : {};
+  }
+
+  /**
+   * The LoRA adapters loaded with the model (loadModel's `lora`), in order (a generation's
+   * `lora` option names them by index), each with the scale generations run with unless they give
+   * their own.
+   */
+  get loraAdapters(): readonly { readonly id: number; readonly path: string; readonly scale: number }[] {
+    return this.transformer.loraAdapters.map((adapter, id) => ({ id, ...adapter }));
+  }
+
+  /**
+   * Sets the adapters' scales for the generations started from now on without a `lora` option
+   * (llama.cpp server's POST /lora-adapters): listed adapters take their scale, the others 0.
+   */
+  setLoraScales(lora: readonly { readonly id: number; readonly scale: number }[]): void {
+    const parsed = parseOptions(generateOptionsSchema.pick({ lora: true }), { lora });
+    this.transformer.setLoraScales(loraScalesOf(this.transformer.loraAdapters.length, parsed.lora)!);
   }
 
   /** `generate`, awaited: the whole result. */

@@ -30,6 +30,12 @@ export function blockKey(parent: bigint, tokens: ArrayLike<number>): bigint {
 
 const ROOT_KEY = 0x6d656d7261n; // "memra"
 
+/** A 64-bit salt as two 32-bit words (blockKey hashes int32 words). */
+function bigintWords(value: bigint): number[] {
+  const word = BigInt.asUintN(64, value);
+  return [Number(word & 0xffffffffn) | 0, Number(word >> 32n) | 0];
+}
+
 export class KVBlockPool implements KVPoolStorage {
   readonly keys: KVStorage[] = []; // per layer: [blocks * blockTokens, kvWidth]
   readonly values: KVStorage[] = []; // per layer: [blocks * blockTokens, kvWidth]
@@ -107,9 +113,13 @@ export class KVBlockPool implements KVPoolStorage {
     return this.cachedFree.size;
   }
 
-  /** A new sequence over this pool, of up to `capacity` tokens. */
-  createSequence(capacity: number): PagedKVCache {
-    return new PagedKVCache(this, capacity, false);
+  /**
+   * A new sequence over this pool, of up to `capacity` tokens. `prefixSalt`: its blocks' prefix
+   * keys start from it, so that only sequences with the same salt share cached prefixes (what the
+   * blocks hold depends on more than the tokens: the LoRA scales a sequence runs with).
+   */
+  createSequence(capacity: number, options: { readonly prefixSalt?: bigint } = {}): PagedKVCache {
+    return new PagedKVCache(this, capacity, false, options.prefixSalt === undefined ? ROOT_KEY : blockKey(ROOT_KEY, bigintWords(options.prefixSalt)));
   }
 
   /** A block for exclusive use (reference count 1), evicting the least recently used cached prefix when needed. */
@@ -219,6 +229,8 @@ export class PagedKVCache implements KVCache {
     readonly capacity: number,
     /** Whether disposing the sequence disposes the pool (a cache made alone by Model.createCache). */
     private readonly ownsPool: boolean,
+    /** The prefix key the first block's key is chained from (see KVBlockPool.createSequence). */
+    private readonly rootKey: bigint = ROOT_KEY,
   ) {
     if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`KV cache capacity must be a positive integer, got ${capacity}`);
   }
@@ -304,7 +316,7 @@ export class PagedKVCache implements KVCache {
   reusePrefix(tokens: readonly number[]): number {
     if (this.stored !== 0 || this.table.length !== 0) throw new Error("reusePrefix needs an empty sequence");
     const blockTokens = this.pool.blockTokens;
-    let parent = ROOT_KEY;
+    let parent = this.rootKey;
     for (let block = 0; (block + 1) * blockTokens <= Math.min(tokens.length - 1, this.capacity); block++) {
       const content = tokens.slice(block * blockTokens, (block + 1) * blockTokens);
       const key = blockKey(parent, content);
@@ -332,7 +344,7 @@ export class PagedKVCache implements KVCache {
   /** A sequence sharing every block of this one (copy-on-write when either writes into a shared block). */
   fork(capacity = this.capacity): PagedKVCache {
     if (this.ownsPool) throw new Error("a standalone KV cache cannot be forked; create sequences from a KVBlockPool");
-    const copy = new PagedKVCache(this.pool, capacity, false);
+    const copy = new PagedKVCache(this.pool, capacity, false, this.rootKey);
     if (this.stored > capacity) throw new KVCacheFullError(this.stored, capacity);
     for (const block of this.table) {
       this.pool.retain(block);
@@ -364,7 +376,7 @@ export class PagedKVCache implements KVCache {
     const blockTokens = this.pool.blockTokens;
     const full = Math.floor(this.stored / blockTokens);
     for (let block = this.keys.length; block < full; block++) {
-      const parent = block === 0 ? ROOT_KEY : this.keys[block - 1]!;
+      const parent = block === 0 ? this.rootKey : this.keys[block - 1]!;
       const key = blockKey(parent, this.tokens.slice(block * blockTokens, (block + 1) * blockTokens));
       this.keys.push(key);
       this.pool.register(this.table[block]!, key);

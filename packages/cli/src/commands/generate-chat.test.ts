@@ -87,6 +87,8 @@ describe("memra generate", () => {
     expect(adapted.tokens).toEqual(expected.tokens);
     expect(adapted.tokens).not.toEqual(plain.tokens);
     expect(JSON.parse(run([...args, "--lora-scaled", `${lora}:0`]).stdout).tokens).toEqual(plain.tokens);
+    expect(JSON.parse(run([...args, "--lora", lora, "--lora-init-without-apply"]).stdout).tokens).toEqual(plain.tokens);
+    expect(run([...args, "--lora-init-without-apply"]).stderr).toMatch(/--lora-init-without-apply needs --lora or --lora-scaled/);
     const bad = run([...args, "--lora-scaled", lora]);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/--lora-scaled takes FILE:SCALE/);

@@ -11,6 +11,11 @@ const bias = z.union([z.number().min(-100).max(100), z.literal(false)]);
 
 const contentPart = z.object({ type: z.literal("text"), text: z.string() });
 
+const loraScale = z.object({ id: z.number().int().min(0), scale: z.number() });
+
+/** POST /lora-adapters (llama.cpp server's): every adapter's scale for requests without `lora`; unlisted adapters 0. */
+export const loraAdaptersRequestSchema = z.array(loraScale, { error: 'the body must be an array of {"id": number, "scale": number}' });
+
 const sampling = {
   model: z.string().optional(),
   max_tokens: z.number().int().positive().nullish(),
@@ -63,6 +68,8 @@ const sampling = {
   t_max_predict_ms: z.number().nullish(),
   /** llama.cpp's: the least indentation of every line after the first (code completion). */
   n_indent: z.number().int().min(0).nullish(),
+  /** llama.cpp server's: the LoRA adapters' scales for this request (`id` as GET /lora-adapters lists them); unlisted adapters 0. */
+  lora: z.array(loraScale).nullish(),
 };
 
 const toolCall = z.object({

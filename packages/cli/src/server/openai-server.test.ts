@@ -3,7 +3,7 @@
  * vocabulary (reference backend, so the test needs no native build).
  */
 import { type Model, infillPromptTokens, loadModel } from "@memra/core";
-import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
+import { resolveOptions, syntheticLoraFile, syntheticModelFile } from "@memra/synthetic";
 import { readFileSync } from "node:fs";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -555,6 +555,62 @@ describe("memra serve: llama.cpp's /infill and the generation limits of llama.cp
       ["/infill", { input_suffix: "" }, "input_prefix"],
       ["/infill", { input_prefix: "a", input_suffix: "", input_extra: "x" }, "input_extra"],
       ["/infill", { input_prefix: "a", input_suffix: "", input_extra: [{ filename: "f" }] }, "input_extra.0.text"],
+    ];
+    for (const [path, body, param] of refusals) {
+      const response = await postTo(path, body);
+      expect(response.status, `${path} ${JSON.stringify(body)}`).toBe(400);
+      expect(((await response.json()) as { error: { param: string | null } }).error.param).toBe(param);
+    }
+  });
+});
+
+describe("memra serve: LoRA scales per request and POST /lora-adapters (llama.cpp server's)", () => {
+  let adapted: Model;
+  let loraServer: OpenAIServer;
+  let adapterPath: string;
+  beforeAll(async () => {
+    const options = resolveOptions("tiny", { weightType: "q8_0", tiedEmbeddings: false });
+    adapterPath = await syntheticLoraFile(options, { rank: 4, alpha: 8, seed: 3, strength: 0.5 });
+    // As llama.cpp's --lora FILE --lora-init-without-apply: loaded at scale 0.
+    adapted = loadModel(await syntheticModelFile(options), { maxSequences: 4, kvCacheTokens: 4 * 512, lora: [{ path: adapterPath, scale: 0 }] });
+    loraServer = startOpenAIServer({ model: adapted, modelId: "tiny-lora", port: 0, contextLength: 512 });
+  });
+  afterAll(async () => {
+    await loraServer.stop();
+    adapted.dispose();
+  });
+  const postTo = async (path: string, body: unknown) => fetch(`${loraServer.url}${path}`, { method: "POST", body: JSON.stringify(body) });
+  const prompt = "The quick brown fox";
+
+  it("a request's lora scales its adapters for that request alone; POST /lora-adapters sets the default", async () => {
+    expect(await (await fetch(`${loraServer.url}/lora-adapters`)).json()).toEqual([{ id: 0, path: adapterPath, scale: 0 }]);
+    const base = await adapted.complete(prompt, { temperature: 0, maxTokens: 12 });
+    const scaled = await adapted.complete(prompt, { temperature: 0, maxTokens: 12, lora: [{ id: 0, scale: 0.7 }] });
+    expect(scaled.tokens).not.toEqual(base.tokens);
+    const textOf = async (path: string, body: object) => {
+      const answer = (await (await postTo(path, { prompt, temperature: 0, ...body })).json()) as { choices?: { text: string }[]; content?: string };
+      return answer.choices ? answer.choices[0]!.text : answer.content;
+    };
+    // Both at once, each with its own scales.
+    const [withLora, without] = await Promise.all([textOf("/v1/completions", { max_tokens: 12, lora: [{ id: 0, scale: 0.7 }] }), textOf("/v1/completions", { max_tokens: 12 })]);
+    expect(withLora).toBe(scaled.text);
+    expect(without).toBe(base.text);
+    expect(await textOf("/completion", { n_predict: 12, lora: [{ id: 0, scale: 0.7 }] })).toBe(scaled.text);
+
+    const set = await postTo("/lora-adapters", [{ id: 0, scale: 0.7 }]);
+    expect(await set.json()).toEqual({ success: true });
+    expect(await (await fetch(`${loraServer.url}/lora-adapters`)).json()).toEqual([{ id: 0, path: adapterPath, scale: 0.7 }]);
+    expect(await textOf("/v1/completions", { max_tokens: 12 })).toBe(scaled.text);
+    // A request's list leaves unlisted adapters at 0, whatever the default.
+    expect(await textOf("/v1/completions", { max_tokens: 12, lora: [] })).toBe(base.text);
+    await postTo("/lora-adapters", []);
+    expect(adapted.loraAdapters[0]!.scale).toBe(0);
+
+    const refusals: [string, unknown, string | null][] = [
+      ["/v1/completions", { prompt, lora: [{ id: 1, scale: 1 }] }, "lora"],
+      ["/v1/chat/completions", { messages, lora: [{ id: 0 }] }, "lora.0.scale"],
+      ["/lora-adapters", [{ id: 3, scale: 1 }], "id"],
+      ["/lora-adapters", { id: 0, scale: 1 }, null],
     ];
     for (const [path, body, param] of refusals) {
       const response = await postTo(path, body);

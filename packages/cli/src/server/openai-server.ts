@@ -48,6 +48,7 @@ import {
   type InfillRequest,
   type NativeCompletionRequest,
   infillRequestSchema,
+  loraAdaptersRequestSchema,
   nativeCompletionRequestSchema,
   rerankRequestSchema,
   tokenizeRequestSchema,
@@ -176,15 +177,20 @@ export function samplingOptionsOf(body: SamplingFields, vocabularySize: number):
   return options as Partial<GenerateOptions>;
 }
 
-type LimitFields = Pick<ChatCompletionRequest, "ignore_eos" | "min_tokens" | "stop_token_ids" | "t_max_predict_ms" | "n_indent">;
+type LimitFields = Pick<ChatCompletionRequest, "ignore_eos" | "min_tokens" | "stop_token_ids" | "t_max_predict_ms" | "n_indent" | "lora">;
 
 /**
  * The generation limits a request sets: llama.cpp's ignore_eos, t_max_predict_ms and n_indent,
  * vLLM's ignore_eos, min_tokens and stop_token_ids. A stop token outside the vocabulary, or
  * min_tokens above the tokens the request may generate, is a 400 naming the field.
  */
-export function limitOptionsOf(body: LimitFields, vocabularySize: number, maxTokens: number): Partial<GenerateOptions> {
+export function limitOptionsOf(body: LimitFields, vocabularySize: number, maxTokens: number, loraAdapters = 0): Partial<GenerateOptions> {
   const options: Partial<Record<keyof GenerateOptions, unknown>> = {};
+  if (body.lora) {
+    const unknown = body.lora.find((entry) => entry.id >= loraAdapters);
+    if (unknown) throw new RequestError(400, `lora: adapter id ${unknown.id} is not loaded (the server has ${loraAdapters} LoRA adapter${loraAdapters === 1 ? "" : "s"}; GET /lora-adapters lists them)`, "lora");
+    options.lora = body.lora;
+  }
   if (body.ignore_eos) options.ignoreEos = true;
   if (body.min_tokens !== undefined && body.min_tokens !== null && body.min_tokens > 0) {
     if (body.min_tokens > maxTokens) throw new RequestError(400, `min_tokens (${body.min_tokens}) exceeds the ${maxTokens} tokens this request may generate`, "min_tokens");
@@ -251,7 +257,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     }
     const generateOptions: GenerateOptions = {
       maxTokens: asked ?? room,
-      ...limitOptionsOf(body, model.vocabularySize, asked ?? room),
+      ...limitOptionsOf(body, model.vocabularySize, asked ?? room, model.loraAdapters.length),
       ...(grammar === undefined ? {} : { grammar }),
       ...(tools?.grammarTrigger === undefined || grammar !== tools.grammar ? {} : { grammarTrigger: tools.grammarTrigger }),
       temperature: body.temperature ?? 1,
@@ -597,7 +603,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     const maxTokens = asked < 0 ? room : Math.min(Math.max(asked, 1), room);
     const options: GenerateOptions = {
       maxTokens,
-      ...limitOptionsOf(body, vocabulary, maxTokens),
+      ...limitOptionsOf(body, vocabulary, maxTokens, model.loraAdapters.length),
       ...samplingOptionsOf(body, vocabulary),
       ...(given(body.temperature) ? { temperature: body.temperature } : {}),
       ...(given(body.top_p) ? { topP: body.top_p } : {}),
@@ -946,6 +952,15 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
             return await nativeCompletion(await readBody(request, nativeCompletionRequestSchema), request);
           case "POST /infill":
             return await infill(await readBody(request, infillRequestSchema), request);
+          case "GET /lora-adapters":
+            return json(model.loraAdapters.map(({ id, path, scale }) => ({ id, path, scale })));
+          case "POST /lora-adapters": {
+            const scales = await readBody(request, loraAdaptersRequestSchema);
+            const unknown = scales.find((entry) => entry.id >= model.loraAdapters.length);
+            if (unknown) throw new RequestError(400, `adapter id ${unknown.id} is not loaded (the server has ${model.loraAdapters.length} LoRA adapters)`, "id");
+            model.setLoraScales(scales);
+            return json({ success: true });
+          }
           case "GET /props":
             return props();
           case "POST /v1/embeddings":
@@ -961,7 +976,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
           case "POST /detokenize":
             return detokenize(await readBody(request, detokenizeRequestSchema));
           default:
-            if (["/health", "/metrics", "/props", "/completion", "/infill", "/completions", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/embeddings", "/v1/rerank", "/rerank", "/v1/reranking", "/reranking", "/tokenize", "/detokenize"].includes(url.pathname)) {
+            if (["/health", "/metrics", "/props", "/completion", "/infill", "/lora-adapters", "/completions", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/embeddings", "/v1/rerank", "/rerank", "/v1/reranking", "/reranking", "/tokenize", "/detokenize"].includes(url.pathname)) {
               throw new RequestError(405, `${request.method} is not allowed on ${url.pathname}`);
             }
             throw new RequestError(404, `no route ${request.method} ${url.pathname}`, null, "not_found_error");

@@ -93,7 +93,17 @@ export class EngineSequence {
     private readonly engine: InferenceEngine,
     /** Most tokens the sequence may hold. */
     readonly capacity: number,
+    /** The LoRA adapters' scales the sequence runs with (BatchEntry.loraScales); undefined: the model's. */
+    readonly loraScales?: Float64Array,
   ) {}
+
+  /** The prefix cache key salt of the sequence's blocks: its LoRA scales' bits (undefined without scales of its own). */
+  get prefixSalt(): bigint | undefined {
+    if (!this.loraScales) return undefined;
+    let salt = 0xcbf29ce484222325n;
+    for (const bits of new Uint32Array(this.loraScales.buffer, this.loraScales.byteOffset, this.loraScales.length * 2)) salt = BigInt.asUintN(64, (salt ^ BigInt(bits)) * 0x100000001b3n);
+    return salt;
+  }
 
   /** Tokens whose keys and values are in the cache. */
   get cachedTokens(): number {
@@ -221,13 +231,23 @@ export class InferenceEngine {
     if (!Number.isInteger(this.maxSequences) || this.maxSequences < 1) throw new RangeError(`maxSequences must be a positive integer, got ${this.maxSequences}`);
   }
 
-  /** A new sequence of up to `capacity` tokens. */
-  createSequence(capacity: number): EngineSequence {
+  /**
+   * A new sequence of up to `capacity` tokens. `loraScales`: the scales of the model's LoRA adapters
+   * for this sequence (one per adapter; see Transformer.loraAdapters); without them the sequence
+   * runs with the model's scales as they are when it is created. Its cached prefixes are shared
+   * only with sequences of the same scales.
+   */
+  createSequence(capacity: number, options: { readonly loraScales?: readonly number[] } = {}): EngineSequence {
     const blocks = Math.ceil(capacity / this.pool.blockTokens);
     if (blocks > this.pool.blocks) {
       throw new KVCacheFullError(capacity, this.pool.blocks * this.pool.blockTokens, "KV pool size");
     }
-    return new EngineSequence(this, capacity);
+    if (options.loraScales) this.transformer.checkLoraScales(options.loraScales);
+    // With adapters every sequence keeps the scales it starts with, so that a later setLoraScales
+    // changes neither its remaining steps nor which cached prefixes it may take.
+    const adapters = this.transformer.loraAdapters;
+    const scales = options.loraScales ?? (adapters.length > 0 ? adapters.map((adapter) => adapter.scale) : undefined);
+    return new EngineSequence(this, capacity, scales && Float64Array.from(scales));
   }
 
   /** Sequences admitted (holding blocks) and waiting for blocks. */
@@ -342,7 +362,7 @@ export class InferenceEngine {
   private admit(): void {
     while (this.waiting.length > 0 && this.running.length < this.maxSequences) {
       const sequence = this.waiting[0]!;
-      const cache = this.pool.createSequence(sequence.capacity);
+      const cache = this.pool.createSequence(sequence.capacity, { prefixSalt: sequence.prefixSalt });
       // An evaluation of several rows needs each of them evaluated: the prefix cache may give the tokens before them.
       const rows = sequence.work?.rows ?? 0;
       const reused = this.prefixCaching ? cache.reusePrefix(rows > 1 ? sequence.tokens.slice(0, sequence.tokens.length - rows + 1) : sequence.tokens) : 0;
@@ -421,15 +441,8 @@ export class InferenceEngine {
     }
 
     const entries: BatchEntry[] = batch.map(({ sequence, count }) => {
-      const cache = sequence.cache!;
-      const tokens = Int32Array.from(sequence.tokens.slice(cache.length, cache.length + count));
-      if (sequence.work!.rows > 0) return rowsEntry(sequence, tokens, sequence.work!.hidden ? this.transformer.dimensions.embedding : this.transformer.dimensions.vocabulary);
-      if (cache.length + count !== sequence.tokens.length) return { tokens, cache, logits: [] };
-      if (sequence.work!.greedy) return { tokens, cache, greedy: sequence.greedy };
-      if (sequence.work!.hidden) return { tokens, cache, logits: [count - 1], hidden: sequence.hidden! };
-      if (sequence.work!.top > 0) return { tokens, cache, top: sequence.top! };
-      sequence.logits ??= new Float32Array(this.transformer.dimensions.vocabulary);
-      return { tokens, cache, logits: "last", output: sequence.logits };
+      const entry = this.entryOf(sequence, count);
+      return sequence.loraScales ? { ...entry, loraScales: sequence.loraScales } : entry;
     });
     const started = performance.now();
     let logits: Float32Array[];
@@ -457,6 +470,19 @@ export class InferenceEngine {
         work.resolve(work.rows > 0 ? (work.hidden ? sequence.rowHidden! : work.top > 0 ? new Float32Array(0) : sequence.rowLogits!) : work.hidden ? sequence.hidden! : logits[i]!);
       }
     }
+  }
+
+  /** The batch entry of a sequence's next `count` tokens, for what its evaluation asks. */
+  private entryOf(sequence: EngineSequence, count: number): BatchEntry {
+    const cache = sequence.cache!;
+    const tokens = Int32Array.from(sequence.tokens.slice(cache.length, cache.length + count));
+    if (sequence.work!.rows > 0) return rowsEntry(sequence, tokens, sequence.work!.hidden ? this.transformer.dimensions.embedding : this.transformer.dimensions.vocabulary);
+    if (cache.length + count !== sequence.tokens.length) return { tokens, cache, logits: [] };
+    if (sequence.work!.greedy) return { tokens, cache, greedy: sequence.greedy };
+    if (sequence.work!.hidden) return { tokens, cache, logits: [count - 1], hidden: sequence.hidden! };
+    if (sequence.work!.top > 0) return { tokens, cache, top: sequence.top! };
+    sequence.logits ??= new Float32Array(this.transformer.dimensions.vocabulary);
+    return { tokens, cache, logits: "last", output: sequence.logits };
   }
 
   /** The most recently admitted running sequence not already in this step's batch. */

@@ -1,7 +1,7 @@
 import { type ChatMessage, parseToolCalls, splitReasoning } from "@memra/tokenizer";
 import type { EngineSequence } from "../engine/inference-engine";
 import type { Model } from "../load-model";
-import { type ChatOptions, chatOptionsSchema, parseOptions } from "./generation-options";
+import { type ChatOptions, InvalidOptionError, chatOptionsSchema, loraScalesOf, parseOptions } from "./generation-options";
 import { generateTokens } from "./generate-tokens";
 import type { GenerationChunk, GenerationResult } from "./generation-types";
 import { toolCallId, toolTurn, withToolGrammar } from "./tool-choice";
@@ -32,6 +32,8 @@ export interface ChatSessionOptions {
   readonly system?: string;
   /** Context of the session's KV cache in tokens (default: the model's context length, at most 4096). */
   readonly contextLength?: number;
+  /** The LoRA adapters' scales of every turn (a generation's `lora` option: listed adapters their scale, the others 0). */
+  readonly lora?: readonly { readonly id: number; readonly scale: number }[];
 }
 
 /** The chat result of a generation: reasoning apart, and with `parseCalls` the tool calls too. */
@@ -56,13 +58,17 @@ export class ChatSession {
     options: ChatSessionOptions = {},
   ) {
     if (options.system !== undefined) this.messages.push({ role: "system", content: options.system });
-    this.sequence = model.engine.createSequence(options.contextLength ?? Math.min(model.contextLength, 4096));
+    const lora = options.lora === undefined ? undefined : parseOptions(chatOptionsSchema.pick({ lora: true }), { lora: options.lora }).lora;
+    const loraScales = loraScalesOf(model.loraAdapters.length, lora);
+    this.sequence = model.engine.createSequence(options.contextLength ?? Math.min(model.contextLength, 4096), loraScales ? { loraScales } : {});
   }
 
   /** Sends a user message; streams the answer. The answer joins the history when the stream ends. */
   send(content: string, options: ChatOptions = {}): ChatStream {
     if (this.busy) throw new Error("the previous turn of this chat session is still running");
     const resolved = parseOptions(chatOptionsSchema, options);
+    // The session's cache holds keys and values computed with its scales.
+    if (resolved.lora !== undefined) throw new InvalidOptionError("lora", "lora: a chat session's LoRA scales are set when it is created (ChatSessionOptions.lora)");
     const messages: ChatMessage[] = [...this.messages, { role: "user", content }];
     const tools = toolTurn(resolved);
     const prompt = this.model.tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, enableThinking: tools.enableThinking, ...(tools.tools ? { tools: tools.tools } : {}) });

@@ -96,6 +96,15 @@ export const generateOptionsSchema = samplingOptionsSchema.extend({
    * changes the number of forward steps, never the output.
    */
   prediction: z.union([z.string(), z.array(z.number().int().nonnegative())]).optional(),
+  /**
+   * The scales of the model's LoRA adapters for this generation (llama.cpp server's per-request
+   * `lora`): each listed adapter (`id`: its place in loadModel's `lora`) takes its scale, the
+   * others 0. Without it, the model's scales (`model.loraAdapters`). Generations with different
+   * scales share batched steps; cached prefixes are shared only between equal scales.
+   */
+  lora: z
+    .array(z.strictObject({ id: z.number().int("lora[].id must be an adapter's index").min(0, "lora[].id must be an adapter's index"), scale: z.number().finite("lora[].scale must be a finite number") }))
+    .optional(),
   /** Prompt tokens per forward step during prefill (abort is checked between steps). Default 64. */
   prefillChunkTokens: z.number().int().positive("prefillChunkTokens must be at least 1").default(64),
 });
@@ -144,6 +153,17 @@ export const chatOptionsSchema = generateOptionsSchema.extend({
 
 export type ChatOptions = z.input<typeof chatOptionsSchema>;
 export type ResolvedChatOptions = z.output<typeof chatOptionsSchema>;
+
+/** The LoRA scales a `lora` option gives (listed adapters their scale, the others 0); undefined without it. */
+export function loraScalesOf(adapters: number, lora: readonly { readonly id: number; readonly scale: number }[] | undefined): number[] | undefined {
+  if (lora === undefined) return undefined;
+  const scales = new Array<number>(adapters).fill(0);
+  for (const { id, scale } of lora) {
+    if (id >= adapters) throw new InvalidOptionError("lora", `lora: adapter id ${id} is not loaded (the model has ${adapters} LoRA adapter${adapters === 1 ? "" : "s"})`);
+    scales[id] = scale;
+  }
+  return scales;
+}
 
 export class InvalidOptionError extends Error {
   override readonly name = "InvalidOptionError";

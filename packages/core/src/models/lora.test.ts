@@ -69,6 +69,76 @@ describe("LoRA adapters", () => {
     }
   });
 
+  it("per-generation scales (llama.cpp's per-request lora) give what a model loaded with those scales gives, several at once", async () => {
+    const options = resolveOptions("tiny", { weightType: "q8_0", tiedEmbeddings: false });
+    const path = await syntheticModelFile(options);
+    const first = await syntheticLoraFile(options, { rank: 4, alpha: 8, seed: 1, strength: 0.5 });
+    const second = await syntheticLoraFile(options, { rank: 2, alpha: 0, seed: 2, strength: 0.5, targets: ["attn_v", "ffn_down", "output"] });
+    // Loaded unapplied (llama.cpp's --lora-init-without-apply): both at scale 0.
+    const model = loadModel(path, { lora: [{ path: first, scale: 0 }, { path: second, scale: 0 }] });
+    expect(model.loraAdapters).toEqual([{ id: 0, path: first, scale: 0 }, { id: 1, path: second, scale: 0 }]);
+    const solo = async (scales: [number, number]) => {
+      const reference = loadModel(path, { lora: [{ path: first, scale: scales[0] }, { path: second, scale: scales[1] }] });
+      const result = await reference.complete(prompt, { temperature: 0, maxTokens: 10, logprobs: true, topLogprobs: 2 });
+      reference.dispose();
+      return result;
+    };
+    const logprobsOf = async (stream: ReturnType<typeof model.generate>) => {
+      const values: number[] = [];
+      for await (const chunk of stream) if (chunk.logprob !== undefined) values.push(chunk.logprob);
+      return { tokens: (await stream.result).tokens, values };
+    };
+    const greedy = { temperature: 0, maxTokens: 10, logprobs: true, topLogprobs: 2 } as const;
+    const cases: { lora?: { id: number; scale: number }[]; scales: [number, number] }[] = [
+      { lora: [{ id: 0, scale: 0.6 }, { id: 1, scale: 0.3 }], scales: [0.6, 0.3] },
+      { scales: [0, 0] },
+      { lora: [{ id: 1, scale: 0.8 }], scales: [0, 0.8] },
+    ];
+    const expected = await Promise.all(cases.map(async ({ scales }) => {
+      const result = await solo(scales);
+      const stream = loadModel(path, { lora: [{ path: first, scale: scales[0] }, { path: second, scale: scales[1] }] }).generate(prompt, greedy);
+      return { tokens: result.tokens, values: (await logprobsOf(stream)).values };
+    }));
+    expect(expected[0]!.tokens).not.toEqual(expected[1]!.tokens);
+    // The three together, in batched steps whose rows have different scales: each is its own solo run, bit for bit.
+    const together = await Promise.all(cases.map(({ lora }) => logprobsOf(model.generate(prompt, { ...greedy, ...(lora ? { lora } : {}) }))));
+    together.forEach((run, i) => {
+      expect(run.tokens, `case ${i}`).toEqual(expected[i]!.tokens);
+      expect(run.values, `case ${i}`).toEqual(expected[i]!.values);
+    });
+
+    // Cached prefixes are shared between equal scales only (the blocks hold keys and values computed with them).
+    const long = Array.from({ length: 40 }, (_, i) => prompt[i % prompt.length]!);
+    const scaled = { temperature: 0, maxTokens: 4, lora: [{ id: 0, scale: 0.6 }] };
+    const firstRun = await model.complete(long, scaled);
+    const again = await model.complete(long, scaled);
+    expect(again.usage.cachedPromptTokens).toBeGreaterThan(0);
+    expect(again.tokens).toEqual(firstRun.tokens);
+    const other = await model.complete(long, { ...scaled, lora: [{ id: 0, scale: 0.9 }] });
+    expect(other.usage.cachedPromptTokens).toBe(0);
+    const otherSolo = loadModel(path, { lora: [{ path: first, scale: 0.9 }, { path: second, scale: 0 }] });
+    expect(other.tokens).toEqual((await otherSolo.complete(long, { temperature: 0, maxTokens: 4 })).tokens);
+    otherSolo.dispose();
+
+    // The model's scales (llama.cpp's POST /lora-adapters): what generations without `lora` run with.
+    model.setLoraScales([{ id: 0, scale: 0.6 }, { id: 1, scale: 0.3 }]);
+    expect(model.loraAdapters.map((adapter) => adapter.scale)).toEqual([0.6, 0.3]);
+    expect((await model.complete(prompt, { temperature: 0, maxTokens: 10 })).tokens).toEqual(expected[0]!.tokens);
+    model.setLoraScales([{ id: 1, scale: 0.8 }]);
+    expect(model.loraAdapters.map((adapter) => adapter.scale)).toEqual([0, 0.8]);
+    const session = model.createChatSession({ lora: [{ id: 0, scale: 0.6 }, { id: 1, scale: 0.3 }] });
+    const turn = await session.send("Hi", { temperature: 0, maxTokens: 6 }).result;
+    const chatted = await model.chat([{ role: "user", content: "Hi" }], { temperature: 0, maxTokens: 6, lora: [{ id: 0, scale: 0.6 }, { id: 1, scale: 0.3 }] });
+    expect(turn.tokens).toEqual(chatted.tokens);
+    expect(() => session.send("Again", { lora: [{ id: 0, scale: 1 }] })).toThrow(/a chat session's LoRA scales are set when it is created/);
+    session.dispose();
+
+    await expect(model.complete(prompt, { maxTokens: 2, lora: [{ id: 2, scale: 1 }] })).rejects.toThrow(/lora: adapter id 2 is not loaded \(the model has 2 LoRA adapters\)/);
+    expect(() => model.setLoraScales([{ id: 0, scale: Number.NaN }])).toThrow(/lora\.0\.scale/);
+    expect(() => loadModel(path).setLoraScales([{ id: 0, scale: 1 }])).toThrow(/adapter id 0 is not loaded \(the model has 0 LoRA adapters\)/);
+    model.dispose();
+  }, 120_000);
+
   it("refuses an adapter for another model, another architecture or shape, or a file that is no adapter, naming it", async () => {
     const tiny = resolveOptions("tiny", { weightType: "f32" });
     const path = await syntheticModelFile(tiny);

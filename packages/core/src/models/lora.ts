@@ -28,6 +28,8 @@ export class LoraAdapterError extends Error {
 
 /** One adapter's term for one weight: out += scale · B (A x). */
 export interface LoraTerm {
+  /** The adapter's index (its place in the load options). */
+  readonly adapter: number;
   readonly a: WeightHandle;
   readonly b: WeightHandle;
   /** The adapter's scale times alpha / rank (the scale alone when alpha is 0). */
@@ -41,6 +43,20 @@ export interface LoraTerm {
 export interface LoraWeights {
   readonly terms: ReadonlyMap<string, readonly LoraTerm[]>;
   readonly maxRank: number;
+  /** Each adapter, in load order: its file, the scale it was loaded with, its alpha and rank. */
+  readonly adapters: readonly LoadedLoraAdapter[];
+}
+
+export interface LoadedLoraAdapter {
+  readonly path: string;
+  readonly scale: number;
+  readonly alpha: number;
+  readonly rank: number;
+}
+
+/** The factor an adapter's term is scaled by at `scale`: scale · alpha / rank, the scale alone when alpha is 0 (rounded to f32). */
+export function loraFactor(adapter: LoadedLoraAdapter, scale: number): number {
+  return Math.fround(adapter.alpha !== 0 ? (scale * adapter.alpha) / adapter.rank : scale);
 }
 
 /** The weights an adapter may adapt: a dense layer's projections and the LM head. */
@@ -56,7 +72,7 @@ function stringKey(file: GGUFFile, key: string): string | undefined {
  * of the weight each adapts (`backendOf`). Everything is checked before anything is uploaded.
  */
 export function loadLoraAdapters(adapters: readonly LoraAdapterOptions[], model: GGUFFile, architecture: string, backendOf: (weight: string) => Backend): LoraWeights {
-  const plans: { path: string; file: GGUFFile; pairs: { weight: string; a: GGUFTensorInfo; b: GGUFTensorInfo }[]; factor: number }[] = [];
+  const plans: { path: string; file: GGUFFile; pairs: { weight: string; a: GGUFTensorInfo; b: GGUFTensorInfo }[]; adapter: LoadedLoraAdapter }[] = [];
   for (const adapter of adapters) {
     const { path } = adapter;
     const scale = adapter.scale ?? 1;
@@ -111,21 +127,21 @@ export function loadLoraAdapters(adapters: readonly LoraAdapterOptions[], model:
       pairs.push({ weight, a, b });
     }
     if (pairs.length === 0) throw new LoraAdapterError(path, "has no lora_a / lora_b pairs");
-    plans.push({ path, file, pairs, factor: alpha !== 0 ? (scale * alpha) / rank : scale });
+    plans.push({ path, file, pairs, adapter: { path, scale, alpha, rank } });
   }
 
   const terms = new Map<string, LoraTerm[]>();
   let maxRank = 0;
-  for (const { file, pairs, factor } of plans) {
+  plans.forEach(({ file, pairs, adapter }, index) => {
     for (const { weight, a, b } of pairs) {
       const backend = backendOf(weight);
       const rank = a.shape[1]!;
-      const term = { a: backend.uploadWeight(a, file.tensorData(a)), b: backend.uploadWeight(b, file.tensorData(b)), scale: Math.fround(factor), rank, outputs: b.shape[1]! };
+      const term = { adapter: index, a: backend.uploadWeight(a, file.tensorData(a)), b: backend.uploadWeight(b, file.tensorData(b)), scale: loraFactor(adapter, adapter.scale), rank, outputs: b.shape[1]! };
       maxRank = Math.max(maxRank, rank);
       const list = terms.get(weight) ?? [];
       list.push(term);
       terms.set(weight, list);
     }
-  }
-  return { terms, maxRank };
+  });
+  return { terms, maxRank, adapters: plans.map((plan) => plan.adapter) };
 }

@@ -63,6 +63,12 @@ export interface BatchEntry {
    * `greedy`, `top`, `tops` and `logprobs` must be absent.
    */
   readonly hidden?: Float32Array;
+  /**
+   * The entry's LoRA adapter scales, one per adapter in load order (llama.cpp server's per-request
+   * `lora`): its rows' terms are scaled by these instead of the model's scales
+   * (Transformer.loraAdapters). Rows of one batch may run with different scales.
+   */
+  readonly loraScales?: ArrayLike<number>;
 }
 
 /** Where a batch entry's best candidates go (BatchEntry.top). */
@@ -76,7 +82,7 @@ export interface TopCandidates {
    */
   readonly logSumExp?: Float64Array;
 }
-import { type LoraAdapterOptions, type LoraWeights, loadLoraAdapters } from "./lora";
+import { type LoraAdapterOptions, type LoraWeights, loadLoraAdapters, loraFactor } from "./lora";
 import { ModelWeights } from "./model-weights";
 
 export type TransformerConfig = Qwen3Config | Qwen3MoeConfig;
@@ -523,9 +529,13 @@ export class Transformer {
   private readonly loraLayers: ({ readonly attention: boolean; readonly feedForward: boolean } | undefined)[] = [];
   /** Per backend: the LoRA terms' intermediate products (A x, then B (A x)). */
   private readonly loraScratch = new Map<Backend, { inner: DeviceBuffer; outer: DeviceBuffer }>();
-  /** Row indices 0, 1, ... and each scale repeated, for scatterAddRows (out += scale · B (A x)). */
+  /** Row indices 0, 1, ..., for scatterAddRows (out += factor · B (A x)). */
   private loraRows = new Int32Array(0);
-  private readonly loraScales = new Map<number, Float32Array>();
+  /** The scales of sequences that give none (BatchEntry.loraScales): the load options' until setLoraScales. */
+  private loraDefaultScales: readonly number[] = [];
+  /** Per adapter: the factor of each row of the step being run (scatterAddRows' scales), and of each LM head row. */
+  private loraRowFactors: Float32Array[] = [];
+  private loraHeadFactors: Float32Array[] = [];
   private loraOuterWidth = 0;
 
   /**
@@ -600,6 +610,9 @@ export class Transformer {
         })
       : undefined;
     if (this.lora) {
+      this.loraDefaultScales = this.lora.adapters.map((adapter) => adapter.scale);
+      this.loraRowFactors = this.lora.adapters.map(() => new Float32Array(maxRows));
+      this.loraHeadFactors = this.lora.adapters.map(() => new Float32Array(Math.min(LOGIT_ROWS, maxRows)));
       for (const [weight, terms] of this.lora.terms) {
         const layer = /^blk\.(\d+)\.(attn|ffn)_/.exec(weight);
         if (layer) {
@@ -614,8 +627,49 @@ export class Transformer {
     this.decodeSteps = options.decodeGraphs !== false && recordable ? new Map() : undefined;
   }
 
-  /** Adds the LoRA terms of a weight (run on `backend`) to its product: out += B' (A x) for each adapter. */
-  private loraApply(backend: Backend): LoraApply {
+  /** The LoRA adapters, each with the scale sequences run with unless they give their own (BatchEntry.loraScales). */
+  get loraAdapters(): readonly { readonly path: string; readonly scale: number }[] {
+    return (this.lora?.adapters ?? []).map((adapter, i) => ({ path: adapter.path, scale: this.loraDefaultScales[i]! }));
+  }
+
+  /** Sets the adapters' scales for sequences that give none (llama.cpp server's POST /lora-adapters): one per adapter, in load order. */
+  setLoraScales(scales: readonly number[]): void {
+    this.checkLoraScales(scales);
+    this.loraDefaultScales = [...scales];
+  }
+
+  /** Throws unless `scales` holds one finite number per LoRA adapter. */
+  checkLoraScales(scales: ArrayLike<number>): void {
+    const count = this.lora?.adapters.length ?? 0;
+    if (scales.length !== count) throw new RangeError(`${scales.length} LoRA scales for ${count} adapter${count === 1 ? "" : "s"}`);
+    for (let i = 0; i < scales.length; i++) {
+      if (!Number.isFinite(scales[i])) throw new RangeError(`LoRA scale ${i} must be a finite number, got ${scales[i]}`);
+    }
+  }
+
+  /** The factor of each row of the batch and adapter, from its entry's scales or the default ones. */
+  private prepareLoraFactors(entries: readonly BatchEntry[]): void {
+    const adapters = this.lora!.adapters;
+    let row = 0;
+    entries.forEach((entry, i) => {
+      const scales = entry.loraScales ?? this.loraDefaultScales;
+      if (entry.loraScales) {
+        try {
+          this.checkLoraScales(entry.loraScales);
+        } catch (error) {
+          throw new RangeError(`batch entry ${i}: ${(error as Error).message}`);
+        }
+      }
+      adapters.forEach((adapter, a) => this.loraRowFactors[a]!.fill(loraFactor(adapter, scales[a]!), row, row + entry.tokens.length));
+      row += entry.tokens.length;
+    });
+  }
+
+  /**
+   * Adds the LoRA terms of a weight (run on `backend`) to its product: out += f · B (A x) for each
+   * adapter, f the row's factor (`factors`: per adapter, one per row; the step's rows by default).
+   */
+  private loraApply(backend: Backend, factors: readonly Float32Array[] = this.loraRowFactors): LoraApply {
     return (weight, out, x, rows) => {
       const terms = this.lora?.terms.get(weight);
       if (!terms) return;
@@ -626,8 +680,7 @@ export class Transformer {
       }
       if (this.loraRows.length < rows) this.loraRows = Int32Array.from({ length: this.maxRows }, (_, i) => i);
       for (const term of terms) {
-        let scales = this.loraScales.get(term.scale);
-        if (!scales) this.loraScales.set(term.scale, (scales = new Float32Array(this.maxRows).fill(term.scale)));
+        const scales = factors[term.adapter]!;
         backend.matmul(scratch.inner, x, term.a, rows);
         backend.matmul(scratch.outer, scratch.inner, term.b, rows);
         // as llama.cpp's graph: the term scaled, then added
@@ -848,6 +901,7 @@ export class Transformer {
     const decode = this.decodeSteps !== undefined && rows === entries.length && rows <= this.recordableRows && entries.every((entry) => !entry.hidden);
     // A decode step that wants every row's logits records the LM head too (one chunk, rows in place).
     const headInGraph = decode && rows <= Math.min(LOGIT_ROWS, this.maxRows) && wanted.every((rowsOfEntry) => rowsOfEntry.length === 1);
+    if (this.lora) this.prepareLoraFactors(entries);
     if (decode) {
       this.replayDecodeStep(storage, entries, tokens, positions, slots, blockTables, sequences, headInGraph);
     } else {
@@ -913,7 +967,13 @@ export class Transformer {
         }
       }
       if (!(headInGraph && inPlace && count === rows)) backend.matmul(this.logits, source, this.output, count);
-      if (this.lora) this.loraApply(backend)("output.weight", this.logits, source, count);
+      if (this.lora) {
+        // each head row's factor is its hidden row's
+        this.loraRowFactors.forEach((factors, a) => {
+          for (let k = 0; k < count; k++) this.loraHeadFactors[a]![k] = factors[picked[first + k]!]!;
+        });
+        this.loraApply(backend, this.loraHeadFactors)("output.weight", this.logits, source, count);
+      }
       let greedyRows = 0;
       let topK = 0; // the largest k of the chunk's top-candidates rows
       for (let k = 0; k < count; k++) {
