@@ -18,7 +18,7 @@ export { ModelTensorError, UnsupportedArchitectureError, UnsupportedOpError, Uns
 export { type RopeScaling, type RopeScalingOptions, originalContextLength, resolveRopeScaling, ropeScalingOptionsSchema, scaledContextLength } from "./models/rope-scaling";
 export { KVBlocksExhaustedError, type KVCache, KVCacheFullError, type KVPoolStorage } from "./kv-cache";
 export { DEFAULT_BLOCK_TOKENS, KVBlockPool, type KVBlockPoolOptions, PagedKVCache } from "./paged-kv-cache";
-export { type LoadModelOptions, Model, type ModelMemory, loadModel } from "./load-model";
+export { type LoadModelOptions, Model, type ModelMemory, type PromptLogprobs, loadModel } from "./load-model";
 export { type LoraAdapterOptions, LoraAdapterError } from "./models/lora";
 export { type BatchEntry, type ForwardOptions, type ModelDimensions, type TopCandidates, Transformer } from "./models/qwen3";
 export { ReferenceBackend, routeTopK } from "./reference-backend";

@@ -1,5 +1,18 @@
+/** Rows of logits a prompt-scoring step asks for (`promptLogprobs`): [32, vocabulary] at a time. */
+const PROMPT_LOGPROB_ROWS = 32;
+
+/** `model.promptLogprobs`: each prompt token's log-probability after the tokens before it. */
+export interface PromptLogprobs {
+  readonly tokens: readonly number[];
+  /** log p(tokens[i] | tokens[0..i)); null for the first token. */
+  readonly logprobs: readonly (number | null)[];
+  /** The most likely tokens at each position (topLogprobs of them, most likely first); null for the first token. */
+  readonly topLogprobs: readonly (readonly TokenLogprob[] | null)[];
+}
+
 import { type GGUFFile, GGUFError, type ModelConfig, SUPPORTED_ARCHITECTURES, TOKENIZER_KEYS, openGGUF, readModelConfig } from "@memra/gguf";
 import { type ChatMessage, type ChatToolDefinition, Tokenizer } from "@memra/tokenizer";
+import { type TokenLogprob, logSumExp, topLogprobs } from "./evaluation";
 import type { Backend } from "./backend";
 import { ModelTensorError, UnsupportedArchitectureError } from "./errors";
 import { type KVType, kvRowBytes } from "./backend";
@@ -255,6 +268,44 @@ export class Model {
     const promptTokens = infillPromptTokens(this.tokenizer, parsedInput.data, { batchTokens, contextTokens: this.contextLength, predictTokens: resolved.maxTokens, suffixFirst });
     const sequence = this.engine.createSequence(Math.min(this.contextLength, promptTokens.length + resolved.maxTokens), this.sequenceOptions(resolved.lora));
     return generateTokens({ model: this, promptTokens, sequence, cachedTokens: 0, options: resolved, onFinish: () => sequence.release() });
+  }
+
+  /**
+   * How likely the model finds each prompt token after the ones before it (vLLM's
+   * `prompt_logprobs`, OpenAI's legacy `echo` with `logprobs`): log p(token) under the softmax of
+   * the raw logits, null for the first token; with `topLogprobs` (0 to 20) also the most likely
+   * tokens at each position. Evaluated through the engine, 32 rows at a time (beside running
+   * generations; its full blocks stay in the prefix cache for a generation that follows). A text
+   * is tokenized as `generate` tokenizes it (special tokens parsed unless `special: false`).
+   */
+  async promptLogprobs(
+    prompt: string | readonly number[],
+    options: { readonly topLogprobs?: number; readonly special?: boolean; readonly signal?: AbortSignal; readonly lora?: readonly { readonly id: number; readonly scale: number }[] } = {},
+  ): Promise<PromptLogprobs> {
+    const tokens = typeof prompt === "string" ? this.tokenizer.encode(prompt, { special: options.special ?? true }) : [...prompt];
+    this.checkInputTokens("promptLogprobs", tokens);
+    const count = options.topLogprobs ?? 0;
+    if (!Number.isInteger(count) || count < 0 || count > 20) throw new InvalidOptionError("topLogprobs", "topLogprobs must be an integer from 0 to 20");
+    const lora = options.lora === undefined ? undefined : parseOptions(generateOptionsSchema.pick({ lora: true }), { lora: options.lora }).lora;
+    const sequence = this.engine.createSequence(tokens.length, this.sequenceOptions(lora));
+    const logprobs: (number | null)[] = [null];
+    const tops: (TokenLogprob[] | null)[] = [null];
+    const vocabulary = this.vocabularySize;
+    try {
+      for (let start = 0; start < tokens.length - 1; start += PROMPT_LOGPROB_ROWS) {
+        const chunk = tokens.slice(start, Math.min(start + PROMPT_LOGPROB_ROWS, tokens.length - 1));
+        const rows = await sequence.evaluateRows(chunk, chunk.length, { ...(options.signal ? { signal: options.signal } : {}) });
+        if (rows === undefined || !("logits" in rows)) throw options.signal?.reason ?? new Error("promptLogprobs was aborted");
+        for (let r = 0; r < chunk.length; r++) {
+          const row = rows.logits.subarray(r * vocabulary, (r + 1) * vocabulary);
+          logprobs.push(row[tokens[start + r + 1]!]! - logSumExp(row));
+          tops.push(count > 0 ? topLogprobs(row, count) : []);
+        }
+      }
+    } finally {
+      sequence.release();
+    }
+    return { tokens, logprobs, topLogprobs: tops };
   }
 
   /** The engine sequence options of a generation's `lora` option. */

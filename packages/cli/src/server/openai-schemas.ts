@@ -126,7 +126,10 @@ export const completionRequestSchema = z.object({
   prompt: z.union([z.string(), z.array(z.string()).length(1), z.array(z.number().int().nonnegative()).min(1)]),
   /** Legacy completions: the number of top log-probabilities per token (0 to 5). */
   logprobs: z.number().int().min(0).max(5).nullish(),
-  echo: z.literal(false).nullish(),
+  /** The prompt before the completion in `text`, and with `logprobs` its tokens' log-probabilities first (evaluation harnesses score texts so). */
+  echo: z.boolean().nullish(),
+  /** With `echo`, 0 is allowed: the prompt alone, scored. */
+  max_tokens: z.number().int().min(0).nullish(),
 });
 
 /**

@@ -416,6 +416,46 @@ describe("memra serve with the openai client", () => {
   });
 });
 
+describe("memra serve: echo with logprobs (how evaluation harnesses score texts)", () => {
+  const postTo = async (body: object) => fetch(`${server.url}/v1/completions`, { method: "POST", body: JSON.stringify(body) });
+  const prompt = "The quick brown fox jumps over the lazy dog";
+
+  it("echoes the prompt with its tokens' logprobs before the completion's, as model.promptLogprobs scores them", async () => {
+    const tokens = model.tokenizer.encode(prompt, { special: true });
+    const scored = await model.promptLogprobs(tokens, { topLogprobs: 2 });
+    const generated = await model.complete(tokens, { temperature: 0, maxTokens: 1, logprobs: true });
+    // lm-evaluation-harness's loglikelihood request.
+    const response = (await (await postTo({ prompt, max_tokens: 1, temperature: 0, logprobs: 2, echo: true })).json()) as {
+      choices: { text: string; logprobs: { tokens: string[]; token_logprobs: (number | null)[]; top_logprobs: (Record<string, number> | null)[]; text_offset: number[] } }[];
+      usage: { prompt_tokens: number; completion_tokens: number };
+    };
+    const choice = response.choices[0]!;
+    expect(choice.text).toBe(prompt + generated.text);
+    expect(choice.logprobs.tokens).toEqual([...tokens, ...generated.tokens].map((token) => model.tokenizer.decode([token], { special: true })));
+    expect(choice.logprobs.token_logprobs[0]).toBeNull();
+    expect(choice.logprobs.top_logprobs[0]).toBeNull();
+    expect(choice.logprobs.token_logprobs.slice(0, tokens.length)).toEqual(scored.logprobs);
+    expect(Object.keys(choice.logprobs.top_logprobs[3]!)).toEqual(scored.topLogprobs[3]!.map((top) => model.tokenizer.decode([top.id])));
+    // The completion's token: its logprob as scoring the whole text gives it.
+    expect(choice.logprobs.token_logprobs.at(-1)).toBeCloseTo((await model.promptLogprobs([...tokens, ...generated.tokens])).logprobs.at(-1)!, 4);
+    expect(choice.logprobs.text_offset.at(-1)).toBe(prompt.length);
+    expect(response.usage).toMatchObject({ prompt_tokens: tokens.length, completion_tokens: 1 });
+
+    // max_tokens 0: the prompt alone, scored; streamed too.
+    const alone = (await (await postTo({ prompt: tokens, max_tokens: 0, logprobs: 0, echo: true })).json()) as typeof response;
+    expect(alone.choices[0]!.text).toBe(prompt);
+    expect(alone.choices[0]!.logprobs.token_logprobs).toEqual(scored.logprobs);
+    expect(alone.usage.completion_tokens).toBe(0);
+    const streamed = await (await postTo({ prompt, max_tokens: 3, temperature: 0, echo: true, stream: true })).text();
+    const texts = streamed.split("\n\n").filter((line) => line.startsWith("data: {")).map((line) => (JSON.parse(line.slice(6)) as { choices: { text: string }[] }).choices[0]!.text);
+    expect(texts[0]).toBe(prompt);
+    expect(texts.join("")).toBe(prompt + (await model.complete(prompt, { temperature: 0, maxTokens: 3 })).text);
+    const refused = await postTo({ prompt, max_tokens: 0 });
+    expect(refused.status).toBe(400);
+    expect(((await refused.json()) as { error: { param: string } }).error.param).toBe("max_tokens");
+  });
+});
+
 describe("memra serve: llama.cpp server's own /completion and /props", () => {
   const prompt = "The quick brown fox";
   const post = async (body: object) => fetch(`${server.url}/completion`, { method: "POST", body: JSON.stringify(body) });

@@ -101,6 +101,10 @@ function errorResponse(error: unknown): Response {
 /** One request turned into what the model runs: prompt tokens and generation options. */
 interface PreparedRequest {
   readonly promptTokens: number[];
+  /** Completions with `echo`: the prompt as text, which the answer's text starts with. */
+  readonly echo?: string;
+  /** Completions with `echo` and max_tokens 0: nothing is generated. */
+  readonly promptOnly?: boolean;
   readonly options: GenerateOptions;
   /** Choices to generate (n). */
   readonly choices: number;
@@ -375,8 +379,43 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     const bad = tokens.find((token) => token >= vocabulary);
     if (bad !== undefined) throw new RequestError(400, `token id ${bad} is outside the vocabulary (0..${vocabulary - 1})`, "prompt");
     const logprobs = body.logprobs !== undefined && body.logprobs !== null;
-    return prepare(tokens, body, logprobs, body.logprobs ?? 0);
+    if (body.max_tokens === 0 && !body.echo) throw new RequestError(400, "max_tokens 0 asks for no tokens: give echo: true to score the prompt alone", "max_tokens");
+    const promptOnly = body.max_tokens === 0;
+    const prepared = prepare(tokens, promptOnly ? { ...body, max_tokens: 1 } : body, logprobs, body.logprobs ?? 0);
+    if (!body.echo) return prepared;
+    const echo = typeof prompt === "string" ? prompt : typeof prompt[0] === "string" ? prompt[0] : model.tokenizer.decode(tokens, { special: true });
+    return { ...prepared, echo, promptOnly };
   };
+
+  /**
+   * The legacy `logprobs` of an echoed prompt (the first token has none: null, as OpenAI's API
+   * gives it), scored through the engine (Model.promptLogprobs).
+   */
+  const echoLogprobs = async (prepared: PreparedRequest, signal: AbortSignal) => {
+    const scored = await model.promptLogprobs(prepared.promptTokens, { topLogprobs: prepared.topLogprobs, signal, ...(prepared.options.lora ? { lora: prepared.options.lora } : {}) });
+    let offset = 0;
+    const textOffset: number[] = [];
+    const pieces = prepared.promptTokens.map((token) => {
+      textOffset.push(offset);
+      const piece = model.tokenizer.decode([token], { special: true });
+      offset += piece.length;
+      return piece;
+    });
+    return {
+      tokens: pieces,
+      token_logprobs: scored.logprobs,
+      top_logprobs: scored.topLogprobs.map((tops) => (tops === null ? null : Object.fromEntries(tops.slice(0, prepared.topLogprobs).map((top) => [tokenText(top.id), top.logprob])))),
+      text_offset: textOffset,
+    };
+  };
+
+  /** A completion's logprobs after an echoed prompt's: one list, the completion's text offsets after the prompt's text. */
+  const joinLogprobs = (echoed: Awaited<ReturnType<typeof echoLogprobs>>, promptText: string, completion: ReturnType<typeof completionLogprobs>) => ({
+    tokens: [...echoed.tokens, ...completion.tokens],
+    token_logprobs: [...echoed.token_logprobs, ...completion.token_logprobs],
+    top_logprobs: [...echoed.top_logprobs, ...completion.top_logprobs],
+    text_offset: [...echoed.text_offset, ...completion.text_offset.map((offset) => offset + promptText.length)],
+  });
 
   /** POST /tokenize: llama.cpp's answer (`tokens`, with pieces when asked) and vLLM's (`count`, `max_model_len`, `token_strs`). */
   const tokenize = (body: TokenizeRequest): Response => {
@@ -764,6 +803,29 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       controller.abort();
     };
     request.signal.addEventListener("abort", onDisconnect);
+    // echo: the prompt's text first, and with logprobs its tokens' (scored before the completion's).
+    const echo = prepared.echo;
+    let echoed: Awaited<ReturnType<typeof echoLogprobs>> | undefined;
+    if (echo !== undefined && prepared.logprobs) {
+      try {
+        echoed = await echoLogprobs(prepared, controller.signal);
+      } catch (error) {
+        running.delete(controller);
+        request.signal.removeEventListener("abort", onDisconnect);
+        if (controller.signal.aborted) return new Response(null, { status: 499 });
+        throw error;
+      }
+    }
+    if (prepared.promptOnly) {
+      running.delete(controller);
+      request.signal.removeEventListener("abort", onDisconnect);
+      const choices = Array.from({ length: prepared.choices }, (_, index) => ({ index, text: echo, finish_reason: "length", logprobs: echoed ?? null }));
+      const usage = { prompt_tokens: prepared.promptTokens.length, completion_tokens: 0, total_tokens: prepared.promptTokens.length };
+      if (!prepared.stream) return json({ id, object, created: Math.floor(Date.now() / 1000), model: modelId, choices, usage });
+      const lines = choices.map((choice) => `data: ${JSON.stringify({ id, object, created: Math.floor(Date.now() / 1000), model: modelId, choices: [choice] })}\n\n`);
+      if (prepared.includeUsage) lines.push(`data: ${JSON.stringify({ id, object, created: Math.floor(Date.now() / 1000), model: modelId, choices: [], usage })}\n\n`);
+      return new Response(`${lines.join("")}data: [DONE]\n\n`, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache", "access-control-allow-origin": "*" } });
+    }
     // Choice i samples with seed + i when a seed is given (its own random draws otherwise).
     const seed = prepared.options.seed;
     const streams = Array.from({ length: prepared.choices }, (_, index) =>
@@ -831,7 +893,10 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
         done(results, aborted ? "aborted" : "ok");
         if (aborted) return new Response(null, { status: 499 });
         const choices = outcomes.map(({ chunks, result }, index) => {
-          if (kind === "completion") return { index, text: result.text, finish_reason: finishReason(result), logprobs: prepared.logprobs ? completionLogprobs(chunks, prepared.topLogprobs) : null };
+          if (kind === "completion") {
+            const logprobs = prepared.logprobs ? completionLogprobs(chunks, prepared.topLogprobs) : null;
+            return { index, text: (echo ?? "") + result.text, finish_reason: finishReason(result), logprobs: echoed && logprobs ? joinLogprobs(echoed, echo!, logprobs) : logprobs };
+          }
           const message = assistantMessage(result.text, prepared.splitReasoning, prepared.parseToolCalls);
           return {
             index,
@@ -857,6 +922,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
         /** Streams one choice's chunks (each event carries its index) and its finish; resolves with its result. */
         const streamChoice = async (stream: GenerationStream, index: number): Promise<GenerationResult> => {
           if (kind === "chat") send({ index, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null });
+          else if (echo !== undefined) send({ index, text: echo, finish_reason: null, logprobs: echoed ?? null });
           const splitter = kind === "chat" && prepared.splitReasoning ? new ReasoningSplitter() : undefined;
           const toolSplitter = kind === "chat" && prepared.parseToolCalls ? new ToolCallSplitter() : undefined;
           let toolCalls = 0;
