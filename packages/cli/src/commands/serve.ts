@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { basename } from "node:path";
 import { parseArgs } from "node:util";
 import { type KVType, loadModel } from "@memra/core";
@@ -25,6 +26,9 @@ options:
   --parallel N          most requests decoded together (default 4)
   --ctx N               most tokens of one request, prompt and completion (default: the model's, at most 4096)
   --kv-type TYPE        KV cache element type: f16 (default), f32, q8_0
+  --api-key KEY         requests must carry "Authorization: Bearer KEY" (or X-Api-Key); comma-separated
+                        for several; also MEMRA_API_KEY. /health and /v1/models stay open
+  --api-key-file FILE   keys one per line
   --threads N           threads for the native CPU backend
 ${backendOptionHelp}
 ${placementOptionHelp}
@@ -52,6 +56,8 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
       parallel: { type: "string" },
       ctx: { type: "string" },
       "kv-type": { type: "string", default: "f16" },
+      "api-key": { type: "string" },
+      "api-key-file": { type: "string" },
       threads: { type: "string" },
       device: { type: "string" },
       ...placementParseOptions,
@@ -73,6 +79,7 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
   if (!KV_TYPES.includes(kvType)) throw new CliError(`--kv-type must be one of ${KV_TYPES.join(", ")}, got "${values["kv-type"]}"`);
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
   parsePlacementDeviceChoice(values.device);
+  const apiKeys = readApiKeys(values["api-key"] ?? process.env.MEMRA_API_KEY, values["api-key-file"]);
   const path = values.model ?? (await defaultModelPath(io, values.quiet));
 
   // The KV pool is sized from the context, read from the header before the weights load; the
@@ -94,12 +101,21 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
   // The whole KV pool is made resident before the first request (as llama.cpp clears its KV
   // buffers at start): the server's memory is then what it is at start, not growing under load.
   model.engine.pool.prefault();
-  const server = startOpenAIServer({ model, modelId: basename(path), hostname: values.host, port, contextLength, ...(speculation.speculative ? { speculative: speculation.speculative } : {}) });
+  const server = startOpenAIServer({
+    model,
+    modelId: basename(path),
+    hostname: values.host,
+    port,
+    contextLength,
+    ...(apiKeys.length > 0 ? { apiKeys } : {}),
+    ...(speculation.speculative ? { speculative: speculation.speculative } : {}),
+  });
   if (!values.quiet) {
     const pool = model.engine.pool;
     io.stderr(
       `memra serve: ${basename(path)} on ${describeBackend(backend)}; ${parallel} parallel, context ${contextLength}, ` +
-        `KV pool ${pool.blocks} blocks of ${pool.blockTokens} tokens (${kvType}, ${(pool.bytes / 2 ** 20).toFixed(1)} MiB)\n`,
+        `KV pool ${pool.blocks} blocks of ${pool.blockTokens} tokens (${kvType}, ${(pool.bytes / 2 ** 20).toFixed(1)} MiB)` +
+        `${apiKeys.length > 0 ? `; ${apiKeys.length} API key${apiKeys.length === 1 ? "" : "s"}` : ""}\n`,
     );
   }
   io.stdout(`listening on ${server.url}\n`);
@@ -111,4 +127,22 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
   await server.stop();
   model.dispose();
   speculation.draft?.dispose();
+}
+
+/** --api-key (comma-separated, or MEMRA_API_KEY) and --api-key-file (one key per line, blank lines and # comments skipped). */
+export function readApiKeys(keys: string | undefined, file: string | undefined): string[] {
+  const found = (keys ?? "").split(",").map((key) => key.trim()).filter((key) => key !== "");
+  if (keys !== undefined && found.length === 0) throw new CliError("--api-key is empty");
+  if (file !== undefined) {
+    let text: string;
+    try {
+      text = readFileSync(file, "utf8");
+    } catch (error) {
+      throw new CliError(`--api-key-file "${file}": ${(error as Error).message}`);
+    }
+    const lines = text.split(/\r?\n/).map((line) => line.trim()).filter((line) => line !== "" && !line.startsWith("#"));
+    if (lines.length === 0) throw new CliError(`--api-key-file "${file}" holds no key`);
+    found.push(...lines);
+  }
+  return found;
 }

@@ -199,6 +199,15 @@ export const tokenizeRequestSchema = z
     path: ["content"],
   });
 
+/** POST /apply-template (llama.cpp server's): chat messages rendered with the chat template, as a chat completion's prompt. */
+export const applyTemplateRequestSchema = z.object({
+  model: z.string().optional(),
+  messages: z.array(chatMessageSchema).min(1, "messages must hold at least one message"),
+  tools: z.array(tool).nullish(),
+  add_generation_prompt: z.boolean().nullish(),
+  chat_template_kwargs: z.object({ enable_thinking: z.boolean().optional() }).nullish(),
+});
+
 /** POST /detokenize: llama.cpp's and vLLM's (`tokens`). */
 export const detokenizeRequestSchema = z.object({
   model: z.string().optional(),

@@ -4,10 +4,13 @@
  */
 import { type Model, infillPromptTokens, loadModel } from "@memra/core";
 import { resolveOptions, syntheticLoraFile, syntheticModelFile } from "@memra/synthetic";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { demoModelPath } from "../default-model";
+import { readApiKeys } from "../commands/serve";
 import { type OpenAIServer, startOpenAIServer } from "./openai-server";
 
 let model: Model;
@@ -413,6 +416,65 @@ describe("memra serve with the openai client", () => {
     expect(await blocksReleased()).toBe(0);
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
     expect(metrics).toMatch(/memra_requests_total\{endpoint="\/v1\/chat\/completions",status="aborted"\} 1/);
+  });
+});
+
+describe("memra serve: API keys (llama.cpp's and vLLM's --api-key) and /apply-template", () => {
+  let guarded: OpenAIServer;
+  beforeAll(() => {
+    guarded = startOpenAIServer({ model, modelId: "tiny-q8_0.gguf", port: 0, contextLength: 512, apiKeys: ["first-key", "second-key"] });
+  });
+  afterAll(async () => {
+    await guarded.stop();
+  });
+  const body = JSON.stringify({ prompt: "Hello", max_tokens: 2, temperature: 0 });
+
+  it("asks every route but /health and /v1/models for a key, by Authorization: Bearer or X-Api-Key", async () => {
+    const completions = `${guarded.url}/v1/completions`;
+    expect((await fetch(`${guarded.url}/health`)).status).toBe(200);
+    expect((await fetch(`${guarded.url}/v1/models`)).status).toBe(200);
+    for (const headers of [{}, { authorization: "Bearer wrong-key" }, { authorization: "Bearer first-ke" }, { "x-api-key": "second-key2" }, { authorization: "Basic first-key" }]) {
+      const refused = await fetch(completions, { method: "POST", body, headers });
+      expect(refused.status, JSON.stringify(headers)).toBe(401);
+      expect(((await refused.json()) as { error: { type: string } }).error.type).toBe("authentication_error");
+    }
+    expect((await fetch(`${guarded.url}/metrics`)).status).toBe(401);
+    expect((await fetch(`${guarded.url}/tokenize`, { method: "POST", body: JSON.stringify({ content: "a" }) })).status).toBe(401);
+    expect((await fetch(completions, { method: "POST", body, headers: { authorization: "Bearer second-key" } })).status).toBe(200);
+    expect((await fetch(completions, { method: "POST", body, headers: { "x-api-key": "first-key" } })).status).toBe(200);
+    expect((await fetch(completions, { method: "OPTIONS" })).status).toBeLessThan(300);
+    // The official client sends its apiKey as a bearer token.
+    const keyed = new OpenAI({ baseURL: `${guarded.url}/v1`, apiKey: "first-key", maxRetries: 0 });
+    const expected = await model.complete("Hello", { temperature: 0, maxTokens: 2 });
+    expect((await keyed.completions.create({ model: "x", prompt: "Hello", max_tokens: 2, temperature: 0 })).choices[0]!.text).toBe(expected.text);
+    const unkeyed = new OpenAI({ baseURL: `${guarded.url}/v1`, apiKey: "nope", maxRetries: 0 });
+    await expect(unkeyed.completions.create({ model: "x", prompt: "Hello", max_tokens: 2 })).rejects.toThrow(/401/);
+    expect(() => startOpenAIServer({ model, modelId: "x", port: 0, contextLength: 512, apiKeys: [""] })).toThrow(/must not be empty/);
+  });
+
+  it("--api-key and --api-key-file give the keys; a bad one is named", () => {
+    const directory = mkdtempSync(join(tmpdir(), "memra-keys-"));
+    const file = join(directory, "keys");
+    writeFileSync(file, "# keys\nalpha\n\n  beta  \n");
+    expect(readApiKeys("one, two", file)).toEqual(["one", "two", "alpha", "beta"]);
+    expect(readApiKeys(undefined, undefined)).toEqual([]);
+    expect(() => readApiKeys(" , ", undefined)).toThrow(/--api-key is empty/);
+    writeFileSync(file, "# none\n");
+    expect(() => readApiKeys(undefined, file)).toThrow(/holds no key/);
+    expect(() => readApiKeys(undefined, join(directory, "missing"))).toThrow(/--api-key-file ".*missing"/);
+    rmSync(directory, { recursive: true, force: true });
+  });
+
+  it("/apply-template renders messages as a chat completion's prompt", async () => {
+    const messages = [{ role: "system", content: "Be brief." }, { role: "user", content: "Hi" }];
+    const response = await fetch(`${server.url}/apply-template`, { method: "POST", body: JSON.stringify({ messages }) });
+    const { prompt } = (await response.json()) as { prompt: string };
+    expect(prompt).toBe(model.tokenizer.applyChatTemplate(messages as never, { addGenerationPrompt: true, enableThinking: true }));
+    const tokenized = (await (await fetch(`${server.url}/tokenize`, { method: "POST", body: JSON.stringify({ messages }) })).json()) as { tokens: number[] };
+    expect(tokenized.tokens).toEqual(model.tokenizer.encode(prompt, { special: true }));
+    const noThinking = (await (await fetch(`${server.url}/apply-template`, { method: "POST", body: JSON.stringify({ messages, chat_template_kwargs: { enable_thinking: false } }) })).json()) as { prompt: string };
+    expect(noThinking.prompt).toContain("<think>\n\n</think>");
+    expect((await fetch(`${server.url}/apply-template`, { method: "POST", body: JSON.stringify({ messages: [] }) })).status).toBe(400);
   });
 });
 

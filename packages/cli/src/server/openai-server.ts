@@ -30,6 +30,7 @@ import {
   toolTurn,
   infillPromptTokens,
 } from "@memra/core";
+import { timingSafeEqual } from "node:crypto";
 import type { z } from "zod";
 import { constraintFromResponseFormat } from "@memra/sampler";
 import { ServerMetrics } from "./server-metrics";
@@ -47,6 +48,7 @@ import {
   embeddingRequestSchema,
   type InfillRequest,
   type NativeCompletionRequest,
+  applyTemplateRequestSchema,
   infillRequestSchema,
   loraAdaptersRequestSchema,
   nativeCompletionRequestSchema,
@@ -69,6 +71,22 @@ export interface OpenAIServerOptions {
   readonly speculative?: GenerateOptions["speculative"];
   /** Largest request body accepted, bytes. Default 4 MiB. */
   readonly maxBodyBytes?: number;
+  /**
+   * Keys a request must carry (`Authorization: Bearer KEY` or `X-Api-Key: KEY`, as llama.cpp's
+   * --api-key and vLLM's take them); none: no authentication. /health and /v1/models stay open.
+   */
+  readonly apiKeys?: readonly string[];
+}
+
+/** Routes open without an API key (llama.cpp server's public endpoints). */
+const PUBLIC_PATHS = new Set(["/health", "/v1/health", "/models", "/v1/models"]);
+
+/** Whether `given` is one of `keys`, compared in constant time. */
+function keyMatches(given: string, keys: readonly Buffer[]): boolean {
+  const candidate = Buffer.from(given);
+  let found = false;
+  for (const key of keys) if (key.length === candidate.length && timingSafeEqual(key, candidate)) found = true;
+  return found;
 }
 
 export interface OpenAIServer {
@@ -417,22 +435,22 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     text_offset: [...echoed.text_offset, ...completion.text_offset.map((offset) => offset + promptText.length)],
   });
 
+  /** The prompt text of chat messages: the chat template applied (a failure is a 400 naming messages). */
+  const templatePrompt = (messages: readonly ChatMessageInput[], tools: ChatCompletionRequest["tools"], addGenerationPrompt: boolean, enableThinking: boolean): string => {
+    const definitions = tools ? toolDefinitionsOf(tools) : undefined;
+    try {
+      return model.tokenizer.applyChatTemplate(chatMessagesOf(messages), { addGenerationPrompt, enableThinking, ...(definitions ? { tools: definitions } : {}) });
+    } catch (error) {
+      throw new RequestError(400, `the chat template failed on these messages: ${(error as Error).message}`, "messages");
+    }
+  };
+
   /** POST /tokenize: llama.cpp's answer (`tokens`, with pieces when asked) and vLLM's (`count`, `max_model_len`, `token_strs`). */
   const tokenize = (body: TokenizeRequest): Response => {
     const tokenizer = model.tokenizer;
     let tokens: number[];
     if (body.messages !== undefined) {
-      const tools = body.tools ? toolDefinitionsOf(body.tools) : undefined;
-      let text: string;
-      try {
-        text = tokenizer.applyChatTemplate(chatMessagesOf(body.messages), {
-          addGenerationPrompt: body.add_generation_prompt ?? true,
-          enableThinking: body.chat_template_kwargs?.enable_thinking ?? true,
-          ...(tools ? { tools } : {}),
-        });
-      } catch (error) {
-        throw new RequestError(400, `the chat template failed on these messages: ${(error as Error).message}`, "messages");
-      }
+      const text = templatePrompt(body.messages, body.tools, body.add_generation_prompt ?? true, body.chat_template_kwargs?.enable_thinking ?? true);
       tokens = tokenizer.encode(text, { special: true, addBos: false });
     } else {
       // llama.cpp: add_special (default false), parse_special (default true); vLLM: add_special_tokens (default true).
@@ -991,6 +1009,16 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     return new Response(body, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive", "access-control-allow-origin": "*" } });
   };
 
+  const apiKeys = (options.apiKeys ?? []).map((key) => Buffer.from(key));
+  if (apiKeys.some((key) => key.length === 0)) throw new RangeError("an API key must not be empty");
+  /** The request's API key, when the server has keys: from Authorization: Bearer or X-Api-Key. */
+  const authorized = (request: Request, path: string): boolean => {
+    if (apiKeys.length === 0 || PUBLIC_PATHS.has(path)) return true;
+    const bearer = /^Bearer\s+(.+)$/i.exec(request.headers.get("authorization") ?? "")?.[1]?.trim();
+    const given = bearer ?? request.headers.get("x-api-key") ?? undefined;
+    return given !== undefined && keyMatches(given, apiKeys);
+  };
+
   const server = Bun.serve({
     hostname: options.hostname ?? "127.0.0.1",
     port: options.port ?? 8080,
@@ -1001,7 +1029,12 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
         if (request.method === "OPTIONS") {
           return new Response(null, { headers: { "access-control-allow-origin": "*", "access-control-allow-headers": "*", "access-control-allow-methods": "GET, POST, OPTIONS" } });
         }
-        const route = `${request.method} ${url.pathname.replace(/\/+$/, "")}`;
+        const path = url.pathname.replace(/\/+$/, "");
+        if (!authorized(request, path)) {
+          metrics.requestRejected(url.pathname, 401);
+          return json({ error: { message: "invalid or missing API key (Authorization: Bearer KEY)", type: "authentication_error", param: null, code: 401 } }, 401);
+        }
+        const route = `${request.method} ${path}`;
         switch (route) {
           case "GET /health":
             return json({ status: "ok" });
@@ -1041,8 +1074,12 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
             return tokenize(await readBody(request, tokenizeRequestSchema));
           case "POST /detokenize":
             return detokenize(await readBody(request, detokenizeRequestSchema));
+          case "POST /apply-template": {
+            const body = await readBody(request, applyTemplateRequestSchema);
+            return json({ prompt: templatePrompt(body.messages, body.tools, body.add_generation_prompt ?? true, body.chat_template_kwargs?.enable_thinking ?? true) });
+          }
           default:
-            if (["/health", "/metrics", "/props", "/completion", "/infill", "/lora-adapters", "/completions", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/embeddings", "/v1/rerank", "/rerank", "/v1/reranking", "/reranking", "/tokenize", "/detokenize"].includes(url.pathname)) {
+            if (["/health", "/metrics", "/props", "/completion", "/infill", "/lora-adapters", "/completions", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/embeddings", "/v1/rerank", "/rerank", "/v1/reranking", "/reranking", "/tokenize", "/detokenize", "/apply-template"].includes(url.pathname)) {
               throw new RequestError(405, `${request.method} is not allowed on ${url.pathname}`);
             }
             throw new RequestError(404, `no route ${request.method} ${url.pathname}`, null, "not_found_error");
