@@ -6,7 +6,7 @@ import { backendOptionHelp, describeBackend, parsePlacementDeviceChoice } from "
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
-import { placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
+import { parseLoraArguments, placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
 import { loadSpeculative, speculativeOptionHelp, speculativeParseOptions } from "../speculative-arguments";
 import { startOpenAIServer } from "../server/openai-server";
@@ -29,6 +29,8 @@ options:
   --api-key KEY         requests must carry "Authorization: Bearer KEY" (or X-Api-Key); comma-separated
                         for several; also MEMRA_API_KEY. /health and /v1/models stay open
   --api-key-file FILE   keys one per line
+  --lora-modules NAME=FILE  serve a LoRA adapter as model NAME (vLLM's): requests naming it run with it
+                        at scale 1, others without it; repeat for several
   --threads N           threads for the native CPU backend
 ${backendOptionHelp}
 ${placementOptionHelp}
@@ -58,6 +60,7 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
       "kv-type": { type: "string", default: "f16" },
       "api-key": { type: "string" },
       "api-key-file": { type: "string" },
+      "lora-modules": { type: "string", multiple: true },
       threads: { type: "string" },
       device: { type: "string" },
       ...placementParseOptions,
@@ -80,6 +83,7 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
   parsePlacementDeviceChoice(values.device);
   const apiKeys = readApiKeys(values["api-key"] ?? process.env.MEMRA_API_KEY, values["api-key-file"]);
+  const modules = parseLoraModules(values["lora-modules"]);
   const path = values.model ?? (await defaultModelPath(io, values.quiet));
 
   // The KV pool is sized from the context, read from the header before the weights load; the
@@ -89,7 +93,11 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
   const contextLength = placed.contextTokens;
   const backend = placed.primary;
   const bar = progressBar(io, "loading", io.stderrIsTerminal && !values.quiet);
-  const model = loadModel(path, { ...placed.load, onProgress: bar.update, maxSequences: parallel, kvCacheTokens: parallel * contextLength, kvType });
+  // The modules' adapters come after --lora's, at scale 0: a request that names one turns it on.
+  const adapters = parseLoraArguments(values) ?? [];
+  const lora = [...adapters, ...modules.map((module) => ({ path: module.path, scale: 0 }))];
+  const loraModules = new Map(modules.map((module, i) => [module.name, adapters.length + i]));
+  const model = loadModel(path, { ...placed.load, ...(lora.length > 0 ? { lora } : {}), onProgress: bar.update, maxSequences: parallel, kvCacheTokens: parallel * contextLength, kvType });
   bar.end();
   let speculation: Awaited<ReturnType<typeof loadSpeculative>>;
   try {
@@ -108,6 +116,7 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
     port,
     contextLength,
     ...(apiKeys.length > 0 ? { apiKeys } : {}),
+    ...(loraModules.size > 0 ? { loraModules } : {}),
     ...(speculation.speculative ? { speculative: speculation.speculative } : {}),
   });
   if (!values.quiet) {
@@ -145,4 +154,19 @@ export function readApiKeys(keys: string | undefined, file: string | undefined):
     found.push(...lines);
   }
   return found;
+}
+
+/** --lora-modules NAME=FILE (vLLM's form), each name once and none the base model's. */
+export function parseLoraModules(items: readonly string[] | undefined): { name: string; path: string }[] {
+  const modules = (items ?? []).map((item) => {
+    const equals = item.indexOf("=");
+    if (equals <= 0 || equals === item.length - 1) throw new CliError(`--lora-modules takes NAME=FILE, got "${item}"`);
+    return { name: item.slice(0, equals), path: item.slice(equals + 1) };
+  });
+  const seen = new Set<string>();
+  for (const { name } of modules) {
+    if (seen.has(name)) throw new CliError(`--lora-modules names "${name}" twice`);
+    seen.add(name);
+  }
+  return modules;
 }

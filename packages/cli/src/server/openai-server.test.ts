@@ -10,7 +10,7 @@ import { join } from "node:path";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { demoModelPath } from "../default-model";
-import { readApiKeys } from "../commands/serve";
+import { parseLoraModules, readApiKeys } from "../commands/serve";
 import { type OpenAIServer, startOpenAIServer } from "./openai-server";
 
 let model: Model;
@@ -433,7 +433,7 @@ describe("memra serve: API keys (llama.cpp's and vLLM's --api-key) and /apply-te
     const completions = `${guarded.url}/v1/completions`;
     expect((await fetch(`${guarded.url}/health`)).status).toBe(200);
     expect((await fetch(`${guarded.url}/v1/models`)).status).toBe(200);
-    for (const headers of [{}, { authorization: "Bearer wrong-key" }, { authorization: "Bearer first-ke" }, { "x-api-key": "second-key2" }, { authorization: "Basic first-key" }]) {
+    for (const headers of <Record<string, string>[]>[{}, { authorization: "Bearer wrong-key" }, { authorization: "Bearer first-ke" }, { "x-api-key": "second-key2" }, { authorization: "Basic first-key" }]) {
       const refused = await fetch(completions, { method: "POST", body, headers });
       expect(refused.status, JSON.stringify(headers)).toBe(401);
       expect(((await refused.json()) as { error: { type: string } }).error.type).toBe("authentication_error");
@@ -719,6 +719,38 @@ describe("memra serve: LoRA scales per request and POST /lora-adapters (llama.cp
       expect(response.status, `${path} ${JSON.stringify(body)}`).toBe(400);
       expect(((await response.json()) as { error: { param: string | null } }).error.param).toBe(param);
     }
+  });
+});
+
+describe("memra serve: LoRA modules served as models (vLLM's --lora-modules)", () => {
+  it("a request naming a module runs with its adapter at scale 1; /v1/models lists it under the base model", async () => {
+    const options = resolveOptions("tiny", { weightType: "q8_0", tiedEmbeddings: false });
+    const adapter = await syntheticLoraFile(options, { rank: 4, alpha: 8, seed: 3, strength: 0.5 });
+    const served = loadModel(await syntheticModelFile(options), { maxSequences: 2, kvCacheTokens: 2 * 512, lora: [{ path: adapter, scale: 0 }] });
+    const moduleServer = startOpenAIServer({ model: served, modelId: "base.gguf", port: 0, contextLength: 512, loraModules: new Map([["sql-lora", 0]]) });
+    try {
+      const models = (await (await fetch(`${moduleServer.url}/v1/models`)).json()) as { data: { id: string; parent?: string; root?: string }[] };
+      expect(models.data).toEqual([
+        expect.objectContaining({ id: "base.gguf" }),
+        expect.objectContaining({ id: "sql-lora", parent: "base.gguf", root: adapter }),
+      ]);
+      const prompt = "The quick brown fox";
+      const textFor = async (body: object) => ((await (await fetch(`${moduleServer.url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt, max_tokens: 10, temperature: 0, ...body }) })).json()) as { choices: { text: string }[] }).choices[0]!.text;
+      const withAdapter = await served.complete(prompt, { temperature: 0, maxTokens: 10, lora: [{ id: 0, scale: 1 }] });
+      const base = await served.complete(prompt, { temperature: 0, maxTokens: 10 });
+      expect(withAdapter.text).not.toBe(base.text);
+      expect(await textFor({ model: "sql-lora" })).toBe(withAdapter.text);
+      const named = (await (await fetch(`${moduleServer.url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt, max_tokens: 2, model: "sql-lora" }) })).json()) as { model: string };
+      expect(named.model).toBe("sql-lora");
+      expect(await textFor({ model: "base.gguf" })).toBe(base.text);
+      expect(await textFor({ model: "sql-lora", lora: [] })).toBe(base.text);
+    } finally {
+      await moduleServer.stop();
+      served.dispose();
+    }
+    expect(parseLoraModules(["a=/x.gguf", "b=/y=z.gguf"])).toEqual([{ name: "a", path: "/x.gguf" }, { name: "b", path: "/y=z.gguf" }]);
+    expect(() => parseLoraModules(["/x.gguf"])).toThrow(/--lora-modules takes NAME=FILE/);
+    expect(() => parseLoraModules(["a=/x", "a=/y"])).toThrow(/names "a" twice/);
   });
 });
 

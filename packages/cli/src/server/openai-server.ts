@@ -76,6 +76,12 @@ export interface OpenAIServerOptions {
    * --api-key and vLLM's take them); none: no authentication. /health and /v1/models stay open.
    */
   readonly apiKeys?: readonly string[];
+  /**
+   * LoRA adapters served as models of their own (vLLM's --lora-modules): a request whose `model`
+   * is one of these names runs with that adapter at scale 1 and the others at 0 (unless it gives
+   * `lora`); /v1/models lists them with the base model as their parent. Name → adapter id.
+   */
+  readonly loraModules?: ReadonlyMap<string, number>;
 }
 
 /** Routes open without an API key (llama.cpp server's public endpoints). */
@@ -119,6 +125,8 @@ function errorResponse(error: unknown): Response {
 /** One request turned into what the model runs: prompt tokens and generation options. */
 interface PreparedRequest {
   readonly promptTokens: number[];
+  /** The model the answer names: the LoRA module the request named, else the served model. */
+  readonly model: string;
   /** Completions with `echo`: the prompt as text, which the answer's text starts with. */
   readonly echo?: string;
   /** Completions with `echo` and max_tokens 0: nothing is generated. */
@@ -258,6 +266,16 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     return parsed.data;
   };
 
+  const loraModules = options.loraModules ?? new Map<string, number>();
+  for (const [name, id] of loraModules) {
+    if (id >= model.loraAdapters.length) throw new RangeError(`LoRA module "${name}" names adapter ${id}; the model has ${model.loraAdapters.length}`);
+  }
+  /** The request with its model's adapter as `lora` when `model` names a LoRA module and the request gives no `lora` of its own. */
+  const withModuleLora = <T extends { readonly model?: string | undefined; readonly lora?: LimitFields["lora"] }>(body: T): T => {
+    const id = body.model === undefined ? undefined : loraModules.get(body.model);
+    return id === undefined || body.lora ? body : { ...body, lora: [{ id, scale: 1 }] };
+  };
+
   /** Tokens of the prompt, and max_tokens fitted to the context (an error when nothing fits). */
   const prepare = (promptTokens: number[], body: ChatCompletionRequest | CompletionRequest, logprobs: boolean, topLogprobs: number, tools?: ToolTurn): PreparedRequest => {
     if (promptTokens.length >= contextLength) {
@@ -279,7 +297,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     }
     const generateOptions: GenerateOptions = {
       maxTokens: asked ?? room,
-      ...limitOptionsOf(body, model.vocabularySize, asked ?? room, model.loraAdapters.length),
+      ...limitOptionsOf(withModuleLora(body), model.vocabularySize, asked ?? room, model.loraAdapters.length),
       ...(grammar === undefined ? {} : { grammar }),
       ...(tools?.grammarTrigger === undefined || grammar !== tools.grammar ? {} : { grammarTrigger: tools.grammarTrigger }),
       temperature: body.temperature ?? 1,
@@ -293,6 +311,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     };
     return {
       promptTokens,
+      model: body.model !== undefined && loraModules.has(body.model) ? body.model : modelId,
       options: generateOptions,
       choices: body.n ?? 1,
       stream: body.stream ?? false,
@@ -660,7 +679,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     const maxTokens = asked < 0 ? room : Math.min(Math.max(asked, 1), room);
     const options: GenerateOptions = {
       maxTokens,
-      ...limitOptionsOf(body, vocabulary, maxTokens, model.loraAdapters.length),
+      ...limitOptionsOf(withModuleLora(body), vocabulary, maxTokens, model.loraAdapters.length),
       ...samplingOptionsOf(body, vocabulary),
       ...(given(body.temperature) ? { temperature: body.temperature } : {}),
       ...(given(body.top_p) ? { topP: body.top_p } : {}),
@@ -839,9 +858,9 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       request.signal.removeEventListener("abort", onDisconnect);
       const choices = Array.from({ length: prepared.choices }, (_, index) => ({ index, text: echo, finish_reason: "length", logprobs: echoed ?? null }));
       const usage = { prompt_tokens: prepared.promptTokens.length, completion_tokens: 0, total_tokens: prepared.promptTokens.length };
-      if (!prepared.stream) return json({ id, object, created: Math.floor(Date.now() / 1000), model: modelId, choices, usage });
-      const lines = choices.map((choice) => `data: ${JSON.stringify({ id, object, created: Math.floor(Date.now() / 1000), model: modelId, choices: [choice] })}\n\n`);
-      if (prepared.includeUsage) lines.push(`data: ${JSON.stringify({ id, object, created: Math.floor(Date.now() / 1000), model: modelId, choices: [], usage })}\n\n`);
+      if (!prepared.stream) return json({ id, object, created: Math.floor(Date.now() / 1000), model: prepared.model, choices, usage });
+      const lines = choices.map((choice) => `data: ${JSON.stringify({ id, object, created: Math.floor(Date.now() / 1000), model: prepared.model, choices: [choice] })}\n\n`);
+      if (prepared.includeUsage) lines.push(`data: ${JSON.stringify({ id, object, created: Math.floor(Date.now() / 1000), model: prepared.model, choices: [], usage })}\n\n`);
       return new Response(`${lines.join("")}data: [DONE]\n\n`, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache", "access-control-allow-origin": "*" } });
     }
     // Choice i samples with seed + i when a seed is given (its own random draws otherwise).
@@ -923,7 +942,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
             logprobs: prepared.logprobs ? { content: chunks.flatMap((chunk) => chatLogprobs(chunk, prepared.topLogprobs)?.content ?? []) } : null,
           };
         });
-        return json({ id, object, created: Math.floor(Date.now() / 1000), model: modelId, choices, usage: usageOf(results) });
+        return json({ id, object, created: Math.floor(Date.now() / 1000), model: prepared.model, choices, usage: usageOf(results) });
       } catch (error) {
         done(undefined, "error");
         return errorResponse(error);
@@ -936,7 +955,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     const body = new ReadableStream<Uint8Array>({
       async start(sink) {
         const now = () => Math.floor(Date.now() / 1000);
-        const send = (choice: Record<string, unknown>) => sink.enqueue(event({ id, object: chunkObject, created: now(), model: modelId, choices: [choice] }));
+        const send = (choice: Record<string, unknown>) => sink.enqueue(event({ id, object: chunkObject, created: now(), model: prepared.model, choices: [choice] }));
         /** Streams one choice's chunks (each event carries its index) and its finish; resolves with its result. */
         const streamChoice = async (stream: GenerationStream, index: number): Promise<GenerationResult> => {
           if (kind === "chat") send({ index, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null });
@@ -988,7 +1007,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
             sink.close();
             return;
           }
-          if (prepared.includeUsage) sink.enqueue(event({ id, object: chunkObject, created: now(), model: modelId, choices: [], usage: usageOf(results) }));
+          if (prepared.includeUsage) sink.enqueue(event({ id, object: chunkObject, created: now(), model: prepared.model, choices: [], usage: usageOf(results) }));
           sink.enqueue(encoder.encode("data: [DONE]\n\n"));
           sink.close();
         } catch (error) {
@@ -1041,7 +1060,13 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
           case "GET /metrics":
             return new Response(metrics.render(), { headers: { "content-type": "text/plain; version=0.0.4" } });
           case "GET /v1/models":
-            return json({ object: "list", data: [{ id: modelId, object: "model", created, owned_by: "memra" }] });
+            return json({
+              object: "list",
+              data: [
+                { id: modelId, object: "model", created, owned_by: "memra" },
+                ...[...loraModules].map(([name, id]) => ({ id: name, object: "model", created, owned_by: "memra", root: model.loraAdapters[id]!.path, parent: modelId })),
+              ],
+            });
           case "POST /v1/chat/completions":
             return await run("chat", chatRequest(await readBody(request, chatCompletionRequestSchema)), request);
           case "POST /v1/completions":
