@@ -8,6 +8,8 @@ export interface PromptLogprobs {
   readonly logprobs: readonly (number | null)[];
   /** The most likely tokens at each position (topLogprobs of them, most likely first); null for the first token. */
   readonly topLogprobs: readonly (readonly TokenLogprob[] | null)[];
+  /** Each token's rank among its position's logits (1: the most likely; vLLM's rank: 1 + the tokens with a larger logit); null for the first. */
+  readonly ranks: readonly (number | null)[];
 }
 
 import { type GGUFFile, GGUFError, type ModelConfig, SUPPORTED_ARCHITECTURES, TOKENIZER_KEYS, openGGUF, readModelConfig } from "@memra/gguf";
@@ -290,6 +292,7 @@ export class Model {
     const sequence = this.engine.createSequence(tokens.length, this.sequenceOptions(lora));
     const logprobs: (number | null)[] = [null];
     const tops: (TokenLogprob[] | null)[] = [null];
+    const ranks: (number | null)[] = [null];
     const vocabulary = this.vocabularySize;
     try {
       for (let start = 0; start < tokens.length - 1; start += PROMPT_LOGPROB_ROWS) {
@@ -298,14 +301,18 @@ export class Model {
         if (rows === undefined || !("logits" in rows)) throw options.signal?.reason ?? new Error("promptLogprobs was aborted");
         for (let r = 0; r < chunk.length; r++) {
           const row = rows.logits.subarray(r * vocabulary, (r + 1) * vocabulary);
-          logprobs.push(row[tokens[start + r + 1]!]! - logSumExp(row));
+          const logit = row[tokens[start + r + 1]!]!;
+          logprobs.push(logit - logSumExp(row));
+          let above = 0;
+          for (let i = 0; i < vocabulary; i++) if (row[i]! > logit) above++;
+          ranks.push(above + 1);
           tops.push(count > 0 ? topLogprobs(row, count) : []);
         }
       }
     } finally {
       sequence.release();
     }
-    return { tokens, logprobs, topLogprobs: tops };
+    return { tokens, logprobs, topLogprobs: tops, ranks };
   }
 
   /** The engine sequence options of a generation's `lora` option. */

@@ -68,6 +68,8 @@ const sampling = {
   t_max_predict_ms: z.number().nullish(),
   /** llama.cpp's: the least indentation of every line after the first (code completion). */
   n_indent: z.number().int().min(0).nullish(),
+  /** vLLM's: each prompt token's logprob and rank, with this many most likely tokens at each position (0 to 20). */
+  prompt_logprobs: z.number().int().min(0).max(20).nullish(),
   /** llama.cpp server's: the LoRA adapters' scales for this request (`id` as GET /lora-adapters lists them); unlisted adapters 0. */
   lora: z.array(loraScale).nullish(),
 };

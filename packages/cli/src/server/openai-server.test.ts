@@ -512,6 +512,20 @@ describe("memra serve: echo with logprobs (how evaluation harnesses score texts)
     const texts = streamed.split("\n\n").filter((line) => line.startsWith("data: {")).map((line) => (JSON.parse(line.slice(6)) as { choices: { text: string }[] }).choices[0]!.text);
     expect(texts[0]).toBe(prompt);
     expect(texts.join("")).toBe(prompt + (await model.complete(prompt, { temperature: 0, maxTokens: 3 })).text);
+    // vLLM's prompt_logprobs: each position's prompt token (with its rank) and the most likely ones.
+    const vllm = (await (await postTo({ prompt, max_tokens: 1, temperature: 0, prompt_logprobs: 2 })).json()) as { choices: { prompt_logprobs: (Record<string, { logprob: number; rank: number; decoded_token: string }> | null)[] }[] };
+    const perPosition = vllm.choices[0]!.prompt_logprobs;
+    expect(perPosition).toHaveLength(tokens.length);
+    expect(perPosition[0]).toBeNull();
+    for (let i = 1; i < tokens.length; i++) {
+      const entry = perPosition[i]!;
+      expect(entry[String(tokens[i])]).toEqual({ logprob: scored.logprobs[i], rank: scored.ranks[i], decoded_token: model.tokenizer.decode([tokens[i]!]) });
+      scored.topLogprobs[i]!.forEach((top, k) => expect(entry[String(top.id)]!.rank).toBe(top.id === tokens[i] ? scored.ranks[i] : k + 1));
+    }
+    const chat = (await (await fetch(`${server.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ messages, max_tokens: 1, prompt_logprobs: 0 }) })).json()) as { prompt_logprobs: unknown[]; choices: unknown[] };
+    const chatPrompt = model.tokenizer.encode(model.tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, enableThinking: true }), { special: true });
+    expect(chat.prompt_logprobs).toHaveLength(chatPrompt.length);
+    expect(Object.keys(chat.prompt_logprobs[1] as object)).toEqual([String(chatPrompt[1])]);
     const refused = await postTo({ prompt, max_tokens: 0 });
     expect(refused.status).toBe(400);
     expect(((await refused.json()) as { error: { param: string } }).error.param).toBe("max_tokens");

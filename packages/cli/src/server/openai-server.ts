@@ -131,6 +131,8 @@ interface PreparedRequest {
   readonly echo?: string;
   /** Completions with `echo` and max_tokens 0: nothing is generated. */
   readonly promptOnly?: boolean;
+  /** vLLM's prompt_logprobs: most likely tokens per prompt position (the prompt is scored when given). */
+  readonly promptLogprobs?: number;
   readonly options: GenerateOptions;
   /** Choices to generate (n). */
   readonly choices: number;
@@ -312,6 +314,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     return {
       promptTokens,
       model: body.model !== undefined && loraModules.has(body.model) ? body.model : modelId,
+      ...(body.prompt_logprobs === undefined || body.prompt_logprobs === null ? {} : { promptLogprobs: body.prompt_logprobs }),
       options: generateOptions,
       choices: body.n ?? 1,
       stream: body.stream ?? false,
@@ -444,6 +447,23 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       top_logprobs: scored.topLogprobs.map((tops) => (tops === null ? null : Object.fromEntries(tops.slice(0, prepared.topLogprobs).map((top) => [tokenText(top.id), top.logprob])))),
       text_offset: textOffset,
     };
+  };
+
+  /**
+   * vLLM's prompt_logprobs: null for the first token, then per position a map from token id to
+   * { logprob, rank, decoded_token } holding the prompt's token and the `promptLogprobs` most likely.
+   */
+  const vllmPromptLogprobs = async (prepared: PreparedRequest, signal: AbortSignal) => {
+    const count = prepared.promptLogprobs!;
+    const scored = await model.promptLogprobs(prepared.promptTokens, { topLogprobs: count, signal, ...(prepared.options.lora ? { lora: prepared.options.lora } : {}) });
+    return prepared.promptTokens.map((token, i) => {
+      if (i === 0) return null;
+      const entries: [string, { logprob: number; rank: number; decoded_token: string }][] = [[String(token), { logprob: scored.logprobs[i]!, rank: scored.ranks[i]!, decoded_token: tokenText(token) }]];
+      scored.topLogprobs[i]!.forEach((top, k) => {
+        if (top.id !== token) entries.push([String(top.id), { logprob: top.logprob, rank: k + 1, decoded_token: tokenText(top.id) }]);
+      });
+      return Object.fromEntries(entries);
+    });
   };
 
   /** A completion's logprobs after an echoed prompt's: one list, the completion's text offsets after the prompt's text. */
@@ -853,10 +873,24 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
         throw error;
       }
     }
+    let promptLogprobs: Awaited<ReturnType<typeof vllmPromptLogprobs>> | undefined;
+    if (prepared.promptLogprobs !== undefined) {
+      try {
+        promptLogprobs = await vllmPromptLogprobs(prepared, controller.signal);
+      } catch (error) {
+        running.delete(controller);
+        request.signal.removeEventListener("abort", onDisconnect);
+        if (controller.signal.aborted) return new Response(null, { status: 499 });
+        throw error;
+      }
+    }
+    /** vLLM's: completions carry prompt_logprobs in each choice, chat in the answer. */
+    const choicePromptLogprobs = kind === "completion" && promptLogprobs ? { prompt_logprobs: promptLogprobs } : {};
+    const answerPromptLogprobs = kind === "chat" && promptLogprobs ? { prompt_logprobs: promptLogprobs } : {};
     if (prepared.promptOnly) {
       running.delete(controller);
       request.signal.removeEventListener("abort", onDisconnect);
-      const choices = Array.from({ length: prepared.choices }, (_, index) => ({ index, text: echo, finish_reason: "length", logprobs: echoed ?? null }));
+      const choices = Array.from({ length: prepared.choices }, (_, index) => ({ index, text: echo, finish_reason: "length", logprobs: echoed ?? null, ...choicePromptLogprobs }));
       const usage = { prompt_tokens: prepared.promptTokens.length, completion_tokens: 0, total_tokens: prepared.promptTokens.length };
       if (!prepared.stream) return json({ id, object, created: Math.floor(Date.now() / 1000), model: prepared.model, choices, usage });
       const lines = choices.map((choice) => `data: ${JSON.stringify({ id, object, created: Math.floor(Date.now() / 1000), model: prepared.model, choices: [choice] })}\n\n`);
@@ -932,7 +966,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
         const choices = outcomes.map(({ chunks, result }, index) => {
           if (kind === "completion") {
             const logprobs = prepared.logprobs ? completionLogprobs(chunks, prepared.topLogprobs) : null;
-            return { index, text: (echo ?? "") + result.text, finish_reason: finishReason(result), logprobs: echoed && logprobs ? joinLogprobs(echoed, echo!, logprobs) : logprobs };
+            return { index, text: (echo ?? "") + result.text, finish_reason: finishReason(result), logprobs: echoed && logprobs ? joinLogprobs(echoed, echo!, logprobs) : logprobs, ...choicePromptLogprobs };
           }
           const message = assistantMessage(result.text, prepared.splitReasoning, prepared.parseToolCalls);
           return {
@@ -942,7 +976,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
             logprobs: prepared.logprobs ? { content: chunks.flatMap((chunk) => chatLogprobs(chunk, prepared.topLogprobs)?.content ?? []) } : null,
           };
         });
-        return json({ id, object, created: Math.floor(Date.now() / 1000), model: prepared.model, choices, usage: usageOf(results) });
+        return json({ id, object, created: Math.floor(Date.now() / 1000), model: prepared.model, choices, usage: usageOf(results), ...answerPromptLogprobs });
       } catch (error) {
         done(undefined, "error");
         return errorResponse(error);
@@ -958,8 +992,10 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
         const send = (choice: Record<string, unknown>) => sink.enqueue(event({ id, object: chunkObject, created: now(), model: prepared.model, choices: [choice] }));
         /** Streams one choice's chunks (each event carries its index) and its finish; resolves with its result. */
         const streamChoice = async (stream: GenerationStream, index: number): Promise<GenerationResult> => {
-          if (kind === "chat") send({ index, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null });
-          else if (echo !== undefined) send({ index, text: echo, finish_reason: null, logprobs: echoed ?? null });
+          if (kind === "chat") {
+            if (promptLogprobs) sink.enqueue(event({ id, object: chunkObject, created: now(), model: prepared.model, choices: [{ index, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null }], prompt_logprobs: promptLogprobs }));
+            else send({ index, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null });
+          } else if (echo !== undefined || promptLogprobs) send({ index, text: echo ?? "", finish_reason: null, logprobs: echoed ?? null, ...choicePromptLogprobs });
           const splitter = kind === "chat" && prepared.splitReasoning ? new ReasoningSplitter() : undefined;
           const toolSplitter = kind === "chat" && prepared.parseToolCalls ? new ToolCallSplitter() : undefined;
           let toolCalls = 0;

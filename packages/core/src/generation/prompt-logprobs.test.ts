@@ -31,7 +31,19 @@ describe("model.promptLogprobs", () => {
       // Greedy: the token is the most likely at its position (lm-eval's is_greedy).
       expect(scored.topLogprobs[at]!.map((top) => top.id)).toEqual(step.top.map((top) => top.id));
       expect(scored.topLogprobs[at]![0]!.id).toBe(step.token);
+      expect(scored.ranks[at]).toBe(1);
     });
+    // Ranks: 1 + the tokens with a larger logit, as counted over the whole logits of each row.
+    const rankCache = model.createCache(tokens.length);
+    const all = model.forward(tokens, rankCache, { logits: "all" });
+    rankCache.dispose();
+    const vocabulary = model.vocabularySize;
+    for (let position = 1; position < head.length; position++) {
+      const row = all.subarray((position - 1) * vocabulary, position * vocabulary);
+      const logit = row[tokens[position]!]!;
+      expect(scored.ranks[position], `position ${position}`).toBe(1 + row.filter((value) => value > logit).length);
+    }
+    expect(scored.ranks[0]).toBeNull();
     // The prompt's own tokens: as the model's scoring op (forwardLogprobs, double precision on the host) gives them.
     const cache = model.createCache(tokens.length);
     const rows = Array.from({ length: tokens.length - 1 }, (_, i) => i);
