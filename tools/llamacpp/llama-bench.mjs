@@ -7,6 +7,9 @@
 //        n_ubatch 512 for N <= 512), with the last token's logits and a greedy pick of the next
 //   tgN  N single-token decodes in an empty sequence (see runGeneration)
 //   ttft one single-token decode in an empty sequence and its greedy next token
+//   tgN xB with --npl B,...: B sequences of one context (sequences: B) each evaluating one token
+//        per step, concurrently, which node-llama-cpp batches into one llama_decode per step (the
+//        aggregate tokens/s of all B, as llama-batched-bench's S_TG and `memra bench --npl`)
 // Every evaluation computes the last token's logits, as llama-bench's batches do (llama_batch_get_one
 // outputs the last token) and as `memra bench` does: node-llama-cpp's evaluateWithoutGeneratingNewTokens
 // requests no logits, so llama.cpp skips the output projection (151,936 x hidden for Qwen3), which
@@ -24,6 +27,7 @@ const { values } = parseArgs({
     threads: { type: "string", short: "t", default: "2" },
     reps: { type: "string", short: "r", default: "5" },
     json: { type: "boolean", default: false },
+    npl: { type: "string" },
   },
 });
 if (!values.model) {
@@ -110,9 +114,21 @@ async function runGeneration(count) {
   }
 }
 
+// B sequences decoding together: each step, every sequence evaluates one token (concurrently, so
+// node-llama-cpp's batching puts them in one decode), each with its logits and a greedy pick.
+// The context's sequences are taken once and emptied before each run (a disposed sequence's id is
+// not free again at once).
+async function runParallel(active, count) {
+  await Promise.all(active.map((sequence) => sequence.clearHistory()));
+  const started = performance.now();
+  for (let i = 0; i < count; i++) await Promise.all(active.map((sequence, j) => evaluateWithLogits(sequence, [prompt[(i + j) % prompt.length]])));
+  return performance.now() - started;
+}
+
 const pp = [];
 const tg = [];
 const ttft = [];
+const npl = [];
 if (promptTokens > 0) {
   await runPrompt();
   for (let rep = 0; rep < reps; rep++) pp.push((promptTokens / (await runPrompt())) * 1000);
@@ -122,6 +138,20 @@ if (genTokens > 0) {
   for (let rep = 0; rep < reps; rep++) tg.push((genTokens / (await runGeneration(genTokens))) * 1000);
 }
 for (let rep = 0; rep < reps; rep++) ttft.push(await runGeneration(1));
+for (const sequences of (values.npl ?? "").split(",").filter(Boolean).map(Number)) {
+  const parallelContext = await model.createContext({
+    contextSize: sequences * (genTokens + 16),
+    batchSize: Math.max(sequences, 1),
+    sequences,
+    threads: { ideal: threads, min: threads },
+  });
+  const active = Array.from({ length: sequences }, () => parallelContext.getSequence());
+  await runParallel(active, Math.min(genTokens, 8));
+  const samples = [];
+  for (let rep = 0; rep < reps; rep++) samples.push(((sequences * genTokens) / (await runParallel(active, genTokens))) * 1000);
+  npl.push({ sequences, ...summarize(genTokens, samples) });
+  await parallelContext.dispose();
+}
 
 const results = {
   model: values.model,
@@ -131,6 +161,7 @@ const results = {
   load_ms: loadMs,
   ...(pp.length ? { pp: summarize(promptTokens, pp) } : {}),
   ...(tg.length ? { tg: summarize(genTokens, tg) } : {}),
+  ...(npl.length ? { npl } : {}),
   ttft_ms: summarize(1, ttft).median,
   peak_rss_bytes: process.resourceUsage().maxRSS * 1024,
 };

@@ -7,7 +7,10 @@
  * `npm ci` in tools/llamacpp:
  *
  *   bun tools/llamacpp/side-by-side.ts [--models q8_0,q4_K_M,moe] [-p 512] [-n 128] [-t 2] [--rounds 5]
- *       [--file PATH ...] [--json OUT.json]
+ *       [--npl 1,4,8] [--file PATH ...] [--json OUT.json]
+ *
+ * --npl adds batched decode: B sequences decoded together (`memra bench --npl`, llama-bench.mjs
+ * --npl: node-llama-cpp batching B sequences' tokens into one llama_decode), aggregate tokens/s.
  *
  * Models: synthetic files from @memra/synthetic (seeded, real Qwen3 vocabulary), generated into the
  * cache on first use: q8_0 / f16 / q4_K_M = the Qwen3-0.6B shape, moe = the scaled Qwen3-30B-A3B
@@ -27,6 +30,7 @@ const { values } = parseArgs({
     threads: { type: "string", short: "t", default: "2" },
     rounds: { type: "string", default: "5" },
     json: { type: "string" },
+    npl: { type: "string" },
   },
 });
 
@@ -45,6 +49,8 @@ interface Sample {
   tg?: number;
   ttft: number;
   rss: number;
+  /** Aggregate tokens/s of B sequences decoded together, by B. */
+  [batched: `x${number}`]: number | undefined;
 }
 
 async function runJson(command: string[]): Promise<Sample> {
@@ -53,7 +59,9 @@ async function runJson(command: string[]): Promise<Sample> {
   if (code !== 0) throw new Error(`${command.join(" ")} exited with ${code}:\n${stderr}`);
   const line = stdout.trim().split("\n").at(-1)!;
   const result = JSON.parse(line);
-  return { pp: result.pp?.tps, tg: result.tg?.tps, ttft: result.ttft_ms, rss: result.peak_rss_bytes };
+  const sample: Sample = { pp: result.pp?.tps, tg: result.tg?.tps, ttft: result.ttft_ms, rss: result.peak_rss_bytes };
+  for (const test of result.npl ?? []) sample[`x${test.sequences as number}`] = test.tps;
+  return sample;
 }
 
 function median(values: number[]): number {
@@ -70,7 +78,8 @@ for (const name of values.models.split(",").filter(Boolean)) {
 }
 for (const path of values.file) targets.push({ label: path, path });
 
-const common = ["-p", values.prompt, "-n", values.gen, "-t", values.threads, "-r", "1", "--json"];
+const parallel = (values.npl ?? "").split(",").filter(Boolean).map(Number);
+const common = ["-p", values.prompt, "-n", values.gen, "-t", values.threads, "-r", "1", "--json", ...(parallel.length > 0 ? ["--npl", parallel.join(",")] : [])];
 const rounds = Number(values.rounds);
 const report: unknown[] = [];
 console.log(`memra vs llama.cpp (node-llama-cpp 3.21.1), ${values.threads} threads, pp${values.prompt} / tg${values.gen}, ${rounds} alternating rounds, medians`);
@@ -95,7 +104,7 @@ for (const target of targets) {
     const ratio = ours / theirs;
     const scale = name === "rss" ? 2 ** -20 : 1;
     console.log(
-      `  ${String(name === "pp" ? `pp${values.prompt}` : name === "tg" ? `tg${values.gen}` : name).padEnd(7)} memra ${(ours * scale).toFixed(2).padStart(9)} ${unit.padEnd(8)} llama.cpp ${(theirs * scale).toFixed(2).padStart(9)} ${unit.padEnd(8)} ratio ${ratio.toFixed(2)}x ${higherIsBetter ? "(higher is better)" : "(lower is better)"}`,
+      `  ${String(name === "pp" ? `pp${values.prompt}` : name === "tg" ? `tg${values.gen}` : name.startsWith("x") ? `tg${values.gen} ${name}` : name).padEnd(10)} memra ${(ours * scale).toFixed(2).padStart(9)} ${unit.padEnd(8)} llama.cpp ${(theirs * scale).toFixed(2).padStart(9)} ${unit.padEnd(8)} ratio ${ratio.toFixed(2)}x ${higherIsBetter ? "(higher is better)" : "(lower is better)"}`,
     );
     return { memra: ours, llama: theirs, ratio, samples: { memra: memra.map((s) => s[name]), llama: llama.map((s) => s[name]) } };
   };
@@ -105,6 +114,7 @@ for (const target of targets) {
     path: target.path,
     pp: Number(values.prompt) > 0 ? row("pp", "t/s", true) : undefined,
     tg: Number(values.gen) > 0 ? row("tg", "t/s", true) : undefined,
+    ...Object.fromEntries(parallel.map((sequences) => [`tg x${sequences}`, row(`x${sequences}`, "t/s", true)])),
     ttft: row("ttft", "ms", false),
     rss: row("rss", "MiB", false),
   };

@@ -45,6 +45,22 @@ describe("memra bench", () => {
     expect(result.stdout).toMatch(/reference/);
   });
 
+  it("--npl measures B sequences decoded together (llama-batched-bench's S_TG), in the JSON and the table", () => {
+    const result = run(["bench", "-m", model, "-p", "0", "-n", "4", "-r", "2", "-t", "1", "--npl", "1,3", "--json"]);
+    expect(result.code).toBe(0);
+    const report = JSON.parse(result.stdout);
+    expect(report.npl.map((test: { sequences: number }) => test.sequences)).toEqual([1, 3]);
+    for (const test of report.npl) {
+      expect(test.tokens).toBe(4);
+      expect(test.samples).toHaveLength(2);
+      expect(test.tps).toBeGreaterThan(0);
+    }
+    const table = run(["bench", "-m", model, "-p", "0", "-n", "2", "-r", "1", "--npl", "2", "--device", "reference"]);
+    expect(table.stdout).toMatch(/\| tg2 x2 +\| +[\d.]+ ± [\d.]+ \|/);
+    expect(run(["bench", "-m", model, "-n", "0", "--npl", "2"]).stderr).toMatch(/--npl measures generation/);
+    expect(run(["bench", "-m", model, "--npl", "0"]).stderr).toMatch(/--npl must be a positive integer/);
+  });
+
   it("rejects bad options by name", () => {
     expect(run(["bench", "-m", model, "--prompt=-3"]).stderr).toMatch(/--prompt must be a non-negative integer/);
     expect(run(["bench", "-m", model, "-p", "0", "-n", "0"]).stderr).toMatch(/nothing to measure/);

@@ -12,6 +12,8 @@ export const benchUsage = `usage: memra bench [-m MODEL] [-p 512] [-n 128] [-t T
 Measures prompt processing and generation speed the way llama-bench does:
   ppN  one forward pass over N prompt tokens in an empty cache (tokens/s)
   tgN  N single-token forward passes in an empty cache, each fed the greedy pick of the last (tokens/s)
+  tgN xB  with --npl: B sequences decoded together, N batched steps of one token each (aggregate
+       tokens/s of all B, as llama-batched-bench's S_TG)
 Each test runs once untimed (warm-up) and then REPS times; the table shows mean ± standard deviation.
 Also reports the time to first token for a one-token prompt (ttft) and the process's peak resident memory.
 
@@ -21,6 +23,7 @@ options:
   -n, --gen N          generated tokens for tg (default 128; 0 skips tg)
   -t, --threads N      threads of the native backend (default: one per processor)
   -r, --reps N         timed repetitions of each test (default 5)
+  --npl B[,B...]       also tg with B parallel sequences (llama-batched-bench's -npl), e.g. 1,4,8
 ${backendOptionHelp}
   --ctx N              tokens of KV cache the plan reserves (default: what the tests need)
 ${placementOptionHelp}
@@ -80,6 +83,7 @@ export async function benchCommand(args: string[], io: CliIO): Promise<void> {
       gen: { type: "string", short: "n" },
       threads: { type: "string", short: "t" },
       reps: { type: "string", short: "r" },
+      npl: { type: "string" },
       device: { type: "string" },
       ctx: { type: "string" },
       ...placementParseOptions,
@@ -99,12 +103,15 @@ export async function benchCommand(args: string[], io: CliIO): Promise<void> {
   const reps = parsePositiveInteger(values.reps, "--reps", 5);
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
   if (promptTokens === 0 && genTokens === 0) throw new CliError("nothing to measure: --prompt and --gen are both 0");
+  const parallel = values.npl === undefined ? [] : values.npl.split(",").map((item) => parsePositiveInteger(item.trim(), "--npl", 1));
+  if (parallel.length > 0 && genTokens === 0) throw new CliError("--npl measures generation: give --gen above 0");
+  const mostSequences = Math.max(1, ...parallel);
 
   const path = values.model ?? (await defaultModelPath(io, values.quiet || values.json));
   const contextTokens = Math.max(promptTokens, genTokens + 1, 2);
   const notice = (message: string) => values.quiet || values.json || io.stderr(`${message}\n`);
-  const maxBatchTokens = Math.max(promptTokens, 1);
-  const placed = await placeModel(path, values, threads, { defaultContext: contextTokens, maxBatchTokens }, notice);
+  const maxBatchTokens = Math.max(promptTokens, mostSequences);
+  const placed = await placeModel(path, values, threads, { defaultContext: contextTokens, maxBatchTokens, sequences: mostSequences }, notice);
   const backend = placed.primary;
   const loadStarted = performance.now();
   const model = loadModel(path, { ...placed.load, maxBatchTokens });
@@ -136,8 +143,30 @@ export async function benchCommand(args: string[], io: CliIO): Promise<void> {
       }
     };
 
+    /** B sequences decoded together: `count` batched steps of one token each (greedy picks); the time of all. */
+    const runParallel = (sequences: number, count: number): number => {
+      const pool = model.createKVPool(sequences * Math.ceil((count + 1) / 16), { blockTokens: 16 });
+      const caches = Array.from({ length: sequences }, () => pool.createSequence(count + 1));
+      try {
+        const picks = caches.map(() => new Int32Array(1));
+        const tokens = caches.map((_, i) => prompt[i % prompt.length]!);
+        const started = performance.now();
+        for (let step = 0; step < count; step++) {
+          model.transformer.forwardBatch(caches.map((cache, i) => ({ tokens: Int32Array.of(tokens[i]!), cache, greedy: picks[i]! })));
+          picks.forEach((pick, i) => {
+            tokens[i] = pick[0]!;
+          });
+        }
+        return performance.now() - started;
+      } finally {
+        for (const cache of caches) cache.dispose();
+        pool.dispose();
+      }
+    };
+
     const pp: number[] = [];
     const tg: number[] = [];
+    const batched: { sequences: number; samples: number[] }[] = [];
     const ttft: number[] = [];
     // Each phase starts from a collected heap, so the peak RSS is the engine's, not the garbage
     // (logits arrays, disposed caches) a previous phase left for the collector.
@@ -152,6 +181,13 @@ export async function benchCommand(args: string[], io: CliIO): Promise<void> {
       for (let rep = 0; rep < reps; rep++) tg.push((genTokens / runGeneration(genTokens)) * 1000);
     }
     collect();
+    for (const sequences of parallel) {
+      runParallel(sequences, Math.min(genTokens, 8));
+      const samples: number[] = [];
+      for (let rep = 0; rep < reps; rep++) samples.push(((sequences * genTokens) / runParallel(sequences, genTokens)) * 1000);
+      batched.push({ sequences, samples });
+      collect();
+    }
     for (let rep = 0; rep < reps; rep++) ttft.push(runGeneration(1));
 
     const results = {
@@ -162,6 +198,7 @@ export async function benchCommand(args: string[], io: CliIO): Promise<void> {
       load_ms: loadMs,
       ...(pp.length ? { pp: summarize(promptTokens, pp) } : {}),
       ...(tg.length ? { tg: summarize(genTokens, tg) } : {}),
+      ...(batched.length ? { npl: batched.map(({ sequences, samples }) => ({ sequences, ...summarize(genTokens, samples) })) } : {}),
       ttft_ms: summarize(1, ttft).median,
       peak_rss_bytes: peakRssBytes(),
       weight_bytes: model.memory.weightBytes,
@@ -178,6 +215,7 @@ export async function benchCommand(args: string[], io: CliIO): Promise<void> {
       rows.push([name, size, results.backend, test, `${result.tps.toFixed(2)} ± ${result.stddev.toFixed(2)}`]);
     if (results.pp) row(`pp${promptTokens}`, results.pp);
     if (results.tg) row(`tg${genTokens}`, results.tg);
+    for (const test of results.npl ?? []) row(`tg${genTokens} x${test.sequences}`, test);
     const widths = rows[0]!.map((_, column) => Math.max(...rows.map((cells) => cells[column]!.length)));
     const line = (cells: string[]) => `| ${cells.map((cell, column) => (column === cells.length - 1 ? cell.padStart(widths[column]!) : cell.padEnd(widths[column]!))).join(" | ")} |`;
     io.stdout(`${line(rows[0]!)}\n| ${widths.map((w, column) => (column === widths.length - 1 ? `${"-".repeat(w - 1)}:` : "-".repeat(w))).join(" | ")} |\n`);
