@@ -478,6 +478,86 @@ describe("memra serve: API keys (llama.cpp's and vLLM's --api-key) and /apply-te
   });
 });
 
+describe("memra serve: OpenAI's Responses API (POST /v1/responses)", () => {
+  const addTool: OpenAI.Responses.FunctionTool = { type: "function", name: "add", strict: false, parameters: { type: "object", properties: { a: { type: "integer", minimum: 0, maximum: 9 }, b: { type: "integer", minimum: 0, maximum: 9 } }, required: ["a", "b"] } };
+
+  it("answers the openai client's responses.create as model.chat answers the same messages, whole and streamed", async () => {
+    const expected = await model.chat([{ role: "system", content: "Be brief." }, ...messages], { temperature: 0, maxTokens: 12 });
+    const response = await client.responses.create({ model: "m", instructions: "Be brief.", input: "Say hello", temperature: 0, max_output_tokens: 12 });
+    expect(response.object).toBe("response");
+    expect(response.id).toMatch(/^resp_/);
+    expect(response.output_text).toBe(expected.answer);
+    const reasoning = response.output.filter((item) => item.type === "reasoning");
+    expect(reasoning.map((item) => (item.content ?? []).map((part) => part.text).join(""))).toEqual(expected.reasoning === "" ? [] : [expected.reasoning]);
+    expect(response.status).toBe(expected.finishReason === "length" ? "incomplete" : "completed");
+    if (response.status === "incomplete") expect(response.incomplete_details?.reason).toBe("max_output_tokens");
+    expect(response.usage).toMatchObject({ input_tokens: expected.usage.promptTokens, output_tokens: expected.usage.completionTokens });
+
+    const stream = await client.responses.create({ model: "m", instructions: "Be brief.", input: [{ role: "user", content: [{ type: "input_text", text: "Say hello" }] }], temperature: 0, max_output_tokens: 12, stream: true });
+    const types: string[] = [];
+    let text = "";
+    let final: OpenAI.Responses.Response | undefined;
+    for await (const event of stream) {
+      types.push(event.type);
+      if (event.type === "response.output_text.delta") text += event.delta;
+      if (event.type === "response.completed" || event.type === "response.incomplete") final = event.response;
+    }
+    expect(types[0]).toBe("response.created");
+    expect(types.at(-1)).toMatch(/^response\.(completed|incomplete)$/);
+    expect(text).toBe(expected.answer);
+    expect(final!.output.filter((item) => item.type === "message").map((item) => item.content.map((part) => (part.type === "output_text" ? part.text : "")).join(""))).toEqual(expected.answer === "" ? [] : [expected.answer]);
+  });
+
+  it("function tools: a forced call comes back as a function_call item; call and output items go back in as the chat's turns", async () => {
+    // (seed: memra's, as vLLM's; not in OpenAI's types)
+    const forced = await client.responses.create({ model: "m", input: "Add two digits", tools: [{ ...addTool, strict: true }], tool_choice: { type: "function", name: "add" }, temperature: 1, seed: 5, max_output_tokens: 120 } as OpenAI.Responses.ResponseCreateParamsNonStreaming);
+    const calls = forced.output.filter((item) => item.type === "function_call");
+    expect(calls).toHaveLength(1);
+    const call = calls[0]!;
+    expect(call.name).toBe("add");
+    expect(call.call_id).toMatch(/^call_/);
+    const args = JSON.parse(call.arguments) as { a: number; b: number };
+    expect(Object.keys(args).sort()).toEqual(["a", "b"]);
+    const expected = await model.chat([{ role: "user", content: "Add two digits" }], { tools: [{ type: "function", function: { name: "add", parameters: addTool.parameters! } }], toolChoice: { name: "add" }, temperature: 1, seed: 5, maxTokens: 120, enableThinking: false });
+    expect([call.name, call.arguments]).toEqual([expected.toolCalls[0]!.name, expected.toolCalls[0]!.arguments]);
+
+    // The next turn: the call and its output as input items render as an assistant turn with tool_calls and a tool turn.
+    const followUp = await client.responses.create({
+      model: "m",
+      input: [{ role: "user", content: "Add two digits" }, { type: "function_call", call_id: call.call_id, name: "add", arguments: call.arguments }, { type: "function_call_output", call_id: call.call_id, output: "7" }],
+      tools: [addTool],
+      temperature: 0,
+      max_output_tokens: 6,
+    });
+    const conversation = [
+      { role: "user" as const, content: "Add two digits" },
+      { role: "assistant" as const, content: "", tool_calls: [{ id: call.call_id, type: "function" as const, function: { name: "add", arguments: call.arguments } }] },
+      { role: "tool" as const, tool_call_id: call.call_id, content: "7" },
+    ];
+    const answered = await model.chat(conversation, { tools: [{ type: "function", function: { name: "add", parameters: addTool.parameters! } }], temperature: 0, maxTokens: 6 });
+    expect(followUp.usage!.input_tokens).toBe(answered.usage.promptTokens);
+    expect(followUp.output_text).toBe(answered.answer);
+  });
+
+  it("text.format json_schema constrains the output; bad requests are 400s naming the field", async () => {
+    const schema = { type: "object", properties: { ok: { type: "boolean" } }, required: ["ok"], additionalProperties: false };
+    const shaped = await client.responses.create({ model: "m", input: "Is it ok?", text: { format: { type: "json_schema", name: "answer", schema, strict: true } }, temperature: 0.7, seed: 3, max_output_tokens: 40 } as OpenAI.Responses.ResponseCreateParamsNonStreaming);
+    expect(typeof JSON.parse(shaped.output_text).ok).toBe("boolean");
+    const post = async (body: object) => fetch(`${server.url}/v1/responses`, { method: "POST", body: JSON.stringify(body) });
+    const refusals: [object, string][] = [
+      [{ input: "hi", previous_response_id: "resp_1" }, "previous_response_id"],
+      [{ input: [] }, "input"],
+      [{ input: "hi", tools: [{ type: "web_search" }] }, "tools.0.type"],
+      [{ input: "hi", max_output_tokens: 100_000 }, "max_output_tokens"],
+    ];
+    for (const [body, param] of refusals) {
+      const response = await post(body);
+      expect(response.status, JSON.stringify(body)).toBe(400);
+      expect(((await response.json()) as { error: { param: string | null } }).error.param).toBe(param);
+    }
+  });
+});
+
 describe("memra serve: echo with logprobs (how evaluation harnesses score texts)", () => {
   const postTo = async (body: object) => fetch(`${server.url}/v1/completions`, { method: "POST", body: JSON.stringify(body) });
   const prompt = "The quick brown fox jumps over the lazy dog";

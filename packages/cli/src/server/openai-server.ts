@@ -34,6 +34,7 @@ import { timingSafeEqual } from "node:crypto";
 import type { z } from "zod";
 import { constraintFromResponseFormat } from "@memra/sampler";
 import { ServerMetrics } from "./server-metrics";
+import { ResponseBuilder, type ResponsesRequest, chatBodyOfResponses, responsesRequestSchema } from "./responses-api";
 import {
   type ChatCompletionRequest,
   type ChatMessageInput,
@@ -425,6 +426,133 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     if (!body.echo) return prepared;
     const echo = typeof prompt === "string" ? prompt : typeof prompt[0] === "string" ? prompt[0] : model.tokenizer.decode(tokens, { special: true });
     return { ...prepared, echo, promptOnly };
+  };
+
+  /**
+   * POST /v1/responses: OpenAI's Responses API over a chat completion (responses-api.ts). The
+   * answer's reasoning, text and tool calls become `reasoning`, `message` and `function_call`
+   * items, in the order the model writes them; streamed as the API's typed events.
+   */
+  const responses = async (body: ResponsesRequest, request: Request): Promise<Response> => {
+    let prepared: PreparedRequest;
+    try {
+      prepared = chatRequest(chatBodyOfResponses(body));
+    } catch (error) {
+      // the chat request's field names, as the Responses API calls them
+      if (error instanceof RequestError && error.param !== null) {
+        const param = error.param.replace(/^messages/, "input").replace(/^response_format/, "text.format").replace(/^max_tokens/, "max_output_tokens");
+        throw new RequestError(error.status, error.message.replace(/^max_tokens/, "max_output_tokens").replace(/response_format/g, "text.format"), param, error.type);
+      }
+      throw error;
+    }
+    const controller = new AbortController();
+    running.add(controller);
+    const onDisconnect = () => controller.abort();
+    request.signal.addEventListener("abort", onDisconnect);
+    const stream = model.generate(prepared.promptTokens, { ...prepared.options, signal: controller.signal });
+    metrics.requestStarted(prepared.promptTokens.length);
+    let finished = false;
+    const done = (result: GenerationResult | undefined, status: string) => {
+      if (finished) return;
+      finished = true;
+      running.delete(controller);
+      request.signal.removeEventListener("abort", onDisconnect);
+      metrics.requestFinished("responses", status, result?.usage.completionTokens ?? 0);
+    };
+    const base = {
+      id: `resp_${Date.now().toString(36)}${(nextId++).toString(36)}${Math.random().toString(36).slice(2, 8)}`,
+      object: "response",
+      created_at: Math.floor(Date.now() / 1000),
+      model: prepared.model,
+      instructions: body.instructions ?? null,
+      max_output_tokens: body.max_output_tokens ?? null,
+      temperature: body.temperature ?? 1,
+      top_p: body.top_p ?? 1,
+      tools: body.tools ?? [],
+      tool_choice: body.tool_choice ?? "auto",
+      parallel_tool_calls: body.parallel_tool_calls ?? true,
+      text: body.text ?? { format: { type: "text" } },
+      reasoning: body.reasoning ?? null,
+      previous_response_id: null,
+      store: false,
+      truncation: "disabled",
+      metadata: body.metadata ?? {},
+      error: null,
+      incomplete_details: null,
+      usage: null,
+    };
+    /** Feeds the answer into the builder as it streams: reasoning apart, tool calls taken out. */
+    const build = async (builder: ResponseBuilder): Promise<GenerationResult> => {
+      const splitter = prepared.splitReasoning ? new ReasoningSplitter() : undefined;
+      const toolSplitter = prepared.parseToolCalls ? new ToolCallSplitter() : undefined;
+      const answer = (content: string, last: boolean) => {
+        const split = toolSplitter ? (last ? mergeSplits(toolSplitter.push(content), toolSplitter.flush()) : toolSplitter.push(content)) : { content, toolCalls: [] };
+        builder.text(split.content);
+        for (const call of split.toolCalls) builder.toolCall({ id: toolCallId(), name: call.name, arguments: call.arguments });
+      };
+      try {
+        for await (const chunk of stream) {
+          if (controller.signal.aborted) break;
+          const part = splitter ? splitter.push(chunk.text) : { reasoning: "", content: chunk.text };
+          builder.reasoning(part.reasoning);
+          answer(part.content, false);
+        }
+      } catch (error) {
+        if (!(error instanceof StructuredOutputError && error.result)) throw error;
+      }
+      const rest = splitter ? splitter.flush() : { reasoning: "", content: "" };
+      builder.reasoning(rest.reasoning);
+      answer(rest.content, true);
+      return resultOf(stream);
+    };
+    const usageOfResult = (result: GenerationResult) => ({
+      input_tokens: result.usage.promptTokens,
+      input_tokens_details: { cached_tokens: result.usage.cachedPromptTokens },
+      output_tokens: result.usage.completionTokens,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: result.usage.promptTokens + result.usage.completionTokens,
+    });
+    if (!prepared.stream) {
+      try {
+        const builder = new ResponseBuilder(base);
+        const result = await build(builder);
+        done(result, result.finishReason === "abort" ? "aborted" : "ok");
+        if (result.finishReason === "abort") return new Response(null, { status: 499 });
+        return json(builder.finish(result.finishReason, usageOfResult(result)));
+      } catch (error) {
+        done(undefined, "error");
+        throw error;
+      }
+    }
+    const encoder = new TextEncoder();
+    const events = new ReadableStream<Uint8Array>({
+      async start(sink) {
+        const emit = (event: Record<string, unknown>) => {
+          if (!controller.signal.aborted) sink.enqueue(encoder.encode(`event: ${event.type as string}\ndata: ${JSON.stringify(event)}\n\n`));
+        };
+        const builder = new ResponseBuilder(base, emit);
+        try {
+          builder.start();
+          const result = await build(builder);
+          done(result, result.finishReason === "abort" ? "aborted" : "ok");
+          if (result.finishReason !== "abort") builder.finish(result.finishReason, usageOfResult(result));
+          sink.close();
+        } catch (error) {
+          done(undefined, controller.signal.aborted ? "aborted" : "error");
+          if (controller.signal.aborted) return;
+          try {
+            emit({ type: "error", code: "server_error", message: error instanceof Error ? error.message : String(error), param: null });
+            sink.close();
+          } catch {
+            // the client is gone
+          }
+        }
+      },
+      cancel() {
+        controller.abort();
+      },
+    });
+    return new Response(events, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive", "access-control-allow-origin": "*" } });
   };
 
   /**
@@ -1110,6 +1238,8 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
             return await run("completion", completionRequest(await readBody(request, completionRequestSchema)), request);
           case "POST /completion":
             return await nativeCompletion(await readBody(request, nativeCompletionRequestSchema), request);
+          case "POST /v1/responses":
+            return await responses(await readBody(request, responsesRequestSchema), request);
           case "POST /infill":
             return await infill(await readBody(request, infillRequestSchema), request);
           case "GET /lora-adapters":
@@ -1140,7 +1270,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
             return json({ prompt: templatePrompt(body.messages, body.tools, body.add_generation_prompt ?? true, body.chat_template_kwargs?.enable_thinking ?? true) });
           }
           default:
-            if (["/health", "/metrics", "/props", "/completion", "/infill", "/lora-adapters", "/completions", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/embeddings", "/v1/rerank", "/rerank", "/v1/reranking", "/reranking", "/tokenize", "/detokenize", "/apply-template"].includes(url.pathname)) {
+            if (["/health", "/metrics", "/props", "/completion", "/v1/responses", "/infill", "/lora-adapters", "/completions", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/embeddings", "/v1/rerank", "/rerank", "/v1/reranking", "/reranking", "/tokenize", "/detokenize", "/apply-template"].includes(url.pathname)) {
               throw new RequestError(405, `${request.method} is not allowed on ${url.pathname}`);
             }
             throw new RequestError(404, `no route ${request.method} ${url.pathname}`, null, "not_found_error");
@@ -1164,4 +1294,9 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       await server.stop(true);
     },
   };
+}
+
+/** Two pieces of a tool-call split, one after the other. */
+function mergeSplits(first: { content: string; toolCalls: readonly { name: string; arguments: string }[] }, second: { content: string; toolCalls?: readonly { name: string; arguments: string }[] }) {
+  return { content: first.content + second.content, toolCalls: [...first.toolCalls, ...(second.toolCalls ?? [])] };
 }
