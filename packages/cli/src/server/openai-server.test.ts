@@ -558,6 +558,68 @@ describe("memra serve: OpenAI's Responses API (POST /v1/responses)", () => {
   });
 });
 
+describe("memra serve: Anthropic's Messages API (POST /v1/messages)", () => {
+  const post = async (path: string, body: object) => fetch(`${server.url}${path}`, { method: "POST", body: JSON.stringify(body), headers: { "anthropic-version": "2023-06-01" } });
+
+  it("answers as model.chat answers the same messages, whole and streamed; counts tokens", async () => {
+    const expected = await model.chat([{ role: "system", content: "Be brief." }, ...messages], { temperature: 0, maxTokens: 12 });
+    const message = (await (await post("/v1/messages", { model: "m", system: "Be brief.", messages, max_tokens: 12, temperature: 0 })).json()) as {
+      id: string;
+      type: string;
+      content: { type: string; text?: string; thinking?: string }[];
+      stop_reason: string;
+      usage: { input_tokens: number; output_tokens: number };
+    };
+    expect(message.type).toBe("message");
+    expect(message.id).toMatch(/^msg_/);
+    expect(message.content.filter((block) => block.type === "text").map((block) => block.text).join("")).toBe(expected.answer);
+    expect(message.content.filter((block) => block.type === "thinking").map((block) => block.thinking).join("")).toBe(expected.reasoning);
+    expect(message.stop_reason).toBe(expected.finishReason === "length" ? "max_tokens" : "end_turn");
+    expect(message.usage).toMatchObject({ input_tokens: expected.usage.promptTokens, output_tokens: expected.usage.completionTokens });
+
+    const streamed = await (await post("/v1/messages", { model: "m", system: "Be brief.", messages, max_tokens: 12, temperature: 0, stream: true })).text();
+    const events = streamed.split("\n\n").filter((frame) => frame.includes("data: ")).map((frame) => {
+      const [eventLine, dataLine] = frame.split("\n");
+      const data = JSON.parse(dataLine!.slice(6)) as { type: string; delta?: { type: string; text?: string; stop_reason?: string } };
+      expect(eventLine).toBe(`event: ${data.type}`);
+      return data;
+    });
+    expect(events[0]!.type).toBe("message_start");
+    expect(events.at(-1)!.type).toBe("message_stop");
+    expect(events.filter((event) => event.delta?.type === "text_delta").map((event) => event.delta!.text).join("")).toBe(expected.answer);
+    expect(events.find((event) => event.type === "message_delta")!.delta!.stop_reason).toBe(message.stop_reason);
+
+    const counted = (await (await post("/v1/messages/count_tokens", { model: "m", system: "Be brief.", messages })).json()) as { input_tokens: number };
+    expect(counted.input_tokens).toBe(expected.usage.promptTokens);
+  });
+
+  it("a forced tool comes back as a tool_use block, and a tool_result goes back in as the chat's tool turn", async () => {
+    const tools = [{ name: "add", input_schema: { type: "object", properties: { a: { type: "integer", minimum: 0, maximum: 9 }, b: { type: "integer", minimum: 0, maximum: 9 } }, required: ["a", "b"] } }];
+    const question = [{ role: "user" as const, content: "Add two digits" }];
+    const forced = (await (await post("/v1/messages", { messages: question, tools, tool_choice: { type: "tool", name: "add" }, max_tokens: 120, temperature: 0 })).json()) as {
+      content: { type: string; id?: string; name?: string; input?: Record<string, number> }[];
+      stop_reason: string;
+    };
+    const expected = await model.chat(question, { tools: [{ type: "function", function: { name: "add", parameters: tools[0]!.input_schema } }], toolChoice: { name: "add" }, temperature: 0, maxTokens: 120, enableThinking: false });
+    const use = forced.content.find((block) => block.type === "tool_use")!;
+    expect(forced.stop_reason).toBe("tool_use");
+    expect(use.id).toMatch(/^toolu_/);
+    expect([use.name, JSON.stringify(use.input)]).toEqual([expected.toolCalls[0]!.name, expected.toolCalls[0]!.arguments]);
+    const next = [...question, { role: "assistant" as const, content: [{ type: "tool_use", id: use.id, name: "add", input: use.input }] }, { role: "user" as const, content: [{ type: "tool_result", tool_use_id: use.id, content: "7" }] }];
+    const counted = (await (await post("/v1/messages/count_tokens", { messages: next, tools })).json()) as { input_tokens: number };
+    const conversation = [
+      ...question,
+      { role: "assistant" as const, content: "", tool_calls: [{ id: use.id!, type: "function" as const, function: { name: "add", arguments: JSON.stringify(use.input) } }] },
+      { role: "tool" as const, tool_call_id: use.id!, content: "7" },
+    ];
+    const rendered = model.tokenizer.encode(model.tokenizer.applyChatTemplate(conversation, { addGenerationPrompt: true, enableThinking: true, tools: [{ type: "function", function: { name: "add", parameters: tools[0]!.input_schema } }] }), { special: true });
+    expect(counted.input_tokens).toBe(rendered.length);
+    const refused = await post("/v1/messages", { messages: question });
+    expect(refused.status).toBe(400);
+    expect(await refused.json()).toMatchObject({ type: "error", error: { message: "max_tokens: max_tokens is required" } });
+  });
+});
+
 describe("memra serve: echo with logprobs (how evaluation harnesses score texts)", () => {
   const postTo = async (body: object) => fetch(`${server.url}/v1/completions`, { method: "POST", body: JSON.stringify(body) });
   const prompt = "The quick brown fox jumps over the lazy dog";

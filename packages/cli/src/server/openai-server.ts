@@ -35,6 +35,15 @@ import type { z } from "zod";
 import { constraintFromResponseFormat } from "@memra/sampler";
 import { ServerMetrics } from "./server-metrics";
 import { ResponseBuilder, type ResponsesRequest, chatBodyOfResponses, responsesRequestSchema } from "./responses-api";
+import { MessageBuilder, type MessagesRequest, chatBodyOfMessages, countTokensRequestSchema, messagesRequestSchema } from "./anthropic-api";
+
+/** What answerAs feeds an API's response builder. */
+interface AnswerBuilder {
+  start(): void;
+  reasoning(piece: string): void;
+  text(piece: string): void;
+  toolCall(call: { readonly id: string; readonly name: string; readonly arguments: string }): void;
+}
 import {
   type ChatCompletionRequest,
   type ChatMessageInput,
@@ -117,10 +126,12 @@ class RequestError extends Error {
 
 const json = (body: unknown, status = 200) => Response.json(body, { status, headers: { "access-control-allow-origin": "*" } });
 
-function errorResponse(error: unknown): Response {
-  if (error instanceof RequestError) return json({ error: { message: error.message, type: error.type, param: error.param, code: null } }, error.status);
+/** An OpenAI-style error body; for Anthropic's API (`anthropic`) with its `type: "error"` around it too. */
+function errorResponse(error: unknown, anthropic = false): Response {
+  const wrap = (body: { error: Record<string, unknown> }) => (anthropic ? { type: "error", ...body } : body);
+  if (error instanceof RequestError) return json(wrap({ error: { message: error.message, type: error.type, param: error.param, code: null } }), error.status);
   const message = error instanceof Error ? error.message : String(error);
-  return json({ error: { message, type: "server_error", param: null, code: null } }, 500);
+  return json(wrap({ error: { message, type: anthropic ? "api_error" : "server_error", param: null, code: null } }), 500);
 }
 
 /** One request turned into what the model runs: prompt tokens and generation options. */
@@ -429,22 +440,21 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
   };
 
   /**
-   * POST /v1/responses: OpenAI's Responses API over a chat completion (responses-api.ts). The
-   * answer's reasoning, text and tool calls become `reasoning`, `message` and `function_call`
-   * items, in the order the model writes them; streamed as the API's typed events.
+   * A chat answer as another API's response (OpenAI's Responses API, Anthropic's Messages API):
+   * the generation of a prepared chat request, its reasoning, text and tool calls fed to the API's
+   * builder as they stream in; the whole response, or the builder's events as server-sent events
+   * (`event:` and `data:` lines).
    */
-  const responses = async (body: ResponsesRequest, request: Request): Promise<Response> => {
-    let prepared: PreparedRequest;
-    try {
-      prepared = chatRequest(chatBodyOfResponses(body));
-    } catch (error) {
-      // the chat request's field names, as the Responses API calls them
-      if (error instanceof RequestError && error.param !== null) {
-        const param = error.param.replace(/^messages/, "input").replace(/^response_format/, "text.format").replace(/^max_tokens/, "max_output_tokens");
-        throw new RequestError(error.status, error.message.replace(/^max_tokens/, "max_output_tokens").replace(/response_format/g, "text.format"), param, error.type);
-      }
-      throw error;
-    }
+  const answerAs = async <Builder extends AnswerBuilder>(
+    prepared: PreparedRequest,
+    request: Request,
+    api: {
+      readonly endpoint: "responses" | "messages";
+      readonly builder: (emit?: (event: Record<string, unknown>) => void) => Builder;
+      readonly finish: (builder: Builder, result: GenerationResult) => Record<string, unknown>;
+      readonly error: (message: string) => Record<string, unknown>;
+    },
+  ): Promise<Response> => {
     const controller = new AbortController();
     running.add(controller);
     const onDisconnect = () => controller.abort();
@@ -457,32 +467,10 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       finished = true;
       running.delete(controller);
       request.signal.removeEventListener("abort", onDisconnect);
-      metrics.requestFinished("responses", status, result?.usage.completionTokens ?? 0);
-    };
-    const base = {
-      id: `resp_${Date.now().toString(36)}${(nextId++).toString(36)}${Math.random().toString(36).slice(2, 8)}`,
-      object: "response",
-      created_at: Math.floor(Date.now() / 1000),
-      model: prepared.model,
-      instructions: body.instructions ?? null,
-      max_output_tokens: body.max_output_tokens ?? null,
-      temperature: body.temperature ?? 1,
-      top_p: body.top_p ?? 1,
-      tools: body.tools ?? [],
-      tool_choice: body.tool_choice ?? "auto",
-      parallel_tool_calls: body.parallel_tool_calls ?? true,
-      text: body.text ?? { format: { type: "text" } },
-      reasoning: body.reasoning ?? null,
-      previous_response_id: null,
-      store: false,
-      truncation: "disabled",
-      metadata: body.metadata ?? {},
-      error: null,
-      incomplete_details: null,
-      usage: null,
+      metrics.requestFinished(api.endpoint, status, result?.usage.completionTokens ?? 0);
     };
     /** Feeds the answer into the builder as it streams: reasoning apart, tool calls taken out. */
-    const build = async (builder: ResponseBuilder): Promise<GenerationResult> => {
+    const build = async (builder: Builder): Promise<GenerationResult> => {
       const splitter = prepared.splitReasoning ? new ReasoningSplitter() : undefined;
       const toolSplitter = prepared.parseToolCalls ? new ToolCallSplitter() : undefined;
       const answer = (content: string, last: boolean) => {
@@ -505,20 +493,13 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       answer(rest.content, true);
       return resultOf(stream);
     };
-    const usageOfResult = (result: GenerationResult) => ({
-      input_tokens: result.usage.promptTokens,
-      input_tokens_details: { cached_tokens: result.usage.cachedPromptTokens },
-      output_tokens: result.usage.completionTokens,
-      output_tokens_details: { reasoning_tokens: 0 },
-      total_tokens: result.usage.promptTokens + result.usage.completionTokens,
-    });
     if (!prepared.stream) {
       try {
-        const builder = new ResponseBuilder(base);
+        const builder = api.builder();
         const result = await build(builder);
         done(result, result.finishReason === "abort" ? "aborted" : "ok");
         if (result.finishReason === "abort") return new Response(null, { status: 499 });
-        return json(builder.finish(result.finishReason, usageOfResult(result)));
+        return json(api.finish(builder, result));
       } catch (error) {
         done(undefined, "error");
         throw error;
@@ -530,18 +511,18 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
         const emit = (event: Record<string, unknown>) => {
           if (!controller.signal.aborted) sink.enqueue(encoder.encode(`event: ${event.type as string}\ndata: ${JSON.stringify(event)}\n\n`));
         };
-        const builder = new ResponseBuilder(base, emit);
+        const builder = api.builder(emit);
         try {
           builder.start();
           const result = await build(builder);
           done(result, result.finishReason === "abort" ? "aborted" : "ok");
-          if (result.finishReason !== "abort") builder.finish(result.finishReason, usageOfResult(result));
+          if (result.finishReason !== "abort") api.finish(builder, result);
           sink.close();
         } catch (error) {
           done(undefined, controller.signal.aborted ? "aborted" : "error");
           if (controller.signal.aborted) return;
           try {
-            emit({ type: "error", code: "server_error", message: error instanceof Error ? error.message : String(error), param: null });
+            emit(api.error(error instanceof Error ? error.message : String(error)));
             sink.close();
           } catch {
             // the client is gone
@@ -553,6 +534,91 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       },
     });
     return new Response(events, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive", "access-control-allow-origin": "*" } });
+  };
+
+  /** A chat request made from another API's request, its chat field names renamed to the API's in a 400. */
+  const preparedFrom = (chat: ChatCompletionRequest, renames: readonly [RegExp, string][]): PreparedRequest => {
+    try {
+      return chatRequest(chat);
+    } catch (error) {
+      if (error instanceof RequestError && error.param !== null) {
+        let param = error.param;
+        let message = error.message;
+        for (const [from, to] of renames) {
+          param = param.replace(from, to);
+          message = message.replace(new RegExp(from.source.replace(/^\^/, ""), "g"), to);
+        }
+        throw new RequestError(error.status, message, param, error.type);
+      }
+      throw error;
+    }
+  };
+
+  /**
+   * POST /v1/responses: OpenAI's Responses API over a chat completion (responses-api.ts). The
+   * answer's reasoning, text and tool calls become `reasoning`, `message` and `function_call`
+   * items, in the order the model writes them; streamed as the API's typed events.
+   */
+  const responses = async (body: ResponsesRequest, request: Request): Promise<Response> => {
+    const prepared = preparedFrom(chatBodyOfResponses(body), [
+      [/^messages/, "input"],
+      [/^response_format/, "text.format"],
+      [/^max_tokens/, "max_output_tokens"],
+    ]);
+    const base = {
+      id: `resp_${Date.now().toString(36)}${(nextId++).toString(36)}${Math.random().toString(36).slice(2, 8)}`,
+      object: "response",
+      created_at: Math.floor(Date.now() / 1000),
+      model: prepared.model,
+      instructions: body.instructions ?? null,
+      max_output_tokens: body.max_output_tokens ?? null,
+      temperature: body.temperature ?? 1,
+      top_p: body.top_p ?? 1,
+      tools: body.tools ?? [],
+      tool_choice: body.tool_choice ?? "auto",
+      parallel_tool_calls: body.parallel_tool_calls ?? true,
+      text: body.text ?? { format: { type: "text" } },
+      reasoning: body.reasoning ?? null,
+      previous_response_id: null,
+      store: false,
+      truncation: "disabled",
+      metadata: body.metadata ?? {},
+      error: null,
+      incomplete_details: null,
+      usage: null,
+    };
+    return answerAs(prepared, request, {
+      endpoint: "responses",
+      builder: (emit) => new ResponseBuilder(base, emit),
+      finish: (builder, result) =>
+        builder.finish(result.finishReason, {
+          input_tokens: result.usage.promptTokens,
+          input_tokens_details: { cached_tokens: result.usage.cachedPromptTokens },
+          output_tokens: result.usage.completionTokens,
+          output_tokens_details: { reasoning_tokens: 0 },
+          total_tokens: result.usage.promptTokens + result.usage.completionTokens,
+        }),
+      error: (message) => ({ type: "error", code: "server_error", message, param: null }),
+    });
+  };
+
+  /**
+   * POST /v1/messages: Anthropic's Messages API over a chat completion (anthropic-api.ts), as
+   * llama.cpp's server answers it: `thinking`, `text` and `tool_use` content blocks, streamed as
+   * the API's events.
+   */
+  const messagesApi = async (body: MessagesRequest, request: Request): Promise<Response> => {
+    const prepared = preparedFrom(chatBodyOfMessages(body), [
+      [/^response_format/, "output_format"],
+      [/^tool_choice/, "tool_choice"],
+    ]);
+    const base = { id: `msg_${Date.now().toString(36)}${(nextId++).toString(36)}${Math.random().toString(36).slice(2, 8)}`, model: prepared.model, inputTokens: prepared.promptTokens.length };
+    return answerAs(prepared, request, {
+      endpoint: "messages",
+      builder: (emit) => new MessageBuilder(base, emit),
+      finish: (builder, result) => builder.finish(result.finishReason, result.stop, result.usage.completionTokens, result.usage.cachedPromptTokens),
+      error: (message) => ({ type: "error", error: { type: "api_error", message } }),
+    });
   };
 
   /**
@@ -1240,6 +1306,12 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
             return await nativeCompletion(await readBody(request, nativeCompletionRequestSchema), request);
           case "POST /v1/responses":
             return await responses(await readBody(request, responsesRequestSchema), request);
+          case "POST /v1/messages":
+            return await messagesApi(await readBody(request, messagesRequestSchema), request);
+          case "POST /v1/messages/count_tokens": {
+            const prepared = preparedFrom(chatBodyOfMessages(await readBody(request, countTokensRequestSchema)), []);
+            return json({ input_tokens: prepared.promptTokens.length });
+          }
           case "POST /infill":
             return await infill(await readBody(request, infillRequestSchema), request);
           case "GET /lora-adapters":
@@ -1270,14 +1342,14 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
             return json({ prompt: templatePrompt(body.messages, body.tools, body.add_generation_prompt ?? true, body.chat_template_kwargs?.enable_thinking ?? true) });
           }
           default:
-            if (["/health", "/metrics", "/props", "/completion", "/v1/responses", "/infill", "/lora-adapters", "/completions", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/embeddings", "/v1/rerank", "/rerank", "/v1/reranking", "/reranking", "/tokenize", "/detokenize", "/apply-template"].includes(url.pathname)) {
+            if (["/health", "/metrics", "/props", "/completion", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/infill", "/lora-adapters", "/completions", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/embeddings", "/v1/rerank", "/rerank", "/v1/reranking", "/reranking", "/tokenize", "/detokenize", "/apply-template"].includes(url.pathname)) {
               throw new RequestError(405, `${request.method} is not allowed on ${url.pathname}`);
             }
             throw new RequestError(404, `no route ${request.method} ${url.pathname}`, null, "not_found_error");
         }
       } catch (error) {
         if (error instanceof RequestError) metrics.requestRejected(url.pathname, error.status);
-        return errorResponse(error);
+        return errorResponse(error, url.pathname.startsWith("/v1/messages"));
       }
     },
     error(error) {

@@ -22,10 +22,10 @@ export class ServerMetrics {
     this.promptTokens += promptTokens;
   }
 
-  requestFinished(endpoint: "chat" | "completion" | "responses", status: string, completionTokens: number): void {
+  requestFinished(endpoint: "chat" | "completion" | "responses" | "messages", status: string, completionTokens: number): void {
     this.active--;
     this.generatedTokens += completionTokens;
-    this.count(endpoint === "chat" ? "/v1/chat/completions" : endpoint === "responses" ? "/v1/responses" : "/v1/completions", status);
+    this.count(endpoint === "chat" ? "/v1/chat/completions" : endpoint === "responses" ? "/v1/responses" : endpoint === "messages" ? "/v1/messages" : "/v1/completions", status);
     const now = performance.now();
     this.recent.push({ time: now, tokens: completionTokens });
     while (this.recent.length > 0 && this.recent[0]!.time < now - RATE_WINDOW_MS) this.recent.shift();
