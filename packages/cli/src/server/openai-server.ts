@@ -439,6 +439,18 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     return { ...prepared, echo, promptOnly };
   };
 
+  /** Ends a request once: its controller off the running set, the disconnect listener off, the metrics counted. */
+  const finisher = (controller: AbortController, request: Request, onDisconnect: () => void, endpoint: "completion" | "responses" | "messages") => {
+    let finished = false;
+    return (result: GenerationResult | undefined, status: string) => {
+      if (finished) return;
+      finished = true;
+      running.delete(controller);
+      request.signal.removeEventListener("abort", onDisconnect);
+      metrics.requestFinished(endpoint, status, result?.usage.completionTokens ?? 0);
+    };
+  };
+
   /**
    * A chat answer as another API's response (OpenAI's Responses API, Anthropic's Messages API):
    * the generation of a prepared chat request, its reasoning, text and tool calls fed to the API's
@@ -461,14 +473,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     request.signal.addEventListener("abort", onDisconnect);
     const stream = model.generate(prepared.promptTokens, { ...prepared.options, signal: controller.signal });
     metrics.requestStarted(prepared.promptTokens.length);
-    let finished = false;
-    const done = (result: GenerationResult | undefined, status: string) => {
-      if (finished) return;
-      finished = true;
-      running.delete(controller);
-      request.signal.removeEventListener("abort", onDisconnect);
-      metrics.requestFinished(api.endpoint, status, result?.usage.completionTokens ?? 0);
-    };
+    const done = finisher(controller, request, onDisconnect, api.endpoint);
     /** Feeds the answer into the builder as it streams: reasoning apart, tool calls taken out. */
     const build = async (builder: Builder): Promise<GenerationResult> => {
       const splitter = prepared.splitReasoning ? new ReasoningSplitter() : undefined;
@@ -922,14 +927,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       throw error;
     }
     metrics.requestStarted(promptTokens.length);
-    let finished = false;
-    const done = (result: GenerationResult | undefined, status: string) => {
-      if (finished) return;
-      finished = true;
-      running.delete(controller);
-      request.signal.removeEventListener("abort", onDisconnect);
-      metrics.requestFinished("completion", status, result?.usage.completionTokens ?? 0);
-    };
+    const done = finisher(controller, request, onDisconnect, "completion");
     const probabilitiesOf = (chunk: GenerationChunk) => ({
       id: chunk.token!,
       token: tokenText(chunk.token!),
@@ -1056,27 +1054,17 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     request.signal.addEventListener("abort", onDisconnect);
     // echo: the prompt's text first, and with logprobs its tokens' (scored before the completion's).
     const echo = prepared.echo;
+    // The prompt's scores (echo with logprobs, vLLM's prompt_logprobs), before the generation.
     let echoed: Awaited<ReturnType<typeof echoLogprobs>> | undefined;
-    if (echo !== undefined && prepared.logprobs) {
-      try {
-        echoed = await echoLogprobs(prepared, controller.signal);
-      } catch (error) {
-        running.delete(controller);
-        request.signal.removeEventListener("abort", onDisconnect);
-        if (controller.signal.aborted) return new Response(null, { status: 499 });
-        throw error;
-      }
-    }
     let promptLogprobs: Awaited<ReturnType<typeof vllmPromptLogprobs>> | undefined;
-    if (prepared.promptLogprobs !== undefined) {
-      try {
-        promptLogprobs = await vllmPromptLogprobs(prepared, controller.signal);
-      } catch (error) {
-        running.delete(controller);
-        request.signal.removeEventListener("abort", onDisconnect);
-        if (controller.signal.aborted) return new Response(null, { status: 499 });
-        throw error;
-      }
+    try {
+      if (echo !== undefined && prepared.logprobs) echoed = await echoLogprobs(prepared, controller.signal);
+      if (prepared.promptLogprobs !== undefined) promptLogprobs = await vllmPromptLogprobs(prepared, controller.signal);
+    } catch (error) {
+      running.delete(controller);
+      request.signal.removeEventListener("abort", onDisconnect);
+      if (controller.signal.aborted) return new Response(null, { status: 499 });
+      throw error;
     }
     /** vLLM's: completions carry prompt_logprobs in each choice, chat in the answer. */
     const choicePromptLogprobs = kind === "completion" && promptLogprobs ? { prompt_logprobs: promptLogprobs } : {};
