@@ -29,6 +29,8 @@ options:
   --api-key KEY         requests must carry "Authorization: Bearer KEY" (or X-Api-Key); comma-separated
                         for several; also MEMRA_API_KEY. /health and /v1/models stay open
   --api-key-file FILE   keys one per line
+  --alias NAME          the model's name in /v1/models and answers (default: the file's name; llama.cpp's
+                        --alias, vLLM's --served-model-name)
   --lora-modules NAME=FILE  serve a LoRA adapter as model NAME (vLLM's): requests naming it run with it
                         at scale 1, others without it; repeat for several
   --threads N           threads for the native CPU backend
@@ -61,6 +63,8 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
       "api-key": { type: "string" },
       "api-key-file": { type: "string" },
       "lora-modules": { type: "string", multiple: true },
+      alias: { type: "string" },
+      "served-model-name": { type: "string" },
       threads: { type: "string" },
       device: { type: "string" },
       ...placementParseOptions,
@@ -111,7 +115,7 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
   model.engine.pool.prefault();
   const server = startOpenAIServer({
     model,
-    modelId: basename(path),
+    modelId: values.alias ?? values["served-model-name"] ?? basename(path),
     hostname: values.host,
     port,
     contextLength,

@@ -1,0 +1,53 @@
+import { resolveOptions, syntheticLoraFile, syntheticModelFile } from "@memra/synthetic";
+import { describe, expect, it } from "vitest";
+
+const MAIN = new URL("../main.ts", import.meta.url).pathname;
+
+/** Starts `memra serve` with `args`; resolves with its URL once it listens, and a stop function. */
+async function serve(args: string[]): Promise<{ url: string; stop: () => Promise<void> }> {
+  const child = Bun.spawn(["bun", MAIN, "serve", "--port", "0", "--quiet", ...args], { stdout: "pipe", stderr: "pipe" });
+  const reader = child.stdout.getReader();
+  let output = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`memra serve exited: ${output}${await new Response(child.stderr).text()}`);
+    output += new TextDecoder().decode(value);
+    const match = /listening on (\S+)/.exec(output);
+    if (match) {
+      return {
+        url: match[1]!,
+        stop: async () => {
+          child.kill("SIGTERM");
+          await child.exited;
+        },
+      };
+    }
+  }
+}
+
+describe("memra serve", () => {
+  it("serves under --alias, asks for --api-key, and serves --lora-modules as models", async () => {
+    const options = resolveOptions("tiny", { weightType: "q8_0", tiedEmbeddings: false });
+    const model = await syntheticModelFile(options);
+    const adapter = await syntheticLoraFile(options, { rank: 4, alpha: 8, seed: 3, strength: 0.5 });
+    const server = await serve(["-m", model, "--alias", "tiny-chat", "--api-key", "k1,k2", "--lora-modules", `sql=${adapter}`, "--parallel", "2", "--ctx", "256"]);
+    try {
+      const models = (await (await fetch(`${server.url}/v1/models`)).json()) as { data: { id: string; parent?: string }[] };
+      expect(models.data.map((entry) => [entry.id, entry.parent])).toEqual([
+        ["tiny-chat", undefined],
+        ["sql", "tiny-chat"],
+      ]);
+      const body = (name: string) => JSON.stringify({ model: name, prompt: "The quick brown fox", max_tokens: 6, temperature: 0 });
+      expect((await fetch(`${server.url}/v1/completions`, { method: "POST", body: body("tiny-chat") })).status).toBe(401);
+      const headers = { authorization: "Bearer k2" };
+      const base = (await (await fetch(`${server.url}/v1/completions`, { method: "POST", body: body("tiny-chat"), headers })).json()) as { model: string; choices: { text: string }[] };
+      const adapted = (await (await fetch(`${server.url}/v1/completions`, { method: "POST", body: body("sql"), headers })).json()) as { model: string; choices: { text: string }[] };
+      expect(base.model).toBe("tiny-chat");
+      expect(adapted.model).toBe("sql");
+      expect(adapted.choices[0]!.text).not.toBe(base.choices[0]!.text);
+      expect(await (await fetch(`${server.url}/lora-adapters`, { headers })).json()).toEqual([{ id: 0, path: adapter, scale: 0 }]);
+    } finally {
+      await server.stop();
+    }
+  }, 60_000);
+});
