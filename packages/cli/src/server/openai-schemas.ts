@@ -132,6 +132,8 @@ export const completionRequestSchema = z.object({
   echo: z.boolean().nullish(),
   /** With `echo`, 0 is allowed: the prompt alone, scored. */
   max_tokens: z.number().int().min(0).nullish(),
+  /** OpenAI's insertion: the text after the completion; the prompt is then llama.cpp's fill-in-the-middle one (prompt before, suffix after). */
+  suffix: z.string().nullish(),
 });
 
 /**

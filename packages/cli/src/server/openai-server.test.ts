@@ -775,6 +775,17 @@ describe("memra serve: llama.cpp's /infill and the generation limits of llama.cp
     expect(viaPrompt.tokens_evaluated).toBe(withPrompt.length);
   });
 
+  it("/v1/completions with suffix (OpenAI's insertion) completes the same FIM prompt", async () => {
+    const promptTokens = infillPromptTokens(model.tokenizer, { prefix: input.prefix, suffix: input.suffix }, { batchTokens: 2048, contextTokens: 512, predictTokens: -1 });
+    const expected = await model.complete(promptTokens, { temperature: 0, maxTokens: 8 });
+    const inserted = (await (await postTo("/v1/completions", { prompt: input.prefix, suffix: input.suffix, max_tokens: 8, temperature: 0 })).json()) as { choices: { text: string }[]; usage: { prompt_tokens: number } };
+    expect(inserted.choices[0]!.text).toBe(expected.text);
+    expect(inserted.usage.prompt_tokens).toBe(promptTokens.length);
+    const refused = await postTo("/v1/completions", { prompt: [1, 2, 3], suffix: "x" });
+    expect(refused.status).toBe(400);
+    expect(((await refused.json()) as { error: { param: string } }).error.param).toBe("suffix");
+  });
+
   it("n_indent cuts at a line indented less; t_max_predict_ms ends after a newline once spent", async () => {
     const grammar = 'root ::= "x = 1\\n    y = 2\\n  z = 3\\n" [a-z]*';
     const indented = (await (await postTo("/infill", { input_prefix: "if a:\n    ", input_suffix: "", n_predict: 24, temperature: 0, grammar, n_indent: 4 })).json()) as Record<string, unknown>;

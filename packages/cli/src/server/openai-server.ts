@@ -423,7 +423,17 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
   const completionRequest = (body: CompletionRequest): PreparedRequest => {
     const prompt = body.prompt;
     let tokens: number[];
-    if (typeof prompt === "string") tokens = model.tokenizer.encode(prompt, { special: true });
+    if (body.suffix !== undefined && body.suffix !== null) {
+      // insertion: the text between the prompt and the suffix, asked as /infill asks it
+      if (typeof prompt !== "string" && typeof prompt[0] !== "string") throw new RequestError(400, "suffix needs a text prompt (the text before the insertion)", "suffix");
+      if (body.echo) throw new RequestError(400, "echo and suffix cannot be combined", "echo");
+      try {
+        tokens = infillPromptTokens(model.tokenizer, { prefix: typeof prompt === "string" ? prompt : (prompt[0] as string), suffix: body.suffix }, { batchTokens: DEFAULT_INFILL_BATCH_TOKENS, contextTokens: contextLength, predictTokens: -1 });
+      } catch (error) {
+        if (error instanceof InfillUnsupportedError) throw new RequestError(400, `suffix: ${error.message}`, "suffix");
+        throw error;
+      }
+    } else if (typeof prompt === "string") tokens = model.tokenizer.encode(prompt, { special: true });
     else if (typeof prompt[0] === "string") tokens = model.tokenizer.encode(prompt[0], { special: true });
     else tokens = prompt as number[];
     if (tokens.length === 0) throw new RequestError(400, "the prompt is empty", "prompt");
