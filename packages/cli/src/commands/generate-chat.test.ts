@@ -1,5 +1,8 @@
 import { loadModel } from "@memra/core";
 import { resolveOptions, syntheticLoraFile, syntheticModelFile } from "@memra/synthetic";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
@@ -95,6 +98,21 @@ describe("memra generate", () => {
     const notAdapter = run([...args, "--lora", model]);
     expect(notAdapter.code).toBe(1);
     expect(notAdapter.stderr).toMatch(/LoRA adapter ".*": general\.type is missing, expected "adapter"/);
+  });
+
+  it("-f FILE (and -f - for standard input) reads the prompt as is, as -p takes it", () => {
+    const prompt = "First line\n  second line, indented\n";
+    const file = join(mkdtempSync(join(tmpdir(), "memra-prompt-")), "prompt.txt");
+    writeFileSync(file, prompt);
+    const args = ["generate", "-m", model, "-n", "6", "--temp", "0", "--json"];
+    const expected = JSON.parse(run([...args, "-p", prompt]).stdout);
+    expect(JSON.parse(run([...args, "-f", file]).stdout).prompt_tokens).toEqual(expected.prompt_tokens);
+    expect(JSON.parse(run([...args, "-f", file]).stdout).tokens).toEqual(expected.tokens);
+    expect(JSON.parse(run([...args, "-f", "-"], prompt).stdout).prompt_tokens).toEqual(expected.prompt_tokens);
+    expect(run([...args, "-f", file, "-p", "x"]).stderr).toMatch(/give -p PROMPT or -f FILE, not both/);
+    const missing = run([...args, "-f", `${file}.missing`]);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/-f ".*prompt\.txt\.missing": /);
   });
 
   it("--ignore-eos generates -n tokens where the model would end (the demo model ends \"Hello\" early)", () => {

@@ -10,7 +10,7 @@ import { progressBar } from "../progress-bar";
 import { loadSpeculative, speculativeOptionHelp, speculativeParseOptions } from "../speculative-arguments";
 import { parsePositiveInteger } from "./model-arguments";
 
-export const generateUsage = `usage: memra generate [-m MODEL] -p PROMPT [options]
+export const generateUsage = `usage: memra generate [-m MODEL] (-p PROMPT | -f FILE) [options]
 
 Completes PROMPT as is (no chat template), streaming the text to stdout as tokens arrive.
 Special tokens written in the prompt (<|im_start|>, ...) are parsed, as llama.cpp does.
@@ -19,6 +19,7 @@ Without -m, a built-in demo model is used (see the notice it prints).
 options:
   -m, --model FILE        GGUF model
   -p, --prompt TEXT       the prompt
+  -f, --file FILE         the prompt from a file, as is (- for standard input; llama-cli's -f)
   -n, --max-tokens N      most tokens to generate (default 128)
   --temp T                temperature (default 0.8; 0 = greedy)
   --top-k K               (default 40; 0 disables)
@@ -58,6 +59,7 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
     options: {
       model: { type: "string", short: "m" },
       prompt: { type: "string", short: "p" },
+      file: { type: "string", short: "f" },
       "max-tokens": { type: "string", short: "n" },
       temp: { type: "string" },
       "top-k": { type: "string" },
@@ -86,7 +88,10 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
     io.stdout(`${generateUsage}\n`);
     return;
   }
-  if (values.prompt === undefined) throw new CliError(`missing -p PROMPT\n${generateUsage}`);
+  if (values.prompt !== undefined && values.file !== undefined) throw new CliError("give -p PROMPT or -f FILE, not both");
+  if (values.file !== undefined) values.prompt = readPromptFile(values.file);
+  if (values.prompt === undefined) throw new CliError(`missing -p PROMPT or -f FILE\n${generateUsage}`);
+  const prompt = values.prompt;
   parsePlacementDeviceChoice(values.device);
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
   const constraint = readConstraint(values["json-schema"], values.grammar);
@@ -124,7 +129,7 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
   const onInterrupt = () => abort.abort();
   process.once("SIGINT", onInterrupt);
   try {
-    const stream = model.generate(values.prompt, { ...defined, signal: abort.signal });
+    const stream = model.generate(prompt, { ...defined, signal: abort.signal });
     let result: Awaited<typeof stream.result>;
     try {
       for await (const chunk of stream) if (!values.json) io.stdout(chunk.text);
@@ -198,4 +203,13 @@ function readConstraint(schemaPath: string | undefined, grammarPath: string | un
     throw error;
   }
   return {};
+}
+
+/** The prompt text of -f FILE (- reads standard input); a file that cannot be read is named. */
+function readPromptFile(file: string): string {
+  try {
+    return readFileSync(file === "-" ? 0 : file, "utf8");
+  } catch (error) {
+    throw new CliError(`-f "${file}": ${(error as Error).message}`);
+  }
 }
