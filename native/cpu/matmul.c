@@ -24,6 +24,12 @@
  * one sequential weight stream, prefetched ahead, which decode of the 0.6B q8_0 shape measured
  * 15-30% faster than the GEMM tiles' four interleaved rows. */
 #define GEMM_MIN_ROWS 4
+/* From this many activation rows on, a tile unpacks each group of weight rows once into a buffer
+ * for all its groups of activation rows (memra_gemm_unpack). With two groups (5-8 rows: a batch of
+ * decoding sequences) the tiles unpacking in registers, each its own pass, were measured faster:
+ * 8 rows x [1024 -> 65536] 10.2 -> 7.7 ms (q8_0), 8.6 -> 5.5 (q4_0), 8.2 -> 5.8 (q4_K), 11.6 -> 7.6
+ * (q6_K), medians of alternating runs; from 16 rows on the buffer is faster. */
+#define UNPACK_MIN_ROWS (2 * MEMRA_GEMM_TILE_A + 1)
 static int64_t gemm_min_rows(const memra_cpu * cpu) {
     return cpu->batch_invariant ? 1 : GEMM_MIN_ROWS;
 }
@@ -79,8 +85,8 @@ static void multiply_tile(const matmul_job * job, int64_t tile, int thread_index
     const size_t crb = job->converted_row_bytes;
     const int64_t n_out = job->n_out;
     if (job->gemm) {
-        /* unpack once when more than one group of activation rows will use the weight rows */
-        uint8_t * unpacked = job->unpacked_bytes && r_end - r_begin > MEMRA_GEMM_TILE_A ? job->unpacked + (size_t)thread_index * job->unpacked_bytes : NULL;
+        /* unpack once when enough groups of activation rows will use the weight rows */
+        uint8_t * unpacked = job->unpacked_bytes && r_end - r_begin >= UNPACK_MIN_ROWS ? job->unpacked + (size_t)thread_index * job->unpacked_bytes : NULL;
         /* While the tiles compute on one group of weight rows, the next group is fetched: a group
          * is a few kilobytes, too short a stream for the hardware prefetchers to get ahead, and
          * without this every group waits on memory (16-row decode of the 0.6B q8_0 shape: layer
@@ -156,7 +162,7 @@ static size_t unpacked_offset(size_t activation_bytes) {
 
 /* Bytes of each thread's unpacked-weight buffer (0: the tiles read the weight rows directly). */
 static size_t unpacked_bytes(const memra_cpu * cpu, int type, int64_t rows, int64_t n_in) {
-    return memra_matmul_packed_row_bytes(cpu, type, rows, n_in) != 0 && rows > MEMRA_GEMM_TILE_A ? memra_gemm_unpacked_bytes(type, n_in) : 0;
+    return memra_matmul_packed_row_bytes(cpu, type, rows, n_in) != 0 && rows >= UNPACK_MIN_ROWS ? memra_gemm_unpacked_bytes(type, n_in) : 0;
 }
 
 size_t memra_matmul_scratch_bytes(const memra_cpu * cpu, int type, int64_t rows, int64_t n_in, size_t activation_bytes) {
