@@ -288,8 +288,7 @@ export class Model {
     this.checkInputTokens("promptLogprobs", tokens);
     const count = options.topLogprobs ?? 0;
     if (!Number.isInteger(count) || count < 0 || count > 20) throw new InvalidOptionError("topLogprobs", "topLogprobs must be an integer from 0 to 20");
-    const lora = options.lora === undefined ? undefined : parseOptions(generateOptionsSchema.pick({ lora: true }), { lora: options.lora }).lora;
-    const sequence = this.engine.createSequence(tokens.length, this.sequenceOptions(lora));
+    const sequence = this.engine.createSequence(tokens.length, this.sequenceOptions(options.lora));
     const logprobs: (number | null)[] = [null];
     const tops: (TokenLogprob[] | null)[] = [null];
     const ranks: (number | null)[] = [null];
@@ -335,8 +334,7 @@ export class Model {
    * (llama.cpp server's POST /lora-adapters): listed adapters take their scale, the others 0.
    */
   setLoraScales(lora: readonly { readonly id: number; readonly scale: number }[]): void {
-    const parsed = parseOptions(generateOptionsSchema.pick({ lora: true }), { lora });
-    this.transformer.setLoraScales(loraScalesOf(this.transformer.loraAdapters.length, parsed.lora)!);
+    this.transformer.setLoraScales(loraScalesOf(this.transformer.loraAdapters.length, lora)!);
   }
 
   /** `generate`, awaited: the whole result. */

@@ -58,8 +58,7 @@ export class ChatSession {
     options: ChatSessionOptions = {},
   ) {
     if (options.system !== undefined) this.messages.push({ role: "system", content: options.system });
-    const lora = options.lora === undefined ? undefined : parseOptions(chatOptionsSchema.pick({ lora: true }), { lora: options.lora }).lora;
-    const loraScales = loraScalesOf(model.loraAdapters.length, lora);
+    const loraScales = loraScalesOf(model.loraAdapters.length, options.lora);
     this.sequence = model.engine.createSequence(options.contextLength ?? Math.min(model.contextLength, 4096), loraScales ? { loraScales } : {});
   }
 

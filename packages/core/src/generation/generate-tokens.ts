@@ -53,7 +53,7 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
   // Tokens no pick may be: end of generation always with ignoreEos; it and the stop tokens before minTokens.
   const endOfGeneration = [...tokenizer.endOfGenerationTokenIds];
   const alwaysBanned = options.ignoreEos ? new Set(endOfGeneration) : undefined;
-  const earlyBanned = options.minTokens > 0 ? new Set([...endOfGeneration, ...stopTokens, ...(alwaysBanned ?? [])]) : undefined;
+  const earlyBanned = options.minTokens > 0 ? new Set([...endOfGeneration, ...stopTokens]) : undefined;
   const mostBanned = Math.max(alwaysBanned?.size ?? 0, earlyBanned?.size ?? 0);
   /** The tokens banned at the step that picks the generation's token number `count` (0-based). */
   const bannedAt = (count: number): ReadonlySet<number> | undefined => (earlyBanned && count < options.minTokens ? earlyBanned : alwaysBanned);

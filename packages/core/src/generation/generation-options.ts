@@ -2,6 +2,9 @@ import { samplingOptionsSchema } from "@memra/sampler";
 import { z } from "zod";
 import type { Model } from "../load-model";
 
+/** A `lora` option: adapters by index, each with its scale. */
+const loraOptionSchema = z.array(z.strictObject({ id: z.number().int("lora[].id must be an adapter's index").min(0, "lora[].id must be an adapter's index"), scale: z.number().finite("lora[].scale must be a finite number") }));
+
 /** What `generate`, `complete` and `chat` accept, validated by zod so that a wrong option is named. */
 export const generateOptionsSchema = samplingOptionsSchema.extend({
   /** Most tokens to generate (default 256). */
@@ -102,9 +105,7 @@ export const generateOptionsSchema = samplingOptionsSchema.extend({
    * others 0. Without it, the model's scales (`model.loraAdapters`). Generations with different
    * scales share batched steps; cached prefixes are shared only between equal scales.
    */
-  lora: z
-    .array(z.strictObject({ id: z.number().int("lora[].id must be an adapter's index").min(0, "lora[].id must be an adapter's index"), scale: z.number().finite("lora[].scale must be a finite number") }))
-    .optional(),
+  lora: loraOptionSchema.optional(),
   /** Prompt tokens per forward step during prefill (abort is checked between steps). Default 64. */
   prefillChunkTokens: z.number().int().positive("prefillChunkTokens must be at least 1").default(64),
 });
@@ -154,11 +155,14 @@ export const chatOptionsSchema = generateOptionsSchema.extend({
 export type ChatOptions = z.input<typeof chatOptionsSchema>;
 export type ResolvedChatOptions = z.output<typeof chatOptionsSchema>;
 
-/** The LoRA scales a `lora` option gives (listed adapters their scale, the others 0); undefined without it. */
+/**
+ * The LoRA scales a `lora` option gives (listed adapters their scale, the others 0); undefined
+ * without it. A malformed list or an adapter that is not loaded is an InvalidOptionError naming it.
+ */
 export function loraScalesOf(adapters: number, lora: readonly { readonly id: number; readonly scale: number }[] | undefined): number[] | undefined {
   if (lora === undefined) return undefined;
   const scales = new Array<number>(adapters).fill(0);
-  for (const { id, scale } of lora) {
+  for (const { id, scale } of parseOptions(z.object({ lora: loraOptionSchema }), { lora }).lora) {
     if (id >= adapters) throw new InvalidOptionError("lora", `lora: adapter id ${id} is not loaded (the model has ${adapters} LoRA adapter${adapters === 1 ? "" : "s"})`);
     scales[id] = scale;
   }
