@@ -7,7 +7,7 @@
 import type { GGMLType, GGUFTensorInfo } from "@memra/gguf";
 import type { RopeScaling } from "./models/rope-scaling";
 
-export const BACKEND_CONTRACT_VERSION = 2;
+export const BACKEND_CONTRACT_VERSION = 3;
 
 /** The largest k a backend's topKRows must take (a larger top-k reads the logits back). */
 export const TOP_K_ROWS_MAX = 1024;
@@ -48,6 +48,22 @@ export function kvRowBytes(type: KVType, width: number): number {
   if (type === "f32") return width * 4;
   if (type === "f16") return width * 2;
   return (width / 32) * 34;
+}
+
+/** The rows of a readKVRows/writeKVRows call: checks the range, returns the byte offset and length. */
+export function kvRowRange(storage: KVStorage, firstSlot: number, rows: number, op: string): { readonly offset: number; readonly bytes: number } {
+  if (!Number.isInteger(firstSlot) || !Number.isInteger(rows) || firstSlot < 0 || rows < 0 || firstSlot + rows > storage.rows) {
+    throw new RangeError(`${op}: slots [${firstSlot}, ${firstSlot + rows}) outside a KV storage of ${storage.rows}`);
+  }
+  const rowBytes = kvRowBytes(storage.type, storage.width);
+  return { offset: firstSlot * rowBytes, bytes: rows * rowBytes };
+}
+
+/** The rows a writeKVRows of `bytes` stores (whole rows only). */
+export function kvRowsOf(storage: KVStorage, bytes: Uint8Array, op: string): number {
+  const rowBytes = kvRowBytes(storage.type, storage.width);
+  if (bytes.byteLength % rowBytes !== 0) throw new RangeError(`${op}: ${bytes.byteLength} bytes are not whole rows of ${rowBytes} bytes`);
+  return bytes.byteLength / rowBytes;
 }
 
 /**
@@ -238,6 +254,14 @@ export interface Backend {
   writeKVPair?(keys: KVStorage, values: KVStorage, slots: Int32Array, k: DeviceBuffer, v: DeviceBuffer): void;
   /** Copies `rows` slots from `sourceSlot` to `targetSlot` (copy-on-write of a block). */
   copyKV(storage: KVStorage, targetSlot: number, sourceSlot: number, rows: number): void;
+  /**
+   * Slots [firstSlot, firstSlot + rows) as they are stored: kvRowBytes(type, width) bytes a row,
+   * f32 and f16 little-endian, q8_0 in ggml's block layout (an f16 scale, then 32 int8). What a
+   * saved KV state holds (see saveKVState), so that a state saved on one backend loads on another.
+   */
+  readKVRows(storage: KVStorage, firstSlot: number, rows: number): Uint8Array;
+  /** Stores whole rows in readKVRows's form at slots firstSlot, firstSlot + 1, ... */
+  writeKVRows(storage: KVStorage, firstSlot: number, bytes: Uint8Array): void;
   /**
    * Causal scaled-dot-product attention with grouped KV heads, per sequence through its block
    * table (KVLayerView). q/out: [rows, heads * headDim]

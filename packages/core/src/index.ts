@@ -12,6 +12,8 @@ export {
   type ResidualNorm,
   type WeightHandle,
   kvRowBytes,
+  kvRowRange,
+  kvRowsOf,
 } from "./backend";
 export { type CpuBackendModule, type DefaultBackendOptions, createDefaultBackend } from "./backend-discovery";
 export { ModelTensorError, UnsupportedArchitectureError, UnsupportedOpError, UnsupportedTensorTypeError } from "./errors";

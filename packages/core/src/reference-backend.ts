@@ -15,6 +15,8 @@ import {
   type KVType,
   type WeightHandle,
   kvRowBytes,
+  kvRowRange,
+  kvRowsOf,
 } from "./backend";
 import { activationRoundingFor, q8_1SumCorrections, roundActivations } from "./activation-rounding";
 import { type RopeScaling, scaledRopeAngle } from "./models/rope-scaling";
@@ -278,6 +280,18 @@ export class ReferenceBackend implements Backend {
     const kv = hostKV(storage);
     if (sourceSlot < 0 || targetSlot < 0 || sourceSlot + rows > kv.rows || targetSlot + rows > kv.rows) throw new RangeError("copyKV outside the storage");
     kv.bytes.copyWithin(targetSlot * kv.rowBytes, sourceSlot * kv.rowBytes, (sourceSlot + rows) * kv.rowBytes);
+  }
+
+  readKVRows(storage: KVStorage, firstSlot: number, rows: number): Uint8Array {
+    const kv = hostKV(storage);
+    const { offset, bytes } = kvRowRange(kv, firstSlot, rows, "readKVRows");
+    return kv.bytes.slice(offset, offset + bytes);
+  }
+
+  writeKVRows(storage: KVStorage, firstSlot: number, bytes: Uint8Array): void {
+    const kv = hostKV(storage);
+    const { offset } = kvRowRange(kv, firstSlot, kvRowsOf(kv, bytes, "writeKVRows"), "writeKVRows");
+    kv.bytes.set(bytes, offset);
   }
 
   /** Per sequence: gathers its visible K/V rows through the block table as f32, then plain causal attention. */

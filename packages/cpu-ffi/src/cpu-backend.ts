@@ -17,6 +17,8 @@ import {
   UnsupportedTensorTypeError,
   type WeightHandle,
   kvRowBytes,
+  kvRowRange,
+  kvRowsOf,
 } from "@memra/core";
 import { GGMLType, type GGUFTensorInfo, ggmlTypeName } from "@memra/gguf";
 import { type Pointer, ptr } from "bun:ffi";
@@ -307,6 +309,18 @@ export class CpuBackend implements Backend {
     const kv = asKV(storage);
     if (sourceSlot < 0 || targetSlot < 0 || sourceSlot + rows > kv.rows || targetSlot + rows > kv.rows) throw new RangeError("copyKV outside the storage");
     kv.bytes.copyWithin(targetSlot * kv.rowBytes, sourceSlot * kv.rowBytes, (sourceSlot + rows) * kv.rowBytes);
+  }
+
+  readKVRows(storage: KVStorage, firstSlot: number, rows: number): Uint8Array {
+    const kv = asKV(storage);
+    const { offset, bytes } = kvRowRange(kv, firstSlot, rows, "readKVRows");
+    return kv.bytes.slice(offset, offset + bytes);
+  }
+
+  writeKVRows(storage: KVStorage, firstSlot: number, bytes: Uint8Array): void {
+    const kv = asKV(storage);
+    const { offset } = kvRowRange(kv, firstSlot, kvRowsOf(kv, bytes, "writeKVRows"), "writeKVRows");
+    kv.bytes.set(bytes, offset);
   }
 
   attention(out: DeviceBuffer, q: DeviceBuffer, kv: KVLayerView, shape: AttentionShape): void {

@@ -21,6 +21,8 @@ import {
   UnsupportedTensorTypeError,
   type WeightHandle,
   kvRowBytes,
+  kvRowRange,
+  kvRowsOf,
 } from "@memra/core";
 import { GGMLType, type GGUFTensorInfo, ggmlTypeName } from "@memra/gguf";
 import { type Pointer, ptr } from "bun:ffi";
@@ -818,6 +820,20 @@ export class CudaBackend implements Backend {
       (kv.pointer + sourceSlot * kv.rowBytes) as Pointer,
       rows * kv.rowBytes,
     );
+  }
+
+  readKVRows(storage: KVStorage, firstSlot: number, rows: number): Uint8Array {
+    const kv = asKV(storage);
+    const { offset, bytes } = kvRowRange(kv, firstSlot, rows, "readKVRows");
+    const out = new Uint8Array(bytes);
+    if (bytes > 0) this.library.call("memra_cuda_download", this.context(), ptr(out), (kv.pointer + offset) as Pointer, bytes);
+    return out;
+  }
+
+  writeKVRows(storage: KVStorage, firstSlot: number, bytes: Uint8Array): void {
+    const kv = asKV(storage);
+    const { offset } = kvRowRange(kv, firstSlot, kvRowsOf(kv, bytes, "writeKVRows"), "writeKVRows");
+    if (bytes.byteLength > 0) this.library.call("memra_cuda_upload", this.context(), (kv.pointer + offset) as Pointer, ptr(bytes), bytes.byteLength);
   }
 
   attention(out: DeviceBuffer, q: DeviceBuffer, kv: KVLayerView, shape: AttentionShape): void {

@@ -11,7 +11,7 @@ import type { Backend, BackendGraph } from "../backend";
 
 /** Ops a graph records; every other call runs as usual (and the host-reading ones fail while recording). */
 const RECORDED = new Set(["copy", "embedding", "rmsNorm", "addRmsNorm", "matmul", "matmuls", "rmsNormMatmuls", "qkNormRope", "qkNormRopeWriteKV", "qkNormRopeAttentionMatmul", "rmsNormSwigluMatmul", "ropeNeox", "writeKV", "writeKVPair", "copyKV", "attention", "attentionMatmul", "swiglu", "swigluMatmul", "add", "expertMatmul", "moeExperts", "gatherRows", "scatterAddRows"]);
-const REFUSED = new Set(["read", "readInto", "argmaxRows", "topKRows", "write", "moeRoute", "allocate", "allocateKV", "uploadWeight"]);
+const REFUSED = new Set(["read", "readInto", "readKVRows", "writeKVRows", "argmaxRows", "topKRows", "write", "moeRoute", "allocate", "allocateKV", "uploadWeight"]);
 
 export interface RecordingBackend extends Backend {
   /** Graphs recorded so far, replays of any of them, and graphs disposed. */
