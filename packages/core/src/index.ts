@@ -26,6 +26,8 @@ export { type BatchEntry, type ForwardOptions, type ModelDimensions, type TopCan
 export { ReferenceBackend, routeTopK } from "./reference-backend";
 export { type LogprobsResult, type PerplexityResult, type TokenLogprob, computeLogprobs, computePerplexity, logSumExp, topLogprobs } from "./evaluation";
 export { type ChatResult, type ChatToolCallResult, ChatSession, type ChatSessionOptions, type ChatStream } from "./generation/chat-session";
+export { type LoadedState, type SavedState } from "./generation/saved-state";
+export { type KVStateFile, KVStateError, type KVStateHeader, convertKVRows, modelFingerprint, openKVStateFile, writeKVStateFile } from "./kv-state";
 export {
   type ChatOptions,
   type GenerateOptions,

@@ -21,6 +21,8 @@ import { type KVType, kvRowBytes } from "./backend";
 import type { KVCache } from "./kv-cache";
 import { DEFAULT_BLOCK_TOKENS, KVBlockPool, PagedKVCache } from "./paged-kv-cache";
 import { InferenceEngine } from "./engine/inference-engine";
+import { KVStateError, modelFingerprint } from "./kv-state";
+import { type LoadedState, type SavedState, loadState, saveSequenceState } from "./generation/saved-state";
 import { type FeedForwardFactory, type ForwardOptions, Transformer, denseFeedForward, modelDimensions } from "./models/qwen3";
 import type { LoraAdapterOptions } from "./models/lora";
 import { type RopeScalingOptions, ropeScalingOptionsSchema, scaledContextLength } from "./models/rope-scaling";
@@ -35,7 +37,7 @@ import { type ToolTurn, toolTurn, withToolGrammar } from "./generation/tool-choi
 import type { GenerationResult, GenerationStream, StructuredGenerationResult } from "./generation/generation-types";
 import { type EmbedOptions, type Pooling, checkDimensions, embedOptionsSchema, poolEmbedding, poolingOfGGUF } from "./generation/embeddings";
 import { CLASSIFIER_TENSOR, ClassifierHead, type RankOptions, type RankedDocument, checkRerankTemplate, rankOptionsSchema, rankedDocuments, rerankPrompt, rerankTemplateOf, sharedPrefixLength } from "./generation/rerank";
-import type { z } from "zod";
+import { z } from "zod";
 
 export interface LoadModelOptions {
   /** The backend to compute on; the reference (TypeScript) backend when absent. */
@@ -93,6 +95,7 @@ export class Model {
   private tokenizerInstance: Tokenizer | undefined;
   private engineInstance: InferenceEngine | undefined;
   private classifierInstance: ClassifierHead | null | undefined;
+  private fingerprintValue: string | undefined;
 
   private constructor(
     readonly file: GGUFFile,
@@ -540,6 +543,61 @@ export class Model {
     return new ChatSession(this, options);
   }
 
+  /**
+   * What the keys and values of this model depend on, as 16 hex digits (see modelFingerprint): a
+   * saved KV state loads only into a model of the same fingerprint.
+   */
+  get fingerprint(): string {
+    this.fingerprintValue ??= modelFingerprint(this.file, this.transformer.dimensions);
+    return this.fingerprintValue;
+  }
+
+  /**
+   * Saves the keys and values of `prompt` to a file (evaluating the tokens the prefix cache does
+   * not hold), so that a later process skips evaluating them: llama-cli's `--prompt-cache`. A text
+   * is tokenized as `generate` tokenizes it. `metadata` (JSON) is kept beside the state. The file is
+   * written beside `path` and renamed over it. See loadState.
+   */
+  async saveState(
+    path: string,
+    prompt: string | readonly number[],
+    options: { readonly special?: boolean; readonly signal?: AbortSignal; readonly lora?: readonly { readonly id: number; readonly scale: number }[]; readonly metadata?: unknown } = {},
+  ): Promise<SavedState> {
+    const tokens = typeof prompt === "string" ? this.tokenizer.encode(prompt, { special: options.special ?? true }) : [...prompt];
+    this.checkInputTokens("saveState", tokens);
+    const sequence = this.engine.createSequence(tokens.length, this.sequenceOptions(options.lora));
+    try {
+      if ((await sequence.evaluateGreedy(tokens, options.signal)) === undefined) throw options.signal?.reason ?? new Error("saveState was aborted");
+      return await saveSequenceState(this, path, sequence, options.metadata, options.signal);
+    } finally {
+      sequence.release();
+    }
+  }
+
+  /**
+   * Loads a state saved by saveState or ChatSession.saveState (by this model: the same weights, on
+   * any backend and KV type) into the prefix cache of the engine: every generation whose prompt
+   * starts with its tokens skips evaluating them, as long as the blocks stay cached (they are
+   * evicted as other cached prefixes are, least recently used first). A state computed with LoRA
+   * scales is reused by generations with the same scales (the result's `lora`). A file that is
+   * damaged or was saved by another model is a KVStateError naming it.
+   */
+  loadState(path: string): LoadedState {
+    return loadState(this, path);
+  }
+
+  /**
+   * The chat session a ChatSession.saveState saved: its messages, and its keys and values loaded
+   * into the prefix cache, so that the next turn evaluates only the new message. The session runs
+   * with the LoRA scales the state was computed with unless `options.lora` says otherwise.
+   */
+  restoreChatSession(path: string, options: Omit<ChatSessionOptions, "messages" | "system"> = {}): ChatSession {
+    const state = loadState(this, path);
+    const parsed = savedChatSchema.safeParse(state.metadata);
+    if (!parsed.success) throw new KVStateError(path, "holds no chat session (its metadata has no messages: saved by Model.saveState?)");
+    return new ChatSession(this, { ...(state.lora ? { lora: state.lora } : {}), ...options, messages: parsed.data.messages as unknown as ChatMessage[] });
+  }
+
   private promptTokens(prompt: string | readonly number[] | readonly ChatMessage[], special: boolean, enableThinking: boolean, tools?: readonly ChatToolDefinition[]): number[] {
     if (typeof prompt === "string") return this.tokenizer.encode(prompt, { special });
     if (prompt.length === 0) throw new RangeError("the prompt is empty");
@@ -553,6 +611,9 @@ export class Model {
     for (const backend of this.transformer.backends) backend.dispose();
   }
 }
+
+/** The metadata ChatSession.saveState keeps: the session's messages (checked as objects with a role). */
+const savedChatSchema = z.object({ messages: z.array(z.looseObject({ role: z.string() })) });
 
 /** Opens a GGUF file (memory-mapped) and builds its model on a backend. */
 export function loadModel(path: string, options: LoadModelOptions = {}): Model {

@@ -30,6 +30,11 @@ export function blockKey(parent: bigint, tokens: ArrayLike<number>): bigint {
 
 const ROOT_KEY = 0x6d656d7261n; // "memra"
 
+/** The key a sequence's first block key is chained from: the root, or the root salted. */
+function rootKeyOf(prefixSalt: bigint | undefined): bigint {
+  return prefixSalt === undefined ? ROOT_KEY : blockKey(ROOT_KEY, bigintWords(prefixSalt));
+}
+
 /** A 64-bit salt as two 32-bit words (blockKey hashes int32 words). */
 function bigintWords(value: bigint): number[] {
   const word = BigInt.asUintN(64, value);
@@ -119,7 +124,71 @@ export class KVBlockPool implements KVPoolStorage {
    * blocks hold depends on more than the tokens: the LoRA scales a sequence runs with).
    */
   createSequence(capacity: number, options: { readonly prefixSalt?: bigint } = {}): PagedKVCache {
-    return new PagedKVCache(this, capacity, false, options.prefixSalt === undefined ? ROOT_KEY : blockKey(ROOT_KEY, bigintWords(options.prefixSalt)));
+    return new PagedKVCache(this, capacity, false, rootKeyOf(options.prefixSalt));
+  }
+
+  /**
+   * The cached blocks holding the longest prefix of `tokens` in whole blocks (in a sequence or kept
+   * for prefix reuse), for sequences of `prefixSalt`; each retained for the caller, who releases them.
+   */
+  retainCachedPrefix(tokens: readonly number[], prefixSalt?: bigint): number[] {
+    const blocks: number[] = [];
+    let parent = rootKeyOf(prefixSalt);
+    for (let block = 0; (block + 1) * this.blockTokens <= tokens.length; block++) {
+      const key = blockKey(parent, tokens.slice(block * this.blockTokens, (block + 1) * this.blockTokens));
+      const found = this.blockByKey.get(key);
+      if (found === undefined) break;
+      this.retain(found);
+      blocks.push(found);
+      parent = key;
+    }
+    return blocks;
+  }
+
+  /**
+   * Puts the keys and values of `tokens` into the prefix cache, whole blocks of them (a saved KV
+   * state: see loadKVState), so that sequences of `prefixSalt` whose tokens start with them reuse
+   * them. `rows(layer, values, first, count)` gives the stored rows (readKVRows's form) of tokens
+   * [first, first + count) of a layer's keys or values. Blocks already cached are kept as they
+   * are. Returns the tokens the prefix cache now holds for `tokens`; a KVBlocksExhaustedError when
+   * the pool has too few free blocks for them (nothing is changed then).
+   */
+  importPrefix(tokens: readonly number[], rows: (layer: number, values: boolean, first: number, count: number) => Uint8Array, prefixSalt?: bigint): number {
+    const blockTokens = this.blockTokens;
+    const whole = Math.floor(tokens.length / blockTokens);
+    const keys: bigint[] = [];
+    let parent = rootKeyOf(prefixSalt);
+    for (let block = 0; block < whole; block++) {
+      parent = blockKey(parent, tokens.slice(block * blockTokens, (block + 1) * blockTokens));
+      keys.push(parent);
+    }
+    // Blocks already cached need no room; the others must fit without evicting each other.
+    const missing = keys.filter((key) => !this.blockByKey.has(key)).length;
+    const reclaimable = this.free.length + [...this.cachedFree.keys()].filter((block) => !keys.includes(this.keyOfBlock[block]!)).length;
+    if (missing > reclaimable) throw new KVBlocksExhaustedError(missing, reclaimable);
+    const held: number[] = [];
+    try {
+      for (let block = 0; block < whole; block++) {
+        const key = keys[block]!;
+        const cached = this.blockByKey.get(key);
+        if (cached !== undefined) {
+          this.retain(cached); // not evicted by the allocations of the blocks after it
+          held.push(cached);
+          continue;
+        }
+        const target = this.allocateBlock();
+        held.push(target);
+        for (let layer = 0; layer < this.layers; layer++) {
+          const backend = this.layerBackends[layer]!;
+          backend.writeKVRows(this.keys[layer]!, target * blockTokens, rows(layer, false, block * blockTokens, blockTokens));
+          backend.writeKVRows(this.values[layer]!, target * blockTokens, rows(layer, true, block * blockTokens, blockTokens));
+        }
+        this.register(target, key);
+      }
+    } finally {
+      for (const block of held) this.release(block);
+    }
+    return whole * blockTokens;
   }
 
   /** A block for exclusive use (reference count 1), evicting the least recently used cached prefix when needed. */

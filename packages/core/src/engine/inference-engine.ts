@@ -61,6 +61,13 @@ interface Work {
   readonly signal: AbortSignal | undefined;
 }
 
+/** The prefix cache key salt of sequences running with these LoRA scales: the scales' bits. */
+export function loraPrefixSalt(scales: Float64Array): bigint {
+  let salt = 0xcbf29ce484222325n;
+  for (const bits of new Uint32Array(scales.buffer, scales.byteOffset, scales.length * 2)) salt = BigInt.asUintN(64, (salt ^ BigInt(bits)) * 0x100000001b3n);
+  return salt;
+}
+
 const nextTick = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** One sequence of the engine: the tokens it has been given and, while admitted, its KV cache. */
@@ -99,10 +106,7 @@ export class EngineSequence {
 
   /** The prefix cache key salt of the sequence's blocks: its LoRA scales' bits (undefined without scales of its own). */
   get prefixSalt(): bigint | undefined {
-    if (!this.loraScales) return undefined;
-    let salt = 0xcbf29ce484222325n;
-    for (const bits of new Uint32Array(this.loraScales.buffer, this.loraScales.byteOffset, this.loraScales.length * 2)) salt = BigInt.asUintN(64, (salt ^ BigInt(bits)) * 0x100000001b3n);
-    return salt;
+    return this.loraScales && loraPrefixSalt(this.loraScales);
   }
 
   /** Tokens whose keys and values are in the cache. */

@@ -3,6 +3,7 @@ import type { EngineSequence } from "../engine/inference-engine";
 import type { Model } from "../load-model";
 import { type ChatOptions, InvalidOptionError, chatOptionsSchema, loraScalesOf, parseOptions } from "./generation-options";
 import { generateTokens } from "./generate-tokens";
+import { type SavedState, saveSequenceState } from "./saved-state";
 import type { GenerationChunk, GenerationResult } from "./generation-types";
 import { toolCallId, toolTurn, withToolGrammar } from "./tool-choice";
 
@@ -30,6 +31,8 @@ export interface ChatStream extends AsyncIterable<GenerationChunk> {
 
 export interface ChatSessionOptions {
   readonly system?: string;
+  /** The history the session starts from (a system message among them, instead of `system`). */
+  readonly messages?: readonly ChatMessage[];
   /** Context of the session's KV cache in tokens (default: the model's context length, at most 4096). */
   readonly contextLength?: number;
   /** The LoRA adapters' scales of every turn (a generation's `lora` option: listed adapters their scale, the others 0). */
@@ -57,7 +60,9 @@ export class ChatSession {
     private readonly model: Model,
     options: ChatSessionOptions = {},
   ) {
+    if (options.system !== undefined && options.messages !== undefined) throw new InvalidOptionError("system", "system: give the system message in `messages` when the session starts from a history");
     if (options.system !== undefined) this.messages.push({ role: "system", content: options.system });
+    if (options.messages !== undefined) this.messages.push(...options.messages);
     const loraScales = loraScalesOf(model.loraAdapters.length, options.lora);
     this.sequence = model.engine.createSequence(options.contextLength ?? Math.min(model.contextLength, 4096), loraScales ? { loraScales } : {});
   }
@@ -97,6 +102,20 @@ export class ChatSession {
         return chatResult;
       },
     };
+  }
+
+  /**
+   * Saves the session: its messages, and the keys and values of every token its cache holds (see
+   * Model.saveState). Model.restoreChatSession gives the session back, in this process or another.
+   */
+  async saveState(path: string, options: { readonly signal?: AbortSignal } = {}): Promise<SavedState> {
+    if (this.busy) throw new Error("the previous turn of this chat session is still running");
+    this.busy = true;
+    try {
+      return await saveSequenceState(this.model, path, this.sequence, { messages: this.messages }, options.signal);
+    } finally {
+      this.busy = false;
+    }
   }
 
   dispose(): void {
