@@ -1,6 +1,7 @@
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
-import { type ChatSession, loadModel } from "@memra/core";
+import { existsSync } from "node:fs";
+import { type ChatSession, KVStateError, type Model, loadModel } from "@memra/core";
 import { ReasoningSplitter } from "@memra/tokenizer";
 import { backendOptionHelp, parsePlacementDeviceChoice } from "../backend-choice";
 import { CliError } from "../cli-error";
@@ -22,6 +23,8 @@ options:
   -m, --model FILE     GGUF model (default: the built-in demo model)
   -p, --prompt TEXT    one message, one answer
   --system TEXT        system prompt
+  --session FILE       keep the conversation in FILE: its messages and KV state are restored when it
+                       exists (its tokens are not evaluated again) and saved after every turn
   --no-think           Qwen3's non-thinking mode (enable_thinking = false)
   -n, --max-tokens N   most tokens per answer (default 512)
   --temp T, --seed S   sampling (default temperature 0.8)
@@ -36,7 +39,8 @@ ${speculativeOptionHelp}
 
 examples:
   memra chat -m qwen3-0.6b-q8_0.gguf -p "Why is the sky blue?" --no-think
-  memra chat -m qwen3-0.6b-q8_0.gguf --system "Answer in French."`;
+  memra chat -m qwen3-0.6b-q8_0.gguf --system "Answer in French."
+  memra chat -m qwen3-0.6b-q8_0.gguf --session trip.state -p "And the day after?"`;
 
 export async function chatCommand(args: string[], io: CliIO): Promise<void> {
   const { values } = parseArgs({
@@ -45,6 +49,7 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
       model: { type: "string", short: "m" },
       prompt: { type: "string", short: "p" },
       system: { type: "string" },
+      session: { type: "string" },
       "no-think": { type: "boolean", default: false },
       "max-tokens": { type: "string", short: "n" },
       temp: { type: "string" },
@@ -73,13 +78,17 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
   const model = loadModel(path, { ...placed.load, kvCacheTokens: placed.contextTokens, onProgress: bar.update });
   bar.end();
   let speculation: Awaited<ReturnType<typeof loadSpeculative>>;
+  let session: ChatSession;
   try {
+    session = openSession(model, values.session, values.system);
     speculation = await loadSpeculative(model, values, threads, { contextTokens: placed.contextTokens }, notice);
   } catch (error) {
     model.dispose();
     throw error;
   }
-  const session = model.createChatSession(values.system === undefined ? {} : { system: values.system });
+  if (values.session !== undefined && session.messages.some((message) => message.role !== "system")) {
+    notice(`restored ${session.messages.length} messages from ${values.session}`);
+  }
   const number = (value: string | undefined, name: string) => {
     if (value === undefined) return undefined;
     const parsed = Number(value);
@@ -104,7 +113,9 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
     const { reasoning, content } = splitter.flush();
     if (reasoning && !values.quiet) io.stderr(reasoning);
     io.stdout(`${content}\n`);
-    return stream.result;
+    const result = await stream.result;
+    if (values.session !== undefined) await saveSession(session, values.session);
+    return result;
   };
 
   try {
@@ -121,6 +132,33 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
     session.dispose();
     model.dispose();
     speculation.draft?.dispose();
+  }
+}
+
+/** The chat session: restored from --session FILE when it exists, else new (with --system). */
+function openSession(model: Model, file: string | undefined, system: string | undefined): ChatSession {
+  if (file === undefined || !existsSync(file)) return model.createChatSession(system === undefined ? {} : { system });
+  let session: ChatSession;
+  try {
+    session = model.restoreChatSession(file);
+  } catch (error) {
+    if (error instanceof KVStateError) throw new CliError(`--session: ${error.message} (delete the file to start a new conversation)`);
+    throw error;
+  }
+  const first = session.messages[0];
+  if (system !== undefined && (first?.role !== "system" || first.content !== system)) {
+    session.dispose();
+    throw new CliError(`--session: ${file} holds a conversation with ${first?.role === "system" ? "another" : "no"} system message; drop --system to continue it`);
+  }
+  return session;
+}
+
+async function saveSession(session: ChatSession, file: string): Promise<void> {
+  try {
+    await session.saveState(file);
+  } catch (error) {
+    if (error instanceof KVStateError) throw new CliError(`--session: ${error.message}`);
+    throw error;
   }
 }
 

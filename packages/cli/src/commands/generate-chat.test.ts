@@ -1,6 +1,6 @@
 import { loadModel } from "@memra/core";
 import { resolveOptions, syntheticLoraFile, syntheticModelFile } from "@memra/synthetic";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -127,6 +127,43 @@ describe("memra generate", () => {
     expect(ignoring.tokens).not.toContain(plain.tokens.at(-1));
   });
 
+  it("--prompt-cache FILE: the first run writes the prompt's KV state, the next reuses it and answers the same", () => {
+    const directory = mkdtempSync(join(tmpdir(), "memra-prompt-cache-"));
+    const cache = join(directory, "prompt.state");
+    const prompt = "In the beginning the universe was created. This has made a lot of people very angry and been widely regarded as a bad move.";
+    const args = ["generate", "-m", model, "-p", prompt, "-n", "6", "--temp", "0", "--ignore-eos", "--json", "--quiet", "--prompt-cache", cache];
+    const first = JSON.parse(run(args).stdout);
+    expect(first.cached_prompt_tokens).toBe(0);
+    expect(existsSync(cache)).toBe(true);
+    const whole = Math.floor(first.prompt_tokens.length / 16) * 16;
+    expect(whole).toBeGreaterThanOrEqual(16);
+    // The second run streams: its text is the first's, and the speed line counts the cached tokens.
+    const second = run(args.filter((arg) => arg !== "--json" && arg !== "--quiet"));
+    expect(second.code).toBe(0);
+    expect(second.stdout).toBe(`${first.text}\n`);
+    expect(second.stderr).toMatch(new RegExp(`\\[length\\] ${first.prompt_tokens.length} prompt tokens \\(${whole} cached\\) at`));
+
+    // -ro: read, never written; -all: the generated tokens' state too.
+    const before = readFileSync(cache);
+    const longer = [...args.slice(0, 4), `${prompt} And then?`, ...args.slice(5)];
+    expect(JSON.parse(run([...longer, "--prompt-cache-ro"]).stdout).cached_prompt_tokens).toBe(whole);
+    expect(readFileSync(cache).equals(before)).toBe(true);
+    const all = JSON.parse(run([...args, "--prompt-cache-all"]).stdout);
+    const loader = loadModel(model);
+    expect(loader.loadState(cache).tokens).toEqual([...all.prompt_tokens, ...all.tokens]);
+    loader.dispose();
+
+    // A file that is not a state stops the command before it generates, and is left as it was.
+    writeFileSync(cache, "not a state");
+    const bad = run(args);
+    expect(bad.code).toBe(1);
+    expect(bad.stdout).toBe("");
+    expect(bad.stderr).toMatch(/--prompt-cache: KV state .*prompt\.state: \d+ bytes: too short|not a Memra KV state file/);
+    expect(bad.stderr).toContain("delete the file to start it again");
+    expect(readFileSync(cache, "utf8")).toBe("not a state");
+    expect(run(["generate", "-m", model, "-p", "x", "--prompt-cache-ro"]).stderr).toMatch(/--prompt-cache-all and --prompt-cache-ro need --prompt-cache FILE/);
+  });
+
   it("works without -m, saying on stderr which model it uses", () => {
     const result = run(["generate", "-p", "Hello", "-n", "4", "--temp", "0"]);
     expect(result.code).toBe(0);
@@ -159,6 +196,24 @@ describe("memra chat", () => {
     const result = run(["chat", "-m", model, "--no-think", "-n", "4", "--temp", "0", "--quiet"], "Hello\nAnd again\n");
     expect(result.code).toBe(0);
     expect(result.stdout.trimEnd().split("\n").length).toBeGreaterThanOrEqual(2);
+  });
+
+  it("--session FILE continues a conversation in a later process as one process continues it", () => {
+    const args = ["chat", "-m", model, "--no-think", "-n", "5", "--temp", "0", "--quiet", "--system", "Be brief."];
+    const together = run(args, "Hello\nAnd again\n");
+    const file = join(mkdtempSync(join(tmpdir(), "memra-session-")), "chat.state");
+    const first = run([...args, "--session", file], "Hello\n");
+    expect(first.code).toBe(0);
+    const second = run([...args, "--session", file], "And again\n");
+    expect(second.code).toBe(0);
+    expect(first.stdout + second.stdout).toBe(together.stdout);
+    const loader = loadModel(model);
+    const restored = loader.restoreChatSession(file);
+    expect(restored.messages.map((message) => message.role)).toEqual(["system", "user", "assistant", "user", "assistant"]);
+    loader.dispose();
+    const other = run([...args.slice(0, -1), "Be long.", "--session", file], "x\n");
+    expect(other.code).toBe(1);
+    expect(other.stderr).toMatch(/--session: .*chat\.state holds a conversation with another system message; drop --system to continue it/);
   });
 });
 

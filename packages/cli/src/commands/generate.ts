@@ -1,6 +1,6 @@
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { GrammarError, GrammarSyntaxError, JsonSchemaError, StructuredOutputError, loadModel, prepareOutputConstraint } from "@memra/core";
+import { GrammarError, GrammarSyntaxError, JsonSchemaError, KVStateError, type Model, StructuredOutputError, loadModel, prepareOutputConstraint } from "@memra/core";
 import { backendOptionHelp, parsePlacementDeviceChoice } from "../backend-choice";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
@@ -38,6 +38,10 @@ ${placementOptionHelp}
 ${ropeScalingOptionHelp}
 ${loraOptionHelp}
 ${speculativeOptionHelp}
+  --prompt-cache FILE     keep the prompt's KV state in FILE: read when it exists (the prompt's tokens it
+                          holds are not evaluated again), written after generating (llama-cli's option)
+  --prompt-cache-all      write the generated tokens' state to FILE too (a later prompt may continue it)
+  --prompt-cache-ro       read FILE, never write it
   --no-special            treat special-token text in the prompt as plain text
   --json                  print one JSON object at the end instead of streaming
   --quiet                 no progress bar, no notices
@@ -78,6 +82,9 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
       ...ropeScalingParseOptions,
       ...loraParseOptions,
       ...speculativeParseOptions,
+      "prompt-cache": { type: "string" },
+      "prompt-cache-all": { type: "boolean", default: false },
+      "prompt-cache-ro": { type: "boolean", default: false },
       "no-special": { type: "boolean", default: false },
       json: { type: "boolean", default: false },
       quiet: { type: "boolean", short: "q", default: false },
@@ -92,6 +99,9 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
   if (values.file !== undefined) values.prompt = readPromptFile(values.file);
   if (values.prompt === undefined) throw new CliError(`missing -p PROMPT or -f FILE\n${generateUsage}`);
   const prompt = values.prompt;
+  const promptCache = values["prompt-cache"];
+  if (promptCache === undefined && (values["prompt-cache-all"] || values["prompt-cache-ro"])) throw new CliError("--prompt-cache-all and --prompt-cache-ro need --prompt-cache FILE");
+  if (values["prompt-cache-all"] && values["prompt-cache-ro"]) throw new CliError("give --prompt-cache-all or --prompt-cache-ro, not both");
   parsePlacementDeviceChoice(values.device);
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
   const constraint = readConstraint(values["json-schema"], values.grammar);
@@ -102,7 +112,9 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
   const model = loadModel(path, { ...placed.load, kvCacheTokens: placed.contextTokens, onProgress: bar.update });
   bar.end();
   let speculation: Awaited<ReturnType<typeof loadSpeculative>>;
+  let cachedState: readonly number[] = [];
   try {
+    if (promptCache !== undefined && existsSync(promptCache)) cachedState = loadPromptCache(model, promptCache);
     speculation = await loadSpeculative(model, values, threads, { contextTokens: placed.contextTokens }, notice);
   } catch (error) {
     model.dispose();
@@ -138,10 +150,23 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
       if (error instanceof StructuredOutputError) throw new CliError(`${error.message} (raise --max-tokens?)`);
       throw error;
     }
+    if (promptCache !== undefined && !values["prompt-cache-ro"]) {
+      const tokens = values["prompt-cache-all"] ? [...result.promptTokens, ...result.tokens] : [...result.promptTokens];
+      // A file that already holds these very tokens is left as it is.
+      if (tokens.length !== cachedState.length || tokens.some((token, i) => token !== cachedState[i])) {
+        try {
+          await model.saveState(promptCache, tokens.slice(0, model.contextLength));
+        } catch (error) {
+          if (error instanceof KVStateError) throw new CliError(`--prompt-cache: ${error.message}`);
+          throw error;
+        }
+      }
+    }
     if (values.json) {
       io.stdout(
         `${JSON.stringify({
           prompt_tokens: result.promptTokens,
+          cached_prompt_tokens: result.usage.cachedPromptTokens,
           tokens: result.tokens,
           text: result.text,
           finish_reason: result.finishReason,
@@ -156,7 +181,9 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
       if (!values.quiet) {
         const t = result.timings;
         io.stderr(
-          `[${result.finishReason}] ${result.usage.promptTokens} prompt tokens at ${t.prefillTokensPerSecond.toFixed(1)} t/s, ` +
+          `[${result.finishReason}] ${result.usage.promptTokens} prompt tokens` +
+            (result.usage.cachedPromptTokens > 0 ? ` (${result.usage.cachedPromptTokens} cached)` : "") +
+            ` at ${t.prefillTokensPerSecond.toFixed(1)} t/s, ` +
             `${result.usage.completionTokens} generated at ${t.decodeTokensPerSecond.toFixed(1)} t/s` +
             (result.speculative ? `; ${result.speculative.accepted} of ${result.speculative.drafted} draft tokens accepted` : "") +
             "\n",
@@ -203,6 +230,16 @@ function readConstraint(schemaPath: string | undefined, grammarPath: string | un
     throw error;
   }
   return {};
+}
+
+/** Loads --prompt-cache FILE into the model's prefix cache; returns the tokens it holds. A bad file stops the command. */
+function loadPromptCache(model: Model, file: string): readonly number[] {
+  try {
+    return model.loadState(file).tokens;
+  } catch (error) {
+    if (error instanceof KVStateError) throw new CliError(`--prompt-cache: ${error.message} (delete the file to start it again)`);
+    throw error;
+  }
 }
 
 /** The prompt text of -f FILE (- reads standard input); a file that cannot be read is named. */
