@@ -595,7 +595,9 @@ export class Model {
     const state = loadState(this, path);
     const parsed = savedChatSchema.safeParse(state.metadata);
     if (!parsed.success) throw new KVStateError(path, "holds no chat session (its metadata has no messages: saved by Model.saveState?)");
-    return new ChatSession(this, { ...(state.lora ? { lora: state.lora } : {}), ...options, messages: parsed.data.messages as unknown as ChatMessage[] });
+    const session = new ChatSession(this, { ...(state.lora ? { lora: state.lora } : {}), ...options, messages: parsed.data.messages as unknown as ChatMessage[] });
+    if (parsed.data.dropped !== undefined) session.leaveOut(parsed.data.dropped);
+    return session;
   }
 
   private promptTokens(prompt: string | readonly number[] | readonly ChatMessage[], special: boolean, enableThinking: boolean, tools?: readonly ChatToolDefinition[]): number[] {
@@ -613,7 +615,7 @@ export class Model {
 }
 
 /** The metadata ChatSession.saveState keeps: the session's messages (checked as objects with a role). */
-const savedChatSchema = z.object({ messages: z.array(z.looseObject({ role: z.string() })) });
+const savedChatSchema = z.object({ messages: z.array(z.looseObject({ role: z.string() })), dropped: z.number().int().nonnegative().optional() });
 
 /** Opens a GGUF file (memory-mapped) and builds its model on a backend. */
 export function loadModel(path: string, options: LoadModelOptions = {}): Model {

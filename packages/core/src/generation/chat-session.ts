@@ -37,6 +37,13 @@ export interface ChatSessionOptions {
   readonly contextLength?: number;
   /** The LoRA adapters' scales of every turn (a generation's `lora` option: listed adapters their scale, the others 0). */
   readonly lora?: readonly { readonly id: number; readonly scale: number }[];
+  /**
+   * What a turn does when the history, the new message and `maxTokens` do not fit the context:
+   * "truncate-history" (default) leaves the oldest turns out of the prompt, whole turns from a
+   * user message to the next, keeping the system message (as node-llama-cpp's chat sessions do);
+   * `messages` keeps them all. "error": the turn throws a RangeError.
+   */
+  readonly contextOverflow?: "truncate-history" | "error";
 }
 
 /** The chat result of a generation: reasoning apart, and with `parseCalls` the tool calls too. */
@@ -55,6 +62,9 @@ export class ChatSession {
   readonly messages: ChatMessage[] = [];
   private readonly sequence: EngineSequence;
   private busy = false;
+  private readonly overflow: "truncate-history" | "error";
+  /** Messages of the history left out of the prompt (after the system message) to fit the context. */
+  private dropped = 0;
 
   constructor(
     private readonly model: Model,
@@ -65,6 +75,42 @@ export class ChatSession {
     if (options.messages !== undefined) this.messages.push(...options.messages);
     const loraScales = loraScalesOf(model.loraAdapters.length, options.lora);
     this.sequence = model.engine.createSequence(options.contextLength ?? Math.min(model.contextLength, 4096), loraScales ? { loraScales } : {});
+    this.overflow = options.contextOverflow ?? "truncate-history";
+    if (this.overflow !== "truncate-history" && this.overflow !== "error") throw new InvalidOptionError("contextOverflow", `contextOverflow must be "truncate-history" or "error", got ${JSON.stringify(this.overflow)}`);
+  }
+
+  /** @internal Restoring a saved session: the messages its prompts had left out (see contextOverflow). */
+  leaveOut(dropped: number): void {
+    const system = this.messages[0]?.role === "system" ? 1 : 0;
+    if (!Number.isInteger(dropped) || dropped < 0 || system + dropped > this.messages.length) throw new RangeError(`cannot leave ${dropped} of ${this.messages.length} messages out`);
+    this.dropped = dropped;
+  }
+
+  /** The messages the next turn's prompt starts from: the history but the turns left out to fit the context. */
+  get messagesInContext(): readonly ChatMessage[] {
+    const system = this.messages[0]?.role === "system" ? 1 : 0;
+    return [...this.messages.slice(0, system), ...this.messages.slice(system + this.dropped)];
+  }
+
+  /**
+   * The prompt tokens of a turn: the history in context and `message`, the oldest turns left out
+   * while the prompt and `maxTokens` exceed the context (contextOverflow "truncate-history").
+   */
+  private promptOf(message: ChatMessage, maxTokens: number, render: (messages: readonly ChatMessage[]) => number[]): number[] {
+    const capacity = this.sequence.capacity;
+    const system = this.messages[0]?.role === "system" ? 1 : 0;
+    for (;;) {
+      const kept = this.messages.slice(system + this.dropped);
+      const tokens = render([...this.messages.slice(0, system), ...kept, message]);
+      if (tokens.length + maxTokens <= capacity) return tokens;
+      // The next user message after the first kept one starts the turns that stay.
+      const next = kept.findIndex((candidate, i) => i > 0 && candidate.role === "user");
+      if (this.overflow === "error" || kept.length === 0) {
+        const what = kept.length === 0 ? "the message alone" : "the history and the message";
+        throw new RangeError(`chat session: ${what} (${tokens.length} prompt tokens) + maxTokens (${maxTokens}) exceed the session's context of ${capacity} tokens`);
+      }
+      this.dropped += next < 0 ? kept.length : next;
+    }
   }
 
   /** Sends a user message; streams the answer. The answer joins the history when the stream ends. */
@@ -73,10 +119,11 @@ export class ChatSession {
     const resolved = parseOptions(chatOptionsSchema, options);
     // The session's cache holds keys and values computed with its scales.
     if (resolved.lora !== undefined) throw new InvalidOptionError("lora", "lora: a chat session's LoRA scales are set when it is created (ChatSessionOptions.lora)");
-    const messages: ChatMessage[] = [...this.messages, { role: "user", content }];
     const tools = toolTurn(resolved);
-    const prompt = this.model.tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, enableThinking: tools.enableThinking, ...(tools.tools ? { tools: tools.tools } : {}) });
-    const promptTokens = this.model.tokenizer.encode(prompt, { special: true });
+    const tokenizer = this.model.tokenizer;
+    const promptTokens = this.promptOf({ role: "user", content }, resolved.maxTokens, (messages) =>
+      tokenizer.encode(tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, enableThinking: tools.enableThinking, ...(tools.tools ? { tools: tools.tools } : {}) }), { special: true }),
+    );
     let shared = 0;
     const known = this.sequence.tokens; // what the sequence holds (or recomputes after a preemption)
     const limit = Math.min(known.length, promptTokens.length - 1);
@@ -112,7 +159,7 @@ export class ChatSession {
     if (this.busy) throw new Error("the previous turn of this chat session is still running");
     this.busy = true;
     try {
-      return await saveSequenceState(this.model, path, this.sequence, { messages: this.messages }, options.signal);
+      return await saveSequenceState(this.model, path, this.sequence, { messages: this.messages, ...(this.dropped > 0 ? { dropped: this.dropped } : {}) }, options.signal);
     } finally {
       this.busy = false;
     }
