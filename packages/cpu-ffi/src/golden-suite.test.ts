@@ -26,7 +26,7 @@ const unavailable = nativeLibraryUnavailableReason();
 const CPU_PROBABILITY_BOUNDS = { ...PROBABILITY_BOUNDS, q4_K_M: { max: 0.25, mean: PROBABILITY_BOUNDS.q4_K_M!.mean } };
 
 if (unavailable === undefined) {
-  defineGoldenSuite({ name: "cpu", create: () => CpuBackend.create({ threads: 2 }), bounds: CPU_PROBABILITY_BOUNDS });
+  defineGoldenSuite({ name: "cpu", create: () => CpuBackend.create({ threads: 2 }), bounds: CPU_PROBABILITY_BOUNDS, lastFirst: true });
 } else {
   describe("golden conformance suite (cpu backend)", () => {
     it.skip(`skipped: ${unavailable}`, () => {});

@@ -11,5 +11,5 @@ export {
   resolveOptions,
   validateOptions,
 } from "./synthetic-model";
-export { syntheticCacheDirectory, syntheticModelFile, syntheticModelKey } from "./model-cache";
+export { generateOnce, syntheticCacheDirectory, syntheticModelFile, syntheticModelKey } from "./model-cache";
 export { LORA_TARGETS, type LoraTarget, type SyntheticLoraOptions, buildSyntheticLora, syntheticLoraFile } from "./synthetic-lora";

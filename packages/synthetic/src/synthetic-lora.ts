@@ -4,10 +4,9 @@
  * of shape [in, out] (ggml order) a pair `W.lora_a` [in, rank] and `W.lora_b` [rank, out], so that
  * W x + (alpha / rank) · B (A x) is the adapted product. Seeded, deterministic; f32 or f16.
  */
-import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { GENERAL_KEYS, GGMLType, type GGUFTensorToWrite, type GGUFToWrite, type GGUFValue, ggufValue, quantize, writeGGUFFile } from "@memra/gguf";
-import { syntheticCacheDirectory, syntheticModelKey } from "./model-cache";
+import { generateOnce, syntheticCacheDirectory, syntheticModelKey } from "./model-cache";
 import { hashString, SeededRandom } from "./random";
 import { QWEN3_VOCAB_SIZE } from "./qwen3-vocabulary";
 import { type SyntheticModelOptions, validateOptions } from "./synthetic-model";
@@ -92,14 +91,5 @@ export async function syntheticLoraFile(model: SyntheticModelOptions, options: S
   const directory = syntheticCacheDirectory();
   const canonical = JSON.stringify(Object.fromEntries(Object.entries(options).sort(([a], [b]) => a.localeCompare(b))));
   const path = join(directory, `${syntheticModelKey(model)}-lora-${hashString(canonical).toString(16).padStart(8, "0")}.gguf`);
-  if (existsSync(path)) return path;
-  mkdirSync(directory, { recursive: true });
-  const temporary = `${path}.${process.pid}.${Date.now()}.tmp`;
-  try {
-    await writeGGUFFile(temporary, buildSyntheticLora(model, options));
-    renameSync(temporary, path);
-  } finally {
-    rmSync(temporary, { force: true });
-  }
-  return path;
+  return generateOnce(path, (temporary) => writeGGUFFile(temporary, buildSyntheticLora(model, options)));
 }
