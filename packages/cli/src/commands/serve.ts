@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { basename } from "node:path";
 import { parseArgs } from "node:util";
 import { type KVType, loadModel } from "@memra/core";
@@ -33,6 +33,8 @@ options:
                         --alias, vLLM's --served-model-name)
   --lora-modules NAME=FILE  serve a LoRA adapter as model NAME (vLLM's): requests naming it run with it
                         at scale 1, others without it; repeat for several
+  --slot-save-path DIR  where POST /slots/ID?action=save|restore writes and reads KV state files
+                        (llama.cpp's; GET /slots lists the --parallel slots)
   --threads N           threads for the native CPU backend
 ${backendOptionHelp}
 ${placementOptionHelp}
@@ -64,6 +66,7 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
       "api-key-file": { type: "string" },
       "lora-modules": { type: "string", multiple: true },
       alias: { type: "string" },
+      "slot-save-path": { type: "string" },
       "served-model-name": { type: "string" },
       threads: { type: "string" },
       device: { type: "string" },
@@ -88,6 +91,14 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
   parsePlacementDeviceChoice(values.device);
   const apiKeys = readApiKeys(values["api-key"] ?? process.env.MEMRA_API_KEY, values["api-key-file"]);
   const modules = parseLoraModules(values["lora-modules"]);
+  const slotSavePath = values["slot-save-path"];
+  if (slotSavePath !== undefined) {
+    try {
+      mkdirSync(slotSavePath, { recursive: true });
+    } catch (error) {
+      throw new CliError(`--slot-save-path "${slotSavePath}": ${(error as Error).message}`);
+    }
+  }
   const path = values.model ?? (await defaultModelPath(io, values.quiet));
 
   // The KV pool is sized from the context, read from the header before the weights load; the
@@ -121,6 +132,7 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
     contextLength,
     ...(apiKeys.length > 0 ? { apiKeys } : {}),
     ...(loraModules.size > 0 ? { loraModules } : {}),
+    ...(slotSavePath !== undefined ? { slotSavePath } : {}),
     ...(speculation.speculative ? { speculative: speculation.speculative } : {}),
   });
   if (!values.quiet) {

@@ -139,7 +139,8 @@ export const completionRequestSchema = z.object({
 /**
  * POST /completion: llama.cpp server's own completion endpoint (its field names and defaults: what
  * a request leaves out keeps the sampler's defaults, llama.cpp's). Fields it has that memra does
- * not need are accepted and ignored (cache_prompt: prefix caching is always on; id_slot, n_keep).
+ * not need are accepted and ignored (cache_prompt: prefix caching is always on; n_keep). `id_slot` picks the
+ * slot the request runs in (see slots.ts; -1: any).
  */
 export const nativeCompletionRequestSchema = z.object({
   ...sampling,
@@ -262,3 +263,6 @@ export function describeIssue(error: z.ZodError): { message: string; param: stri
   const param = issue.path.length > 0 ? issue.path.map(String).join(".") : null;
   return { message: param ? `${param}: ${issue.message}` : issue.message, param };
 }
+
+/** POST /slots/ID?action=save|restore: llama.cpp server's body. */
+export const slotActionSchema = z.object({ filename: z.string().optional() });

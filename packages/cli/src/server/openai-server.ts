@@ -34,6 +34,8 @@ import { timingSafeEqual } from "node:crypto";
 import type { z } from "zod";
 import { constraintFromResponseFormat } from "@memra/sampler";
 import { ServerMetrics } from "./server-metrics";
+import { RequestError } from "./request-error";
+import { ServerSlots, type Slot } from "./slots";
 import { ResponseBuilder, type ResponsesRequest, chatBodyOfResponses, responsesRequestSchema } from "./responses-api";
 import { MessageBuilder, type MessagesRequest, chatBodyOfMessages, countTokensRequestSchema, messagesRequestSchema } from "./anthropic-api";
 
@@ -62,6 +64,7 @@ import {
   infillRequestSchema,
   loraAdaptersRequestSchema,
   nativeCompletionRequestSchema,
+  slotActionSchema,
   rerankRequestSchema,
   tokenizeRequestSchema,
 } from "./openai-schemas";
@@ -92,6 +95,8 @@ export interface OpenAIServerOptions {
    * `lora`); /v1/models lists them with the base model as their parent. Name → adapter id.
    */
   readonly loraModules?: ReadonlyMap<string, number>;
+  /** The directory of POST /slots/ID?action=save|restore files (llama.cpp's --slot-save-path); undefined: those actions are refused. */
+  readonly slotSavePath?: string;
 }
 
 /** Routes open without an API key (llama.cpp server's public endpoints). */
@@ -113,16 +118,6 @@ export interface OpenAIServer {
   stop(): Promise<void>;
 }
 
-class RequestError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly param: string | null = null,
-    readonly type = "invalid_request_error",
-  ) {
-    super(message);
-  }
-}
 
 const json = (body: unknown, status = 200) => Response.json(body, { status, headers: { "access-control-allow-origin": "*" } });
 
@@ -260,6 +255,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
   const running = new Set<AbortController>();
   const created = Math.floor(Date.now() / 1000);
   let nextId = 0;
+  const slots = new ServerSlots(model.engine.maxSequences, contextLength, options.slotSavePath);
 
   const readBody = async <T extends z.ZodType>(request: Request, schema: T): Promise<z.output<T>> => {
     const length = Number(request.headers.get("content-length") ?? 0);
@@ -450,13 +446,14 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
   };
 
   /** Ends a request once: its controller off the running set, the disconnect listener off, the metrics counted. */
-  const finisher = (controller: AbortController, request: Request, onDisconnect: () => void, endpoint: "completion" | "responses" | "messages") => {
+  const finisher = (controller: AbortController, request: Request, onDisconnect: () => void, endpoint: "completion" | "responses" | "messages", slot: Slot, promptTokens: readonly number[]) => {
     let finished = false;
     return (result: GenerationResult | undefined, status: string) => {
       if (finished) return;
       finished = true;
       running.delete(controller);
       request.signal.removeEventListener("abort", onDisconnect);
+      slots.release(slot, result && [...promptTokens, ...result.tokens]);
       metrics.requestFinished(endpoint, status, result?.usage.completionTokens ?? 0);
     };
   };
@@ -483,7 +480,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     request.signal.addEventListener("abort", onDisconnect);
     const stream = model.generate(prepared.promptTokens, { ...prepared.options, signal: controller.signal });
     metrics.requestStarted(prepared.promptTokens.length);
-    const done = finisher(controller, request, onDisconnect, api.endpoint);
+    const done = finisher(controller, request, onDisconnect, api.endpoint, slots.acquire(undefined, prepared.promptTokens.length), prepared.promptTokens);
     /** Feeds the answer into the builder as it streams: reasoning apart, tool calls taken out. */
     const build = async (builder: Builder): Promise<GenerationResult> => {
       const splitter = prepared.splitReasoning ? new ReasoningSplitter() : undefined;
@@ -901,6 +898,8 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     if (bad !== undefined) throw new RequestError(400, `token id ${bad} is outside the vocabulary (0..${vocabulary - 1})`, "prompt");
     if (promptTokens.length >= contextLength) throw new RequestError(400, `the prompt has ${promptTokens.length} tokens, the context holds ${contextLength}`, "prompt");
     if (body.grammar && body.json_schema) throw new RequestError(400, "give grammar or json_schema, not both", "grammar");
+    const slotId = body.id_slot ?? -1;
+    if (slotId !== -1) slots.slot(slotId);
     const room = contextLength - promptTokens.length;
     const asked = body.n_predict ?? -1;
     const probabilities = body.n_probs ?? 0;
@@ -937,7 +936,8 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       throw error;
     }
     metrics.requestStarted(promptTokens.length);
-    const done = finisher(controller, request, onDisconnect, "completion");
+    const slot = slots.acquire(slotId, promptTokens.length);
+    const done = finisher(controller, request, onDisconnect, "completion", slot, promptTokens);
     const probabilitiesOf = (chunk: GenerationChunk) => ({
       id: chunk.token!,
       token: tokenText(chunk.token!),
@@ -952,7 +952,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       return {
         content: chunks ? result.text : "",
         tokens: body.return_tokens ? [...result.tokens] : [],
-        id_slot: 0,
+        id_slot: slot.id,
         stop: true,
         model: modelId,
         tokens_predicted: result.usage.completionTokens,
@@ -1008,7 +1008,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
                   content: chunk.text,
                   tokens: body.return_tokens && chunk.token !== undefined ? [chunk.token] : [],
                   stop: false,
-                  id_slot: 0,
+                  id_slot: slot.id,
                   ...(probabilities > 0 && chunk.token !== undefined && chunk.logprob !== undefined ? { completion_probabilities: [probabilitiesOf(chunk)] } : {}),
                 }),
               );
@@ -1095,12 +1095,14 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       model.generate(prepared.promptTokens, { ...prepared.options, ...(seed === undefined ? {} : { seed: (seed + index) >>> 0 }), signal: controller.signal }),
     );
     metrics.requestStarted(prepared.promptTokens.length);
+    const slot = slots.acquire(undefined, prepared.promptTokens.length);
     let finished = false;
     const done = (results: readonly GenerationResult[] | undefined, status: string) => {
       if (finished) return;
       finished = true;
       running.delete(controller);
       request.signal.removeEventListener("abort", onDisconnect);
+      slots.release(slot, results && [...prepared.promptTokens, ...results[0]!.tokens]);
       metrics.requestFinished(kind, status, results?.reduce((sum, result) => sum + result.usage.completionTokens, 0) ?? 0);
     };
     // The other choices start once the first has its first token: its prompt is in the prefix
@@ -1323,6 +1325,9 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
           }
           case "GET /props":
             return props();
+          case "GET /slots":
+            if (url.searchParams.get("fail_on_no_slot") === "1" && !slots.anyIdle) throw new RequestError(503, "no slot is idle", null, "unavailable_error");
+            return json(slots.describe());
           case "POST /v1/embeddings":
           case "POST /embeddings":
             return await embeddings(await readBody(request, embeddingRequestSchema), request.signal);
@@ -1340,7 +1345,12 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
             return json({ prompt: templatePrompt(body.messages, body.tools, body.add_generation_prompt ?? true, body.chat_template_kwargs?.enable_thinking ?? true) });
           }
           default:
-            if (["/health", "/metrics", "/props", "/completion", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/infill", "/lora-adapters", "/completions", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/embeddings", "/v1/rerank", "/rerank", "/v1/reranking", "/reranking", "/tokenize", "/detokenize", "/apply-template"].includes(url.pathname)) {
+            if (request.method === "POST" && /^\/slots\/[^/]+$/.test(path)) {
+              const id = Number(path.slice("/slots/".length));
+              const body = request.headers.get("content-length") === "0" || url.searchParams.get("action") === "erase" ? {} : await readBody(request, slotActionSchema);
+              return json(await slots.action(model, id, url.searchParams.get("action"), body));
+            }
+            if (["/health", "/metrics", "/props", "/slots", "/completion", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/infill", "/lora-adapters", "/completions", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/embeddings", "/v1/rerank", "/rerank", "/v1/reranking", "/reranking", "/tokenize", "/detokenize", "/apply-template"].includes(url.pathname)) {
               throw new RequestError(405, `${request.method} is not allowed on ${url.pathname}`);
             }
             throw new RequestError(404, `no route ${request.method} ${url.pathname}`, null, "not_found_error");

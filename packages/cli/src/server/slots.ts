@@ -1,0 +1,117 @@
+/**
+ * llama.cpp server's slots, as memra serve keeps them: `--parallel` slots, one taken by each request
+ * while it runs (the one it names with `id_slot`, else the lowest idle one), each remembering the
+ * tokens of the last request it ran (prompt and completion). GET /slots reports them; POST
+ * /slots/ID?action=save|restore|erase saves a slot's tokens as a KV state file, loads one (into the
+ * prefix cache, where every request whose prompt starts with its tokens reuses them) or forgets them.
+ * The engine batches requests whatever their slot, so a slot is bookkeeping: a busy slot named by a
+ * request does not make it wait.
+ */
+import { basename, join } from "node:path";
+import { KVStateError, type Model } from "@memra/core";
+import { RequestError } from "./request-error";
+
+export interface Slot {
+  readonly id: number;
+  /** Requests running in the slot now. */
+  running: number;
+  /** The latest request's task id (-1: none yet). */
+  task: number;
+  /** The last finished request's prompt and completion tokens (or a restored state's tokens). */
+  tokens: readonly number[];
+  promptTokens: number;
+  decoded: number;
+}
+
+export class ServerSlots {
+  readonly slots: Slot[];
+  private nextTask = 0;
+
+  constructor(
+    count: number,
+    private readonly contextLength: number,
+    /** Where save and restore read and write files (`--slot-save-path`); undefined: they are refused. */
+    private readonly savePath: string | undefined,
+  ) {
+    this.slots = Array.from({ length: count }, (_, id) => ({ id, running: 0, task: -1, tokens: [], promptTokens: 0, decoded: 0 }));
+  }
+
+  /** The slot `id` names (RequestError 400 naming `field` when there is none). */
+  slot(id: number, field = "id_slot"): Slot {
+    const slot = Number.isInteger(id) ? this.slots[id] : undefined;
+    if (!slot) throw new RequestError(400, `${field} ${id}: the server has slots 0 to ${this.slots.length - 1}`, field);
+    return slot;
+  }
+
+  /** A slot for a request starting now: `requested` (-1 or undefined: the lowest idle one, else the least busy). */
+  acquire(requested: number | undefined, promptTokens: number): Slot {
+    const slot =
+      requested !== undefined && requested !== -1 ? this.slot(requested) : this.slots.reduce((best, candidate) => (candidate.running < best.running ? candidate : best));
+    slot.running++;
+    slot.task = this.nextTask++;
+    slot.promptTokens = promptTokens;
+    slot.decoded = 0;
+    return slot;
+  }
+
+  /** The request in `slot` ended; `tokens`: its prompt and completion (kept for save), undefined when it failed. */
+  release(slot: Slot, tokens: readonly number[] | undefined): void {
+    slot.running = Math.max(0, slot.running - 1);
+    if (tokens) {
+      slot.tokens = tokens;
+      slot.decoded = tokens.length - slot.promptTokens;
+    }
+  }
+
+  /** GET /slots: llama.cpp's fields that apply. */
+  describe(): Record<string, unknown>[] {
+    return this.slots.map((slot) => ({
+      id: slot.id,
+      id_task: slot.task,
+      n_ctx: this.contextLength,
+      is_processing: slot.running > 0,
+      n_past: slot.tokens.length,
+      next_token: [{ n_decoded: slot.decoded }],
+    }));
+  }
+
+  /** Whether any slot is idle (GET /slots?fail_on_no_slot=1). */
+  get anyIdle(): boolean {
+    return this.slots.some((slot) => slot.running === 0);
+  }
+
+  /** POST /slots/ID?action=...: save, restore or erase. */
+  async action(model: Model, id: number, action: string | null, body: { readonly filename?: string | undefined }): Promise<Record<string, unknown>> {
+    const slot = this.slot(id, "id_slot");
+    if (action === "erase") {
+      const erased = slot.tokens.length;
+      slot.tokens = [];
+      slot.decoded = 0;
+      return { id_slot: slot.id, n_erased: erased };
+    }
+    if (action !== "save" && action !== "restore") throw new RequestError(400, `action must be save, restore or erase, got ${JSON.stringify(action)}`, "action");
+    if (this.savePath === undefined) throw new RequestError(501, "slot save and restore need memra serve --slot-save-path DIR", "action");
+    const filename = body.filename;
+    if (typeof filename !== "string" || filename === "" || filename !== basename(filename) || filename === "." || filename === "..") {
+      throw new RequestError(400, `filename must be a file name in the slot save path, got ${JSON.stringify(filename)}`, "filename");
+    }
+    const path = join(this.savePath, filename);
+    const started = performance.now();
+    if (action === "save") {
+      if (slot.running > 0) throw new RequestError(409, `slot ${slot.id} is processing a request`, "id_slot");
+      if (slot.tokens.length === 0) throw new RequestError(400, `slot ${slot.id} holds no tokens to save`, "id_slot");
+      const saved = await model.saveState(path, slot.tokens);
+      return { id_slot: slot.id, filename, n_saved: saved.tokens, n_written: saved.bytes, timings: { save_ms: performance.now() - started } };
+    }
+    try {
+      const loaded = model.loadState(path);
+      slot.tokens = loaded.tokens;
+      slot.promptTokens = loaded.tokens.length;
+      slot.decoded = 0;
+      return { id_slot: slot.id, filename, n_restored: loaded.tokens.length, n_read: Bun.file(path).size, timings: { restore_ms: performance.now() - started } };
+    } catch (error) {
+      if (error instanceof KVStateError) throw new RequestError(400, error.message, "filename");
+      throw error;
+    }
+  }
+}
