@@ -1,3 +1,7 @@
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { loadModel } from "@memra/core";
 import { resolveOptions, syntheticLoraFile, syntheticModelFile } from "@memra/synthetic";
 import { describe, expect, it } from "vitest";
 
@@ -26,11 +30,12 @@ async function serve(args: string[]): Promise<{ url: string; stop: () => Promise
 }
 
 describe("memra serve", () => {
-  it("serves under --alias, asks for --api-key, and serves --lora-modules as models", async () => {
+  it("serves under --alias, asks for --api-key, serves --lora-modules as models, and saves slots to --slot-save-path", async () => {
     const options = resolveOptions("tiny", { weightType: "q8_0", tiedEmbeddings: false });
     const model = await syntheticModelFile(options);
     const adapter = await syntheticLoraFile(options, { rank: 4, alpha: 8, seed: 3, strength: 0.5 });
-    const server = await serve(["-m", model, "--alias", "tiny-chat", "--api-key", "k1,k2", "--lora-modules", `sql=${adapter}`, "--parallel", "2", "--ctx", "256"]);
+    const slotDirectory = join(mkdtempSync(join(tmpdir(), "memra-serve-")), "slots"); // created by serve
+    const server = await serve(["-m", model, "--alias", "tiny-chat", "--api-key", "k1,k2", "--lora-modules", `sql=${adapter}`, "--parallel", "2", "--ctx", "256", "--slot-save-path", slotDirectory]);
     try {
       const models = (await (await fetch(`${server.url}/v1/models`)).json()) as { data: { id: string; parent?: string }[] };
       expect(models.data.map((entry) => [entry.id, entry.parent])).toEqual([
@@ -46,6 +51,13 @@ describe("memra serve", () => {
       expect(adapted.model).toBe("sql");
       expect(adapted.choices[0]!.text).not.toBe(base.choices[0]!.text);
       expect(await (await fetch(`${server.url}/lora-adapters`, { headers })).json()).toEqual([{ id: 0, path: adapter, scale: 0 }]);
+      // The slot of the module's request is saved with the module's adapter at scale 1.
+      const saved = await fetch(`${server.url}/slots/0?action=save`, { method: "POST", body: JSON.stringify({ filename: "sql.bin" }), headers });
+      expect(saved.status).toBe(200);
+      const withAdapter = loadModel(model, { lora: [{ path: adapter, scale: 0 }] });
+      expect(withAdapter.loadState(join(slotDirectory, "sql.bin")).lora).toEqual([{ id: 0, scale: 1 }]);
+      withAdapter.dispose();
+      expect(() => loadModel(model).loadState(join(slotDirectory, "sql.bin"))).toThrow(/computed with the LoRA adapter/);
     } finally {
       await server.stop();
     }

@@ -255,7 +255,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
   const running = new Set<AbortController>();
   const created = Math.floor(Date.now() / 1000);
   let nextId = 0;
-  const slots = new ServerSlots(model.engine.maxSequences, contextLength, options.slotSavePath);
+  const slots = new ServerSlots(model, contextLength, options.slotSavePath);
 
   const readBody = async <T extends z.ZodType>(request: Request, schema: T): Promise<z.output<T>> => {
     const length = Number(request.headers.get("content-length") ?? 0);
@@ -480,7 +480,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     request.signal.addEventListener("abort", onDisconnect);
     const stream = model.generate(prepared.promptTokens, { ...prepared.options, signal: controller.signal });
     metrics.requestStarted(prepared.promptTokens.length);
-    const done = finisher(controller, request, onDisconnect, api.endpoint, slots.acquire(undefined, prepared.promptTokens.length), prepared.promptTokens);
+    const done = finisher(controller, request, onDisconnect, api.endpoint, slots.acquire(undefined, prepared.promptTokens.length, prepared.options.lora), prepared.promptTokens);
     /** Feeds the answer into the builder as it streams: reasoning apart, tool calls taken out. */
     const build = async (builder: Builder): Promise<GenerationResult> => {
       const splitter = prepared.splitReasoning ? new ReasoningSplitter() : undefined;
@@ -936,7 +936,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       throw error;
     }
     metrics.requestStarted(promptTokens.length);
-    const slot = slots.acquire(slotId, promptTokens.length);
+    const slot = slots.acquire(slotId, promptTokens.length, options.lora);
     const done = finisher(controller, request, onDisconnect, "completion", slot, promptTokens);
     const probabilitiesOf = (chunk: GenerationChunk) => ({
       id: chunk.token!,
@@ -1095,7 +1095,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       model.generate(prepared.promptTokens, { ...prepared.options, ...(seed === undefined ? {} : { seed: (seed + index) >>> 0 }), signal: controller.signal }),
     );
     metrics.requestStarted(prepared.promptTokens.length);
-    const slot = slots.acquire(undefined, prepared.promptTokens.length);
+    const slot = slots.acquire(undefined, prepared.promptTokens.length, prepared.options.lora);
     let finished = false;
     const done = (results: readonly GenerationResult[] | undefined, status: string) => {
       if (finished) return;
@@ -1348,7 +1348,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
             if (request.method === "POST" && /^\/slots\/[^/]+$/.test(path)) {
               const id = Number(path.slice("/slots/".length));
               const body = request.headers.get("content-length") === "0" || url.searchParams.get("action") === "erase" ? {} : await readBody(request, slotActionSchema);
-              return json(await slots.action(model, id, url.searchParams.get("action"), body));
+              return json(await slots.action(id, url.searchParams.get("action"), body));
             }
             if (["/health", "/metrics", "/props", "/slots", "/completion", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/infill", "/lora-adapters", "/completions", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/embeddings", "/v1/rerank", "/rerank", "/v1/reranking", "/reranking", "/tokenize", "/detokenize", "/apply-template"].includes(url.pathname)) {
               throw new RequestError(405, `${request.method} is not allowed on ${url.pathname}`);

@@ -21,6 +21,8 @@ export interface Slot {
   tokens: readonly number[];
   promptTokens: number;
   decoded: number;
+  /** The LoRA scales the tokens' keys and values were computed with (a save computes them alike). */
+  lora: readonly { readonly id: number; readonly scale: number }[];
 }
 
 export class ServerSlots {
@@ -28,12 +30,12 @@ export class ServerSlots {
   private nextTask = 0;
 
   constructor(
-    count: number,
+    private readonly model: Model,
     private readonly contextLength: number,
     /** Where save and restore read and write files (`--slot-save-path`); undefined: they are refused. */
     private readonly savePath: string | undefined,
   ) {
-    this.slots = Array.from({ length: count }, (_, id) => ({ id, running: 0, task: -1, tokens: [], promptTokens: 0, decoded: 0 }));
+    this.slots = Array.from({ length: model.engine.maxSequences }, (_, id) => ({ id, running: 0, task: -1, tokens: [], promptTokens: 0, decoded: 0, lora: [] }));
   }
 
   /** The slot `id` names (RequestError 400 naming `field` when there is none). */
@@ -43,14 +45,18 @@ export class ServerSlots {
     return slot;
   }
 
-  /** A slot for a request starting now: `requested` (-1 or undefined: the lowest idle one, else the least busy). */
-  acquire(requested: number | undefined, promptTokens: number): Slot {
+  /**
+   * A slot for a request starting now: `requested` (-1 or undefined: the lowest idle one, else the
+   * least busy). `lora`: the request's LoRA scales (undefined: the model's at this moment).
+   */
+  acquire(requested: number | undefined, promptTokens: number, lora?: readonly { readonly id: number; readonly scale: number }[]): Slot {
     const slot =
       requested !== undefined && requested !== -1 ? this.slot(requested) : this.slots.reduce((best, candidate) => (candidate.running < best.running ? candidate : best));
     slot.running++;
     slot.task = this.nextTask++;
     slot.promptTokens = promptTokens;
     slot.decoded = 0;
+    slot.lora = lora ?? this.model.loraAdapters.map(({ id, scale }) => ({ id, scale }));
     return slot;
   }
 
@@ -81,7 +87,8 @@ export class ServerSlots {
   }
 
   /** POST /slots/ID?action=...: save, restore or erase. */
-  async action(model: Model, id: number, action: string | null, body: { readonly filename?: string | undefined }): Promise<Record<string, unknown>> {
+  async action(id: number, action: string | null, body: { readonly filename?: string | undefined }): Promise<Record<string, unknown>> {
+    const model = this.model;
     const slot = this.slot(id, "id_slot");
     if (action === "erase") {
       const erased = slot.tokens.length;
@@ -100,7 +107,7 @@ export class ServerSlots {
     if (action === "save") {
       if (slot.running > 0) throw new RequestError(409, `slot ${slot.id} is processing a request`, "id_slot");
       if (slot.tokens.length === 0) throw new RequestError(400, `slot ${slot.id} holds no tokens to save`, "id_slot");
-      const saved = await model.saveState(path, slot.tokens);
+      const saved = await model.saveState(path, slot.tokens, slot.lora.length > 0 ? { lora: slot.lora } : {});
       return { id_slot: slot.id, filename, n_saved: saved.tokens, n_written: saved.bytes, timings: { save_ms: performance.now() - started } };
     }
     try {
@@ -108,6 +115,7 @@ export class ServerSlots {
       slot.tokens = loaded.tokens;
       slot.promptTokens = loaded.tokens.length;
       slot.decoded = 0;
+      slot.lora = loaded.lora ?? model.loraAdapters.map(({ id }) => ({ id, scale: 0 }));
       return { id_slot: slot.id, filename, n_restored: loaded.tokens.length, n_read: Bun.file(path).size, timings: { restore_ms: performance.now() - started } };
     } catch (error) {
       if (error instanceof KVStateError) throw new RequestError(400, error.message, "filename");
