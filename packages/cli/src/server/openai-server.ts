@@ -36,7 +36,7 @@ import { constraintFromResponseFormat } from "@memra/sampler";
 import { ServerMetrics } from "./server-metrics";
 import { RequestError } from "./request-error";
 import { ServerSlots, type Slot } from "./slots";
-import { ResponseBuilder, type ResponsesRequest, chatBodyOfResponses, responsesRequestSchema } from "./responses-api";
+import { ResponseBuilder, ResponseStore, type ResponsesRequest, chatBodyOfResponses, inputItems, outputAsInput, responsesRequestSchema } from "./responses-api";
 import { MessageBuilder, type MessagesRequest, chatBodyOfMessages, countTokensRequestSchema, messagesRequestSchema } from "./anthropic-api";
 
 /** What answerAs feeds an API's response builder. */
@@ -256,6 +256,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
   const created = Math.floor(Date.now() / 1000);
   let nextId = 0;
   const slots = new ServerSlots(model, contextLength, options.slotSavePath);
+  const responseStore = new ResponseStore();
 
   const readBody = async <T extends z.ZodType>(request: Request, schema: T): Promise<z.output<T>> => {
     const length = Number(request.headers.get("content-length") ?? 0);
@@ -572,7 +573,14 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
    * items, in the order the model writes them; streamed as the API's typed events.
    */
   const responses = async (body: ResponsesRequest, request: Request): Promise<Response> => {
-    const prepared = preparedFrom(chatBodyOfResponses(body), [
+    const previousId = body.previous_response_id ?? undefined;
+    const previous = previousId === undefined ? undefined : responseStore.get(previousId);
+    if (previousId !== undefined && !previous) {
+      throw new RequestError(404, `previous response ${previousId} not found (memra serve keeps the last ${responseStore.capacity} stored responses, in memory)`, "previous_response_id", "not_found_error");
+    }
+    const conversation = [...(previous?.conversation ?? []), ...inputItems(body)];
+    const store = body.store !== false;
+    const prepared = preparedFrom(chatBodyOfResponses(body, previous?.conversation), [
       [/^messages/, "input"],
       [/^response_format/, "text.format"],
       [/^max_tokens/, "max_output_tokens"],
@@ -591,8 +599,8 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       parallel_tool_calls: body.parallel_tool_calls ?? true,
       text: body.text ?? { format: { type: "text" } },
       reasoning: body.reasoning ?? null,
-      previous_response_id: null,
-      store: false,
+      previous_response_id: previousId ?? null,
+      store,
       truncation: "disabled",
       metadata: body.metadata ?? {},
       error: null,
@@ -602,14 +610,17 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     return answerAs(prepared, request, {
       endpoint: "responses",
       builder: (emit) => new ResponseBuilder(base, emit),
-      finish: (builder, result) =>
-        builder.finish(result.finishReason, {
+      finish: (builder, result) => {
+        const response = builder.finish(result.finishReason, {
           input_tokens: result.usage.promptTokens,
           input_tokens_details: { cached_tokens: result.usage.cachedPromptTokens },
           output_tokens: result.usage.completionTokens,
           output_tokens_details: { reasoning_tokens: 0 },
           total_tokens: result.usage.promptTokens + result.usage.completionTokens,
-        }),
+        });
+        if (store) responseStore.put(base.id, response, [...conversation, ...outputAsInput(builder.output)]);
+        return response;
+      },
       error: (message) => ({ type: "error", code: "server_error", message, param: null }),
     });
   };
@@ -1276,7 +1287,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       const url = new URL(request.url);
       try {
         if (request.method === "OPTIONS") {
-          return new Response(null, { headers: { "access-control-allow-origin": "*", "access-control-allow-headers": "*", "access-control-allow-methods": "GET, POST, OPTIONS" } });
+          return new Response(null, { headers: { "access-control-allow-origin": "*", "access-control-allow-headers": "*", "access-control-allow-methods": "GET, POST, DELETE, OPTIONS" } });
         }
         const path = url.pathname.replace(/\/+$/, "");
         if (!authorized(request, path)) {
@@ -1345,6 +1356,14 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
             return json({ prompt: templatePrompt(body.messages, body.tools, body.add_generation_prompt ?? true, body.chat_template_kwargs?.enable_thinking ?? true) });
           }
           default:
+            if (/^\/v1\/responses\/[^/]+$/.test(path) && (request.method === "GET" || request.method === "DELETE")) {
+              const id = decodeURIComponent(path.slice("/v1/responses/".length));
+              const stored = responseStore.get(id);
+              if (!stored) throw new RequestError(404, `response ${id} not found (memra serve keeps the last ${responseStore.capacity} stored responses, in memory)`, "response_id", "not_found_error");
+              if (request.method === "GET") return json(stored.response);
+              responseStore.delete(id);
+              return json({ id, object: "response", deleted: true });
+            }
             if (request.method === "POST" && /^\/slots\/[^/]+$/.test(path)) {
               const id = Number(path.slice("/slots/".length));
               const body = request.headers.get("content-length") === "0" || url.searchParams.get("action") === "erase" ? {} : await readBody(request, slotActionSchema);

@@ -44,7 +44,14 @@ describe("the Responses API over chat completions", () => {
       tools: [{ type: "function", function: { name: "get_weather", parameters: { type: "object" } } }],
     });
     expect(chatBodyOfResponses(responsesRequestSchema.parse({ input: "hi" })).messages).toEqual([{ role: "user", content: "hi" }]);
-    expect(responsesRequestSchema.safeParse({ input: "hi", previous_response_id: "resp_1" }).success).toBe(false);
+    // A stored conversation's items come first, then the input's.
+    const conversation = [{ role: "user" as const, content: "Name a colour" }, { type: "message" as const, role: "assistant" as const, content: "Blue" }];
+    expect(chatBodyOfResponses(responsesRequestSchema.parse({ input: "Another?", instructions: "Be brief." }), conversation).messages).toEqual([
+      { role: "system", content: "Be brief." },
+      { role: "user", content: "Name a colour" },
+      { role: "assistant", content: "Blue" },
+      { role: "user", content: "Another?" },
+    ]);
   });
 
   it("builds reasoning, message and function_call items in the order they come, with the API's events", () => {

@@ -3,8 +3,9 @@
  * chat machinery: a request becomes a chat completion request (its input items become messages,
  * its tools and text format the chat's tools and response_format), and the answer's reasoning,
  * text and tool calls become output items: `reasoning`, `message` (output_text) and
- * `function_call`. Streamed as the API's typed events. Nothing is stored: `previous_response_id`
- * is refused and `store` is ignored.
+ * `function_call`. Streamed as the API's typed events. Responses are kept in memory (`store`,
+ * true by default as OpenAI's) so that a request's `previous_response_id` continues one: its
+ * conversation (the earlier inputs and outputs, not its instructions) comes before the new input.
  */
 import { z } from "zod";
 import type { ChatCompletionRequest, ChatMessageInput } from "./openai-schemas";
@@ -65,10 +66,7 @@ export const responsesRequestSchema = z.object({
     .nullish(),
   /** Qwen3's thinking is off for effort "none" or "minimal", on otherwise. */
   reasoning: z.object({ effort: z.enum(["none", "minimal", "low", "medium", "high"]).nullish(), summary: z.unknown().optional() }).nullish(),
-  previous_response_id: z
-    .string()
-    .nullish()
-    .refine((value) => value === undefined || value === null, "previous_response_id is not supported: memra serve stores no responses; send the whole conversation as input"),
+  previous_response_id: z.string().nullish(),
   store: z.boolean().nullish(),
   seed: z.number().int().nullish(),
   user: z.string().optional(),
@@ -79,11 +77,22 @@ export type ResponsesRequest = z.infer<typeof responsesRequestSchema>;
 
 const partsText = (content: string | readonly { readonly text: string }[]) => (typeof content === "string" ? content : content.map((part) => part.text).join(""));
 
-/** The chat completion request a Responses request asks for (messages from the input items, in order). */
-export function chatBodyOfResponses(body: ResponsesRequest): ChatCompletionRequest {
+/** An input item of a Responses request (a message, a function call, its output, a reasoning item). */
+export type InputItem = Exclude<ResponsesRequest["input"], string>[number];
+
+/** A request's input as items (a text input is one user message). */
+export function inputItems(body: ResponsesRequest): InputItem[] {
+  return typeof body.input === "string" ? [{ role: "user", content: body.input }] : [...body.input];
+}
+
+/**
+ * The chat completion request a Responses request asks for (messages from the input items, in
+ * order): `conversation`, the items before them (a stored response's: see ResponseStore), first.
+ */
+export function chatBodyOfResponses(body: ResponsesRequest, conversation: readonly InputItem[] = []): ChatCompletionRequest {
   const messages: ChatMessageInput[] = [];
   if (body.instructions) messages.push({ role: "system", content: body.instructions });
-  const items = typeof body.input === "string" ? [{ role: "user" as const, content: body.input }] : body.input;
+  const items = [...conversation, ...inputItems(body)];
   for (const item of items) {
     if ("type" in item && item.type === "reasoning") continue;
     if ("type" in item && item.type === "function_call") {
@@ -227,5 +236,38 @@ export class ResponseBuilder {
     const response = this.response(incomplete ? "incomplete" : "completed", { usage, incomplete_details: incomplete ? { reason: "max_output_tokens" } : null });
     this.send(incomplete ? "response.incomplete" : "response.completed", { response });
     return response;
+  }
+}
+
+/** A response's output items as input items of a later request (what a client sends back). */
+export function outputAsInput(output: readonly OutputItem[]): InputItem[] {
+  return output.map((item): InputItem => {
+    if (item.type === "message") return { type: "message", role: "assistant", content: item.content.map((part) => part.text).join("") };
+    if (item.type === "function_call") return { type: "function_call", call_id: item.call_id, name: item.name, arguments: item.arguments };
+    return { type: "reasoning" };
+  });
+}
+
+/**
+ * Responses kept for `previous_response_id` and GET /v1/responses/ID: each with its conversation
+ * (every input and output item up to it), in memory, the oldest forgotten beyond `capacity`.
+ */
+export class ResponseStore {
+  private readonly entries = new Map<string, { readonly response: Record<string, unknown>; readonly conversation: readonly InputItem[] }>();
+
+  constructor(readonly capacity = 1000) {}
+
+  put(id: string, response: Record<string, unknown>, conversation: readonly InputItem[]): void {
+    this.entries.delete(id);
+    this.entries.set(id, { response, conversation });
+    while (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value!);
+  }
+
+  get(id: string): { readonly response: Record<string, unknown>; readonly conversation: readonly InputItem[] } | undefined {
+    return this.entries.get(id);
+  }
+
+  delete(id: string): boolean {
+    return this.entries.delete(id);
   }
 }
