@@ -41,6 +41,11 @@ describe("memra serve with the openai client", () => {
     const models = await client.models.list();
     expect(models.data.map((m) => m.id)).toEqual(["tiny-q8_0.gguf"]);
     expect(await (await fetch(`${server.url}/health`)).json()).toEqual({ status: "ok" });
+    // llama.cpp server's routes without /v1 (and /v1/health) answer as the others do.
+    expect(await (await fetch(`${server.url}/v1/health`)).json()).toEqual({ status: "ok" });
+    expect(((await (await fetch(`${server.url}/models`)).json()) as { data: { id: string }[] }).data.map((m) => m.id)).toEqual(["tiny-q8_0.gguf"]);
+    const unversioned = await fetch(`${server.url}/chat/completions`, { method: "POST", body: JSON.stringify({ messages, max_tokens: 3, temperature: 0 }) });
+    expect(((await unversioned.json()) as { object: string }).object).toBe("chat.completion");
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
     expect(metrics).toMatch(/^memra_kv_blocks_free \d+$/m);
     expect(metrics).toMatch(/^memra_queue_waiting 0$/m);

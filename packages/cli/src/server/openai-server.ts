@@ -1297,10 +1297,12 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
         const route = `${request.method} ${path}`;
         switch (route) {
           case "GET /health":
+          case "GET /v1/health":
             return json({ status: "ok" });
           case "GET /metrics":
             return new Response(metrics.render(), { headers: { "content-type": "text/plain; version=0.0.4" } });
           case "GET /v1/models":
+          case "GET /models":
             return json({
               object: "list",
               data: [
@@ -1309,6 +1311,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
               ],
             });
           case "POST /v1/chat/completions":
+          case "POST /chat/completions":
             return await run("chat", chatRequest(await readBody(request, chatCompletionRequestSchema)), request);
           case "POST /v1/completions":
           case "POST /completions":
@@ -1369,7 +1372,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
               const body = request.headers.get("content-length") === "0" || url.searchParams.get("action") === "erase" ? {} : await readBody(request, slotActionSchema);
               return json(await slots.action(id, url.searchParams.get("action"), body));
             }
-            if (["/health", "/metrics", "/props", "/slots", "/completion", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/infill", "/lora-adapters", "/completions", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/embeddings", "/v1/rerank", "/rerank", "/v1/reranking", "/reranking", "/tokenize", "/detokenize", "/apply-template"].includes(url.pathname)) {
+            if (["/health", "/v1/health", "/models", "/chat/completions", "/metrics", "/props", "/slots", "/completion", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/infill", "/lora-adapters", "/completions", "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/embeddings", "/v1/rerank", "/rerank", "/v1/reranking", "/reranking", "/tokenize", "/detokenize", "/apply-template"].includes(url.pathname)) {
               throw new RequestError(405, `${request.method} is not allowed on ${url.pathname}`);
             }
             throw new RequestError(404, `no route ${request.method} ${url.pathname}`, null, "not_found_error");
