@@ -59,6 +59,18 @@ export function kvRowRange(storage: KVStorage, firstSlot: number, rows: number, 
   return { offset: firstSlot * rowBytes, bytes: rows * rowBytes };
 }
 
+/** readKVRows of a storage held in host memory as `stored` (its rows' bytes, back to back). */
+export function readHostKVRows(storage: KVStorage, stored: Uint8Array, firstSlot: number, rows: number): Uint8Array {
+  const { offset, bytes } = kvRowRange(storage, firstSlot, rows, "readKVRows");
+  return stored.slice(offset, offset + bytes);
+}
+
+/** writeKVRows of a storage held in host memory as `stored`. */
+export function writeHostKVRows(storage: KVStorage, stored: Uint8Array, firstSlot: number, bytes: Uint8Array): void {
+  const { offset } = kvRowRange(storage, firstSlot, kvRowsOf(storage, bytes, "writeKVRows"), "writeKVRows");
+  stored.set(bytes, offset);
+}
+
 /** The rows a writeKVRows of `bytes` stores (whole rows only). */
 export function kvRowsOf(storage: KVStorage, bytes: Uint8Array, op: string): number {
   const rowBytes = kvRowBytes(storage.type, storage.width);

@@ -14,6 +14,8 @@ export {
   kvRowBytes,
   kvRowRange,
   kvRowsOf,
+  readHostKVRows,
+  writeHostKVRows,
 } from "./backend";
 export { type CpuBackendModule, type DefaultBackendOptions, createDefaultBackend } from "./backend-discovery";
 export { ModelTensorError, UnsupportedArchitectureError, UnsupportedOpError, UnsupportedTensorTypeError } from "./errors";

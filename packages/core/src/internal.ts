@@ -10,7 +10,7 @@ export { type PrimeGateResult, primeGate } from "./testing/prime-gate";
 export { resetBackendDiscoveryWarning } from "./backend-discovery";
 export { residentFraction } from "./testing/resident-pages";
 export { type GenerationStep, expectStepsClose, generationSteps } from "./testing/generation-steps";
-export { type KVRowsCheck, kvRowsCheck } from "./testing/kv-rows-check";
+export { type KVRowsCheck, expectKVRowsPortable, kvRowsCheck } from "./testing/kv-rows-check";
 export { ALL_GGML_TYPES, BackendPair, firstDifference, nmse, normals, pagedLayout, tensorInfo, weightBytes } from "./testing/backend-pair";
 export { type EmbeddingGoldenModel, cosineSimilarity, loadEmbeddingGoldens } from "./testing/embedding-goldens";
 export { type RerankGoldenModel, loadRerankGoldens } from "./testing/rerank-goldens";

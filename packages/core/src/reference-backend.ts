@@ -15,8 +15,8 @@ import {
   type KVType,
   type WeightHandle,
   kvRowBytes,
-  kvRowRange,
-  kvRowsOf,
+  readHostKVRows,
+  writeHostKVRows,
 } from "./backend";
 import { activationRoundingFor, q8_1SumCorrections, roundActivations } from "./activation-rounding";
 import { type RopeScaling, scaledRopeAngle } from "./models/rope-scaling";
@@ -284,14 +284,12 @@ export class ReferenceBackend implements Backend {
 
   readKVRows(storage: KVStorage, firstSlot: number, rows: number): Uint8Array {
     const kv = hostKV(storage);
-    const { offset, bytes } = kvRowRange(kv, firstSlot, rows, "readKVRows");
-    return kv.bytes.slice(offset, offset + bytes);
+    return readHostKVRows(kv, kv.bytes, firstSlot, rows);
   }
 
   writeKVRows(storage: KVStorage, firstSlot: number, bytes: Uint8Array): void {
     const kv = hostKV(storage);
-    const { offset } = kvRowRange(kv, firstSlot, kvRowsOf(kv, bytes, "writeKVRows"), "writeKVRows");
-    kv.bytes.set(bytes, offset);
+    writeHostKVRows(kv, kv.bytes, firstSlot, bytes);
   }
 
   /** Per sequence: gathers its visible K/V rows through the block table as f32, then plain causal attention. */

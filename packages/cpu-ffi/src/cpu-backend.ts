@@ -17,8 +17,8 @@ import {
   UnsupportedTensorTypeError,
   type WeightHandle,
   kvRowBytes,
-  kvRowRange,
-  kvRowsOf,
+  readHostKVRows,
+  writeHostKVRows,
 } from "@memra/core";
 import { GGMLType, type GGUFTensorInfo, ggmlTypeName } from "@memra/gguf";
 import { type Pointer, ptr } from "bun:ffi";
@@ -313,14 +313,12 @@ export class CpuBackend implements Backend {
 
   readKVRows(storage: KVStorage, firstSlot: number, rows: number): Uint8Array {
     const kv = asKV(storage);
-    const { offset, bytes } = kvRowRange(kv, firstSlot, rows, "readKVRows");
-    return kv.bytes.slice(offset, offset + bytes);
+    return readHostKVRows(kv, kv.bytes, firstSlot, rows);
   }
 
   writeKVRows(storage: KVStorage, firstSlot: number, bytes: Uint8Array): void {
     const kv = asKV(storage);
-    const { offset } = kvRowRange(kv, firstSlot, kvRowsOf(kv, bytes, "writeKVRows"), "writeKVRows");
-    kv.bytes.set(bytes, offset);
+    writeHostKVRows(kv, kv.bytes, firstSlot, bytes);
   }
 
   attention(out: DeviceBuffer, q: DeviceBuffer, kv: KVLayerView, shape: AttentionShape): void {

@@ -5,8 +5,9 @@
  * storage of the other backend with writeKVRows, and attention over them is run on both. A backend
  * whose rows are not in the contract's layout gives other bytes, or other attention outputs.
  */
+import { expect } from "vitest";
 import type { Backend, KVType } from "../backend";
-import { normals, pagedLayout } from "./backend-pair";
+import { nmse, normals, pagedLayout } from "./backend-pair";
 
 export interface KVRowsCheck {
   /** The rows each backend stored for the same input (slots [first, first + rows)). */
@@ -56,4 +57,18 @@ export function kvRowsCheck(native: Backend, reference: Backend, type: KVType): 
     return backend.read(out);
   };
   return { nativeRows, referenceRows, roundTrip, nativeAttention: attention(native, moved), referenceAttention: attention(reference, referenceStorage) };
+}
+
+/**
+ * The op test of readKVRows / writeKVRows: the native backend stores the reference's bytes, rows
+ * moved between them read back the same, attention over moved rows agrees within `bound` (NMSE),
+ * and a range outside the storage or bytes that are not whole rows are refused.
+ */
+export function expectKVRowsPortable(native: Backend, reference: Backend, type: KVType, bound: number): void {
+  const check = kvRowsCheck(native, reference, type);
+  expect(check.nativeRows).toEqual(check.referenceRows);
+  expect(check.roundTrip).toEqual(check.referenceRows);
+  expect(nmse(check.nativeAttention, check.referenceAttention)).toBeLessThanOrEqual(bound);
+  expect(() => native.readKVRows(native.allocateKV(type, 4, 64), 2, 3)).toThrow(/slots \[2, 5\) outside a KV storage of 4/);
+  expect(() => native.writeKVRows(native.allocateKV(type, 4, 64), 0, new Uint8Array(7))).toThrow(/7 bytes are not whole rows/);
 }
