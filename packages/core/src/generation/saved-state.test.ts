@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { resolveOptions, syntheticLoraFile, syntheticModelFile } from "@memra/synthetic";
+import { mulberry32, resolveOptions, syntheticLoraFile, syntheticModelFile } from "@memra/synthetic";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KVStateError, writeKVStateFile } from "../kv-state";
 import { type LoadModelOptions, type Model, loadModel } from "../load-model";
@@ -181,8 +181,21 @@ describe("saved KV states", () => {
     writeFileSync(damaged, badField);
     expect(() => model.loadState(damaged)).toThrow(/header field kvType/);
     expect(() => model.loadState(join(directory, "missing.state"))).toThrow(/missing\.state: cannot be read/);
-    // Nothing of the damaged files reached the prefix cache.
-    expect(model.engine.pool.cachedBlocks + model.engine.pool.usedBlocks).toBe(0);
+    // Any byte of the header changed: a KVStateError, or a state that still loads (its tokens are checked).
+    const random = mulberry32(17);
+    const headerEnd = 16 + bytes.readUInt32LE(12);
+    for (let trial = 0; trial < 200; trial++) {
+      const mutated = Buffer.from(bytes);
+      mutated[Math.floor(random() * headerEnd)] = Math.floor(random() * 256);
+      writeFileSync(damaged, mutated);
+      try {
+        model.loadState(damaged);
+      } catch (error) {
+        expect(error, `trial ${trial}`).toBeInstanceOf(KVStateError);
+      }
+    }
+    // Of the damaged files, only those that still loaded (tokens changed within the vocabulary) reached the prefix cache.
+    expect(model.engine.pool.usedBlocks).toBe(0);
   }, 60_000);
 
   it("a failed save leaves the file it would replace as it was, and no temporary file", async () => {
