@@ -43,6 +43,11 @@ export const ropeScalingParseOptions = {
 } as const;
 
 /** parseArgs option specs of llama.cpp's LoRA options (the commands that load a model for generation). */
+/** The order of --lora and --lora-scaled among parseArgs's tokens (PlacementValues.loraOrder). */
+export function loraOrderOf(tokens: readonly { readonly kind: string; readonly name?: string }[] | undefined): string[] {
+  return (tokens ?? []).flatMap((token) => (token.kind === "option" && (token.name === "lora" || token.name === "lora-scaled") ? [token.name] : []));
+}
+
 export const loraParseOptions = {
   lora: { type: "string", multiple: true },
   "lora-scaled": { type: "string", multiple: true },
@@ -50,7 +55,7 @@ export const loraParseOptions = {
 } as const;
 
 export const loraOptionHelp = `  --lora FILE              apply a LoRA adapter (llama.cpp's GGUF form); repeat for several
-  --lora-scaled FILE:S     a LoRA adapter at scale S (ids: the --lora adapters in order, then these)
+  --lora-scaled FILE:S     a LoRA adapter at scale S (ids: --lora and --lora-scaled in command-line order)
   --lora-init-without-apply  load the adapters at scale 0 (serve: set scales by POST /lora-adapters or a request's lora)`;
 
 export const ropeScalingOptionHelp = `  --rope-scaling TYPE      none, linear or yarn instead of the GGUF's RoPE scaling (llama.cpp's flag)
@@ -295,16 +300,26 @@ export interface PlacementValues {
   readonly lora?: readonly string[] | undefined;
   readonly "lora-scaled"?: readonly string[] | undefined;
   readonly "lora-init-without-apply"?: boolean | undefined;
+  /** The order --lora and --lora-scaled were given in (loraOrderOf): adapters are numbered in it. */
+  readonly loraOrder?: readonly string[] | undefined;
 }
 
 /** --lora and --lora-scaled as loadModel's lora option (undefined when neither is given). */
 export function parseLoraArguments(values: PlacementValues): LoraAdapterOptions[] | undefined {
-  const adapters: LoraAdapterOptions[] = (values.lora ?? []).map((path) => ({ path }));
+  const plain: LoraAdapterOptions[] = (values.lora ?? []).map((path) => ({ path }));
+  const scaled: LoraAdapterOptions[] = [];
   for (const item of values["lora-scaled"] ?? []) {
     const colon = item.lastIndexOf(":");
     const scale = colon < 0 ? Number.NaN : Number(item.slice(colon + 1));
     if (colon <= 0 || item.slice(colon + 1).trim() === "" || !Number.isFinite(scale)) throw new CliError(`--lora-scaled takes FILE:SCALE, got "${item}"`);
-    adapters.push({ path: item.slice(0, colon), scale });
+    scaled.push({ path: item.slice(0, colon), scale });
+  }
+  // Numbered in command-line order, as llama.cpp numbers them (ids of a request's `lora`).
+  const order = values.loraOrder;
+  let adapters = [...plain, ...scaled];
+  if (order && order.length === adapters.length) {
+    let [next, nextScaled] = [0, 0];
+    adapters = order.map((flag) => (flag === "lora-scaled" ? scaled[nextScaled++]! : plain[next++]!));
   }
   if (values["lora-init-without-apply"]) {
     if (adapters.length === 0) throw new CliError("--lora-init-without-apply needs --lora or --lora-scaled");

@@ -4,7 +4,7 @@ import { backendOptionHelp, describeBackend } from "../backend-choice";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
-import { placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
+import { placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraOrderOf, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
 import { parsePositiveInteger } from "./model-arguments";
 
 export const benchUsage = `usage: memra bench [-m MODEL] [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json]
@@ -75,7 +75,8 @@ function peakRssBytes(): number {
 }
 
 export async function benchCommand(args: string[], io: CliIO): Promise<void> {
-  const { values } = parseArgs({
+  const { values: parsed, tokens } = parseArgs({
+    tokens: true,
     args,
     options: {
       model: { type: "string", short: "m" },
@@ -94,6 +95,7 @@ export async function benchCommand(args: string[], io: CliIO): Promise<void> {
       help: { type: "boolean", short: "h", default: false },
     },
   });
+  const values = { ...parsed, loraOrder: loraOrderOf(tokens) };
   if (values.help) {
     io.stdout(`${benchUsage}\n`);
     return;

@@ -7,7 +7,7 @@ import { backendOptionHelp, parsePlacementDeviceChoice } from "../backend-choice
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
-import { placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
+import { placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraOrderOf, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
 import { loadSpeculative, speculativeOptionHelp, speculativeParseOptions } from "../speculative-arguments";
 import { parsePositiveInteger } from "./model-arguments";
@@ -43,7 +43,8 @@ examples:
   memra chat -m qwen3-0.6b-q8_0.gguf --session trip.state -p "And the day after?"`;
 
 export async function chatCommand(args: string[], io: CliIO): Promise<void> {
-  const { values } = parseArgs({
+  const { values: parsed, tokens } = parseArgs({
+    tokens: true,
     args,
     options: {
       model: { type: "string", short: "m" },
@@ -65,6 +66,7 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
       help: { type: "boolean", short: "h", default: false },
     },
   });
+  const values = { ...parsed, loraOrder: loraOrderOf(tokens) };
   if (values.help) {
     io.stdout(`${chatUsage}\n`);
     return;

@@ -5,7 +5,7 @@ import { backendOptionHelp, parsePlacementDeviceChoice } from "../backend-choice
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
-import { placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
+import { placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraOrderOf, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
 import { loadSpeculative, speculativeOptionHelp, speculativeParseOptions } from "../speculative-arguments";
 import { parsePositiveInteger } from "./model-arguments";
@@ -58,7 +58,8 @@ function parseNumber(value: string | undefined, name: string): number | undefine
 }
 
 export async function generateCommand(args: string[], io: CliIO): Promise<void> {
-  const { values } = parseArgs({
+  const { values: parsed, tokens } = parseArgs({
+    tokens: true,
     args,
     options: {
       model: { type: "string", short: "m" },
@@ -91,6 +92,7 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
       help: { type: "boolean", short: "h", default: false },
     },
   });
+  const values = { ...parsed, loraOrder: loraOrderOf(tokens) };
   if (values.help) {
     io.stdout(`${generateUsage}\n`);
     return;

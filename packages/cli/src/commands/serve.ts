@@ -6,7 +6,7 @@ import { backendOptionHelp, describeBackend, parsePlacementDeviceChoice } from "
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
-import { parseLoraArguments, placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
+import { parseLoraArguments, placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraOrderOf, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
 import { loadSpeculative, speculativeOptionHelp, speculativeParseOptions } from "../speculative-arguments";
 import { startOpenAIServer } from "../server/openai-server";
@@ -53,7 +53,8 @@ examples:
 const KV_TYPES: readonly KVType[] = ["f16", "f32", "q8_0"];
 
 export async function serveCommand(args: string[], io: CliIO): Promise<void> {
-  const { values } = parseArgs({
+  const { values: parsed, tokens } = parseArgs({
+    tokens: true,
     args,
     options: {
       model: { type: "string", short: "m" },
@@ -78,6 +79,7 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
       help: { type: "boolean", short: "h", default: false },
     },
   });
+  const values = { ...parsed, loraOrder: loraOrderOf(tokens) };
   if (values.help) {
     io.stdout(`${serveUsage}\n`);
     return;
