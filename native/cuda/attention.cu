@@ -122,11 +122,14 @@ static int stage_positions_slots(const char * function, memra_cuda * cuda, const
 extern "C" int memra_cuda_qk_norm_rope_kv(memra_cuda * cuda, float * q, int64_t q_length, float * k, int64_t k_length, const float * v, int64_t v_length,
                                           const float * q_weight, const float * k_weight, int64_t weight_length, const int32_t * positions, int64_t rows,
                                           int64_t heads, int64_t kv_heads, int64_t head_dim, float eps, float freq_base, int type, void * keys, void * values,
-                                          int64_t storage_bytes, const int32_t * slots) {
+                                          int64_t storage_bytes, const int32_t * slots, const float * rope) {
     static const char function[] = "memra_cuda_qk_norm_rope_kv";
     CHECK(memra_cuda_enter(function, cuda));
     CHECK(memra_cuda_check_qk_norm_rope(function, q, q_length, k, k_length, q_weight, k_weight, weight_length, positions, rows, heads, kv_heads, head_dim, eps,
                                         freq_base, heads + 2 * kv_heads));
+    float rs[5];
+    CHECK(memra_cuda_check_rope_scaling(function, rope, rs));
+    const rope_scaling scaling = { rs[0], rs[1], rs[2], rs[3], rs[4] };
     if (type == MEMRA_CUDA_TYPE_Q8_0 && head_dim % 32 != 0) {
         FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: head_dim %lld with a q8_0 cache (a head must be whole 32-value blocks)", function, (long long)head_dim);
     }
@@ -146,7 +149,7 @@ extern "C" int memra_cuda_qk_norm_rope_kv(memra_cuda * cuda, float * q, int64_t 
 #define MEMRA_QK_KV(KV)                                                                                                                                   \
     MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, qk_norm_rope_kv_kernel<KV>)(q, k, v, q_weight, k_weight, p, s, (uint8_t *)keys,       \
                                                                                                  (uint8_t *)values, row_bytes, rows, (int)heads, (int)kv_heads, \
-                                                                                                 (int)head_dim, eps, theta_scale)
+                                                                                                 (int)head_dim, eps, theta_scale, scaling)
     if (type == MEMRA_CUDA_TYPE_F32) MEMRA_QK_KV(MEMRA_CUDA_TYPE_F32);
     else if (type == MEMRA_CUDA_TYPE_F16) MEMRA_QK_KV(MEMRA_CUDA_TYPE_F16);
     else MEMRA_QK_KV(MEMRA_CUDA_TYPE_Q8_0);
@@ -400,10 +403,12 @@ extern "C" int memra_cuda_qk_norm_rope_attention_matmul(memra_cuda * cuda, float
                                                         int64_t block_tokens, const int32_t * block_tables, int64_t table_length, const int32_t * sequences,
                                                         int64_t sequence_count, int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim, float scale,
                                                         int weight_type, const void * weight, int64_t weight_bytes, int64_t n_out,
-                                                        const memra_cuda_qk_inputs * qk, const memra_cuda_residual_norm * then) {
+                                                        const memra_cuda_qk_inputs * qk, const memra_cuda_residual_norm * then, const float * rope) {
     static const char function[] = "memra_cuda_qk_norm_rope_attention_matmul";
     CHECK(memra_cuda_enter(function, cuda));
     if (!qk) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: qk is NULL", function);
+    float rs[5];
+    CHECK(memra_cuda_check_rope_scaling(function, rope, rs));
     const float *k = qk->k, *v = qk->v;
     const int64_t k_length = qk->k_length, v_length = qk->v_length;
     const int32_t *positions = qk->positions, *slots = qk->slots;
@@ -443,6 +448,7 @@ extern "C" int memra_cuda_qk_norm_rope_attention_matmul(memra_cuda * cuda, float
     fused.values = (uint8_t *)values;
     fused.eps = qk->eps;
     fused.theta_scale = powf(qk->freq_base, -2.0f / (float)head_dim); /* the host's powf, as memra_cuda_qk_norm_rope_kv */
+    fused.scaling = { rs[0], rs[1], rs[2], rs[3], rs[4] };
     return attention_matmul(function, cuda, projected, projected_length, out, out_length, q, q_length, type, keys, values, storage_bytes, block_tokens,
                             block_tables, table_length, sequences, sequence_count, rows, heads, kv_heads, head_dim, scale, weight_type, weight, weight_bytes,
                             n_out, &fused, then);

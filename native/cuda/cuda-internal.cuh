@@ -132,6 +132,9 @@ int memra_cuda_check_product(const char * function, const char * what, int64_t a
 int memra_cuda_check_qk_norm_rope(const char * function, const float * q, int64_t q_length, const float * k, int64_t k_length, const float * q_weight,
                                   const float * k_weight, int64_t weight_length, const int32_t * positions, int64_t rows, int64_t heads, int64_t kv_heads,
                                   int64_t head_dim, float eps, float freq_base, int64_t warps_per_row);
+/* RoPE scaling given as 5 host floats (freq_scale, ext_factor, magnitude, corr_low, corr_high; NULL:
+ * plain RoPE, { 1, 0, 1, 0, 0 }), checked as memra_cuda_rope_neox_scaled checks them, into out. */
+int memra_cuda_check_rope_scaling(const char * function, const float * values, float out[5]);
 /* Copies `bytes` of host memory into the context's device staging arena (stream-ordered); *device
  * points at the copy, valid for ops queued before the next synchronisation. */
 int memra_cuda_stage(const char * function, memra_cuda * cuda, const void * host, int64_t bytes, const void ** device);

@@ -154,6 +154,17 @@ extern "C" int memra_cuda_add_rms_norm(memra_cuda * cuda, float * out, int64_t o
     return MEMRA_CUDA_OK;
 }
 
+int memra_cuda_check_rope_scaling(const char * function, const float * values, float out[5]) {
+    const float plain[5] = { 1.0f, 0.0f, 1.0f, 0.0f, 0.0f };
+    const float * s = values ? values : plain;
+    if (!(s[0] > 0.0f) || !isfinite(s[0])) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: freq_scale is %g, expected a finite value > 0", function, (double)s[0]);
+    if (!(s[1] >= 0.0f && s[1] <= 1.0f)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: ext_factor is %g, expected 0 to 1", function, (double)s[1]);
+    if (!(s[2] > 0.0f) || !isfinite(s[2])) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: magnitude is %g, expected a finite value > 0", function, (double)s[2]);
+    if (!isfinite(s[3]) || !isfinite(s[4])) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: the correction dims must be finite", function);
+    for (int i = 0; i < 5; i++) out[i] = s[i];
+    return MEMRA_CUDA_OK;
+}
+
 static int rope_checked(const char * function, memra_cuda * cuda, float * x, int64_t x_length, const int32_t * positions, int64_t rows, int64_t heads,
                         int64_t head_dim, float freq_base, rope_scaling scaling) {
     CHECK(memra_cuda_enter(function, cuda));
@@ -162,10 +173,9 @@ static int rope_checked(const char * function, memra_cuda * cuda, float * x, int
     CHECK(memra_cuda_check_size(function, "head_dim", head_dim, 2));
     if (head_dim % 2 != 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: head_dim %lld is odd", function, (long long)head_dim);
     if (!(freq_base > 0.0f)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: freq_base must be positive", function);
-    if (!(scaling.freq_scale > 0.0f) || !isfinite(scaling.freq_scale)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: freq_scale is %g, expected a finite value > 0", function, (double)scaling.freq_scale);
-    if (!(scaling.ext_factor >= 0.0f && scaling.ext_factor <= 1.0f)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: ext_factor is %g, expected 0 to 1", function, (double)scaling.ext_factor);
-    if (!(scaling.magnitude > 0.0f) || !isfinite(scaling.magnitude)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: magnitude is %g, expected a finite value > 0", function, (double)scaling.magnitude);
-    if (!isfinite(scaling.corr_low) || !isfinite(scaling.corr_high)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: the correction dims must be finite", function);
+    const float given[5] = { scaling.freq_scale, scaling.ext_factor, scaling.magnitude, scaling.corr_low, scaling.corr_high };
+    float checked[5];
+    CHECK(memra_cuda_check_rope_scaling(function, given, checked));
     int64_t width = 0, needed = 0;
     CHECK(memra_cuda_check_product(function, "heads * head_dim", heads, head_dim, &width));
     CHECK(memra_cuda_check_product(function, "rows * heads * head_dim", rows, width, &needed));
@@ -224,11 +234,14 @@ int memra_cuda_check_qk_norm_rope(const char * function, const float * q, int64_
 
 extern "C" int memra_cuda_qk_norm_rope(memra_cuda * cuda, float * q, int64_t q_length, float * k, int64_t k_length, const float * q_weight,
                                        const float * k_weight, int64_t weight_length, const int32_t * positions, int64_t rows, int64_t heads,
-                                       int64_t kv_heads, int64_t head_dim, float eps, float freq_base) {
+                                       int64_t kv_heads, int64_t head_dim, float eps, float freq_base, const float * rope) {
     static const char function[] = "memra_cuda_qk_norm_rope";
     CHECK(memra_cuda_enter(function, cuda));
     CHECK(memra_cuda_check_qk_norm_rope(function, q, q_length, k, k_length, q_weight, k_weight, weight_length, positions, rows, heads, kv_heads, head_dim, eps,
                                         freq_base, heads + kv_heads));
+    float s[5];
+    CHECK(memra_cuda_check_rope_scaling(function, rope, s));
+    const rope_scaling scaling = { s[0], s[1], s[2], s[3], s[4] };
     if (rows == 0) return MEMRA_CUDA_OK;
     const float theta_scale = powf(freq_base, -2.0f / (float)head_dim); /* the host's powf, as memra_cuda_rope_neox */
     const void * device_positions = NULL;
@@ -236,7 +249,7 @@ extern "C" int memra_cuda_qk_norm_rope(memra_cuda * cuda, float * q, int64_t q_l
     const int64_t head_rows = rows * (heads + kv_heads);
     const memra_cuda_launch launch = memra_cuda_plan_groups(head_rows * 32); /* 128 threads: 4 warps, one per (row, head) */
     MEMRA_LAUNCH(memra_grid(launch), launch.threads, 0, cuda->stream, qk_norm_rope_kernel)(q, k, q_weight, k_weight, (const int32_t *)device_positions, rows,
-                                                                                           (int)heads, (int)kv_heads, (int)head_dim, eps, theta_scale);
+                                                                                           (int)heads, (int)kv_heads, (int)head_dim, eps, theta_scale, scaling);
     LAUNCH_CHECK(function, "qk_norm_rope_kernel");
     return MEMRA_CUDA_OK;
 }

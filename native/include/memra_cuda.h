@@ -220,10 +220,11 @@ MEMRA_CUDA_API int memra_cuda_rope_neox_scaled(memra_cuda * cuda, float * x, int
 /* Qwen3's per-head RMSNorm of q ([rows, heads, head_dim], weight q_weight) and of k ([rows,
  * kv_heads, head_dim], weight k_weight), then NEOX RoPE of both at `positions` (host, rows), in
  * place, in one launch: the same values as memra_cuda_rms_norm (per head) then
- * memra_cuda_rope_neox. head_dim even and below 256. */
+ * memra_cuda_rope_neox, or with `rope` (5 host floats: freq_scale, ext_factor, magnitude, corr_low,
+ * corr_high; NULL: none) memra_cuda_rope_neox_scaled. head_dim even and below 256. */
 MEMRA_CUDA_API int memra_cuda_qk_norm_rope(memra_cuda * cuda, float * q, int64_t q_length, float * k, int64_t k_length, const float * q_weight,
                                            const float * k_weight, int64_t weight_length, const int32_t * positions, int64_t rows, int64_t heads,
-                                           int64_t kv_heads, int64_t head_dim, float eps, float freq_base);
+                                           int64_t kv_heads, int64_t head_dim, float eps, float freq_base, const float * rope);
 /* memra_cuda_qk_norm_rope, then memra_cuda_kv_write_pair of k and v ([rows, kv_heads, head_dim]) into
  * keys and values (one KV type, storage_bytes each) at `slots` (host, rows), in one launch: the
  * same stored bytes as the three calls. A q8_0 cache needs head_dim a multiple of 32
@@ -231,7 +232,7 @@ MEMRA_CUDA_API int memra_cuda_qk_norm_rope(memra_cuda * cuda, float * q, int64_t
 MEMRA_CUDA_API int memra_cuda_qk_norm_rope_kv(memra_cuda * cuda, float * q, int64_t q_length, float * k, int64_t k_length, const float * v, int64_t v_length,
                                               const float * q_weight, const float * k_weight, int64_t weight_length, const int32_t * positions, int64_t rows,
                                               int64_t heads, int64_t kv_heads, int64_t head_dim, float eps, float freq_base, int type, void * keys,
-                                              void * values, int64_t storage_bytes, const int32_t * slots);
+                                              void * values, int64_t storage_bytes, const int32_t * slots, const float * rope);
 
 /* Stores rows [0, count) of source ([count, width] f32, device) at slots[i] (host) of KV storage of
  * element type `type` (f32 = 0, f16 = 1 round-to-nearest-even, q8_0 = 8 as ggml's quantize_row_q8_0
@@ -343,14 +344,15 @@ typedef struct memra_cuda_qk_inputs {
  * in the attention's launch (and the matmul's). q and k are left as they are (not normed in place).
  * Only for one query row per sequence (rows = sequence_count) and head_dim a multiple of 64 below
  * 256; else MEMRA_CUDA_ERROR_UNSUPPORTED and nothing is done. out must not overlap q, k or v. With
- * `then` (non-NULL), also the residual norm after the projection (memra_cuda_residual_norm). */
+ * `then` (non-NULL), also the residual norm after the projection (memra_cuda_residual_norm). `rope`:
+ * RoPE scaling as memra_cuda_qk_norm_rope takes it. */
 MEMRA_CUDA_API int memra_cuda_qk_norm_rope_attention_matmul(memra_cuda * cuda, float * projected, int64_t projected_length, float * out,
                                                             int64_t out_length, const float * q, int64_t q_length, int type, void * keys,
                                                             void * values, int64_t storage_bytes, int64_t block_tokens, const int32_t * block_tables,
                                                             int64_t table_length, const int32_t * sequences, int64_t sequence_count, int64_t rows,
                                                             int64_t heads, int64_t kv_heads, int64_t head_dim, float scale, int weight_type,
                                                             const void * weight, int64_t weight_bytes, int64_t n_out, const memra_cuda_qk_inputs * qk,
-                                                            const memra_cuda_residual_norm * then);
+                                                            const memra_cuda_residual_norm * then, const float * rope);
 
 /* out = silu(gate) * up over `length` values (out may equal gate or up). */
 MEMRA_CUDA_API int memra_cuda_swiglu(memra_cuda * cuda, float * out, int64_t out_length, const float * gate, int64_t gate_length,

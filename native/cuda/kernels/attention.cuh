@@ -98,7 +98,7 @@ template <int KV>
 __global__ void qk_norm_rope_kv_kernel(float * q, float * k, const float * __restrict__ v, const float * __restrict__ q_weight,
                                        const float * __restrict__ k_weight, const int32_t * __restrict__ positions, const int32_t * __restrict__ slots,
                                        uint8_t * keys, uint8_t * values, int64_t row_bytes, int64_t rows, int heads, int kv_heads, int head_dim, float eps,
-                                       float theta_scale) {
+                                       float theta_scale, rope_scaling scaling) {
     memra_grid_dependencies();
     const int lane = threadIdx.x & 31;
     const int warps = blockDim.x / 32;
@@ -109,13 +109,13 @@ __global__ void qk_norm_rope_kv_kernel(float * q, float * k, const float * __res
         const int64_t row = hr / per_row;
         const int h = (int)(hr % per_row);
         if (h < heads) {
-            norm_rope_head(q + (row * heads + h) * head_dim, q_weight, positions[row], lane, head_dim, eps, theta_scale);
+            norm_rope_head(q + (row * heads + h) * head_dim, q_weight, positions[row], lane, head_dim, eps, theta_scale, scaling);
             continue;
         }
         const bool key = h < heads + kv_heads;
         const int kv_head = key ? h - heads : h - heads - kv_heads;
         const float * source = (key ? k : v) + row * width + (int64_t)kv_head * head_dim;
-        if (key) norm_rope_head(k + row * width + (int64_t)kv_head * head_dim, k_weight, positions[row], lane, head_dim, eps, theta_scale);
+        if (key) norm_rope_head(k + row * width + (int64_t)kv_head * head_dim, k_weight, positions[row], lane, head_dim, eps, theta_scale, scaling);
         uint8_t * target = (key ? keys : values) + (int64_t)slots[row] * row_bytes;
         const int64_t first_chunk = (int64_t)kv_head * head_dim / 32;
         for (int c = 0; c * 32 < head_dim; c++) {
@@ -193,6 +193,7 @@ struct fused_qk_kv {
     uint8_t * keys;
     uint8_t * values;
     float eps, theta_scale;
+    rope_scaling scaling;
 };
 
 /* norm_rope_head on a head held by a warp's registers (lane l: dims l + 32c), head_dim = 32 · CHUNKS
@@ -201,7 +202,7 @@ struct fused_qk_kv {
  * pair's angle the position times theta_scale pair times in f32). */
 template <int CHUNKS>
 __device__ __forceinline__ void norm_rope_lanes(float x[CHUNKS], const float * __restrict__ w, int32_t position, int lane, int head_dim, float eps,
-                                                float theta_scale) {
+                                                float theta_scale, rope_scaling scaling) {
     static_assert(CHUNKS % 2 == 0, "RoPE pairs in one lane");
     double sum = 0.0;
 #pragma unroll
@@ -219,7 +220,8 @@ __device__ __forceinline__ void norm_rope_lanes(float x[CHUNKS], const float * _
     for (int c = 0; c < HALF; c++) { /* pair lane + 32c: its angle continues the chain of pair lane + 32(c − 1) */
         if (c > 0)
             for (int n = 0; n < 32; n++) theta = __fmul_rn(theta, theta_scale);
-        const float cosine = cosf(theta), sine = sinf(theta);
+        const float angle = scaled_rope_angle(scaling, lane + 32 * c, theta); /* the chain itself stays unscaled */
+        const float cosine = __fmul_rn(cosf(angle), scaling.magnitude), sine = __fmul_rn(sinf(angle), scaling.magnitude);
         const float x0 = x[c], x1 = x[c + HALF];
         x[c] = __fsub_rn(__fmul_rn(x0, cosine), __fmul_rn(x1, sine));
         x[c + HALF] = __fadd_rn(__fmul_rn(x0, sine), __fmul_rn(x1, cosine));
@@ -280,7 +282,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
         qv[c] = c * 32 + lane < head_dim ? qr[c * 32 + lane] : 0.0f;
         state.acc[c] = 0.0f;
     }
-    if constexpr (FUSED) norm_rope_lanes<CHUNKS>(qv, fused.q_weight, fused.positions[row], lane, head_dim, fused.eps, fused.theta_scale);
+    if constexpr (FUSED) norm_rope_lanes<CHUNKS>(qv, fused.q_weight, fused.positions[row], lane, head_dim, fused.eps, fused.theta_scale, fused.scaling);
     /* positions in the cache: all of them, or FUSED all but this step's (the last) */
     const int64_t cached = FUSED ? length - 1 : length;
     /* Groups of KEYS consecutive positions, dealt round robin to the warps of every split. */
@@ -333,7 +335,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
                 kn[c] = kr[c * 32 + lane];
                 vn[c] = vr[c * 32 + lane];
             }
-            norm_rope_lanes<CHUNKS>(kn, fused.k_weight, fused.positions[row], lane, head_dim, fused.eps, fused.theta_scale);
+            norm_rope_lanes<CHUNKS>(kn, fused.k_weight, fused.positions[row], lane, head_dim, fused.eps, fused.theta_scale, fused.scaling);
             if (head % (heads / kv_heads) == 0) {
                 /* the KV head's first query head writes them, as qk_norm_rope_kv_kernel would */
                 const int64_t slot = fused.slots[row];

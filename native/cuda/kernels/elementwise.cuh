@@ -120,10 +120,10 @@ static __global__ void rope_neox_kernel(float * x, const int32_t * __restrict__ 
 
 /* One head of Qwen3's QK-norm and RoPE in place, by one warp: the head's RMSNorm exactly as
  * rms_norm_kernel computes it with one warp (width head_dim < 256), then NEOX RoPE exactly as
- * rope_neox_kernel on the normed values. Ends with __syncwarp: the head's values are then visible
- * to the whole warp. */
+ * rope_neox_kernel on the normed values (with `scaling`; the plain one { 1, 0, 1, 0, 0 } changes no
+ * bit). Ends with __syncwarp: the head's values are then visible to the whole warp. */
 __device__ __forceinline__ void norm_rope_head(float * v, const float * __restrict__ w, int32_t position, int lane, int head_dim, float eps,
-                                               float theta_scale) {
+                                               float theta_scale, rope_scaling scaling) {
     double sum = 0.0;
     for (int i = lane; i < head_dim; i += 32) sum += (double)v[i] * (double)v[i];
 #pragma unroll
@@ -136,7 +136,8 @@ __device__ __forceinline__ void norm_rope_head(float * v, const float * __restri
     for (int pair = lane; pair < half; pair += 32) {
         float theta = (float)position;
         for (int n = 0; n < pair; n++) theta = __fmul_rn(theta, theta_scale);
-        const float c = cosf(theta), s = sinf(theta);
+        theta = scaled_rope_angle(scaling, pair, theta);
+        const float c = __fmul_rn(cosf(theta), scaling.magnitude), s = __fmul_rn(sinf(theta), scaling.magnitude);
         const float x0 = v[pair], x1 = v[pair + half];
         v[pair] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
         v[pair + half] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
@@ -148,7 +149,7 @@ __device__ __forceinline__ void norm_rope_head(float * v, const float * __restri
  * (kv_heads), norm_rope_head each. */
 static __global__ void qk_norm_rope_kernel(float * q, float * k, const float * __restrict__ q_weight, const float * __restrict__ k_weight,
                                     const int32_t * __restrict__ positions, int64_t rows, int heads, int kv_heads, int head_dim, float eps,
-                                    float theta_scale) {
+                                    float theta_scale, rope_scaling scaling) {
     memra_grid_dependencies();
     const int lane = threadIdx.x & 31;
     const int warps = blockDim.x / 32;
@@ -158,7 +159,7 @@ static __global__ void qk_norm_rope_kernel(float * q, float * k, const float * _
         const int h = (int)(hr % (heads + kv_heads));
         const bool query = h < heads;
         float * v = query ? q + (row * heads + h) * head_dim : k + (row * kv_heads + (h - heads)) * head_dim;
-        norm_rope_head(v, query ? q_weight : k_weight, positions[row], lane, head_dim, eps, theta_scale);
+        norm_rope_head(v, query ? q_weight : k_weight, positions[row], lane, head_dim, eps, theta_scale, scaling);
     }
 }
 

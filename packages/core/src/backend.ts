@@ -233,14 +233,27 @@ export interface Backend {
   /**
    * Optional: Qwen3's QK-norm and RoPE together, in place, for rows = positions.length: the same as
    * rmsNorm(q, q, qNorm, rows * heads, eps), rmsNorm(k, k, kNorm, rows * kvHeads, eps), then
-   * ropeNeox of q (heads) and of k (kvHeads) at `positions`. A backend may decline a shape by
-   * returning false (then nothing was done).
+   * ropeNeox of q (heads) and of k (kvHeads) at `positions` (with `scaling`, ropeNeoxScaled). A
+   * backend may decline a shape, or a scaling it does not apply, by returning false (then nothing
+   * was done).
    */
-  qkNormRope?(q: DeviceBuffer, k: DeviceBuffer, qNorm: WeightHandle, kNorm: WeightHandle, positions: Int32Array, heads: number, kvHeads: number, headDim: number, eps: number, freqBase: number): boolean;
+  qkNormRope?(
+    q: DeviceBuffer,
+    k: DeviceBuffer,
+    qNorm: WeightHandle,
+    kNorm: WeightHandle,
+    positions: Int32Array,
+    heads: number,
+    kvHeads: number,
+    headDim: number,
+    eps: number,
+    freqBase: number,
+    scaling?: RopeScaling,
+  ): boolean;
   /**
-   * Optional: qkNormRope, then writeKVPair(keys, values, slots, k, v) (slots: one per row), in one
-   * op with the same results. A backend may decline a shape by returning false (then nothing was
-   * done).
+   * Optional: qkNormRope (with `scaling`), then writeKVPair(keys, values, slots, k, v) (slots: one
+   * per row), in one op with the same results. A backend may decline a shape by returning false
+   * (then nothing was done).
    */
   qkNormRopeWriteKV?(
     q: DeviceBuffer,
@@ -257,6 +270,7 @@ export interface Backend {
     keys: KVStorage,
     values: KVStorage,
     slots: Int32Array,
+    scaling?: RopeScaling,
   ): boolean;
   /** KV storage of `rows` slots of `width` values of `type` (zeroed). */
   allocateKV(type: KVType, rows: number, width: number): KVStorage;
@@ -319,7 +333,7 @@ export interface Backend {
   ): boolean | "normed";
   /**
    * Optional: qkNormRopeWriteKV(q, k, v, qNorm, kNorm, positions, shape.heads, shape.kvHeads,
-   * shape.headDim, eps, freqBase, kv.keys, kv.values, slots), then attentionMatmul(projected, out,
+   * shape.headDim, eps, freqBase, kv.keys, kv.values, slots, scaling), then attentionMatmul(projected, out,
    * q, kv, shape, weight), in one op: the same out, projected and K/V storage, but q and k may be
    * left as they were (not normed in place). A backend may decline (returning false: nothing was
    * done), e.g. CUDA where a sequence has several query rows. With `residual`, it may also do that
@@ -341,6 +355,7 @@ export interface Backend {
     shape: AttentionShape,
     weight: WeightHandle,
     residual?: ResidualNorm,
+    scaling?: RopeScaling,
   ): boolean | "normed";
   /** out = silu(gate) * up, elementwise over `length`. */
   swiglu(out: DeviceBuffer, gate: DeviceBuffer, up: DeviceBuffer, length: number): void;

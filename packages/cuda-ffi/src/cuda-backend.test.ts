@@ -22,7 +22,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { type BackendGraph, type KVStorage, ReferenceBackend, resolveRopeScaling } from "@memra/core";
+import { type Backend, type BackendGraph, type DeviceBuffer, type KVStorage, ReferenceBackend, resolveRopeScaling } from "@memra/core";
 import { GGMLType, ggmlTypeName, quantize } from "@memra/gguf";
 import { ALL_GGML_TYPES, BackendPair, firstDifference, expectKVRowsPortable, nmse, normals, pagedLayout, tensorInfo, weightBytes } from "@memra/core/internal";
 import { Candidates, argmax, topK } from "@memra/sampler";
@@ -99,6 +99,9 @@ describe("without a GPU", () => {
 
 // ---- with a GPU ----
 
+/** Qwen3's 128K setting (YaRN, factor 4 over 32,768 tokens) and a linear scaling by 2 (the correction dims of head_dim 128, used at 64 too: any values are a scaling to compare with). */
+const YARN = resolveRopeScaling({ ropeFreqBase: 1e6, contextLength: 32768 }, 128, { type: "yarn", factor: 4, originalContextLength: 32768 })!;
+const LINEAR = resolveRopeScaling({ ropeFreqBase: 1e6, contextLength: 40960 }, 128, { type: "linear", factor: 2 })!;
 const EXACT_ELEMENTWISE_BOUND = 1e-10;
 const VECTOR_MATMUL_BOUND = 1e-12;
 const GEMM_BOUND = 1e-12;
@@ -375,13 +378,16 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     expect(() => backend.addRmsNorm(b, b, backend.allocate(64), w, 1, 1e-6)).toThrow(/out, hidden and delta must not overlap/);
   });
 
-  it("qkNormRope gives the QK-norms and RoPEs one by one bit for bit, within the reference's bound", () => {
+  it("qkNormRope gives the QK-norms and RoPEs one by one bit for bit, within the reference's bound, plain and with YaRN or linear scaling", () => {
     const rows = 3;
     const positions = Int32Array.from([0, 17, 4000]);
-    for (const [heads, kvHeads, headDim] of [
-      [4, 2, 16],
-      [3, 1, 64],
-      [2, 2, 128],
+    for (const [heads, kvHeads, headDim, scaling] of [
+      [4, 2, 16, undefined],
+      [3, 1, 64, undefined],
+      [2, 2, 128, undefined],
+      [3, 1, 64, YARN],
+      [2, 2, 128, YARN],
+      [2, 2, 128, LINEAR],
     ] as const) {
       const weight = (seed: number) => {
         const data = new Uint8Array(normals(headDim, seed, 1).buffer);
@@ -393,25 +399,26 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
       const kValues = normals(rows * kvHeads * headDim, 4, 2);
       const [q, qRef] = pair.buffers(qValues);
       const [k, kRef] = pair.buffers(kValues);
-      expect(backend.qkNormRope(q, k, qNorm, kNorm, positions, heads, kvHeads, headDim, 1e-6, 1e6)).toBe(true);
+      expect(backend.qkNormRope(q, k, qNorm, kNorm, positions, heads, kvHeads, headDim, 1e-6, 1e6, scaling)).toBe(true);
       const [q1, k1] = [backend.allocate(qValues.length), backend.allocate(kValues.length)];
       backend.write(q1, qValues);
       backend.write(k1, kValues);
       backend.rmsNorm(q1, q1, qNorm, rows * heads, 1e-6);
       backend.rmsNorm(k1, k1, kNorm, rows * kvHeads, 1e-6);
-      backend.ropeNeox(q1, positions, heads, headDim, 1e6);
-      backend.ropeNeox(k1, positions, kvHeads, headDim, 1e6);
+      const rope = (target: Backend, x: DeviceBuffer, n: number) => (scaling ? target.ropeNeoxScaled!(x, positions, n, headDim, 1e6, scaling) : target.ropeNeox(x, positions, n, headDim, 1e6));
+      rope(backend, q1, heads);
+      rope(backend, k1, kvHeads);
       for (const [fused, apart, what] of [
         [q, q1, "q"],
         [k, k1, "k"],
       ] as const) {
         const [a, b] = [backend.read(fused), backend.read(apart)];
-        expect(firstDifference(a, b), `${what}, head_dim ${headDim}`).toBe(-1);
+        expect(firstDifference(a, b), `${what}, head_dim ${headDim}, ${scaling ? "scaled" : "plain"}`).toBe(-1);
       }
       pair.reference.rmsNorm(qRef, qRef, qNormRef, rows * heads, 1e-6);
       pair.reference.rmsNorm(kRef, kRef, kNormRef, rows * kvHeads, 1e-6);
-      pair.reference.ropeNeox(qRef, positions, heads, headDim, 1e6);
-      pair.reference.ropeNeox(kRef, positions, kvHeads, headDim, 1e6);
+      rope(pair.reference, qRef, heads);
+      rope(pair.reference, kRef, kvHeads);
       expect(nmse(...pair.read([q, qRef])), `q against the reference, head_dim ${headDim}`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
       expect(nmse(...pair.read([k, kRef])), `k against the reference, head_dim ${headDim}`).toBeLessThanOrEqual(EXACT_ELEMENTWISE_BOUND);
     }
@@ -748,7 +755,7 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     graph.dispose();
   });
 
-  it("qkNormRopeAttentionMatmul gives qkNormRopeWriteKV then attentionMatmul bit for bit (out, projection and cache), one launch fewer", () => {
+  it("qkNormRopeAttentionMatmul gives qkNormRopeWriteKV then attentionMatmul bit for bit (out, projection and cache), one launch fewer, plain and with YaRN scaling", () => {
     const blockTokens = 16;
     const random = mulberry32(3301);
     const bytesOf = (storage: KVStorage) => {
@@ -761,10 +768,11 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     // splits and groups), of 3 sequences, and of 40 (fewer splits); GQA groups of 4, 2 and 1
     const batch = (size: number) => Array.from({ length: size }, (_, i) => [1, 3 + (i % 50)] as const);
     const layouts = [[[1, 0]], [[1, 30]], [[1, 700]], [[1, 7], [1, 100], [1, 63]], batch(40)] as const;
-    for (const [heads, kvHeads, headDim] of [
-      [8, 2, 128],
-      [6, 3, 64],
-      [2, 2, 128],
+    for (const [heads, kvHeads, headDim, scaling] of [
+      [8, 2, 128, undefined],
+      [6, 3, 64, undefined],
+      [2, 2, 128, undefined],
+      [6, 3, 64, YARN],
     ] as const) {
       const [width, kvWidth] = [heads * headDim, kvHeads * headDim];
       const norm = (seed: number) => {
@@ -808,10 +816,10 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
             const v = backend.allocate(rows * kvWidth);
             backend.write(v, normals(rows * kvWidth, seed + 2));
             const [out, outApart, projected, projectedApart] = [width, width, 96, 96].map((n) => backend.allocate(rows * n));
-            const fused = backend.qkNormRopeAttentionMatmul(projected!, out!, q1!, k1!, v, qNorm, kNorm, positions, 1e-6, 1e6, slots, fusedKV, shape, weight);
+            const fused = backend.qkNormRopeAttentionMatmul(projected!, out!, q1!, k1!, v, qNorm, kNorm, positions, 1e-6, 1e6, slots, fusedKV, shape, weight, undefined, scaling);
             const what = `${type} cache, ${heads}/${kvHeads} heads of ${headDim}, ${rows} sequences at ${positions.slice(0, 3).join(", ")}, ${ggmlTypeName(weightType)} O`;
             expect(fused, what).toBe(true);
-            expect(backend.qkNormRopeWriteKV(q2!, k2!, v, qNorm, kNorm, positions, heads, kvHeads, headDim, 1e-6, 1e6, apartKV.keys, apartKV.values, slots)).toBe(true);
+            expect(backend.qkNormRopeWriteKV(q2!, k2!, v, qNorm, kNorm, positions, heads, kvHeads, headDim, 1e-6, 1e6, apartKV.keys, apartKV.values, slots, scaling)).toBe(true);
             backend.attentionMatmul(projectedApart!, outApart!, q2!, apartKV, shape, weight);
             expect(firstDifference(backend.read(out!), backend.read(outApart!)), `${what}: attention`).toBe(-1);
             expect(firstDifference(backend.read(projected!), backend.read(projectedApart!)), `${what}: projection`).toBe(-1);
@@ -895,7 +903,7 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     expect(() => backend.writeKVPair(storage, backend.allocateKV("f16", 16, width), Int32Array.of(16), k, v)).toThrow(/slot 16 \(row 0\) outside the storage's 16 slots/);
   });
 
-  it("qkNormRopeWriteKV gives qkNormRope then writeKVPair bit for bit, for f32, f16 and q8_0 storage", () => {
+  it("qkNormRopeWriteKV gives qkNormRope then writeKVPair bit for bit, for f32, f16 and q8_0 storage, plain and with YaRN scaling", () => {
     const positions = Int32Array.from([0, 17, 4000]);
     const slots = Int32Array.from([5, 0, 9]);
     const bytesOf = (storage: KVStorage) => {
@@ -904,10 +912,11 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
       backend.library.call("memra_cuda_download", backend.contextHandle(), ptr(out), kv.pointer as Pointer, kv.bytes);
       return new Float32Array(out.buffer); // compared bit for bit
     };
-    for (const [heads, kvHeads, headDim] of [
-      [4, 2, 16],
-      [3, 1, 64],
-      [2, 2, 128],
+    for (const [heads, kvHeads, headDim, scaling] of [
+      [4, 2, 16, undefined],
+      [3, 1, 64, undefined],
+      [2, 2, 128, undefined],
+      [3, 1, 64, YARN],
     ] as const) {
       const norm = (seed: number) => {
         const data = new Uint8Array(normals(headDim, seed, 1).buffer);
@@ -926,10 +935,10 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
           return buffer;
         });
         const [keys, values, keysApart, valuesApart] = [0, 1, 2, 3].map(() => backend.allocateKV(type, 16, kvHeads * headDim));
-        const fused = backend.qkNormRopeWriteKV(q1!, k1!, v, qNorm, kNorm, positions, heads, kvHeads, headDim, 1e-6, 1e6, keys!, values!, slots);
+        const fused = backend.qkNormRopeWriteKV(q1!, k1!, v, qNorm, kNorm, positions, heads, kvHeads, headDim, 1e-6, 1e6, keys!, values!, slots, scaling);
         expect(fused, what).toBe(!(type === "q8_0" && headDim % 32 !== 0)); // a q8_0 head must be whole blocks
         if (!fused) continue;
-        backend.qkNormRope(q2!, k2!, qNorm, kNorm, positions, heads, kvHeads, headDim, 1e-6, 1e6);
+        backend.qkNormRope(q2!, k2!, qNorm, kNorm, positions, heads, kvHeads, headDim, 1e-6, 1e6, scaling);
         backend.writeKVPair(keysApart!, valuesApart!, slots, k2!, v);
         expect(firstDifference(backend.read(q1!), backend.read(q2!)), `${what}: q`).toBe(-1);
         expect(firstDifference(backend.read(k1!), backend.read(k2!)), `${what}: k`).toBe(-1);

@@ -667,12 +667,25 @@ export class CudaBackend implements Backend {
     this.library.call("memra_cuda_rope_neox_scaled", this.context(), b.pointer as Pointer, b.length, this.hostPointer(positions), positions.length, heads, headDim, freqBase, freqScale, extFactor, magnitude, low, high);
   }
 
-  qkNormRope(q: DeviceBuffer, k: DeviceBuffer, qNorm: WeightHandle, kNorm: WeightHandle, positions: Int32Array, heads: number, kvHeads: number, headDim: number, eps: number, freqBase: number): boolean {
+  qkNormRope(
+    q: DeviceBuffer,
+    k: DeviceBuffer,
+    qNorm: WeightHandle,
+    kNorm: WeightHandle,
+    positions: Int32Array,
+    heads: number,
+    kvHeads: number,
+    headDim: number,
+    eps: number,
+    freqBase: number,
+    scaling?: RopeScaling,
+  ): boolean {
     if (headDim >= 256 || headDim % 2 !== 0) return false; // one warp per head: the ops one by one
     const [qWeight, kWeight] = this.qkNormWeights("qkNormRope", qNorm, kNorm, headDim);
     if (positions.length === 0) return true;
     const qb = asBuffer(q);
     const kb = asBuffer(k);
+    const rope = ropeScalingValues(scaling);
     this.library.call(
       "memra_cuda_qk_norm_rope",
       this.context(),
@@ -690,6 +703,7 @@ export class CudaBackend implements Backend {
       headDim,
       eps,
       freqBase,
+      rope && ptr(rope),
     );
     return true;
   }
@@ -717,6 +731,7 @@ export class CudaBackend implements Backend {
     keys: KVStorage,
     values: KVStorage,
     slots: Int32Array,
+    scaling?: RopeScaling,
   ): boolean {
     const kk = asKV(keys);
     const vv = asKV(values);
@@ -728,6 +743,7 @@ export class CudaBackend implements Backend {
     const qb = asBuffer(q);
     const kb = asBuffer(k);
     const vb = asBuffer(v);
+    const rope = ropeScalingValues(scaling);
     this.library.call(
       "memra_cuda_qk_norm_rope_kv",
       this.context(),
@@ -752,6 +768,7 @@ export class CudaBackend implements Backend {
       vv.pointer as Pointer,
       kk.bytes,
       this.hostPointer(slots),
+      rope && ptr(rope),
     );
     return true;
   }
@@ -900,6 +917,7 @@ export class CudaBackend implements Backend {
     shape: AttentionShape,
     weight: WeightHandle,
     residual?: ResidualNorm,
+    scaling?: RopeScaling,
   ): boolean | "normed" {
     const op = "qkNormRopeAttentionMatmul";
     if (!this.fusedAttention || shape.headDim % 64 !== 0 || shape.headDim >= 256 || kv.sequences.length / 4 !== shape.rows || shape.rows === 0) return false;
@@ -919,7 +937,8 @@ export class CudaBackend implements Backend {
     qk.setFloat32(72, eps, true);
     qk.setFloat32(76, freqBase, true);
     const then = this.residualArgument(residual, w, shape.rows);
-    // memra_cuda_attention_matmul's arguments, then the K/V side and the residual norm
+    const rope = ropeScalingValues(scaling);
+    // memra_cuda_attention_matmul's arguments, then the K/V side, the residual norm and the RoPE scaling
     this.library.call(
       "memra_cuda_qk_norm_rope_attention_matmul",
       this.context(),
@@ -932,6 +951,7 @@ export class CudaBackend implements Backend {
       w.shape[1] ?? 1,
       ptr(qk),
       then,
+      rope && ptr(rope),
     );
     return then === null ? true : "normed";
   }
@@ -1164,6 +1184,11 @@ export class CudaBackend implements Backend {
 function asBuffer(buffer: DeviceBuffer): CudaBuffer {
   if (!(buffer instanceof CudaBuffer)) throw new TypeError("the buffer was not allocated by a CudaBackend");
   return buffer;
+}
+
+/** RoPE scaling as the fused QK-norm ops take it: 5 host floats (freq_scale, ext_factor, magnitude, corr_low, corr_high), or null for plain RoPE. */
+function ropeScalingValues(scaling: RopeScaling | undefined): Float32Array | null {
+  return scaling ? Float32Array.of(scaling.freqScale, scaling.extFactor, scaling.magnitude, scaling.low, scaling.high) : null;
 }
 
 function asKV(storage: KVStorage): CudaKVStorage {

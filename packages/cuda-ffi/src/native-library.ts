@@ -78,11 +78,12 @@ export const MEMRA_CUDA_SYMBOLS = {
   // (cuda, x, x_length, positions, rows, heads, head_dim, freq_base)
   memra_cuda_rope_neox: { args: [ptr, ptr, i64, ptr, i64, i64, i64, f32], returns: i32 },
   memra_cuda_rope_neox_scaled: { args: [ptr, ptr, i64, ptr, i64, i64, i64, f32, f32, f32, f32, f32, f32], returns: i32 },
-  // (cuda, q, q_length, k, k_length, q_weight, k_weight, weight_length, positions, rows, heads, kv_heads, head_dim, eps, freq_base)
-  memra_cuda_qk_norm_rope: { args: [ptr, ptr, i64, ptr, i64, ptr, ptr, i64, ptr, i64, i64, i64, i64, f32, f32], returns: i32 },
+  // (cuda, q, q_length, k, k_length, q_weight, k_weight, weight_length, positions, rows, heads, kv_heads, head_dim, eps, freq_base,
+  //  rope: 5 floats of RoPE scaling or null)
+  memra_cuda_qk_norm_rope: { args: [ptr, ptr, i64, ptr, i64, ptr, ptr, i64, ptr, i64, i64, i64, i64, f32, f32, ptr], returns: i32 },
   // (cuda, q, q_length, k, k_length, v, v_length, q_weight, k_weight, weight_length, positions, rows, heads, kv_heads, head_dim, eps, freq_base,
-  //  type, keys, values, storage_bytes, slots)
-  memra_cuda_qk_norm_rope_kv: { args: [ptr, ptr, i64, ptr, i64, ptr, i64, ptr, ptr, i64, ptr, i64, i64, i64, i64, f32, f32, i32, ptr, ptr, i64, ptr], returns: i32 },
+  //  type, keys, values, storage_bytes, slots, rope: 5 floats of RoPE scaling or null)
+  memra_cuda_qk_norm_rope_kv: { args: [ptr, ptr, i64, ptr, i64, ptr, i64, ptr, ptr, i64, ptr, i64, i64, i64, i64, f32, f32, i32, ptr, ptr, i64, ptr, ptr], returns: i32 },
   // (cuda, type, keys, values, storage_bytes, width, slots, count, k, k_length, v, v_length)
   memra_cuda_kv_write_pair: { args: [ptr, i32, ptr, ptr, i64, i64, ptr, i64, ptr, i64, ptr, i64], returns: i32 },
   // (cuda, type, storage, storage_bytes, width, slots, count, source, source_length)
@@ -98,9 +99,9 @@ export const MEMRA_CUDA_SYMBOLS = {
   },
   // (cuda, projected, projected_length, out, out_length, q, q_length, type, keys, values, storage_bytes, block_tokens, block_tables, table_length,
   //  sequences, sequence_count, rows, heads, kv_heads, head_dim, scale, weight_type, weight, weight_bytes, n_out, qk: memra_cuda_qk_inputs,
-  //  then: memra_cuda_residual_norm or null)
+  //  then: memra_cuda_residual_norm or null, rope: 5 floats of RoPE scaling or null)
   memra_cuda_qk_norm_rope_attention_matmul: {
-    args: [ptr, ptr, i64, ptr, i64, ptr, i64, i32, ptr, ptr, i64, i64, ptr, i64, ptr, i64, i64, i64, i64, i64, f32, i32, ptr, i64, i64, ptr, ptr],
+    args: [ptr, ptr, i64, ptr, i64, ptr, i64, i32, ptr, ptr, i64, i64, ptr, i64, ptr, i64, i64, i64, i64, i64, f32, i32, ptr, i64, i64, ptr, ptr, ptr],
     returns: i32,
   },
   // (cuda, type, rows, n_in, n_out) → 1 or 0, not a status

@@ -274,15 +274,6 @@ function attentionBlock(
   const [keys, values] = [storage.keys[layer]!, storage.values[layer]!];
   const kv = { keys, values, blockTokens: storage.blockTokens, blockTables: layout.blockTables, sequences: layout.sequences };
   const shape = { rows, heads: d.heads, kvHeads: d.kvHeads, headDim: d.headDim, scale: 1 / Math.sqrt(d.headDim) };
-  if (d.ropeScaling) {
-    // Scaled RoPE: the backend's fused QK-norm + RoPE ops rotate without scaling, so not them.
-    backend.rmsNorm(s.query, s.query, w.attn_q_norm, rows * d.heads, d.eps);
-    backend.rmsNorm(s.key, s.key, w.attn_k_norm, rows * d.kvHeads, d.eps);
-    backend.ropeNeoxScaled!(s.query, positions, d.heads, d.headDim, d.ropeFreqBase, d.ropeScaling);
-    backend.ropeNeoxScaled!(s.key, positions, d.kvHeads, d.headDim, d.ropeFreqBase, d.ropeScaling);
-    writeKeysAndValues(backend, keys, values, layout.slots, s.key, s.value);
-    return attendAndProject(backend, s, w, kv, shape, rows, residual, lora, layer);
-  }
   // The whole block in one op where the backend takes it (CUDA: a decode step, in the attention kernel).
   const together = lora ? undefined : backend.qkNormRopeAttentionMatmul?.(
     s.projected,
@@ -300,17 +291,24 @@ function attentionBlock(
     shape,
     w.attn_output,
     residual,
+    d.ropeScaling,
   );
   if (together) return together === "normed";
   // QK-norm: RMSNorm over each head's headDim values, before RoPE; then this step's K and V into
   // the cache. In one op where the backend has it, else in as few as it has.
-  const normRopeWrite = backend.qkNormRopeWriteKV?.(s.query, s.key, s.value, w.attn_q_norm, w.attn_k_norm, positions, d.heads, d.kvHeads, d.headDim, d.eps, d.ropeFreqBase, keys, values, layout.slots);
+  // With RoPE scaling (YaRN, linear) the fused ops take it too; a backend that does not apply it declines them.
+  const normRopeWrite = backend.qkNormRopeWriteKV?.(s.query, s.key, s.value, w.attn_q_norm, w.attn_k_norm, positions, d.heads, d.kvHeads, d.headDim, d.eps, d.ropeFreqBase, keys, values, layout.slots, d.ropeScaling);
   if (!normRopeWrite) {
-    if (!backend.qkNormRope?.(s.query, s.key, w.attn_q_norm, w.attn_k_norm, positions, d.heads, d.kvHeads, d.headDim, d.eps, d.ropeFreqBase)) {
+    if (!backend.qkNormRope?.(s.query, s.key, w.attn_q_norm, w.attn_k_norm, positions, d.heads, d.kvHeads, d.headDim, d.eps, d.ropeFreqBase, d.ropeScaling)) {
       backend.rmsNorm(s.query, s.query, w.attn_q_norm, rows * d.heads, d.eps);
       backend.rmsNorm(s.key, s.key, w.attn_k_norm, rows * d.kvHeads, d.eps);
-      backend.ropeNeox(s.query, positions, d.heads, d.headDim, d.ropeFreqBase);
-      backend.ropeNeox(s.key, positions, d.kvHeads, d.headDim, d.ropeFreqBase);
+      if (d.ropeScaling) {
+        backend.ropeNeoxScaled!(s.query, positions, d.heads, d.headDim, d.ropeFreqBase, d.ropeScaling);
+        backend.ropeNeoxScaled!(s.key, positions, d.kvHeads, d.headDim, d.ropeFreqBase, d.ropeScaling);
+      } else {
+        backend.ropeNeox(s.query, positions, d.heads, d.headDim, d.ropeFreqBase);
+        backend.ropeNeox(s.key, positions, d.kvHeads, d.headDim, d.ropeFreqBase);
+      }
     }
     writeKeysAndValues(backend, keys, values, layout.slots, s.key, s.value);
   }
