@@ -19,7 +19,7 @@ import {
   writeHostKVRows,
 } from "./backend";
 import { activationRoundingFor, q8_1SumCorrections, roundActivations } from "./activation-rounding";
-import { type RopeScaling, scaledRopeAngle } from "./models/rope-scaling";
+import { type RopeScaling, rotateNeox } from "./models/rope-scaling";
 import { UnsupportedTensorTypeError } from "./errors";
 import { HostTopK } from "./top-candidates";
 
@@ -219,44 +219,13 @@ export class ReferenceBackend implements Backend {
   }
 
   ropeNeox(x: DeviceBuffer, positions: Int32Array, heads: number, headDim: number, freqBase: number): void {
-    this.rotate(x, positions, heads, headDim, freqBase, undefined);
+    rotateNeox(host(x), positions, heads, headDim, freqBase, undefined);
   }
 
   ropeNeoxScaled(x: DeviceBuffer, positions: Int32Array, heads: number, headDim: number, freqBase: number, scaling: RopeScaling): void {
-    this.rotate(x, positions, heads, headDim, freqBase, scaling);
+    rotateNeox(host(x), positions, heads, headDim, freqBase, scaling);
   }
 
-  private rotate(x: DeviceBuffer, positions: Int32Array, heads: number, headDim: number, freqBase: number, scaling: RopeScaling | undefined): void {
-    const data = host(x);
-    const half = headDim / 2;
-    // ggml computes theta_scale = freq_base^(-2/n_dims) in f32 and walks theta by multiplication.
-    const thetaScale = Math.fround(freqBase ** (-2 / headDim));
-    const cos = new Float64Array(half);
-    const sin = new Float64Array(half);
-    for (let r = 0; r < positions.length; r++) {
-      let theta = Math.fround(positions[r]!);
-      for (let i = 0; i < half; i++) {
-        if (scaling) {
-          const angle = scaledRopeAngle(scaling, i, theta);
-          cos[i] = Math.fround(Math.fround(Math.cos(angle)) * scaling.magnitude);
-          sin[i] = Math.fround(Math.fround(Math.sin(angle)) * scaling.magnitude);
-        } else {
-          cos[i] = Math.fround(Math.cos(theta));
-          sin[i] = Math.fround(Math.sin(theta));
-        }
-        theta = Math.fround(theta * thetaScale);
-      }
-      for (let h = 0; h < heads; h++) {
-        const base = (r * heads + h) * headDim;
-        for (let i = 0; i < half; i++) {
-          const x0 = data[base + i]!;
-          const x1 = data[base + i + half]!;
-          data[base + i] = x0 * cos[i]! - x1 * sin[i]!;
-          data[base + i + half] = x0 * sin[i]! + x1 * cos[i]!;
-        }
-      }
-    }
-  }
 
   allocateKV(type: KVType, rows: number, width: number): KVStorage {
     if (!Number.isInteger(rows) || rows < 0) throw new RangeError(`KV rows must be a non-negative integer, got ${rows}`);

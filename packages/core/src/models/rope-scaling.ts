@@ -96,3 +96,42 @@ export function scaledRopeAngle(scaling: RopeScaling, pair: number, angle: numbe
   const mix = f32(ramp(scaling.low, scaling.high, pair) * scaling.extFactor);
   return f32(f32(interpolated * f32(1 - mix)) + f32(angle * mix));
 }
+
+/**
+ * NEOX RoPE of rows of `heads` heads of `headDim` values, in place, as ggml's CPU rope computes it
+ * (theta_scale = freq_base^(-2/n_dims) in f32, theta walked by multiplication, cos and sin in f32):
+ * row r at position positions[r], with `scaling` when given. Rows of one position share cos and sin.
+ */
+export function rotateNeox(data: Float32Array, positions: Int32Array, heads: number, headDim: number, freqBase: number, scaling: RopeScaling | undefined): void {
+  const half = headDim / 2;
+  const thetaScale = f32(freqBase ** (-2 / headDim));
+  const cos = new Float64Array(half);
+  const sin = new Float64Array(half);
+  let previous: number | undefined;
+  for (let r = 0; r < positions.length; r++) {
+    if (positions[r] !== previous) {
+      previous = positions[r]!;
+      let theta = f32(previous);
+      for (let i = 0; i < half; i++) {
+        if (scaling) {
+          const angle = scaledRopeAngle(scaling, i, theta);
+          cos[i] = f32(f32(Math.cos(angle)) * scaling.magnitude);
+          sin[i] = f32(f32(Math.sin(angle)) * scaling.magnitude);
+        } else {
+          cos[i] = f32(Math.cos(theta));
+          sin[i] = f32(Math.sin(theta));
+        }
+        theta = f32(theta * thetaScale);
+      }
+    }
+    for (let h = 0; h < heads; h++) {
+      const base = (r * heads + h) * headDim;
+      for (let i = 0; i < half; i++) {
+        const x0 = data[base + i]!;
+        const x1 = data[base + i + half]!;
+        data[base + i] = x0 * cos[i]! - x1 * sin[i]!;
+        data[base + i + half] = x0 * sin[i]! + x1 * cos[i]!;
+      }
+    }
+  }
+}
