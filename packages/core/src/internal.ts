@@ -5,6 +5,7 @@
  * exactly the same checks.
  */
 export { type GoldenComparison, type GoldenModelFile, type GoldenPrompt, compareWithGolden } from "./conformance/golden-comparison";
+export { type ContextShiftSuiteBackend, defineContextShiftSuite, loadContextShiftGoldens, replayContextShift } from "./conformance/context-shift-golden";
 export { MARGIN_BOUND, PROBABILITY_BOUNDS, type GoldenSuiteBackend, defineGoldenSuite, loadGoldenSuite } from "./conformance/golden-suite";
 export { type PrimeGateResult, primeGate } from "./testing/prime-gate";
 export { resetBackendDiscoveryWarning } from "./backend-discovery";

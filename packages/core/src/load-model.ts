@@ -247,7 +247,10 @@ export class Model {
     const resolved = isMessages ? parseOptions(chatOptionsSchema, options) : parseOptions(generateOptionsSchema, options);
     const tools = isMessages ? toolTurn(resolved as ResolvedChatOptions) : undefined;
     const promptTokens = this.promptTokens(prompt, resolved.special, tools?.enableThinking ?? true, tools?.tools);
-    const sequence = this.engine.createSequence(Math.min(this.contextLength, promptTokens.length + resolved.maxTokens), this.sequenceOptions(resolved.lora));
+    // A context that shifts is the model's or the KV pool's, whichever is smaller (llama.cpp's n_ctx).
+    if (resolved.contextTokens !== undefined && resolved.contextTokens > this.contextLength) throw new InvalidOptionError("contextTokens", `contextTokens (${resolved.contextTokens}) exceeds the model's context length (${this.contextLength})`);
+    const context = resolved.contextTokens ?? (resolved.contextShift === false ? this.contextLength : Math.min(this.contextLength, this.engine.pool.blocks * this.engine.pool.blockTokens));
+    const sequence = this.engine.createSequence(Math.min(context, promptTokens.length + resolved.maxTokens), this.sequenceOptions(resolved.lora));
     const stream = generateTokens({ model: this, promptTokens, sequence, cachedTokens: 0, options: withToolGrammar(resolved, tools), onFinish: () => sequence.release() });
     return { stream, tools };
   }

@@ -100,6 +100,100 @@ describe("KVBlockPool", () => {
   });
 });
 
+describe("PagedKVCache.shift (context shift)", () => {
+  const backend = new ReferenceBackend();
+  const width = 32;
+  const pool = (blocks: number) => new KVBlockPool(backend, { layers: 2, kvWidth: width, blocks, blockTokens: 4, type: "f32" });
+  /** Appends `count` tokens whose key rows hold 1000 * layer + token and value rows the negation. */
+  const append = (cache: ReturnType<KVBlockPool["createSequence"]>, ids: number[]) => {
+    const slots = cache.prepare(ids.length);
+    for (let layer = 0; layer < 2; layer++) {
+      ids.forEach((id, i) => {
+        backend.writeKVRows(cache.pool.keys[layer]!, slots[i]!, new Uint8Array(new Float32Array(width).fill(1000 * layer + id).buffer));
+        backend.writeKVRows(cache.pool.values[layer]!, slots[i]!, new Uint8Array(new Float32Array(width).fill(-(1000 * layer + id)).buffer));
+      });
+    }
+    cache.advance(Int32Array.from(ids));
+  };
+  /** The first value of each row of a layer's keys (or values) of the sequence, in position order. */
+  const rows = (cache: ReturnType<KVBlockPool["createSequence"]>, layer: number, values = false) =>
+    Array.from({ length: cache.length }, (_, position) => {
+      const slot = cache.blockTable[Math.floor(position / 4)]! * 4 + (position % 4);
+      const bytes = backend.readKVRows((values ? cache.pool.values : cache.pool.keys)[layer]!, slot, 1);
+      return new Float32Array(bytes.slice().buffer)[0]!;
+    });
+  const plusDelta = (calls: number[]) => (_layer: number, bytes: Uint8Array, delta: number) => {
+    calls.push(delta);
+    const keys = new Float32Array(bytes.slice().buffer).map((value) => value + 0.5 * delta);
+    return new Uint8Array(keys.buffer);
+  };
+  const ids = (from: number, count: number) => Array.from({ length: count }, (_, i) => from + i);
+
+  it("forgets [keep, keep + discard), moves the rest down with their keys transformed, and frees the blocks left over", () => {
+    const p = pool(8);
+    const cache = p.createSequence(32);
+    append(cache, ids(1, 14)); // 4 blocks
+    const calls: number[] = [];
+    cache.shift(3, 6, plusDelta(calls));
+    expect(calls).toEqual([-6, -6]); // the moved keys of each layer, once
+    expect(cache.length).toBe(8);
+    expect(cache.storedTokens).toEqual([1, 2, 3, 10, 11, 12, 13, 14]);
+    expect(cache.blockTable).toHaveLength(2);
+    expect(p.usedBlocks).toBe(2);
+    expect(rows(cache, 1)).toEqual([1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011]); // moved keys + 0.5 × -6
+    expect(rows(cache, 1, true)).toEqual([-1001, -1002, -1003, -1010, -1011, -1012, -1013, -1014]); // values as they were
+    // The sequence goes on after the shift.
+    append(cache, ids(20, 3));
+    expect(rows(cache, 0, true).slice(-4)).toEqual([-14, -20, -21, -22]);
+    expect(() => cache.shift(9, 3, plusDelta([]))).toThrow(/cannot discard tokens 9 to 12 of a cache holding 11/);
+    expect(() => cache.shift(0, 0, plusDelta([]))).toThrow(/discard must be a positive integer/);
+    expect(() => cache.shift(-1, 2, plusDelta([]))).toThrow(/keep must be a non-negative integer/);
+  });
+
+  it("with rewriteKept passes the kept keys through the transform at delta 0", () => {
+    const cache = pool(8).createSequence(32);
+    append(cache, ids(1, 10));
+    const calls: number[] = [];
+    cache.shift(2, 5, plusDelta(calls), { rewriteKept: true });
+    expect(calls).toEqual([0, -5, 0, -5]);
+    expect(rows(cache, 0)).toEqual([1, 2, 8 - 2.5, 9 - 2.5, 10 - 2.5]);
+  });
+
+  it("copies blocks it shares before writing them, and no longer registers the blocks it rewrote for prefix reuse", () => {
+    const p = pool(10);
+    const a = p.createSequence(40);
+    append(a, ids(1, 12)); // 3 full blocks, registered
+    const b = a.fork();
+    a.shift(5, 2, plusDelta([]));
+    // Block 0 holds only kept tokens and stays shared; the blocks written are a's own copies.
+    expect(a.blockTable[0]).toBe(b.blockTable[0]);
+    expect(a.blockTable[1]).not.toBe(b.blockTable[1]);
+    expect(rows(b, 0)).toEqual(ids(1, 12));
+    expect(rows(b, 0, true)).toEqual(ids(1, 12).map((id) => -id));
+    expect(rows(a, 0)).toEqual([1, 2, 3, 4, 5, 8 - 1, 9 - 1, 10 - 1, 11 - 1, 12 - 1]);
+    // Only the untouched first block is found by a's tokens; blocks a fills later are not registered either.
+    append(a, ids(30, 6));
+    const found = p.retainCachedPrefix([...a.storedTokens]);
+    expect(found).toEqual([a.blockTable[0]]);
+    for (const block of found) p.release(block);
+    // b's blocks still hold the original prefix.
+    const original = p.retainCachedPrefix(ids(1, 12));
+    expect(original).toEqual(b.blockTable);
+    for (const block of original) p.release(block);
+  });
+
+  it("fails without changing anything when the copies of shared blocks do not fit in the pool", () => {
+    const p = pool(3);
+    const a = p.createSequence(12);
+    append(a, ids(1, 12));
+    const b = a.fork();
+    expect(() => a.shift(1, 2, plusDelta([]))).toThrow(KVBlocksExhaustedError);
+    expect(a.length).toBe(12);
+    expect(rows(a, 1)).toEqual(ids(1001, 12));
+    expect(a.blockTable).toEqual(b.blockTable);
+  });
+});
+
 describe("paged attention in the model", () => {
   let model: Model;
   beforeAll(async () => {

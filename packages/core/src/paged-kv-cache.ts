@@ -290,6 +290,8 @@ export class PagedKVCache implements KVCache {
   private readonly tokens: number[] = [];
   /** Prefix key of each full block, in order. */
   private readonly keys: bigint[] = [];
+  /** Full blocks from this one on are not registered for prefix reuse (their rows were shifted: see shift). */
+  private unkeyedFrom = Number.POSITIVE_INFINITY;
   private stored = 0;
   private disposed = false;
 
@@ -407,7 +409,84 @@ export class PagedKVCache implements KVCache {
     while (this.table.length > keep) this.pool.release(this.table.pop()!);
     this.tokens.length = length;
     this.keys.length = Math.min(this.keys.length, Math.floor(length / blockTokens));
+    if (length === 0) this.unkeyedFrom = Number.POSITIVE_INFINITY;
     this.stored = length;
+  }
+
+  /**
+   * Context shift (llama.cpp's llama_memory_seq_rm of [keep, keep + discard) then seq_add of -discard
+   * to the positions after it): forgets tokens [keep, keep + discard) and moves the rows after them
+   * `discard` slots down. `rotateKeys(layer, rows, delta)` gives a layer's key rows (stored form,
+   * back to back) as they must be stored after their position changed by `delta`: the caller
+   * re-applies RoPE, which the cache knows nothing of; values move as they are. With
+   * `rewriteKept`, the kept rows' keys also go through it, with delta 0 (llama.cpp's K shift
+   * rotates every cell, and with YaRN a rotation by 0 scales). The blocks written are copied first
+   * when shared. From the first block written on, the sequence's blocks are no longer registered
+   * for prefix reuse: their rows were computed with tokens the sequence no longer holds. A
+   * KVBlocksExhaustedError (nothing changed) when the shared blocks' copies do not fit in the pool.
+   */
+  shift(keep: number, discard: number, rotateKeys: (layer: number, rows: Uint8Array, delta: number) => Uint8Array, options: { readonly rewriteKept?: boolean } = {}): void {
+    if (this.disposed) throw new Error("the KV cache was disposed");
+    if (!Number.isInteger(keep) || keep < 0) throw new RangeError(`keep must be a non-negative integer, got ${keep}`);
+    if (!Number.isInteger(discard) || discard < 1) throw new RangeError(`discard must be a positive integer, got ${discard}`);
+    if (keep + discard > this.stored) throw new RangeError(`cannot discard tokens ${keep} to ${keep + discard} of a cache holding ${this.stored}`);
+    const pool = this.pool;
+    const blockTokens = pool.blockTokens;
+    const length = this.stored - discard;
+    const moved = length - keep;
+    const kept = options.rewriteKept ? keep : 0; // rows [0, kept) are rewritten in place
+    const firstWritten = Math.floor((kept > 0 ? 0 : keep) / blockTokens);
+    const written = this.table.slice(firstWritten, moved > 0 || kept > 0 ? Math.ceil(length / blockTokens) : firstWritten);
+    const shared = written.filter((block) => pool.referenceCount(block) > 1).length;
+    if (shared > pool.freeBlocks) throw new KVBlocksExhaustedError(shared, pool.freeBlocks);
+    for (const [i, held] of written.entries()) {
+      if (pool.referenceCount(held) > 1) {
+        const copy = pool.allocateBlock();
+        pool.copyBlock(copy, held);
+        pool.release(held);
+        this.table[firstWritten + i] = copy;
+      } else {
+        pool.forgetKey(held);
+      }
+    }
+    for (let layer = 0; layer < pool.layers; layer++) {
+      const backend = pool.layerBackends[layer]!;
+      const keys = pool.keys[layer]!;
+      if (kept > 0) this.writeRows(backend, keys, 0, rotateKeys(layer, this.readRows(backend, keys, 0, kept), 0));
+      if (moved === 0) continue;
+      this.writeRows(backend, keys, keep, rotateKeys(layer, this.readRows(backend, keys, keep + discard, moved), -discard));
+      this.writeRows(backend, pool.values[layer]!, keep, this.readRows(backend, pool.values[layer]!, keep + discard, moved));
+    }
+    while (this.table.length > Math.ceil(length / blockTokens)) pool.release(this.table.pop()!);
+    this.tokens.splice(keep, discard);
+    this.keys.length = Math.min(this.keys.length, firstWritten);
+    this.unkeyedFrom = Math.min(this.unkeyedFrom, firstWritten);
+    this.stored = length;
+  }
+
+  /** Rows [from, from + count) of one of a layer's storages, in readKVRows's form, back to back. */
+  private readRows(backend: Backend, storage: KVStorage, from: number, count: number): Uint8Array {
+    const rowBytes = kvRowBytes(this.pool.type, this.pool.kvWidth);
+    const bytes = new Uint8Array(count * rowBytes);
+    this.forEachRun(from, count, (slot, offset, rows) => bytes.set(backend.readKVRows(storage, slot, rows), offset * rowBytes));
+    return bytes;
+  }
+
+  /** Stores rows (readKVRows's form) at positions from, from + 1, ... of one of a layer's storages. */
+  private writeRows(backend: Backend, storage: KVStorage, from: number, bytes: Uint8Array): void {
+    const rowBytes = kvRowBytes(this.pool.type, this.pool.kvWidth);
+    this.forEachRun(from, bytes.byteLength / rowBytes, (slot, offset, rows) => backend.writeKVRows(storage, slot, bytes.subarray(offset * rowBytes, (offset + rows) * rowBytes)));
+  }
+
+  /** Positions [from, from + count) as runs within one block: (first slot, index of the run's first row, rows). */
+  private forEachRun(from: number, count: number, run: (slot: number, offset: number, rows: number) => void): void {
+    const blockTokens = this.pool.blockTokens;
+    for (let offset = 0; offset < count; ) {
+      const position = from + offset;
+      const rows = Math.min(count - offset, blockTokens - (position % blockTokens));
+      run(this.table[Math.floor(position / blockTokens)]! * blockTokens + (position % blockTokens), offset, rows);
+      offset += rows;
+    }
   }
 
   /** A sequence sharing every block of this one (copy-on-write when either writes into a shared block). */
@@ -421,6 +500,7 @@ export class PagedKVCache implements KVCache {
     }
     copy.tokens.push(...this.tokens);
     copy.keys.push(...this.keys);
+    copy.unkeyedFrom = this.unkeyedFrom;
     copy.stored = this.stored;
     return copy;
   }
@@ -443,7 +523,7 @@ export class PagedKVCache implements KVCache {
 
   private registerFullBlocks(): void {
     const blockTokens = this.pool.blockTokens;
-    const full = Math.floor(this.stored / blockTokens);
+    const full = Math.min(Math.floor(this.stored / blockTokens), this.unkeyedFrom);
     for (let block = this.keys.length; block < full; block++) {
       const parent = block === 0 ? this.rootKey : this.keys[block - 1]!;
       const key = blockKey(parent, this.tokens.slice(block * blockTokens, (block + 1) * blockTokens));

@@ -79,6 +79,8 @@ export class EngineSequence {
   work: Work | undefined;
   /** Tokens found in the prefix cache when the sequence was admitted. */
   reusedTokens = 0;
+  /** Tokens discarded by context shifts (see shift). */
+  shiftedTokens = 0;
   admittedAt = 0;
   released = false;
   /** The logits every evaluation of this sequence resolves with (see evaluate). */
@@ -194,6 +196,28 @@ export class EngineSequence {
     this.tokens.length = length;
     if (this.cache && this.cache.length > length) this.cache.trim(length);
     this.reusedTokens = 0;
+  }
+
+  /**
+   * Context shift (llama.cpp's --context-shift: llama_memory_seq_rm of [keep, keep + discard), then
+   * seq_add of -discard to the positions after): forgets tokens [keep, keep + discard) and moves the
+   * later ones down, their cached keys rotated to their new positions (Transformer.shiftCache), so
+   * that the sequence can go on past its capacity without evaluating the kept tokens again. As in
+   * llama.cpp, the kept tokens' keys and values stay those computed while the discarded tokens
+   * were before them. Tokens the cache does not hold (a preempted sequence's) are evaluated again
+   * at their new positions when the sequence next runs: their values then come from the kept tokens alone.
+   */
+  shift(keep: number, discard: number): void {
+    if (this.work) throw new Error("cannot shift a sequence while it is being evaluated");
+    if (this.released) throw new Error("the sequence was released");
+    if (!Number.isInteger(keep) || keep < 0) throw new RangeError(`keep must be a non-negative integer, got ${keep}`);
+    if (!Number.isInteger(discard) || discard < 1) throw new RangeError(`discard must be a positive integer, got ${discard}`);
+    if (keep + discard > this.tokens.length) throw new RangeError(`cannot discard tokens ${keep} to ${keep + discard} of a sequence of ${this.tokens.length}`);
+    const cache = this.cache;
+    if (cache && cache.length >= keep + discard) this.engine.transformer.shiftCache(cache, keep, discard);
+    else if (cache && cache.length > keep) cache.trim(keep);
+    this.tokens.splice(keep, discard);
+    this.shiftedTokens += discard;
   }
 
   /** Releases the sequence's blocks (full ones stay in the prefix cache) and leaves the engine. */

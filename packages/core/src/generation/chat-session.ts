@@ -119,6 +119,8 @@ export class ChatSession {
     const resolved = parseOptions(chatOptionsSchema, options);
     // The session's cache holds keys and values computed with its scales.
     if (resolved.lora !== undefined) throw new InvalidOptionError("lora", "lora: a chat session's LoRA scales are set when it is created (ChatSessionOptions.lora)");
+    if (resolved.contextTokens !== undefined) throw new InvalidOptionError("contextTokens", "contextTokens: a chat session's context is set when it is created (ChatSessionOptions.contextLength)");
+    if (resolved.contextShift !== false) throw new InvalidOptionError("contextShift", "contextShift: a chat session leaves its oldest turns out instead (ChatSessionOptions.contextOverflow)");
     const tools = toolTurn(resolved);
     const tokenizer = this.model.tokenizer;
     const promptTokens = this.promptOf({ role: "user", content }, resolved.maxTokens, (messages) =>

@@ -33,7 +33,8 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
   const { model, promptTokens, sequence, options } = request;
   if (promptTokens.length === 0) throw new RangeError("the prompt has no tokens");
   if (request.cachedTokens >= promptTokens.length) throw new RangeError("at least the last prompt token must be evaluated");
-  if (promptTokens.length + options.maxTokens > sequence.capacity) {
+  const shift = contextShiftOf(options, promptTokens.length, sequence.capacity);
+  if (!shift && promptTokens.length + options.maxTokens > sequence.capacity) {
     throw new RangeError(`prompt (${promptTokens.length} tokens) + maxTokens (${options.maxTokens}) exceeds the context of ${sequence.capacity} tokens`);
   }
 
@@ -110,8 +111,11 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
   if (outside !== undefined) throw new InvalidOptionError("prediction", `prediction: token id ${outside} is outside the vocabulary (0..${model.vocabularySize - 1})`);
   const drafter = createDrafter(model, options.speculative, sequence.capacity, options.prefillChunkTokens, prediction && { tokens: prediction, promptLength: promptTokens.length });
   const draftTokens = options.speculative?.tokens ?? DEFAULT_PREDICTION_DRAFT;
+  if (shift && drafter) throw new InvalidOptionError("contextShift", "contextShift cannot be combined with speculative decoding or a prediction");
   let drafted = 0;
   let accepted = 0;
+  let shifts = 0;
+  let discardedTokens = 0;
   // Draft tokens per step, adapted to how many the model keeps (HF transformers' heuristic for
   // assisted generation): 2 more after a step that kept all, 1 fewer after one that did not.
   let draftBudget = draftTokens;
@@ -128,6 +132,7 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
       finishReason,
       seed: sampler.seed,
       ...(stopString === undefined ? {} : { stop: stopString }),
+      ...(shifts > 0 ? { contextShift: { shifts, discardedTokens } } : {}),
       usage: { promptTokens: promptTokens.length, completionTokens: generated.length, cachedPromptTokens: request.cachedTokens + reused() },
       ...(drafter ? { speculative: { drafted, accepted } } : {}),
       timings: {
@@ -273,6 +278,13 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
         draftBudget = row === drafts.length ? Math.min(draftTokens, draftBudget + 2) : Math.max(1, draftBudget - 1);
         sequence.rewind(history.length - 1);
       }
+      // The context would fill with this token: shift it (llama.cpp's n_past + 1 >= n_ctx).
+      if (shift && sequence.tokens.length + 1 >= sequence.capacity) {
+        const discard = shift.discard ?? Math.floor((sequence.tokens.length - shift.keep) / 2);
+        sequence.shift(shift.keep, discard);
+        shifts++;
+        discardedTokens += discard;
+      }
       if (await evaluateNext(token)) {
         finishReason = "abort";
         break;
@@ -344,6 +356,26 @@ export function generateTokens(request: GenerationRequest): GenerationStream {
     },
   };
   return stream;
+}
+
+/**
+ * The context shift a generation does, with `keep` resolved (-1: the prompt; at most the prompt),
+ * or undefined without one or when the generation fits in the context. A shift happens when the
+ * sequence holds capacity - 1 tokens; it must leave at least one token to discard.
+ */
+function contextShiftOf(options: ResolvedGenerateOptions, promptLength: number, capacity: number): { keep: number; discard: number | undefined } | undefined {
+  const option = options.contextShift;
+  if (option === false || promptLength + options.maxTokens <= capacity) return undefined;
+  const given = option === true ? { keep: 0, discard: undefined } : option;
+  const keep = given.keep < 0 ? promptLength : Math.min(given.keep, promptLength);
+  if (promptLength >= capacity) throw new RangeError(`the prompt (${promptLength} tokens) leaves no room to generate in a context of ${capacity} tokens`);
+  const left = capacity - 1 - keep; // tokens after `keep` when the context shifts
+  const discard = given.discard ?? Math.floor(left / 2);
+  if (discard < 1 || discard > left) {
+    const why = given.discard === undefined ? "half of them is none" : `fewer than discard (${discard})`;
+    throw new InvalidOptionError("contextShift", `contextShift: keeping ${keep} tokens of a ${capacity}-token context leaves ${left} after them when it shifts, ${why}`);
+  }
+  return { keep, discard: given.discard };
 }
 
 /** A step's logprob and top logprobs from the whole logits. */

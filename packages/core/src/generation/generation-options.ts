@@ -108,6 +108,31 @@ export const generateOptionsSchema = samplingOptionsSchema.extend({
   lora: loraOptionSchema.optional(),
   /** Prompt tokens per forward step during prefill (abort is checked between steps). Default 64. */
   prefillChunkTokens: z.number().int().positive("prefillChunkTokens must be at least 1").default(64),
+  /**
+   * Context shift (llama.cpp's --context-shift): when the context fills, generation goes on instead
+   * of being refused: the first `keep` tokens stay (-1: the whole prompt; at most the prompt), the
+   * `discard` after them (default: half of those after `keep`) are forgotten, and the rest move
+   * down, their cached keys rotated to their new positions (EngineSequence.shift). The context is
+   * the model's, or the engine's KV pool (loadModel's kvCacheTokens, the CLI's --ctx) when smaller.
+   * As in llama.cpp, the context is shifted when the next token would fill it, and the tokens kept
+   * keep the keys and values computed while the discarded ones were before them. `true`: keep 0.
+   * Not with speculative decoding or a prediction.
+   */
+  /**
+   * The context of this generation (llama.cpp's per-slot n_ctx): the most tokens its sequence holds,
+   * prompt and output. At most the model's context length. Default: the model's context length,
+   * with `contextShift` the smaller of it and the engine's KV pool.
+   */
+  contextTokens: z.number().int("contextTokens must be an integer").min(2, "contextTokens must be at least 2").optional(),
+  contextShift: z
+    .union([
+      z.boolean(),
+      z.strictObject({
+        keep: z.number().int("contextShift.keep must be an integer").min(-1, "contextShift.keep must be -1 (the prompt) or more").default(0),
+        discard: z.number().int("contextShift.discard must be an integer").positive("contextShift.discard must be at least 1").optional(),
+      }),
+    ])
+    .default(false),
 });
 
 export type GenerateOptions = z.input<typeof generateOptionsSchema>;

@@ -35,6 +35,8 @@ export interface GenerationResult {
   readonly stop?: string;
   readonly usage: { readonly promptTokens: number; readonly completionTokens: number; readonly cachedPromptTokens: number };
   readonly timings: GenerationTimings;
+  /** With the `contextShift` option, when the context filled: the shifts done and the tokens they discarded. */
+  readonly contextShift?: { readonly shifts: number; readonly discardedTokens: number };
   /** With the `speculative` option: draft tokens proposed, and those the model's picks agreed with (kept without a step of their own). */
   readonly speculative?: { readonly drafted: number; readonly accepted: number };
   /** With a `schema` or `grammar` option: the parsed value (zod's output, the JSON, or the grammar's text). */

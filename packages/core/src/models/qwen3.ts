@@ -7,9 +7,11 @@
 import type { GGUFFile, Qwen3Config, Qwen3MoeConfig } from "@memra/gguf";
 import { argmax } from "@memra/sampler";
 import { type AttentionShape, type Backend, type BackendGraph, type DeviceBuffer, type KVLayerView, type KVStorage, type ResidualNorm, TOP_K_ROWS_MAX, type WeightHandle } from "../backend";
-import { type RopeScaling, type RopeScalingOptions, resolveRopeScaling } from "./rope-scaling";
+import { type RopeScaling, type RopeScalingOptions, resolveRopeScaling, rotateNeox } from "./rope-scaling";
 import { UnsupportedOpError } from "../errors";
 import type { KVCache } from "../kv-cache";
+import { convertKVRows } from "../kv-state";
+import type { PagedKVCache } from "../paged-kv-cache";
 import type { BackendPlacement } from "../placement/backend-placement";
 import { transferBetweenBackends } from "../placement/transfer-between-backends";
 import { logSumExp } from "../evaluation";
@@ -702,6 +704,27 @@ export class Transformer {
     if (!this.decodeSteps) return;
     for (const step of this.decodeSteps.values()) step.graph?.dispose();
     this.decodeSteps.clear();
+  }
+
+  /**
+   * Context shift of a sequence's cache (see PagedKVCache.shift): forgets tokens [keep, keep +
+   * discard) and moves the later rows down, their keys rotated by -discard positions as llama.cpp's
+   * K shift does (ggml_rope_ext of the stored keys by each cell's position delta, through f32 and
+   * back where they are stored as f16 or q8_0). With YaRN, that rope also scales every key by the
+   * scaling's magnitude once more, the kept ones too (a rotation by 0), as llama.cpp's does for
+   * Qwen3: its shift passes the context's attn_factor to ggml's YaRN rope, which multiplies it by
+   * the magnitude. The rows go through the host.
+   */
+  shiftCache(cache: PagedKVCache, keep: number, discard: number): void {
+    const d = this.dimensions;
+    const type = cache.pool.type;
+    const rotate = (_layer: number, rows: Uint8Array, delta: number): Uint8Array => {
+      const stored = convertKVRows(rows, type, "f32", d.kvWidth);
+      const keys = new Float32Array(stored.buffer, stored.byteOffset, stored.byteLength / 4);
+      rotateNeox(keys, new Int32Array(keys.length / d.kvWidth).fill(delta), d.kvHeads, d.headDim, d.ropeFreqBase, d.ropeScaling);
+      return convertKVRows(stored, "f32", type, d.kvWidth);
+    };
+    cache.shift(keep, discard, rotate, { rewriteKept: (d.ropeScaling?.magnitude ?? 1) !== 1 });
   }
 
   /** Most tokens one forward step (one batch) can hold. */
