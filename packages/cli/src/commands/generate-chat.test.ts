@@ -164,6 +164,25 @@ describe("memra generate", () => {
     expect(run(["generate", "-m", model, "-p", "x", "--prompt-cache-ro"]).stderr).toMatch(/--prompt-cache-all and --prompt-cache-ro need --prompt-cache FILE/);
   });
 
+  it("--context-shift generates past --ctx as the library's contextShift does; --keep needs it", async () => {
+    const prompt = "Once upon a time, in a land far away, there lived";
+    const args = ["generate", "-m", model, "-p", prompt, "-n", "70", "--ctx", "48", "--temp", "0", "--ignore-eos", "--json", "--quiet"];
+    const shifted = run([...args, "--context-shift", "--keep", "4"]);
+    expect(shifted.stderr).toBe("");
+    const parsed = JSON.parse(shifted.stdout);
+    const library = loadModel(model, { kvCacheTokens: 48 });
+    const expected = await library.complete(prompt, { temperature: 0, maxTokens: 70, ignoreEos: true, contextShift: { keep: 4 } });
+    library.dispose();
+    expect(expected.contextShift!.shifts).toBeGreaterThanOrEqual(2);
+    expect(parsed.tokens).toEqual(expected.tokens);
+    expect(parsed.tokens).toHaveLength(70);
+    expect(parsed.context_shift).toEqual({ shifts: expected.contextShift!.shifts, discarded_tokens: expected.contextShift!.discardedTokens });
+    expect(run(args.filter((arg) => arg !== "--json")).code).toBe(1); // without it, -n 70 does not fit a 48-token context
+    const keepAlone = run([...args, "--keep", "4"]);
+    expect([keepAlone.code, keepAlone.stderr]).toEqual([1, expect.stringContaining("--keep needs --context-shift")]);
+    expect(run([...args, "--context-shift", "--keep", "-2"]).stderr).toContain('--keep must be -1 (the whole prompt) or a number of tokens, got "-2"');
+  });
+
   it("works without -m, saying on stderr which model it uses", () => {
     const result = run(["generate", "-p", "Hello", "-n", "4", "--temp", "0"]);
     expect(result.code).toBe(0);

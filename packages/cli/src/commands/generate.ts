@@ -34,6 +34,9 @@ options:
   -t, --threads N         threads of the native CPU backend (default: one per processor)
 ${backendOptionHelp}
   --ctx N                 tokens of KV cache (default: the model's context length, at most 8192)
+  --context-shift         generate past the context: when it fills, half of the tokens after --keep are
+                          discarded and generation goes on (llama.cpp's); -n may then exceed --ctx
+  --keep N                with --context-shift: the prompt tokens always kept (default 0; -1: all)
 ${placementOptionHelp}
 ${ropeScalingOptionHelp}
 ${loraOptionHelp}
@@ -60,7 +63,7 @@ function parseNumber(value: string | undefined, name: string): number | undefine
 export async function generateCommand(args: string[], io: CliIO): Promise<void> {
   const { values: parsed, tokens } = parseArgs({
     tokens: true,
-    args,
+    args: joinNegativeKeep(args),
     options: {
       model: { type: "string", short: "m" },
       prompt: { type: "string", short: "p" },
@@ -79,6 +82,8 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
       threads: { type: "string", short: "t" },
       device: { type: "string" },
       ctx: { type: "string" },
+      "context-shift": { type: "boolean", default: false },
+      keep: { type: "string" },
       ...placementParseOptions,
       ...ropeScalingParseOptions,
       ...loraParseOptions,
@@ -105,6 +110,8 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
   if (promptCache === undefined && (values["prompt-cache-all"] || values["prompt-cache-ro"])) throw new CliError("--prompt-cache-all and --prompt-cache-ro need --prompt-cache FILE");
   if (values["prompt-cache-all"] && values["prompt-cache-ro"]) throw new CliError("give --prompt-cache-all or --prompt-cache-ro, not both");
   parsePlacementDeviceChoice(values.device);
+  const contextShift = parseContextShift(values["context-shift"], values.keep);
+  if (contextShift && (values["model-draft"] !== undefined || values.lookup)) throw new CliError("--context-shift cannot be combined with speculative decoding (--model-draft, --lookup)");
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
   const constraint = readConstraint(values["json-schema"], values.grammar);
   const path = values.model ?? (await defaultModelPath(io, values.quiet));
@@ -136,6 +143,7 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
     ignoreEos: values["ignore-eos"] || undefined,
     special: !values["no-special"],
     speculative: speculation.speculative,
+    contextShift,
     ...constraint,
   };
   const defined = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
@@ -176,6 +184,7 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
           seed: result.seed,
           timings: { prefill_tps: result.timings.prefillTokensPerSecond, decode_tps: result.timings.decodeTokensPerSecond },
           ...(result.speculative ? { speculative: { drafted: result.speculative.drafted, accepted: result.speculative.accepted } } : {}),
+          ...(result.contextShift ? { context_shift: { shifts: result.contextShift.shifts, discarded_tokens: result.contextShift.discardedTokens } } : {}),
         })}\n`,
       );
     } else {
@@ -188,6 +197,7 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
             ` at ${t.prefillTokensPerSecond.toFixed(1)} t/s, ` +
             `${result.usage.completionTokens} generated at ${t.decodeTokensPerSecond.toFixed(1)} t/s` +
             (result.speculative ? `; ${result.speculative.accepted} of ${result.speculative.drafted} draft tokens accepted` : "") +
+            (result.contextShift ? `; context shifted ${result.contextShift.shifts} time${result.contextShift.shifts === 1 ? "" : "s"} (${result.contextShift.discardedTokens} tokens discarded)` : "") +
             "\n",
         );
       }
@@ -197,6 +207,28 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
     model.dispose();
     speculation.draft?.dispose();
   }
+}
+
+/** `--keep -1` as `--keep=-1` (parseArgs takes a value starting with "-" for an option). */
+function joinNegativeKeep(args: readonly string[]): string[] {
+  const joined: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === "--keep" && /^-\d+$/.test(args[i + 1] ?? "")) joined.push(`--keep=${args[++i]}`);
+    else joined.push(args[i]!);
+  }
+  return joined;
+}
+
+/** --context-shift and --keep as the contextShift option (undefined without --context-shift). */
+function parseContextShift(enabled: boolean, keep: string | undefined): { keep: number } | undefined {
+  if (!enabled) {
+    if (keep !== undefined) throw new CliError("--keep needs --context-shift");
+    return undefined;
+  }
+  if (keep === undefined) return { keep: 0 };
+  const parsed = Number(keep);
+  if (keep.trim() === "" || !Number.isInteger(parsed) || parsed < -1) throw new CliError(`--keep must be -1 (the whole prompt) or a number of tokens, got "${keep}"`);
+  return { keep: parsed };
 }
 
 /** Reads and compiles --json-schema / --grammar before the model loads, so that a bad file fails fast with its name. */

@@ -26,6 +26,9 @@ options:
   --parallel N          most requests decoded together (default 4)
   --ctx N               most tokens of one request, prompt and completion (default: the model's, at most 4096)
   --kv-type TYPE        KV cache element type: f16 (default), f32, q8_0
+  --context-shift       a request may generate past --ctx: when its context fills, the tokens after
+                        /completion's n_keep (default 0) are halved (or n_discard of them dropped) and
+                        it goes on (llama.cpp's); "truncated" is then true. Not with speculative decoding
   --api-key KEY         requests must carry "Authorization: Bearer KEY" (or X-Api-Key); comma-separated
                         for several; also MEMRA_API_KEY. /health and /v1/models stay open
   --api-key-file FILE   keys one per line
@@ -63,6 +66,7 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
       parallel: { type: "string" },
       ctx: { type: "string" },
       "kv-type": { type: "string", default: "f16" },
+      "context-shift": { type: "boolean", default: false },
       "api-key": { type: "string" },
       "api-key-file": { type: "string" },
       "lora-modules": { type: "string", multiple: true },
@@ -101,6 +105,7 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
       throw new CliError(`--slot-save-path "${slotSavePath}": ${(error as Error).message}`);
     }
   }
+  if (values["context-shift"] && (values["model-draft"] !== undefined || values.lookup)) throw new CliError("--context-shift cannot be combined with speculative decoding (--model-draft, --lookup)");
   const path = values.model ?? (await defaultModelPath(io, values.quiet));
 
   // The KV pool is sized from the context, read from the header before the weights load; the
@@ -135,6 +140,7 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
     ...(apiKeys.length > 0 ? { apiKeys } : {}),
     ...(loraModules.size > 0 ? { loraModules } : {}),
     ...(slotSavePath !== undefined ? { slotSavePath } : {}),
+    ...(values["context-shift"] ? { contextShift: true } : {}),
     ...(speculation.speculative ? { speculative: speculation.speculative } : {}),
   });
   if (!values.quiet) {

@@ -139,8 +139,9 @@ export const completionRequestSchema = z.object({
 /**
  * POST /completion: llama.cpp server's own completion endpoint (its field names and defaults: what
  * a request leaves out keeps the sampler's defaults, llama.cpp's). Fields it has that memra does
- * not need are accepted and ignored (cache_prompt: prefix caching is always on; n_keep). `id_slot` picks the
- * slot the request runs in (see slots.ts; -1: any).
+ * not need are accepted and ignored (cache_prompt: prefix caching is always on). `id_slot` picks the
+ * slot the request runs in (see slots.ts; -1: any). With --context-shift, `n_keep` (-1: the prompt)
+ * and `n_discard` (0: half) say how the context shifts when it fills.
  */
 export const nativeCompletionRequestSchema = z.object({
   ...sampling,
@@ -156,7 +157,8 @@ export const nativeCompletionRequestSchema = z.object({
   return_tokens: z.boolean().nullish(),
   cache_prompt: z.boolean().nullish(),
   id_slot: z.number().int().nullish(),
-  n_keep: z.number().int().nullish(),
+  n_keep: z.number().int().min(-1, "n_keep must be -1 (the prompt) or more").nullish(),
+  n_discard: z.number().int().min(0, "n_discard must be 0 (half) or more").nullish(),
 });
 
 /**

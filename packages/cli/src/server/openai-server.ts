@@ -97,6 +97,12 @@ export interface OpenAIServerOptions {
   readonly loraModules?: ReadonlyMap<string, number>;
   /** The directory of POST /slots/ID?action=save|restore files (llama.cpp's --slot-save-path); undefined: those actions are refused. */
   readonly slotSavePath?: string;
+  /**
+   * Context shift (llama.cpp's --context-shift): a request's max_tokens / n_predict may reach past
+   * its context, which then shifts (keeping /completion's `n_keep` tokens, discarding `n_discard`
+   * or half of the rest) instead of being refused. Not with speculative decoding.
+   */
+  readonly contextShift?: boolean;
 }
 
 /** Routes open without an API key (llama.cpp server's public endpoints). */
@@ -250,6 +256,7 @@ export function limitOptionsOf(body: LimitFields, vocabularySize: number, maxTok
 
 export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
   const { model, modelId, contextLength } = options;
+  const shifting = options.contextShift === true;
   const metrics = new ServerMetrics(model);
   const maxBodyBytes = options.maxBodyBytes ?? 4 * 1024 * 1024;
   const running = new Set<AbortController>();
@@ -294,7 +301,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     }
     const room = contextLength - promptTokens.length;
     const asked = body.max_completion_tokens ?? body.max_tokens ?? undefined;
-    if (asked !== undefined && asked > room) {
+    if (asked !== undefined && asked > room && !shifting) {
       throw new RequestError(400, `max_tokens is ${asked}, but only ${room} tokens fit after the ${promptTokens.length}-token prompt (context ${contextLength})`, "max_tokens");
     }
     // response_format: the JSON schema becomes a grammar the sampler follows (a bad one is a 400)
@@ -319,6 +326,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       logprobs,
       topLogprobs,
       ...speculativeOf(body),
+      ...(shifting ? { contextTokens: contextLength, contextShift: true } : {}),
     };
     return {
       promptTokens,
@@ -915,7 +923,8 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     const asked = body.n_predict ?? -1;
     const probabilities = body.n_probs ?? 0;
     const given = <T>(value: T | null | undefined): value is T => value !== undefined && value !== null;
-    const maxTokens = asked < 0 ? room : Math.min(Math.max(asked, 1), room);
+    // With context shift a request may ask for more than the context holds (-1 still fills it once).
+    const maxTokens = asked < 0 ? room : shifting ? Math.max(asked, 1) : Math.min(Math.max(asked, 1), room);
     const options: GenerateOptions = {
       maxTokens,
       ...limitOptionsOf(withModuleLora(body), vocabulary, maxTokens, model.loraAdapters.length),
@@ -929,6 +938,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       logprobs: probabilities > 0,
       topLogprobs: probabilities,
       ...speculativeOf(body as unknown as CompletionRequest),
+      ...(shifting ? { contextTokens: contextLength, contextShift: { keep: body.n_keep ?? 0, ...(given(body.n_discard) && body.n_discard > 0 ? { discard: body.n_discard } : {}) } } : {}),
     };
     if (asked === 0) throw new RequestError(400, "n_predict 0 asks for no tokens (memra serve does not evaluate a prompt alone)", "n_predict");
     const controller = new AbortController();
@@ -969,7 +979,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
         tokens_predicted: result.usage.completionTokens,
         tokens_evaluated: result.usage.promptTokens,
         tokens_cached: result.usage.promptTokens + result.usage.completionTokens - 1,
-        truncated: false,
+        truncated: result.contextShift !== undefined,
         has_new_line: result.text.includes("\n"),
         stop_type: result.finishReason === "length" ? "limit" : result.finishReason === "abort" ? "none" : eog ? "eos" : "word",
         stopping_word: result.stop ?? "",
