@@ -564,6 +564,32 @@ describe("memra serve: OpenAI's Responses API (POST /v1/responses)", () => {
     const third = await client.responses.create({ model: "m", previous_response_id: next.id, input: "Thanks", temperature: 0, max_output_tokens: 4, reasoning: { effort: "none" } });
     expect(third.usage!.input_tokens).toBeGreaterThan(next.usage!.input_tokens);
 
+    // GET /v1/responses/ID/input_items: the request's own input items, newest first (OpenAI's client reads them).
+    const items = await client.responses.inputItems.list(next.id);
+    expect(items.data.map((item) => ({ ...item, id: undefined }))).toEqual([{ id: undefined, type: "message", role: "user", status: "completed", content: [{ type: "input_text", text: "And another one?" }] }]);
+    const many = await client.responses.create({
+      model: "m",
+      input: [
+        { role: "user", content: "One" },
+        { role: "assistant", content: "Two" },
+        { role: "user", content: [{ type: "input_text", text: "Three" }] },
+      ],
+      max_output_tokens: 2,
+    });
+    const page = async (query: string) => (await (await fetch(`${server.url}/v1/responses/${many.id}/input_items?${query}`)).json()) as { data: { id: string; content: { type: string; text: string }[] }[]; first_id: string; last_id: string; has_more: boolean };
+    const firstPage = await page("order=asc&limit=2");
+    expect(firstPage.data.map((item) => item.content[0])).toEqual([
+      { type: "input_text", text: "One" },
+      { type: "output_text", text: "Two" },
+    ]);
+    expect([firstPage.first_id, firstPage.has_more]).toEqual([firstPage.data[0]!.id, true]);
+    const rest = await page(`order=asc&after=${firstPage.last_id}`);
+    expect([rest.data.map((item) => item.content[0]!.text), rest.has_more]).toEqual([["Three"], false]);
+    expect((await page("")).data.map((item) => item.content[0]!.text)).toEqual(["Three", "Two", "One"]);
+    const badLimit = await fetch(`${server.url}/v1/responses/${many.id}/input_items?limit=500`);
+    expect([badLimit.status, ((await badLimit.json()) as { error: { param: string } }).error.param]).toEqual([400, "limit"]);
+    expect((await fetch(`${server.url}/v1/responses/resp_unknown/input_items`)).status).toBe(404);
+
     expect((await client.responses.retrieve(first.id)).output_text).toBe(first.output_text);
     expect(await (await fetch(`${server.url}/v1/responses/${next.id}`, { method: "DELETE" })).json()).toEqual({ id: next.id, object: "response", deleted: true });
     const gone = await fetch(`${server.url}/v1/responses/${next.id}`);

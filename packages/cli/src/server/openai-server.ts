@@ -36,7 +36,7 @@ import { constraintFromResponseFormat } from "@memra/sampler";
 import { ServerMetrics } from "./server-metrics";
 import { RequestError } from "./request-error";
 import { ServerSlots, type Slot } from "./slots";
-import { ResponseBuilder, ResponseStore, type ResponsesRequest, chatBodyOfResponses, inputItems, outputAsInput, responsesRequestSchema } from "./responses-api";
+import { ResponseBuilder, ResponseStore, type ResponsesRequest, chatBodyOfResponses, inputItems, inputItemsQuerySchema, listInputItems, outputAsInput, responsesRequestSchema } from "./responses-api";
 import { MessageBuilder, type MessagesRequest, chatBodyOfMessages, countTokensRequestSchema, messagesRequestSchema } from "./anthropic-api";
 
 /** What answerAs feeds an API's response builder. */
@@ -626,7 +626,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
           output_tokens_details: { reasoning_tokens: 0 },
           total_tokens: result.usage.promptTokens + result.usage.completionTokens,
         });
-        if (store) responseStore.put(base.id, response, [...conversation, ...outputAsInput(builder.output)]);
+        if (store) responseStore.put(base.id, response, [...conversation, ...outputAsInput(builder.output)], inputItems(body));
         return response;
       },
       error: (message) => ({ type: "error", code: "server_error", message, param: null }),
@@ -1369,6 +1369,14 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
             return json({ prompt: templatePrompt(body.messages, body.tools, body.add_generation_prompt ?? true, body.chat_template_kwargs?.enable_thinking ?? true) });
           }
           default:
+            if (/^\/v1\/responses\/[^/]+\/input_items$/.test(path) && request.method === "GET") {
+              const id = decodeURIComponent(path.slice("/v1/responses/".length, -"/input_items".length));
+              const stored = responseStore.get(id);
+              if (!stored) throw new RequestError(404, `response ${id} not found (memra serve keeps the last ${responseStore.capacity} stored responses, in memory)`, "response_id", "not_found_error");
+              const query = inputItemsQuerySchema.safeParse(Object.fromEntries(url.searchParams));
+              if (!query.success) throw new RequestError(400, query.error.issues[0]!.message, String(query.error.issues[0]!.path[0] ?? "query"));
+              return json(listInputItems(id, stored.input, query.data));
+            }
             if (/^\/v1\/responses\/[^/]+$/.test(path) && (request.method === "GET" || request.method === "DELETE")) {
               const id = decodeURIComponent(path.slice("/v1/responses/".length));
               const stored = responseStore.get(id);

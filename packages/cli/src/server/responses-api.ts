@@ -248,22 +248,62 @@ export function outputAsInput(output: readonly OutputItem[]): InputItem[] {
   });
 }
 
+export interface StoredResponse {
+  readonly response: Record<string, unknown>;
+  readonly conversation: readonly InputItem[];
+  readonly input: readonly InputItem[];
+}
+
+export const inputItemsQuerySchema = z.object({
+  order: z.enum(["asc", "desc"], { error: 'order must be "asc" or "desc"' }).default("desc"),
+  limit: z.coerce.number({ error: "limit must be a number from 1 to 100" }).int("limit must be a number from 1 to 100").min(1, "limit must be a number from 1 to 100").max(100, "limit must be a number from 1 to 100").default(20),
+  after: z.string().optional(),
+});
+
+/**
+ * GET /v1/responses/ID/input_items: the input items of a stored response (its request's own, not
+ * the conversation before it), as OpenAI lists them: each with an id (the one it was given, else
+ * one made from the response's id and its place), messages with their content as parts
+ * (input_text, output_text for the assistant's), newest first unless `order` is "asc"; `limit`
+ * items after the item `after`.
+ */
+export function listInputItems(responseId: string, items: readonly InputItem[], query: z.output<typeof inputItemsQuerySchema>): Record<string, unknown> {
+  const suffix = responseId.replace(/^resp_/, "");
+  const listed = items.map((item, i): Record<string, unknown> => {
+    if (item.type === "function_call" || item.type === "function_call_output" || item.type === "reasoning") {
+      return { ...item, id: item.id ?? `${item.type === "reasoning" ? "rs" : item.type === "function_call" ? "fc" : "fco"}_${suffix}_${i}` };
+    }
+    const part = item.role === "assistant" ? "output_text" : "input_text";
+    const content = typeof item.content === "string" ? [{ type: part, text: item.content }] : item.content.map((piece) => ({ type: piece.type === "text" ? part : piece.type, text: piece.text }));
+    return { id: item.id ?? `msg_${suffix}_${i}`, type: "message", role: item.role, status: item.status ?? "completed", content };
+  });
+  if (query.order === "desc") listed.reverse();
+  let start = 0;
+  if (query.after !== undefined) {
+    start = listed.findIndex((item) => item.id === query.after) + 1;
+    if (start === 0) return { object: "list", data: [], first_id: null, last_id: null, has_more: false };
+  }
+  const data = listed.slice(start, start + query.limit);
+  return { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: start + query.limit < listed.length };
+}
+
 /**
  * Responses kept for `previous_response_id` and GET /v1/responses/ID: each with its conversation
  * (every input and output item up to it), in memory, the oldest forgotten beyond `capacity`.
  */
 export class ResponseStore {
-  private readonly entries = new Map<string, { readonly response: Record<string, unknown>; readonly conversation: readonly InputItem[] }>();
+  private readonly entries = new Map<string, StoredResponse>();
 
   constructor(readonly capacity = 1000) {}
 
-  put(id: string, response: Record<string, unknown>, conversation: readonly InputItem[]): void {
+  /** `input`: the request's own input items (GET /v1/responses/ID/input_items); `conversation`: every item up to the response's output. */
+  put(id: string, response: Record<string, unknown>, conversation: readonly InputItem[], input: readonly InputItem[] = []): void {
     this.entries.delete(id);
-    this.entries.set(id, { response, conversation });
+    this.entries.set(id, { response, conversation, input });
     while (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value!);
   }
 
-  get(id: string): { readonly response: Record<string, unknown>; readonly conversation: readonly InputItem[] } | undefined {
+  get(id: string): StoredResponse | undefined {
     return this.entries.get(id);
   }
 
