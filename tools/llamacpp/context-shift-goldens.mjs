@@ -12,17 +12,11 @@
 // Reference settings as model-goldens.mjs: CPU, 2 threads, flash attention off, K and V cache F32,
 // context 256, batch 256, temperature 0. Every erased range starts after position 0: node-llama-cpp
 // evaluates the sequence again, instead of shifting, when a range starts at the cache's first cell.
-import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
-import { basename, dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { basename, join } from "node:path";
 import { parseArgs } from "node:util";
-import { getLlama, LlamaLogLevel } from "node-llama-cpp";
+import { CONTEXT_SIZE, NODE_LLAMA_CPP, THREADS, generateModel, greedy, referenceContextOptions, referenceLlama, root, topDistribution } from "./golden-common.mjs";
 
-const NODE_LLAMA_CPP = "3.21.1";
-const THREADS = 2;
-const CONTEXT_SIZE = 256;
-const BATCH_SIZE = 256;
 const TOP_K = 5;
 const CONTINUATION = 16;
 // The generation: llama-server's loop with --context-shift in a context of 160 tokens and n_keep 10: before
@@ -30,8 +24,6 @@ const CONTINUATION = 16;
 const GENERATION = { context: 160, keep: 10, tokens: 120 };
 const MODELS = ["dense-f32", "dense-gqa4-hd128-f32", "dense-yarn-f32", "dense-linear-q8_0", "moe-f32"];
 
-const here = dirname(fileURLToPath(import.meta.url));
-const root = join(here, "..", "..");
 const { values } = parseArgs({
   options: {
     models: { type: "string" },
@@ -54,18 +46,7 @@ const SCENARIOS = [
 ];
 
 const logs = [];
-const llama = await getLlama({
-  gpu: false,
-  build: "never",
-  usePrebuiltBinaries: true,
-  skipDownload: true,
-  maxThreads: THREADS,
-  logLevel: LlamaLogLevel.debug,
-  logger: (level, message) => {
-    logs.push(message);
-    if (level === "error" || level === "fatal") process.stderr.write(`[llama.cpp ${level}] ${message}`);
-  },
-});
+const llama = await referenceLlama(logs);
 
 const models = [];
 for (const entry of entries) {
@@ -76,16 +57,7 @@ for (const entry of entries) {
   const texts = { feed: model.tokenize(feedText, false), more: model.tokenize(moreText, false) };
   const scenarios = [];
   for (const scenario of SCENARIOS) {
-    const context = await model.createContext({
-      contextSize: CONTEXT_SIZE,
-      batchSize: BATCH_SIZE,
-      sequences: 1,
-      threads: { ideal: THREADS, min: THREADS },
-      flashAttention: false,
-      experimentalKvCacheKeyType: "F32",
-      experimentalKvCacheValueType: "F32",
-      failedCreationRemedy: false,
-    });
+    const context = await model.createContext(referenceContextOptions);
     const sequence = context.getSequence();
     await sequence.evaluateWithoutGeneratingNewTokens(promptTokens);
     const ops = [{ evaluate: [...promptTokens] }];
@@ -105,7 +77,7 @@ for (const entry of entries) {
     }
     const continuation = [];
     const steps = [];
-    const iterator = sequence.evaluateWithMetadata(last, { probabilities: true }, { temperature: 0, topK: 0, topP: 1, minP: 0, seed: 0, yieldEogToken: true });
+    const iterator = sequence.evaluateWithMetadata(last, { probabilities: true }, greedy);
     for await (const { token, probabilities } of iterator) {
       const step = summarize(probabilities);
       if (token !== step.top[0][0]) fail(`${entry.id}/${scenario.id}: greedy token ${token} is not the argmax ${step.top[0][0]}`);
@@ -141,16 +113,7 @@ writeFileSync(values.out, serialize(fixture));
 console.log(`-> ${values.out}`);
 
 async function recordGeneration(model, id, promptTokens) {
-  const context = await model.createContext({
-    contextSize: CONTEXT_SIZE,
-    batchSize: BATCH_SIZE,
-    sequences: 1,
-    threads: { ideal: THREADS, min: THREADS },
-    flashAttention: false,
-    experimentalKvCacheKeyType: "F32",
-    experimentalKvCacheValueType: "F32",
-    failedCreationRemedy: false,
-  });
+  const context = await model.createContext(referenceContextOptions);
   const sequence = context.getSequence();
   const { keep } = GENERATION;
   const tokens = [];
@@ -165,7 +128,7 @@ async function recordGeneration(model, id, promptTokens) {
       shifts.push({ generated: tokens.length, discard });
       expected -= discard;
     }
-    const iterator = sequence.evaluateWithMetadata(feed, { probabilities: true }, { temperature: 0, topK: 0, topP: 1, minP: 0, seed: 0, yieldEogToken: true })[Symbol.asyncIterator]();
+    const iterator = sequence.evaluateWithMetadata(feed, { probabilities: true }, greedy)[Symbol.asyncIterator]();
     const { value } = await iterator.next();
     await iterator.return();
     if (sequence.nextTokenIndex !== expected) fail(`${id}: the sequence holds ${sequence.nextTokenIndex} tokens, expected ${expected}`);
@@ -182,24 +145,7 @@ async function recordGeneration(model, id, promptTokens) {
 }
 
 function summarize(probabilities) {
-  let rawSum = 0;
-  const top = [];
-  for (const [id, p] of probabilities) {
-    rawSum += p;
-    if (top.length === TOP_K && !better(p, id, top[TOP_K - 1])) continue;
-    if (top.length === TOP_K) top[TOP_K - 1] = [id, p];
-    else top.push([id, p]);
-    for (let i = top.length - 1; i > 0 && better(top[i][1], top[i][0], top[i - 1]); i--) [top[i - 1], top[i]] = [top[i], top[i - 1]];
-  }
-  return { top: top.map(([id, p]) => [id, p / rawSum]), margin: Math.log(top[0][1]) - Math.log(top[1][1]) };
-}
-function better(p, id, entry) {
-  return p > entry[1] || (p === entry[1] && id < entry[0]);
-}
-
-function generateModel(preset, options) {
-  const args = ["packages/synthetic/src/cli.ts", "--preset", preset, "--options", JSON.stringify(options)];
-  return execFileSync("bun", args, { cwd: root, encoding: "utf8" }).trim().split("\n").pop();
+  return topDistribution(probabilities, TOP_K);
 }
 
 // Indented JSON, each step and each token list on one line.

@@ -12,17 +12,12 @@
 // F32, context 256, batch 256 (the prompt is one batch), fresh context per prompt, temperature 0
 // (greedy), no repeat penalty / token bias / grammar. The probabilities are softmax(raw logits) over
 // the full vocabulary (see README.md for how that was established).
-import { execFileSync } from "node:child_process";
 import { mkdirSync, openSync, readFileSync, readSync, closeSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { getLlama, LlamaLogLevel } from "node-llama-cpp";
+import { BATCH_SIZE, CONTEXT_SIZE, NODE_LLAMA_CPP, THREADS, generateModel, greedy, referenceContextOptions, referenceLlama, topDistribution } from "./golden-common.mjs";
 
-const NODE_LLAMA_CPP = "3.21.1";
-const THREADS = 2;
-const CONTEXT_SIZE = 256;
-const BATCH_SIZE = 256;
 const LOW_MARGIN = 0.1;
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -83,18 +78,7 @@ if (values.file !== undefined || values.id !== undefined) {
 // llama.cpp's log goes to a buffer: we read the KV cache types, flash attention, batch and CPU backend
 // from it to check that our settings took effect.
 const logs = [];
-const llama = await getLlama({
-  gpu: false,
-  build: "never",
-  usePrebuiltBinaries: true,
-  skipDownload: true,
-  maxThreads: THREADS,
-  logLevel: LlamaLogLevel.debug,
-  logger: (level, message) => {
-    logs.push(message);
-    if (values.verbose || level === "error" || level === "fatal") process.stderr.write(`[llama.cpp ${level}] ${message}`);
-  },
-});
+const llama = await referenceLlama(logs, values.verbose);
 const llamaCppRelease = describeLlamaCppRelease();
 console.log(`llama.cpp ${llamaCppRelease}, ${prompts.length} prompts x ${N} tokens, top ${TOP_K}`);
 
@@ -140,28 +124,14 @@ async function recordModel(job) {
     const logStart = logs.length;
     const context = await model.createContext({
       ...(loraPath ? { lora: { adapters: [{ filePath: loraPath, scale: job.lora.scale }] } } : {}),
-      contextSize: CONTEXT_SIZE,
-      batchSize: BATCH_SIZE,
-      sequences: 1,
-      threads: { ideal: THREADS, min: THREADS },
-      flashAttention: false,
-      experimentalKvCacheKeyType: "F32",
-      experimentalKvCacheValueType: "F32",
-      failedCreationRemedy: false,
+      ...referenceContextOptions,
     });
     const sequence = context.getSequence();
     const continuation = [];
     const steps = [];
     const stepExceptions = [];
     const threadsSeen = new Set();
-    const iterator = sequence.evaluateWithMetadata(promptTokens, { probabilities: true }, {
-      temperature: 0,
-      topK: 0,
-      topP: 1,
-      minP: 0,
-      seed: 0,
-      yieldEogToken: true,
-    });
+    const iterator = sequence.evaluateWithMetadata(promptTokens, { probabilities: true }, greedy);
     for await (const { token, probabilities } of iterator) {
       threadsSeen.add(context.currentThreads);
       const step = summarize(probabilities);
@@ -232,26 +202,9 @@ async function recordModel(job) {
   return { id: job.id, seconds, lowMargin, minMargin, exceptions, eogSteps, steps: total, bytes: Buffer.byteLength(text) };
 }
 
-// Top-k by probability (ties: lower id first, as llama.cpp's greedy sampler keeps the first maximum in
-// vocabulary order), renormalized in float64, and ln(p1) - ln(p2) (= logit1 - logit2).
 function summarize(probabilities) {
   if (probabilities == null) fail("no probabilities returned");
-  let rawSum = 0;
-  const top = [];
-  for (const [id, p] of probabilities) {
-    rawSum += p;
-    if (top.length === TOP_K && !better(p, id, top[TOP_K - 1])) continue;
-    if (top.length === TOP_K) top[TOP_K - 1] = [id, p];
-    else top.push([id, p]);
-    for (let i = top.length - 1; i > 0 && better(top[i][1], top[i][0], top[i - 1]); i--) {
-      [top[i - 1], top[i]] = [top[i], top[i - 1]];
-    }
-  }
-  const margin = Math.log(top[0][1]) - Math.log(top[1][1]);
-  return { top: top.map(([id, p]) => [id, p / rawSum]), margin, rawSum };
-}
-function better(p, id, entry) {
-  return p > entry[1] || (p === entry[1] && id < entry[0]);
+  return topDistribution(probabilities, TOP_K);
 }
 
 // The llama.cpp log of the context creation names the KV cache types and the other settings.
@@ -264,11 +217,6 @@ function checkContextLog(lines, where) {
   const batch = /n_batch\s+= (\d+)/.exec(text);
   const ubatch = /n_ubatch\s+= (\d+)/.exec(text);
   if (!batch || Number(batch[1]) < BATCH_SIZE || !ubatch || Number(ubatch[1]) < BATCH_SIZE) fail(`${where}: n_batch/n_ubatch below ${BATCH_SIZE}`);
-}
-
-function generateModel(preset, options, lora) {
-  const args = ["packages/synthetic/src/cli.ts", "--preset", preset, "--options", JSON.stringify(options), ...(lora ? ["--lora", JSON.stringify(lora)] : [])];
-  return execFileSync("bun", args, { cwd: root, encoding: "utf8" }).trim().split("\n").pop();
 }
 
 function describeLlamaCppRelease() {
