@@ -302,6 +302,16 @@ static int check_kv_type(const char * function, int type, int64_t width, size_t 
     return MEMRA_OK;
 }
 
+/* Every slot inside the storage's `slot_count` rows. */
+static int check_kv_slots(const char * function, const int32_t * slots, int64_t count, int64_t slot_count) {
+    for (int64_t i = 0; i < count; i++) {
+        if (slots[i] < 0 || slots[i] >= slot_count) {
+            FAIL(MEMRA_ERROR_OUT_OF_RANGE, "%s: slot %d (row %lld) outside the storage's %lld slots", function, slots[i], (long long)i, (long long)slot_count);
+        }
+    }
+    return MEMRA_OK;
+}
+
 int memra_cpu_kv_write(memra_cpu * cpu, int type, void * storage, int64_t storage_bytes, int64_t width, const int32_t * slots, int64_t count,
                        const float * source, int64_t source_length) {
     static const char function[] = "memra_cpu_kv_write";
@@ -316,14 +326,50 @@ int memra_cpu_kv_write(memra_cpu * cpu, int type, void * storage, int64_t storag
     CHECK(check_buffer(function, "source", source, source_length, values));
     CHECK(check_buffer(function, "slots", slots, count, count));
     if (count > 0 && !storage) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: storage is NULL", function);
-    const int64_t slot_count = storage_bytes / (int64_t)row_bytes;
-    for (int64_t i = 0; i < count; i++) {
-        if (slots[i] < 0 || slots[i] >= slot_count) {
-            FAIL(MEMRA_ERROR_OUT_OF_RANGE, "%s: slot %d (row %lld) outside the storage's %lld slots", function, slots[i], (long long)i, (long long)slot_count);
-        }
-    }
+    CHECK(check_kv_slots(function, slots, count, storage_bytes / (int64_t)row_bytes));
     memra_kv_write(type, storage, width, slots, count, source);
     return MEMRA_OK;
+}
+
+/* Rows rotated per pass of memra_cpu_kv_rotate (its f32 scratch is this many rows). */
+#define KV_ROTATE_ROWS 256
+
+int memra_cpu_kv_rotate(memra_cpu * cpu, int type, void * storage, int64_t storage_bytes, int64_t heads, int64_t head_dim, const int32_t * slots,
+                        int64_t count, int32_t delta, float freq_base, const float * rope) {
+    static const char function[] = "memra_cpu_kv_rotate";
+    CHECK(check_cpu(function, cpu));
+    CHECK(check_size(function, "count", count, 0));
+    CHECK(check_size(function, "storage_bytes", storage_bytes, 0));
+    CHECK(check_size(function, "heads", heads, 1));
+    CHECK(check_size(function, "head_dim", head_dim, 2));
+    int64_t width;
+    CHECK(check_product(function, "heads * head_dim", heads, head_dim, &width));
+    size_t row_bytes = 0;
+    CHECK(check_kv_type(function, type, width, &row_bytes));
+    CHECK(check_buffer(function, "slots", slots, count, count));
+    if (count > 0 && !storage) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: storage is NULL", function);
+    CHECK(check_kv_slots(function, slots, count, storage_bytes / (int64_t)row_bytes));
+    if (count == 0) return MEMRA_OK;
+    const int64_t chunk = count < KV_ROTATE_ROWS ? count : KV_ROTATE_ROWS;
+    float * scratch = malloc((size_t)(chunk * width) * sizeof(float));
+    int32_t * positions = malloc((size_t)chunk * sizeof(int32_t));
+    if (!scratch || !positions) {
+        free(scratch);
+        free(positions);
+        FAIL(MEMRA_ERROR_OUT_OF_MEMORY, "%s: out of memory for %lld rows of %lld floats", function, (long long)chunk, (long long)width);
+    }
+    for (int64_t i = 0; i < chunk; i++) positions[i] = delta;
+    int status = MEMRA_OK;
+    for (int64_t first = 0; first < count && status == MEMRA_OK; first += chunk) {
+        const int64_t rows = count - first < chunk ? count - first : chunk;
+        for (int64_t i = 0; i < rows; i++) memra_kv_read(type, (const uint8_t *)storage + (size_t)slots[first + i] * row_bytes, scratch + i * width, width);
+        status = rope ? memra_cpu_rope_neox_scaled(cpu, scratch, rows * width, positions, rows, heads, head_dim, freq_base, rope[0], rope[1], rope[2], rope[3], rope[4])
+                      : memra_cpu_rope_neox(cpu, scratch, rows * width, positions, rows, heads, head_dim, freq_base);
+        if (status == MEMRA_OK) memra_kv_write(type, storage, width, slots + first, rows, scratch);
+    }
+    free(scratch);
+    free(positions);
+    return status;
 }
 
 int memra_cpu_paged_attention(memra_cpu * cpu, float * out, int64_t out_length, const float * q, int64_t q_length, int type, const void * keys,

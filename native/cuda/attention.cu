@@ -31,6 +31,16 @@ static int check_slots(const char * function, const int32_t * slots, int64_t cou
     return MEMRA_CUDA_OK;
 }
 
+/* Slots (checked) staged for a kernel; while capturing, checked again at every replay. */
+static int stage_slots(const char * function, memra_cuda * cuda, const int32_t * slots, int64_t count, int64_t storage_slots, const void ** device_slots) {
+    CHECK(memra_cuda_stage(function, cuda, slots, count * 4, device_slots));
+    if (cuda->capture) {
+        const int32_t * copy = (const int32_t *)memra_cuda_capture_host_copy(cuda, *device_slots);
+        CHECK(memra_cuda_capture_check(function, cuda, [=]() { return check_slots(function, copy, count, storage_slots); }));
+    }
+    return MEMRA_CUDA_OK;
+}
+
 /* kv_write of `pairs` (1 or 2) storages of one type and size at the same slots, in one launch. */
 static int kv_write(const char * function, memra_cuda * cuda, int type, void * const * storages, int pairs, int64_t storage_bytes, int64_t width,
                     const int32_t * slots, int64_t count, const float * const * sources, const int64_t * source_lengths) {
@@ -50,11 +60,7 @@ static int kv_write(const char * function, memra_cuda * cuda, int type, void * c
     CHECK(check_slots(function, slots, count, storage_slots));
     if (count == 0) return MEMRA_CUDA_OK;
     const void * device_slots = NULL;
-    CHECK(memra_cuda_stage(function, cuda, slots, count * 4, &device_slots));
-    if (cuda->capture) {
-        const int32_t * copy = (const int32_t *)memra_cuda_capture_host_copy(cuda, device_slots);
-        CHECK(memra_cuda_capture_check(function, cuda, [=]() { return check_slots(function, copy, count, storage_slots); }));
-    }
+    CHECK(stage_slots(function, cuda, slots, count, storage_slots, &device_slots));
     const memra_cuda_launch launch = memra_cuda_plan_kv_write(count, width);
     dim3 grid = memra_grid(launch);
     grid.z = (unsigned)pairs;
@@ -85,6 +91,47 @@ extern "C" int memra_cuda_kv_write_pair(memra_cuda * cuda, int type, void * keys
     const float * sources[2] = {k, v};
     const int64_t lengths[2] = {k_length, v_length};
     return kv_write("memra_cuda_kv_write_pair", cuda, type, storages, 2, storage_bytes, width, slots, count, sources, lengths);
+}
+
+extern "C" int memra_cuda_kv_rotate(memra_cuda * cuda, int type, void * storage, int64_t storage_bytes, int64_t heads, int64_t head_dim, const int32_t * slots,
+                                    int64_t count, int32_t delta, float freq_base, const float * rope) {
+    static const char function[] = "memra_cuda_kv_rotate";
+    CHECK(memra_cuda_enter(function, cuda));
+    CHECK(memra_cuda_check_size(function, "count", count, 0));
+    CHECK(memra_cuda_check_size(function, "heads", heads, 1));
+    CHECK(memra_cuda_check_size(function, "head_dim", head_dim, 2));
+    if (head_dim % 2 != 0) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: head_dim is %lld, expected an even number", function, (long long)head_dim);
+    if (!(freq_base > 0.0f)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: freq_base is %g, expected > 0", function, (double)freq_base);
+    float rs[5];
+    CHECK(memra_cuda_check_rope_scaling(function, rope, rs));
+    int64_t width = 0, row_bytes = 0;
+    CHECK(memra_cuda_check_product(function, "heads * head_dim", heads, head_dim, &width));
+    CHECK(check_kv_type(function, type, width, &row_bytes));
+    if (width > 12288) FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: rows of %lld values exceed the kernel's 12288 (48 KiB of shared memory)", function, (long long)width);
+    if (storage_bytes < 0 || (storage_bytes > 0 && !storage)) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: storage is NULL", function);
+    if (count > 0 && !slots) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: slots is NULL", function);
+    const int64_t storage_slots = storage_bytes / row_bytes;
+    CHECK(check_slots(function, slots, count, storage_slots));
+    if (count == 0) return MEMRA_CUDA_OK;
+    const void * device_slots = NULL;
+    CHECK(stage_slots(function, cuda, slots, count, storage_slots, &device_slots));
+    const rope_scaling scaling = { rs[0], rs[1], rs[2], rs[3], rs[4] };
+    const float theta_scale = powf(freq_base, -2.0f / (float)head_dim); /* the host's powf, as memra_cuda_rope_neox */
+    const memra_cuda_launch launch = memra_cuda_plan_kv_rotate(count, width);
+    const int32_t * s = (const int32_t *)device_slots;
+    uint8_t * rows = (uint8_t *)storage;
+#define KV_ROTATE(KV) \
+    MEMRA_LAUNCH(memra_grid(launch), launch.threads, launch.shared_bytes, cuda->stream, kv_rotate_kernel<KV>)(rows, row_bytes, s, count, (int)heads, (int)head_dim, delta, theta_scale, scaling)
+    if (type == MEMRA_CUDA_TYPE_F32) {
+        KV_ROTATE(MEMRA_CUDA_TYPE_F32);
+    } else if (type == MEMRA_CUDA_TYPE_F16) {
+        KV_ROTATE(MEMRA_CUDA_TYPE_F16);
+    } else {
+        KV_ROTATE(MEMRA_CUDA_TYPE_Q8_0);
+    }
+#undef KV_ROTATE
+    LAUNCH_CHECK(function, "kv_rotate_kernel");
+    return MEMRA_CUDA_OK;
 }
 
 /* The K/V write of a QK-norm-and-RoPE op (memra_cuda_qk_norm_rope_kv, and fused into the attention):

@@ -266,6 +266,10 @@ memra_cuda_launch memra_cuda_plan_kv_write(int64_t count, int64_t width) {
     return launch_of(ceil_div(warps_per_row, 4), min64(count > 0 ? count : 1, MEMRA_CUDA_MAX_GRID_YZ), 1, 128, 0);
 }
 
+memra_cuda_launch memra_cuda_plan_kv_rotate(int64_t count, int64_t width) {
+    return launch_of(min64(count > 0 ? count : 1, MEMRA_CUDA_MAX_GRID_X), 1, 1, 128, (int32_t)((width > 0 ? width : 1) * 4));
+}
+
 int memra_cuda_plan_attention(int64_t rows, int64_t heads, int64_t kv_heads, int64_t head_dim, memra_cuda_launch * launch, char * message,
                               size_t message_bytes) {
     *launch = launch_of(0, 0, 0, 0, 0);

@@ -197,6 +197,9 @@ memra_cuda_launch memra_cuda_plan_rows(int64_t rows, int64_t width);
 memra_cuda_launch memra_cuda_plan_groups(int64_t groups);
 /* KV write: one warp per 32 values of a row (q8_0 blocks), rows in grid.y (grid-stride past the cap). */
 memra_cuda_launch memra_cuda_plan_kv_write(int64_t count, int64_t width);
+/* KV rotate (the context shift's K shift): one block of 128 threads per row (grid-stride past the
+ * cap), the row in width floats of shared memory. */
+memra_cuda_launch memra_cuda_plan_kv_rotate(int64_t count, int64_t width);
 
 /* ---- attention ---- */
 /* paged_attention_kernel: a block of MEMRA_CUDA_ATTENTION_WARPS warps per (query row, head, split)

@@ -161,6 +161,14 @@ MEMRA_API int memra_cpu_attention(memra_cpu * cpu, float * out, int64_t out_leng
 MEMRA_API int memra_cpu_kv_write(memra_cpu * cpu, int type, void * storage, int64_t storage_bytes, int64_t width, const int32_t * slots,
                                  int64_t count, const float * source, int64_t source_length);
 
+/* The context shift's K shift (llama.cpp's build_rope_shift): the stored key rows at slots[i]
+ * rotated in place by `delta` positions, NEOX RoPE as memra_cpu_rope_neox (with `rope`: NULL, or
+ * the 5 floats freq_scale, ext_factor, magnitude, corr_low, corr_high of
+ * memra_cpu_rope_neox_scaled), through f32 and back to `type` as memra_cpu_kv_write stores it.
+ * width = heads * head_dim. Slots must be distinct. */
+MEMRA_API int memra_cpu_kv_rotate(memra_cpu * cpu, int type, void * storage, int64_t storage_bytes, int64_t heads, int64_t head_dim,
+                                  const int32_t * slots, int64_t count, int32_t delta, float freq_base, const float * rope);
+
 /* Causal attention with grouped KV heads for a batch of sequences, each reading K/V through its
  * block table (converted to f32 a block at a time, never the whole cache). q, out: [rows, heads *
  * head_dim]. sequences: [sequence_count, 4] of (first query row, query rows, cache position of the

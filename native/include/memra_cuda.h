@@ -234,6 +234,12 @@ MEMRA_CUDA_API int memra_cuda_qk_norm_rope_kv(memra_cuda * cuda, float * q, int6
                                               int64_t heads, int64_t kv_heads, int64_t head_dim, float eps, float freq_base, int type, void * keys,
                                               void * values, int64_t storage_bytes, const int32_t * slots, const float * rope);
 
+/* The context shift's K shift: the stored key rows at slots[i] (distinct) rotated in place by
+ * `delta` positions (NEOX RoPE, with `rope` NULL or its 5 scaling floats as
+ * memra_cuda_rope_neox_scaled), through f32 and stored back as memra_cuda_kv_write stores them.
+ * Rows of heads * head_dim values, at most 12288. */
+MEMRA_CUDA_API int memra_cuda_kv_rotate(memra_cuda * cuda, int type, void * storage, int64_t storage_bytes, int64_t heads, int64_t head_dim,
+                                        const int32_t * slots, int64_t count, int32_t delta, float freq_base, const float * rope);
 /* Stores rows [0, count) of source ([count, width] f32, device) at slots[i] (host) of KV storage of
  * element type `type` (f32 = 0, f16 = 1 round-to-nearest-even, q8_0 = 8 as ggml's quantize_row_q8_0
  * reference). A slot outside the storage is MEMRA_CUDA_ERROR_OUT_OF_RANGE. */

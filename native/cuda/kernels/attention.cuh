@@ -90,6 +90,32 @@ __global__ void kv_write_kernel(uint8_t * storage, uint8_t * second_storage, int
     }
 }
 
+/* The context shift's K shift (llama.cpp's build_rope_shift), in place: one block per slot (grid-
+ * stride); the row is read into shared memory as f32 (width floats), each (head, pair) rotated by
+ * `delta` positions (rope_pair, as rope_neox_kernel), then stored as kv_write_kernel stores
+ * (a warp per 32 values: q8_0 blocks). Slots must be distinct (blocks would race on a row). */
+template <int KV>
+__global__ void kv_rotate_kernel(uint8_t * storage, int64_t row_bytes, const int32_t * __restrict__ slots, int64_t count, int heads, int head_dim,
+                                 int32_t delta, float theta_scale, rope_scaling scaling) {
+    memra_grid_dependencies();
+    MEMRA_DYNAMIC_SHARED(float, values);
+    const int64_t width = (int64_t)heads * head_dim;
+    const int half = head_dim / 2;
+    const int lane = threadIdx.x & 31;
+    for (int64_t i = blockIdx.x; i < count; i += gridDim.x) {
+        uint8_t * row = storage + (int64_t)slots[i] * row_bytes;
+        for (int64_t d = threadIdx.x; d < width; d += blockDim.x) values[d] = kv_value<KV>(row, d);
+        __syncthreads();
+        for (int64_t p = threadIdx.x; p < (int64_t)heads * half; p += blockDim.x) rope_pair(values + (p / half) * head_dim, p % half, half, delta, theta_scale, scaling);
+        __syncthreads();
+        for (int64_t chunk = threadIdx.x >> 5; chunk * 32 < width; chunk += blockDim.x >> 5) {
+            const int64_t d = chunk * 32 + lane;
+            store_kv_chunk<KV>(row, chunk, lane, width, d < width ? values[d] : 0.0f);
+        }
+        __syncthreads();
+    }
+}
+
 /* QK-norm, RoPE and the K/V write of a layer in one launch: one warp per (row, head) of q (heads),
  * of k (kv_heads: norm_rope_head, then its values into `keys` at the row's slot) and of v
  * (kv_heads: into `values`), the stores exactly as kv_write_kernel's. head_dim a multiple of 32

@@ -96,6 +96,18 @@ static __device__ __forceinline__ float scaled_rope_angle(rope_scaling scaling, 
     return __fadd_rn(__fmul_rn(interpolated, __fsub_rn(1.0f, mix)), __fmul_rn(theta, mix));
 }
 
+/* Pair `pair` of a head `v` (values pair and pair + half) rotated to `position`: theta as ggml, the
+ * position times theta_scale pair by pair in f32, then scaled (rope_scaling); cos and sin in f32. */
+static __device__ __forceinline__ void rope_pair(float * v, int64_t pair, int64_t half, int32_t position, float theta_scale, rope_scaling scaling) {
+    float theta = (float)position;
+    for (int64_t n = 0; n < pair; n++) theta = __fmul_rn(theta, theta_scale);
+    theta = scaled_rope_angle(scaling, pair, theta);
+    const float c = __fmul_rn(cosf(theta), scaling.magnitude), s = __fmul_rn(sinf(theta), scaling.magnitude);
+    const float x0 = v[pair], x1 = v[pair + half];
+    v[pair] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+    v[pair + half] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+}
+
 /* NEOX RoPE in place; one thread per (row, head, pair). theta as ggml: the position times
  * theta_scale, pair by pair, in f32; then scaled (rope_scaling). */
 static __global__ void rope_neox_kernel(float * x, const int32_t * __restrict__ positions, int64_t rows, int64_t heads, int64_t head_dim, float theta_scale,
@@ -107,14 +119,7 @@ static __global__ void rope_neox_kernel(float * x, const int32_t * __restrict__ 
         const int64_t pair = i % half;
         const int64_t head_row = i / half; /* row * heads + head */
         const int64_t row = head_row / heads;
-        float theta = (float)positions[row];
-        for (int64_t k = 0; k < pair; k++) theta = __fmul_rn(theta, theta_scale);
-        theta = scaled_rope_angle(scaling, pair, theta);
-        const float c = __fmul_rn(cosf(theta), scaling.magnitude), s = __fmul_rn(sinf(theta), scaling.magnitude);
-        float * v = x + head_row * head_dim;
-        const float x0 = v[pair], x1 = v[pair + half];
-        v[pair] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-        v[pair + half] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+        rope_pair(x + head_row * head_dim, pair, half, positions[row], theta_scale, scaling);
     }
 }
 
@@ -133,15 +138,7 @@ __device__ __forceinline__ void norm_rope_head(float * v, const float * __restri
     for (int i = lane; i < head_dim; i += 32) v[i] = __fmul_rn(__fmul_rn(v[i], scale), w[i]);
     __syncwarp();
     const int half = head_dim / 2;
-    for (int pair = lane; pair < half; pair += 32) {
-        float theta = (float)position;
-        for (int n = 0; n < pair; n++) theta = __fmul_rn(theta, theta_scale);
-        theta = scaled_rope_angle(scaling, pair, theta);
-        const float c = __fmul_rn(cosf(theta), scaling.magnitude), s = __fmul_rn(sinf(theta), scaling.magnitude);
-        const float x0 = v[pair], x1 = v[pair + half];
-        v[pair] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-        v[pair + half] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
-    }
+    for (int pair = lane; pair < half; pair += 32) rope_pair(v, pair, half, position, theta_scale, scaling);
     __syncwarp();
 }
 

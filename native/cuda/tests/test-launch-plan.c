@@ -170,6 +170,9 @@ static void test_row_and_elementwise_plans(void) {
     EXPECT(launch.grid_x == 8 && launch.grid_y == 100 && launch.threads == 128);
     launch = memra_cuda_plan_kv_write(1 << 20, 48);
     EXPECT(launch.grid_x == 1 && launch.grid_y == MEMRA_CUDA_MAX_GRID_YZ);
+    launch = memra_cuda_plan_kv_rotate(2046, 1024);
+    EXPECT(launch.grid_x == 2046 && launch.grid_y == 1 && launch.threads == 128 && launch.shared_bytes == 4096);
+    EXPECT(memra_cuda_plan_kv_rotate((int64_t)1 << 40, 128).grid_x == MEMRA_CUDA_MAX_GRID_X);
 }
 
 static void test_attention_and_moe_plans(void) {

@@ -281,6 +281,13 @@ export interface Backend {
   /** Copies `rows` slots from `sourceSlot` to `targetSlot` (copy-on-write of a block). */
   copyKV(storage: KVStorage, targetSlot: number, sourceSlot: number, rows: number): void;
   /**
+   * Optional: the context shift's K shift (llama.cpp's build_rope_shift) on the backend: the key rows
+   * stored at `slots` (distinct) rotated in place by `delta` positions, as ropeNeox (with `scaling`,
+   * ropeNeoxScaled) rotates rows of `heads` heads of `headDim`, through f32 and stored back as
+   * writeKV stores. Without it, the rows go through the host (see Transformer.shiftCache).
+   */
+  rotateKV?(storage: KVStorage, slots: Int32Array, delta: number, heads: number, headDim: number, freqBase: number, scaling?: RopeScaling): void;
+  /**
    * Slots [firstSlot, firstSlot + rows) as they are stored: kvRowBytes(type, width) bytes a row,
    * f32 and f16 little-endian, q8_0 in ggml's block layout (an f16 scale, then 32 int8). What a
    * saved KV state holds (see saveKVState), so that a state saved on one backend loads on another.

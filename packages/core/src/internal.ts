@@ -12,6 +12,7 @@ export { resetBackendDiscoveryWarning } from "./backend-discovery";
 export { residentFraction } from "./testing/resident-pages";
 export { type GenerationStep, expectStepsClose, generationSteps } from "./testing/generation-steps";
 export { type KVRowsCheck, expectKVRowsPortable, kvRowsCheck } from "./testing/kv-rows-check";
+export { expectRotateKVMatches } from "./testing/rotate-kv-check";
 export { ALL_GGML_TYPES, BackendPair, firstDifference, nmse, normals, pagedLayout, tensorInfo, weightBytes } from "./testing/backend-pair";
 export { type EmbeddingGoldenModel, cosineSimilarity, loadEmbeddingGoldens } from "./testing/embedding-goldens";
 export { type RerankGoldenModel, loadRerankGoldens } from "./testing/rerank-goldens";

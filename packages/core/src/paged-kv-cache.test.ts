@@ -159,6 +159,42 @@ describe("PagedKVCache.shift (context shift)", () => {
     expect(rows(cache, 0)).toEqual([1, 2, 8 - 2.5, 9 - 2.5, 10 - 2.5]);
   });
 
+  it("moves rows on the backend where keys rotate in place (never a copy onto itself), storing what the host path stores", () => {
+    class CopyingBackend extends ReferenceBackend {
+      readonly copies: [number, number, number][] = [];
+      override copyKV(storage: Parameters<ReferenceBackend["copyKV"]>[0], target: number, source: number, count: number): void {
+        this.copies.push([target, source, count]);
+        super.copyKV(storage, target, source, count);
+      }
+    }
+    for (const [keep, discard] of [[3, 6], [1, 2], [5, 11], [0, 4], [2, 27]] as const) {
+      const viaHost = pool(12).createSequence(48);
+      const copying = new CopyingBackend();
+      const inPlace = new KVBlockPool(copying, { layers: 2, kvWidth: width, blocks: 12, blockTokens: 4, type: "f32" }).createSequence(48);
+      append(viaHost, ids(1, 30));
+      append(inPlace, ids(1, 30));
+      viaHost.shift(keep, discard, plusDelta([]), { rewriteKept: true });
+      const deltas: number[] = [];
+      inPlace.shift(keep, discard, () => expect.unreachable("rows through the host"), {
+        rewriteKept: true,
+        rotateInPlace: (layer) => (slots, delta) => {
+          deltas.push(delta);
+          for (const slot of slots) {
+            const row = new Float32Array(copying.readKVRows(inPlace.pool.keys[layer]!, slot, 1).slice().buffer).map((value) => value + 0.5 * delta);
+            copying.writeKVRows(inPlace.pool.keys[layer]!, slot, new Uint8Array(row.buffer));
+          }
+        },
+      });
+      const what = `keep ${keep}, discard ${discard}`;
+      expect(deltas, what).toEqual(keep > 0 ? [0, -discard, 0, -discard] : [-discard, -discard]);
+      for (const [target, source, count] of copying.copies) expect(Math.abs(target - source), what).toBeGreaterThanOrEqual(count);
+      for (const layer of [0, 1]) {
+        expect(rows(inPlace, layer), what).toEqual(rows(viaHost, layer));
+        expect(rows(inPlace, layer, true), what).toEqual(rows(viaHost, layer, true));
+      }
+    }
+  });
+
   it("copies blocks it shares before writing them, and no longer registers the blocks it rewrote for prefix reuse", () => {
     const p = pool(10);
     const a = p.createSequence(40);

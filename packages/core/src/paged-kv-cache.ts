@@ -425,7 +425,20 @@ export class PagedKVCache implements KVCache {
    * for prefix reuse: their rows were computed with tokens the sequence no longer holds. A
    * KVBlocksExhaustedError (nothing changed) when the shared blocks' copies do not fit in the pool.
    */
-  shift(keep: number, discard: number, rotateKeys: (layer: number, rows: Uint8Array, delta: number) => Uint8Array, options: { readonly rewriteKept?: boolean } = {}): void {
+  shift(
+    keep: number,
+    discard: number,
+    rotateKeys: (layer: number, rows: Uint8Array, delta: number) => Uint8Array,
+    options: {
+      readonly rewriteKept?: boolean;
+      /**
+       * Where a layer's keys can be rotated in place on its backend (Backend.rotateKV): a function
+       * that rotates the key rows at `slots` by `delta`. Those layers' rows then move on the
+       * backend (copyKV) instead of through the host, and rotateKeys is not called for them.
+       */
+      readonly rotateInPlace?: (layer: number) => ((slots: Int32Array, delta: number) => void) | undefined;
+    } = {},
+  ): void {
     if (this.disposed) throw new Error("the KV cache was disposed");
     if (!Number.isInteger(keep) || keep < 0) throw new RangeError(`keep must be a non-negative integer, got ${keep}`);
     if (!Number.isInteger(discard) || discard < 1) throw new RangeError(`discard must be a positive integer, got ${discard}`);
@@ -452,6 +465,15 @@ export class PagedKVCache implements KVCache {
     for (let layer = 0; layer < pool.layers; layer++) {
       const backend = pool.layerBackends[layer]!;
       const keys = pool.keys[layer]!;
+      const inPlace = options.rotateInPlace?.(layer);
+      if (inPlace) {
+        if (kept > 0) inPlace(this.slotsOf(0, kept), 0);
+        if (moved === 0) continue;
+        this.moveRows(backend, keys, keep, discard, moved);
+        this.moveRows(backend, pool.values[layer]!, keep, discard, moved);
+        inPlace(this.slotsOf(keep, moved), -discard);
+        continue;
+      }
       if (kept > 0) this.writeRows(backend, keys, 0, rotateKeys(layer, this.readRows(backend, keys, 0, kept), 0));
       if (moved === 0) continue;
       this.writeRows(backend, keys, keep, rotateKeys(layer, this.readRows(backend, keys, keep + discard, moved), -discard));
@@ -462,6 +484,32 @@ export class PagedKVCache implements KVCache {
     this.keys.length = Math.min(this.keys.length, firstWritten);
     this.unkeyedFrom = Math.min(this.unkeyedFrom, firstWritten);
     this.stored = length;
+  }
+
+  /** The slots of positions [from, from + count). */
+  private slotsOf(from: number, count: number): Int32Array {
+    const slots = new Int32Array(count);
+    this.forEachRun(from, count, (slot, offset, rows) => {
+      for (let i = 0; i < rows; i++) slots[offset + i] = slot + i;
+    });
+    return slots;
+  }
+
+  /**
+   * Moves rows [keep + discard, keep + discard + count) to [keep, keep + count) on the backend, in
+   * runs within one source and one target block, none longer than `discard`: a run's source and
+   * target never overlap (copyKV may refuse that), and no run reads a row an earlier one wrote.
+   */
+  private moveRows(backend: Backend, storage: KVStorage, keep: number, discard: number, count: number): void {
+    const blockTokens = this.pool.blockTokens;
+    const slotOf = (position: number) => this.table[Math.floor(position / blockTokens)]! * blockTokens + (position % blockTokens);
+    for (let offset = 0; offset < count; ) {
+      const target = keep + offset;
+      const source = target + discard;
+      const rows = Math.min(count - offset, discard, blockTokens - (target % blockTokens), blockTokens - (source % blockTokens));
+      backend.copyKV(storage, slotOf(target), slotOf(source), rows);
+      offset += rows;
+    }
   }
 
   /** Rows [from, from + count) of one of a layer's storages, in readKVRows's form, back to back. */

@@ -245,6 +245,20 @@ export class ReferenceBackend implements Backend {
     }
   }
 
+  rotateKV(storage: KVStorage, slots: Int32Array, delta: number, heads: number, headDim: number, freqBase: number, scaling?: RopeScaling): void {
+    const kv = hostKV(storage);
+    if (heads * headDim !== kv.width) throw new RangeError(`rotateKV: ${heads} heads of ${headDim} are not the storage's rows of ${kv.width}`);
+    const rows = new Float32Array(slots.length * kv.width);
+    slots.forEach((slot, i) => {
+      if (!Number.isInteger(slot) || slot < 0 || slot >= kv.rows) throw new RangeError(`KV slot ${slot} outside [0, ${kv.rows})`);
+      const stored = kv.bytes.subarray(slot * kv.rowBytes, (slot + 1) * kv.rowBytes);
+      if (kv.type === "f32") rows.set(new Float32Array(stored.slice().buffer), i * kv.width);
+      else dequantize(KV_GGML_TYPES[kv.type], stored, kv.width, rows.subarray(i * kv.width, (i + 1) * kv.width));
+    });
+    rotateNeox(rows, new Int32Array(slots.length).fill(delta), heads, headDim, freqBase, scaling);
+    this.writeKV(storage, slots, new HostBuffer(rows));
+  }
+
   copyKV(storage: KVStorage, targetSlot: number, sourceSlot: number, rows: number): void {
     const kv = hostKV(storage);
     if (sourceSlot < 0 || targetSlot < 0 || sourceSlot + rows > kv.rows || targetSlot + rows > kv.rows) throw new RangeError("copyKV outside the storage");

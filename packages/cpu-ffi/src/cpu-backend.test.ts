@@ -22,7 +22,7 @@ import { CpuBackend } from "./cpu-backend";
 import { BackendDisposedError, NativeError } from "./errors";
 import { nativeLibraryUnavailableReason } from "./native-availability";
 import { mulberry32 } from "@memra/synthetic";
-import { ALL_GGML_TYPES, BackendPair, expectKVRowsPortable, nmse, normals, pagedLayout, residentFraction, tensorInfo, weightBytes } from "@memra/core/internal";
+import { ALL_GGML_TYPES, BackendPair, expectKVRowsPortable, expectRotateKVMatches, nmse, normals, pagedLayout, residentFraction, tensorInfo, weightBytes } from "@memra/core/internal";
 
 const unavailable = nativeLibraryUnavailableReason();
 
@@ -283,6 +283,14 @@ describe.skipIf(unavailable !== undefined)(`CpuBackend ops against the reference
 
   it.each(["f32", "f16", "q8_0"] as const)("readKVRows / writeKVRows: %s rows in the reference's layout, moved between backends", (type) => {
     expectKVRowsPortable(pair.native, pair.reference, type, ELEMENTWISE_BOUND);
+  });
+
+  it.each([
+    ["f32", ELEMENTWISE_BOUND],
+    ["f16", 1e-7],
+    ["q8_0", 1e-4],
+  ] as const)("rotateKV (the context shift's K shift): %s rows as the reference rotates them", (type, bound) => {
+    expectRotateKVMatches(pair.native, pair.reference, type, bound);
   });
 
   it("gatherRows and scatterAddRows: NMSE ≤ 1e-12", () => {

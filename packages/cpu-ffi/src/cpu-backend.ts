@@ -305,6 +305,13 @@ export class CpuBackend implements Backend {
     );
   }
 
+  rotateKV(storage: KVStorage, slots: Int32Array, delta: number, heads: number, headDim: number, freqBase: number, scaling?: RopeScaling): void {
+    if (slots.length === 0) return;
+    const kv = asKV(storage);
+    const rope = scaling ? Float32Array.of(scaling.freqScale, scaling.extFactor, scaling.magnitude, scaling.low, scaling.high) : null;
+    this.library.call("memra_cpu_kv_rotate", this.context(), KV_TYPE_IDS[kv.type], kv.pointer, kv.bytes.byteLength, heads, headDim, pointerOf(slots), slots.length, delta, freqBase, rope && pointerOf(rope));
+  }
+
   copyKV(storage: KVStorage, targetSlot: number, sourceSlot: number, rows: number): void {
     const kv = asKV(storage);
     if (sourceSlot < 0 || targetSlot < 0 || sourceSlot + rows > kv.rows || targetSlot + rows > kv.rows) throw new RangeError("copyKV outside the storage");

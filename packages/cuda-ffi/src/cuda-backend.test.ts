@@ -24,7 +24,7 @@ import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { type Backend, type BackendGraph, type DeviceBuffer, type KVStorage, ReferenceBackend, resolveRopeScaling } from "@memra/core";
 import { GGMLType, ggmlTypeName, quantize } from "@memra/gguf";
-import { ALL_GGML_TYPES, BackendPair, firstDifference, expectKVRowsPortable, nmse, normals, pagedLayout, tensorInfo, weightBytes } from "@memra/core/internal";
+import { ALL_GGML_TYPES, BackendPair, firstDifference, expectKVRowsPortable, expectRotateKVMatches, nmse, normals, pagedLayout, tensorInfo, weightBytes } from "@memra/core/internal";
 import { Candidates, argmax, topK } from "@memra/sampler";
 import { mulberry32 } from "@memra/synthetic";
 import { type Pointer, ptr } from "bun:ffi";
@@ -958,6 +958,14 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
 
   it.each(["f32", "f16", "q8_0"] as const)("readKVRows / writeKVRows: %s rows in the reference's layout, moved between backends", (type) => {
     expectKVRowsPortable(pair.native, pair.reference, type, EXACT_ELEMENTWISE_BOUND);
+  });
+
+  it.each([
+    ["f32", EXACT_ELEMENTWISE_BOUND],
+    ["f16", 1e-7],
+    ["q8_0", 1e-4],
+  ] as const)("rotateKV (the context shift's K shift): %s rows as the reference rotates them", (type, bound) => {
+    expectRotateKVMatches(pair.native, pair.reference, type, bound);
   });
 
   it("moeRoute, gatherRows, scatterAddRows", () => {

@@ -825,6 +825,13 @@ export class CudaBackend implements Backend {
     );
   }
 
+  rotateKV(storage: KVStorage, slots: Int32Array, delta: number, heads: number, headDim: number, freqBase: number, scaling?: RopeScaling): void {
+    if (slots.length === 0) return;
+    const kv = asKV(storage);
+    const rope = ropeScalingValues(scaling);
+    this.library.call("memra_cuda_kv_rotate", this.context(), KV_TYPE_IDS[kv.type], kv.pointer as Pointer, kv.bytes, heads, headDim, this.hostPointer(slots), slots.length, delta, freqBase, rope && ptr(rope));
+  }
+
   copyKV(storage: KVStorage, targetSlot: number, sourceSlot: number, rows: number): void {
     const kv = asKV(storage);
     if (sourceSlot < 0 || targetSlot < 0 || rows < 0 || sourceSlot + rows > kv.rows || targetSlot + rows > kv.rows) throw new RangeError("copyKV outside the storage");

@@ -88,6 +88,8 @@ export const MEMRA_CUDA_SYMBOLS = {
   memra_cuda_kv_write_pair: { args: [ptr, i32, ptr, ptr, i64, i64, ptr, i64, ptr, i64, ptr, i64], returns: i32 },
   // (cuda, type, storage, storage_bytes, width, slots, count, source, source_length)
   memra_cuda_kv_write: { args: [ptr, i32, ptr, i64, i64, ptr, i64, ptr, i64], returns: i32 },
+  // (cuda, type, storage, storage_bytes, heads, head_dim, slots, count, delta, freq_base, rope: 5 floats or NULL)
+  memra_cuda_kv_rotate: { args: [ptr, i32, ptr, i64, i64, i64, ptr, i64, i32, f32, ptr], returns: i32 },
   // (cuda, out, out_length, q, q_length, type, keys, values, storage_bytes, block_tokens, block_tables, table_length,
   //  sequences, sequence_count, rows, heads, kv_heads, head_dim, scale)
   memra_cuda_paged_attention: { args: [ptr, ptr, i64, ptr, i64, i32, ptr, ptr, i64, i64, ptr, i64, ptr, i64, i64, i64, i64, i64, f32], returns: i32 },

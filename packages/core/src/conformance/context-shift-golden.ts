@@ -14,6 +14,7 @@ import type { Backend } from "../backend";
 import type { EngineSequence } from "../engine/inference-engine";
 import { logSumExp } from "../evaluation";
 import { type Model, loadModel } from "../load-model";
+import type { GoldenPrompt } from "./golden-comparison";
 import { MARGIN_BOUND, PROBABILITY_BOUNDS } from "./golden-suite";
 
 export type ContextShiftOp = { readonly evaluate: readonly number[] } | { readonly shift: { readonly keep: number; readonly discard: number } };
@@ -23,7 +24,8 @@ export interface ContextShiftScenario {
   /** Run in order; the last evaluate's tokens are followed by the continuation. */
   readonly ops: readonly ContextShiftOp[];
   readonly continuation: readonly number[];
-  readonly steps: ReadonlyArray<{ readonly top: ReadonlyArray<readonly [number, number]>; readonly margin: number }>;
+  /** As the golden suite's: llama.cpp's top-5 [id, probability] and top-1/top-2 logit margin after each step. */
+  readonly steps: GoldenPrompt["steps"];
 }
 
 /**

@@ -713,7 +713,8 @@ export class Transformer {
    * back where they are stored as f16 or q8_0). With YaRN, that rope also scales every key by the
    * scaling's magnitude once more, the kept ones too (a rotation by 0), as llama.cpp's does for
    * Qwen3: its shift passes the context's attn_factor to ggml's YaRN rope, which multiplies it by
-   * the magnitude. The rows go through the host.
+   * the magnitude. On a backend with rotateKV the rows move and rotate there; elsewhere they go
+   * through the host.
    */
   shiftCache(cache: PagedKVCache, keep: number, discard: number): void {
     const d = this.dimensions;
@@ -724,7 +725,12 @@ export class Transformer {
       rotateNeox(keys, new Int32Array(keys.length / d.kvWidth).fill(delta), d.kvHeads, d.headDim, d.ropeFreqBase, d.ropeScaling);
       return convertKVRows(stored, "f32", type, d.kvWidth);
     };
-    cache.shift(keep, discard, rotate, { rewriteKept: (d.ropeScaling?.magnitude ?? 1) !== 1 });
+    const rotateInPlace = (layer: number) => {
+      const backend = cache.pool.layerBackends[layer]!;
+      const keys = cache.pool.keys[layer]!;
+      return backend.rotateKV && ((slots: Int32Array, delta: number) => backend.rotateKV!(keys, slots, delta, d.kvHeads, d.headDim, d.ropeFreqBase, d.ropeScaling));
+    };
+    cache.shift(keep, discard, rotate, { rewriteKept: (d.ropeScaling?.magnitude ?? 1) !== 1, rotateInPlace });
   }
 
   /** Most tokens one forward step (one batch) can hold. */
