@@ -33,12 +33,14 @@ try {
   nativeUnavailable = error instanceof Error ? error.message : String(error);
 }
 
-const backends: Array<[string, () => Backend, boolean]> = [
-  ["reference", () => new ReferenceBackend(), true],
-  ["cpu", () => CpuBackend.create({ threads: 2 }), nativeUnavailable === undefined],
+// The perplexity (thousands of tokens) runs on one backend: the native one, else the reference
+// (there it is ~25 s of CI; both agree with llama.cpp to ~1e-4).
+const backends: Array<[string, () => Backend, boolean, boolean]> = [
+  ["reference", () => new ReferenceBackend(), true, nativeUnavailable !== undefined],
+  ["cpu", () => CpuBackend.create({ threads: 2 }), nativeUnavailable === undefined, nativeUnavailable === undefined],
 ];
 
-describe.each(backends)("the demo model against llama.cpp (%s backend)", (_name, create, available) => {
+describe.each(backends)("the demo model against llama.cpp (%s backend)", (_name, create, available, perplexity) => {
   it.skipIf(!available)("matches llama.cpp's greedy tokens and top-5 probabilities within the q8_0 bounds", () => {
     expect(basename(demoModelPath()), "the fixture was recorded on another file").toBe(golden.model.file);
     const model = loadModel(demoModelPath(), { backend: create() });
@@ -53,7 +55,7 @@ describe.each(backends)("the demo model against llama.cpp (%s backend)", (_name,
     }
   }, 120_000);
 
-  it.skipIf(!available)("has llama.cpp's held-out perplexity, far below a random-weight model's", () => {
+  it.skipIf(!perplexity)("has llama.cpp's held-out perplexity, far below a random-weight model's", () => {
     const model = loadModel(demoModelPath(), { backend: create() });
     try {
       const tokens = model.tokenizer.encode(heldout, { special: false });

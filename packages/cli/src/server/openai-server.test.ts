@@ -1022,30 +1022,30 @@ describe("memra serve: speculative decoding", () => {
   });
 
   it("with contextShift (memra serve --context-shift), /completion and /v1/completions generate past the context as the library does", async () => {
-    const shifting = startOpenAIServer({ model, modelId: "tiny", port: 0, contextLength: 40, contextShift: true });
+    const shifting = startOpenAIServer({ model, modelId: "tiny", port: 0, contextLength: 32, contextShift: true });
     try {
       const text = "Once upon a time, in a land far away, there lived";
       const promptTokens = model.tokenizer.encode(text);
-      const expected = await model.generate(promptTokens, { temperature: 0, maxTokens: 60, ignoreEos: true, contextTokens: 40, contextShift: { keep: 3 } }).result;
+      const expected = await model.generate(promptTokens, { temperature: 0, maxTokens: 40, ignoreEos: true, contextTokens: 32, contextShift: { keep: 3 } }).result;
       expect(expected.contextShift!.shifts).toBeGreaterThanOrEqual(2);
-      const native = (await (await fetch(`${shifting.url}/completion`, { method: "POST", body: JSON.stringify({ prompt: text, n_predict: 60, temperature: 0, ignore_eos: true, n_keep: 3, return_tokens: true }) })).json()) as {
+      const native = (await (await fetch(`${shifting.url}/completion`, { method: "POST", body: JSON.stringify({ prompt: text, n_predict: 40, temperature: 0, ignore_eos: true, n_keep: 3, return_tokens: true }) })).json()) as {
         tokens: number[];
         truncated: boolean;
         tokens_predicted: number;
       };
       expect(native.tokens).toEqual(expected.tokens);
-      expect([native.truncated, native.tokens_predicted]).toEqual([true, 60]);
+      expect([native.truncated, native.tokens_predicted]).toEqual([true, 40]);
       // n_discard: that many tokens after n_keep per shift.
-      const fixed = await model.generate(promptTokens, { temperature: 0, maxTokens: 60, ignoreEos: true, contextTokens: 40, contextShift: { keep: 3, discard: 8 } }).result;
-      const discarding = (await (await fetch(`${shifting.url}/completion`, { method: "POST", body: JSON.stringify({ prompt: text, n_predict: 60, temperature: 0, ignore_eos: true, n_keep: 3, n_discard: 8, return_tokens: true }) })).json()) as { tokens: number[] };
+      const fixed = await model.generate(promptTokens, { temperature: 0, maxTokens: 40, ignoreEos: true, contextTokens: 32, contextShift: { keep: 3, discard: 8 } }).result;
+      const discarding = (await (await fetch(`${shifting.url}/completion`, { method: "POST", body: JSON.stringify({ prompt: text, n_predict: 40, temperature: 0, ignore_eos: true, n_keep: 3, n_discard: 8, return_tokens: true }) })).json()) as { tokens: number[] };
       expect(discarding.tokens).toEqual(fixed.tokens);
       expect(fixed.contextShift!.discardedTokens).toBe(8 * fixed.contextShift!.shifts);
-      const openai = (await (await fetch(`${shifting.url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: text, max_tokens: 60, temperature: 0, ignore_eos: true }) })).json()) as OpenAI.Completion;
-      const keepNone = await model.generate(promptTokens, { temperature: 0, maxTokens: 60, ignoreEos: true, contextTokens: 40, contextShift: true }).result;
+      const openai = (await (await fetch(`${shifting.url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: text, max_tokens: 40, temperature: 0, ignore_eos: true }) })).json()) as OpenAI.Completion;
+      const keepNone = await model.generate(promptTokens, { temperature: 0, maxTokens: 40, ignoreEos: true, contextTokens: 32, contextShift: true }).result;
       expect(openai.choices[0]!.text).toBe(keepNone.text);
-      expect(openai.usage!.completion_tokens).toBe(60);
+      expect(openai.usage!.completion_tokens).toBe(40);
       // The server without it refuses what does not fit, as before.
-      const refused = await fetch(`${server.url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: text, max_tokens: 600, temperature: 0 }) });
+      const refused = await fetch(`${server.url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: text, max_tokens: 400, temperature: 0 }) });
       expect(refused.status).toBe(400);
     } finally {
       await shifting.stop();

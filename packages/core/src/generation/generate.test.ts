@@ -13,12 +13,17 @@ beforeAll(async () => {
 
 describe("model.generate", () => {
   it("at temperature 0 gives llama.cpp's greedy tokens up to the first near-tie", async () => {
+    // The generation loop's greedy path on a dense and a MoE model (the golden suites compare every
+    // model's numbers); on the reference backend each prompt is seconds of its TypeScript LM head.
     const { suite, goldens } = loadGoldenSuite();
-    for (const id of ["dense-f32", "dense-q4_K", "moe-q8_0"]) {
+    for (const [id, prompts] of [
+      ["dense-f32", 8],
+      ["moe-q8_0", 3],
+    ] as const) {
       const entry = suite.models.find((m) => m.id === id)!;
       const golden = goldens.get(id)!;
       const goldenModel = loadModel(await syntheticModelFile(resolveOptions(entry.preset as "small", entry.options)));
-      for (const prompt of golden.prompts) {
+      for (const prompt of golden.prompts.slice(0, prompts)) {
         const firstTie = prompt.steps.findIndex((step) => step.margin < 0.1);
         const decided = firstTie < 0 ? prompt.continuation.length : firstTie;
         const result = await goldenModel.complete(prompt.promptTokens, { temperature: 0, maxTokens: decided + 1 });
