@@ -1045,7 +1045,7 @@ describe("memra serve: speculative decoding", () => {
       expect(openai.choices[0]!.text).toBe(keepNone.text);
       expect(openai.usage!.completion_tokens).toBe(40);
       // The server without it refuses what does not fit, as before.
-      const refused = await fetch(`${server.url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: text, max_tokens: 400, temperature: 0 }) });
+      const refused = await fetch(`${server.url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: text, max_tokens: 600, temperature: 0 }) });
       expect(refused.status).toBe(400);
     } finally {
       await shifting.stop();
