@@ -2,7 +2,7 @@
 # The one prepared script for a GPU session (issue 8): builds libmemra_cuda, runs the native and
 # TypeScript CUDA op tests, then the issue's tg128 / pp512 benchmarks on synthetic Qwen3-0.6B
 # (and 64 sequences batched), Qwen3-8B-shaped (8 of 36 layers, scaled) and the scaled
-# Qwen3-30B-A3B shapes, the golden suite on CUDA, the PyTorch anchor, single-op timings
+# Qwen3-30B-A3B shapes, the golden suite and the context-shift goldens on CUDA, the PyTorch anchor, single-op timings
 # (ops.bench.ts, with the default kernels and the previous ones), and last the variants that say
 # what graphs, PDL, early weights and device-side sampling save.
 # $OUT (default bench/device/out) gets three files, kept current after every step, since the `run`
@@ -157,7 +157,7 @@ bench qwen3-0.6b-q8_0 --preset qwen3-0.6b --type q8_0 --prompt 512 --decode 128 
 bench qwen3-8b-shape-q8_0 --preset qwen3-0.6b --type q8_0 --layers 8 --full-layers 36 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 512 --decode 128 --batch 64
 bench qwen3-30b-a3b-scaled-q8_0 --preset qwen3-30b-a3b-scaled --type q8_0 --prompt 512 --decode 128
 
-step golden-suite "$TEST_LIMIT" "${TEST_RUN[@]}" "$TESTS/golden-suite.test.ts" "$TESTS/golden-suite-part-2.test.ts"
+step golden-suite "$TEST_LIMIT" "${TEST_RUN[@]}" "$TESTS/golden-suite.test.ts" "$TESTS/golden-suite-part-2.test.ts" "$TESTS/context-shift.test.ts"
 
 # PyTorch + transformers on the same dense shapes (bf16, random weights): a second anchor.
 torch_bench() { # torch_bench NAME ARGS...
