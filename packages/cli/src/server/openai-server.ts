@@ -956,8 +956,15 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       }
       throw error;
     }
+    // A request naming a busy slot waits for it (llama.cpp defers it); one that leaves first ends there.
+    const slot = await slots.acquireIdle(slotId, promptTokens.length, options.lora, controller.signal);
+    if (!slot) {
+      running.delete(controller);
+      request.signal.removeEventListener("abort", onDisconnect);
+      void stream.result; // runs the generation to its abort: its sequence is released
+      return new Response(null, { status: 499 });
+    }
     metrics.requestStarted(promptTokens.length);
-    const slot = slots.acquire(slotId, promptTokens.length, options.lora);
     const done = finisher(controller, request, onDisconnect, "completion", slot, promptTokens);
     const probabilitiesOf = (chunk: GenerationChunk) => ({
       id: chunk.token!,

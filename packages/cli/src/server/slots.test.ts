@@ -78,6 +78,34 @@ describe("memra serve: llama.cpp's slots", () => {
     expect((await call(restorer, "/slots/0?action=save", { filename: "empty.bin" })).body.error.message).toMatch(/slot 0 holds no tokens to save/);
   }, 60_000);
 
+  it("a request naming a busy slot waits for it, first come first; one naming another slot does not; a client that leaves while waiting frees its place", async () => {
+    const server = serve();
+    const finished: string[] = [];
+    const run = (name: string, body: object, signal?: AbortSignal) =>
+      fetch(`${server.url}/completion`, { method: "POST", body: JSON.stringify({ prompt: PROMPT, temperature: 0, ignore_eos: true, ...body }), ...(signal ? { signal } : {}) }).then(
+        async (response) => {
+          finished.push(name);
+          return (await response.json()) as Record<string, any>;
+        },
+        () => finished.push(`${name} left`),
+      );
+    const long = run("long", { n_predict: 80, id_slot: 1 }); // still running when the others arrive
+    await Bun.sleep(20);
+    const leaving = new AbortController();
+    const left = run("leaves", { n_predict: 2, id_slot: 1 }, leaving.signal);
+    const waiting = run("waits", { n_predict: 2, id_slot: 1 });
+    const elsewhere = run("elsewhere", { n_predict: 2, id_slot: 2 });
+    await Bun.sleep(20);
+    leaving.abort();
+    await Promise.all([long, left, waiting, elsewhere]);
+    // The one on slot 2 ran beside the long one; the one waiting for slot 1 ran after it.
+    expect(finished.indexOf("elsewhere")).toBeLessThan(finished.indexOf("long"));
+    expect(finished.indexOf("long")).toBeLessThan(finished.indexOf("waits"));
+    expect(finished).toContain("leaves left");
+    const slots = await call(server, "/slots");
+    expect(slots.body.map((slot: { is_processing: boolean }) => slot.is_processing)).toEqual([false, false, false]);
+  });
+
   it("refuses a slot that does not exist, a path outside the save directory, an unknown action, a bad file, and save without --slot-save-path", async () => {
     const server = serve(directory);
     const unknownSlot = await call(server, "/completion", { prompt: "Hi", n_predict: 2, id_slot: 7 });

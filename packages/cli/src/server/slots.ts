@@ -4,8 +4,8 @@
  * tokens of the last request it ran (prompt and completion). GET /slots reports them; POST
  * /slots/ID?action=save|restore|erase saves a slot's tokens as a KV state file, loads one (into the
  * prefix cache, where every request whose prompt starts with its tokens reuses them) or forgets them.
- * The engine batches requests whatever their slot, so a slot is bookkeeping: a busy slot named by a
- * request does not make it wait.
+ * The engine batches requests whatever their slot; a request that names a busy slot (/completion's
+ * `id_slot`) waits until the slot is idle, as llama.cpp's server defers it (acquireIdle).
  */
 import { basename, join } from "node:path";
 import { KVStateError, type Model } from "@memra/core";
@@ -28,6 +28,8 @@ export interface Slot {
 export class ServerSlots {
   readonly slots: Slot[];
   private nextTask = 0;
+  /** Per slot: the requests waiting for it to be idle, first come first (acquireIdle). */
+  private readonly waiting = new Map<Slot, (() => void)[]>();
 
   constructor(
     private readonly model: Model,
@@ -60,6 +62,42 @@ export class ServerSlots {
     return slot;
   }
 
+  /**
+   * acquire, once the slot `requested` names is idle: a request naming a busy slot waits for it, in
+   * order of arrival, as llama.cpp's server defers its task (-1 or undefined: at once, as acquire).
+   * Undefined when `signal` aborts first.
+   */
+  async acquireIdle(requested: number | undefined, promptTokens: number, lora: readonly { readonly id: number; readonly scale: number }[] | undefined, signal?: AbortSignal): Promise<Slot | undefined> {
+    if (requested !== undefined && requested !== -1) {
+      const slot = this.slot(requested);
+      const queue = this.waiting.get(slot) ?? [];
+      this.waiting.set(slot, queue);
+      let turn = slot.running === 0 && queue.length === 0;
+      while (!turn && !signal?.aborted) {
+        const woken = await new Promise<boolean>((resolve) => {
+          const wake = () => {
+            signal?.removeEventListener("abort", abort);
+            resolve(true);
+          };
+          const abort = () => {
+            const at = queue.indexOf(wake);
+            if (at >= 0) queue.splice(at, 1);
+            resolve(false);
+          };
+          queue.push(wake);
+          signal?.addEventListener("abort", abort, { once: true });
+        });
+        turn = woken && slot.running === 0; // else taken meanwhile by a request naming no slot: wait again
+      }
+      if (signal?.aborted) {
+        if (slot.running === 0) queue.shift()?.(); // the turn passes on
+        return undefined;
+      }
+    }
+    if (signal?.aborted) return undefined;
+    return this.acquire(requested, promptTokens, lora);
+  }
+
   /** The request in `slot` ended; `tokens`: its prompt and completion (kept for save), undefined when it failed. */
   release(slot: Slot, tokens: readonly number[] | undefined): void {
     slot.running = Math.max(0, slot.running - 1);
@@ -67,6 +105,7 @@ export class ServerSlots {
       slot.tokens = tokens;
       slot.decoded = tokens.length - slot.promptTokens;
     }
+    if (slot.running === 0) this.waiting.get(slot)?.shift()?.();
   }
 
   /** GET /slots: llama.cpp's fields that apply. */
