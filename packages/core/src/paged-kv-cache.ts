@@ -352,24 +352,9 @@ export class PagedKVCache implements KVCache {
     const blockTokens = this.pool.blockTokens;
     // The block the first new row lands in may be shared or hold a registered prefix: copy it or unkey it.
     const first = Math.floor(this.stored / blockTokens);
-    if (rows > 0 && first < this.table.length) {
-      const block = this.table[first]!;
-      if (this.pool.referenceCount(block) > 1) {
-        const copy = this.pool.allocateBlock();
-        this.pool.copyBlock(copy, block);
-        this.pool.release(block);
-        this.table[first] = copy;
-      } else {
-        this.pool.forgetKey(block);
-      }
-    }
+    if (rows > 0 && first < this.table.length) this.makeWritable(first);
     while (this.table.length * blockTokens < needed) this.table.push(this.pool.allocateBlock());
-    const slots = new Int32Array(rows);
-    for (let i = 0; i < rows; i++) {
-      const position = this.stored + i;
-      slots[i] = this.table[Math.floor(position / blockTokens)]! * blockTokens + (position % blockTokens);
-    }
-    return slots;
+    return this.slotsOf(this.stored, rows);
   }
 
   advance(tokens: Int32Array): void {
@@ -452,16 +437,7 @@ export class PagedKVCache implements KVCache {
     const written = this.table.slice(firstWritten, moved > 0 || kept > 0 ? Math.ceil(length / blockTokens) : firstWritten);
     const shared = written.filter((block) => pool.referenceCount(block) > 1).length;
     if (shared > pool.freeBlocks) throw new KVBlocksExhaustedError(shared, pool.freeBlocks);
-    for (const [i, held] of written.entries()) {
-      if (pool.referenceCount(held) > 1) {
-        const copy = pool.allocateBlock();
-        pool.copyBlock(copy, held);
-        pool.release(held);
-        this.table[firstWritten + i] = copy;
-      } else {
-        pool.forgetKey(held);
-      }
-    }
+    for (let i = 0; i < written.length; i++) this.makeWritable(firstWritten + i);
     for (let layer = 0; layer < pool.layers; layer++) {
       const backend = pool.layerBackends[layer]!;
       const keys = pool.keys[layer]!;
@@ -486,6 +462,25 @@ export class PagedKVCache implements KVCache {
     this.stored = length;
   }
 
+  /** Before block `index` of the table is written: a copy of it when shared, else its prefix key dropped. */
+  private makeWritable(index: number): void {
+    const block = this.table[index]!;
+    if (this.pool.referenceCount(block) > 1) {
+      const copy = this.pool.allocateBlock();
+      this.pool.copyBlock(copy, block);
+      this.pool.release(block);
+      this.table[index] = copy;
+    } else {
+      this.pool.forgetKey(block);
+    }
+  }
+
+  /** The slot of position `position`. */
+  private slotAt(position: number): number {
+    const blockTokens = this.pool.blockTokens;
+    return this.table[Math.floor(position / blockTokens)]! * blockTokens + (position % blockTokens);
+  }
+
   /** The slots of positions [from, from + count). */
   private slotsOf(from: number, count: number): Int32Array {
     const slots = new Int32Array(count);
@@ -502,12 +497,11 @@ export class PagedKVCache implements KVCache {
    */
   private moveRows(backend: Backend, storage: KVStorage, keep: number, discard: number, count: number): void {
     const blockTokens = this.pool.blockTokens;
-    const slotOf = (position: number) => this.table[Math.floor(position / blockTokens)]! * blockTokens + (position % blockTokens);
     for (let offset = 0; offset < count; ) {
       const target = keep + offset;
       const source = target + discard;
       const rows = Math.min(count - offset, discard, blockTokens - (target % blockTokens), blockTokens - (source % blockTokens));
-      backend.copyKV(storage, slotOf(target), slotOf(source), rows);
+      backend.copyKV(storage, this.slotAt(target), this.slotAt(source), rows);
       offset += rows;
     }
   }
@@ -532,7 +526,7 @@ export class PagedKVCache implements KVCache {
     for (let offset = 0; offset < count; ) {
       const position = from + offset;
       const rows = Math.min(count - offset, blockTokens - (position % blockTokens));
-      run(this.table[Math.floor(position / blockTokens)]! * blockTokens + (position % blockTokens), offset, rows);
+      run(this.slotAt(position), offset, rows);
       offset += rows;
     }
   }
