@@ -547,21 +547,65 @@ int memra_cpu_scatter_add_rows(memra_cpu * cpu, float * out, int64_t out_length,
     return MEMRA_OK;
 }
 
-int memra_quantize(int type, const float * x, int64_t count, void * out, int64_t out_bytes) {
-    static const char function[] = "memra_quantize";
-    const size_t block_bytes = memra_quantize_block_bytes(type);
-    if (block_bytes == 0) FAIL(MEMRA_ERROR_UNSUPPORTED_TYPE, "%s: type %s is not supported (q2_K, q3_K, q4_K, q5_K, q6_K)", function, memra_type_name(type));
-    if (count < 0 || count % 256 != 0) {
-        FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: count is %lld, not a whole number of %s blocks (256 values)", function, (long long)count, memra_type_name(type));
+/* memra_cpu_quantize: blocks of 256 values in chunks of 16 blocks over the context's threads. */
+typedef struct {
+    int type;
+    const float * x;
+    uint8_t * y;
+    int64_t blocks;
+    int64_t block_values;
+    size_t block_bytes;
+} quantize_task;
+
+/* 16 k-quant blocks (4,096 values) or 128 of the 32-value types: enough work to be worth a dispatch. */
+enum { QUANTIZE_CHUNK_VALUES = 4096 };
+
+static void quantize_chunk(void * argument, int64_t chunk, int thread_index) {
+    (void)thread_index;
+    const quantize_task * t = argument;
+    const int64_t per_chunk = QUANTIZE_CHUNK_VALUES / t->block_values;
+    const int64_t first = chunk * per_chunk;
+    const int64_t n = t->blocks - first < per_chunk ? t->blocks - first : per_chunk;
+    memra_quantize_blocks(t->type, t->x + first * t->block_values, t->y + first * t->block_bytes, n);
+}
+
+static int check_quantize(const char * function, int type, const float * x, int64_t count, const void * out, int64_t out_bytes, size_t * block_bytes) {
+    *block_bytes = memra_quantize_block_bytes(type);
+    if (*block_bytes == 0) {
+        FAIL(MEMRA_ERROR_UNSUPPORTED_TYPE, "%s: type %s is not supported (q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K)", function,
+             memra_type_name(type));
+    }
+    const int64_t block_values = memra_quantize_block_values(type);
+    if (count < 0 || count % block_values != 0) {
+        FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: count is %lld, not a whole number of %s blocks (%lld values)", function, (long long)count,
+             memra_type_name(type), (long long)block_values);
     }
     if (count > 0 && !x) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: x is NULL", function);
     int64_t needed;
-    CHECK(check_product(function, "out size", count / 256, (int64_t)block_bytes, &needed));
+    CHECK(check_product(function, "out size", count / block_values, (int64_t)*block_bytes, &needed));
     if (needed > 0 && !out) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: out is NULL", function);
     if (out_bytes < needed) {
-        FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: out has %lld bytes, %lld %s blocks need %lld", function, (long long)out_bytes, (long long)(count / 256),
+        FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: out has %lld bytes, %lld %s blocks need %lld", function, (long long)out_bytes, (long long)(count / block_values),
              memra_type_name(type), (long long)needed);
     }
-    memra_quantize_blocks(type, x, (uint8_t *)out, count / 256);
+    return MEMRA_OK;
+}
+
+int memra_cpu_quantize(memra_cpu * cpu, int type, const float * x, int64_t count, void * out, int64_t out_bytes) {
+    static const char function[] = "memra_cpu_quantize";
+    CHECK(check_cpu(function, cpu));
+    size_t block_bytes;
+    CHECK(check_quantize(function, type, x, count, out, out_bytes, &block_bytes));
+    const int64_t block_values = memra_quantize_block_values(type);
+    quantize_task task = { type, x, (uint8_t *)out, count / block_values, block_values, block_bytes };
+    const int64_t per_chunk = QUANTIZE_CHUNK_VALUES / block_values;
+    memra_pool_run(cpu->pool, quantize_chunk, &task, (task.blocks + per_chunk - 1) / per_chunk);
+    return MEMRA_OK;
+}
+
+int memra_quantize(int type, const float * x, int64_t count, void * out, int64_t out_bytes) {
+    size_t block_bytes;
+    CHECK(check_quantize("memra_quantize", type, x, count, out, out_bytes, &block_bytes));
+    memra_quantize_blocks(type, x, (uint8_t *)out, count / memra_quantize_block_values(type));
     return MEMRA_OK;
 }

@@ -1,7 +1,8 @@
 /*
- * memra_quantize: float32 values -> the k-quant types (q2_K, q3_K, q4_K, q5_K, q6_K), byte for byte
- * as ggml's quantize_row_*_ref without an importance matrix, and as @memra/gguf's TypeScript
- * quantizers (packages/gguf/src/quant/quantize-k.ts, scale-search.ts), which this follows operation
+ * memra_quantize: float32 values -> the k-quant types (q2_K, q3_K, q4_K, q5_K, q6_K) and the 32-value
+ * block types (q4_0, q4_1, q5_0, q5_1, q8_0), byte for byte as ggml's quantize_row_*_ref without an
+ * importance matrix, and as @memra/gguf's TypeScript
+ * quantizers (packages/gguf/src/quant/quantize-k.ts, scale-search.ts, quantize-blocks-32.ts), which this follows operation
  * for operation. The TypeScript is the reference the golden models were generated with; this is the
  * same arithmetic in C for @memra/synthetic: q4_K at 54 M values/s with AVX2, 10 M without,
  * against 2.5 M in TypeScript (a k-quant golden model's 39 M-value embedding took ~15 s there).
@@ -19,7 +20,9 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
+#include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -517,8 +520,134 @@ static void quantize_q6_K(const lane_searches * search, const float * x, uint8_t
     }
 }
 
+/* ---- the 32-value block types (ggml's quantize_row_{q4_0,q4_1,q5_0,q5_1,q8_0}_ref) ---- */
+
+/* C's float -> integer cast as x86-64 performs it (cvttss2si): truncation, INT32_MIN for NaN and
+ * out-of-range values (reached when a block's scale is subnormal and its reciprocal overflows).
+ * Written out so that the result does not depend on the target: the cast itself is undefined there. */
+INLINE int32_t truncate_x86(float value) {
+    return value > -2147483648.f && value < 2147483648.f ? (int32_t)value : INT32_MIN;
+}
+
+/* (int8_t) of the truncation: the low byte, as a signed value. */
+INLINE int truncate_int8(float value) {
+    return (int8_t)(uint8_t)(truncate_x86(value) & 0xff);
+}
+
+INLINE void store_word(uint8_t * p, uint32_t word) {
+    p[0] = (uint8_t)word;
+    p[1] = (uint8_t)(word >> 8);
+    p[2] = (uint8_t)(word >> 16);
+    p[3] = (uint8_t)(word >> 24);
+}
+
+/* The value of largest magnitude (the first on ties), sign kept. */
+INLINE float signed_absolute_max(const float * x) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < 32; j++) {
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    }
+    return max;
+}
+
+INLINE void min_max(const float * x, float * min, float * max) {
+    *min = FLT_MAX;
+    *max = -FLT_MAX;
+    for (int j = 0; j < 32; j++) {
+        if (x[j] < *min) *min = x[j];
+        if (x[j] > *max) *max = x[j];
+    }
+}
+
+static void quantize_q4_0(const float * x, uint8_t * y) {
+    const float d = signed_absolute_max(x) / -8;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    store_half(y, d);
+    for (int j = 0; j < 16; j++) {
+        const int q0 = truncate_int8(x[j] * id + 8.5f), q1 = truncate_int8(x[16 + j] * id + 8.5f);
+        y[2 + j] = (uint8_t)((q0 < 15 ? q0 : 15) & 0xff) | (uint8_t)(((q1 < 15 ? q1 : 15) & 0xff) << 4);
+    }
+}
+
+static void quantize_q4_1(const float * x, uint8_t * y) {
+    float min, max;
+    min_max(x, &min, &max);
+    const float d = (max - min) / 15;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    store_half(y, d);
+    store_half(y + 2, min);
+    for (int j = 0; j < 16; j++) {
+        const int q0 = truncate_int8((x[j] - min) * id + 0.5f), q1 = truncate_int8((x[16 + j] - min) * id + 0.5f);
+        y[4 + j] = (uint8_t)((q0 < 15 ? q0 : 15) & 0xff) | (uint8_t)(((q1 < 15 ? q1 : 15) & 0xff) << 4);
+    }
+}
+
+static void quantize_q5_0(const float * x, uint8_t * y) {
+    const float d = signed_absolute_max(x) / -16;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    store_half(y, d);
+    uint32_t high = 0;
+    for (int j = 0; j < 16; j++) {
+        int q0 = truncate_int8(x[j] * id + 16.5f), q1 = truncate_int8(x[16 + j] * id + 16.5f);
+        q0 = (q0 < 31 ? q0 : 31) & 0xff;
+        q1 = (q1 < 31 ? q1 : 31) & 0xff;
+        y[6 + j] = (uint8_t)((q0 & 0x0f) | ((q1 & 0x0f) << 4));
+        high |= (uint32_t)((q0 & 0x10) >> 4) << j;
+        high |= (uint32_t)((q1 & 0x10) >> 4) << (j + 16);
+    }
+    store_word(y + 2, high);
+}
+
+static void quantize_q5_1(const float * x, uint8_t * y) {
+    float min, max;
+    min_max(x, &min, &max);
+    const float d = (max - min) / 31;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    store_half(y, d);
+    store_half(y + 2, min);
+    uint32_t high = 0;
+    for (int j = 0; j < 16; j++) {
+        const int q0 = truncate_x86((x[j] - min) * id + 0.5f) & 0xff, q1 = truncate_x86((x[16 + j] - min) * id + 0.5f) & 0xff;
+        y[8 + j] = (uint8_t)((q0 & 0x0f) | ((q1 & 0x0f) << 4));
+        high |= (uint32_t)((q0 & 0x10) >> 4) << j;
+        high |= (uint32_t)((q1 & 0x10) >> 4) << (j + 16);
+    }
+    store_word(y + 4, high);
+}
+
+static void quantize_q8_0(const float * x, uint8_t * y) {
+    float amax = 0;
+    for (int j = 0; j < 32; j++) {
+        const float a = fabsf(x[j]);
+        amax = amax > a ? amax : a;
+    }
+    const float d = amax / 127;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    store_half(y, d);
+    for (int j = 0; j < 32; j++) y[2 + j] = (uint8_t)(truncate_x86(roundf(x[j] * id)) & 0xff);
+}
+
+int64_t memra_quantize_block_values(int type) {
+    switch (type) {
+        case MEMRA_TYPE_Q4_0:
+        case MEMRA_TYPE_Q4_1:
+        case MEMRA_TYPE_Q5_0:
+        case MEMRA_TYPE_Q5_1:
+        case MEMRA_TYPE_Q8_0: return 32;
+        default: return 256;
+    }
+}
+
 size_t memra_quantize_block_bytes(int type) {
     switch (type) {
+        case MEMRA_TYPE_Q4_0: return 18;
+        case MEMRA_TYPE_Q4_1: return 20;
+        case MEMRA_TYPE_Q5_0: return 22;
+        case MEMRA_TYPE_Q5_1: return 24;
+        case MEMRA_TYPE_Q8_0: return 34;
         case MEMRA_TYPE_Q2_K: return 84;
         case MEMRA_TYPE_Q3_K: return 110;
         case MEMRA_TYPE_Q4_K: return 144;
@@ -536,8 +665,14 @@ void memra_quantize_blocks(int type, const float * x, uint8_t * y, int64_t block
     if (strcmp(isa, "avx2") == 0 || strcmp(isa, "avx512vnni") == 0) search = &avx2_searches;
 #endif
     const size_t bytes = memra_quantize_block_bytes(type);
-    for (int64_t b = 0; b < blocks; b++, x += 256, y += bytes) {
+    const int64_t values = memra_quantize_block_values(type);
+    for (int64_t b = 0; b < blocks; b++, x += values, y += bytes) {
         switch (type) {
+            case MEMRA_TYPE_Q4_0: quantize_q4_0(x, y); break;
+            case MEMRA_TYPE_Q4_1: quantize_q4_1(x, y); break;
+            case MEMRA_TYPE_Q5_0: quantize_q5_0(x, y); break;
+            case MEMRA_TYPE_Q5_1: quantize_q5_1(x, y); break;
+            case MEMRA_TYPE_Q8_0: quantize_q8_0(x, y); break;
             case MEMRA_TYPE_Q2_K: quantize_q2_K(search, x, y); break;
             case MEMRA_TYPE_Q3_K: quantize_q3_K(x, y); break;
             case MEMRA_TYPE_Q4_K: quantize_q4_K(search, x, y); break;

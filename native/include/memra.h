@@ -204,10 +204,14 @@ MEMRA_API int memra_cpu_scatter_add_rows(memra_cpu * cpu, float * out, int64_t o
 
 /* ---- quantization (no context: plain functions of their arguments) ---- */
 
-/* Quantizes `count` f32 values (a multiple of 256) to the k-quant `type` (q2_K, q3_K, q4_K, q5_K or
- * q6_K) into out, byte for byte as ggml's quantize_row_*_ref without an importance matrix. out must
- * hold count / 256 blocks. Any other type is MEMRA_ERROR_UNSUPPORTED_TYPE. */
+/* Quantizes `count` f32 values (a whole number of blocks: 256 values, or 32 for the 32-value types) to
+ * `type` (q2_K, q3_K, q4_K, q5_K, q6_K, q4_0, q4_1, q5_0, q5_1 or q8_0) into out, byte for byte as
+ * ggml's quantize_row_*_ref without an importance matrix. out must hold count / block values blocks.
+ * Any other type is MEMRA_ERROR_UNSUPPORTED_TYPE. */
 MEMRA_API int memra_quantize(int type, const float * x, int64_t count, void * out, int64_t out_bytes);
+
+/* memra_quantize over the context's threads (chunks of 16 blocks): the same bytes. */
+MEMRA_API int memra_cpu_quantize(memra_cpu * cpu, int type, const float * x, int64_t count, void * out, int64_t out_bytes);
 
 #ifdef __cplusplus
 }

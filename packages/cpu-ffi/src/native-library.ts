@@ -62,6 +62,8 @@ export const MEMRA_CPU_SYMBOLS = {
   memra_cpu_gather_rows: { args: [ptr, ptr, i64, ptr, i64, ptr, i64, i64], returns: i32 },
   // (cpu, out, out_length, x, x_length, row_ids, scales, count, width)
   memra_cpu_scatter_add_rows: { args: [ptr, ptr, i64, ptr, i64, ptr, ptr, i64, i64], returns: i32 },
+  // (cpu, type, x, count, out, out_bytes): k-quants, byte for byte as ggml's reference quantizers
+  memra_cpu_quantize: { args: [ptr, i32, ptr, i64, ptr, i64], returns: i32 },
 } as const;
 
 type MemraCpuSymbols = Library<typeof MEMRA_CPU_SYMBOLS>["symbols"];

@@ -2,7 +2,7 @@
  * libmemra_cpu's memra_quantize against @memra/gguf's TypeScript quantizers, bit for bit: the
  * synthetic models (and so the goldens recorded from them) must not depend on which one ran.
  */
-import { GGMLType, ggmlTypeName, quantize } from "@memra/gguf";
+import { GGMLType, type GGUFTensorToWrite, ggmlTypeName, quantize } from "@memra/gguf";
 import { describe, expect, it } from "vitest";
 import { nativeQuantize, nativeQuantizerUnavailableReason, quantizeWeights } from "./native-quantize";
 import { SeededRandom } from "./random";
@@ -11,6 +11,8 @@ import { buildSyntheticModel, resolveOptions } from "./synthetic-model";
 const seededNormalValues = (count: number, seed: number) => new SeededRandom(`native-quantize:${seed}`).normals(count, 0, 1);
 
 const K_TYPES = [GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K];
+const BLOCK_32_TYPES = [GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q8_0];
+const TYPES = [...K_TYPES, ...BLOCK_32_TYPES];
 const unavailable = nativeQuantizerUnavailableReason();
 const required = process.env.MEMRA_REQUIRE_NATIVE === "1";
 
@@ -35,15 +37,17 @@ function edgeBlocks(): Float32Array {
   block((i) => Math.round(normal[2048 + i]! * 4) / 4); // many exact ties
   block((i) => (i % 2 === 0 ? 1e-30 : -1e-30) * (i + 1));
   block((i) => normal[2304 + i]! + 3); // offset: min above 0
+  block((i) => normal[2560 + i]! * 1e-39); // subnormal values: a block's 1/d overflows to infinity
+  block((i) => (i % 32 === 5 ? 1e-39 : 0)); // one subnormal value per 32, the rest zero (0 * inf: NaN)
   return new Float32Array(blocks.flat());
 }
 
-describe.skipIf(unavailable !== undefined && !required)("native k-quant quantization (memra_quantize)", () => {
+describe.skipIf(unavailable !== undefined && !required)("native quantization (memra_quantize)", () => {
   it("is available where the native library is built", () => {
     expect(unavailable).toBeUndefined();
   });
 
-  describe.each(K_TYPES.map((type) => [ggmlTypeName(type), type] as const))("%s", (_name, type) => {
+  describe.each(TYPES.map((type) => [ggmlTypeName(type), type] as const))("%s", (_name, type) => {
     it("writes the TypeScript quantizer's bytes for seeded normal values at three scales", () => {
       for (const [scale, seed] of [
         [0.02, 1],
@@ -76,23 +80,24 @@ describe.skipIf(unavailable !== undefined && !required)("native k-quant quantiza
       import { nativeQuantize } from ${JSON.stringify(new URL("./native-quantize.ts", import.meta.url).pathname)};
       import { SeededRandom } from ${JSON.stringify(new URL("./random.ts", import.meta.url).pathname)};
       const values = new SeededRandom("native-quantize:portable").normals(256 * 64, 0, 1);
-      console.log(JSON.stringify([${K_TYPES.join(", ")}].map((type) => Bun.hash(nativeQuantize(type, values)).toString())));
+      console.log(JSON.stringify([${TYPES.join(", ")}].map((type) => Bun.hash(nativeQuantize(type, values)).toString())));
     `;
     const child = Bun.spawnSync([process.execPath, "-e", script], { env: { ...process.env, MEMRA_CPU_ISA: "scalar" } });
     expect(child.stderr.toString()).toBe("");
     const values = new SeededRandom("native-quantize:portable").normals(256 * 64, 0, 1);
-    const expected = K_TYPES.map((type) => Bun.hash(quantize(type, values)).toString());
+    const expected = TYPES.map((type) => Bun.hash(quantize(type, values)).toString());
     expect(JSON.parse(child.stdout.toString())).toEqual(expected);
   });
 
   it("rejects a count that is not a whole number of blocks, naming it", () => {
-    expect(() => nativeQuantize(GGMLType.Q4_K, new Float32Array(300))).toThrow(/memra_quantize: count is 300, not a whole number of q4_K blocks/);
+    expect(() => nativeQuantize(GGMLType.Q4_K, new Float32Array(300))).toThrow(/memra_quantize: count is 300, not a whole number of q4_K blocks \(256 values\)/);
+    expect(() => nativeQuantize(GGMLType.Q8_0, new Float32Array(48))).toThrow(/memra_quantize: count is 48, not a whole number of q8_0 blocks \(32 values\)/);
   });
 
   it("leaves the types it does not implement to the TypeScript quantizer", () => {
     const values = seededNormalValues(256 * 4, 9);
-    expect(nativeQuantize(GGMLType.Q8_0, values)).toBeUndefined();
-    expect(Buffer.from(quantizeWeights(GGMLType.Q8_0, values)).equals(Buffer.from(quantize(GGMLType.Q8_0, values)))).toBe(true);
+    expect(nativeQuantize(GGMLType.BF16, values)).toBeUndefined();
+    expect(Buffer.from(quantizeWeights(GGMLType.BF16, values)).equals(Buffer.from(quantize(GGMLType.BF16, values)))).toBe(true);
   });
 
   it("gives a synthetic model the same tensor bytes as the TypeScript quantizers", () => {
@@ -104,7 +109,8 @@ describe.skipIf(unavailable !== undefined && !required)("native k-quant quantiza
       const kQuant = native.filter((t) => K_TYPES.includes(t.type));
       expect(kQuant.length).toBeGreaterThanOrEqual(7);
       for (let i = 0; i < native.length; i++) {
-        const bytes = (data: Uint8Array | (() => Uint8Array)) => Buffer.from(typeof data === "function" ? data() : data);
+        // the generator gives each tensor's bytes whole
+        const bytes = (data: GGUFTensorToWrite["data"]) => Buffer.from((typeof data === "function" ? data() : data) as Uint8Array);
         expect(bytes(native[i]!.data).equals(bytes(typescript[i]!.data)), native[i]!.name).toBe(true);
       }
     }
