@@ -1,9 +1,12 @@
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { GGMLType } from "./ggml-type";
 import { GGUFError } from "./gguf-error";
 import { type GGUFValue, ggufValue } from "./gguf-value";
 import { readGGUF } from "./read-gguf";
-import { writeGGUF } from "./write-gguf";
+import { writeGGUF, writeGGUFFile } from "./write-gguf";
 
 function sampleMetadata(): Map<string, GGUFValue> {
   return new Map<string, GGUFValue>([
@@ -101,6 +104,22 @@ describe("GGUF writer and reader", () => {
     );
     expect(() => writeGGUF({ metadata: {}, tensors: [{ name: "x", type: GGMLType.Q4_0, shape: [16], data: new Uint8Array(9) }] })).toThrow(
       /not a multiple of the q4_0 block size 32/,
+    );
+  });
+
+  it("writes a tensor given in pieces, in memory and to a file, and refuses pieces that do not add up", async () => {
+    const bytes = Uint8Array.from({ length: 64 }, (_, i) => i);
+    const pieces = () => [bytes.subarray(0, 10), bytes.subarray(10, 40), bytes.subarray(40)];
+    const whole = writeGGUF({ metadata: {}, tensors: [{ name: "x", type: GGMLType.F32, shape: [16], data: bytes }] });
+    expect(writeGGUF({ metadata: {}, tensors: [{ name: "x", type: GGMLType.F32, shape: [16], data: pieces }] })).toEqual(whole);
+    const path = join(mkdtempSync(join(tmpdir(), "memra-gguf-pieces-")), "pieces.gguf");
+    await writeGGUFFile(path, { metadata: {}, tensors: [{ name: "x", type: GGMLType.F32, shape: [16], data: pieces }] });
+    expect(new Uint8Array(readFileSync(path))).toEqual(whole);
+    expect(() => writeGGUF({ metadata: {}, tensors: [{ name: "x", type: GGMLType.F32, shape: [16], data: () => [bytes, bytes.subarray(0, 4)] }] })).toThrow(
+      /tensor "x": at least 68 bytes of data given, its type and shape need 64/,
+    );
+    expect(() => writeGGUF({ metadata: {}, tensors: [{ name: "x", type: GGMLType.F32, shape: [16], data: () => [bytes.subarray(0, 60)] }] })).toThrow(
+      /tensor "x": 60 bytes of data given, its type and shape need 64/,
     );
   });
 

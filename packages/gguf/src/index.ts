@@ -25,3 +25,4 @@ export {
   readModelConfig,
 } from "./model-config";
 export * from "./quant";
+export * from "./quantize-model/index";

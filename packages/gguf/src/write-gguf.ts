@@ -7,8 +7,12 @@ export interface GGUFTensorToWrite {
   readonly type: GGMLType;
   /** Innermost dimension first. */
   readonly shape: readonly number[];
-  /** The encoded bytes, or a function producing them when the writer gets to this tensor. */
-  readonly data: Uint8Array | (() => Uint8Array);
+  /**
+   * The encoded bytes, or a function producing them when the writer gets to this tensor: all at
+   * once, or in pieces (which writeGGUFFile writes one by one, so a tensor larger than memory can be
+   * written). A piece is written before the next is asked for: a producer may reuse its memory.
+   */
+  readonly data: Uint8Array | (() => Uint8Array | Iterable<Uint8Array>);
 }
 
 export interface GGUFToWrite {
@@ -26,8 +30,11 @@ export function writeGGUF(file: GGUFToWrite): Uint8Array {
   const out = new Uint8Array(header.byteLength + dataBytes);
   out.set(header, 0);
   for (const { tensor, offset, size } of layout) {
-    const data = tensorBytes(tensor, size);
-    out.set(data, header.byteLength + offset);
+    let at = header.byteLength + offset;
+    for (const piece of tensorPieces(tensor, size)) {
+      out.set(piece, at);
+      at += piece.byteLength;
+    }
   }
   return out;
 }
@@ -43,21 +50,33 @@ export async function writeGGUFFile(path: string, file: GGUFToWrite): Promise<nu
   let written = 0;
   for (const { tensor, offset, size } of layout) {
     if (offset > written) writer.write(new Uint8Array(offset - written));
-    writer.write(tensorBytes(tensor, size));
+    for (const piece of tensorPieces(tensor, size)) {
+      writer.write(piece);
+      await writer.flush();
+    }
     written = offset + size;
-    await writer.flush();
   }
   if (dataBytes > written) writer.write(new Uint8Array(dataBytes - written));
   await writer.end();
   return header.byteLength + dataBytes;
 }
 
-function tensorBytes(tensor: GGUFTensorToWrite, size: number): Uint8Array {
+/** A tensor's data in the pieces it is given in, checked to add up to `size` bytes (a piece too many is refused before it is written). */
+function* tensorPieces(tensor: GGUFTensorToWrite, size: number): Generator<Uint8Array> {
   const data = typeof tensor.data === "function" ? tensor.data() : tensor.data;
-  if (data.byteLength !== size) {
-    throw new RangeError(`tensor "${tensor.name}": ${data.byteLength} bytes of data given, its type and shape need ${size}`);
+  const mismatch = (given: string) => new RangeError(`tensor "${tensor.name}": ${given} bytes of data given, its type and shape need ${size}`);
+  if (data instanceof Uint8Array) {
+    if (data.byteLength !== size) throw mismatch(String(data.byteLength));
+    yield data;
+    return;
   }
-  return data;
+  let total = 0;
+  for (const piece of data) {
+    total += piece.byteLength;
+    if (total > size) throw mismatch(`at least ${total}`);
+    yield piece;
+  }
+  if (total !== size) throw mismatch(String(total));
 }
 
 interface TensorPlacement {

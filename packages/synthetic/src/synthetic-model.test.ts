@@ -58,7 +58,7 @@ describe("synthetic model generator", () => {
       // The data of a 256x128 matrix: 128 blocks of 256 (84 bytes for q2_K, 110 for q3_K); llama.cpp's file type.
       const model = buildSyntheticModel(resolveOptions("small", { weightType: type }));
       const attnK = model.tensors!.find((t) => t.name === "blk.0.attn_k.weight")!;
-      const data = typeof attnK.data === "function" ? attnK.data() : attnK.data;
+      const data = (typeof attnK.data === "function" ? attnK.data() : attnK.data) as Uint8Array;
       expect(data.byteLength).toBe(128 * (type === "q2_K" ? 84 : 110));
       expect((model.metadata as ReadonlyMap<string, GGUFValue>).get("general.file_type")).toEqual(ggufValue.uint32(fileType));
     }

@@ -1,0 +1,40 @@
+import { describe, expect, it } from "vitest";
+import { GGMLType } from "../ggml-type";
+import { LLAMA_FILE_TYPES, llamaFileTypeName, parseLlamaFileType } from "./llama-ftype";
+import { QuantizationError } from "./quantization-error";
+
+describe("parseLlamaFileType (llama-quantize's type argument)", () => {
+  it("takes llama-quantize's names in any case, its aliases and llama_ftype numbers", () => {
+    expect(parseLlamaFileType("Q4_K_M")).toEqual({ name: "Q4_K_M", id: 15, defaultType: GGMLType.Q4_K });
+    expect(parseLlamaFileType("q4_k_m").id).toBe(15);
+    expect(parseLlamaFileType("Q4_K").name).toBe("Q4_K_M");
+    expect(parseLlamaFileType("Q3_K").name).toBe("Q3_K_M");
+    expect(parseLlamaFileType("q5_k").name).toBe("Q5_K_M");
+    expect(parseLlamaFileType(7).name).toBe("Q8_0");
+    expect(parseLlamaFileType("32")).toEqual({ name: "BF16", id: 32, defaultType: GGMLType.BF16 });
+    expect(parseLlamaFileType("COPY")).toMatchObject({ name: "COPY", onlyCopy: true });
+  });
+
+  it("lists llama.h's ids for the types it writes", () => {
+    expect(Object.fromEntries(LLAMA_FILE_TYPES.map((t) => [t.name, t.id]))).toEqual({
+      F32: 0, F16: 1, Q4_0: 2, Q4_1: 3, Q8_0: 7, Q5_0: 8, Q5_1: 9, Q2_K: 10, Q3_K_S: 11, Q3_K_M: 12, Q3_K_L: 13,
+      Q4_K_S: 14, Q4_K_M: 15, Q5_K_S: 16, Q5_K_M: 17, Q6_K: 18, BF16: 32,
+    });
+  });
+
+  it("says why a llama.cpp type is not supported, and lists the known ones for an unknown type", () => {
+    expect(() => parseLlamaFileType("Q2_K_S")).toThrow(QuantizationError);
+    expect(() => parseLlamaFileType("Q2_K_S")).toThrow(/^quantization type Q2_K_S is not supported: it needs an importance matrix; one of: /);
+    expect(() => parseLlamaFileType("iq4_xs")).toThrow(/IQ4_XS is not supported: iq4_xs quantization is not implemented/);
+    expect(() => parseLlamaFileType(21)).toThrow(/Q2_K_S is not supported/);
+    expect(() => parseLlamaFileType("Q7_K")).toThrow(/unknown quantization type "Q7_K"; one of: F32, F16, Q4_0, .*, BF16, COPY/);
+    expect(() => parseLlamaFileType(99)).toThrow(/unknown llama\.cpp file type 99/);
+  });
+
+  it("names a file's general.file_type, with llama.cpp's guessed flag", () => {
+    expect(llamaFileTypeName(15)).toBe("Q4_K_M");
+    expect(llamaFileTypeName(21)).toBe("Q2_K_S");
+    expect(llamaFileTypeName(1024 | 7)).toBe("Q8_0 (guessed)");
+    expect(llamaFileTypeName(5)).toBeUndefined();
+  });
+});

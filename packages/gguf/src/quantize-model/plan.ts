@@ -1,0 +1,381 @@
+/**
+ * Which type each tensor of a model gets when it is quantized to a llama.cpp file type: llama.cpp's
+ * `llama_model_quantize` (src/llama-quant.cpp) rule for rule, for the architectures memra runs
+ * (qwen3, qwen3moe), so that `quantizeModel` writes the file llama-quantize writes.
+ */
+import { GGMLType, ggmlTypeInfo, ggmlTypeName, tensorByteSize } from "../ggml-type";
+import type { GGUFFile, GGUFTensorInfo } from "../gguf-file";
+import type { GGUFValue } from "../gguf-value";
+import { canDequantize, canQuantize } from "../quant";
+import { QuantizationError } from "./quantization-error";
+import { type LlamaFileType, parseLlamaFileType } from "./llama-ftype";
+
+export { QuantizationError };
+
+/** A tensor type override: tensors whose name the pattern matches (anywhere, as std::regex_search) get `type`. */
+export interface TensorTypeOverride {
+  readonly pattern: string | RegExp;
+  readonly type: GGMLType | string;
+}
+
+export interface QuantizationOptions {
+  /** The file type: llama-quantize's name ("Q4_K_M", "q8_0", "COPY") or a llama_ftype number. */
+  readonly type: string | number;
+  /** Quantize tensors that are already quantized (llama-quantize --allow-requantize): they are dequantized first. */
+  readonly allowRequantize?: boolean;
+  /** Leave output.weight as it is (llama-quantize --leave-output-tensor). */
+  readonly leaveOutputTensor?: boolean;
+  /** Every quantized tensor gets the file type's default type, no mix (llama-quantize --pure). */
+  readonly pure?: boolean;
+  /** The type of output.weight (and of tied token embeddings) (llama-quantize --output-tensor-type). */
+  readonly outputTensorType?: GGMLType | string;
+  /** The type of token_embd.weight (llama-quantize --token-embedding-type). */
+  readonly tokenEmbeddingType?: GGMLType | string;
+  /** Per-tensor types by name pattern, the first match winning (llama-quantize --tensor-type PATTERN=TYPE). */
+  readonly tensorTypes?: readonly TensorTypeOverride[];
+}
+
+export interface PlannedTensor {
+  readonly name: string;
+  /** Innermost dimension first. */
+  readonly shape: readonly number[];
+  readonly from: GGMLType;
+  readonly to: GGMLType;
+  /** The type the rules chose did not fit the row length, and llama.cpp's fallback replaced it. */
+  readonly fallbackFrom?: GGMLType;
+  readonly bytesIn: number;
+  readonly bytesOut: number;
+}
+
+export interface QuantizationPlan {
+  readonly fileType: LlamaFileType;
+  /** The value written to general.file_type. */
+  readonly fileTypeId: number;
+  /** In the order llama.cpp writes them: tensors outside the blocks first, then block by block, each by name. */
+  readonly tensors: readonly PlannedTensor[];
+  /** The output file's metadata: the input's, general.quantization_version and general.file_type last. */
+  readonly metadata: ReadonlyMap<string, GGUFValue>;
+  readonly bytesIn: number;
+  readonly bytesOut: number;
+  readonly elementCount: number;
+  /** Tensors whose rows did not fit the chosen type (llama.cpp's "falling back" warnings). */
+  readonly fallbacks: number;
+}
+
+
+/** The architectures whose llama.cpp quantization rules this module follows. */
+const ARCHITECTURES = new Set(["qwen3", "qwen3moe"]);
+
+/** GGML_QNT_VERSION */
+const QUANTIZATION_VERSION = 2;
+
+type Category = "token_embd" | "attn_q" | "attn_v" | "attn_k" | "attn_qkv" | "attn_kv_b" | "attn_output" | "ffn_up" | "ffn_gate" | "ffn_down" | "output" | "other";
+
+/** tensor_get_category */
+function categoryOf(name: string): Category {
+  if (name === "output.weight") return "output";
+  if (name === "token_embd.weight" || name === "per_layer_token_embd.weight") return "token_embd";
+  if (name.includes("attn_qkv.weight")) return "attn_qkv";
+  if (name.includes("attn_kv_b.weight")) return "attn_kv_b";
+  if (name.includes("attn_v.weight")) return "attn_v";
+  if (name.includes("attn_k.weight")) return "attn_k";
+  if (name.includes("attn_q.weight")) return "attn_q";
+  if (name.includes("attn_output.weight")) return "attn_output";
+  if (name.includes("ffn_up")) return "ffn_up";
+  if (name.includes("ffn_gate")) return "ffn_gate";
+  if (name.includes("ffn_down")) return "ffn_down";
+  return "other";
+}
+
+const isAttentionV = (c: Category) => c === "attn_v" || c === "attn_qkv" || c === "attn_kv_b";
+const isQuantized = (type: GGMLType) => (ggmlTypeInfo(type)?.blockSize ?? 1) > 1;
+const blockSize = (type: GGMLType) => ggmlTypeInfo(type)!.blockSize;
+
+/** The layer of a "blk.N." tensor (sscanf "blk.%d."), else -1. */
+function layerOf(name: string): number {
+  const match = /^blk\.([+-]?\d+)\./.exec(name);
+  return match ? Number.parseInt(match[1]!, 10) : -1;
+}
+
+const utf8 = new TextEncoder();
+/** llama_model_loader's weight_name_comparer: by layer, then by name (bytewise). */
+function compareWeights(a: GGUFTensorInfo, b: GGUFTensorInfo): number {
+  const la = layerOf(a.name), lb = layerOf(b.name);
+  if (la !== lb) return la - lb;
+  const ba = utf8.encode(a.name), bb = utf8.encode(b.name);
+  for (let i = 0; i < Math.min(ba.length, bb.length); i++) if (ba[i] !== bb[i]) return ba[i]! - bb[i]!;
+  return ba.length - bb.length;
+}
+
+/** tensor_allows_quantization, for the tensor names a qwen3/qwen3moe file has. */
+function allowsQuantization(tensor: GGUFTensorInfo, options: QuantizationOptions, onlyCopy: boolean): boolean {
+  if (onlyCopy) return false;
+  if (dimensionCount(tensor.shape) < 2) return false;
+  const name = tensor.name;
+  if (!name.endsWith("weight")) return false;
+  if (name.includes("_norm.weight")) return false;
+  if (options.leaveOutputTensor && name === "output.weight") return false;
+  if (name.includes("ffn_gate_inp.weight")) return false;
+  return true;
+}
+
+/** ggml_n_dims: the number of dimensions up to the last one above 1 (at least 1). */
+function dimensionCount(shape: readonly number[]): number {
+  for (let i = shape.length - 1; i >= 1; i--) if (shape[i]! > 1) return i + 1;
+  return 1;
+}
+
+/** A ggml type given by id or by name in any case ("q8_0", "Q4_K"). */
+export function parseTensorType(type: GGMLType | string, what: string): GGMLType {
+  let id: number | undefined;
+  if (typeof type === "number") id = ggmlTypeInfo(type) ? type : undefined;
+  else {
+    const lower = type.trim().toLowerCase();
+    for (let i = 0; i < 64 && id === undefined; i++) if (ggmlTypeInfo(i)?.name.toLowerCase() === lower) id = i;
+  }
+  if (id === undefined) throw new QuantizationError(`${what}: unknown ggml type "${String(type)}"`);
+  if (!canQuantize(id)) throw new QuantizationError(`${what}: memra cannot write ${ggmlTypeName(id)} tensors`);
+  return id;
+}
+
+interface Hyperparameters {
+  readonly layers: number;
+  readonly experts: number;
+  /** n_head / n_head_kv of the first layer (llama_hparams::n_gqa). */
+  readonly gqa: number;
+}
+
+function hyperparameters(file: GGUFFile, architecture: string): Hyperparameters {
+  const number = (key: string, fallback?: number): number => {
+    const full = `${architecture}.${key}`;
+    const value = file.metadata.get(full);
+    if (value === undefined) {
+      if (fallback !== undefined) return fallback;
+      throw new QuantizationError(`${full} is missing: llama.cpp's quantization rules need it`);
+    }
+    if (value.type === "array") {
+      const first = (value.items as ArrayLike<unknown>)[0];
+      if (first === undefined) throw new QuantizationError(`${full} is an empty array`);
+      if (typeof first !== "number" && typeof first !== "bigint") throw new QuantizationError(`${full} is not an array of numbers`);
+      return Number(first);
+    }
+    if (typeof value.value === "number" || typeof value.value === "bigint") return Number(value.value);
+    throw new QuantizationError(`${full} is a ${value.type}, not a number`);
+  };
+  const layers = number("block_count");
+  const heads = number("attention.head_count");
+  const kvHeads = number("attention.head_count_kv", heads);
+  return { layers, experts: number("expert_count", 0), gqa: kvHeads > 0 ? Math.trunc(heads / kvHeads) : 0 };
+}
+
+/** The counters llama.cpp keeps while it walks the tensors (quantize_state_impl). */
+interface State {
+  readonly hp: Hyperparameters;
+  readonly attentionWvCount: number;
+  attentionWv: number;
+  ffnDown: number;
+  ffnGate: number;
+  ffnUp: number;
+  readonly tiedEmbeddings: boolean;
+  fallbacks: number;
+}
+
+const useMoreBits = (layer: number, layers: number) =>
+  layer < Math.trunc(layers / 8) || layer >= Math.trunc((7 * layers) / 8) || (layer - Math.trunc(layers / 8)) % 3 === 2;
+
+/** llama_tensor_get_type_impl for the file types memra writes and a non-Falcon, non-70B model. */
+function mixedType(state: State, type: GGMLType, tensor: GGUFTensorInfo, ftype: string, category: Category, outputType: GGMLType | undefined): GGMLType {
+  const { hp } = state;
+  const layerInfo = (counter: number): [number, number] => {
+    if (Math.max(1, hp.experts) > 1) {
+      const layer = layerOf(tensor.name);
+      if (!/^blk\.[+-]?\d+\./.test(tensor.name)) throw new QuantizationError(`tensor ${tensor.name}: cannot tell its layer`);
+      if (layer < 0 || layer >= hp.layers) throw new QuantizationError(`tensor ${tensor.name}: layer ${layer} is not in [0, ${hp.layers})`);
+      return [layer, hp.layers];
+    }
+    return [counter, hp.layers];
+  };
+
+  if (category === "output" || (state.tiedEmbeddings && category === "token_embd")) {
+    if (outputType !== undefined) return outputType;
+    if (tensor.shape[0]! % blockSize(type) !== 0) return GGMLType.Q8_0;
+    return type !== GGMLType.Q8_0 ? GGMLType.Q6_K : type;
+  }
+  if (category === "token_embd") return type;
+  if (isAttentionV(category)) {
+    let next = type;
+    if (ftype === "Q2_K") next = hp.gqa >= 4 ? GGMLType.Q4_K : GGMLType.Q3_K;
+    else if (ftype === "Q3_K_M") next = state.attentionWv < 2 ? GGMLType.Q5_K : GGMLType.Q4_K;
+    else if (ftype === "Q3_K_L") next = GGMLType.Q5_K;
+    else if ((ftype === "Q4_K_M" || ftype === "Q5_K_M") && useMoreBits(state.attentionWv, state.attentionWvCount)) next = GGMLType.Q6_K;
+    else if (ftype === "Q4_K_S" && state.attentionWv < 4) next = GGMLType.Q5_K;
+    if (hp.experts === 8) next = GGMLType.Q8_0;
+    state.attentionWv++;
+    return next;
+  }
+  if (category === "attn_k") return hp.experts === 8 ? GGMLType.Q8_0 : type;
+  if (category === "attn_q") return type;
+  if (category === "ffn_down") {
+    const [layer, layers] = layerInfo(state.ffnDown);
+    let next = type;
+    if (ftype === "Q2_K") next = GGMLType.Q3_K;
+    else if (ftype === "Q3_K_M") next = layer < Math.trunc(layers / 16) ? GGMLType.Q5_K : GGMLType.Q4_K;
+    else if (ftype === "Q3_K_L") next = GGMLType.Q5_K;
+    else if (ftype === "Q4_K_M") {
+      if (useMoreBits(layer, layers)) next = GGMLType.Q6_K;
+    } else if (ftype === "Q5_K_M" && useMoreBits(layer, layers)) next = GGMLType.Q6_K;
+    else if (ftype === "Q4_K_S" && layer < Math.trunc(layers / 8)) next = GGMLType.Q5_K;
+    state.ffnDown++;
+    return next;
+  }
+  if (category === "attn_output") {
+    if (hp.experts === 8) {
+      return ["Q2_K", "Q3_K_S", "Q3_K_M", "Q4_K_S", "Q4_K_M"].includes(ftype) ? GGMLType.Q5_K : type;
+    }
+    if (ftype === "Q2_K") return GGMLType.Q3_K;
+    if (ftype === "Q3_K_M") return GGMLType.Q4_K;
+    if (ftype === "Q3_K_L") return GGMLType.Q5_K;
+    return type;
+  }
+  // (llama.cpp's own attn_qkv branch comes after the attn_v one, which takes attn_qkv: never reached)
+  if (category === "ffn_gate") {
+    layerInfo(state.ffnGate);
+    state.ffnGate++;
+  } else if (category === "ffn_up") {
+    layerInfo(state.ffnUp);
+    state.ffnUp++;
+  }
+  return type;
+}
+
+/** tensor_type_fallback: a type whose block does not divide the rows becomes one whose block does. */
+function fallback(state: State, tensor: GGUFTensorInfo, type: GGMLType): GGMLType {
+  const columns = tensor.shape[0]!;
+  if (columns % blockSize(type) === 0) return type;
+  state.fallbacks++;
+  const replacements: Partial<Record<GGMLType, GGMLType>> = {
+    [GGMLType.Q2_K]: GGMLType.Q4_0,
+    [GGMLType.Q3_K]: GGMLType.Q4_0,
+    [GGMLType.Q4_K]: GGMLType.Q5_0,
+    [GGMLType.Q5_K]: GGMLType.Q5_1,
+    [GGMLType.Q6_K]: GGMLType.Q8_0,
+  };
+  let next = replacements[type];
+  if (next === undefined) {
+    if (blockSize(type) > 32) throw new QuantizationError(`tensor ${tensor.name}: no fallback type for ${ggmlTypeName(type)}`);
+    next = type;
+  }
+  return columns % blockSize(next) === 0 ? next : GGMLType.F16;
+}
+
+/**
+ * The type each tensor of `file` gets, the output metadata and the sizes, without converting
+ * anything (llama-quantize --dry-run).
+ *
+ * @throws QuantizationError when the architecture is not qwen3/qwen3moe, a hyperparameter the rules
+ *   need is missing, an override names a type memra cannot write, a tensor would need requantizing
+ *   without `allowRequantize`, or a source type cannot be read.
+ *   Also for an unknown file type, or one memra cannot write (IQ*, Q2_K_S).
+ */
+export function planQuantization(file: GGUFFile, options: QuantizationOptions): QuantizationPlan {
+  const fileType = parseLlamaFileType(options.type);
+  const architecture = file.architecture;
+  if (architecture === undefined) throw new QuantizationError("general.architecture is missing");
+  if (!ARCHITECTURES.has(architecture)) {
+    throw new QuantizationError(`general.architecture is ${architecture}: memra quantizes qwen3 and qwen3moe models (llama.cpp's rules for those)`);
+  }
+  const hp = hyperparameters(file, architecture);
+  const outputType = options.outputTensorType === undefined ? undefined : parseTensorType(options.outputTensorType, "output tensor type");
+  const embeddingType = options.tokenEmbeddingType === undefined ? undefined : parseTensorType(options.tokenEmbeddingType, "token embedding type");
+  const overrides = (options.tensorTypes ?? []).map((o, i) => {
+    let pattern: RegExp;
+    try {
+      pattern = typeof o.pattern === "string" ? new RegExp(o.pattern) : o.pattern;
+    } catch (error) {
+      throw new QuantizationError(`tensor type override ${i + 1}: bad pattern "${String(o.pattern)}": ${(error as Error).message}`);
+    }
+    return { pattern, type: parseTensorType(o.type, `tensor type override ${JSON.stringify(String(o.pattern))}`) };
+  });
+
+  const ordered = [...file.tensors].sort(compareWeights);
+  let attentionWvCount = 0;
+  let tiedEmbeddings = true;
+  for (const t of ordered) {
+    const category = categoryOf(t.name);
+    if (isAttentionV(category)) attentionWvCount++;
+    if (category === "output") tiedEmbeddings = false;
+  }
+  const state: State = { hp, attentionWvCount, attentionWv: 0, ffnDown: 0, ffnGate: 0, ffnUp: 0, tiedEmbeddings, fallbacks: 0 };
+  const onlyCopy = fileType.onlyCopy === true;
+  const defaultType = fileType.defaultType;
+
+  const tensors: PlannedTensor[] = [];
+  let bytesIn = 0, bytesOut = 0, elementCount = 0;
+  for (const tensor of ordered) {
+    const from = tensor.type;
+    let to = from;
+    let fallbackFrom: GGMLType | undefined;
+    if (allowsQuantization(tensor, options, onlyCopy)) {
+      const category = categoryOf(tensor.name);
+      if (embeddingType !== undefined && category === "token_embd") to = embeddingType;
+      else if (outputType !== undefined && category === "output") to = outputType;
+      else {
+        to = defaultType;
+        if (isQuantized(defaultType)) {
+          const override = overrides.find((o) => o.pattern.test(tensor.name));
+          if (override) to = override.type;
+          else if (!options.pure) to = mixedType(state, to, tensor, fileType.name, category, outputType);
+          const chosen = to;
+          to = fallback(state, tensor, to);
+          if (to !== chosen) fallbackFrom = chosen;
+        }
+      }
+    }
+    if (to !== from) {
+      if (isQuantized(from) && !options.allowRequantize) {
+        throw new QuantizationError(`tensor ${tensor.name} is ${ggmlTypeName(from)}: requantizing is disabled (allow it with allowRequantize / --allow-requantize)`);
+      }
+      if (from !== GGMLType.F32 && !canDequantize(from)) {
+        throw new QuantizationError(`tensor ${tensor.name}: cannot read ${ggmlTypeName(from)} to convert it`);
+      }
+      if (!canQuantize(to)) throw new QuantizationError(`tensor ${tensor.name}: memra cannot write ${ggmlTypeName(to)}`);
+    }
+    const out = Number(tensorByteSize(to, tensor.shape) ?? Number.NaN);
+    if (!Number.isFinite(out)) throw new QuantizationError(`tensor ${tensor.name}: ${tensor.shape[0]} columns do not fit ${ggmlTypeName(to)} blocks`);
+    tensors.push({ name: tensor.name, shape: tensor.shape, from, to, ...(fallbackFrom !== undefined ? { fallbackFrom } : {}), bytesIn: tensor.byteSize, bytesOut: out });
+    bytesIn += tensor.byteSize;
+    bytesOut += out;
+    elementCount += tensor.elementCount;
+  }
+
+  const fileTypeId = onlyCopy ? inputFileType(file) : fileType.id;
+  const metadata = new Map(file.metadata);
+  metadata.delete("general.quantization_version");
+  metadata.set("general.quantization_version", { type: "uint32", value: QUANTIZATION_VERSION });
+  metadata.delete("general.file_type");
+  metadata.set("general.file_type", { type: "uint32", value: fileTypeId });
+  for (const key of ["split.no", "split.count", "split.tensors.count"]) metadata.delete(key);
+  return { fileType, fileTypeId, tensors, metadata, bytesIn, bytesOut, elementCount, fallbacks: state.fallbacks };
+}
+
+/** llama_model_loader's ftype: general.file_type, else guessed from the most common tensor type (with the guessed flag). */
+function inputFileType(file: GGUFFile): number {
+  const stored = file.metadata.get("general.file_type");
+  if (stored !== undefined && stored.type !== "array" && typeof stored.value === "number") return stored.value >>> 0;
+  const counts = new Map<GGMLType, number>();
+  let most = GGMLType.F32, mostCount = 0;
+  for (const t of [...file.tensors].sort(compareWeights)) {
+    const n = (counts.get(t.type) ?? 0) + 1;
+    counts.set(t.type, n);
+    if (n > mostCount) {
+      mostCount = n;
+      most = t.type;
+    }
+  }
+  const byType: Partial<Record<GGMLType, number>> = {
+    [GGMLType.F32]: 0, [GGMLType.F16]: 1, [GGMLType.BF16]: 32, [GGMLType.Q4_0]: 2, [GGMLType.Q4_1]: 3, [GGMLType.Q5_0]: 8,
+    [GGMLType.Q5_1]: 9, [GGMLType.Q8_0]: 7, [GGMLType.Q2_K]: 10, [GGMLType.Q3_K]: 12, [GGMLType.Q4_K]: 15, [GGMLType.Q5_K]: 17,
+    [GGMLType.Q6_K]: 18, [GGMLType.IQ4_NL]: 25, [GGMLType.IQ4_XS]: 30,
+  };
+  return (byType[most] ?? 0) | 1024;
+}

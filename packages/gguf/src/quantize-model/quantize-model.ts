@@ -1,0 +1,157 @@
+/**
+ * llama-quantize: a model file rewritten with its weights in another type, tensor by tensor and in
+ * slabs of rows, so that a model larger than memory can be converted. The tensor types follow
+ * llama.cpp's rules (planQuantization) and the bytes follow ggml's reference quantizers, so the
+ * file is the one llama-quantize writes from the same input, byte for byte.
+ */
+import { realpathSync, renameSync, rmSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { GGMLType, ggmlTypeInfo } from "../ggml-type";
+import type { GGUFFile } from "../gguf-file";
+import { dequantize, quantize } from "../quant";
+import { openGGUF } from "../read-gguf";
+import { type GGUFTensorToWrite, writeGGUFFile } from "../write-gguf";
+import { type PlannedTensor, type QuantizationOptions, type QuantizationPlan, QuantizationError, planQuantization } from "./plan";
+
+/**
+ * A faster quantizer for some types (e.g. native code): writes `values` quantized to `type` into
+ * `out` (sized for them) and returns true, or returns false to leave the type to the TypeScript
+ * reference quantizers. It must give their bytes.
+ */
+export type RowQuantizer = (type: GGMLType, values: Float32Array, out: Uint8Array) => boolean;
+
+/**
+ * A faster reader for some source types: writes `count` values of `type` from `bytes` as float32
+ * into `out` (of length `count`) and returns true, or returns false to leave the type to
+ * @memra/gguf's `dequantize`. It must give its values, bit for bit.
+ */
+export type RowDequantizer = (type: GGMLType, bytes: Uint8Array, count: number, out: Float32Array) => boolean;
+
+export interface QuantizeModelOptions extends QuantizationOptions {
+  readonly quantizer?: RowQuantizer;
+  readonly dequantizer?: RowDequantizer;
+  /** Called after each tensor is written, in file order. */
+  readonly onTensor?: (progress: { readonly index: number; readonly count: number; readonly tensor: PlannedTensor; readonly seconds: number }) => void;
+  /** Values converted at a time (default 4 M: 16 MiB of float32, plus the slab's output bytes). */
+  readonly slabValues?: number;
+}
+
+export interface QuantizationReport extends QuantizationPlan {
+  readonly path: string;
+  /** Bytes of the whole output file. */
+  readonly fileBytes: number;
+  readonly seconds: number;
+}
+
+/**
+ * Quantizes the model at `input` into a new file at `output` (llama-quantize INPUT OUTPUT TYPE).
+ * The file is written beside `output` under a temporary name and renamed when complete: on any
+ * error nothing is left at `output` and an existing file there is untouched.
+ *
+ * @throws QuantizationError (see planQuantization), or when `output` is the input file.
+ */
+export async function quantizeModel(input: string | GGUFFile, output: string, options: QuantizeModelOptions): Promise<QuantizationReport> {
+  const file = typeof input === "string" ? openGGUF(input) : input;
+  const plan = planQuantization(file, options);
+  const target = resolve(output);
+  if (file.path !== undefined && sameFile(file.path, target)) {
+    throw new QuantizationError(`the output ${output} is the input file: write the quantized model elsewhere`);
+  }
+  const started = performance.now();
+  const slabValues = Math.max(1, Math.floor(options.slabValues ?? 4 * 1024 * 1024));
+  const sources = new Map(file.tensors.map((t) => [t.name, t]));
+  // One float32 slab and one output slab for the whole file: JavaScriptCore collects large typed
+  // arrays late, and a new pair per slab grew a 1.2 GB conversion to 3.4 GB of memory.
+  const buffers: Buffers = { floats: new Float32Array(0), out: new Uint8Array(0) };
+  const count = plan.tensors.length;
+  function* reported(pieces: Iterable<Uint8Array>, tensor: PlannedTensor, index: number): Generator<Uint8Array> {
+    const tensorStarted = performance.now();
+    yield* pieces;
+    // the writer asks for the next piece once the last one is written: the tensor is on disk
+    options.onTensor?.({ index, count, tensor, seconds: (performance.now() - tensorStarted) / 1000 });
+  }
+  const tensors: GGUFTensorToWrite[] = plan.tensors.map((planned, index) => ({
+    name: planned.name,
+    type: planned.to,
+    shape: trimmedShape(planned.shape),
+    data: () => reported(convert(file.tensorData(sources.get(planned.name)!), planned, slabValues, options, buffers), planned, index),
+  }));
+
+  const temporary = `${target}.partial-${process.pid}-${Date.now()}`;
+  let fileBytes: number;
+  try {
+    fileBytes = await writeGGUFFile(temporary, { version: 3, metadata: plan.metadata, tensors });
+    renameSync(temporary, target);
+  } catch (error) {
+    rmSync(temporary, { force: true });
+    throw error;
+  }
+  return { ...plan, path: target, fileBytes, seconds: (performance.now() - started) / 1000 };
+}
+
+function sameFile(a: string, b: string): boolean {
+  try {
+    return realpathSync(a) === realpathSync(b);
+  } catch {
+    // b does not exist yet: compare its directory's real path instead
+    try {
+      return resolve(realpathSync(dirname(b)), b.slice(dirname(b).length + 1)) === realpathSync(a);
+    } catch {
+      return false;
+    }
+  }
+}
+
+/** gguf writes ggml_n_dims dimensions: trailing 1s dropped, at least one. */
+function trimmedShape(shape: readonly number[]): number[] {
+  let n = shape.length;
+  while (n > 1 && shape[n - 1] === 1) n--;
+  return shape.slice(0, n);
+}
+
+interface Buffers {
+  floats: Float32Array;
+  out: Uint8Array;
+}
+
+/**
+ * The tensor's output bytes in slabs of whole rows: copied when its type stays, else read to float32
+ * and quantized. Each slab is a view of `buffers`, overwritten by the next: the writer has written
+ * a piece before it asks for the next one.
+ */
+function* convert(source: Uint8Array, planned: PlannedTensor, slabValues: number, options: QuantizeModelOptions, buffers: Buffers): Generator<Uint8Array> {
+  const columns = planned.shape[0]!;
+  const rows = planned.shape.slice(1).reduce((a, b) => a * b, 1);
+  const fromInfo = ggmlTypeInfo(planned.from)!;
+  const toInfo = ggmlTypeInfo(planned.to)!;
+  const rowBytesIn = (columns / fromInfo.blockSize) * fromInfo.bytesPerBlock;
+  const rowBytesOut = (columns / toInfo.blockSize) * toInfo.bytesPerBlock;
+  const slabRows = Math.max(1, Math.min(rows, Math.floor(slabValues / columns)));
+  if (planned.from === planned.to) {
+    // copied in slabs of at most 64 MiB (the mapped file's pages, not a copy)
+    const copyRows = Math.max(1, Math.min(rows, Math.floor((64 << 20) / rowBytesIn)));
+    for (let row = 0; row < rows; row += copyRows) yield source.subarray(row * rowBytesIn, Math.min(rows, row + copyRows) * rowBytesIn);
+    return;
+  }
+  if (buffers.floats.length < slabRows * columns) buffers.floats = new Float32Array(slabRows * columns);
+  if (buffers.out.length < slabRows * rowBytesOut) buffers.out = new Uint8Array(slabRows * rowBytesOut);
+  for (let row = 0; row < rows; row += slabRows) {
+    const count = Math.min(slabRows, rows - row);
+    const values = count * columns;
+    const bytes = source.subarray(row * rowBytesIn, (row + count) * rowBytesIn);
+    const scratch = buffers.floats.subarray(0, values);
+    let floats: Float32Array;
+    if (planned.from === GGMLType.F32 && bytes.byteOffset % 4 === 0) floats = new Float32Array(bytes.buffer, bytes.byteOffset, values);
+    else if (planned.from === GGMLType.F32) floats = copyF32(bytes, scratch, values);
+    else if (options.dequantizer?.(planned.from, bytes, values, scratch)) floats = scratch;
+    else floats = dequantize(planned.from, bytes, values, scratch).subarray(0, values);
+    const out = buffers.out.subarray(0, count * rowBytesOut);
+    if (!options.quantizer?.(planned.to, floats, out)) out.set(quantize(planned.to, floats));
+    yield out;
+  }
+}
+
+function copyF32(bytes: Uint8Array, out: Float32Array, count: number): Float32Array {
+  new Uint8Array(out.buffer, out.byteOffset, count * 4).set(bytes.subarray(0, count * 4));
+  return out.subarray(0, count);
+}
