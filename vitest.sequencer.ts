@@ -28,6 +28,7 @@ export const SECONDS: Record<string, number> = {
   "packages/core/src/models/top-candidates.test.ts": 15,
   "packages/core/src/generation/structured-output.test.ts": 14,
   "packages/core/src/load-model.test.ts": 13,
+  "packages/cli/src/commands/quantize.test.ts": 13,
   // the CUDA backend on the emulator (.ci/run)
   "packages/cuda-ffi/src/cuda-graphs.test.ts": 163,
   "packages/cuda-ffi/src/golden-suite.test.ts": 121,

@@ -1,0 +1,227 @@
+/**
+ * `memra quantize` against llama-quantize: for every case of quantize-goldens.json (recorded by
+ * tools/llamacpp/quantize-goldens.ts from llama.cpp's llama_model_quantize on the same synthetic
+ * models) the output file must be llama.cpp's byte for byte: each tensor's type and bytes, then the
+ * whole file (metadata, tensor order, offsets, padding).
+ */
+import { createHash } from "node:crypto";
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createNativeQuantizer } from "@memra/cpu-ffi";
+import { type QuantizationOptions, QuantizationError, ggmlTypeName, openGGUF, quantizeModel } from "@memra/gguf";
+import { type PresetName, type SyntheticModelOptions, resolveOptions, syntheticModelFile } from "@memra/synthetic";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import goldens from "../__fixtures__/quantize-goldens.json";
+
+interface GoldenCase {
+  model: string;
+  type: string;
+  options?: Omit<QuantizationOptions, "type">;
+  fileType: number;
+  bytes: number;
+  sha256: string;
+  tensors: string[];
+}
+
+const MAIN = new URL("../main.ts", import.meta.url).pathname;
+const directory = mkdtempSync(join(tmpdir(), "memra-quantize-"));
+const cases = goldens.cases as GoldenCase[];
+const models = goldens.models as Record<string, { preset: PresetName; options: Partial<SyntheticModelOptions> }>;
+const inputs: Record<string, string> = {};
+const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
+const label = (c: GoldenCase) => `${c.model} ${c.type}${c.options ? ` ${JSON.stringify(c.options)}` : ""}`;
+
+let native: ReturnType<typeof createNativeQuantizer> | undefined;
+
+beforeAll(async () => {
+  for (const [id, m] of Object.entries(models)) inputs[id] = await syntheticModelFile(resolveOptions(m.preset, m.options));
+  try {
+    native = createNativeQuantizer(2);
+  } catch (error) {
+    if (process.env.MEMRA_REQUIRE_NATIVE === "1") throw error;
+  }
+}, 120_000);
+afterAll(() => native?.dispose());
+
+function run(...args: string[]) {
+  const result = Bun.spawnSync(["bun", MAIN, ...args], { stdout: "pipe", stderr: "pipe" });
+  return { code: result.exitCode, stdout: result.stdout.toString(), stderr: result.stderr.toString() };
+}
+
+/** The output's tensors as the fixture lists them ("name type sha256-prefix"), then the whole file's hash. */
+function describeFile(path: string) {
+  const file = openGGUF(path);
+  return {
+    tensors: file.tensors.map((t) => `${t.name} ${ggmlTypeName(t.type)} ${sha256(file.tensorData(t)).slice(0, 16)}`),
+    fileType: file.getNumber("general.file_type"),
+    sha256: sha256(readFileSync(path)),
+  };
+}
+
+function expectGolden(path: string, c: GoldenCase) {
+  const ours = describeFile(path);
+  // tensor by tensor first: a difference names the tensor and its type
+  expect(ours.tensors).toEqual(c.tensors);
+  expect(ours.fileType).toBe(c.fileType);
+  expect(ours.sha256).toBe(c.sha256);
+}
+
+describe("quantizeModel against llama-quantize (llama_model_quantize), byte for byte", () => {
+  it("covers every file type memra writes, the mixes' rules and the options", () => {
+    const types = new Set(cases.map((c) => c.type));
+    for (const t of ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "COPY"]) {
+      expect(types.has(t), t).toBe(true);
+    }
+    // the rules' inputs the models reach: fallbacks (rows of 64), 8 experts, untied output, GQA 4
+    const typesOf = (model: string, type: string) => new Set(cases.find((c) => c.model === model && c.type === type && !c.options)!.tensors.map((t) => t.split(" ")[1]));
+    expect(typesOf("tiny", "Q4_K_M")).toContain("q5_0");
+    expect(typesOf("moe8", "Q4_K_M")).toContain("q8_0");
+    expect(typesOf("dense", "Q2_K")).toContain("q4_K");
+    expect(typesOf("untied", "Q4_K_M")).toContain("q6_K");
+  });
+
+  it.each(cases.map((c) => [label(c), c] as const))("%s", async (_label, c) => {
+    const output = join(directory, "library.gguf");
+    await quantizeModel(inputs[c.model]!, output, {
+      type: c.type,
+      ...c.options,
+      ...(native ? { quantizer: native.quantizer, dequantizer: native.dequantizer } : {}),
+    });
+    expectGolden(output, c);
+  });
+
+  it("writes the same files with the TypeScript quantizers alone (no native library)", async () => {
+    // one case per source type and per quantizer family; the native ones are checked against these
+    // bit for bit in @memra/synthetic's native-quantize.test.ts
+    const picked = cases.filter(
+      (c) =>
+        (c.model === "dense" && ["BF16", "Q5_1", "Q3_K_M"].includes(c.type) && !c.options) ||
+        (c.model === "untied" && c.type === "Q4_K_S" && !c.options) ||
+        (c.model === "dense-q8_0" && c.type === "Q4_K_M"),
+    );
+    expect(picked).toHaveLength(5);
+    for (const c of picked) {
+      const output = join(directory, "typescript.gguf");
+      await quantizeModel(inputs[c.model]!, output, { type: c.type, ...c.options, slabValues: 100_000 });
+      expectGolden(output, c);
+    }
+  }, 60_000);
+});
+
+describe("memra quantize", () => {
+  const golden = (model: string, type: string) => cases.find((c) => c.model === model && c.type === type && !c.options)!;
+
+  it("writes llama-quantize's file, printing each tensor and the sizes", () => {
+    const output = join(directory, "cli.gguf");
+    const result = run("quantize", inputs.dense!, output, "q4_k_m", "2");
+    expect(result.stderr).toBe("");
+    expect(result.code).toBe(0);
+    expectGolden(output, golden("dense", "Q4_K_M"));
+    const lines = result.stdout.trim().split("\n");
+    expect(lines[0]).toMatch(/^\[ 1\/90\] output_norm\.weight +\[256\] +f32, copied/);
+    expect(result.stdout).toMatch(/\] blk\.0\.ffn_down\.weight +\[512, 256\] +f16 -> q6_K /);
+    expect(result.stdout).toMatch(/quant size: 2\.76 MiB \(4\.90 BPW\), Q4_K_M/);
+    expect(lines.at(-1)).toMatch(/^wrote .*cli\.gguf \(2\.80 MiB\) in \d/);
+  });
+
+  it("names the output ggml-model-TYPE.gguf beside the input when none is given (Q4_K: the Q4_K_M mix)", () => {
+    const folder = mkdtempSync(join(directory, "default-"));
+    const input = join(folder, "model-f16.gguf");
+    copyFileSync(inputs.dense!, input);
+    const result = run("quantize", input, "Q4_K", "--json");
+    expect(result.code).toBe(0);
+    const summary = JSON.parse(result.stdout);
+    expect(summary.path).toBe(join(folder, "ggml-model-Q4_K.gguf"));
+    expect(summary.type).toBe("Q4_K_M");
+    expect(summary.file_type).toBe(15);
+    expectGolden(summary.path, golden("dense", "Q4_K_M"));
+  });
+
+  it("--dry-run prints the plan and writes nothing; the options reach the plan", () => {
+    const folder = mkdtempSync(join(directory, "dry-"));
+    const input = join(folder, "model.gguf");
+    copyFileSync(inputs.untied!, input);
+    const result = run("quantize", "--dry-run", "--json", "--leave-output-tensor", "--tensor-type", "attn_q=q8_0", input, "Q4_K_M");
+    expect(result.code).toBe(0);
+    expect(readdirSync(folder)).toEqual(["model.gguf"]);
+    const summary = JSON.parse(result.stdout);
+    expect(summary.path).toBeUndefined();
+    // 4 attn_q q8_0; output.weight left f32 with the norms; the rest of the mix as llama.cpp's
+    const types = new Map<string, number>();
+    for (const line of cases.find((c) => c.model === "untied" && c.type === "Q4_K_M" && !c.options)!.tensors) {
+      const type = line.split(" ")[1]!;
+      types.set(type, (types.get(type) ?? 0) + 1);
+    }
+    expect(summary.tensor_types.q8_0).toBe(4);
+    expect(summary.tensor_types.f32).toBe((types.get("f32") ?? 0) + 1);
+    expect(summary.tensor_types.q4_K).toBe(types.get("q4_K")! - 4);
+  });
+
+  it("refuses what it cannot do with one line naming it, a non-zero exit and nothing written", () => {
+    const folder = mkdtempSync(join(directory, "errors-"));
+    const out = join(folder, "out.gguf");
+    const q8 = inputs["dense-q8_0"]!;
+    const cases: Array<[string[], RegExp]> = [
+      [[inputs.dense!, out, "IQ2_XS"], /quantization type IQ2_XS is not supported: it needs an importance matrix; one of: F32, F16, .*, COPY\n$/],
+      [[inputs.dense!, out, "Q9_Z"], /unknown quantization type "Q9_Z"; one of: /],
+      [[inputs.dense!, "Q9_Z"], /unknown quantization type "Q9_Z"/],
+      [[q8, out, "Q4_K_M"], /tensor token_embd\.weight is q8_0: requantizing is disabled \(allow it with allowRequantize \/ --allow-requantize\)/],
+      [[inputs.dense!, inputs.dense!, "Q8_0"], /is the input file: write the quantized model elsewhere/],
+      [[inputs.dense!, out, "Q8_0", "--tensor-type", "attn_v"], /--tensor-type takes PATTERN=TYPE, got "attn_v"/],
+      [[inputs.dense!, out, "Q8_0", "--tensor-type", "attn_v=iq4_nl"], /tensor type override "attn_v": memra cannot write iq4_nl tensors/],
+      [[inputs.dense!, out, "Q8_0", "--output-tensor-type", "q7"], /output tensor type: unknown ggml type "q7"/],
+      [[inputs.dense!, out, "Q8_0", "0"], /the thread count must be a whole number from 1 to 1024, got "0"/],
+      [[join(folder, "missing.gguf"), out, "Q8_0"], /cannot open .*missing\.gguf/],
+    ];
+    for (const [args, message] of cases) {
+      const result = run("quantize", ...args);
+      expect(result.code, args.join(" ")).toBe(1);
+      expect(result.stderr.trim().split("\n"), args.join(" ")).toHaveLength(1);
+      expect(result.stderr, args.join(" ")).toMatch(message);
+      expect(readdirSync(folder), args.join(" ")).toEqual([]);
+    }
+  });
+
+  it("--allow-requantize requantizes a quantized model", () => {
+    const output = join(directory, "requantized.gguf");
+    const result = run("quantize", "--allow-requantize", inputs["dense-q8_0"]!, output, "Q4_K_M");
+    expect(result.code).toBe(0);
+    expectGolden(output, cases.find((c) => c.model === "dense-q8_0" && c.type === "Q4_K_M")!);
+  });
+});
+
+describe("quantizeModel's output file", () => {
+  it("appears only once complete: a failure midway leaves no file and an existing one untouched", async () => {
+    const folder = mkdtempSync(join(directory, "failure-"));
+    const output = join(folder, "out.gguf");
+    writeFileSync(output, "the previous file");
+    let calls = 0;
+    const failing = quantizeModel(inputs.dense!, output, {
+      type: "Q4_K_M",
+      quantizer: () => {
+        if (++calls === 20) throw new Error("disk on fire");
+        return false;
+      },
+    });
+    await expect(failing).rejects.toThrow("disk on fire");
+    expect(calls).toBe(20);
+    expect(readdirSync(folder)).toEqual(["out.gguf"]);
+    expect(readFileSync(output, "utf8")).toBe("the previous file");
+  });
+
+  it("refuses architectures whose llama.cpp rules it does not follow, naming the key", async () => {
+    const { GGUFFile } = await import("@memra/gguf");
+    const file = openGGUF(inputs.tiny!);
+    const llama = new GGUFFile({ ...file, metadata: new Map([...file.metadata, ["general.architecture", { type: "string", value: "llama" }]]) });
+    await expect(quantizeModel(llama, join(directory, "never.gguf"), { type: "Q8_0" })).rejects.toThrow(
+      new QuantizationError("general.architecture is llama: memra quantizes qwen3 and qwen3moe models (llama.cpp's rules for those)"),
+    );
+    const noLayers = new Map(file.metadata);
+    noLayers.delete("qwen3.block_count");
+    await expect(quantizeModel(new GGUFFile({ ...file, metadata: noLayers }), join(directory, "never.gguf"), { type: "Q8_0" })).rejects.toThrow(
+      /qwen3\.block_count is missing: llama\.cpp's quantization rules need it/,
+    );
+    expect(existsSync(join(directory, "never.gguf"))).toBe(false);
+  });
+});
