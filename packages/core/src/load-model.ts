@@ -12,7 +12,7 @@ export interface PromptLogprobs {
   readonly ranks: readonly (number | null)[];
 }
 
-import { type GGUFFile, GGUFError, type ModelConfig, SUPPORTED_ARCHITECTURES, TOKENIZER_KEYS, openGGUF, readModelConfig } from "@memra/gguf";
+import { type GGUFFile, GGUFError, type ModelConfig, SUPPORTED_ARCHITECTURES, TOKENIZER_KEYS, openGGUFModel, readModelConfig } from "@memra/gguf";
 import { type ChatMessage, type ChatToolDefinition, Tokenizer } from "@memra/tokenizer";
 import { type TokenLogprob, logSumExp, topLogprobs } from "./evaluation";
 import type { Backend } from "./backend";
@@ -140,7 +140,7 @@ export class Model {
   get memory(): ModelMemory {
     const d = this.transformer.dimensions;
     const kvType = this.kvType;
-    return { fileBytes: this.file.bytes.byteLength, weightBytes: this.transformer.weightBytes, kvBytesPerToken: d.layers * 2 * kvRowBytes(kvType, d.kvWidth), kvType };
+    return { fileBytes: this.file.fileBytes, weightBytes: this.transformer.weightBytes, kvBytesPerToken: d.layers * 2 * kvRowBytes(kvType, d.kvWidth), kvType };
   }
 
   /** The KV element type of this model's caches. */
@@ -622,5 +622,5 @@ const savedChatSchema = z.object({ messages: z.array(z.looseObject({ role: z.str
 
 /** Opens a GGUF file (memory-mapped) and builds its model on a backend. */
 export function loadModel(path: string, options: LoadModelOptions = {}): Model {
-  return Model.create(openGGUF(path), options);
+  return Model.create(openGGUFModel(path), options);
 }

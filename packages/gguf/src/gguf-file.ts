@@ -110,6 +110,16 @@ export class GGUFFile {
     return this.bytes.subarray(start, start + info.byteSize);
   }
 
+  /** Bytes of the file (of all its shards, for a split model). */
+  get fileBytes(): number {
+    return this.bytes.byteLength;
+  }
+
+  /** The file's path (every shard's, for a split model); empty when it was read from memory. */
+  get paths(): readonly string[] {
+    return this.path === undefined ? [] : [this.path];
+  }
+
   /** Total bytes of tensor data. */
   get tensorBytes(): number {
     let total = 0;

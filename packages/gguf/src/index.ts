@@ -14,6 +14,19 @@ export {
 } from "./gguf-value";
 export { GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_MAX_ARRAY_DEPTH, GGUF_MAX_DIMS, openGGUF, readGGUF } from "./read-gguf";
 export { type GGUFTensorToWrite, type GGUFToWrite, writeGGUF, writeGGUFFile } from "./write-gguf";
+export {
+  GGUFSplitFile,
+  SPLIT_KEYS,
+  type SplitOptions,
+  type SplitPlan,
+  mergeGGUF,
+  openGGUFModel,
+  planSplit,
+  splitGGUF,
+  splitInfo,
+  splitPath,
+  splitPrefix,
+} from "./split-gguf";
 export { ARCHITECTURE_KEYS, GENERAL_KEYS, TOKENIZER_KEYS, TokenType, architectureKey } from "./metadata-keys";
 export {
   type ModelConfig,

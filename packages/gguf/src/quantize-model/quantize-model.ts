@@ -9,7 +9,7 @@ import { dirname, resolve } from "node:path";
 import { GGMLType, ggmlTypeInfo } from "../ggml-type";
 import type { GGUFFile } from "../gguf-file";
 import { dequantize, quantize } from "../quant";
-import { openGGUF } from "../read-gguf";
+import { openGGUFModel } from "../split-gguf";
 import { type GGUFTensorToWrite, writeGGUFFile } from "../write-gguf";
 import { type PlannedTensor, type QuantizationOptions, type QuantizationPlan, QuantizationError, planQuantization } from "./plan";
 
@@ -51,7 +51,7 @@ export interface QuantizationReport extends QuantizationPlan {
  * @throws QuantizationError (see planQuantization), or when `output` is the input file.
  */
 export async function quantizeModel(input: string | GGUFFile, output: string, options: QuantizeModelOptions): Promise<QuantizationReport> {
-  const file = typeof input === "string" ? openGGUF(input) : input;
+  const file = typeof input === "string" ? openGGUFModel(input) : input;
   const plan = planQuantization(file, options);
   const target = resolve(output);
   if (file.path !== undefined && sameFile(file.path, target)) {
