@@ -22,7 +22,7 @@ import {
   type RopeScalingOptions,
   scaledContextLength,
 } from "@memra/core";
-import { openGGUF, readModelConfig } from "@memra/gguf";
+import { openGGUFModel, readModelConfig } from "@memra/gguf";
 import { type BackendChoice, chooseBackend, chooseHostBackend, parsePlacementDeviceChoice } from "./backend-choice";
 import { CliError } from "./cli-error";
 import { parsePositiveInteger } from "./commands/model-arguments";
@@ -171,7 +171,7 @@ export async function describeDevices(
   path: string,
   hostKind: "cpu" | "reference" = choice === "reference" ? "reference" : "cpu",
 ): Promise<PlannedDevices & { cuda: { backend: Backend; freeBytes: number }[] }> {
-  const footprint = modelFootprint(openGGUF(path));
+  const footprint = modelFootprint(openGGUFModel(path));
   const ram = args.cpuMemory ?? hostAvailableBytes();
   if (choice === "cpu+reference") {
     return { footprint, devices: [{ name: "cpu", kind: "cpu", freeBytes: ram }], host: { name: "reference", kind: "reference", freeBytes: ram }, cuda: [] };
@@ -355,7 +355,7 @@ export async function placeModel(
 ): Promise<ChosenPlacement & { readonly contextTokens: number }> {
   const placement = parsePlacementArguments(values);
   const choice = parsePlacementDeviceChoice(values.device);
-  const config = readModelConfig(openGGUF(path));
+  const config = readModelConfig(openGGUFModel(path));
   const ropeScaling = parseRopeScalingArguments(values, config.ropeScalingType);
   // A scaled context reaches factor × the trained one (llama.cpp lets --ctx-size go there too).
   const modelContext = scaledContextLength(config, config.keyLength, ropeScaling);

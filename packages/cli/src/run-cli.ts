@@ -17,6 +17,7 @@ const COMMANDS: Record<string, { load: () => Promise<Command>; summary: string }
   bench: { load: async () => (await import("./commands/bench")).benchCommand, summary: "prompt and generation speed, llama-bench style (pp512, tg128)" },
   serve: { load: async () => (await import("./commands/serve")).serveCommand, summary: "an OpenAI-compatible HTTP server with continuous batching" },
   quantize: { load: async () => (await import("./commands/quantize")).quantizeCommand, summary: "rewrite a model with quantized weights, as llama-quantize (Q4_K_M, Q8_0, ...)" },
+  "gguf-split": { load: async () => (await import("./commands/gguf-split")).ggufSplitCommand, summary: "split a model into shards or merge them, as llama.cpp's gguf-split" },
   plan: { load: async () => (await import("./commands/plan")).planCommand, summary: "where each layer would run (GPUs, CPU) and the memory it takes, without loading" },
 };
 

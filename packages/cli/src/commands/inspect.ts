@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { type GGUFFile, type GGUFValue, ggmlTypeName, jsonValue, openGGUF } from "@memra/gguf";
+import { type GGUFFile, type GGUFValue, ggmlTypeName, jsonValue, openGGUF, splitInfo } from "@memra/gguf";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { formatBytes, formatCount, padEnd, padStart } from "../format";
@@ -41,6 +41,8 @@ export function renderInspection(file: GGUFFile): string {
     `GGUF v${file.version}, alignment ${file.alignment}, ${file.metadata.size} metadata keys, ${file.tensors.length} tensors, ${formatBytes(file.bytes.byteLength)}` +
       (file.path ? ` (${file.path})` : ""),
   );
+  const split = splitInfo(file);
+  if (split) lines.push(`shard ${split.index + 1} of ${split.count} of a split model (${split.tensors ?? "?"} tensors in all); this shard's metadata and tensors follow`);
   lines.push("", "metadata:");
   const keyWidth = Math.max(...[...file.metadata.keys()].map((k) => k.length), 3);
   for (const [key, value] of file.metadata) lines.push(`  ${padEnd(key, keyWidth)}  ${describeValue(value)}`);

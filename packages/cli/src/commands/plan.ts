@@ -1,7 +1,7 @@
 import { basename } from "node:path";
 import { parseArgs } from "node:util";
 import { type KVType, type PlacementPlan, formatBytes, hostAvailableBytes, modelFootprint } from "@memra/core";
-import { openGGUF, readModelConfig } from "@memra/gguf";
+import { openGGUFModel, readModelConfig } from "@memra/gguf";
 import { parsePlacementDeviceChoice } from "../backend-choice";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
@@ -56,7 +56,7 @@ export async function planCommand(args: string[], io: CliIO): Promise<void> {
   if (!KV_TYPES.includes(kvType)) throw new CliError(`--kv-type must be one of ${KV_TYPES.join(", ")}, got "${values["kv-type"]}"`);
   const placement = parsePlacementArguments(values);
   const choice = parsePlacementDeviceChoice(values.device);
-  const file = openGGUF(path);
+  const file = openGGUFModel(path);
   const config = readModelConfig(file);
   const contextTokens = Math.min(parsePositiveInteger(values.ctx, "--ctx", Math.min(config.contextLength, 8192)), config.contextLength);
   const sequences = parsePositiveInteger(values.parallel, "--parallel", 1);

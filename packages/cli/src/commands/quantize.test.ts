@@ -183,6 +183,15 @@ describe("memra quantize", () => {
     }
   });
 
+  it("reads a split model from its first shard: the unsplit model's file (llama.cpp drops the split keys too)", () => {
+    const folder = mkdtempSync(join(directory, "split-"));
+    expect(run("gguf-split", "--split-max-tensors", "25", inputs.dense!, join(folder, "dense")).code).toBe(0);
+    const output = join(directory, "from-split.gguf");
+    const result = run("quantize", join(folder, "dense-00001-of-00004.gguf"), output, "Q4_K_M");
+    expect(result.stderr).toBe("");
+    expectGolden(output, golden("dense", "Q4_K_M"));
+  });
+
   it("--allow-requantize requantizes a quantized model", () => {
     const output = join(directory, "requantized.gguf");
     const result = run("quantize", "--allow-requantize", inputs["dense-q8_0"]!, output, "Q4_K_M");

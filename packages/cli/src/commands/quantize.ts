@@ -8,7 +8,7 @@ import {
   type RowDequantizer,
   type RowQuantizer,
   ggmlTypeName,
-  openGGUF,
+  openGGUFModel,
   parseLlamaFileType,
   planQuantization,
   quantizeModel,
@@ -83,7 +83,7 @@ export async function quantizeCommand(args: string[], io: CliIO): Promise<void> 
     }),
   };
 
-  const file = openGGUF(input);
+  const file = openGGUFModel(input);
   if (values["dry-run"]) {
     const plan = planQuantization(file, options);
     if (values.json) io.stdout(`${JSON.stringify(summary(plan, undefined))}\n`);
