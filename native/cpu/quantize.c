@@ -1,6 +1,6 @@
 /*
  * memra_quantize: float32 values -> the k-quant types (q2_K, q3_K, q4_K, q5_K, q6_K) and the 32-value
- * block types (q4_0, q4_1, q5_0, q5_1, q8_0), byte for byte as ggml's quantize_row_*_ref without an
+ * block types (q4_0, q4_1, q5_0, q5_1, q8_0) and iq4_nl / iq4_xs, byte for byte as ggml's quantize_row_*_ref without an
  * importance matrix, and as @memra/gguf's TypeScript
  * quantizers (packages/gguf/src/quant/quantize-k.ts, scale-search.ts, quantize-blocks-32.ts), which this follows operation
  * for operation. The TypeScript is the reference the golden models were generated with; this is the
@@ -630,13 +630,119 @@ static void quantize_q8_0(const float * x, uint8_t * y) {
     for (int j = 0; j < 32; j++) y[2 + j] = (uint8_t)(truncate_x86(roundf(x[j] * id)) & 0xff);
 }
 
+/* ---- iq4_nl and iq4_xs: ggml's quantize_iq4_nl / quantize_iq4_xs without an importance matrix
+ * (what ggml_quantize_chunk, and so llama-quantize, runs: a scale search with ntry 7, weights x^2) ---- */
+
+static const int8_t iq4_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
+
+/* ggml's best_index_int8 over the 16 levels: the nearest level's index, the upper one on a tie. */
+INLINE int iq4_best_index(float x) {
+    if (x <= iq4_values[0]) return 0;
+    if (x >= iq4_values[15]) return 15;
+    int low = 0, high = 15;
+    while (high - low > 1) {
+        const int mid = (low + high) / 2;
+        if (x < iq4_values[mid]) high = mid;
+        else low = mid;
+    }
+    return x - iq4_values[high - 1] < iq4_values[high] - x ? high - 1 : high;
+}
+
+/* quantize_row_iq4_nl_impl's search for one block of 32: the scale (0 for an all-zero block). */
+static float iq4_search_block(const float * x) {
+    float weight[32];
+    for (int j = 0; j < 32; j++) weight[j] = x[j] * x[j];
+    float amax = 0, max = 0;
+    for (int j = 0; j < 32; j++) {
+        const float ax = fabsf(x[j]);
+        if (ax > amax) {
+            amax = ax;
+            max = x[j];
+        }
+    }
+    if (amax < GROUP_MAX_EPS) return 0;
+    float d = -max / iq4_values[0];
+    float id = 1 / d;
+    float sumqx = 0, sumq2 = 0;
+    for (int j = 0; j < 32; j++) {
+        const float q = iq4_values[iq4_best_index(id * x[j])];
+        sumqx += weight[j] * q * x[j];
+        sumq2 += weight[j] * q * q;
+    }
+    d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
+    float best = d * sumqx;
+    for (int itry = -7; itry <= 7; itry++) {
+        id = (itry + iq4_values[0]) / max;
+        sumqx = sumq2 = 0;
+        for (int j = 0; j < 32; j++) {
+            const float q = iq4_values[iq4_best_index(id * x[j])];
+            sumqx += weight[j] * q * x[j];
+            sumq2 += weight[j] * q * q;
+        }
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+            d = sumqx / sumq2;
+            best = d * sumqx;
+        }
+    }
+    return d;
+}
+
+static void iq4_pack(const uint8_t * L, uint8_t * q4, int count) {
+    for (int i = 0; i < count / 32; i++) {
+        for (int j = 0; j < 16; j++) q4[16 * i + j] = (uint8_t)(L[32 * i + j] | (L[32 * i + 16 + j] << 4));
+    }
+}
+
+static void quantize_iq4_nl(const float * x, uint8_t * y) {
+    uint8_t L[32];
+    const float scale = iq4_search_block(x);
+    store_half(y, scale);
+    const float id = scale != 0 ? 1 / scale : 0;
+    for (int j = 0; j < 32; j++) L[j] = (uint8_t)iq4_best_index(id * x[j]);
+    iq4_pack(L, y + 2, 32);
+}
+
+static void quantize_iq4_xs(const float * x, uint8_t * y) {
+    uint8_t L[256];
+    float scales[8];
+    float max_scale = 0, amax_scale = 0;
+    for (int ib = 0; ib < 8; ib++) {
+        scales[ib] = iq4_search_block(x + 32 * ib);
+        const float abs_d = fabsf(scales[ib]);
+        if (abs_d > amax_scale) {
+            amax_scale = abs_d;
+            max_scale = scales[ib];
+        }
+    }
+    const float d = -max_scale / 32;
+    store_half(y, d);
+    const float id = d != 0 ? 1 / d : 0.f;
+    uint16_t high = 0;
+    memset(y + 4, 0, 4);
+    for (int ib = 0; ib < 8; ib++) {
+        int l = nearest_int(id * scales[ib]);
+        l = l < -32 ? -32 : l > 31 ? 31 : l;
+        const float dl = d * (float)l;
+        const float idl = dl != 0 ? 1 / dl : 0.f;
+        for (int j = 0; j < 32; j++) L[32 * ib + j] = (uint8_t)iq4_best_index(idl * x[32 * ib + j]);
+        l += 32;
+        if (ib % 2 == 0) y[4 + ib / 2] = (uint8_t)(l & 0xf);
+        else y[4 + ib / 2] |= (uint8_t)((l & 0xf) << 4);
+        high |= (uint16_t)((l >> 4) << (2 * ib));
+    }
+    y[2] = (uint8_t)(high & 0xff);
+    y[3] = (uint8_t)(high >> 8);
+    iq4_pack(L, y + 8, 256);
+}
+
 int64_t memra_quantize_block_values(int type) {
     switch (type) {
         case MEMRA_TYPE_Q4_0:
         case MEMRA_TYPE_Q4_1:
         case MEMRA_TYPE_Q5_0:
         case MEMRA_TYPE_Q5_1:
-        case MEMRA_TYPE_Q8_0: return 32;
+        case MEMRA_TYPE_Q8_0:
+        case MEMRA_TYPE_IQ4_NL: return 32;
         default: return 256;
     }
 }
@@ -648,6 +754,8 @@ size_t memra_quantize_block_bytes(int type) {
         case MEMRA_TYPE_Q5_0: return 22;
         case MEMRA_TYPE_Q5_1: return 24;
         case MEMRA_TYPE_Q8_0: return 34;
+        case MEMRA_TYPE_IQ4_NL: return 18;
+        case MEMRA_TYPE_IQ4_XS: return 136;
         case MEMRA_TYPE_Q2_K: return 84;
         case MEMRA_TYPE_Q3_K: return 110;
         case MEMRA_TYPE_Q4_K: return 144;
@@ -673,6 +781,8 @@ void memra_quantize_blocks(int type, const float * x, uint8_t * y, int64_t block
             case MEMRA_TYPE_Q5_0: quantize_q5_0(x, y); break;
             case MEMRA_TYPE_Q5_1: quantize_q5_1(x, y); break;
             case MEMRA_TYPE_Q8_0: quantize_q8_0(x, y); break;
+            case MEMRA_TYPE_IQ4_NL: quantize_iq4_nl(x, y); break;
+            case MEMRA_TYPE_IQ4_XS: quantize_iq4_xs(x, y); break;
             case MEMRA_TYPE_Q2_K: quantize_q2_K(search, x, y); break;
             case MEMRA_TYPE_Q3_K: quantize_q3_K(x, y); break;
             case MEMRA_TYPE_Q4_K: quantize_q4_K(search, x, y); break;

@@ -205,8 +205,8 @@ MEMRA_API int memra_cpu_scatter_add_rows(memra_cpu * cpu, float * out, int64_t o
 /* ---- quantization (no context: plain functions of their arguments) ---- */
 
 /* Quantizes `count` f32 values (a whole number of blocks: 256 values, or 32 for the 32-value types) to
- * `type` (q2_K, q3_K, q4_K, q5_K, q6_K, q4_0, q4_1, q5_0, q5_1 or q8_0) into out, byte for byte as
- * ggml's quantize_row_*_ref without an importance matrix. out must hold count / block values blocks.
+ * `type` (q2_K, q3_K, q4_K, q5_K, q6_K, q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl or iq4_xs) into out, byte for
+ * byte as ggml_quantize_chunk without an importance matrix (quantize_row_*_ref; quantize_iq4_nl/xs). out must hold count / block values blocks.
  * Any other type is MEMRA_ERROR_UNSUPPORTED_TYPE. */
 MEMRA_API int memra_quantize(int type, const float * x, int64_t count, void * out, int64_t out_bytes);
 

@@ -8,7 +8,10 @@ const unavailable = nativeLibraryUnavailableReason();
 const required = process.env.MEMRA_REQUIRE_NATIVE === "1";
 
 describe.skipIf(unavailable !== undefined && !required)("createNativeQuantizer (memra_cpu_quantize over threads)", () => {
-  const types = [GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K];
+  const types = [
+    GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K,
+    GGMLType.IQ4_NL, GGMLType.IQ4_XS,
+  ];
 
   it.each(types.map((t) => [ggmlTypeName(t), t] as const))("%s: the TypeScript quantizer's bytes on 3 threads, chunks not a multiple of the threads", (_name, type) => {
     const native = createNativeQuantizer(3);

@@ -13,6 +13,7 @@ import { openMemraCpuLibrary } from "./native-library";
 const NATIVE_TYPES: ReadonlyMap<GGMLType, number> = new Map([
   [GGMLType.Q2_K, 256], [GGMLType.Q3_K, 256], [GGMLType.Q4_K, 256], [GGMLType.Q5_K, 256], [GGMLType.Q6_K, 256],
   [GGMLType.Q4_0, 32], [GGMLType.Q4_1, 32], [GGMLType.Q5_0, 32], [GGMLType.Q5_1, 32], [GGMLType.Q8_0, 32],
+  [GGMLType.IQ4_NL, 32], [GGMLType.IQ4_XS, 256],
 ]);
 
 export interface NativeQuantizer {

@@ -123,9 +123,8 @@ export function resolveOptions(preset: PresetName, overrides: Partial<SyntheticM
   return { ...base, ...overrides };
 }
 
-// llama.cpp falls back to these when a row is not a whole number of k-quant blocks (llama-quant.cpp).
-// For q2_K and q3_K llama.cpp picks iq4_nl, which `quantize` cannot write; q4_0 stands in for it: the
-// same 32-value blocks with one f16 scale and no minimum, and the same 4.5 bits per weight.
+// llama.cpp falls back to these when a row is not a whole number of k-quant blocks (llama-quant.cpp's
+// tensor_type_fallback; older releases gave q2_K and q3_K iq4_nl).
 const FALLBACK: Partial<Record<string, string>> = { q2_K: "q4_0", q3_K: "q4_0", q4_K: "q5_0", q5_K: "q5_1", q6_K: "q8_0" };
 
 /** llama_ftype for `general.file_type` (q3_K: MOSTLY_Q3_K_S, the mix closest to all-q3_K). */

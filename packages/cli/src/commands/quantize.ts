@@ -25,8 +25,8 @@ ggml-model-TYPE.gguf. Tensors are converted in slabs: a model larger than memory
 The file appears under its name only once complete.
 
 types: ${LLAMA_FILE_TYPES.map((t) => t.name).join(", ")}, COPY (copy every tensor unchanged);
-       Q3_K, Q4_K and Q5_K are the _M mixes; a llama_ftype number works too. The importance-matrix
-       types (IQ*, Q2_K_S) are not supported.
+       Q3_K, Q4_K and Q5_K are the _M mixes; a llama_ftype number works too. No importance matrix
+       is taken, so the IQ types below IQ4 and Q2_K_S are not supported.
 
 options:
   --allow-requantize            quantize tensors that are already quantized (they are dequantized first)

@@ -239,6 +239,10 @@ describe("byte-identical with ggml", () => {
     [GGMLType.Q4_K, "dee0780b1aec1bd1aa0ba543a874c204a66bc44a22402471419c2088cfe29588", "230e9b2fc75fc34b0d23edb959161c54f66f0b817f3386c486e10ae7c9bf0757"],
     [GGMLType.Q5_K, "62cc93e33159705b656a79e60aa7cace22c6123dd596c342883118ecbdb12c5a", "1db227641ff93883c3ad7652fdd0ebec1465da4b0522779c6fd0cacfac07edd9"],
     [GGMLType.Q6_K, "e6310c90f00e1553cabbddbe56dd1cbce52a47db0558050f5456232c41806e99", "bac053145851b552b61a3505b05cdaf9809779768432e35404a74ff97a09ce2e"],
+    // from node-llama-cpp 3.21.1's prebuilt libggml-base (linux-x64) through bun:ffi: ggml_quantize_chunk's
+    // quantize_iq4_nl / quantize_iq4_xs (the scale search llama-quantize runs) and the traits' to_float
+    [GGMLType.IQ4_NL, "1515849cd232d770d58ef481ca8432c7656fbb0891ac4a1c477c68537c8730b1", "8b7093a8f22dc9514aa7f2245ebfc3007f4b75ab95c95cac50656a97f844d7ad"],
+    [GGMLType.IQ4_XS, "4212e6cf0a8c8ae340b182f6cd2ac6118e0b4b326398a867a7ff81edc656ea45", "957b6e435a509fbf37c212f883532fd39414b2f22c8f59a5b333c1242d739345"],
   ];
   const input = goldenInput();
 
@@ -262,14 +266,14 @@ describe("quantize arguments", () => {
   });
 
   it("rejects unsupported and unknown types with the ggml type name", () => {
-    expect(() => quantize(GGMLType.IQ4_NL, new Float32Array(32))).toThrow(UnsupportedTypeError);
-    expect(() => quantize(GGMLType.IQ4_NL, new Float32Array(32))).toThrow(/quantize: ggml type iq4_nl/);
+    expect(() => quantize(GGMLType.IQ2_XS, new Float32Array(256))).toThrow(UnsupportedTypeError);
+    expect(() => quantize(GGMLType.IQ2_XS, new Float32Array(256))).toThrow(/quantize: ggml type iq2_xs/);
     expect(() => quantize(123, new Float32Array(32))).toThrow(/unknown ggml type id 123/);
   });
 
   it("reports which types it supports", () => {
-    for (const type of ALL_TYPES) expect(canQuantize(type)).toBe(true);
-    for (const type of [GGMLType.IQ4_NL, GGMLType.IQ4_XS, GGMLType.Q8_1, GGMLType.Q8_K, GGMLType.I8, 99]) {
+    for (const type of [...ALL_TYPES, GGMLType.IQ4_NL, GGMLType.IQ4_XS]) expect(canQuantize(type)).toBe(true);
+    for (const type of [GGMLType.IQ2_XS, GGMLType.IQ3_S, GGMLType.Q8_1, GGMLType.Q8_K, GGMLType.I8, 99]) {
       expect(canQuantize(type)).toBe(false);
     }
   });

@@ -1,7 +1,8 @@
 /**
  * llama.cpp's file types (`enum llama_ftype`) and the names llama-quantize takes for them
  * (tools/quantize/quantize.cpp's QUANT_OPTIONS), limited to those whose tensor types @memra/gguf
- * can write: no importance-matrix types (IQ*, Q2_K_S) and none of the ternary or FP4 ones.
+ * can write: IQ4_NL and IQ4_XS but not the other IQ types, no Q2_K_S (which needs an importance
+ * matrix), none of the ternary or FP4 ones.
  */
 import { GGMLType } from "../ggml-type";
 import { QuantizationError } from "./quantization-error";
@@ -34,6 +35,8 @@ const table: Array<[string, number, GGMLType]> = [
   ["Q5_K_S", 16, GGMLType.Q5_K],
   ["Q5_K_M", 17, GGMLType.Q5_K],
   ["Q6_K", 18, GGMLType.Q6_K],
+  ["IQ4_NL", 25, GGMLType.IQ4_NL],
+  ["IQ4_XS", 30, GGMLType.IQ4_XS],
   ["BF16", 32, GGMLType.BF16],
 ];
 
@@ -56,8 +59,6 @@ const UNSUPPORTED: Record<string, string> = {
   IQ3_XS: "its iq3 tensor types are not implemented",
   IQ3_S: "its iq3 tensor types are not implemented",
   IQ3_M: "its iq3 tensor types are not implemented",
-  IQ4_NL: "iq4_nl quantization is not implemented",
-  IQ4_XS: "iq4_xs quantization is not implemented",
   TQ1_0: "ternary types are not implemented",
   TQ2_0: "ternary types are not implemented",
   MXFP4_MOE: "mxfp4 is not implemented",

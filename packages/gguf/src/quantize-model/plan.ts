@@ -183,7 +183,7 @@ interface State {
 const useMoreBits = (layer: number, layers: number) =>
   layer < Math.trunc(layers / 8) || layer >= Math.trunc((7 * layers) / 8) || (layer - Math.trunc(layers / 8)) % 3 === 2;
 
-/** llama_tensor_get_type_impl for the file types memra writes and a non-Falcon, non-70B model. */
+/** llama_tensor_get_type_impl for the file types memra writes (no importance matrix) and a non-Falcon, non-70B model. */
 function mixedType(state: State, type: GGMLType, tensor: GGUFTensorInfo, ftype: string, category: Category, outputType: GGMLType | undefined): GGMLType {
   const { hp } = state;
   const layerInfo = (counter: number): [number, number] => {
@@ -207,6 +207,7 @@ function mixedType(state: State, type: GGMLType, tensor: GGUFTensorInfo, ftype: 
     if (ftype === "Q2_K") next = hp.gqa >= 4 ? GGMLType.Q4_K : GGMLType.Q3_K;
     else if (ftype === "Q3_K_M") next = state.attentionWv < 2 ? GGMLType.Q5_K : GGMLType.Q4_K;
     else if (ftype === "Q3_K_L") next = GGMLType.Q5_K;
+    else if ((ftype === "IQ4_NL" || ftype === "IQ4_XS") && hp.gqa >= 4) next = GGMLType.Q5_K;
     else if ((ftype === "Q4_K_M" || ftype === "Q5_K_M") && useMoreBits(state.attentionWv, state.attentionWvCount)) next = GGMLType.Q6_K;
     else if (ftype === "Q4_K_S" && state.attentionWv < 4) next = GGMLType.Q5_K;
     if (hp.experts === 8) next = GGMLType.Q8_0;
@@ -223,14 +224,15 @@ function mixedType(state: State, type: GGMLType, tensor: GGUFTensorInfo, ftype: 
     else if (ftype === "Q3_K_L") next = GGMLType.Q5_K;
     else if (ftype === "Q4_K_M") {
       if (useMoreBits(layer, layers)) next = GGMLType.Q6_K;
-    } else if (ftype === "Q5_K_M" && useMoreBits(layer, layers)) next = GGMLType.Q6_K;
+    } else if (layer < Math.trunc(layers / 8) && (ftype === "IQ4_NL" || ftype === "IQ4_XS")) next = GGMLType.Q5_K; // (no importance matrix)
+    else if (ftype === "Q5_K_M" && useMoreBits(layer, layers)) next = GGMLType.Q6_K;
     else if (ftype === "Q4_K_S" && layer < Math.trunc(layers / 8)) next = GGMLType.Q5_K;
     state.ffnDown++;
     return next;
   }
   if (category === "attn_output") {
     if (hp.experts === 8) {
-      return ["Q2_K", "Q3_K_S", "Q3_K_M", "Q4_K_S", "Q4_K_M"].includes(ftype) ? GGMLType.Q5_K : type;
+      return ["Q2_K", "Q3_K_S", "Q3_K_M", "IQ4_NL", "Q4_K_S", "Q4_K_M", "IQ4_XS"].includes(ftype) ? GGMLType.Q5_K : type;
     }
     if (ftype === "Q2_K") return GGMLType.Q3_K;
     if (ftype === "Q3_K_M") return GGMLType.Q4_K;
@@ -259,6 +261,7 @@ function fallback(state: State, tensor: GGUFTensorInfo, type: GGMLType): GGMLTyp
     [GGMLType.Q4_K]: GGMLType.Q5_0,
     [GGMLType.Q5_K]: GGMLType.Q5_1,
     [GGMLType.Q6_K]: GGMLType.Q8_0,
+    [GGMLType.IQ4_XS]: GGMLType.IQ4_NL,
   };
   let next = replacements[type];
   if (next === undefined) {
