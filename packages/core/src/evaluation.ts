@@ -103,3 +103,128 @@ export function computePerplexity(model: Model, tokens: readonly number[], conte
   cache.dispose();
   return { perplexity: Math.exp(negativeLogLikelihood / scored), perWindow, windows, scoredTokens: scored, context };
 }
+
+export interface Distribution {
+  readonly mean: number;
+  /** Standard error of the mean. */
+  readonly stderr: number;
+  readonly maximum: number;
+  readonly minimum: number;
+  /** llama-perplexity's percentiles: 99.9, 99, 95, 90, 50 (median), 10, 5, 1, 0.1. */
+  readonly percentiles: Readonly<Record<"99.9" | "99" | "95" | "90" | "50" | "10" | "5" | "1" | "0.1", number>>;
+}
+
+export interface KlDivergenceResult {
+  readonly windows: number;
+  readonly scoredTokens: number;
+  readonly context: number;
+  /** Perplexity of the model and of the base over the same scored tokens; lnRatio: mean ln(PPL(model) / PPL(base)) per token. */
+  readonly perplexity: { readonly model: number; readonly base: number; readonly lnRatio: number; readonly lnRatioStderr: number };
+  /** KL(base ‖ model) of each scored token's next-token distribution, in nats. */
+  readonly klDivergence: Distribution;
+  /** p_model − p_base of each scored token's actual next token. */
+  readonly deltaP: Distribution & { readonly rms: number };
+  /** How often the two models' most likely next token is the same, and its standard error. */
+  readonly sameTop: { readonly fraction: number; readonly stderr: number };
+  /** Every scored token's KL divergence, change in probability and whether the top tokens agree (1) or not (0), in order. */
+  readonly perToken: { readonly klDivergence: Float64Array; readonly deltaP: Float64Array; readonly sameTop: Uint8Array };
+}
+
+/**
+ * How far `model` (e.g. a quantized file) is from `base` (the model it was made from) over a text,
+ * as llama-perplexity's --kl-divergence reports it: the windows and scored tokens of
+ * computePerplexity, and for each scored token the KL divergence of the two next-token
+ * distributions, the change in the probability of the actual next token, and whether the most
+ * likely token is the same. Computed in float64 from full logits (llama.cpp stores the base's log
+ * probabilities in 16 bits between its two runs).
+ */
+export function computeKlDivergence(base: Model, model: Model, tokens: readonly number[], context: number): KlDivergenceResult {
+  if (!Number.isInteger(context) || context < 4) throw new RangeError(`context must be an integer of at least 4, got ${context}`);
+  const vocabulary = model.vocabularySize;
+  if (base.vocabularySize !== vocabulary) throw new RangeError(`the base model has ${base.vocabularySize} tokens in its vocabulary, the model ${vocabulary}: they cannot be compared`);
+  const windows = Math.floor(tokens.length / context);
+  if (windows < 1) throw new RangeError(`KL divergence needs at least ${context} tokens for a context of ${context}, the text has ${tokens.length}`);
+  const first = Math.floor(context / 2);
+  const perToken: number[] = [];
+  const deltas: number[] = [];
+  const sameTops: number[] = [];
+  const lnRatios: number[] = [];
+  let nllModel = 0;
+  let nllBase = 0;
+  let same = 0;
+  const caches = [base.createCache(context), model.createCache(context)] as const;
+  const step = 64;
+  try {
+    for (let w = 0; w < windows; w++) {
+      for (const cache of caches) cache.trim(0);
+      const window = tokens.slice(w * context, (w + 1) * context);
+      for (let start = 0; start < context - 1; start += step) {
+        const chunk = window.slice(start, Math.min(start + step, context));
+        const baseLogits = base.forward(chunk, caches[0], { logits: "all" });
+        const modelLogits = model.forward(chunk, caches[1], { logits: "all" });
+        for (let r = 0; r < chunk.length; r++) {
+          const j = start + r;
+          if (j < first || j >= context - 1) continue;
+          const b = baseLogits.subarray(r * vocabulary, (r + 1) * vocabulary);
+          const m = modelLogits.subarray(r * vocabulary, (r + 1) * vocabulary);
+          const lseB = logSumExp(b);
+          const lseM = logSumExp(m);
+          let kld = 0;
+          let topB = 0;
+          let topM = 0;
+          for (let i = 0; i < vocabulary; i++) {
+            const lb = b[i]! - lseB;
+            kld += Math.exp(lb) * (lb - (m[i]! - lseM));
+            if (b[i]! > b[topB]!) topB = i;
+            if (m[i]! > m[topM]!) topM = i;
+          }
+          const target = window[j + 1]!;
+          const lpB = b[target]! - lseB;
+          const lpM = m[target]! - lseM;
+          nllBase -= lpB;
+          nllModel -= lpM;
+          lnRatios.push(lpB - lpM);
+          perToken.push(kld);
+          deltas.push(Math.exp(lpM) - Math.exp(lpB));
+          sameTops.push(topB === topM ? 1 : 0);
+          if (topB === topM) same++;
+        }
+      }
+    }
+  } finally {
+    for (const cache of caches) cache.dispose();
+  }
+  const count = perToken.length;
+  const fraction = same / count;
+  const ratio = distribution(lnRatios);
+  return {
+    windows,
+    scoredTokens: count,
+    context,
+    perplexity: { model: Math.exp(nllModel / count), base: Math.exp(nllBase / count), lnRatio: ratio.mean, lnRatioStderr: ratio.stderr },
+    klDivergence: distribution(perToken),
+    deltaP: { ...distribution(deltas), rms: Math.sqrt(deltas.reduce((s, d) => s + d * d, 0) / count) },
+    sameTop: { fraction, stderr: count > 1 ? Math.sqrt((fraction * (1 - fraction)) / (count - 1)) : 0 },
+    perToken: { klDivergence: Float64Array.from(perToken), deltaP: Float64Array.from(deltas), sameTop: Uint8Array.from(sameTops) },
+  };
+}
+
+/** Mean, standard error, extremes and llama-perplexity's percentiles (linear interpolation between the sorted values). */
+function distribution(values: readonly number[]): Distribution {
+  const n = values.length;
+  const mean = values.reduce((s, v) => s + v, 0) / n;
+  const variance = n > 1 ? values.reduce((s, v) => s + (v - mean) * (v - mean), 0) / (n - 1) : 0;
+  const sorted = Float64Array.from(values).sort();
+  const at = (fraction: number) => {
+    const p = fraction * (n - 1);
+    const i = Math.floor(p);
+    return (1 - (p - i)) * sorted[i]! + (p - i) * sorted[Math.min(i + 1, n - 1)]!;
+  };
+  return {
+    mean,
+    stderr: Math.sqrt(variance / n),
+    maximum: sorted[n - 1]!,
+    minimum: sorted[0]!,
+    percentiles: { "99.9": at(0.999), "99": at(0.99), "95": at(0.95), "90": at(0.9), "50": at(0.5), "10": at(0.1), "5": at(0.05), "1": at(0.01), "0.1": at(0.001) },
+  };
+}

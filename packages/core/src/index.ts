@@ -26,7 +26,18 @@ export { type LoadModelOptions, Model, type ModelMemory, type PromptLogprobs, lo
 export { type LoraAdapterOptions, LoraAdapterError } from "./models/lora";
 export { type BatchEntry, type ForwardOptions, type ModelDimensions, type TopCandidates, Transformer } from "./models/qwen3";
 export { ReferenceBackend, routeTopK } from "./reference-backend";
-export { type LogprobsResult, type PerplexityResult, type TokenLogprob, computeLogprobs, computePerplexity, logSumExp, topLogprobs } from "./evaluation";
+export {
+  type Distribution,
+  type KlDivergenceResult,
+  type LogprobsResult,
+  type PerplexityResult,
+  type TokenLogprob,
+  computeKlDivergence,
+  computeLogprobs,
+  computePerplexity,
+  logSumExp,
+  topLogprobs,
+} from "./evaluation";
 export { type ChatResult, type ChatToolCallResult, ChatSession, type ChatSessionOptions, type ChatStream } from "./generation/chat-session";
 export { type LoadedState, type SavedState } from "./generation/saved-state";
 export { type KVStateFile, KVStateError, type KVStateHeader, convertKVRows, modelFingerprint, openKVStateFile, writeKVStateFile } from "./kv-state";

@@ -161,4 +161,22 @@ describe("memra perplexity", () => {
     expect(short.code).toBe(1);
     expect(short.stderr).toMatch(/fewer than one window of --ctx 4096/);
   });
+
+  it("--kl-divergence compares the model with a base over the same tokens (the library's figures are checked against llama.cpp in core)", async () => {
+    const path = join(directory, "kld.txt");
+    writeFileSync(path, `${QUICK_FOX} `.repeat(20));
+    const itself = JSON.parse(run(["perplexity", "-m", model, "--kl-divergence", model, "-f", path, "--ctx", "64", "--json"]).stdout);
+    expect(itself.klDivergence.mean).toBeLessThan(1e-9);
+    expect(itself.sameTop.fraction).toBe(1);
+    expect(itself.perplexity.model).toBeCloseTo(itself.perplexity.base, 10);
+    const f16 = await syntheticModelFile(resolveOptions("tiny", { weightType: "f16" }));
+    const result = run(["perplexity", "-m", model, "--kl-divergence", f16, "-f", path, "--ctx", "64"]);
+    expect(result.stderr).toBe("");
+    expect(result.stdout).toMatch(/====== KL divergence statistics ======\nMean    KLD: +\d\.\d{6} ± \d\.\d{6}\n/);
+    expect(result.stdout).toMatch(/\nSame top p: +\d+\.\d{3}% ± \d+\.\d{3}%\n$/);
+    const other = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0", vocabulary: 1024 }));
+    const mismatch = run(["perplexity", "-m", model, "--kl-divergence", other, "-f", path, "--ctx", "64"]);
+    expect(mismatch.code).toBe(1);
+    expect(mismatch.stderr).toMatch(/has 1024 tokens in its vocabulary and .* 151936: they cannot be compared/);
+  });
 });
