@@ -1,4 +1,4 @@
-import { openGGUF } from "@memra/gguf";
+import { openGGUFModel } from "@memra/gguf";
 import { Tokenizer } from "@memra/tokenizer";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
@@ -9,9 +9,9 @@ export function requireModelPath(model: string | undefined, usage: string): stri
   return model;
 }
 
-/** Builds just the tokenizer of a GGUF file (no weights are read). */
+/** Builds just the tokenizer of a GGUF file (no weights are read; a split model's first shard holds it). */
 export function loadTokenizer(path: string): Tokenizer {
-  const file = openGGUF(path);
+  const file = openGGUFModel(path);
   return Tokenizer.fromGGUFMetadata((key) => file.get(key));
 }
 
