@@ -24,6 +24,8 @@ export interface LlamaQuantizeOptions {
   outputTensorType?: string;
   tokenEmbeddingType?: string;
   tensorTypes?: Array<{ pattern: string; type: string }>;
+  /** llama-quantize --override-kv KEY=TYPE:VALUE, as memra takes them: { key, type, value }. */
+  metadataOverrides?: Array<{ key: string; type: "int" | "float" | "bool" | "str"; value: string | number | boolean }>;
 }
 
 /** llama_ftype (llama.h) by llama-quantize's names; COPY is ALL_F32 with only_copy. */
@@ -79,6 +81,22 @@ export function llamaQuantize(input: string, output: string, o: LlamaQuantizeOpt
     });
     keep.push(table);
     view.setBigUint64(40, BigInt(ptr(table)), true); // tt_overrides
+  }
+  if (o.metadataOverrides?.length) {
+    // llama_model_kv_override { int32 tag; char key[128]; union { int64; double; bool; char[128] } } (264 bytes), ended by an empty key
+    const table = new Uint8Array(264 * (o.metadataOverrides.length + 1));
+    const tv = new DataView(table.buffer);
+    o.metadataOverrides.forEach((kv, i) => {
+      const at = 264 * i;
+      tv.setInt32(at, { int: 0, float: 1, bool: 2, str: 3 }[kv.type], true);
+      table.set(new TextEncoder().encode(kv.key), at + 4);
+      if (kv.type === "int") tv.setBigInt64(at + 136, BigInt(kv.value as string | number), true);
+      else if (kv.type === "float") tv.setFloat64(at + 136, Number(kv.value), true);
+      else if (kv.type === "bool") table[at + 136] = kv.value ? 1 : 0;
+      else table.set(new TextEncoder().encode(String(kv.value)), at + 136);
+    });
+    keep.push(table);
+    view.setBigUint64(32, BigInt(ptr(table)), true); // kv_overrides
   }
   library ??= open();
   const rc = library.symbols.llama_model_quantize(ptr(cString(input)), ptr(cString(output)), ptr(params));

@@ -58,6 +58,19 @@ const CASES: Case[] = [
   { model: "dense", type: "F16", options: { tokenEmbeddingType: "q8_0" } },
   { model: "dense", type: "Q4_K_M", options: { tensorTypes: [{ pattern: "attn_q", type: "q8_0" }, { pattern: "blk\\.[0-3]\\.ffn_down", type: "q5_0" }] } },
   { model: "tiny", type: "Q4_K_M", options: { tensorTypes: [{ pattern: "ffn_up", type: "q6_K" }] } },
+  {
+    model: "dense",
+    type: "Q8_0",
+    options: {
+      metadataOverrides: [
+        { key: "qwen3.context_length", type: "int", value: "-8192" },
+        { key: "qwen3.rope.freq_base", type: "float", value: 500000.5 },
+        { key: "tokenizer.ggml.add_bos_token", type: "bool", value: true },
+        { key: "general.name", type: "str", value: "overridden" },
+        { key: "memra.new_key", type: "int", value: "7" },
+      ],
+    },
+  },
 ];
 
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");

@@ -22,7 +22,7 @@ import {
   type RopeScalingOptions,
   scaledContextLength,
 } from "@memra/core";
-import { openGGUFModel, readModelConfig } from "@memra/gguf";
+import { applyMetadataOverrides, openGGUFModel, parseMetadataOverride, readModelConfig } from "@memra/gguf";
 import { type BackendChoice, chooseBackend, chooseHostBackend, parsePlacementDeviceChoice } from "./backend-choice";
 import { CliError } from "./cli-error";
 import { parsePositiveInteger } from "./commands/model-arguments";
@@ -35,8 +35,9 @@ export const placementParseOptions = {
   "cpu-mem": { type: "string" },
 } as const;
 
-/** parseArgs option specs of llama.cpp's RoPE scaling options (the commands that load a model). */
+/** parseArgs option specs of llama.cpp's RoPE scaling options and --override-kv (the commands that load a model). */
 export const ropeScalingParseOptions = {
+  "override-kv": { type: "string", multiple: true },
   "rope-scaling": { type: "string" },
   "rope-scale": { type: "string" },
   "yarn-orig-ctx": { type: "string" },
@@ -60,7 +61,9 @@ export const loraOptionHelp = `  --lora FILE              apply a LoRA adapter (
 
 export const ropeScalingOptionHelp = `  --rope-scaling TYPE      none, linear or yarn instead of the GGUF's RoPE scaling (llama.cpp's flag)
   --rope-scale N           the context's stretch factor (Qwen3 at 128K tokens: yarn with 4)
-  --yarn-orig-ctx N        the context trained before scaling (Qwen3: 32768)`;
+  --yarn-orig-ctx N        the context trained before scaling (Qwen3: 32768)
+  --override-kv KEY=TYPE:VALUE  a metadata value instead of the file's (llama.cpp's flag; TYPE int, float,
+                           bool or str; repeatable), e.g. qwen3.context_length=int:65536`;
 
 export const placementOptionHelp = `  --gpu-layers N|auto      layers on the GPU(s), the last ones (default auto: as many as fit)
   --cpu-moe N|all          keep the experts of the first N layers (or all) in RAM (MoE models)
@@ -294,6 +297,7 @@ export interface PlacementValues {
   readonly "cpu-moe"?: string | undefined;
   readonly "gpu-mem"?: string | undefined;
   readonly "cpu-mem"?: string | undefined;
+  readonly "override-kv"?: readonly string[] | undefined;
   readonly "rope-scaling"?: string | undefined;
   readonly "rope-scale"?: string | undefined;
   readonly "yarn-orig-ctx"?: string | undefined;
@@ -355,7 +359,8 @@ export async function placeModel(
 ): Promise<ChosenPlacement & { readonly contextTokens: number }> {
   const placement = parsePlacementArguments(values);
   const choice = parsePlacementDeviceChoice(values.device);
-  const config = readModelConfig(openGGUFModel(path));
+  const metadataOverrides = (values["override-kv"] ?? []).map(parseMetadataOverride);
+  const config = readModelConfig(applyMetadataOverrides(openGGUFModel(path), metadataOverrides));
   const ropeScaling = parseRopeScalingArguments(values, config.ropeScalingType);
   // A scaled context reaches factor × the trained one (llama.cpp lets --ctx-size go there too).
   const modelContext = scaledContextLength(config, config.keyLength, ropeScaling);
@@ -363,5 +368,9 @@ export async function placeModel(
   const chosen = await choosePlacement(path, choice, threads, placement, { ...request, contextTokens }, notice);
   if ("placement" in chosen.load) notice(`memra: ${describePlan(chosen.plan)}`);
   const lora = parseLoraArguments(values);
-  return { ...chosen, load: { ...chosen.load, ...(ropeScaling ? { ropeScaling } : {}), ...(lora ? { lora } : {}) }, contextTokens };
+  return {
+    ...chosen,
+    load: { ...chosen.load, ...(ropeScaling ? { ropeScaling } : {}), ...(lora ? { lora } : {}), ...(metadataOverrides.length > 0 ? { metadataOverrides } : {}) },
+    contextTokens,
+  };
 }

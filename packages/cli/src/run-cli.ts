@@ -31,7 +31,7 @@ ${Object.entries(COMMANDS)
 Run \`memra <command> --help\` for a command's options and examples.`;
 
 /** Errors whose message is meant for the user as it is: no stack trace, exit code 1. */
-const USER_ERRORS = new Set(["CliError", "GGUFError", "InvalidOptionError", "TokenizerError", "UnsupportedArchitectureError", "UnsupportedTensorTypeError", "UnsupportedOpError", "ModelTensorError", "GrammarSyntaxError", "GrammarError", "JsonSchemaError", "StructuredOutputError", "PlacementError", "QuantizationError"]);
+const USER_ERRORS = new Set(["CliError", "GGUFError", "InvalidOptionError", "TokenizerError", "UnsupportedArchitectureError", "UnsupportedTensorTypeError", "UnsupportedOpError", "ModelTensorError", "GrammarSyntaxError", "GrammarError", "JsonSchemaError", "StructuredOutputError", "PlacementError", "QuantizationError", "MetadataOverrideError"]);
 
 /** Runs the CLI with the given arguments; returns the exit code. Errors become one line on stderr. */
 export async function runCli(argv: string[], io: CliIO): Promise<number> {

@@ -12,7 +12,7 @@ export interface PromptLogprobs {
   readonly ranks: readonly (number | null)[];
 }
 
-import { type GGUFFile, GGUFError, type ModelConfig, SUPPORTED_ARCHITECTURES, TOKENIZER_KEYS, openGGUFModel, readModelConfig } from "@memra/gguf";
+import { type GGUFFile, GGUFError, type ModelConfig, SUPPORTED_ARCHITECTURES, TOKENIZER_KEYS, type MetadataOverride, applyMetadataOverrides, openGGUFModel, readModelConfig } from "@memra/gguf";
 import { type ChatMessage, type ChatToolDefinition, Tokenizer } from "@memra/tokenizer";
 import { type TokenLogprob, logSumExp, topLogprobs } from "./evaluation";
 import type { Backend } from "./backend";
@@ -77,6 +77,8 @@ export interface LoadModelOptions {
    * (CUDA graphs on CudaBackend) and the model is dense and on one backend. Default true.
    */
   readonly decodeGraphs?: boolean;
+  /** Metadata values instead of the file's (llama.cpp's --override-kv KEY=TYPE:VALUE), applied before anything is read from it. */
+  readonly metadataOverrides?: readonly MetadataOverride[];
 }
 
 export interface ModelMemory {
@@ -622,5 +624,5 @@ const savedChatSchema = z.object({ messages: z.array(z.looseObject({ role: z.str
 
 /** Opens a GGUF file (memory-mapped) and builds its model on a backend. */
 export function loadModel(path: string, options: LoadModelOptions = {}): Model {
-  return Model.create(openGGUFModel(path), options);
+  return Model.create(applyMetadataOverrides(openGGUFModel(path), options.metadataOverrides ?? []), options);
 }

@@ -14,6 +14,7 @@ export {
 } from "./gguf-value";
 export { GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_MAX_ARRAY_DEPTH, GGUF_MAX_DIMS, openGGUF, readGGUF } from "./read-gguf";
 export { type GGUFTensorToWrite, type GGUFToWrite, writeGGUF, writeGGUFFile } from "./write-gguf";
+export { type MetadataOverride, MetadataOverrideError, applyMetadataOverrides, parseMetadataOverride, quantizeOverrideValue } from "./metadata-override";
 export {
   GGUFSplitFile,
   SPLIT_KEYS,

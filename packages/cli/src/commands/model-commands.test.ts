@@ -2,6 +2,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { computeLogprobs, loadModel } from "@memra/core";
+import { openGGUF, parseMetadataOverride, writeGGUF } from "@memra/gguf";
 import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
 import { beforeAll, describe, expect, it } from "vitest";
 
@@ -178,5 +179,33 @@ describe("memra perplexity", () => {
     const mismatch = run(["perplexity", "-m", model, "--kl-divergence", other, "-f", path, "--ctx", "64"]);
     expect(mismatch.code).toBe(1);
     expect(mismatch.stderr).toMatch(/has 1024 tokens in its vocabulary and .* 151936: they cannot be compared/);
+  });
+});
+
+describe("--override-kv (llama.cpp's KEY=TYPE:VALUE)", () => {
+  it("computes what a file holding the value computes, in the library and in memra generate", () => {
+    // the same model with its RoPE base rewritten in the file
+    const original = openGGUF(model);
+    const metadata = new Map(original.metadata);
+    metadata.set("qwen3.rope.freq_base", { type: "float32", value: 10000 });
+    const rewritten = join(directory, "rope-10000.gguf");
+    writeFileSync(rewritten, writeGGUF({ metadata, tensors: original.tensors.map((t) => ({ name: t.name, type: t.type, shape: t.shape, data: original.tensorData(t) })) }));
+
+    const top = (path: string, overrides: string[]) => {
+      const loaded = loadModel(path, { metadataOverrides: overrides.map(parseMetadataOverride) });
+      const result = computeLogprobs(loaded, QUICK_FOX_IDS, 3).positions.map((p) => p.top);
+      loaded.dispose();
+      return result;
+    };
+    const overridden = top(model, ["qwen3.rope.freq_base=float:10000"]);
+    expect(overridden).toEqual(top(rewritten, []));
+    expect(overridden).not.toEqual(top(model, []));
+
+    const tokens = (args: string[]) => JSON.parse(run(["generate", ...args, "-p", QUICK_FOX, "-n", "12", "--temp", "0", "--json", "--device", "reference"]).stdout).tokens;
+    expect(tokens(["-m", model, "--override-kv", "qwen3.rope.freq_base=float:10000"])).toEqual(tokens(["-m", rewritten]));
+
+    const bad = run(["generate", "-m", model, "--override-kv", "qwen3.block_count=str:2", "-p", "x", "-n", "1"]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toBe("memra generate: KV override qwen3.block_count: the file's value is a uint32, the override a str\n");
   });
 });

@@ -9,7 +9,7 @@ import { copyFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, write
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createNativeQuantizer } from "@memra/cpu-ffi";
-import { type QuantizationOptions, QuantizationError, ggmlTypeName, openGGUF, quantizeModel } from "@memra/gguf";
+import { type QuantizationOptions, QuantizationError, ggmlTypeName, openGGUF, parseMetadataOverride, quantizeModel } from "@memra/gguf";
 import { type PresetName, type SyntheticModelOptions, resolveOptions, syntheticModelFile } from "@memra/synthetic";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import goldens from "../__fixtures__/quantize-goldens.json";
@@ -17,7 +17,7 @@ import goldens from "../__fixtures__/quantize-goldens.json";
 interface GoldenCase {
   model: string;
   type: string;
-  options?: Omit<QuantizationOptions, "type">;
+  options?: Omit<QuantizationOptions, "type" | "metadataOverrides"> & { metadataOverrides?: Array<{ key: string; type: string; value: unknown }> };
   fileType: number;
   bytes: number;
   sha256: string;
@@ -31,6 +31,11 @@ const models = goldens.models as Record<string, { preset: PresetName; options: P
 const inputs: Record<string, string> = {};
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
 const label = (c: GoldenCase) => `${c.model} ${c.type}${c.options ? ` ${JSON.stringify(c.options)}` : ""}`;
+/** The case's options as quantizeModel takes them: --override-kv specs parsed. */
+const optionsOf = (c: GoldenCase): Omit<QuantizationOptions, "type"> => ({
+  ...c.options,
+  metadataOverrides: (c.options?.metadataOverrides ?? []).map((o) => parseMetadataOverride(`${o.key}=${o.type}:${String(o.value)}`)),
+});
 
 let native: ReturnType<typeof createNativeQuantizer> | undefined;
 
@@ -86,7 +91,7 @@ describe("quantizeModel against llama-quantize (llama_model_quantize), byte for 
     const output = join(directory, "library.gguf");
     await quantizeModel(inputs[c.model]!, output, {
       type: c.type,
-      ...c.options,
+      ...optionsOf(c),
       ...(native ? { quantizer: native.quantizer, dequantizer: native.dequantizer } : {}),
     });
     expectGolden(output, c);
@@ -104,7 +109,7 @@ describe("quantizeModel against llama-quantize (llama_model_quantize), byte for 
     expect(picked).toHaveLength(5);
     for (const c of picked) {
       const output = join(directory, "typescript.gguf");
-      await quantizeModel(inputs[c.model]!, output, { type: c.type, ...c.options, slabValues: 100_000 });
+      await quantizeModel(inputs[c.model]!, output, { type: c.type, ...optionsOf(c), slabValues: 100_000 });
       expectGolden(output, c);
     }
   }, 60_000);
@@ -191,6 +196,22 @@ describe("memra quantize", () => {
     const result = run("quantize", join(folder, "dense-00001-of-00004.gguf"), output, "Q4_K_M");
     expect(result.stderr).toBe("");
     expectGolden(output, golden("dense", "Q4_K_M"));
+  });
+
+  it("--override-kv writes the metadata as llama-quantize does (an int as the uint32 of its magnitude)", () => {
+    const c = cases.find((x) => x.options?.metadataOverrides)!;
+    const output = join(directory, "overridden.gguf");
+    const flags = c.options!.metadataOverrides!.flatMap((o) => ["--override-kv", `${o.key}=${o.type}:${String(o.value)}`]);
+    const result = run("quantize", ...flags, inputs[c.model]!, output, c.type);
+    expect(result.stderr).toBe("");
+    expectGolden(output, c);
+    const file = openGGUF(output);
+    expect(file.metadata.get("qwen3.context_length")).toEqual({ type: "uint32", value: 8192 });
+    expect(file.metadata.get("memra.new_key")).toEqual({ type: "uint32", value: 7 });
+    expect(file.getString("general.name")).toBe("overridden");
+    const bad = run("quantize", "--override-kv", "general.name=string:x", inputs[c.model]!, output, c.type);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/KV override "general\.name=string:x": the type is int, float, bool or str, not "string"/);
   });
 
   it("--allow-requantize requantizes a quantized model", () => {

@@ -9,6 +9,7 @@ import {
   type RowQuantizer,
   ggmlTypeName,
   openGGUFModel,
+  parseMetadataOverride,
   parseLlamaFileType,
   planQuantization,
   quantizeModel,
@@ -36,6 +37,7 @@ options:
   --token-embedding-type T      the type of token_embd.weight
   --tensor-type PATTERN=T       tensors whose name matches the regular expression get T (repeatable;
                                 the first match wins), e.g. --tensor-type "attn_v=q8_0"
+  --override-kv KEY=TYPE:VALUE  write this metadata value (TYPE int, float, bool or str; repeatable)
   --dry-run                     print the types and sizes without writing anything
   -t, --threads N               threads for the k-quant quantizers (default: all; also the THREADS argument)
   --json                        print a JSON summary instead of the tensor table
@@ -57,6 +59,7 @@ export async function quantizeCommand(args: string[], io: CliIO): Promise<void> 
       "output-tensor-type": { type: "string" },
       "token-embedding-type": { type: "string" },
       "tensor-type": { type: "string", multiple: true, default: [] },
+      "override-kv": { type: "string", multiple: true, default: [] },
       "dry-run": { type: "boolean", default: false },
       threads: { type: "string", short: "t" },
       json: { type: "boolean", default: false },
@@ -76,6 +79,7 @@ export async function quantizeCommand(args: string[], io: CliIO): Promise<void> 
     pure: values.pure,
     ...(values["output-tensor-type"] !== undefined ? { outputTensorType: values["output-tensor-type"] } : {}),
     ...(values["token-embedding-type"] !== undefined ? { tokenEmbeddingType: values["token-embedding-type"] } : {}),
+    metadataOverrides: values["override-kv"].map(parseMetadataOverride),
     tensorTypes: values["tensor-type"].map((spec) => {
       const at = spec.lastIndexOf("=");
       if (at <= 0 || at === spec.length - 1) throw new CliError(`--tensor-type takes PATTERN=TYPE, got "${spec}"`);

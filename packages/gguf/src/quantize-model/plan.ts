@@ -6,6 +6,7 @@
 import { GGMLType, ggmlTypeInfo, ggmlTypeName, tensorByteSize } from "../ggml-type";
 import type { GGUFFile, GGUFTensorInfo } from "../gguf-file";
 import type { GGUFValue } from "../gguf-value";
+import { type MetadataOverride, quantizeOverrideValue } from "../metadata-override";
 import { canDequantize, canQuantize } from "../quant";
 import { QuantizationError } from "./quantization-error";
 import { type LlamaFileType, parseLlamaFileType } from "./llama-ftype";
@@ -33,6 +34,8 @@ export interface QuantizationOptions {
   readonly tokenEmbeddingType?: GGMLType | string;
   /** Per-tensor types by name pattern, the first match winning (llama-quantize --tensor-type PATTERN=TYPE). */
   readonly tensorTypes?: readonly TensorTypeOverride[];
+  /** Metadata written into the output (llama-quantize --override-kv): a float as float32, an int as the uint32 of its magnitude. */
+  readonly metadataOverrides?: readonly MetadataOverride[];
 }
 
 export interface PlannedTensor {
@@ -358,6 +361,10 @@ export function planQuantization(file: GGUFFile, options: QuantizationOptions): 
   metadata.delete("general.file_type");
   metadata.set("general.file_type", { type: "uint32", value: fileTypeId });
   for (const key of ["split.no", "split.count", "split.tensors.count"]) metadata.delete(key);
+  for (const override of options.metadataOverrides ?? []) {
+    metadata.delete(override.key);
+    metadata.set(override.key, quantizeOverrideValue(override));
+  }
   return { fileType, fileTypeId, tensors, metadata, bytesIn, bytesOut, elementCount, fallbacks: state.fallbacks };
 }
 
