@@ -15,7 +15,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { NODE_LLAMA_CPP, THREADS, generateModel, referenceLlama, root } from "./golden-common.mjs";
+import { NODE_LLAMA_CPP, generateModel, referenceContextOptions, referenceLlama, root } from "./golden-common.mjs";
 
 const OUT = join(root, "packages/core/src/__fixtures__/kld-goldens.json");
 const BASE = { preset: "small", options: { weightType: "f16", layers: 4, vocabulary: 1024 } };
@@ -30,16 +30,7 @@ const first = Math.floor(CONTEXT / 2);
 /** Each scored position's full next-token distribution (Float64Array over the vocabulary), window by window. */
 async function distributions(path, tokens) {
   const model = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
-  const context = await model.createContext({
-    contextSize: CONTEXT,
-    batchSize: CONTEXT,
-    sequences: 1,
-    threads: { ideal: THREADS, min: THREADS },
-    flashAttention: false,
-    experimentalKvCacheKeyType: "F32",
-    experimentalKvCacheValueType: "F32",
-    failedCreationRemedy: false,
-  });
+  const context = await model.createContext({ ...referenceContextOptions, contextSize: CONTEXT, batchSize: CONTEXT });
   const sequence = context.getSequence();
   const rows = [];
   for (let w = 0; w < WINDOWS; w++) {
