@@ -86,7 +86,7 @@ void memra_dequantize_row(int type, const void * x, float * y, int64_t n);
 
 /* Bytes per block of `type` memra_quantize_blocks writes (k-quants, the 32-value block types, iq4_nl, iq4_xs), 0 for any other type. */
 size_t memra_quantize_block_bytes(int type);
-/* Values per block of `type`: 32 for q4_0, q4_1, q5_0, q5_1, q8_0 and iq4_nl, else 256. */
+/* Values per block of `type` (memra_dequantize_block_size). */
 int64_t memra_quantize_block_values(int type);
 /* y = `blocks` blocks of x (memra_quantize_block_values each) quantized to `type` (memra_quantize_block_bytes > 0). */
 void memra_quantize_blocks(int type, const float * x, uint8_t * y, int64_t blocks);

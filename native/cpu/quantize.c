@@ -633,12 +633,11 @@ static void quantize_q8_0(const float * x, uint8_t * y) {
 /* ---- iq4_nl and iq4_xs: ggml's quantize_iq4_nl / quantize_iq4_xs without an importance matrix
  * (what ggml_quantize_chunk, and so llama-quantize, runs: a scale search with ntry 7, weights x^2) ---- */
 
-static const int8_t iq4_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
-
+/* kvalues_iq4nl, as floats (every use converts them) */
 static const float iq4_levels[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
 
-/* ggml's best_index_int8 over the 16 levels: the nearest level's index, the lower one when x is
- * nearer to neither. Its binary search ends at the first level above x; counting the levels at or
+/* ggml's best_index_int8 over the 16 levels: the nearest level's index, the upper one on a tie.
+ * Its binary search ends at the first level above x; counting the levels at or
  * below x finds the same one without the search's unpredictable branches (iq4_xs on 2 threads: 4.4 ->
  * 6.1 M values/s; the 15-try scale search is what costs, as in ggml). A NaN, which the search walks to the top, gives 15 as there. */
 INLINE int iq4_best_index(float x) {
@@ -663,21 +662,21 @@ static float iq4_search_block(const float * x) {
         }
     }
     if (amax < GROUP_MAX_EPS) return 0;
-    float d = -max / iq4_values[0];
+    float d = -max / iq4_levels[0];
     float id = 1 / d;
     float sumqx = 0, sumq2 = 0;
     for (int j = 0; j < 32; j++) {
-        const float q = iq4_values[iq4_best_index(id * x[j])];
+        const float q = iq4_levels[iq4_best_index(id * x[j])];
         sumqx += weight[j] * q * x[j];
         sumq2 += weight[j] * q * q;
     }
     d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
     float best = d * sumqx;
     for (int itry = -7; itry <= 7; itry++) {
-        id = (itry + iq4_values[0]) / max;
+        id = (itry + iq4_levels[0]) / max;
         sumqx = sumq2 = 0;
         for (int j = 0; j < 32; j++) {
-            const float q = iq4_values[iq4_best_index(id * x[j])];
+            const float q = iq4_levels[iq4_best_index(id * x[j])];
             sumqx += weight[j] * q * x[j];
             sumq2 += weight[j] * q * q;
         }
@@ -737,34 +736,14 @@ static void quantize_iq4_xs(const float * x, uint8_t * y) {
     iq4_pack(L, y + 8, 256);
 }
 
+/* The quantizable types are the block types the dequantizer reads (not f32, f16, bf16): its tables
+ * of block sizes and bytes are theirs. */
 int64_t memra_quantize_block_values(int type) {
-    switch (type) {
-        case MEMRA_TYPE_Q4_0:
-        case MEMRA_TYPE_Q4_1:
-        case MEMRA_TYPE_Q5_0:
-        case MEMRA_TYPE_Q5_1:
-        case MEMRA_TYPE_Q8_0:
-        case MEMRA_TYPE_IQ4_NL: return 32;
-        default: return 256;
-    }
+    return memra_dequantize_block_size(type);
 }
 
 size_t memra_quantize_block_bytes(int type) {
-    switch (type) {
-        case MEMRA_TYPE_Q4_0: return 18;
-        case MEMRA_TYPE_Q4_1: return 20;
-        case MEMRA_TYPE_Q5_0: return 22;
-        case MEMRA_TYPE_Q5_1: return 24;
-        case MEMRA_TYPE_Q8_0: return 34;
-        case MEMRA_TYPE_IQ4_NL: return 18;
-        case MEMRA_TYPE_IQ4_XS: return 136;
-        case MEMRA_TYPE_Q2_K: return 84;
-        case MEMRA_TYPE_Q3_K: return 110;
-        case MEMRA_TYPE_Q4_K: return 144;
-        case MEMRA_TYPE_Q5_K: return 176;
-        case MEMRA_TYPE_Q6_K: return 210;
-        default: return 0;
-    }
+    return memra_dequantize_block_size(type) > 1 ? memra_dequantize_block_bytes(type) : 0;
 }
 
 void memra_quantize_blocks(int type, const float * x, uint8_t * y, int64_t blocks) {

@@ -210,7 +210,7 @@ MEMRA_API int memra_cpu_scatter_add_rows(memra_cpu * cpu, float * out, int64_t o
  * Any other type is MEMRA_ERROR_UNSUPPORTED_TYPE. */
 MEMRA_API int memra_quantize(int type, const float * x, int64_t count, void * out, int64_t out_bytes);
 
-/* memra_quantize over the context's threads (chunks of 16 blocks): the same bytes. */
+/* memra_quantize over the context's threads (chunks of 4,096 values): the same bytes. */
 MEMRA_API int memra_cpu_quantize(memra_cpu * cpu, int type, const float * x, int64_t count, void * out, int64_t out_bytes);
 
 #ifdef __cplusplus

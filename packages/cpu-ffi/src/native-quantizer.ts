@@ -5,15 +5,14 @@
  * TypeScript conversions.
  */
 import { ptr } from "bun:ffi";
-import { GGMLType, type RowDequantizer, type RowQuantizer } from "@memra/gguf";
+import { GGMLType, type RowDequantizer, type RowQuantizer, ggmlTypeInfo } from "@memra/gguf";
 import { NativeError } from "./errors";
 import { openMemraCpuLibrary } from "./native-library";
 
-/** The types memra_cpu_quantize writes, with the values in one of their blocks. */
-const NATIVE_TYPES: ReadonlyMap<GGMLType, number> = new Map([
-  [GGMLType.Q2_K, 256], [GGMLType.Q3_K, 256], [GGMLType.Q4_K, 256], [GGMLType.Q5_K, 256], [GGMLType.Q6_K, 256],
-  [GGMLType.Q4_0, 32], [GGMLType.Q4_1, 32], [GGMLType.Q5_0, 32], [GGMLType.Q5_1, 32], [GGMLType.Q8_0, 32],
-  [GGMLType.IQ4_NL, 32], [GGMLType.IQ4_XS, 256],
+/** The types memra_cpu_quantize writes. */
+const NATIVE_TYPES: ReadonlySet<GGMLType> = new Set([
+  GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K,
+  GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q8_0, GGMLType.IQ4_NL, GGMLType.IQ4_XS,
 ]);
 
 export interface NativeQuantizer {
@@ -35,8 +34,7 @@ export function createNativeQuantizer(threads?: number): NativeQuantizer {
   const context = library.createContext(count);
   let disposed = false;
   const quantizer: RowQuantizer = (type, values, out) => {
-    const block = NATIVE_TYPES.get(type);
-    if (block === undefined || values.length % block !== 0 || values.length === 0) return false;
+    if (!NATIVE_TYPES.has(type) || values.length === 0 || values.length % ggmlTypeInfo(type)!.blockSize !== 0) return false;
     if (disposed) throw new Error("createNativeQuantizer: the quantizer was disposed");
     const status = library.symbols.memra_cpu_quantize(context, type, ptr(values), values.length, ptr(out), out.byteLength);
     if (status !== 0) throw new NativeError("memra_cpu_quantize", status, library.lastError());

@@ -4,12 +4,12 @@
  * `split.count` and `split.tensors.count`; the first holds the model's metadata, every one some of
  * its tensors.
  */
-import { realpathSync, renameSync, rmSync } from "node:fs";
+import { renameSync, rmSync } from "node:fs";
 import { GGUFError } from "./gguf-error";
 import { GGUFFile, type GGUFTensorInfo } from "./gguf-file";
 import type { GGUFValue } from "./gguf-value";
 import { openGGUF } from "./read-gguf";
-import { type GGUFTensorToWrite, writeGGUFFile } from "./write-gguf";
+import { type GGUFTensorToWrite, sameFile, writeGGUFFile, writeGGUFFileComplete } from "./write-gguf";
 
 export const SPLIT_KEYS = { index: "split.no", count: "split.count", tensors: "split.tensors.count" } as const;
 
@@ -216,21 +216,6 @@ export async function mergeGGUF(first: string, output: string): Promise<GGUFFile
   metadata.delete(SPLIT_KEYS.count);
   metadata.set(SPLIT_KEYS.count, { type: "uint16", value: 0 });
   const tensors: GGUFTensorToWrite[] = model.tensors.map((info) => ({ name: info.name, type: info.type, shape: info.shape, data: () => model.tensorData(info) }));
-  const temporary = `${output}.partial-${process.pid}`;
-  try {
-    await writeGGUFFile(temporary, { version: 3, metadata, tensors });
-    renameSync(temporary, output);
-  } catch (error) {
-    rmSync(temporary, { force: true });
-    throw error;
-  }
+  await writeGGUFFileComplete(output, { version: 3, metadata, tensors });
   return model;
-}
-
-function sameFile(a: string, b: string): boolean {
-  try {
-    return realpathSync(a) === realpathSync(b);
-  } catch {
-    return false;
-  }
 }

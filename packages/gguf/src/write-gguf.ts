@@ -1,3 +1,5 @@
+import { realpathSync, renameSync, rmSync } from "node:fs";
+import { basename, dirname, join, resolve } from "node:path";
 import { type GGMLType, ggmlTypeInfo, tensorByteSize } from "./ggml-type";
 import { type GGUFArrayValue, type GGUFValue, type GGUFValueTypeName, SCALAR_BYTES, VALUE_TYPE_IDS } from "./gguf-value";
 import { GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_MAX_DIMS, GGUF_MAX_TENSOR_NAME_BYTES, alignUp } from "./read-gguf";
@@ -59,6 +61,35 @@ export async function writeGGUFFile(path: string, file: GGUFToWrite): Promise<nu
   if (dataBytes > written) writer.write(new Uint8Array(dataBytes - written));
   await writer.end();
   return header.byteLength + dataBytes;
+}
+
+/**
+ * writeGGUFFile under a temporary name beside `path`, renamed to `path` once complete: on an error
+ * the temporary file is removed and a file already at `path` is left as it was.
+ */
+export async function writeGGUFFileComplete(path: string, file: GGUFToWrite): Promise<number> {
+  const temporary = `${path}.partial-${process.pid}-${Date.now()}`;
+  try {
+    const bytes = await writeGGUFFile(temporary, file);
+    renameSync(temporary, path);
+    return bytes;
+  } catch (error) {
+    rmSync(temporary, { force: true });
+    throw error;
+  }
+}
+
+/** Whether two paths name the same file; `b` may not exist yet (its directory is compared then). */
+export function sameFile(a: string, b: string): boolean {
+  try {
+    return realpathSync(a) === realpathSync(b);
+  } catch {
+    try {
+      return join(realpathSync(dirname(resolve(b))), basename(b)) === realpathSync(a);
+    } catch {
+      return false;
+    }
+  }
 }
 
 /** A tensor's data in the pieces it is given in, checked to add up to `size` bytes (a piece too many is refused before it is written). */

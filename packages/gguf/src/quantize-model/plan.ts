@@ -3,7 +3,7 @@
  * `llama_model_quantize` (src/llama-quant.cpp) rule for rule, for the architectures memra runs
  * (qwen3, qwen3moe), so that `quantizeModel` writes the file llama-quantize writes.
  */
-import { GGMLType, ggmlTypeInfo, ggmlTypeName, tensorByteSize } from "../ggml-type";
+import { GGML_TYPES, GGMLType, ggmlTypeInfo, ggmlTypeName, tensorByteSize } from "../ggml-type";
 import type { GGUFFile, GGUFTensorInfo } from "../gguf-file";
 import type { GGUFValue } from "../gguf-value";
 import { type MetadataOverride, quantizeOverrideValue } from "../metadata-override";
@@ -134,7 +134,7 @@ export function parseTensorType(type: GGMLType | string, what: string): GGMLType
   if (typeof type === "number") id = ggmlTypeInfo(type) ? type : undefined;
   else {
     const lower = type.trim().toLowerCase();
-    for (let i = 0; i < 64 && id === undefined; i++) if (ggmlTypeInfo(i)?.name.toLowerCase() === lower) id = i;
+    id = GGML_TYPES.find((t) => t.name.toLowerCase() === lower)?.type;
   }
   if (id === undefined) throw new QuantizationError(`${what}: unknown ggml type "${String(type)}"`);
   if (!canQuantize(id)) throw new QuantizationError(`${what}: memra cannot write ${ggmlTypeName(id)} tensors`);

@@ -4,13 +4,12 @@
  * llama.cpp's rules (planQuantization) and the bytes follow ggml's reference quantizers, so the
  * file is the one llama-quantize writes from the same input, byte for byte.
  */
-import { realpathSync, renameSync, rmSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { resolve } from "node:path";
 import { GGMLType, ggmlTypeInfo } from "../ggml-type";
 import type { GGUFFile } from "../gguf-file";
 import { dequantize, quantize } from "../quant";
 import { openGGUFModel } from "../split-gguf";
-import { type GGUFTensorToWrite, writeGGUFFile } from "../write-gguf";
+import { type GGUFTensorToWrite, sameFile, writeGGUFFileComplete } from "../write-gguf";
 import { type PlannedTensor, type QuantizationOptions, type QuantizationPlan, QuantizationError, planQuantization } from "./plan";
 
 /**
@@ -77,29 +76,8 @@ export async function quantizeModel(input: string | GGUFFile, output: string, op
     data: () => reported(convert(file.tensorData(sources.get(planned.name)!), planned, slabValues, options, buffers), planned, index),
   }));
 
-  const temporary = `${target}.partial-${process.pid}-${Date.now()}`;
-  let fileBytes: number;
-  try {
-    fileBytes = await writeGGUFFile(temporary, { version: 3, metadata: plan.metadata, tensors });
-    renameSync(temporary, target);
-  } catch (error) {
-    rmSync(temporary, { force: true });
-    throw error;
-  }
+  const fileBytes = await writeGGUFFileComplete(target, { version: 3, metadata: plan.metadata, tensors });
   return { ...plan, path: target, fileBytes, seconds: (performance.now() - started) / 1000 };
-}
-
-function sameFile(a: string, b: string): boolean {
-  try {
-    return realpathSync(a) === realpathSync(b);
-  } catch {
-    // b does not exist yet: compare its directory's real path instead
-    try {
-      return resolve(realpathSync(dirname(b)), b.slice(dirname(b).length + 1)) === realpathSync(a);
-    } catch {
-      return false;
-    }
-  }
 }
 
 /** gguf writes ggml_n_dims dimensions: trailing 1s dropped, at least one. */
