@@ -8,7 +8,8 @@
  *   q4_0, q5_0, q8_0, iq4_nl → q8_0   per 32 values: d = max|x| / 127 stored as f16, q = round_even(x · 127 / max|x|)
  *   q4_1, q5_1              → q8_1   the same values as q8_0, plus s = f16(d · Σq) per block, which ggml
  *                                    multiplies with the weight block's offset m (see q8_1SumCorrections)
- *   q2_K … q6_K, iq4_xs     → q8_K   per 256 values: iscale = −127 / x_maxabs, q = min(127, round_even(iscale · x)), d = 1 / iscale (f32)
+ *   q2_K … q6_K, iq4_xs,    → q8_K
+ *   iq1_*, iq2_*, iq3_*   per 256 values: iscale = −127 / x_maxabs, q = min(127, round_even(iscale · x)), d = 1 / iscale (f32)
  *   f16 → f16, bf16 → bf16 (round to nearest even); f32 → unchanged
  */
 import { GGMLType, f32ToBf16Bits, bf16BitsToF32, roundToF16 } from "@memra/gguf";
@@ -31,6 +32,13 @@ export function activationRoundingFor(type: GGMLType): ActivationRounding {
     case GGMLType.Q5_K:
     case GGMLType.Q6_K:
     case GGMLType.IQ4_XS:
+    case GGMLType.IQ2_XXS:
+    case GGMLType.IQ2_XS:
+    case GGMLType.IQ2_S:
+    case GGMLType.IQ3_XXS:
+    case GGMLType.IQ3_S:
+    case GGMLType.IQ1_S:
+    case GGMLType.IQ1_M:
       return "q8_K";
     case GGMLType.F16:
       return "f16";

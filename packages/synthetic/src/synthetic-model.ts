@@ -9,10 +9,12 @@ import {
   architectureKey,
   ggmlTypeFromName,
   ggmlTypeInfo,
+  ggmlTypeName,
   ggufValue,
+  randomBlocks,
 } from "@memra/gguf";
 import { quantizeWeights } from "./native-quantize";
-import { SeededRandom } from "./random";
+import { SeededRandom, hashString } from "./random";
 import { QWEN3_VOCAB_SIZE, checkVocabularySize, qwen3TokenizerMetadata } from "./qwen3-vocabulary";
 
 /** Bumped whenever the generator's output for the same options changes (part of the cache key). */
@@ -33,9 +35,26 @@ export type WeightType =
   | "q4_K"
   | "q5_K"
   | "q6_K"
-  | "q4_K_M";
+  | "q4_K_M"
+  | "iq2_xxs"
+  | "iq2_xs"
+  | "iq2_s"
+  | "iq3_xxs"
+  | "iq3_s"
+  | "iq1_s"
+  | "iq1_m";
 
-export const WEIGHT_TYPES: readonly WeightType[] = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q4_K_M"];
+/**
+ * The i-quant weight types (iq1_*, iq2_*, iq3_*): their ggml quantizers need an importance matrix or
+ * a grid search that Memra does not port, so their matrices are random blocks (randomBlocks of
+ * @memra/gguf) with the RMS the normal weights would have, not a quantization of those weights.
+ */
+const RANDOM_BLOCK_WEIGHT_TYPES: ReadonlySet<string> = new Set(["iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m"]);
+
+export const WEIGHT_TYPES: readonly WeightType[] = [
+  "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q4_K_M",
+  "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m",
+];
 
 export interface SyntheticModelOptions {
   readonly architecture: "qwen3" | "qwen3moe";
@@ -125,11 +144,15 @@ export function resolveOptions(preset: PresetName, overrides: Partial<SyntheticM
 
 // llama.cpp falls back to these when a row is not a whole number of k-quant blocks (llama-quant.cpp's
 // tensor_type_fallback; older releases gave q2_K and q3_K iq4_nl).
-const FALLBACK: Partial<Record<string, string>> = { q2_K: "q4_0", q3_K: "q4_0", q4_K: "q5_0", q5_K: "q5_1", q6_K: "q8_0" };
+const FALLBACK: Partial<Record<string, string>> = {
+  q2_K: "q4_0", q3_K: "q4_0", q4_K: "q5_0", q5_K: "q5_1", q6_K: "q8_0",
+  iq2_xxs: "iq4_nl", iq2_xs: "iq4_nl", iq2_s: "iq4_nl", iq3_xxs: "iq4_nl", iq3_s: "iq4_nl", iq1_s: "iq4_nl", iq1_m: "iq4_nl",
+};
 
 /** llama_ftype for `general.file_type` (q3_K: MOSTLY_Q3_K_S, the mix closest to all-q3_K). */
 const FILE_TYPES: Record<WeightType, number> = {
   f32: 0, f16: 1, q4_0: 2, q4_1: 3, q8_0: 7, q5_0: 8, q5_1: 9, q2_K: 10, q3_K: 11, q4_K: 14, q5_K: 16, q6_K: 18, q4_K_M: 15, bf16: 32,
+  iq2_xxs: 19, iq2_xs: 20, iq3_xxs: 23, iq1_s: 24, iq3_s: 26, iq2_s: 28, iq1_m: 31,
 };
 
 /** llama.cpp's use_more_bits: Q4_K_M gives these layers' attn_v / ffn_down six bits. */
@@ -231,7 +254,10 @@ export function buildSyntheticModel(
       name,
       type,
       shape,
-      data: () => quantizeMatrix(type, new SeededRandom(`${options.seed}:${name}`).normals(count, 0, deviation)),
+      data: () =>
+        RANDOM_BLOCK_WEIGHT_TYPES.has(ggmlTypeName(type) ?? "")
+          ? randomBlocks(type, count, hashString(`${options.seed}:${name}`), deviation)
+          : quantizeMatrix(type, new SeededRandom(`${options.seed}:${name}`).normals(count, 0, deviation)),
     });
   };
   const vector = (name: string, length: number, mean: number, deviation: number) => {

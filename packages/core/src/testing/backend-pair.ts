@@ -3,7 +3,7 @@
  * same inputs, seeded inputs, weights of every type, and the normalised mean squared error the tests
  * bound, NMSE = Σ(actual − expected)² / Σ expected².
  */
-import { type GGUFTensorInfo, GGMLType, canQuantize, f32ToF16Bits, ggmlTypeInfo, ggmlTypeName, quantize } from "@memra/gguf";
+import { type GGUFTensorInfo, GGMLType, canMakeRandomBlocks, canQuantize, f32ToF16Bits, ggmlTypeInfo, ggmlTypeName, quantize, randomBlocks as randomIQBlocks } from "@memra/gguf";
 import { mulberry32 } from "@memra/synthetic";
 import type { Backend, DeviceBuffer, WeightHandle } from "../backend";
 
@@ -81,10 +81,18 @@ function randomBlocks(type: GGMLType, elementCount: number, seed: number): Uint8
   return bytes;
 }
 
-/** `values` as weights of `type`: quantized, or random valid blocks for iq4_nl / iq4_xs. */
+/**
+ * `values` as weights of `type`: quantized; random valid blocks for iq4_nl / iq4_xs; for the other
+ * i-quants random blocks with the RMS of `values`.
+ */
 export function weightBytes(type: GGMLType, values: Float32Array, seed: number): Uint8Array {
   if (canQuantize(type)) return quantize(type, values);
   if (type === GGMLType.IQ4_NL || type === GGMLType.IQ4_XS) return randomBlocks(type, values.length, seed);
+  if (canMakeRandomBlocks(type)) {
+    let sum = 0;
+    for (const value of values) sum += value * value;
+    return randomIQBlocks(type, values.length, seed, Math.sqrt(sum / Math.max(1, values.length)) || 1);
+  }
   throw new Error(`a backend supports ${ggmlTypeName(type)}, but the op tests cannot build weights of that type: add a way`);
 }
 

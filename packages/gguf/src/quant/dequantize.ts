@@ -20,6 +20,7 @@ import {
   dequantizeQ5_K,
   dequantizeQ6_K,
 } from "./dequantize-k";
+import { dequantizeIQ1_M, dequantizeIQ1_S, dequantizeIQ2_S, dequantizeIQ2_XS, dequantizeIQ2_XXS, dequantizeIQ3_S, dequantizeIQ3_XXS } from "./dequantize-iq";
 import { F16_TO_F32_BITS } from "./half";
 import { UnsupportedTypeError } from "./unsupported-type-error";
 
@@ -48,6 +49,13 @@ const KERNELS: ReadonlyMap<GGMLType, Kernel> = new Map<GGMLType, Kernel>([
   [GGMLType.Q6_K, dequantizeQ6_K],
   [GGMLType.IQ4_NL, dequantizeIQ4_NL],
   [GGMLType.IQ4_XS, dequantizeIQ4_XS],
+  [GGMLType.IQ2_XXS, dequantizeIQ2_XXS],
+  [GGMLType.IQ2_XS, dequantizeIQ2_XS],
+  [GGMLType.IQ2_S, dequantizeIQ2_S],
+  [GGMLType.IQ3_XXS, dequantizeIQ3_XXS],
+  [GGMLType.IQ3_S, dequantizeIQ3_S],
+  [GGMLType.IQ1_S, dequantizeIQ1_S],
+  [GGMLType.IQ1_M, dequantizeIQ1_M],
 ]);
 
 /** Whether `dequantize` implements `type`. */
