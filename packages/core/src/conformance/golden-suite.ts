@@ -55,6 +55,16 @@ export const PROBABILITY_BOUNDS: Record<string, ProbabilityBound> = {
   q5_K: { max: 4e-2, mean: 2e-3 },
   q6_K: { max: 3e-2, mean: 2e-3 },
   q4_K_M: { max: 8e-2, mean: 3e-3 },
+  // The i-quants (random-block weights, see @memra/synthetic). Reference backend: iq2_xxs 2.1e-2
+  // (MoE 2.7e-2), iq2_xs 9.3e-7, iq2_s 3.3e-2, iq3_xxs 3.6e-2, iq3_s 1.7e-2, iq1_s 8.0e-7, iq1_m
+  // 9.2e-3; mean differences at most 4.8e-4 (MoE). The same rounding flips as the other types.
+  iq2_xxs: { max: 5e-2, mean: 2e-3 },
+  iq2_xs: { max: 5e-2, mean: 2e-3 },
+  iq2_s: { max: 5e-2, mean: 2e-3 },
+  iq3_xxs: { max: 5e-2, mean: 2e-3 },
+  iq3_s: { max: 5e-2, mean: 2e-3 },
+  iq1_s: { max: 5e-2, mean: 2e-3 },
+  iq1_m: { max: 5e-2, mean: 2e-3 },
 };
 
 interface SuiteDefinition {

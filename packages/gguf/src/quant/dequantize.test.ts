@@ -362,8 +362,8 @@ describe("dequantize arguments", () => {
   });
 
   it("rejects unsupported and unknown types with the ggml type name", () => {
-    expect(() => dequantize(GGMLType.IQ2_XXS, new Uint8Array(66), 256)).toThrow(UnsupportedTypeError);
-    expect(() => dequantize(GGMLType.IQ2_XXS, new Uint8Array(66), 256)).toThrow(/iq2_xxs/);
+    expect(() => dequantize(GGMLType.TQ1_0, new Uint8Array(54), 256)).toThrow(UnsupportedTypeError);
+    expect(() => dequantize(GGMLType.TQ1_0, new Uint8Array(54), 256)).toThrow(/tq1_0/);
     expect(() => dequantize(GGMLType.Q8_1, new Uint8Array(36), 32)).toThrow(/q8_1/);
     expect(() => dequantize(99, new Uint8Array(4), 1)).toThrow(/unknown ggml type id 99/);
     const error = (() => {
@@ -381,10 +381,11 @@ describe("dequantize arguments", () => {
     const supported = [
       GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.F64, GGMLType.I8, GGMLType.I16, GGMLType.I32,
       GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q3_K,
-      GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS,
+      GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS, GGMLType.IQ2_XXS, GGMLType.IQ2_XS,
+      GGMLType.IQ2_S, GGMLType.IQ3_XXS, GGMLType.IQ3_S, GGMLType.IQ1_S, GGMLType.IQ1_M,
     ];
     for (const type of supported) expect(canDequantize(type)).toBe(true);
-    for (const type of [GGMLType.Q8_1, GGMLType.Q8_K, GGMLType.IQ2_XXS, GGMLType.I64, GGMLType.MXFP4, 99]) {
+    for (const type of [GGMLType.Q8_1, GGMLType.Q8_K, GGMLType.TQ1_0, GGMLType.TQ2_0, GGMLType.I64, GGMLType.MXFP4, 99]) {
       expect(canDequantize(type)).toBe(false);
     }
   });
