@@ -31,11 +31,11 @@ export interface LlamaQuantizeOptions {
 /** llama_ftype (llama.h) by llama-quantize's names; COPY is ALL_F32 with only_copy. */
 const FTYPES: Record<string, number> = {
   F32: 0, F16: 1, Q4_0: 2, Q4_1: 3, Q8_0: 7, Q5_0: 8, Q5_1: 9, Q2_K: 10, Q3_K_S: 11, Q3_K_M: 12, Q3_K_L: 13, Q4_K_S: 14, Q4_K_M: 15,
-  Q5_K_S: 16, Q5_K_M: 17, Q6_K: 18, IQ4_NL: 25, IQ4_XS: 30, BF16: 32, COPY: 0, Q3_K: 12, Q4_K: 15, Q5_K: 17,
+  Q5_K_S: 16, Q5_K_M: 17, Q6_K: 18, IQ4_NL: 25, IQ3_S: 26, IQ3_M: 27, IQ4_XS: 30, BF16: 32, COPY: 0, Q3_K: 12, Q4_K: 15, Q5_K: 17,
 };
 /** enum ggml_type of this release, for the type options. */
 const GGML_TYPES: Record<string, number> = {
-  f32: 0, f16: 1, q4_0: 2, q4_1: 3, q5_0: 6, q5_1: 7, q8_0: 8, q2_k: 10, q3_k: 11, q4_k: 12, q5_k: 13, q6_k: 14, iq4_nl: 20, iq4_xs: 23, bf16: 30,
+  f32: 0, f16: 1, q4_0: 2, q4_1: 3, q5_0: 6, q5_1: 7, q8_0: 8, q2_k: 10, q3_k: 11, q4_k: 12, q5_k: 13, q6_k: 14, iq3_s: 21, iq4_nl: 20, iq4_xs: 23, bf16: 30,
 };
 const GGML_TYPE_COUNT = 43;
 

@@ -33,6 +33,8 @@ const MODELS: Record<string, { preset: PresetName; options: Partial<SyntheticMod
   moe8: { preset: "tiny-moe", options: { weightType: "f16", layers: 4, hidden: 256, headDim: 64, kvHeads: 1, expertFfn: 256, vocabulary: 1024 } },
   // already quantized: requantizing
   "dense-q8_0": { preset: "small", options: { weightType: "q8_0", layers: 4, vocabulary: 1024 } },
+  // i-quant weights (random blocks): requantizing from a type only dequantization knows
+  "dense-iq2_xxs": { preset: "small", options: { weightType: "iq2_xxs", layers: 4, vocabulary: 1024 } },
 };
 
 interface Case {
@@ -41,8 +43,8 @@ interface Case {
   options?: Omit<LlamaQuantizeOptions, "type" | "threads">;
 }
 
-const ALL = ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "IQ4_NL", "IQ4_XS"];
-const MIXES = ["Q4_0", "Q8_0", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "IQ4_NL", "IQ4_XS"];
+const ALL = ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "IQ4_NL", "IQ4_XS", "IQ3_S", "IQ3_M"];
+const MIXES = ["Q4_0", "Q8_0", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "IQ4_NL", "IQ4_XS", "IQ3_S", "IQ3_M"];
 const CASES: Case[] = [
   ...ALL.map((type) => ({ model: "dense", type })),
   { model: "dense", type: "COPY" },
@@ -51,6 +53,8 @@ const CASES: Case[] = [
   ...MIXES.map((type) => ({ model: "moe8", type })),
   { model: "dense-q8_0", type: "Q4_K_M", options: { allowRequantize: true } },
   { model: "dense-q8_0", type: "F16", options: { allowRequantize: true } },
+  { model: "dense-iq2_xxs", type: "Q4_K_M", options: { allowRequantize: true } },
+  { model: "dense-iq2_xxs", type: "IQ3_S", options: { allowRequantize: true } },
   { model: "untied", type: "Q4_K_M", options: { leaveOutputTensor: true } },
   { model: "untied", type: "Q4_K_M", options: { pure: true } },
   { model: "untied", type: "Q5_K_M", options: { outputTensorType: "q8_0", tokenEmbeddingType: "q4_0" } },

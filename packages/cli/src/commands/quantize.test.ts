@@ -75,7 +75,7 @@ function expectGolden(path: string, c: GoldenCase) {
 describe("quantizeModel against llama-quantize (llama_model_quantize), byte for byte", () => {
   it("covers every file type memra writes, the mixes' rules and the options", () => {
     const types = new Set(cases.map((c) => c.type));
-    for (const t of ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "IQ4_NL", "IQ4_XS", "COPY"]) {
+    for (const t of ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "IQ4_NL", "IQ4_XS", "IQ3_S", "IQ3_M", "COPY"]) {
       expect(types.has(t), t).toBe(true);
     }
     // the rules' inputs the models reach: fallbacks (rows of 64), 8 experts, untied output, GQA 4
@@ -85,6 +85,9 @@ describe("quantizeModel against llama-quantize (llama_model_quantize), byte for 
     expect(typesOf("dense", "Q2_K")).toContain("q4_K");
     expect(typesOf("untied", "Q4_K_M")).toContain("q6_K");
     expect(typesOf("tiny", "IQ4_XS")).toContain("iq4_nl");
+    expect(typesOf("tiny", "IQ3_S")).toContain("iq4_nl");
+    expect(typesOf("dense", "IQ3_M")).toContain("q4_K");
+    expect(typesOf("moe8", "IQ3_M")).toContain("q5_K");
   });
 
   it.each(cases.map((c) => [label(c), c] as const))("%s", async (_label, c) => {
@@ -164,13 +167,13 @@ describe("memra quantize", () => {
     const out = join(folder, "out.gguf");
     const q8 = inputs["dense-q8_0"]!;
     const cases: Array<[string[], RegExp]> = [
-      [[inputs.dense!, out, "IQ2_XS"], /quantization type IQ2_XS is not supported: it needs an importance matrix; one of: F32, F16, .*, IQ4_NL, IQ4_XS, BF16, COPY\n$/],
+      [[inputs.dense!, out, "IQ2_XS"], /quantization type IQ2_XS is not supported: it needs an importance matrix; one of: F32, F16, .*, IQ4_NL, IQ3_S, IQ3_M, IQ4_XS, BF16, COPY\n$/],
       [[inputs.dense!, out, "Q9_Z"], /unknown quantization type "Q9_Z"; one of: /],
       [[inputs.dense!, "Q9_Z"], /unknown quantization type "Q9_Z"/],
       [[q8, out, "Q4_K_M"], /tensor token_embd\.weight is q8_0: requantizing is disabled \(allow it with allowRequantize \/ --allow-requantize\)/],
       [[inputs.dense!, inputs.dense!, "Q8_0"], /is the input file: write the quantized model elsewhere/],
       [[inputs.dense!, out, "Q8_0", "--tensor-type", "attn_v"], /--tensor-type takes PATTERN=TYPE, got "attn_v"/],
-      [[inputs.dense!, out, "Q8_0", "--tensor-type", "attn_v=iq3_s"], /tensor type override "attn_v": memra cannot write iq3_s tensors/],
+      [[inputs.dense!, out, "Q8_0", "--tensor-type", "attn_v=iq3_xxs"], /tensor type override "attn_v": memra cannot write iq3_xxs tensors/],
       [[inputs.dense!, out, "Q8_0", "--output-tensor-type", "q7"], /output tensor type: unknown ggml type "q7"/],
       [[inputs.dense!, out, "Q8_0", "0"], /the thread count must be a whole number from 1 to 1024, got "0"/],
       [[join(folder, "missing.gguf"), out, "Q8_0"], /cannot open .*missing\.gguf/],

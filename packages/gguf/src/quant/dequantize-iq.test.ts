@@ -9,7 +9,7 @@ import { canMakeRandomBlocks, randomBlocks, setBlockScale } from "./random-block
 
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
 
-// Recorded by tools/llamacpp/iq-dequantize-goldens.ts from ggml's own to_float (libggml-base).
+// Recorded by tools/llamacpp/iq-goldens.ts from ggml's own to_float (libggml-base).
 const GOLDENS = JSON.parse(readFileSync(new URL("../__fixtures__/iq-dequantize-goldens.json", import.meta.url), "utf8")) as {
   goldens: Record<string, { blocks: number; input: string; values: string }>;
 };

@@ -273,7 +273,7 @@ describe("quantize arguments", () => {
 
   it("reports which types it supports", () => {
     for (const type of [...ALL_TYPES, GGMLType.IQ4_NL, GGMLType.IQ4_XS]) expect(canQuantize(type)).toBe(true);
-    for (const type of [GGMLType.IQ2_XS, GGMLType.IQ3_S, GGMLType.Q8_1, GGMLType.Q8_K, GGMLType.I8, 99]) {
+    for (const type of [GGMLType.IQ2_XS, GGMLType.IQ3_XXS, GGMLType.Q8_1, GGMLType.Q8_K, GGMLType.I8, 99]) {
       expect(canQuantize(type)).toBe(false);
     }
   });

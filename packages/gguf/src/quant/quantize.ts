@@ -1,13 +1,15 @@
 /**
  * Reference quantization: float32 values -> raw ggml tensor bytes, following ggml's
  * `quantize_row_*_ref` (the path `ggml_quantize_chunk` takes without an importance matrix; for
- * iq4_nl and iq4_xs its `quantize_iq4_*`, which search scales where the _ref functions do not) and
+ * iq4_nl, iq4_xs and iq3_s its `quantize_iq4_*` / `quantize_iq3_s`, which search scales where the
+ * _ref functions do not) and
  * `ggml_fp32_to_fp16_row` / `ggml_fp32_to_bf16_row_ref`.
  */
 import { GGMLType, ggmlTypeInfo } from "../ggml-type";
 import { blockCountOf } from "./block-count";
 import { f32BitsToBf16Bits, f32BitsToF16Bits } from "./half";
 import { quantizeQ4_0, quantizeQ4_1, quantizeQ5_0, quantizeQ5_1, quantizeQ8_0 } from "./quantize-blocks-32";
+import { quantizeIQ3_S } from "./quantize-iq3";
 import { quantizeIQ4_NL, quantizeIQ4_XS } from "./quantize-iq4";
 import { quantizeQ2_K, quantizeQ3_K, quantizeQ4_K, quantizeQ5_K, quantizeQ6_K } from "./quantize-k";
 import { UnsupportedTypeError } from "./unsupported-type-error";
@@ -31,6 +33,7 @@ const QUANTIZERS: ReadonlyMap<GGMLType, Quantizer> = new Map<GGMLType, Quantizer
   [GGMLType.Q6_K, quantizeQ6_K],
   [GGMLType.IQ4_NL, quantizeIQ4_NL],
   [GGMLType.IQ4_XS, quantizeIQ4_XS],
+  [GGMLType.IQ3_S, quantizeIQ3_S],
 ]);
 
 /** Whether `quantize` implements `type`. */

@@ -18,17 +18,18 @@ describe("parseLlamaFileType (llama-quantize's type argument)", () => {
   it("lists llama.h's ids for the types it writes", () => {
     expect(Object.fromEntries(LLAMA_FILE_TYPES.map((t) => [t.name, t.id]))).toEqual({
       F32: 0, F16: 1, Q4_0: 2, Q4_1: 3, Q8_0: 7, Q5_0: 8, Q5_1: 9, Q2_K: 10, Q3_K_S: 11, Q3_K_M: 12, Q3_K_L: 13,
-      Q4_K_S: 14, Q4_K_M: 15, Q5_K_S: 16, Q5_K_M: 17, Q6_K: 18, IQ4_NL: 25, IQ4_XS: 30, BF16: 32,
+      Q4_K_S: 14, Q4_K_M: 15, Q5_K_S: 16, Q5_K_M: 17, Q6_K: 18, IQ4_NL: 25, IQ3_S: 26, IQ3_M: 27, IQ4_XS: 30, BF16: 32,
     });
   });
 
   it("says why a llama.cpp type is not supported, and lists the known ones for an unknown type", () => {
     expect(() => parseLlamaFileType("Q2_K_S")).toThrow(QuantizationError);
     expect(() => parseLlamaFileType("Q2_K_S")).toThrow(/^quantization type Q2_K_S is not supported: it needs an importance matrix; one of: /);
-    expect(() => parseLlamaFileType("iq3_s")).toThrow(/IQ3_S is not supported: its iq3 tensor types are not implemented/);
+    expect(() => parseLlamaFileType("iq3_xs")).toThrow(/IQ3_XS is not supported: its iq3_xxs tensors need an importance matrix/);
+    expect(parseLlamaFileType("iq3_m")).toMatchObject({ name: "IQ3_M", id: 27, defaultType: GGMLType.IQ3_S });
     expect(parseLlamaFileType("iq4_xs")).toEqual({ name: "IQ4_XS", id: 30, defaultType: GGMLType.IQ4_XS });
     expect(() => parseLlamaFileType(21)).toThrow(/Q2_K_S is not supported/);
-    expect(() => parseLlamaFileType("Q7_K")).toThrow(/unknown quantization type "Q7_K"; one of: F32, F16, Q4_0, .*, IQ4_NL, IQ4_XS, BF16, COPY/);
+    expect(() => parseLlamaFileType("Q7_K")).toThrow(/unknown quantization type "Q7_K"; one of: F32, F16, Q4_0, .*, IQ4_NL, IQ3_S, IQ3_M, IQ4_XS, BF16, COPY/);
     expect(() => parseLlamaFileType(99)).toThrow(/unknown llama\.cpp file type 99/);
   });
 

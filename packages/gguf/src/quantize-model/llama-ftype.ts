@@ -1,8 +1,8 @@
 /**
  * llama.cpp's file types (`enum llama_ftype`) and the names llama-quantize takes for them
  * (tools/quantize/quantize.cpp's QUANT_OPTIONS), limited to those whose tensor types @memra/gguf
- * can write: IQ4_NL and IQ4_XS but not the other IQ types, no Q2_K_S (which needs an importance
- * matrix), none of the ternary or FP4 ones.
+ * can write: IQ3_S, IQ3_M, IQ4_NL and IQ4_XS but not the IQ types that need an importance matrix
+ * (IQ1_*, IQ2_*, IQ3_XXS, IQ3_XS), no Q2_K_S (which needs one too), none of the ternary or FP4 ones.
  */
 import { GGMLType } from "../ggml-type";
 import { QuantizationError } from "./quantization-error";
@@ -36,6 +36,8 @@ const table: Array<[string, number, GGMLType]> = [
   ["Q5_K_M", 17, GGMLType.Q5_K],
   ["Q6_K", 18, GGMLType.Q6_K],
   ["IQ4_NL", 25, GGMLType.IQ4_NL],
+  ["IQ3_S", 26, GGMLType.IQ3_S],
+  ["IQ3_M", 27, GGMLType.IQ3_S],
   ["IQ4_XS", 30, GGMLType.IQ4_XS],
   ["BF16", 32, GGMLType.BF16],
 ];
@@ -55,10 +57,8 @@ const UNSUPPORTED: Record<string, string> = {
   IQ2_XS: "it needs an importance matrix",
   IQ2_S: "it needs an importance matrix",
   IQ2_M: "it needs an importance matrix",
-  IQ3_XXS: "its iq3 tensor types are not implemented",
-  IQ3_XS: "its iq3 tensor types are not implemented",
-  IQ3_S: "its iq3 tensor types are not implemented",
-  IQ3_M: "its iq3 tensor types are not implemented",
+  IQ3_XXS: "it needs an importance matrix",
+  IQ3_XS: "its iq3_xxs tensors need an importance matrix",
   TQ1_0: "ternary types are not implemented",
   TQ2_0: "ternary types are not implemented",
   MXFP4_MOE: "mxfp4 is not implemented",

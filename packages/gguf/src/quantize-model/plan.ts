@@ -210,6 +210,8 @@ function mixedType(state: State, type: GGMLType, tensor: GGUFTensorInfo, ftype: 
     if (ftype === "Q2_K") next = hp.gqa >= 4 ? GGMLType.Q4_K : GGMLType.Q3_K;
     else if (ftype === "Q3_K_M") next = state.attentionWv < 2 ? GGMLType.Q5_K : GGMLType.Q4_K;
     else if (ftype === "Q3_K_L") next = GGMLType.Q5_K;
+    else if (ftype === "IQ3_S" && hp.gqa >= 4) next = GGMLType.Q4_K;
+    else if (ftype === "IQ3_M") next = GGMLType.Q4_K;
     else if ((ftype === "IQ4_NL" || ftype === "IQ4_XS") && hp.gqa >= 4) next = GGMLType.Q5_K;
     else if ((ftype === "Q4_K_M" || ftype === "Q5_K_M") && useMoreBits(state.attentionWv, state.attentionWvCount)) next = GGMLType.Q6_K;
     else if (ftype === "Q4_K_S" && state.attentionWv < 4) next = GGMLType.Q5_K;
@@ -224,6 +226,7 @@ function mixedType(state: State, type: GGMLType, tensor: GGUFTensorInfo, ftype: 
     let next = type;
     if (ftype === "Q2_K") next = GGMLType.Q3_K;
     else if (ftype === "Q3_K_M") next = layer < Math.trunc(layers / 16) ? GGMLType.Q5_K : GGMLType.Q4_K;
+    else if (ftype === "IQ3_M" && (layer < Math.trunc(layers / 8) || (hp.experts === 8 && useMoreBits(layer, layers)))) next = GGMLType.Q4_K;
     else if (ftype === "Q3_K_L") next = GGMLType.Q5_K;
     else if (ftype === "Q4_K_M") {
       if (useMoreBits(layer, layers)) next = GGMLType.Q6_K;
@@ -235,11 +238,12 @@ function mixedType(state: State, type: GGMLType, tensor: GGUFTensorInfo, ftype: 
   }
   if (category === "attn_output") {
     if (hp.experts === 8) {
-      return ["Q2_K", "Q3_K_S", "Q3_K_M", "IQ4_NL", "Q4_K_S", "Q4_K_M", "IQ4_XS"].includes(ftype) ? GGMLType.Q5_K : type;
+      return ["Q2_K", "Q3_K_S", "Q3_K_M", "IQ4_NL", "Q4_K_S", "Q4_K_M", "IQ3_S", "IQ3_M", "IQ4_XS"].includes(ftype) ? GGMLType.Q5_K : type;
     }
     if (ftype === "Q2_K") return GGMLType.Q3_K;
     if (ftype === "Q3_K_M") return GGMLType.Q4_K;
     if (ftype === "Q3_K_L") return GGMLType.Q5_K;
+    if (ftype === "IQ3_M") return GGMLType.Q4_K;
     return type;
   }
   // (llama.cpp's own attn_qkv branch comes after the attn_v one, which takes attn_qkv: never reached)
@@ -264,6 +268,13 @@ function fallback(state: State, tensor: GGUFTensorInfo, type: GGMLType): GGMLTyp
     [GGMLType.Q4_K]: GGMLType.Q5_0,
     [GGMLType.Q5_K]: GGMLType.Q5_1,
     [GGMLType.Q6_K]: GGMLType.Q8_0,
+    [GGMLType.IQ1_S]: GGMLType.IQ4_NL,
+    [GGMLType.IQ1_M]: GGMLType.IQ4_NL,
+    [GGMLType.IQ2_XXS]: GGMLType.IQ4_NL,
+    [GGMLType.IQ2_XS]: GGMLType.IQ4_NL,
+    [GGMLType.IQ2_S]: GGMLType.IQ4_NL,
+    [GGMLType.IQ3_XXS]: GGMLType.IQ4_NL,
+    [GGMLType.IQ3_S]: GGMLType.IQ4_NL,
     [GGMLType.IQ4_XS]: GGMLType.IQ4_NL,
   };
   let next = replacements[type];
@@ -385,7 +396,8 @@ function inputFileType(file: GGUFFile): number {
   const byType: Partial<Record<GGMLType, number>> = {
     [GGMLType.F32]: 0, [GGMLType.F16]: 1, [GGMLType.BF16]: 32, [GGMLType.Q4_0]: 2, [GGMLType.Q4_1]: 3, [GGMLType.Q5_0]: 8,
     [GGMLType.Q5_1]: 9, [GGMLType.Q8_0]: 7, [GGMLType.Q2_K]: 10, [GGMLType.Q3_K]: 12, [GGMLType.Q4_K]: 15, [GGMLType.Q5_K]: 17,
-    [GGMLType.Q6_K]: 18, [GGMLType.IQ4_NL]: 25, [GGMLType.IQ4_XS]: 30,
+    [GGMLType.Q6_K]: 18, [GGMLType.IQ4_NL]: 25, [GGMLType.IQ4_XS]: 30, [GGMLType.IQ2_XXS]: 19, [GGMLType.IQ2_XS]: 20,
+    [GGMLType.IQ2_S]: 28, [GGMLType.IQ3_XXS]: 23, [GGMLType.IQ1_S]: 24, [GGMLType.IQ1_M]: 31, [GGMLType.IQ3_S]: 26,
   };
   return (byType[most] ?? 0) | 1024;
 }
