@@ -14,7 +14,9 @@ static const char * type_name(int type) {
     switch (type) {
         case 0: return "f32"; case 1: return "f16"; case 2: return "q4_0"; case 3: return "q4_1"; case 6: return "q5_0"; case 7: return "q5_1";
         case 8: return "q8_0"; case 9: return "q8_1"; case 10: return "q2_K"; case 11: return "q3_K"; case 12: return "q4_K"; case 13: return "q5_K";
-        case 14: return "q6_K"; case 15: return "q8_K"; case 20: return "iq4_nl"; case 23: return "iq4_xs"; case 30: return "bf16"; case 200: return "q8_0_x8"; case 201: return "q6_K_x8"; case 202: return "q4_0_x8";
+        case 14: return "q6_K"; case 15: return "q8_K"; case 16: return "iq2_xxs"; case 17: return "iq2_xs"; case 18: return "iq3_xxs"; case 19: return "iq1_s";
+        case 20: return "iq4_nl"; case 21: return "iq3_s"; case 22: return "iq2_s"; case 23: return "iq4_xs"; case 29: return "iq1_m"; case 30: return "bf16";
+        case 200: return "q8_0_x8"; case 201: return "q6_K_x8"; case 202: return "q4_0_x8";
         default: return NULL;
     }
 }
@@ -41,9 +43,9 @@ int memra_cuda_check_weight(const char * function, const char * name, int type, 
     if (needed > 0 && !data) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", function, name);
     if (bytes < needed) FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %s has %lld bytes, its shape needs %lld", function, name, (long long)bytes, (long long)needed);
     /* these types' kernels read them with 8- and 16-byte loads (q4_K, q5_K: a super-block's first 16
-     * bytes; the repacked layouts: their codes) */
+     * bytes; iq1_m: its 8 scale bytes; the repacked layouts: their codes) */
     const bool aligned_loads = type == MEMRA_CUDA_TYPE_Q8_0_X8 || type == MEMRA_CUDA_TYPE_Q6_K_X8 || type == MEMRA_CUDA_TYPE_Q4_0_X8 || type == MEMRA_CUDA_TYPE_Q4_K ||
-                               type == MEMRA_CUDA_TYPE_Q5_K;
+                               type == MEMRA_CUDA_TYPE_Q5_K || type == MEMRA_CUDA_TYPE_IQ1_M;
     if (aligned_loads && (uintptr_t)data % 16 != 0)
         FAIL(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "%s: %s (%s) must be 16-byte aligned", function, name, type_name(type));
     return MEMRA_CUDA_OK;

@@ -18,6 +18,8 @@ int64_t memra_cuda_type_block_values(int type) {
         case MEMRA_CUDA_TYPE_Q8_0: case MEMRA_CUDA_TYPE_IQ4_NL: return 32;
         case MEMRA_CUDA_TYPE_Q2_K: case MEMRA_CUDA_TYPE_Q3_K: case MEMRA_CUDA_TYPE_Q4_K: case MEMRA_CUDA_TYPE_Q5_K: case MEMRA_CUDA_TYPE_Q6_K:
         case MEMRA_CUDA_TYPE_IQ4_XS: case MEMRA_CUDA_TYPE_Q8_0_X8: case MEMRA_CUDA_TYPE_Q4_0_X8: return 256;
+        case MEMRA_CUDA_TYPE_IQ2_XXS: case MEMRA_CUDA_TYPE_IQ2_XS: case MEMRA_CUDA_TYPE_IQ2_S: case MEMRA_CUDA_TYPE_IQ3_XXS: case MEMRA_CUDA_TYPE_IQ3_S:
+        case MEMRA_CUDA_TYPE_IQ1_S: case MEMRA_CUDA_TYPE_IQ1_M: return 256;
         case MEMRA_CUDA_TYPE_Q6_K_X8: return 2048;
         default: return 0;
     }
@@ -39,6 +41,13 @@ int64_t memra_cuda_type_block_bytes(int type) {
         case MEMRA_CUDA_TYPE_Q5_K: return 176;
         case MEMRA_CUDA_TYPE_Q6_K: return 210;
         case MEMRA_CUDA_TYPE_IQ4_XS: return 136;
+        case MEMRA_CUDA_TYPE_IQ2_XXS: return 66;
+        case MEMRA_CUDA_TYPE_IQ2_XS: return 74;
+        case MEMRA_CUDA_TYPE_IQ2_S: return 82;
+        case MEMRA_CUDA_TYPE_IQ3_XXS: return 98;
+        case MEMRA_CUDA_TYPE_IQ3_S: return 110;
+        case MEMRA_CUDA_TYPE_IQ1_S: return 50;
+        case MEMRA_CUDA_TYPE_IQ1_M: return 56;
         case MEMRA_CUDA_TYPE_Q8_0_X8: return 272;
         case MEMRA_CUDA_TYPE_Q6_K_X8: return 1680;
         case MEMRA_CUDA_TYPE_Q4_0_X8: return 144;
@@ -224,7 +233,14 @@ int memra_cuda_activation_rounding(int type) {
         case MEMRA_CUDA_TYPE_Q5_K:
         case MEMRA_CUDA_TYPE_Q6_K:
         case MEMRA_CUDA_TYPE_Q6_K_X8:
-        case MEMRA_CUDA_TYPE_IQ4_XS: return MEMRA_CUDA_ROUND_Q8_K;
+        case MEMRA_CUDA_TYPE_IQ4_XS:
+        case MEMRA_CUDA_TYPE_IQ2_XXS:
+        case MEMRA_CUDA_TYPE_IQ2_XS:
+        case MEMRA_CUDA_TYPE_IQ2_S:
+        case MEMRA_CUDA_TYPE_IQ3_XXS:
+        case MEMRA_CUDA_TYPE_IQ3_S:
+        case MEMRA_CUDA_TYPE_IQ1_S:
+        case MEMRA_CUDA_TYPE_IQ1_M: return MEMRA_CUDA_ROUND_Q8_K;
         case MEMRA_CUDA_TYPE_F16: return MEMRA_CUDA_ROUND_F16;
         case MEMRA_CUDA_TYPE_BF16: return MEMRA_CUDA_ROUND_BF16;
         default: return MEMRA_CUDA_ROUND_NONE;

@@ -29,8 +29,15 @@ enum {
     MEMRA_CUDA_TYPE_Q4_K = 12,
     MEMRA_CUDA_TYPE_Q5_K = 13,
     MEMRA_CUDA_TYPE_Q6_K = 14,
+    MEMRA_CUDA_TYPE_IQ2_XXS = 16,
+    MEMRA_CUDA_TYPE_IQ2_XS = 17,
+    MEMRA_CUDA_TYPE_IQ3_XXS = 18,
+    MEMRA_CUDA_TYPE_IQ1_S = 19,
     MEMRA_CUDA_TYPE_IQ4_NL = 20,
+    MEMRA_CUDA_TYPE_IQ3_S = 21,
+    MEMRA_CUDA_TYPE_IQ2_S = 22,
     MEMRA_CUDA_TYPE_IQ4_XS = 23,
+    MEMRA_CUDA_TYPE_IQ1_M = 29,
     MEMRA_CUDA_TYPE_BF16 = 30,
     /* Not ggml types: rows repacked on the device (memra_cuda_repack) in groups of 8 blocks, each
      * group the same bytes as its 8 blocks with their parts gathered (first the scales, then the

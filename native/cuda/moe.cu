@@ -93,6 +93,13 @@ static int launch_experts(const char * function, memra_cuda * cuda, int type, fl
                 case MEMRA_CUDA_TYPE_Q3_K: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q3_K); break;
                 case MEMRA_CUDA_TYPE_IQ4_NL: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_IQ4_NL); break;
                 case MEMRA_CUDA_TYPE_IQ4_XS: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_IQ4_XS); break;
+                case MEMRA_CUDA_TYPE_IQ2_XXS: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_IQ2_XXS); break;
+                case MEMRA_CUDA_TYPE_IQ2_XS: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_IQ2_XS); break;
+                case MEMRA_CUDA_TYPE_IQ2_S: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_IQ2_S); break;
+                case MEMRA_CUDA_TYPE_IQ3_XXS: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_IQ3_XXS); break;
+                case MEMRA_CUDA_TYPE_IQ3_S: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_IQ3_S); break;
+                case MEMRA_CUDA_TYPE_IQ1_S: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_IQ1_S); break;
+                case MEMRA_CUDA_TYPE_IQ1_M: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_IQ1_M); break;
                 default: MEMRA_EXPERT_CODES(MEMRA_CUDA_TYPE_Q6_K); break;
             }
 #undef MEMRA_EXPERT_CODES

@@ -39,8 +39,9 @@ static inline void launch_rounding(int rounding, const memra_cuda_launch & launc
 static inline bool codes_matrix_vector_type(int type) {
     return type == MEMRA_CUDA_TYPE_Q4_0 || type == MEMRA_CUDA_TYPE_Q4_0_X8 || type == MEMRA_CUDA_TYPE_Q5_0 || type == MEMRA_CUDA_TYPE_Q2_K || type == MEMRA_CUDA_TYPE_Q3_K ||
            type == MEMRA_CUDA_TYPE_Q4_K || type == MEMRA_CUDA_TYPE_Q5_K || type == MEMRA_CUDA_TYPE_Q6_K || type == MEMRA_CUDA_TYPE_Q6_K_X8 ||
-           type == MEMRA_CUDA_TYPE_IQ4_NL ||
-           type == MEMRA_CUDA_TYPE_IQ4_XS;
+           type == MEMRA_CUDA_TYPE_IQ4_NL || type == MEMRA_CUDA_TYPE_IQ4_XS || type == MEMRA_CUDA_TYPE_IQ2_XXS || type == MEMRA_CUDA_TYPE_IQ2_XS ||
+           type == MEMRA_CUDA_TYPE_IQ2_S || type == MEMRA_CUDA_TYPE_IQ3_XXS || type == MEMRA_CUDA_TYPE_IQ3_S || type == MEMRA_CUDA_TYPE_IQ1_S ||
+           type == MEMRA_CUDA_TYPE_IQ1_M;
 }
 
 /* Device memory for the duration of one call: from the caching allocator, back to it on return. */

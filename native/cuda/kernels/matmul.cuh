@@ -650,6 +650,44 @@ __device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_IQ4_XS>(const uint8_t
     iq4_code_words(iq4_xs_group_of(row, group, s), w);
 }
 
+/* The i-quants: iq2 / iq3 codes are their signed grid bytes (zero point 0, no offset). */
+#define MEMRA_CUDA_IQ_CODE_WORDS(TYPE_ID, WORDS)                                                                                                  \
+    template <>                                                                                                                                  \
+    __device__ __forceinline__ void code_words<TYPE_ID>(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero) {        \
+        uint32_t words[2];                                                                                                                       \
+        WORDS(row, group, words, s);                                                                                                             \
+        o = 0.0f;                                                                                                                                \
+        zero = 0;                                                                                                                                \
+        w[0] = (int)words[0];                                                                                                                    \
+        w[1] = (int)words[1];                                                                                                                    \
+    }
+MEMRA_CUDA_IQ_CODE_WORDS(MEMRA_CUDA_TYPE_IQ2_XXS, iq2_xxs_words)
+MEMRA_CUDA_IQ_CODE_WORDS(MEMRA_CUDA_TYPE_IQ2_XS, iq2_xs_words)
+MEMRA_CUDA_IQ_CODE_WORDS(MEMRA_CUDA_TYPE_IQ2_S, iq2_s_words)
+MEMRA_CUDA_IQ_CODE_WORDS(MEMRA_CUDA_TYPE_IQ3_XXS, iq3_xxs_words)
+MEMRA_CUDA_IQ_CODE_WORDS(MEMRA_CUDA_TYPE_IQ3_S, iq3_s_words)
+#undef MEMRA_CUDA_IQ_CODE_WORDS
+
+/* iq1_s and iq1_m: the grid's −1/0/1 bytes as they are, s = dl and the delta as the offset
+ * o = ±dl / 8 (per group: iq1_m's changes every 8 values): s · Σ c_w·c_a + o · Σ c_a. */
+__device__ __forceinline__ void iq1_code_words(const iq1_group & at, int w[2], float & s, float & o, int & zero) {
+    w[0] = (int)at.grid[0];
+    w[1] = (int)at.grid[1];
+    s = at.dl;
+    o = at.negative ? -__fmul_rn(at.dl, 0.125f) : __fmul_rn(at.dl, 0.125f);
+    zero = 0;
+}
+
+template <>
+__device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_IQ1_S>(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero) {
+    iq1_code_words(iq1_s_group_of(row, group), w, s, o, zero);
+}
+
+template <>
+__device__ __forceinline__ void code_words<MEMRA_CUDA_TYPE_IQ1_M>(const uint8_t * row, int64_t group, int w[2], float & s, float & o, int & zero) {
+    iq1_code_words(iq1_m_group_of(row, group), w, s, o, zero);
+}
+
 /* A group's Σ weight · activation before the activation block's scale, from code_words' words,
  * scale, offset and zero point and the activation's 8 codes: s · (Σ c_w·c_a − zero · Σ c_a) +
  * o · Σ c_a, the two sums exact (2 __dp4a each). */
@@ -674,7 +712,8 @@ __device__ __forceinline__ void add_code_group_products(float sum[ROWS], const i
 }
 
 /* matrix_vector_codes_kernel<TYPE, ROWS>: decode with q4_0 or q5_0 weights on the activations'
- * q8_0 codes (iq4_nl too), or q2_K, q3_K, q4_K, q5_K, q6_K or iq4_xs weights on their q8_K codes (one scale per 32 or 256 values).
+ * q8_0 codes (iq4_nl too), or q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs or the iq1/iq2/iq3 weights on
+ * their q8_K codes (one scale per 32 or 256 values).
  * As matrix_vector_kernel, lane l takes 8-value groups l, l + 32, ..., but multiplies codes: per
  * group, 2 __dp4a for Σ c_w · c_a and 2 for Σ c_a (exact integers), then
  * (s · (Σ c_w · c_a − zero · Σ c_a) + o · Σ c_a) · d_a: the products ggml's dot products of these

@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) expert_matrix_vecto
 }
 
 /* expert_matrix_vector_kernel on the activations' q8 codes (q8_0, q4_0, q5_0, q2_K, q3_K, q4_K, q5_K, q6_K,
- * iq4_nl, iq4_xs weights; codes [pairs / x_row_divisor, n_in], one scale per 32 or 256 of them): per 8-value
+ * iq4_nl, iq4_xs and the iq1/iq2/iq3 weights; codes [pairs / x_row_divisor, n_in], one scale per 32 or 256 of them): per 8-value
  * group, __dp4a of the weight's and the activation's codes, as matrix_vector_codes_kernel. */
 template <int TYPE>
 __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) expert_matrix_vector_codes_kernel(

@@ -14,6 +14,12 @@
 
 #include "../launch-plan.h"
 
+/* The i-quants' grids and sign table (ggml-common.h's), in device memory: read through L1 with
+ * per-lane indices (a __constant__ table would serialize a warp's distinct addresses). */
+#define MEMRA_IQ_TABLE static __device__ const
+#include "../../common/iq-grids.h"
+#undef MEMRA_IQ_TABLE
+
 namespace memra_cuda_kernels {
 
 /* (float)v for |v| < 2^22, exactly, without I2F (a quarter-rate instruction on sm_80/90, which
@@ -412,6 +418,178 @@ __device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_IQ4_XS>(const uint8_
     iq4_codes(at.q, at.shift, c);
 }
 
+/*
+ * The i-quants (super-blocks of 256 values, 32 of whose 8-value groups fill a warp). A group is one
+ * entry of a lookup grid (8 magnitudes for iq2 and iq1, 4 for iq3: two entries) with signs from a
+ * 7-bit index into ksigns_iq2xs (its 8th bit the parity of the 7) or from a sign byte, scaled by
+ * its 16- or 32-value sub-block's scale. The `*_words` functions give a group's 8 codes as the
+ * signed bytes of two words (value i in byte i % 4 of word i / 4) and its scale s, value i =
+ * s · code i exactly as ggml's dequantize_row_* computes it (s = d · (0.5 + ls) · 0.25 and the like,
+ * rounded where ggml rounds; s · code is ggml's product, its sign exact). The codes are the
+ * __dp4a operands of code_words and, as floats, codes_group's. Blocks are 2-byte aligned
+ * (66, 74, 82, 98, 110, 50 bytes; iq1_m's 56: 8-byte aligned), so multi-byte fields are read 16
+ * bits at a time.
+ */
+
+/* A byte, and a 2-byte aligned little-endian u16 and u32, of the weights (which no kernel writes:
+ * through the read-only cache). */
+__device__ __forceinline__ uint32_t u8_at(const uint8_t * p) { return __ldg(p); }
+__device__ __forceinline__ uint32_t u16_at(const uint8_t * p) { return __ldg(reinterpret_cast<const unsigned short *>(p)); }
+__device__ __forceinline__ uint32_t u32_at(const uint8_t * p) { return u16_at(p) | (u16_at(p + 2) << 16); }
+
+/* Bytes 1..127 of `grid` negated where bit i (i < 4) of `signs` is set: −g = ~g + 1 in each byte
+ * (no carry into the next byte, as ~g ≤ 254). */
+__device__ __forceinline__ uint32_t signed_grid_bytes(uint32_t grid, uint32_t signs) {
+    const uint32_t ones = ((signs & 0xfu) * 0x00204081u) & 0x01010101u; /* bit i to bit 0 of byte i */
+    return (grid ^ (ones * 0xffu)) + ones;
+}
+
+/* An 8-value grid entry (iq2) with 8 sign bits. */
+__device__ __forceinline__ void signed_grid_words(uint64_t grid, uint32_t signs, uint32_t w[2]) {
+    w[0] = signed_grid_bytes((uint32_t)grid, signs);
+    w[1] = signed_grid_bytes((uint32_t)(grid >> 32), signs >> 4);
+}
+
+/* d · (0.5 + ls) · factor (0.25 or 0.5) as ggml's float products (d · (0.5 + ls) is exact). */
+__device__ __forceinline__ float iq_half_scale(const uint8_t * d, int ls, float factor) {
+    return __fmul_rn(__fmul_rn(half_at(d), __fadd_rn(0.5f, small_int_to_float(ls))), factor);
+}
+
+/* iq2_xxs (66 bytes: d, then per 32-value sub-block 4 grid indices and a u32 of 4 × 7 sign bits
+ * and the 4-bit scale ls in its top bits): group l of sub-block b is iq2xxs_grid[byte l], signs
+ * ksigns[(u32 >> 7l) & 127], s = d · (0.5 + ls) · 0.25. */
+__device__ __forceinline__ void iq2_xxs_words(const uint8_t * row, int64_t group, uint32_t w[2], float & s) {
+    const uint8_t * block = row + (group >> 5) * 66;
+    const int g = (int)(group & 31), l = g & 3;
+    const uint8_t * q = block + 2 + 8 * (g >> 2);
+    const uint32_t aux = u32_at(q + 4);
+    s = iq_half_scale(block, (int)(aux >> 28), 0.25f);
+    signed_grid_words(memra_iq2xxs_grid[u8_at(q + l)], memra_ksigns_iq2xs[(aux >> (7 * l)) & 127], w);
+}
+
+/* iq2_xs (74 bytes: d, 32 u16 of a 9-bit grid index and a 7-bit sign index, 8 scale bytes): group
+ * g's u16 is g; sub-block b's byte holds the scales of its two 16-value halves (low nibble first),
+ * s = d · (0.5 + ls) · 0.25. */
+__device__ __forceinline__ void iq2_xs_words(const uint8_t * row, int64_t group, uint32_t w[2], float & s) {
+    const uint8_t * block = row + (group >> 5) * 74;
+    const int g = (int)(group & 31);
+    const uint32_t q = u16_at(block + 2 + 2 * g);
+    s = iq_half_scale(block, (u8_at(block + 66 + (g >> 2)) >> ((g & 2) * 2)) & 15, 0.25f);
+    signed_grid_words(memra_iq2xs_grid[q & 511], memra_ksigns_iq2xs[q >> 9], w);
+}
+
+/* iq2_s (82 bytes: d, 32 low index bytes, 32 sign bytes, 8 bytes of high index bits (2 per group),
+ * 8 scale bytes as iq2_xs's): group g's index is byte g | bits 2l..2l+1 of qh[b] << 8, its signs
+ * byte 32 + g of the payload. */
+__device__ __forceinline__ void iq2_s_words(const uint8_t * row, int64_t group, uint32_t w[2], float & s) {
+    const uint8_t * block = row + (group >> 5) * 82;
+    const int g = (int)(group & 31), b = g >> 2, l = g & 3;
+    s = iq_half_scale(block, (u8_at(block + 74 + b) >> ((g & 2) * 2)) & 15, 0.25f);
+    const int index = u8_at(block + 2 + g) | (((u8_at(block + 66 + b) >> (2 * l)) & 3) << 8);
+    signed_grid_words(memra_iq2s_grid[index], u8_at(block + 34 + g), w);
+}
+
+/* iq3_xxs (98 bytes: d, 64 grid indices of 4 values each, then per sub-block a u32 as iq2_xxs's):
+ * group g is the entries of index bytes 2g and 2g + 1, s = d · (0.5 + ls) · 0.5. */
+__device__ __forceinline__ void iq3_xxs_words(const uint8_t * row, int64_t group, uint32_t w[2], float & s) {
+    const uint8_t * block = row + (group >> 5) * 98;
+    const int g = (int)(group & 31);
+    const uint32_t aux = u32_at(block + 66 + 4 * (g >> 2));
+    s = iq_half_scale(block, (int)(aux >> 28), 0.5f);
+    const uint32_t indices = u16_at(block + 2 + 2 * g);
+    const uint32_t signs = memra_ksigns_iq2xs[(aux >> (7 * (g & 3))) & 127];
+    w[0] = signed_grid_bytes(memra_iq3xxs_grid[indices & 0xff], signs);
+    w[1] = signed_grid_bytes(memra_iq3xxs_grid[indices >> 8], signs >> 4);
+}
+
+/* iq3_s (110 bytes: d, 64 low index bytes, 8 bytes of 9th index bits, 32 sign bytes, 4 scale
+ * bytes): group g's indices are bytes 2g, 2g + 1 with bits 2l, 2l + 1 of qh[b] as their 9th, signs
+ * byte g; sub-block b's scale is nibble b % 2 of byte b / 2, s = d · (1 + 2 · ls). */
+__device__ __forceinline__ void iq3_s_words(const uint8_t * row, int64_t group, uint32_t w[2], float & s) {
+    const uint8_t * block = row + (group >> 5) * 110;
+    const int g = (int)(group & 31), b = g >> 2, l = g & 3;
+    s = __fmul_rn(half_at(block), small_int_to_float(1 + 2 * ((u8_at(block + 106 + (b >> 1)) >> (4 * (b & 1))) & 15)));
+    const uint32_t indices = u16_at(block + 2 + 2 * g), high = u8_at(block + 66 + b) >> (2 * l);
+    const uint32_t signs = u8_at(block + 74 + g);
+    w[0] = signed_grid_bytes(memra_iq3s_grid[(indices & 0xff) | ((high & 1) << 8)], signs);
+    w[1] = signed_grid_bytes(memra_iq3s_grid[(indices >> 8) | ((high & 2) << 7)], signs >> 4);
+}
+
+/* iq1_s and iq1_m: value = dl · (grid + delta), grid ∈ {−1, 0, 1} (iq1s_grid's int8 bytes), delta =
+ * ±1/8. An iq1_group is the group's grid entry as two words of those bytes, its dl and whether
+ * its delta is negative. iq1_s (50 bytes: d, 32 low index bytes, 8 u16 of 4 × 3 high index bits, a 3-bit
+ * scale and the delta's sign per sub-block): dl = d · (2 · ls + 1). iq1_m (56 bytes: 32 low index
+ * bytes, 16 bytes of a nibble per group (3 high index bits, the delta's sign), 4 u16 of two 3-bit
+ * scales per sub-block (one per 16 values) whose top nibbles are d's 16 bits). */
+struct iq1_group {
+    uint32_t grid[2];
+    float dl;
+    bool negative;
+};
+__device__ __forceinline__ iq1_group iq1_group_of(const uint64_t entry, float dl, bool negative) {
+    return iq1_group{{(uint32_t)entry, (uint32_t)(entry >> 32)}, dl, negative};
+}
+__device__ __forceinline__ iq1_group iq1_s_group_of(const uint8_t * row, int64_t group) {
+    const uint8_t * block = row + (group >> 5) * 50;
+    const int g = (int)(group & 31);
+    const uint32_t qh = u16_at(block + 34 + 2 * (g >> 2));
+    const float dl = __fmul_rn(half_at(block), small_int_to_float(2 * (int)((qh >> 12) & 7) + 1));
+    return iq1_group_of(memra_iq1s_grid[u8_at(block + 2 + g) | (((qh >> (3 * (g & 3))) & 7) << 8)], dl, (qh & 0x8000) != 0);
+}
+__device__ __forceinline__ iq1_group iq1_m_group_of(const uint8_t * row, int64_t group) {
+    const uint8_t * block = row + (group >> 5) * 56;
+    const int g = (int)(group & 31), b = g >> 2, l = g & 3;
+    const uint2 sc = __ldg(reinterpret_cast<const uint2 *>(block + 48)); /* 8-byte aligned: 56-byte blocks of 16-byte aligned rows */
+    const uint32_t d = ((sc.x >> 12) & 0xfu) | ((sc.x >> 24) & 0xf0u) | ((sc.y >> 4) & 0xf00u) | ((sc.y >> 16) & 0xf000u);
+    const uint32_t scales = ((b & 4) ? sc.y : sc.x) >> (8 * (b & 2)); /* u16 b / 2 (bits above its 12 unused) */
+    const int ls = (int)((scales >> (6 * (b & 1) + 3 * (l >> 1))) & 7);
+    const float dl = __fmul_rn(__half2float(__ushort_as_half((unsigned short)d)), small_int_to_float(2 * ls + 1));
+    const uint32_t qh = u8_at(block + 32 + 2 * b + (l >> 1)) >> (4 * (l & 1)); /* the group's nibble */
+    return iq1_group_of(memra_iq1s_grid[u8_at(block + g) | ((qh & 7) << 8)], dl, (qh & 8) != 0);
+}
+
+/* The 8 codes of an iq2 / iq3 group as floats. */
+__device__ __forceinline__ void signed_byte_codes(const uint32_t w[2], float c[8]) {
+#pragma unroll
+    for (int i = 0; i < 8; i++) c[i] = small_int_to_float((int8_t)(w[i >> 2] >> (8 * (i & 3))));
+}
+
+/* An iq1 group's codes for codes_group: 8 · grid ± 1 with s = dl / 8 and no offset (iq1_m's delta
+ * changes every 8 values, more often than the integer GEMM's 16-value chunks take an offset):
+ * s · code = dl · (grid ± 1/8) exactly, one rounding as ggml's dl · (grid + delta). */
+__device__ __forceinline__ void iq1_codes(const iq1_group & at, float c[8], float & s, float & o) {
+    s = __fmul_rn(at.dl, 0.125f);
+    o = 0.0f;
+    const int delta = at.negative ? -1 : 1;
+#pragma unroll
+    for (int i = 0; i < 8; i++) c[i] = small_int_to_float(8 * (int)(int8_t)(at.grid[i >> 2] >> (8 * (i & 3))) + delta);
+}
+
+#define MEMRA_CUDA_IQ_CODES_GROUP(TYPE_ID, WORDS)                                                                                 \
+    template <>                                                                                                                \
+    __device__ __forceinline__ void codes_group<TYPE_ID>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) { \
+        uint32_t w[2];                                                                                                         \
+        WORDS(row, group, w, s);                                                                                               \
+        o = 0.0f;                                                                                                              \
+        signed_byte_codes(w, c);                                                                                               \
+    }
+MEMRA_CUDA_IQ_CODES_GROUP(MEMRA_CUDA_TYPE_IQ2_XXS, iq2_xxs_words)
+MEMRA_CUDA_IQ_CODES_GROUP(MEMRA_CUDA_TYPE_IQ2_XS, iq2_xs_words)
+MEMRA_CUDA_IQ_CODES_GROUP(MEMRA_CUDA_TYPE_IQ2_S, iq2_s_words)
+MEMRA_CUDA_IQ_CODES_GROUP(MEMRA_CUDA_TYPE_IQ3_XXS, iq3_xxs_words)
+MEMRA_CUDA_IQ_CODES_GROUP(MEMRA_CUDA_TYPE_IQ3_S, iq3_s_words)
+#undef MEMRA_CUDA_IQ_CODES_GROUP
+
+template <>
+__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_IQ1_S>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+    iq1_codes(iq1_s_group_of(row, group), c, s, o);
+}
+
+template <>
+__device__ __forceinline__ void codes_group<MEMRA_CUDA_TYPE_IQ1_M>(const uint8_t * row, int64_t group, float c[8], float & s, float & o) {
+    iq1_codes(iq1_m_group_of(row, group), c, s, o);
+}
+
 /* The quantized types' dequantization is their codes: v = s · c (+ o), with the products and the
  * sum rounded separately as native/cpu/dequantize.c does (s · c − m₁ = s · c + (−m₁) exactly). */
 #define MEMRA_CUDA_DEQUANTIZE_FROM_CODES(TYPE_ID, OFFSET)                                                            \
@@ -436,6 +614,13 @@ MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q2_K, true)
 MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_Q3_K, false)
 MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_IQ4_NL, false)
 MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_IQ4_XS, false)
+MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_IQ2_XXS, false)
+MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_IQ2_XS, false)
+MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_IQ2_S, false)
+MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_IQ3_XXS, false)
+MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_IQ3_S, false)
+MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_IQ1_S, false)
+MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_IQ1_M, false)
 #undef MEMRA_CUDA_DEQUANTIZE_FROM_CODES
 
 }  // namespace memra_cuda_kernels
@@ -456,7 +641,14 @@ MEMRA_CUDA_DEQUANTIZE_FROM_CODES(MEMRA_CUDA_TYPE_IQ4_XS, false)
     case MEMRA_CUDA_TYPE_Q2_K: { constexpr int T = MEMRA_CUDA_TYPE_Q2_K; CALL; } break; \
     case MEMRA_CUDA_TYPE_Q3_K: { constexpr int T = MEMRA_CUDA_TYPE_Q3_K; CALL; } break; \
     case MEMRA_CUDA_TYPE_IQ4_NL: { constexpr int T = MEMRA_CUDA_TYPE_IQ4_NL; CALL; } break; \
-    case MEMRA_CUDA_TYPE_IQ4_XS: { constexpr int T = MEMRA_CUDA_TYPE_IQ4_XS; CALL; } break;
+    case MEMRA_CUDA_TYPE_IQ4_XS: { constexpr int T = MEMRA_CUDA_TYPE_IQ4_XS; CALL; } break; \
+    case MEMRA_CUDA_TYPE_IQ2_XXS: { constexpr int T = MEMRA_CUDA_TYPE_IQ2_XXS; CALL; } break; \
+    case MEMRA_CUDA_TYPE_IQ2_XS: { constexpr int T = MEMRA_CUDA_TYPE_IQ2_XS; CALL; } break; \
+    case MEMRA_CUDA_TYPE_IQ2_S: { constexpr int T = MEMRA_CUDA_TYPE_IQ2_S; CALL; } break; \
+    case MEMRA_CUDA_TYPE_IQ3_XXS: { constexpr int T = MEMRA_CUDA_TYPE_IQ3_XXS; CALL; } break; \
+    case MEMRA_CUDA_TYPE_IQ3_S: { constexpr int T = MEMRA_CUDA_TYPE_IQ3_S; CALL; } break; \
+    case MEMRA_CUDA_TYPE_IQ1_S: { constexpr int T = MEMRA_CUDA_TYPE_IQ1_S; CALL; } break; \
+    case MEMRA_CUDA_TYPE_IQ1_M: { constexpr int T = MEMRA_CUDA_TYPE_IQ1_M; CALL; } break;
 
 /* Runs CALL with `constexpr int T` = the runtime type, for every supported type; nothing for others. */
 #define MEMRA_CUDA_DISPATCH_TYPE(type, CALL)                                                  \

@@ -6,6 +6,8 @@
  * launch errors (bad configurations, deadlocks and bad masks become errors, never hangs), the
  * device memory bookkeeping, a launch of many blocks, and stream capture into graphs and their
  * replay (the real runtime's rules: what is recorded, what runs when, what invalidates a capture).
+ * Also two device functions of the kernels, called on the host: small_int_to_float, and the
+ * i-quants' codes (kernels/quant.cuh, kernels/matmul.cuh) against ggml's dequantization.
  *
  * Built by run.sh with the system C++ compiler and the emulated build's flags, together with
  * emulator.cpp (kernels are written here as the library writes them, launched with MEMRA_LAUNCH),
@@ -23,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/quant.cuh"
+#include "../kernels/matmul.cuh"
 #include <time.h>
 
 #include <thread>
@@ -1376,6 +1378,172 @@ static void test_capture() {
     cudaStreamDestroy(other);
 }
 
+/* ggml's dequantize_row_iq* (ggml-quants.c) for one super-block, written as ggml writes them
+ * (float products in its order, the grids through iq-grids.h), to check the kernels' codes with. */
+static uint8_t grid_byte(uint64_t entry, int j) { return (uint8_t)(entry >> (8 * j)); }
+static uint16_t u16_of(const uint8_t * p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static float half_of(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
+static void reference_iq(int type, const uint8_t * x, float * y) {
+    static const float delta = MEMRA_IQ1_DELTA;
+    switch (type) {
+        case MEMRA_CUDA_TYPE_IQ2_XXS:
+        case MEMRA_CUDA_TYPE_IQ3_XXS: {
+            const bool iq3 = type == MEMRA_CUDA_TYPE_IQ3_XXS;
+            const float d = half_of(u16_of(x));
+            for (int ib = 0; ib < 8; ib++) {
+                const uint8_t * q = iq3 ? x + 2 + 8 * ib : x + 2 + 8 * ib;
+                uint32_t aux;
+                memcpy(&aux, iq3 ? x + 66 + 4 * ib : q + 4, 4);
+                const float db = d * (0.5f + (aux >> 28)) * (iq3 ? 0.5f : 0.25f);
+                for (int l = 0; l < 4; l++, y += 8) {
+                    const uint8_t signs = memra_ksigns_iq2xs[(aux >> (7 * l)) & 127];
+                    for (int j = 0; j < 8; j++) {
+                        const uint8_t g = iq3 ? grid_byte(memra_iq3xxs_grid[q[2 * l + j / 4]], j % 4) : grid_byte(memra_iq2xxs_grid[q[l]], j);
+                        y[j] = db * g * (signs & (1 << j) ? -1.f : 1.f);
+                    }
+                }
+            }
+            break;
+        }
+        case MEMRA_CUDA_TYPE_IQ2_XS:
+        case MEMRA_CUDA_TYPE_IQ2_S: {
+            const bool xs = type == MEMRA_CUDA_TYPE_IQ2_XS;
+            const float d = half_of(u16_of(x));
+            for (int ib = 0; ib < 8; ib++) {
+                const uint8_t scales = x[(xs ? 66 : 74) + ib];
+                const float db[2] = {d * (0.5f + (scales & 0xf)) * 0.25f, d * (0.5f + (scales >> 4)) * 0.25f};
+                for (int l = 0; l < 4; l++, y += 8) {
+                    const uint16_t q = xs ? u16_of(x + 2 + 2 * (4 * ib + l)) : 0;
+                    const uint64_t entry = xs ? memra_iq2xs_grid[q & 511] : memra_iq2s_grid[x[2 + 4 * ib + l] | ((x[66 + ib] << (8 - 2 * l)) & 0x300)];
+                    const uint8_t signs = xs ? memra_ksigns_iq2xs[q >> 9] : x[34 + 4 * ib + l];
+                    for (int j = 0; j < 8; j++) y[j] = db[l / 2] * grid_byte(entry, j) * (signs & (1 << j) ? -1.f : 1.f);
+                }
+            }
+            break;
+        }
+        case MEMRA_CUDA_TYPE_IQ3_S: {
+            const float d = half_of(u16_of(x));
+            for (int ib = 0; ib < 8; ib++) {
+                const float db = d * (1 + 2 * ((x[106 + ib / 2] >> (4 * (ib % 2))) & 0xf));
+                const uint8_t * qs = x + 2 + 8 * ib;
+                const uint8_t qh = x[66 + ib];
+                for (int l = 0; l < 4; l++, y += 8) {
+                    const uint32_t grid1 = memra_iq3s_grid[qs[2 * l] | ((qh << (8 - 2 * l)) & 256)];
+                    const uint32_t grid2 = memra_iq3s_grid[qs[2 * l + 1] | ((qh << (7 - 2 * l)) & 256)];
+                    const uint8_t signs = x[74 + 4 * ib + l];
+                    for (int j = 0; j < 4; j++) {
+                        y[j] = db * grid_byte(grid1, j) * (signs & (1 << j) ? -1.f : 1.f);
+                        y[j + 4] = db * grid_byte(grid2, j) * (signs & (1 << (j + 4)) ? -1.f : 1.f);
+                    }
+                }
+            }
+            break;
+        }
+        case MEMRA_CUDA_TYPE_IQ1_S: {
+            const float d = half_of(u16_of(x));
+            for (int ib = 0; ib < 8; ib++) {
+                const uint16_t qh = u16_of(x + 34 + 2 * ib);
+                const float dl = d * (2 * ((qh >> 12) & 7) + 1);
+                const float dlt = qh & 0x8000 ? -delta : delta;
+                for (int l = 0; l < 4; l++, y += 8) {
+                    const uint64_t entry = memra_iq1s_grid[x[2 + 4 * ib + l] | (((qh >> (3 * l)) & 7) << 8)];
+                    for (int j = 0; j < 8; j++) y[j] = dl * ((int8_t)grid_byte(entry, j) + dlt);
+                }
+            }
+            break;
+        }
+        default: { /* iq1_m */
+            uint16_t sc[4];
+            for (int i = 0; i < 4; i++) sc[i] = u16_of(x + 48 + 2 * i);
+            const float d = half_of((uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000)));
+            for (int ib = 0; ib < 8; ib++) {
+                const float dl1 = d * (2 * ((sc[ib / 2] >> (6 * (ib % 2) + 0)) & 0x7) + 1);
+                const float dl2 = d * (2 * ((sc[ib / 2] >> (6 * (ib % 2) + 3)) & 0x7) + 1);
+                const uint8_t * qh = x + 32 + 2 * ib;
+                for (int l = 0; l < 4; l++, y += 8) {
+                    const uint8_t h = qh[l / 2];
+                    const uint64_t entry = memra_iq1s_grid[x[4 * ib + l] | ((l % 2 ? h << 4 : h << 8) & 0x700)];
+                    const float dlt = h & (l % 2 ? 0x80 : 0x08) ? -delta : delta;
+                    for (int j = 0; j < 8; j++) y[j] = (l < 2 ? dl1 : dl2) * ((int8_t)grid_byte(entry, j) + dlt);
+                }
+            }
+            break;
+        }
+    }
+}
+
+/* dequantize_group, codes_group and code_words of a runtime i-quant type. */
+#define IQ_TYPE_SWITCH(type, CALL)                                                   \
+    switch (type) {                                                                  \
+        case MEMRA_CUDA_TYPE_IQ2_XXS: { constexpr int T = MEMRA_CUDA_TYPE_IQ2_XXS; CALL; } break; \
+        case MEMRA_CUDA_TYPE_IQ2_XS: { constexpr int T = MEMRA_CUDA_TYPE_IQ2_XS; CALL; } break;   \
+        case MEMRA_CUDA_TYPE_IQ2_S: { constexpr int T = MEMRA_CUDA_TYPE_IQ2_S; CALL; } break;     \
+        case MEMRA_CUDA_TYPE_IQ3_XXS: { constexpr int T = MEMRA_CUDA_TYPE_IQ3_XXS; CALL; } break; \
+        case MEMRA_CUDA_TYPE_IQ3_S: { constexpr int T = MEMRA_CUDA_TYPE_IQ3_S; CALL; } break;     \
+        case MEMRA_CUDA_TYPE_IQ1_S: { constexpr int T = MEMRA_CUDA_TYPE_IQ1_S; CALL; } break;     \
+        case MEMRA_CUDA_TYPE_IQ1_M: { constexpr int T = MEMRA_CUDA_TYPE_IQ1_M; CALL; } break;     \
+        default: break;                                                              \
+    }
+static void dequantize_group_of(int type, const uint8_t * row, int64_t g, float v[8]) { IQ_TYPE_SWITCH(type, memra_cuda_kernels::dequantize_group<T>(row, g, v)) }
+static void codes_group_of(int type, const uint8_t * row, int64_t g, float c[8], float & s, float & o) {
+    IQ_TYPE_SWITCH(type, memra_cuda_kernels::codes_group<T>(row, g, c, s, o))
+}
+static void code_words_of(int type, const uint8_t * row, int64_t g, int w[2], float & s, float & o, int & zero) {
+    IQ_TYPE_SWITCH(type, memra_cuda_kernels::code_words<T>(row, g, w, s, o, zero))
+}
+
+/* The i-quants' codes (kernels/quant.cuh, kernels/matmul.cuh) against ggml's dequantization, on
+ * random super-blocks (d a random normal f16), 3 to a row: dequantize_group and codes_group's
+ * s · c + o bit for bit, and code_words' s · byte + o (the __dp4a operands) too. */
+static void test_iq_codes() {
+    using namespace memra_cuda_kernels;
+    static const int types[] = {MEMRA_CUDA_TYPE_IQ2_XXS, MEMRA_CUDA_TYPE_IQ2_XS, MEMRA_CUDA_TYPE_IQ2_S, MEMRA_CUDA_TYPE_IQ3_XXS,
+                                MEMRA_CUDA_TYPE_IQ3_S, MEMRA_CUDA_TYPE_IQ1_S, MEMRA_CUDA_TYPE_IQ1_M};
+    static const int64_t block_bytes[] = {66, 74, 82, 98, 110, 50, 56};
+    const int blocks = 3, rows = 200;
+    uint32_t state = 12345;
+    const auto next = [&state]() { return state = state * 1664525u + 1013904223u, state >> 8; };
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const int type = types[t];
+        const int64_t bytes = block_bytes[t];
+        std::vector<uint8_t> row(bytes * blocks + 16);
+        std::vector<float> expected(256 * blocks);
+        int mismatches = 0;
+        for (int r = 0; r < rows; r++) {
+            for (auto & b : row) b = (uint8_t)next();
+            for (int k = 0; k < blocks; k++) {
+                uint8_t * block = row.data() + k * bytes;
+                const uint16_t d = (uint16_t)((next() & 0x8000) | ((4 + next() % 20) << 10) | (next() & 0x3ff)); /* normal, 2^-11 .. 2^8 */
+                if (type == MEMRA_CUDA_TYPE_IQ1_M) {
+                    for (int i = 0; i < 4; i++) block[49 + 2 * i] = (uint8_t)((block[49 + 2 * i] & 0x0f) | (((d >> (4 * i)) & 0xf) << 4));
+                } else {
+                    block[0] = (uint8_t)d;
+                    block[1] = (uint8_t)(d >> 8);
+                }
+                reference_iq(type, block, expected.data() + 256 * k);
+            }
+            for (int64_t g = 0; g < 32 * blocks; g++) {
+                float v[8] = {}, c[8] = {}, s = 0.0f, o = 0.0f, ws = 0.0f, wo = 0.0f;
+                int w[2] = {0, 0}, zero = 0;
+                dequantize_group_of(type, row.data(), g, v);
+                codes_group_of(type, row.data(), g, c, s, o);
+                code_words_of(type, row.data(), g, w, ws, wo, zero);
+                for (int i = 0; i < 8; i++) {
+                    const float want = expected[g * 8 + i];
+                    const float from_codes = __fadd_rn(__fmul_rn(s, c[i]), o);
+                    const float from_words = __fadd_rn(__fmul_rn(ws, (float)((int8_t)(w[i / 4] >> (8 * (i % 4))) - zero)), wo);
+                    if (float_bits(v[i]) == float_bits(want) && float_bits(from_codes) == float_bits(want) && float_bits(from_words) == float_bits(want) &&
+                        fabsf(c[i]) <= 2048.0f)
+                        continue;
+                    detail(mismatches, "type %d, row %d, value %lld: ggml %a, dequantize_group %a, codes %a (c %g), code_words %a", type, r, (long long)(g * 8 + i),
+                           (double)want, (double)v[i], (double)from_codes, (double)c[i], (double)from_words);
+                }
+            }
+        }
+        CHECK(mismatches == 0, "i-quant type %d: %d values differ from ggml's dequantization", type, mismatches);
+    }
+}
+
 int main(int argc, char ** argv) {
     if (argc > 0 && strrchr(argv[0], '/')) program = strrchr(argv[0], '/') + 1;
     else if (argc > 0) program = argv[0];
@@ -1383,6 +1551,7 @@ int main(int argc, char ** argv) {
     if (argc > 1) program = (named = std::string(program) + " " + argv[1]).c_str();
     test_conversions();
     test_small_int_to_float();
+    test_iq_codes();
     test_block_barrier();
     test_block_order();
     test_dynamic_shared();

@@ -19,15 +19,16 @@ static int failures = 0;
     } while (0)
 
 static void test_type_tables(void) {
-    const int types[] = {0, 1, 30, 2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 20, 23, 200, 201, 202};
-    const int64_t values[] = {1, 1, 1, 32, 32, 32, 32, 32, 256, 256, 256, 256, 256, 32, 256, 256, 2048, 256};
-    const int64_t bytes[] = {4, 2, 2, 18, 20, 22, 24, 34, 84, 110, 144, 176, 210, 18, 136, 272, 1680, 144};
+    /* ..., then the i-quants iq2_xxs, iq2_xs, iq3_xxs, iq1_s, iq3_s, iq2_s, iq1_m */
+    const int types[] = {0, 1, 30, 2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 20, 23, 200, 201, 202, 16, 17, 18, 19, 21, 22, 29};
+    const int64_t values[] = {1, 1, 1, 32, 32, 32, 32, 32, 256, 256, 256, 256, 256, 32, 256, 256, 2048, 256, 256, 256, 256, 256, 256, 256, 256};
+    const int64_t bytes[] = {4, 2, 2, 18, 20, 22, 24, 34, 84, 110, 144, 176, 210, 18, 136, 272, 1680, 144, 66, 74, 98, 50, 110, 82, 56};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         EXPECT(memra_cuda_type_block_values(types[i]) == values[i]);
         EXPECT(memra_cuda_type_block_bytes(types[i]) == bytes[i]);
         EXPECT(memra_cuda_weight_type_supported(types[i]));
     }
-    EXPECT(!memra_cuda_weight_type_supported(16)); /* iq2_xxs: no kernel, so no claim */
+    EXPECT(!memra_cuda_weight_type_supported(34)); /* tq1_0: no kernel, so no claim */
     EXPECT(!memra_cuda_weight_type_supported(15)); /* q8_K: activations only */
     EXPECT(!memra_cuda_weight_type_supported(-1));
     EXPECT(memra_cuda_row_bytes(8, 4096) == 4096 / 32 * 34);
@@ -103,8 +104,15 @@ static void test_matmul_plans(void) {
     EXPECT(memra_cuda_plan_matmul_for(8, 0, 64, 64, &plan, message, sizeof message) == MEMRA_CUDA_OK);
     EXPECT(plan.kernel == MEMRA_CUDA_MATMUL_NONE);
     /* Errors carry a status and a message. */
-    EXPECT(memra_cuda_plan_matmul_for(16, 1, 256, 4, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_UNSUPPORTED_TYPE);
-    EXPECT(strstr(message, "weight type 16") != NULL);
+    EXPECT(memra_cuda_plan_matmul_for(34, 1, 256, 4, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_UNSUPPORTED_TYPE);
+    EXPECT(strstr(message, "weight type 34") != NULL);
+    /* the i-quants: rows of 256k values, a vector kernel for decode and the GEMM for prefill */
+    EXPECT(memra_cuda_plan_matmul_for(16, 1, 128, 4, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_UNSUPPORTED);
+    EXPECT(strstr(message, "n_in 128 is not a multiple of 256") != NULL);
+    EXPECT(memra_cuda_plan_matmul_for(29, 1, 512, 4, &plan, message, sizeof message) == MEMRA_CUDA_OK && plan.kernel == MEMRA_CUDA_MATMUL_VECTOR);
+    EXPECT(memra_cuda_plan_matmul_for(19, 70, 512, 37, &plan, message, sizeof message) == MEMRA_CUDA_OK && plan.kernel == MEMRA_CUDA_MATMUL_GEMM);
+    EXPECT(!memra_cuda_int8_gemm_supports(19) && !memra_cuda_int8_gemm_supports(22));
+    EXPECT(memra_cuda_repacked_type(16, 4096) == 16 && memra_cuda_repacked_type(29, 4096) == 29); /* no repacked layouts */
     EXPECT(memra_cuda_plan_matmul_for(8, 1, 100, 4, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_UNSUPPORTED);
     EXPECT(strstr(message, "n_in 100 is not a multiple of 32") != NULL);
     EXPECT(memra_cuda_plan_matmul_for(0, 1, 12, 4, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_UNSUPPORTED);
@@ -311,6 +319,9 @@ static void test_activation_rounding_plans(void) {
     EXPECT(memra_cuda_activation_rounding(11) == MEMRA_CUDA_ROUND_Q8_K);
     EXPECT(memra_cuda_activation_rounding(23) == MEMRA_CUDA_ROUND_Q8_K);
     EXPECT(memra_cuda_activation_rounding(14) == MEMRA_CUDA_ROUND_Q8_K);
+    /* the i-quants, as ggml's CPU vec_dot_iq*_q8_K */
+    const int iquants[] = {16, 17, 18, 19, 21, 22, 29};
+    for (size_t i = 0; i < sizeof iquants / sizeof iquants[0]; i++) EXPECT(memra_cuda_activation_rounding(iquants[i]) == MEMRA_CUDA_ROUND_Q8_K);
     EXPECT(memra_cuda_rounding_block(MEMRA_CUDA_ROUND_Q8_0) == 32 && memra_cuda_rounding_block(MEMRA_CUDA_ROUND_Q8_K) == 256);
     /* One warp per block, 4 per thread block: 4096 values of q8_K = 16 warps = 4 blocks. */
     memra_cuda_launch launch = memra_cuda_plan_rounding(MEMRA_CUDA_ROUND_Q8_K, 1, 4096);

@@ -41,12 +41,13 @@ int main(int argc, char ** argv) {
     EXPECT(p_memra_cuda_abi_version() == MEMRA_CUDA_ABI_VERSION);
     EXPECT(strlen(p_memra_cuda_version()) >= 5);
     EXPECT(p_memra_cuda_supports(MEMRA_CUDA_OP_MATMUL, 8) == 1);
-    EXPECT(p_memra_cuda_supports(MEMRA_CUDA_OP_MATMUL, 16) == 0);
+    EXPECT(p_memra_cuda_supports(MEMRA_CUDA_OP_MATMUL, 16) == 1); /* iq2_xxs */
+    EXPECT(p_memra_cuda_supports(MEMRA_CUDA_OP_MATMUL, 34) == 0); /* tq1_0 */
     EXPECT(p_memra_cuda_supports(MEMRA_CUDA_OP_ADD, MEMRA_CUDA_NO_WEIGHT_TYPE) == 1);
     EXPECT(p_memra_cuda_supports(99, MEMRA_CUDA_NO_WEIGHT_TYPE) == 0);
     int64_t plan[7];
     EXPECT(p_memra_cuda_plan_matmul(8, 1, 4096, 4096, plan, 7) == MEMRA_CUDA_OK && plan[0] == 1 && plan[1] == 1024);
-    EXPECT(p_memra_cuda_plan_matmul(16, 1, 4096, 4096, plan, 7) == MEMRA_CUDA_ERROR_UNSUPPORTED_TYPE);
+    EXPECT(p_memra_cuda_plan_matmul(34, 1, 4096, 4096, plan, 7) == MEMRA_CUDA_ERROR_UNSUPPORTED_TYPE);
     /* q8_0 prefill: the int8 GEMM, 128 × 128 tiles of 256 threads (128 tiles: 3 split-K parts); q4_K: the 64 × 64 code GEMM */
     EXPECT(p_memra_cuda_plan_matmul(8, 512, 4096, 4096, plan, 7) == MEMRA_CUDA_OK && plan[0] == 2 && plan[1] == 32 && plan[2] == 4 && plan[3] == 3 && plan[4] == 256);
     EXPECT(p_memra_cuda_plan_matmul(12, 512, 4096, 4096, plan, 7) == MEMRA_CUDA_OK && plan[0] == 2 && plan[1] == 64 && plan[2] == 8 && plan[4] == 128);

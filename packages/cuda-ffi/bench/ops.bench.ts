@@ -11,7 +11,9 @@
  *   before has finished;
  * - the same for q4_0, q4_K, q5_K and q6_K (the types of Q4_0 / Q4_K_M / Q5_K_M files): on the q8_0
  *   / q8_K codes with __dp4a; MEMRA_CUDA_CODES_DP4A=0 times the previous f32 kernel; and the same
- *   for q2_K, q3_K, iq4_nl and iq4_xs (Q2_K / Q3_K_M / IQ4 files);
+ *   for q2_K, q3_K, iq4_nl and iq4_xs (Q2_K / Q3_K_M / IQ4 files), and for the iq1, iq2 and iq3
+ *   types (IQ1_S / IQ1_M / IQ2_* / IQ3_* files: grid lookups per 8 values, the most decoding work
+ *   per weight byte);
  * - prefill and batched-decode GEMMs (q8_0, 512 and 64 rows): µs and TFLOP/s (2 · rows · in · out);
  *   MEMRA_CUDA_INT8_GEMM=0 in the environment times the previous kernel;
  * - paged attention over a 640-token context (f16 KV): decode of 1 and 64 sequences;
@@ -91,10 +93,22 @@ const SCALE_AT: Partial<Record<GGMLType, { d: number; dmin?: number }>> = {
   [GGMLType.Q4_K]: { d: 0, dmin: 2 },
   [GGMLType.Q5_K]: { d: 0, dmin: 2 },
   [GGMLType.Q6_K]: { d: 208 },
+  [GGMLType.IQ2_XXS]: { d: 0 },
+  [GGMLType.IQ2_XS]: { d: 0 },
+  [GGMLType.IQ2_S]: { d: 0 },
+  [GGMLType.IQ3_XXS]: { d: 0 },
+  [GGMLType.IQ3_S]: { d: 0 },
+  [GGMLType.IQ1_S]: { d: 0 },
+  // iq1_m has no d field: its f16 bits are the top nibbles of the 4 scale words at 48..55 (the
+  // first word's lowest). 0x1000 at 48 and 0x1400 at 54 make them 0x1??1, 2^-11 .. 2^-8.
+  [GGMLType.IQ1_M]: { d: 54, dmin: 48 },
 };
 
 /** The types whose decode multiplies the activations' q8 codes with __dp4a (matrix_vector_codes_kernel). */
-const DP4A_TYPES: readonly GGMLType[] = [GGMLType.Q4_0, GGMLType.Q5_0, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS];
+const DP4A_TYPES: readonly GGMLType[] = [
+  ...[GGMLType.Q4_0, GGMLType.Q5_0, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_NL, GGMLType.IQ4_XS],
+  ...[GGMLType.IQ2_XXS, GGMLType.IQ2_XS, GGMLType.IQ2_S, GGMLType.IQ3_XXS, GGMLType.IQ3_S, GGMLType.IQ1_S, GGMLType.IQ1_M],
+];
 
 function randomKQuant(type: GGMLType, nIn: number, nOut: number, seed: number): WeightHandle {
   const { blockSize, bytesPerBlock: blockBytes } = ggmlTypeInfo(type)!;
@@ -152,6 +166,13 @@ for (const [name, type, nIn, nOut] of [
   ["matvec-q3_K-4096x12288", GGMLType.Q3_K, 4096, 12288],
   ["matvec-iq4_nl-4096x12288", GGMLType.IQ4_NL, 4096, 12288],
   ["matvec-iq4_xs-4096x12288", GGMLType.IQ4_XS, 4096, 12288],
+  ["matvec-iq2_xxs-4096x12288", GGMLType.IQ2_XXS, 4096, 12288],
+  ["matvec-iq2_xs-4096x12288", GGMLType.IQ2_XS, 4096, 12288],
+  ["matvec-iq2_s-4096x12288", GGMLType.IQ2_S, 4096, 12288],
+  ["matvec-iq3_xxs-4096x12288", GGMLType.IQ3_XXS, 4096, 12288],
+  ["matvec-iq3_s-4096x12288", GGMLType.IQ3_S, 4096, 12288],
+  ["matvec-iq1_s-4096x12288", GGMLType.IQ1_S, 4096, 12288],
+  ["matvec-iq1_m-4096x12288", GGMLType.IQ1_M, 4096, 12288],
 ] as const) {
   const [i, o] = [quick ? 256 : nIn, scale(nOut)];
   const w = randomKQuant(type, i, o, i + o);

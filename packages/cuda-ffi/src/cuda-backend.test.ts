@@ -74,13 +74,13 @@ describe("without a GPU", () => {
     expect(Array.from(plan, Number)).toEqual([2, 192, 8, 1, 128, 0, 512]); // tensor-core GEMM, 64 × 64 tiles
     let error: unknown;
     try {
-      library.call("memra_cuda_plan_matmul", GGMLType.IQ2_XXS, 1, 256, 4, plan, 7);
+      library.call("memra_cuda_plan_matmul", GGMLType.TQ1_0, 1, 256, 4, plan, 7);
     } catch (caught) {
       error = caught;
     }
     expect(error).toBeInstanceOf(CudaError);
     expect((error as CudaError).status).toBe(2);
-    expect((error as CudaError).message).toMatch(/memra_cuda_plan_matmul: weight type 16 has no CUDA matmul kernel/);
+    expect((error as CudaError).message).toMatch(/memra_cuda_plan_matmul: weight type 34 has no CUDA matmul kernel/);
   });
 
   it.skipIf(!libraryBuilt || unavailable === undefined)("create() on a machine without a driver or GPU: CudaUnavailableError with the driver's message", () => {
@@ -135,9 +135,12 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     const emulated = info.name.includes("emulator");
     expect(info.programmaticLaunch).toBe(!emulated && info.computeCapability >= 90 && process.env.MEMRA_CUDA_PDL !== "0");
     expect(matmulTypes().map(ggmlTypeName)).toEqual(
-      expect.arrayContaining(["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs"]),
+      expect.arrayContaining([
+        ...["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs"],
+        ...["iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m"],
+      ]),
     );
-    expect(backend.supportsOp("matmul", GGMLType.IQ2_XXS)).toBe(false);
+    expect(backend.supportsOp("matmul", GGMLType.TQ1_0)).toBe(false);
     expect(backend.supportsOp("attention")).toBe(true);
   });
 
@@ -159,7 +162,7 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
       results[ggmlTypeName(type)] = nmse(pair.native.read(out), pair.reference.read(outRef));
     }
     if (process.env.MEMRA_PRINT_NMSE) console.log(rows, results);
-    expect(Object.keys(results).length).toBeGreaterThanOrEqual(15); // every type of the CPU backend
+    expect(Object.keys(results).length).toBeGreaterThanOrEqual(22); // every type of the CPU backend
     for (const [type, error] of Object.entries(results)) expect(error, `matmul ${type} NMSE`).toBeLessThanOrEqual(bound);
   });
 
@@ -179,9 +182,10 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     }
   });
 
-  it("q4_0, q5_0, iq4_nl, q2_K to q6_K and iq4_xs decode multiply the q8_0 / q8_K codes (__dp4a) for any block count and 1 to 8 rows", () => {
+  it("q4_0, q5_0, iq4_nl, q2_K to q6_K, iq4_xs and the iq1/iq2/iq3 types decode multiply the q8_0 / q8_K codes (__dp4a) for any block count and 1 to 8 rows", () => {
     // a warp step is 8 blocks of 32 or one 256-value super-block; rows 1..8 take the 1-, 2-, 4- and 8-row kernels
-    for (const type of [GGMLType.Q4_0, GGMLType.Q5_0, GGMLType.IQ4_NL, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_XS]) {
+    const iquants = [GGMLType.IQ2_XXS, GGMLType.IQ2_XS, GGMLType.IQ2_S, GGMLType.IQ3_XXS, GGMLType.IQ3_S, GGMLType.IQ1_S, GGMLType.IQ1_M];
+    for (const type of [GGMLType.Q4_0, GGMLType.Q5_0, GGMLType.IQ4_NL, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K, GGMLType.IQ4_XS, ...iquants]) {
       const small = type === GGMLType.Q4_0 || type === GGMLType.Q5_0 || type === GGMLType.IQ4_NL;
       for (const nIn of small ? [32, 96, 1056] : [256, 768, 4352]) {
         for (const rows of [1, 2, 3, 4, 8]) {
@@ -212,8 +216,8 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
       const configured = CudaBackend.create(options);
       try {
         const configuredPair = new BackendPair(configured, reference);
-        for (const type of [GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.Q5_1, GGMLType.BF16]) {
-          const data = quantize(type, normals(nIn * nOut, 500 + type, 0.05));
+        for (const type of [GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.Q5_1, GGMLType.BF16, GGMLType.IQ1_M]) {
+          const data = weightBytes(type, normals(nIn * nOut, 500 + type, 0.05), 500 + type);
           const [w, wRef] = configuredPair.weights(tensorInfo("w", type, [nIn, nOut], data), data);
           for (const [i, rows] of [1, 70].entries()) {
             const [x, xRef] = configuredPair.buffers(normals(rows * nIn, 600 + rows));
@@ -431,7 +435,7 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
   it("expertMatmul picks the expert's matrix of a 3-D weight", () => {
     const [nIn, nOut, experts] = [256, 24, 3];
     for (const rows of [4, 40]) {
-      for (const type of [GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.F16, GGMLType.Q3_K, GGMLType.IQ4_NL]) {
+      for (const type of [GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.F16, GGMLType.Q3_K, GGMLType.IQ4_NL, GGMLType.IQ2_XS, GGMLType.IQ1_M]) {
         const data = weightBytes(type, normals(nIn * nOut * experts, 40 + type, 0.05), 45 + type);
         const [w, wRef] = pair.weights(tensorInfo("experts", type, [nIn, nOut, experts], data), data);
         const [x, xRef] = pair.buffers(normals(rows * nIn, 41));
@@ -1241,6 +1245,7 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
       [GGMLType.Q5_K, GGMLType.Q5_0, 256, 256], // per pair: the remaining codes kernels (q5_K, q5_0 on q8_K and q8_0 codes)
       [GGMLType.Q3_K, GGMLType.IQ4_XS, 256, 256], // the types of Q2_K / Q3_K / IQ4_XS files: f32 per pair, codes GEMMs
       [GGMLType.IQ4_NL, GGMLType.Q2_K, 256, 256],
+      [GGMLType.IQ2_XXS, GGMLType.IQ1_M, 256, 256], // the i-quants of IQ1 / IQ2 / IQ3 files: __dp4a per pair, codes GEMMs
     ] as const) {
       const upload = (name: string, type: GGMLType, shape: number[], seed: number) => {
         const data = weightBytes(type, normals(shape[0]! * shape[1]! * shape[2]!, seed, 0.1), seed + 100);
@@ -1329,8 +1334,8 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     expect(() => backend.attention(backend.allocate(64), backend.allocate(64), view, { rows: 1, heads: 1, kvHeads: 1, headDim: 64, scale: 1 })).toThrow(
       /sequence 0 block 0 is 2, outside the storage's 2 blocks/,
     );
-    const bad = new Uint8Array(66 * 4);
-    expect(() => backend.uploadWeight(tensorInfo("w", GGMLType.IQ2_XXS, [256, 4], bad), bad)).toThrow(/iq2_xxs/);
+    const bad = new Uint8Array(54 * 4);
+    expect(() => backend.uploadWeight(tensorInfo("w", GGMLType.TQ1_0, [256, 4], bad), bad)).toThrow(/tq1_0/);
     backend.synchronize(); // nothing faulted on the device
   });
 
