@@ -7,6 +7,10 @@
 
 #include "cpu-internal.h"
 
+/* (each file that includes the grids uses only some of them) */
+#define MEMRA_IQ_TABLE static const __attribute__((unused))
+#include "../common/iq-grids.h"
+
 #define QK_K 256
 
 static inline uint32_t f32_bits(float f) {
@@ -74,7 +78,8 @@ int64_t memra_dequantize_block_size(int type) {
         case MEMRA_TYPE_Q4_0: case MEMRA_TYPE_Q4_1: case MEMRA_TYPE_Q5_0: case MEMRA_TYPE_Q5_1: case MEMRA_TYPE_Q8_0:
         case MEMRA_TYPE_IQ4_NL: return 32;
         case MEMRA_TYPE_Q2_K: case MEMRA_TYPE_Q3_K: case MEMRA_TYPE_Q4_K: case MEMRA_TYPE_Q5_K: case MEMRA_TYPE_Q6_K:
-        case MEMRA_TYPE_IQ4_XS: return QK_K;
+        case MEMRA_TYPE_IQ4_XS: case MEMRA_TYPE_IQ2_XXS: case MEMRA_TYPE_IQ2_XS: case MEMRA_TYPE_IQ2_S: case MEMRA_TYPE_IQ3_XXS:
+        case MEMRA_TYPE_IQ3_S: case MEMRA_TYPE_IQ1_S: case MEMRA_TYPE_IQ1_M: return QK_K;
         default: return 0;
     }
 }
@@ -95,6 +100,13 @@ size_t memra_dequantize_block_bytes(int type) {
         case MEMRA_TYPE_Q5_K: return 176;
         case MEMRA_TYPE_Q6_K: return 210;
         case MEMRA_TYPE_IQ4_XS: return 136;
+        case MEMRA_TYPE_IQ2_XXS: return 66;
+        case MEMRA_TYPE_IQ2_XS: return 74;
+        case MEMRA_TYPE_IQ2_S: return 82;
+        case MEMRA_TYPE_IQ3_XXS: return 98;
+        case MEMRA_TYPE_IQ3_S: return 110;
+        case MEMRA_TYPE_IQ1_S: return 50;
+        case MEMRA_TYPE_IQ1_M: return 56;
         default: return 0;
     }
 }
@@ -316,6 +328,126 @@ static void dequantize_iq4_xs(const uint8_t * x, float * y, int64_t blocks) {
     }
 }
 
+/* ---- i-quants (layouts: quant-dot.c). Each group of 8 values is a grid entry of magnitudes with 8 sign
+ * bits (iq2, iq3: 4 values per entry), or of g in {-1, 0, 1} plus a delta of +-1/8 (iq1). The float
+ * expressions are ggml's, operation for operation. */
+
+static inline uint32_t u32_at(const uint8_t * p) {
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline uint16_t u16_at(const uint8_t * p) {
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+/* y[j] = db * magnitude j * (sign bit j ? -1 : 1) for the 8 bytes of `grid` */
+static inline void put8_signed(float * y, float db, uint64_t grid, unsigned signs) {
+    for (int j = 0; j < 8; j++) y[j] = db * (float)((grid >> (8 * j)) & 255) * ((signs >> j) & 1 ? -1.f : 1.f);
+}
+
+static void dequantize_iq2_xxs(const uint8_t * x, float * y, int64_t blocks) {
+    for (int64_t i = 0; i < blocks; i++, x += 66) {
+        const float d = half_at(x);
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const uint8_t * q = x + 2 + 8 * ib;
+            const uint32_t aux = u32_at(q + 4);
+            const float db = d * (0.5f + (aux >> 28)) * 0.25f;
+            for (int l = 0; l < 4; l++, y += 8) put8_signed(y, db, memra_iq2xxs_grid[q[l]], memra_ksigns_iq2xs[(aux >> (7 * l)) & 127]);
+        }
+    }
+}
+
+static void dequantize_iq2_xs(const uint8_t * x, float * y, int64_t blocks) {
+    for (int64_t i = 0; i < blocks; i++, x += 74) {
+        const float d = half_at(x);
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const float db[2] = { d * (0.5f + (x[66 + ib] & 0xf)) * 0.25f, d * (0.5f + (x[66 + ib] >> 4)) * 0.25f };
+            for (int l = 0; l < 4; l++, y += 8) {
+                const uint16_t q = u16_at(x + 2 + 8 * ib + 2 * l);
+                put8_signed(y, db[l / 2], memra_iq2xs_grid[q & 511], memra_ksigns_iq2xs[q >> 9]);
+            }
+        }
+    }
+}
+
+static void dequantize_iq2_s(const uint8_t * x, float * y, int64_t blocks) {
+    for (int64_t i = 0; i < blocks; i++, x += 82) {
+        const float d = half_at(x);
+        const uint8_t * qs = x + 2, * signs = x + 34, * qh = x + 66, * scales = x + 74;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const float db[2] = { d * (0.5f + (scales[ib] & 0xf)) * 0.25f, d * (0.5f + (scales[ib] >> 4)) * 0.25f };
+            for (int l = 0; l < 4; l++, y += 8) {
+                put8_signed(y, db[l / 2], memra_iq2s_grid[qs[4 * ib + l] | ((qh[ib] << (8 - 2 * l)) & 0x300)], signs[4 * ib + l]);
+            }
+        }
+    }
+}
+
+static void dequantize_iq3_xxs(const uint8_t * x, float * y, int64_t blocks) {
+    for (int64_t i = 0; i < blocks; i++, x += 98) {
+        const float d = half_at(x);
+        const uint8_t * qs = x + 2;
+        for (int ib = 0; ib < QK_K / 32; ib++, qs += 8) {
+            const uint32_t aux = u32_at(x + 66 + 4 * ib);
+            const float db = d * (0.5f + (aux >> 28)) * 0.5f;
+            for (int l = 0; l < 4; l++, y += 8) {
+                const uint64_t grid = memra_iq3xxs_grid[qs[2 * l]] | (uint64_t)memra_iq3xxs_grid[qs[2 * l + 1]] << 32;
+                put8_signed(y, db, grid, memra_ksigns_iq2xs[(aux >> (7 * l)) & 127]);
+            }
+        }
+    }
+}
+
+static void dequantize_iq3_s(const uint8_t * x, float * y, int64_t blocks) {
+    for (int64_t i = 0; i < blocks; i++, x += 110) {
+        const float d = half_at(x);
+        const uint8_t * qs = x + 2, * qh = x + 66, * signs = x + 74, * scales = x + 106;
+        for (int ib = 0; ib < QK_K / 32; ib++, qs += 8) {
+            const float db = d * (1 + 2 * ((scales[ib / 2] >> (4 * (ib % 2))) & 0xf));
+            for (int l = 0; l < 4; l++, y += 8) {
+                const uint64_t grid = memra_iq3s_grid[qs[2 * l] | ((qh[ib] << (8 - 2 * l)) & 256)] |
+                                      (uint64_t)memra_iq3s_grid[qs[2 * l + 1] | ((qh[ib] << (7 - 2 * l)) & 256)] << 32;
+                put8_signed(y, db, grid, signs[4 * ib + l]);
+            }
+        }
+    }
+}
+
+/* y[j] = dl * (g_j + delta), g_j the int8 bytes of an iq1s_grid entry */
+static inline void put8_iq1(float * y, float dl, uint64_t grid, float delta) {
+    for (int j = 0; j < 8; j++) y[j] = dl * ((int8_t)(uint8_t)(grid >> (8 * j)) + delta);
+}
+
+static void dequantize_iq1_s(const uint8_t * x, float * y, int64_t blocks) {
+    for (int64_t i = 0; i < blocks; i++, x += 50) {
+        const float d = half_at(x);
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const uint16_t qh = u16_at(x + 34 + 2 * ib);
+            const float dl = d * (2 * ((qh >> 12) & 7) + 1);
+            const float delta = qh & 0x8000 ? -MEMRA_IQ1_DELTA : MEMRA_IQ1_DELTA;
+            for (int l = 0; l < 4; l++, y += 8) put8_iq1(y, dl, memra_iq1s_grid[x[2 + 4 * ib + l] | (((qh >> (3 * l)) & 7) << 8)], delta);
+        }
+    }
+}
+
+static void dequantize_iq1_m(const uint8_t * x, float * y, int64_t blocks) {
+    for (int64_t i = 0; i < blocks; i++, x += 56) {
+        const uint16_t sc[4] = { u16_at(x + 48), u16_at(x + 50), u16_at(x + 52), u16_at(x + 54) };
+        const float d = memra_f16_to_f32((uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000)));
+        const uint8_t * qs = x, * qh = x + 32;
+        for (int ib = 0; ib < QK_K / 32; ib++, qs += 4, qh += 2) {
+            const float dl1 = d * (2 * ((sc[ib / 2] >> (6 * (ib % 2) + 0)) & 0x7) + 1);
+            const float dl2 = d * (2 * ((sc[ib / 2] >> (6 * (ib % 2) + 3)) & 0x7) + 1);
+            for (int l = 0; l < 4; l++, y += 8) {
+                const unsigned h = qh[l / 2] >> (4 * (l % 2));
+                put8_iq1(y, l < 2 ? dl1 : dl2, memra_iq1s_grid[qs[l] | ((h & 7) << 8)], h & 8 ? -MEMRA_IQ1_DELTA : MEMRA_IQ1_DELTA);
+            }
+        }
+    }
+}
+
 void memra_dequantize_row(int type, const void * source, float * y, int64_t n) {
     const uint8_t * x = source;
     switch (type) {
@@ -338,6 +470,13 @@ void memra_dequantize_row(int type, const void * source, float * y, int64_t n) {
         case MEMRA_TYPE_Q5_K: dequantize_q5_K(x, y, n / QK_K); return;
         case MEMRA_TYPE_Q6_K: dequantize_q6_K(x, y, n / QK_K); return;
         case MEMRA_TYPE_IQ4_XS: dequantize_iq4_xs(x, y, n / QK_K); return;
+        case MEMRA_TYPE_IQ2_XXS: dequantize_iq2_xxs(x, y, n / QK_K); return;
+        case MEMRA_TYPE_IQ2_XS: dequantize_iq2_xs(x, y, n / QK_K); return;
+        case MEMRA_TYPE_IQ2_S: dequantize_iq2_s(x, y, n / QK_K); return;
+        case MEMRA_TYPE_IQ3_XXS: dequantize_iq3_xxs(x, y, n / QK_K); return;
+        case MEMRA_TYPE_IQ3_S: dequantize_iq3_s(x, y, n / QK_K); return;
+        case MEMRA_TYPE_IQ1_S: dequantize_iq1_s(x, y, n / QK_K); return;
+        case MEMRA_TYPE_IQ1_M: dequantize_iq1_m(x, y, n / QK_K); return;
         default: return;
     }
 }

@@ -9,6 +9,9 @@
  * activations stay in L2; with fewer (decode) it walks the weight rows one by one. Tiles are the
  * thread pool's chunks (claimed in order by whichever worker is free); consecutive tiles share a
  * weight block, so a block is read from memory about once while the workers cover its row tiles.
+ * The types whose decoding costs more than the products (the i-quants below iq4, memra_dot_decoded_bytes)
+ * decode each group of four weight rows once per tile into a per-thread buffer and multiply that with
+ * every activation row of the tile (the same bits as memra_dot_rows4).
  */
 #include "cpu-internal.h"
 #include "gemm.h"
@@ -51,7 +54,8 @@ typedef struct {
     /* 1: activations are in the GEMM kernels' packed layout and tiles run memra_gemm_tile. */
     int gemm;
     /* When > 0: per-thread buffers (this many bytes each, at `unpacked`) into which a tile unpacks
-     * each group of four weight rows once for all its activation rows (memra_gemm_unpack). */
+     * each group of four weight rows once for all its activation rows (memra_gemm_unpack; without
+     * GEMM kernels, memra_dot_decode_rows4). */
     size_t unpacked_bytes;
     uint8_t * unpacked;
 } matmul_job;
@@ -122,11 +126,17 @@ static void multiply_tile(const matmul_job * job, int64_t tile, int thread_index
      * which the hardware prefetchers follow better than four interleaved ones (measured ~15% faster
      * for a memory-bound matrix-vector product). */
     if (job->rows < ROWS4_MIN_ROWS) o = o_end;
+    uint8_t * decoded = job->unpacked_bytes ? job->unpacked + (size_t)thread_index * job->unpacked_bytes : NULL;
     for (; o + 4 <= o_end; o += 4) {
         const uint8_t * w = job->weight + (size_t)o * wrb;
+        if (decoded) memra_dot_decode_rows4(job->type, job->n_in, w, wrb, decoded);
         for (int64_t r = r_begin; r < r_end; r++) {
             float sums[4];
-            memra_dot_rows4(job->type, job->n_in, w, wrb, job->converted + (size_t)r * crb, sums);
+            if (decoded) {
+                memra_dot_decoded_rows4(job->type, job->n_in, decoded, job->converted + (size_t)r * crb, sums);
+            } else {
+                memra_dot_rows4(job->type, job->n_in, w, wrb, job->converted + (size_t)r * crb, sums);
+            }
             float * y = job->out + r * n_out + o;
             y[0] = sums[0];
             y[1] = sums[1];
@@ -160,9 +170,11 @@ static size_t unpacked_offset(size_t activation_bytes) {
     return (activation_bytes + 63) / 64 * 64;
 }
 
-/* Bytes of each thread's unpacked-weight buffer (0: the tiles read the weight rows directly). */
+/* Bytes of each thread's unpacked-weight buffer (0: the tiles read the weight rows directly): the GEMM
+ * kernels' unpacked rows, or without them the decoded rows of the four-row tiles (64-byte multiples). */
 static size_t unpacked_bytes(const memra_cpu * cpu, int type, int64_t rows, int64_t n_in) {
-    return memra_matmul_packed_row_bytes(cpu, type, rows, n_in) != 0 && rows >= UNPACK_MIN_ROWS ? memra_gemm_unpacked_bytes(type, n_in) : 0;
+    if (memra_matmul_packed_row_bytes(cpu, type, rows, n_in) != 0) return rows >= UNPACK_MIN_ROWS ? memra_gemm_unpacked_bytes(type, n_in) : 0;
+    return rows >= ROWS4_MIN_ROWS ? (memra_dot_decoded_bytes(type, n_in) + 63) / 64 * 64 : 0;
 }
 
 size_t memra_matmul_scratch_bytes(const memra_cpu * cpu, int type, int64_t rows, int64_t n_in, size_t activation_bytes) {
@@ -201,10 +213,12 @@ void memra_matmul(memra_cpu * cpu, float * out, const float * x, int64_t rows, i
         job.converted = (const uint8_t *)x;
         job.converted_row_bytes = (size_t)n_in * sizeof(float);
     } else {
-        /* The caller reserved rows * converted_row_bytes (exports.c). */
+        /* The caller reserved rows * converted_row_bytes, then the decoded-row buffers (exports.c). */
         job.converted_row_bytes = memra_row_bytes(activation_type, n_in);
         job.converted_out = cpu->converted;
         job.converted = cpu->converted;
+        job.unpacked_bytes = unpacked_bytes(cpu, type, rows, n_in);
+        job.unpacked = (uint8_t *)cpu->converted + unpacked_offset((size_t)rows * job.converted_row_bytes);
         memra_run_chunks(cpu->pool, rows > ROWS_PER_CONVERSION && threads > 1, convert_rows, &job, memra_chunk_count(rows, ROWS_PER_CONVERSION));
     }
 

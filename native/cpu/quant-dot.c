@@ -5,7 +5,8 @@
  *   1. byte access, f16/bf16 conversion, rounding helpers
  *   2. type table (block sizes, row bytes, activation types)
  *   3. scalar activation conversion (the definition of the roundings; SIMD paths reproduce it bit for bit)
- *   4. scalar dot products, one function per block ("blk_*"): the per-block formula of ggml
+ *   4. scalar dot products, one function per block ("blk_*"): the per-block formula of ggml; the
+ *      i-quants' decoders and the decoded-rows route of matrix-matrix products
  *   5. x86 AVX2 (+FMA, F16C) kernels
  *   6. x86 AVX-512 (F, BW, VL, DQ, VNNI) kernels
  *   6b. ARM NEON (AArch64) kernels, baseline and with the dotprod extension
@@ -25,6 +26,13 @@
  * bytes instead (see section 6b). All integer sums are exact, so every path differs from ggml's per-block
  * formula only in the order of the float additions.
  *
+ * The i-quants below iq4 (iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s) index lookup tables
+ * (../common/iq-grids.h): each group of 8 (iq3: 4) values is a grid entry of unsigned magnitudes, loaded
+ * one by one, with 8 sign bits that negate the activations instead; see section 4 for iq1's delta.
+ * Decoding costs more than the products there, so matrix-matrix products decode four weight rows once
+ * for all activation rows (memra_dot_decode_rows4). There are x86 kernels for them; on NEON they run
+ * the scalar kernels (kernel_for).
+ *
  * Each multi-row kernel ("rows4") runs exactly the per-row instruction sequence of the one-row kernel,
  * so memra_dot_rows4 returns bit for bit what four memra_dot_row calls return on the same path. The
  * SIMD rows4 kernels also prefetch the next four rows (see prefetch_next_rows).
@@ -36,6 +44,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* (each file that includes the grids uses only some of them) */
+#define MEMRA_IQ_TABLE static const __attribute__((unused))
+#include "../common/iq-grids.h"
+
 /* ============================================================================================== */
 /* 1. Byte access and number formats                                                              */
 /* ============================================================================================== */
@@ -44,6 +56,7 @@
 static inline uint16_t ld_u16(const uint8_t * p) { uint16_t v; memcpy(&v, p, 2); return v; }
 static inline int16_t  ld_i16(const uint8_t * p) { int16_t v;  memcpy(&v, p, 2); return v; }
 static inline uint32_t ld_u32(const uint8_t * p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint64_t ld_u64(const uint8_t * p) { uint64_t v; memcpy(&v, p, 8); return v; }
 static inline float    ld_f32(const uint8_t * p) { float v;    memcpy(&v, p, 4); return v; }
 static inline void st_u16(uint8_t * p, uint16_t v) { memcpy(p, &v, 2); }
 static inline void st_f32(uint8_t * p, float v)    { memcpy(p, &v, 4); }
@@ -132,11 +145,22 @@ static inline int8_t sat_i8(float v) {
  *   q6_K  210 B /256: ql[128] | qh[64] | scales[16] int8 | d f16
  *   iq4_xs 136 B/256: d f16 | scales_h u16 | scales_l[4] | qs[128]
  *   q8_K  292 B /256: d f32 | qs[256] int8 | bsums[16] int16 (sum of each 16 qs)
+ * The i-quants (256 values; groups of 8 values are entries of the grids of ../common/iq-grids.h):
+ *   iq2_xxs  66 B: d f16 | 8 x (4 grid bytes | u32: 4 x 7 sign bits, 4-bit scale at bit 28)
+ *   iq2_xs   74 B: d f16 | qs[32] u16 (9-bit grid index, 7 sign bits) | scales[8] (a nibble per 16 values)
+ *   iq2_s    82 B: d f16 | qs[32] (grid index low 8 bits) | signs[32] | qh[8] (2 bits per index) | scales[8]
+ *   iq3_xxs  98 B: d f16 | qs[64] (grid of 4 values) | 8 x u32 (4 x 7 sign bits, 4-bit scale at bit 28)
+ *   iq3_s   110 B: d f16 | qs[64] (grid of 4, low 8 bits) | qh[8] (9th bits) | signs[32] | scales[4] (nibbles)
+ *   iq1_s    50 B: d f16 | qs[32] (grid index low 8 bits) | qh[8] u16 (3 x 3 index bits, 3-bit scale, delta sign)
+ *   iq1_m    56 B: qs[32] | qh[16] (3 index bits + delta sign per 8 values) | scales 4 x u16 (3-bit scales
+ *                  per 16 values; the block's f16 d in the top nibbles)
  * The per-type sections below describe where each value's bits are. */
 enum {
     Q4_0_BYTES = 18, Q4_1_BYTES = 20, Q5_0_BYTES = 22, Q5_1_BYTES = 24, Q8_0_BYTES = 34, Q8_1_BYTES = 36,
     IQ4_NL_BYTES = 18, Q2_K_BYTES = 84, Q3_K_BYTES = 110, Q4_K_BYTES = 144, Q5_K_BYTES = 176,
     Q6_K_BYTES = 210, IQ4_XS_BYTES = 136, Q8_K_BYTES = 292,
+    IQ2_XXS_BYTES = 66, IQ2_XS_BYTES = 74, IQ2_S_BYTES = 82, IQ3_XXS_BYTES = 98, IQ3_S_BYTES = 110,
+    IQ1_S_BYTES = 50, IQ1_M_BYTES = 56,
 };
 /* q8_K field offsets */
 enum { Q8K_QS = 4, Q8K_BSUMS = 260 };
@@ -151,6 +175,8 @@ static int block_values(int type) {
     case MEMRA_TYPE_Q8_0: case MEMRA_TYPE_Q8_1: case MEMRA_TYPE_IQ4_NL: return 32;
     case MEMRA_TYPE_Q2_K: case MEMRA_TYPE_Q3_K: case MEMRA_TYPE_Q4_K: case MEMRA_TYPE_Q5_K:
     case MEMRA_TYPE_Q6_K: case MEMRA_TYPE_Q8_K: case MEMRA_TYPE_IQ4_XS: return 256;
+    case MEMRA_TYPE_IQ2_XXS: case MEMRA_TYPE_IQ2_XS: case MEMRA_TYPE_IQ2_S: case MEMRA_TYPE_IQ3_XXS:
+    case MEMRA_TYPE_IQ3_S: case MEMRA_TYPE_IQ1_S: case MEMRA_TYPE_IQ1_M: return 256;
     default: return 0;
     }
 }
@@ -173,6 +199,13 @@ static int block_bytes(int type) {
     case MEMRA_TYPE_Q6_K: return Q6_K_BYTES;
     case MEMRA_TYPE_Q8_K: return Q8_K_BYTES;
     case MEMRA_TYPE_IQ4_XS: return IQ4_XS_BYTES;
+    case MEMRA_TYPE_IQ2_XXS: return IQ2_XXS_BYTES;
+    case MEMRA_TYPE_IQ2_XS: return IQ2_XS_BYTES;
+    case MEMRA_TYPE_IQ2_S: return IQ2_S_BYTES;
+    case MEMRA_TYPE_IQ3_XXS: return IQ3_XXS_BYTES;
+    case MEMRA_TYPE_IQ3_S: return IQ3_S_BYTES;
+    case MEMRA_TYPE_IQ1_S: return IQ1_S_BYTES;
+    case MEMRA_TYPE_IQ1_M: return IQ1_M_BYTES;
     default: return 0;
     }
 }
@@ -188,7 +221,9 @@ int memra_dot_activation_type(int type) {
     case MEMRA_TYPE_Q4_0: case MEMRA_TYPE_Q5_0: case MEMRA_TYPE_Q8_0: case MEMRA_TYPE_IQ4_NL: return MEMRA_TYPE_Q8_0;
     case MEMRA_TYPE_Q4_1: case MEMRA_TYPE_Q5_1: return MEMRA_TYPE_Q8_1;
     case MEMRA_TYPE_Q2_K: case MEMRA_TYPE_Q3_K: case MEMRA_TYPE_Q4_K: case MEMRA_TYPE_Q5_K:
-    case MEMRA_TYPE_Q6_K: case MEMRA_TYPE_IQ4_XS: return MEMRA_TYPE_Q8_K;
+    case MEMRA_TYPE_Q6_K: case MEMRA_TYPE_IQ4_XS: case MEMRA_TYPE_IQ2_XXS: case MEMRA_TYPE_IQ2_XS:
+    case MEMRA_TYPE_IQ2_S: case MEMRA_TYPE_IQ3_XXS: case MEMRA_TYPE_IQ3_S: case MEMRA_TYPE_IQ1_S:
+    case MEMRA_TYPE_IQ1_M: return MEMRA_TYPE_Q8_K;
     case MEMRA_TYPE_F16: return MEMRA_TYPE_F16;
     case MEMRA_TYPE_BF16: return MEMRA_TYPE_BF16;
     case MEMRA_TYPE_F32: return MEMRA_TYPE_F32;
@@ -511,6 +546,181 @@ static inline float blk_iq4_xs(const uint8_t * x, const uint8_t * y) {
     return fp16_at(x) * ld_f32(y) * (float)isum;
 }
 
+/* --- i-quants (256 values, q8_K activations) ---
+ * Each group of 8 values is a grid entry (iq-grids.h) of magnitudes with 8 sign bits (iq2_*, iq3_*), or
+ * of values g in {-1, 0, 1} plus a shared delta +-1/8 (iq1_*); the integer scales are 2*code + 1, per 16
+ * or 32 values. As ggml: d_w * d_a * sum(scale * sum(value * a)) per super-block, the constant factor
+ * (1/8 for iq2_*, 1/4 for iq3_xxs, 1 for iq3_s) applied to the row's sum. iq1: value + delta/8 is
+ * u/8 - 9/8 with the unsigned code u = 8*(g + 1) + (delta > 0 ? 2 : 0) (0..18), so the block's integer
+ * sum(scale * (sum(u * a) - 9 * bsum)) is 8 * ggml's sumi + its delta sum sumi1, which the activation's
+ * bsums give (sub-blocks of 16): multiplied by 1/8, the value of ggml's sumi + 1/8 * sumi1, rounded once. */
+
+/* ksigns: 7 sign bits -> 8 with even parity */
+#define IQ_SIGNS(bits7) memra_ksigns_iq2xs[(bits7) & 127]
+
+/* (Both below work on the 8 bytes at once, in one 64-bit word.) */
+
+/* 8 signed values from 8 grid magnitudes (< 128) and their sign bits (bit j set: value j negative):
+ * the sign bits spread to 0xff bytes m, then (g ^ m) + (m & 1) per byte, which never carries. */
+static inline void iq_put8(int8_t * v, uint64_t grid, unsigned signs) {
+    const uint64_t bits = ((signs & 255u) * 0x0101010101010101ULL) & 0x8040201008040201ULL; /* byte j: bit j or 0 */
+    const uint64_t m = (((bits + 0x7f7f7f7f7f7f7f7fULL) | bits) & 0x8080808080808080ULL) >> 7;  /* byte j: 1 if set */
+    const uint64_t x = (grid ^ (m * 255u)) + m;
+    memcpy(v, &x, 8);
+}
+
+/* 8 iq1 codes u = 8*(g+1) + (delta > 0 ? 2 : 0) from a grid entry of int8 g in {-1, 0, 1}: g + 1 per
+ * byte without carries (the low 7 bits added, the top bit flipped back), then at most 18 per byte. */
+static inline void iq1_put8(uint8_t * u, uint64_t grid, int delta_negative) {
+    const uint64_t g1 = ((grid & 0x7f7f7f7f7f7f7f7fULL) + 0x0101010101010101ULL) ^ (grid & 0x8080808080808080ULL);
+    const uint64_t x = (g1 << 3) + (delta_negative ? 0 : 0x0202020202020202ULL);
+    memcpy(u, &x, 8);
+}
+
+/* sum over the 16 groups of 16 values: scale * sum(v * a) */
+static inline int iq_isum(const int8_t * v, const uint8_t * ls, const int8_t * q8) {
+    int isum = 0;
+    for (int g = 0; g < 16; g++) isum += ls[g] * dot_i8_i8(v + 16 * g, q8 + 16 * g, 16);
+    return isum;
+}
+
+/* iq1: sum over the 16 groups of 16 values: scale * (sum(u * a) - 9 * bsum) */
+static inline int iq1_isum(const uint8_t * u, const uint8_t * ls, const uint8_t * y) {
+    const int8_t * q8 = (const int8_t *)(y + Q8K_QS);
+    int isum = 0;
+    for (int g = 0; g < 16; g++) isum += ls[g] * (dot_u8_i8(u + 16 * g, q8 + 16 * g, 16) - 9 * bsum_at(y, g));
+    return isum;
+}
+
+/* iq1_m's f16 d: the top nibbles of its four u16 scale words. */
+static inline uint16_t iq1m_d_bits(const uint8_t * sc) {
+    return (uint16_t)((ld_u16(sc) >> 12) | ((ld_u16(sc + 2) >> 8) & 0x00f0) | ((ld_u16(sc + 4) >> 4) & 0x0f00) | (ld_u16(sc + 6) & 0xf000));
+}
+
+/* Each type's block decoder: v (int8 values; iq1: the unsigned codes u), the 16 scales and the block's d. */
+
+/* iq2_xxs: sub-block ib (32 values) is 8 bytes at 2 + 8ib: 4 grid indices (iq2xxs_grid), then a u32 with
+ * the 7 sign bits of group l at bit 7l and the scale code at bit 28. */
+static inline float dec_iq2_xxs(const uint8_t * x, uint8_t * v, uint8_t * ls) {
+    for (int ib = 0; ib < 8; ib++) {
+        const uint8_t * q = x + 2 + 8 * ib;
+        const uint32_t a = ld_u32(q + 4);
+        for (int l = 0; l < 4; l++) iq_put8((int8_t *)v + 32 * ib + 8 * l, memra_iq2xxs_grid[q[l]], IQ_SIGNS(a >> (7 * l)));
+        ls[2 * ib] = ls[2 * ib + 1] = (uint8_t)(2 * (a >> 28) + 1);
+    }
+    return fp16_at(x);
+}
+
+/* iq2_xs: group g (8 values) is the u16 at 2 + 2g: grid index (iq2xs_grid) in bits 0..8, sign bits above;
+ * scale codes are the nibbles of the bytes at 66 (low nibble first), one per 16 values. */
+static inline float dec_iq2_xs(const uint8_t * x, uint8_t * v, uint8_t * ls) {
+    for (int g = 0; g < 32; g++) {
+        const unsigned q = ld_u16(x + 2 + 2 * g);
+        iq_put8((int8_t *)v + 8 * g, memra_iq2xs_grid[q & 511], IQ_SIGNS(q >> 9));
+    }
+    for (int ib = 0; ib < 8; ib++) {
+        ls[2 * ib] = (uint8_t)(2 * (x[66 + ib] & 15) + 1);
+        ls[2 * ib + 1] = (uint8_t)(2 * (x[66 + ib] >> 4) + 1);
+    }
+    return fp16_at(x);
+}
+
+/* iq2_s: group g: grid index (iq2s_grid) qs[g] | bits 2(g%4).. of qh[g/4] << 8, sign byte signs[g];
+ * scale nibbles as iq2_xs. (qs at 2, signs at 34, qh at 66, scales at 74) */
+static inline float dec_iq2_s(const uint8_t * x, uint8_t * v, uint8_t * ls) {
+    for (int ib = 0; ib < 8; ib++) {
+        const unsigned h = x[66 + ib];
+        for (int l = 0; l < 4; l++) {
+            const int g = 4 * ib + l;
+            iq_put8((int8_t *)v + 8 * g, memra_iq2s_grid[x[2 + g] | ((h >> (2 * l)) & 3u) << 8], x[34 + g]);
+        }
+    }
+    for (int ib = 0; ib < 8; ib++) {
+        ls[2 * ib] = (uint8_t)(2 * (x[74 + ib] & 15) + 1);
+        ls[2 * ib + 1] = (uint8_t)(2 * (x[74 + ib] >> 4) + 1);
+    }
+    return fp16_at(x);
+}
+
+/* iq3_xxs: value group k (4 values) is iq3xxs_grid[qs[k]] (qs at 2); sub-block ib's u32 at 66 + 4ib holds
+ * the 7 sign bits of its groups of 8 at bit 7l and the scale code at bit 28. */
+static inline float dec_iq3_xxs(const uint8_t * x, uint8_t * v, uint8_t * ls) {
+    for (int ib = 0; ib < 8; ib++) {
+        const uint32_t a = ld_u32(x + 66 + 4 * ib);
+        const uint8_t * q = x + 2 + 8 * ib;
+        for (int l = 0; l < 4; l++) {
+            const uint64_t grid = memra_iq3xxs_grid[q[2 * l]] | (uint64_t)memra_iq3xxs_grid[q[2 * l + 1]] << 32;
+            iq_put8((int8_t *)v + 32 * ib + 8 * l, grid, IQ_SIGNS(a >> (7 * l)));
+        }
+        ls[2 * ib] = ls[2 * ib + 1] = (uint8_t)(2 * (a >> 28) + 1);
+    }
+    return fp16_at(x);
+}
+
+/* iq3_s: group k (4 values) is iq3s_grid[qs[k] | (bit k%8 of qh[k/8]) << 8]; sign byte signs[g] per 8
+ * values; a scale nibble per 32 (low nibble first). (qs at 2, qh at 66, signs at 74, scales at 106) */
+static inline float dec_iq3_s(const uint8_t * x, uint8_t * v, uint8_t * ls) {
+    for (int ib = 0; ib < 8; ib++) {
+        const unsigned qh = x[66 + ib];
+        for (int l = 0; l < 4; l++) {
+            const int g = 4 * ib + l;
+            const uint32_t g0 = memra_iq3s_grid[x[2 + 2 * g] | ((qh >> (2 * l)) & 1u) << 8];
+            const uint32_t g1 = memra_iq3s_grid[x[3 + 2 * g] | ((qh >> (2 * l + 1)) & 1u) << 8];
+            iq_put8((int8_t *)v + 8 * g, g0 | (uint64_t)g1 << 32, x[74 + g]);
+        }
+    }
+    for (int ib = 0; ib < 8; ib++) ls[2 * ib] = ls[2 * ib + 1] = (uint8_t)(2 * ((x[106 + ib / 2] >> (4 * (ib % 2))) & 15) + 1);
+    return fp16_at(x);
+}
+
+/* iq1_s: sub-block ib's u16 qh at 34 + 2ib: group l's grid index (iq1s_grid) is qs[4ib+l] | ((qh >> 3l) & 7) << 8,
+ * the scale code is bits 12..14, the delta is negative when bit 15 is set. */
+static inline float dec_iq1_s(const uint8_t * x, uint8_t * u, uint8_t * ls) {
+    for (int ib = 0; ib < 8; ib++) {
+        const unsigned qh = ld_u16(x + 34 + 2 * ib);
+        for (int l = 0; l < 4; l++) iq1_put8(u + 32 * ib + 8 * l, memra_iq1s_grid[x[2 + 4 * ib + l] | ((qh >> (3 * l)) & 7u) << 8], qh >> 15);
+        ls[2 * ib] = ls[2 * ib + 1] = (uint8_t)(2 * ((qh >> 12) & 7) + 1);
+    }
+    return fp16_at(x);
+}
+
+/* iq1_m: group g's byte qh[g/2] at 32 holds (low nibble for even g, high for odd) 3 grid index bits over
+ * qs[g] and the delta sign (bit 3); the 3-bit scale of 16 values j is bits 3j%12.. of u16 scales[j/4] at 48. */
+static inline float dec_iq1_m(const uint8_t * x, uint8_t * u, uint8_t * ls) {
+    for (int ib = 0; ib < 8; ib++) {
+        const unsigned qh = ld_u16(x + 32 + 2 * ib);
+        for (int l = 0; l < 4; l++) {
+            const unsigned h = qh >> (4 * l);
+            iq1_put8(u + 32 * ib + 8 * l, memra_iq1s_grid[x[4 * ib + l] | (h & 7u) << 8], (h >> 3) & 1);
+        }
+    }
+    for (int k = 0; k < 4; k++) {
+        const unsigned sc = ld_u16(x + 48 + 2 * k);
+        for (int j = 0; j < 4; j++) ls[4 * k + j] = (uint8_t)(2 * ((sc >> (3 * j)) & 7) + 1);
+    }
+    return f16_to_f32(iq1m_d_bits(x + 48));
+}
+
+/* One decoded block with its q8_K activations: d_w * d_a * isum (iq1: times 1/8, see above). */
+static inline float iq_block_dot(const int iq1, const uint8_t * v, const uint8_t * ls, float d, const uint8_t * y) {
+    if (iq1) return d * ld_f32(y) * (0.125f * (float)iq1_isum(v, ls, y));
+    return d * ld_f32(y) * (float)iq_isum((const int8_t *)v, ls, (const int8_t *)(y + Q8K_QS));
+}
+
+#define IQ_BLOCK(name, iq1)                                                                           \
+    static inline float blk_##name(const uint8_t * x, const uint8_t * y) {                            \
+        uint8_t v[256], ls[16];                                                                       \
+        const float d = dec_##name(x, v, ls);                                                         \
+        return iq_block_dot(iq1, v, ls, d, y);                                                        \
+    }
+IQ_BLOCK(iq2_xxs, 0)
+IQ_BLOCK(iq2_xs, 0)
+IQ_BLOCK(iq2_s, 0)
+IQ_BLOCK(iq3_xxs, 0)
+IQ_BLOCK(iq3_s, 0)
+IQ_BLOCK(iq1_s, 1)
+IQ_BLOCK(iq1_m, 1)
+
 /* --- row kernels --- */
 
 /* Kernel signature shared by every path: `nr` (1 or 4) rows `stride` bytes apart, results in out[0..nr). */
@@ -542,6 +752,62 @@ SCALAR_BLOCK_ROWS(q4_K, Q4_K_BYTES, Q8_K_BYTES, 256)
 SCALAR_BLOCK_ROWS(q5_K, Q5_K_BYTES, Q8_K_BYTES, 256)
 SCALAR_BLOCK_ROWS(q6_K, Q6_K_BYTES, Q8_K_BYTES, 256)
 SCALAR_BLOCK_ROWS(iq4_xs, IQ4_XS_BYTES, Q8_K_BYTES, 256)
+
+/* The i-quants: the row's sum times the type's constant factor (see blk_iq2_xxs). */
+#define SCALAR_IQ_ROWS(name, wbytes, factor)                                                          \
+    static void name##_rows1_scalar(int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) { \
+        (void)stride;                                                                                 \
+        float sum = 0.0f;                                                                             \
+        for (int64_t ib = 0; ib < n / 256; ib++) sum += blk_##name(w + ib * (wbytes), a + ib * Q8_K_BYTES); \
+        out[0] = (factor) * sum;                                                                      \
+    }                                                                                                 \
+    static void name##_rows4_scalar(int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) { \
+        for (int r = 0; r < 4; r++) name##_rows1_scalar(n, w + r * stride, 0, a, out + r);          \
+    }
+
+SCALAR_IQ_ROWS(iq2_xxs, IQ2_XXS_BYTES, 0.125f)
+SCALAR_IQ_ROWS(iq2_xs, IQ2_XS_BYTES, 0.125f)
+SCALAR_IQ_ROWS(iq2_s, IQ2_S_BYTES, 0.125f)
+SCALAR_IQ_ROWS(iq3_xxs, IQ3_XXS_BYTES, 0.25f)
+SCALAR_IQ_ROWS(iq3_s, IQ3_S_BYTES, 1.0f)
+SCALAR_IQ_ROWS(iq1_s, IQ1_S_BYTES, 1.0f)
+SCALAR_IQ_ROWS(iq1_m, IQ1_M_BYTES, 1.0f)
+
+/* Decoded rows (memra_dot_decode_rows4, memra_dot_decoded_rows4): the i-quants' weight rows decoded once
+ * and multiplied with each activation row of a matrix-matrix product, where decoding costs more than
+ * the products. A path keeps what its row kernel computes before the products, then runs the rest of
+ * that kernel on it: a decoded product is bit for bit memra_dot_rows4's. Block ib of row r is at
+ * (4 * ib + r) * the path's decoded block bytes. */
+typedef void decode_kernel(int64_t n, const uint8_t * w, size_t stride, uint8_t * decoded);
+typedef void decoded_kernel(int64_t n, const uint8_t * decoded, const uint8_t * a, float * out);
+
+enum { SCALAR_DECODED_BLOCK = 288 }; /* v[256] | scales[16] | d f32 */
+
+#define SCALAR_IQ_DECODED(name, wbytes, iq1, factor)                                                  \
+    static void name##_scalar_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * decoded) { \
+        for (int64_t ib = 0; ib < n / 256; ib++)                                                      \
+            for (int r = 0; r < 4; r++) {                                                             \
+                uint8_t * o = decoded + (4 * ib + r) * SCALAR_DECODED_BLOCK;                          \
+                st_f32(o + 272, dec_##name(w + r * stride + ib * (wbytes), o, o + 256));              \
+            }                                                                                         \
+    }                                                                                                 \
+    static void name##_scalar_decoded(int64_t n, const uint8_t * decoded, const uint8_t * a, float * out) { \
+        float sum[4] = { 0.0f, 0.0f, 0.0f, 0.0f };                                                    \
+        for (int64_t ib = 0; ib < n / 256; ib++)                                                      \
+            for (int r = 0; r < 4; r++) {                                                             \
+                const uint8_t * o = decoded + (4 * ib + r) * SCALAR_DECODED_BLOCK;                    \
+                sum[r] += iq_block_dot(iq1, o, o + 256, ld_f32(o + 272), a + ib * Q8_K_BYTES);        \
+            }                                                                                         \
+        for (int r = 0; r < 4; r++) out[r] = (factor) * sum[r];                                       \
+    }
+
+SCALAR_IQ_DECODED(iq2_xxs, IQ2_XXS_BYTES, 0, 0.125f)
+SCALAR_IQ_DECODED(iq2_xs, IQ2_XS_BYTES, 0, 0.125f)
+SCALAR_IQ_DECODED(iq2_s, IQ2_S_BYTES, 0, 0.125f)
+SCALAR_IQ_DECODED(iq3_xxs, IQ3_XXS_BYTES, 0, 0.25f)
+SCALAR_IQ_DECODED(iq3_s, IQ3_S_BYTES, 0, 1.0f)
+SCALAR_IQ_DECODED(iq1_s, IQ1_S_BYTES, 1, 1.0f)
+SCALAR_IQ_DECODED(iq1_m, IQ1_M_BYTES, 1, 1.0f)
 
 /* Float rows: f32 products summed in 8 interleaved f32 partial sums (a shape compilers vectorize). */
 #define SCALAR_FLOAT_ROWS(name, load)                                                                 \
@@ -978,6 +1244,270 @@ AVX2_INLINE void iq4_xs_avx2(const int nr, int64_t n, const uint8_t * w, size_t 
     for (int r = 0; r < nr; r++) out[r] = hsum_ps_avx2(acc[r]);
 }
 
+/* --- i-quants: 32 values (a sub-block) per step. The grid entries are loaded one by one (their indices
+ * read or assembled from the block's bytes); the activations take the weights' signs, vpmaddubsw
+ * multiplies the unsigned magnitudes with them, vpmaddwd applies the scales of 16 values. The sign
+ * bytes of the types that pack 7 bits per group of 8 are computed for the whole block at once. --- */
+
+/* 0x80 for the 4-bit values of odd parity: the sign bit ksigns_iq2xs adds. */
+#define IQ_PARITY_BYTES 0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0
+
+/* The 7-bit sign fields in the low bits of each byte of x completed with their parity bit (bit 7). */
+AVX2_INLINE __m256i iq_parity_avx2(__m256i x) {
+    const __m256i t = _mm256_and_si256(_mm256_xor_si256(x, _mm256_srli_epi16(x, 4)), _mm256_set1_epi8(15));
+    return _mm256_or_si256(x, _mm256_shuffle_epi8(_mm256_setr_epi8(IQ_PARITY_BYTES, IQ_PARITY_BYTES), t));
+}
+
+/* The sign bytes of a block's 32 groups of 8 (bit j set: value j negative) for iq2_xxs and iq3_xxs,
+ * whose u32 per sub-block packs four 7-bit fields (at bits 0, 7, 14, 21), and for iq2_xs, whose u16
+ * per group has its 7 bits at the top. */
+AVX2_INLINE __m256i iq_sign_bytes_avx2(const int type, const uint8_t * xw) {
+    if (type == MEMRA_TYPE_IQ2_XS) {
+        const __m256i lo = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(xw + 2)), 9);
+        const __m256i hi = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(xw + 34)), 9);
+        return iq_parity_avx2(_mm256_permute4x64_epi64(_mm256_packus_epi16(lo, hi), _MM_SHUFFLE(3, 1, 2, 0)));
+    }
+    __m256i a; /* the 8 u32 of the sub-blocks */
+    if (type == MEMRA_TYPE_IQ2_XXS) {
+        const __m256i odd = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
+        a = _mm256_blend_epi32(_mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)(xw + 2)), odd),
+                               _mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)(xw + 34)), odd), 0xf0);
+    } else {
+        a = _mm256_loadu_si256((const __m256i *)(xw + 66));
+    }
+    __m256i x = _mm256_and_si256(a, _mm256_set1_epi32(0x7f));
+    x = _mm256_or_si256(x, _mm256_and_si256(_mm256_slli_epi32(a, 1), _mm256_set1_epi32(0x7f00)));
+    x = _mm256_or_si256(x, _mm256_and_si256(_mm256_slli_epi32(a, 2), _mm256_set1_epi32(0x7f0000)));
+    x = _mm256_or_si256(x, _mm256_and_si256(_mm256_slli_epi32(a, 3), _mm256_set1_epi32(0x7f000000)));
+    return iq_parity_avx2(x);
+}
+
+/* The 16 scales (2*code + 1) of a block as int16, one per 16 values, the even groups of 16 in the low
+ * 128-bit lane and the odd ones in the high lane: sub-block s's two scales are element s of each lane. */
+AVX2_INLINE __m256i iq_scales_avx2(const int type, const uint8_t * xw) {
+    const __m128i m4 = _mm_set1_epi8(15);
+    __m256i codes; /* int16 */
+    switch (type) {
+    case MEMRA_TYPE_IQ2_XXS: case MEMRA_TYPE_IQ3_XXS: case MEMRA_TYPE_IQ3_S: case MEMRA_TYPE_IQ1_S: {
+        /* one scale per sub-block: the same 8 codes in both lanes */
+        __m128i c16;
+        if (type == MEMRA_TYPE_IQ3_S) {
+            const __m128i v = _mm_cvtsi32_si128((int)ld_u32(xw + 106));
+            c16 = _mm_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_and_si128(v, m4), _mm_and_si128(_mm_srli_epi16(v, 4), m4)));
+        } else if (type == MEMRA_TYPE_IQ1_S) {
+            c16 = _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128((const __m128i *)(xw + 34)), 12), _mm_set1_epi16(7));
+        } else {
+            /* the top nibble of the u32 of each sub-block (at 6 + 8ib, resp. 66 + 4ib) */
+            __m256i sub;
+            if (type == MEMRA_TYPE_IQ2_XXS) {
+                const __m256i odd = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
+                sub = _mm256_blend_epi32(_mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)(xw + 2)), odd),
+                                         _mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)(xw + 34)), odd), 0xf0);
+            } else {
+                sub = _mm256_loadu_si256((const __m256i *)(xw + 66));
+            }
+            const __m256i c = _mm256_srli_epi32(sub, 28);
+            c16 = _mm_packus_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+        }
+        codes = _mm256_broadcastsi128_si256(c16);
+        break;
+    }
+    case MEMRA_TYPE_IQ2_XS: case MEMRA_TYPE_IQ2_S: {
+        /* byte ib: the low nibble is group 2ib's, the high nibble group 2ib+1's */
+        const __m128i v = _mm_loadl_epi64((const __m128i *)(xw + (type == MEMRA_TYPE_IQ2_XS ? 66 : 74)));
+        codes = _mm256_cvtepu8_epi16(_mm_unpacklo_epi64(_mm_and_si128(v, m4), _mm_and_si128(_mm_srli_epi16(v, 4), m4)));
+        break;
+    }
+    default: { /* iq1_m: group j's 3 bits at 3(j%4) of u16 j/4 at 48; element s of lane L is group 2s+L */
+        const __m256i w = _mm256_broadcastsi128_si256(_mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)(xw + 48))));
+        const __m256i even = _mm256_srlv_epi32(w, _mm256_setr_epi32(0, 0, 0, 0, 3, 3, 3, 3));
+        const __m256i odd = _mm256_srlv_epi32(w, _mm256_setr_epi32(6, 6, 6, 6, 9, 9, 9, 9));
+        codes = _mm256_and_si256(_mm256_or_si256(even, _mm256_slli_epi32(odd, 16)), _mm256_set1_epi16(7));
+        break;
+    }
+    }
+    return _mm256_add_epi16(_mm256_slli_epi16(codes, 1), _mm256_set1_epi16(1));
+}
+
+/* The 16 bsums of a q8_K block in the order of iq_scales_avx2 (even groups of 16, then odd). */
+AVX2_INLINE __m256i iq_bsums_avx2(const uint8_t * ya) {
+    const __m256i b = _mm256_loadu_si256((const __m256i *)(ya + Q8K_BSUMS));
+    const __m256i split = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    return _mm256_permute4x64_epi64(_mm256_shuffle_epi8(b, split), _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+/* Four 8-byte grid entries, eight 4-byte ones. */
+#define IQ_GRID4(grid, i0, i1, i2, i3) _mm256_set_epi64x((long long)(grid)[i3], (long long)(grid)[i2], (long long)(grid)[i1], (long long)(grid)[i0])
+#define IQ_GRID8_32(grid, ix)                                                                                                      \
+    _mm256_set_epi32((int)(grid)[(ix)[7]], (int)(grid)[(ix)[6]], (int)(grid)[(ix)[5]], (int)(grid)[(ix)[4]], (int)(grid)[(ix)[3]], \
+                     (int)(grid)[(ix)[2]], (int)(grid)[(ix)[1]], (int)(grid)[(ix)[0]])
+
+/* iq1: codes u = 8*(g + 1), plus 2 in the groups (qword lanes) whose delta is positive (delta_plus: all ones). */
+AVX2_INLINE __m256i iq1_codes_avx2(__m256i g, __m256i delta_plus) {
+    const __m256i u = _mm256_slli_epi16(_mm256_add_epi8(g, _mm256_set1_epi8(1)), 3);
+    return _mm256_add_epi8(u, _mm256_and_si256(delta_plus, _mm256_set1_epi8(2)));
+}
+
+/* Sub-block ib (values 32ib .. 32ib+31) of one block: u, the unsigned magnitudes (or iq1 codes). */
+AVX2_INLINE __m256i iq_decode_avx2(const int type, const uint8_t * xw, int ib) {
+    switch (type) {
+    case MEMRA_TYPE_IQ2_XXS: {
+        const uint8_t * q = xw + 2 + 8 * ib;
+        return IQ_GRID4(memra_iq2xxs_grid, q[0], q[1], q[2], q[3]);
+    }
+    case MEMRA_TYPE_IQ2_XS: {
+        const uint8_t * q = xw + 2 + 8 * ib;
+        return IQ_GRID4(memra_iq2xs_grid, ld_u16(q) & 511, ld_u16(q + 2) & 511, ld_u16(q + 4) & 511, ld_u16(q + 6) & 511);
+    }
+    case MEMRA_TYPE_IQ2_S: {
+        const uint8_t * q = xw + 2 + 4 * ib;
+        const unsigned h = xw[66 + ib];
+        return IQ_GRID4(memra_iq2s_grid, q[0] | ((h << 8) & 0x300), q[1] | ((h << 6) & 0x300), q[2] | ((h << 4) & 0x300), q[3] | ((h << 2) & 0x300));
+    }
+    case MEMRA_TYPE_IQ3_XXS:
+        return IQ_GRID8_32(memra_iq3xxs_grid, xw + 2 + 8 * ib);
+    case MEMRA_TYPE_IQ3_S: {
+        const uint8_t * q = xw + 2 + 8 * ib;
+        const unsigned h = xw[66 + ib];
+        const unsigned ix[8] = { q[0] | ((h << 8) & 256), q[1] | ((h << 7) & 256), q[2] | ((h << 6) & 256), q[3] | ((h << 5) & 256),
+                                 q[4] | ((h << 4) & 256), q[5] | ((h << 3) & 256), q[6] | ((h << 2) & 256), q[7] | ((h << 1) & 256) };
+        return IQ_GRID8_32(memra_iq3s_grid, ix);
+    }
+    case MEMRA_TYPE_IQ1_S: {
+        const uint8_t * q = xw + 2 + 4 * ib;
+        const unsigned h = ld_u16(xw + 34 + 2 * ib);
+        const __m256i g = IQ_GRID4(memra_iq1s_grid, q[0] | ((h << 8) & 0x700), q[1] | ((h << 5) & 0x700), q[2] | ((h << 2) & 0x700), q[3] | ((h >> 1) & 0x700));
+        return iq1_codes_avx2(g, _mm256_set1_epi32(h & 0x8000 ? 0 : -1));
+    }
+    default: { /* iq1_m: a nibble of qh per group of 8: 3 index bits, the delta's sign */
+        const uint8_t * q = xw + 4 * ib;
+        const unsigned h = ld_u16(xw + 32 + 2 * ib);
+        const __m256i g = IQ_GRID4(memra_iq1s_grid, q[0] | ((h << 8) & 0x700), q[1] | ((h << 4) & 0x700), q[2] | (h & 0x700), q[3] | ((h >> 4) & 0x700));
+        const __m256i minus = _mm256_and_si256(_mm256_set1_epi64x(h), _mm256_setr_epi64x(0x8, 0x80, 0x800, 0x8000));
+        return iq1_codes_avx2(g, _mm256_cmpeq_epi64(minus, _mm256_setzero_si256()));
+    }
+    }
+}
+
+/* The sign bits of values 64p .. 64p+63 (sub-blocks 2p, 2p+1) as two masks (0xff: negative). */
+AVX2_INLINE void iq_sign_masks_avx2(uint64_t bits, __m256i * neg0, __m256i * neg1) {
+    const __m256i spread0 = _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL, 0x0101010101010101LL, 0);
+    const __m256i spread1 = _mm256_set_epi64x(0x0707070707070707LL, 0x0606060606060606LL, 0x0505050505050505LL, 0x0404040404040404LL);
+    const __m256i select = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i b = _mm256_set1_epi64x((long long)bits);
+    *neg0 = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(b, spread0), select), select);
+    *neg1 = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(b, spread1), select), select);
+}
+
+/* The constant factor of the row sum (see blk_iq2_xxs). */
+static inline float iq_factor(int type) {
+    return type == MEMRA_TYPE_IQ3_XXS ? 0.25f : type == MEMRA_TYPE_IQ3_S ? 1.0f : 0.125f;
+}
+
+static inline float iq_block_d(int type, const uint8_t * xw) {
+    return type == MEMRA_TYPE_IQ1_M ? f16_to_f32(iq1m_d_bits(xw + 48)) : f16_to_f32(ld_u16(xw));
+}
+
+AVX2_INLINE void iq_avx2(const int type, const int nr, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
+    const int wbytes = block_bytes(type), iq1 = type == MEMRA_TYPE_IQ1_S || type == MEMRA_TYPE_IQ1_M;
+    const int packed_signs = type == MEMRA_TYPE_IQ2_XXS || type == MEMRA_TYPE_IQ2_XS || type == MEMRA_TYPE_IQ3_XXS;
+    __m256 acc[4];
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        const uint8_t * ya = a + ib * Q8_K_BYTES;
+        if (nr == 4) prefetch_next_rows(w, stride, n / 256 * wbytes, ib * wbytes, wbytes);
+        const float da = ld_f32(ya);
+        const __m256i bsums = iq1 ? iq_bsums_avx2(ya) : _mm256_setzero_si256();
+        for (int r = 0; r < nr; r++) {
+            const uint8_t * xw = w + r * stride + ib * wbytes;
+            const __m256i sc = iq_scales_avx2(type, xw);
+            uint64_t signs[4];
+            if (packed_signs) _mm256_storeu_si256((__m256i *)(void *)signs, iq_sign_bytes_avx2(type, xw));
+            /* iq1: the offset of the codes, -9 * sum(scale * bsum) */
+            __m256i isum0 = iq1 ? _mm256_mullo_epi32(_mm256_madd_epi16(sc, bsums), _mm256_set1_epi32(-9)) : _mm256_setzero_si256();
+            __m256i isum1 = _mm256_setzero_si256();
+            for (int p = 0; p < 4; p++) {
+                __m256i sa0 = Q8K_VEC_AVX2(ya, 2 * p), sa1 = Q8K_VEC_AVX2(ya, 2 * p + 1);
+                if (!iq1) {
+                    __m256i neg0, neg1;
+                    iq_sign_masks_avx2(packed_signs ? signs[p] : ld_u64(xw + (type == MEMRA_TYPE_IQ2_S ? 34 : 74) + 8 * p), &neg0, &neg1);
+                    sa0 = _mm256_sub_epi8(_mm256_xor_si256(sa0, neg0), neg0);
+                    sa1 = _mm256_sub_epi8(_mm256_xor_si256(sa1, neg1), neg1);
+                }
+                /* the scales of the two halves of sub-block s: element s of each lane */
+                const __m256i ls0 = _mm256_shuffle_epi8(sc, pick16_avx2(2 * p, 2 * p));
+                const __m256i ls1 = _mm256_shuffle_epi8(sc, pick16_avx2(2 * p + 1, 2 * p + 1));
+                isum0 = _mm256_add_epi32(isum0, _mm256_madd_epi16(_mm256_maddubs_epi16(iq_decode_avx2(type, xw, 2 * p), sa0), ls0));
+                isum1 = _mm256_add_epi32(isum1, _mm256_madd_epi16(_mm256_maddubs_epi16(iq_decode_avx2(type, xw, 2 * p + 1), sa1), ls1));
+            }
+            const __m256i isum = _mm256_add_epi32(isum0, isum1);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(iq_block_d(type, xw) * da), _mm256_cvtepi32_ps(isum), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) out[r] = iq_factor(type) * hsum_ps_avx2(acc[r]);
+}
+
+/* Decoded rows (see SCALAR_IQ_DECODED): per block u[256] | sign masks[256] | scales (16 x int16) | d f32. */
+enum { AVX2_DECODED_BLOCK = 576 };
+
+AVX2_INLINE void iq_decode_rows4_avx2(const int type, int64_t n, const uint8_t * w, size_t stride, uint8_t * decoded) {
+    const int wbytes = block_bytes(type), iq1 = type == MEMRA_TYPE_IQ1_S || type == MEMRA_TYPE_IQ1_M;
+    const int packed_signs = type == MEMRA_TYPE_IQ2_XXS || type == MEMRA_TYPE_IQ2_XS || type == MEMRA_TYPE_IQ3_XXS;
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        for (int r = 0; r < 4; r++) {
+            const uint8_t * xw = w + r * stride + ib * wbytes;
+            uint8_t * o = decoded + (4 * ib + r) * AVX2_DECODED_BLOCK;
+            _mm256_storeu_si256((__m256i *)(o + 512), iq_scales_avx2(type, xw));
+            st_f32(o + 544, iq_block_d(type, xw));
+            uint64_t signs[4];
+            if (packed_signs) _mm256_storeu_si256((__m256i *)(void *)signs, iq_sign_bytes_avx2(type, xw));
+            for (int p = 0; p < 4; p++) {
+                __m256i neg0 = _mm256_setzero_si256(), neg1 = _mm256_setzero_si256();
+                if (!iq1) iq_sign_masks_avx2(packed_signs ? signs[p] : ld_u64(xw + (type == MEMRA_TYPE_IQ2_S ? 34 : 74) + 8 * p), &neg0, &neg1);
+                _mm256_storeu_si256((__m256i *)(o + 256 + 64 * p), neg0);
+                _mm256_storeu_si256((__m256i *)(o + 256 + 64 * p + 32), neg1);
+                _mm256_storeu_si256((__m256i *)(o + 64 * p), iq_decode_avx2(type, xw, 2 * p));
+                _mm256_storeu_si256((__m256i *)(o + 64 * p + 32), iq_decode_avx2(type, xw, 2 * p + 1));
+            }
+        }
+    }
+}
+
+/* iq_avx2's sequence for four rows on decoded blocks. */
+AVX2_INLINE void iq_decoded_rows4_avx2(const int type, int64_t n, const uint8_t * decoded, const uint8_t * a, float * out) {
+    const int iq1 = type == MEMRA_TYPE_IQ1_S || type == MEMRA_TYPE_IQ1_M;
+    __m256 acc[4];
+    for (int r = 0; r < 4; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        const uint8_t * ya = a + ib * Q8_K_BYTES;
+        const float da = ld_f32(ya);
+        const __m256i bsums = iq1 ? iq_bsums_avx2(ya) : _mm256_setzero_si256();
+        for (int r = 0; r < 4; r++) {
+            const uint8_t * o = decoded + (4 * ib + r) * AVX2_DECODED_BLOCK;
+            const __m256i sc = _mm256_loadu_si256((const __m256i *)(o + 512));
+            __m256i isum0 = iq1 ? _mm256_mullo_epi32(_mm256_madd_epi16(sc, bsums), _mm256_set1_epi32(-9)) : _mm256_setzero_si256();
+            __m256i isum1 = _mm256_setzero_si256();
+            for (int p = 0; p < 4; p++) {
+                __m256i sa0 = Q8K_VEC_AVX2(ya, 2 * p), sa1 = Q8K_VEC_AVX2(ya, 2 * p + 1);
+                if (!iq1) {
+                    const __m256i neg0 = _mm256_loadu_si256((const __m256i *)(o + 256 + 64 * p));
+                    const __m256i neg1 = _mm256_loadu_si256((const __m256i *)(o + 256 + 64 * p + 32));
+                    sa0 = _mm256_sub_epi8(_mm256_xor_si256(sa0, neg0), neg0);
+                    sa1 = _mm256_sub_epi8(_mm256_xor_si256(sa1, neg1), neg1);
+                }
+                const __m256i ls0 = _mm256_shuffle_epi8(sc, pick16_avx2(2 * p, 2 * p));
+                const __m256i ls1 = _mm256_shuffle_epi8(sc, pick16_avx2(2 * p + 1, 2 * p + 1));
+                const __m256i u0 = _mm256_loadu_si256((const __m256i *)(o + 64 * p)), u1 = _mm256_loadu_si256((const __m256i *)(o + 64 * p + 32));
+                isum0 = _mm256_add_epi32(isum0, _mm256_madd_epi16(_mm256_maddubs_epi16(u0, sa0), ls0));
+                isum1 = _mm256_add_epi32(isum1, _mm256_madd_epi16(_mm256_maddubs_epi16(u1, sa1), ls1));
+            }
+            const __m256i isum = _mm256_add_epi32(isum0, isum1);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(ld_f32(o + 544) * da), _mm256_cvtepi32_ps(isum), acc[r]);
+        }
+    }
+    for (int r = 0; r < 4; r++) out[r] = iq_factor(type) * hsum_ps_avx2(acc[r]);
+}
+
 /* --- f32 / f16 / bf16: 32 values per step in four accumulators --- */
 
 AVX2_INLINE __m256 load8_avx2(const int type, const uint8_t * p, int64_t i) {
@@ -1033,6 +1563,27 @@ ROWS_1_4(q4_K_avx2, AVX2_FN, q4_K_avx2(NR, 0, n, w, stride, a, out))
 ROWS_1_4(q5_K_avx2, AVX2_FN, q4_K_avx2(NR, 1, n, w, stride, a, out))
 ROWS_1_4(q6_K_avx2, AVX2_FN, q6_K_avx2(NR, n, w, stride, a, out))
 ROWS_1_4(iq4_xs_avx2, AVX2_FN, iq4_xs_avx2(NR, n, w, stride, a, out))
+ROWS_1_4(iq2_xxs_avx2, AVX2_FN, iq_avx2(MEMRA_TYPE_IQ2_XXS, NR, n, w, stride, a, out))
+ROWS_1_4(iq2_xs_avx2, AVX2_FN, iq_avx2(MEMRA_TYPE_IQ2_XS, NR, n, w, stride, a, out))
+ROWS_1_4(iq2_s_avx2, AVX2_FN, iq_avx2(MEMRA_TYPE_IQ2_S, NR, n, w, stride, a, out))
+ROWS_1_4(iq3_xxs_avx2, AVX2_FN, iq_avx2(MEMRA_TYPE_IQ3_XXS, NR, n, w, stride, a, out))
+ROWS_1_4(iq3_s_avx2, AVX2_FN, iq_avx2(MEMRA_TYPE_IQ3_S, NR, n, w, stride, a, out))
+ROWS_1_4(iq1_s_avx2, AVX2_FN, iq_avx2(MEMRA_TYPE_IQ1_S, NR, n, w, stride, a, out))
+ROWS_1_4(iq1_m_avx2, AVX2_FN, iq_avx2(MEMRA_TYPE_IQ1_M, NR, n, w, stride, a, out))
+AVX2_FN void iq2_xxs_avx2_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx2(MEMRA_TYPE_IQ2_XXS, n, w, stride, d); }
+AVX2_FN void iq2_xxs_avx2_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx2(MEMRA_TYPE_IQ2_XXS, n, d, a, out); }
+AVX2_FN void iq2_xs_avx2_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx2(MEMRA_TYPE_IQ2_XS, n, w, stride, d); }
+AVX2_FN void iq2_xs_avx2_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx2(MEMRA_TYPE_IQ2_XS, n, d, a, out); }
+AVX2_FN void iq2_s_avx2_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx2(MEMRA_TYPE_IQ2_S, n, w, stride, d); }
+AVX2_FN void iq2_s_avx2_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx2(MEMRA_TYPE_IQ2_S, n, d, a, out); }
+AVX2_FN void iq3_xxs_avx2_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx2(MEMRA_TYPE_IQ3_XXS, n, w, stride, d); }
+AVX2_FN void iq3_xxs_avx2_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx2(MEMRA_TYPE_IQ3_XXS, n, d, a, out); }
+AVX2_FN void iq3_s_avx2_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx2(MEMRA_TYPE_IQ3_S, n, w, stride, d); }
+AVX2_FN void iq3_s_avx2_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx2(MEMRA_TYPE_IQ3_S, n, d, a, out); }
+AVX2_FN void iq1_s_avx2_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx2(MEMRA_TYPE_IQ1_S, n, w, stride, d); }
+AVX2_FN void iq1_s_avx2_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx2(MEMRA_TYPE_IQ1_S, n, d, a, out); }
+AVX2_FN void iq1_m_avx2_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx2(MEMRA_TYPE_IQ1_M, n, w, stride, d); }
+AVX2_FN void iq1_m_avx2_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx2(MEMRA_TYPE_IQ1_M, n, d, a, out); }
 ROWS_1_4(f32_avx2, AVX2_FN, float_rows_avx2(MEMRA_TYPE_F32, NR, n, w, stride, a, out))
 ROWS_1_4(f16_avx2, AVX2_FN, float_rows_avx2(MEMRA_TYPE_F16, NR, n, w, stride, a, out))
 ROWS_1_4(bf16_avx2, AVX2_FN, float_rows_avx2(MEMRA_TYPE_BF16, NR, n, w, stride, a, out))
@@ -1519,6 +2070,208 @@ AVX512_INLINE void iq4_xs_avx512(const int nr, int64_t n, const uint8_t * w, siz
     for (int r = 0; r < nr; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
+/* --- i-quants: 64 values (two sub-blocks) per step. Per block and row, the sign bytes of the types that
+ * pack 7 bits per group (and iq3_s's grid indices) are computed for the whole block with vector
+ * instructions into a small array; then each step loads its 8 grid entries (16 for iq3) into one
+ * vector, negates the activations under the weights' sign bits (a mask register), multiplies them with
+ * the unsigned magnitudes (vpmaddubsw) and applies the scales of 16 values with vpdpwssd (broadcast per
+ * 128-bit lane). On Zen 5, loading the grid entries one by one was measured faster than vpgatherdq /
+ * vpgatherdd, and computing most indices with scalar instructions faster than in vectors. --- */
+
+/* The block's 16 scales in the order of iq_scales_avx2, each in both 16-bit halves of a dword. */
+AVX512_INLINE __m512i iq_scales_avx512(const int type, const uint8_t * xw) {
+    const __m512i s = _mm512_cvtepu16_epi32(iq_scales_avx2(type, xw));
+    return _mm512_or_si512(s, _mm512_slli_epi32(s, 16));
+}
+
+/* The sign bytes of a block's 32 groups of 8 (bit j set: value j negative), for the types that pack 7
+ * bits per group (iq2_xxs, iq3_xxs: four fields per u32; iq2_xs: the top of each u16): the fields
+ * spread to bytes, then the parity bit of ksigns_iq2xs added. */
+AVX512_INLINE __m256i iq_sign_bytes_avx512(const int type, const uint8_t * xw) {
+    const __m256i parity = _mm256_setr_epi8(IQ_PARITY_BYTES, IQ_PARITY_BYTES);
+    __m256i x;
+    if (type == MEMRA_TYPE_IQ2_XS) {
+        x = _mm512_cvtepi16_epi8(_mm512_srli_epi16(_mm512_loadu_si512((const void *)(xw + 2)), 9));
+    } else {
+        /* the 8 u32 of the sub-blocks */
+        const __m256i a = type == MEMRA_TYPE_IQ2_XXS ? _mm512_cvtepi64_epi32(_mm512_srli_epi64(_mm512_loadu_si512((const void *)(xw + 2)), 32))
+                                                     : _mm256_loadu_si256((const __m256i *)(xw + 66));
+        /* (ternary logic 0xf8: a | (b & c)) */
+        x = _mm256_and_si256(a, _mm256_set1_epi32(0x7f));
+        x = _mm256_ternarylogic_epi32(x, _mm256_slli_epi32(a, 1), _mm256_set1_epi32(0x7f00), 0xf8);
+        x = _mm256_ternarylogic_epi32(x, _mm256_slli_epi32(a, 2), _mm256_set1_epi32(0x7f0000), 0xf8);
+        x = _mm256_ternarylogic_epi32(x, _mm256_slli_epi32(a, 3), _mm256_set1_epi32(0x7f000000), 0xf8);
+    }
+    const __m256i t = _mm256_and_si256(_mm256_xor_si256(x, _mm256_srli_epi16(x, 4)), _mm256_set1_epi8(15));
+    return _mm256_or_si256(x, _mm256_shuffle_epi8(parity, t));
+}
+
+/* What iq_prepare_avx512 computes for one block of one row (vector stores, read back by the steps). */
+typedef struct {
+    uint64_t signs[4];  /* iq2_xxs, iq2_xs, iq3_xxs: the sign bits of values 64c .. 64c+63 */
+    uint16_t index[64]; /* iq3_s: the grid index of each group of 4 values */
+} iq_prep;
+
+AVX512_INLINE void iq_prepare_avx512(const int type, const uint8_t * xw, iq_prep * p) {
+    switch (type) {
+    case MEMRA_TYPE_IQ2_XXS: case MEMRA_TYPE_IQ2_XS: case MEMRA_TYPE_IQ3_XXS: /* (their steps read the grid indices) */
+        _mm256_storeu_si256((__m256i *)(void *)p->signs, iq_sign_bytes_avx512(type, xw));
+        break;
+    case MEMRA_TYPE_IQ3_S: { /* index bit 8 of group k: bit k of the u64 qh */
+        const uint64_t qh = ld_u64(xw + 66);
+        const __m512i v256 = _mm512_set1_epi16(256);
+        const __m512i lo = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(xw + 2)));
+        const __m512i hi = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(xw + 34)));
+        _mm512_storeu_si512((void *)p->index, _mm512_mask_add_epi16(lo, _cvtu32_mask32((uint32_t)qh), lo, v256));
+        _mm512_storeu_si512((void *)(p->index + 32), _mm512_mask_add_epi16(hi, _cvtu32_mask32((uint32_t)(qh >> 32)), hi, v256));
+        break;
+    }
+    default: /* iq2_s, iq1_s, iq1_m: their steps assemble the grid indices */
+        break;
+    }
+}
+
+/* The 8-byte grid entries at the 8 indices as one vector. */
+#define IQ_GRID8(grid, ix)                                                                                                        \
+    _mm512_set_epi64((long long)(grid)[(ix)[7]], (long long)(grid)[(ix)[6]], (long long)(grid)[(ix)[5]], (long long)(grid)[(ix)[4]], \
+                     (long long)(grid)[(ix)[3]], (long long)(grid)[(ix)[2]], (long long)(grid)[(ix)[1]], (long long)(grid)[(ix)[0]])
+/* The 4-byte grid entries at the 16 indices. */
+#define IQ_GRID16(grid, ix)                                                                                                            \
+    _mm512_set_epi32((int)(grid)[(ix)[15]], (int)(grid)[(ix)[14]], (int)(grid)[(ix)[13]], (int)(grid)[(ix)[12]], (int)(grid)[(ix)[11]], \
+                     (int)(grid)[(ix)[10]], (int)(grid)[(ix)[9]], (int)(grid)[(ix)[8]], (int)(grid)[(ix)[7]], (int)(grid)[(ix)[6]],     \
+                     (int)(grid)[(ix)[5]], (int)(grid)[(ix)[4]], (int)(grid)[(ix)[3]], (int)(grid)[(ix)[2]], (int)(grid)[(ix)[1]],      \
+                     (int)(grid)[(ix)[0]])
+
+/* Values 64c .. 64c+63 of one block: u (unsigned magnitudes, or iq1 codes) and the sign mask. */
+AVX512_INLINE __m512i iq_decode_avx512(const int type, const uint8_t * xw, int c, const iq_prep * p, __mmask64 * neg) {
+    switch (type) {
+    case MEMRA_TYPE_IQ2_XXS: {
+        const uint8_t * q = xw + 2 + 16 * c; /* grid indices in bytes 0..3 and 8..11 */
+        const uint8_t ix[8] = { q[0], q[1], q[2], q[3], q[8], q[9], q[10], q[11] };
+        *neg = _cvtu64_mask64(p->signs[c]);
+        return IQ_GRID8(memra_iq2xxs_grid, ix);
+    }
+    case MEMRA_TYPE_IQ2_XS: /* (the two sub-blocks as the AVX2 path decodes them) */
+        *neg = _cvtu64_mask64(p->signs[c]);
+        return _mm512_inserti64x4(_mm512_castsi256_si512(iq_decode_avx2(type, xw, 2 * c)), iq_decode_avx2(type, xw, 2 * c + 1), 1);
+    case MEMRA_TYPE_IQ2_S: {
+        const uint8_t * q = xw + 2 + 8 * c;
+        const unsigned h0 = xw[66 + 2 * c], h1 = xw[67 + 2 * c];
+        const unsigned ix[8] = { q[0] | ((h0 << 8) & 0x300), q[1] | ((h0 << 6) & 0x300), q[2] | ((h0 << 4) & 0x300), q[3] | ((h0 << 2) & 0x300),
+                                 q[4] | ((h1 << 8) & 0x300), q[5] | ((h1 << 6) & 0x300), q[6] | ((h1 << 4) & 0x300), q[7] | ((h1 << 2) & 0x300) };
+        *neg = _cvtu64_mask64(ld_u64(xw + 34 + 8 * c));
+        return IQ_GRID8(memra_iq2s_grid, ix);
+    }
+    case MEMRA_TYPE_IQ3_XXS:
+        *neg = _cvtu64_mask64(p->signs[c]);
+        return IQ_GRID16(memra_iq3xxs_grid, xw + 2 + 16 * c);
+    case MEMRA_TYPE_IQ3_S:
+        *neg = _cvtu64_mask64(ld_u64(xw + 74 + 8 * c));
+        return IQ_GRID16(memra_iq3s_grid, p->index + 16 * c);
+    default: /* iq1_s, iq1_m: the two sub-blocks as the AVX2 path decodes them */
+        *neg = 0;
+        return _mm512_inserti64x4(_mm512_castsi256_si512(iq_decode_avx2(type, xw, 2 * c)), iq_decode_avx2(type, xw, 2 * c + 1), 1);
+    }
+}
+
+AVX512_INLINE void iq_avx512(const int type, const int nr, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
+    const int wbytes = block_bytes(type), iq1 = type == MEMRA_TYPE_IQ1_S || type == MEMRA_TYPE_IQ1_M;
+    const __m512i zero = _mm512_setzero_si512();
+    /* dword i -> the scale of group 4c + i/4, which iq_scales_avx2 puts at element 2c + i/8 (even
+     * groups) or 8 + 2c + i/8 (odd groups) */
+    __m512i pick[4];
+    for (int c = 0; c < 4; c++) pick[c] = _mm512_setr_epi32(2 * c, 2 * c, 2 * c, 2 * c, 8 + 2 * c, 8 + 2 * c, 8 + 2 * c, 8 + 2 * c, 2 * c + 1, 2 * c + 1,
+                                                            2 * c + 1, 2 * c + 1, 9 + 2 * c, 9 + 2 * c, 9 + 2 * c, 9 + 2 * c);
+    __m512 acc[4];
+    for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        const uint8_t * ya = a + ib * Q8_K_BYTES;
+        if (nr == 4) prefetch_next_rows(w, stride, n / 256 * wbytes, ib * wbytes, wbytes);
+        const float da = ld_f32(ya);
+        __m512i av[4];
+        for (int c = 0; c < 4; c++) av[c] = Q8K_VEC_AVX512(ya, c);
+        /* iq1: the bsums, zero-extended (vpmaddwd with the scales gives scale * bsum per dword) */
+        const __m512i bsums = iq1 ? _mm512_cvtepu16_epi32(iq_bsums_avx2(ya)) : zero;
+        for (int r = 0; r < nr; r++) {
+            const uint8_t * xw = w + r * stride + ib * wbytes;
+            iq_prep prep;
+            iq_prepare_avx512(type, xw, &prep);
+            const __m512i sc = iq_scales_avx512(type, xw);
+            __m512i isum = zero;
+            if (iq1) { /* the offset of the codes: -9 * sum(scale * bsum) */
+                const __m512i m = _mm512_madd_epi16(sc, bsums);
+                isum = _mm512_sub_epi32(zero, _mm512_add_epi32(_mm512_slli_epi32(m, 3), m));
+            }
+            for (int c = 0; c < 4; c++) {
+                __mmask64 neg;
+                const __m512i u = iq_decode_avx512(type, xw, c, &prep, &neg);
+                const __m512i sa = iq1 ? av[c] : _mm512_mask_sub_epi8(av[c], neg, zero, av[c]);
+                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u, sa), _mm512_permutexvar_epi32(pick[c], sc));
+            }
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(iq_block_d(type, xw) * da), acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) out[r] = iq_factor(type) * _mm512_reduce_add_ps(acc[r]);
+}
+
+/* Decoded rows (see SCALAR_IQ_DECODED): per block u[256] | scales (iq_scales_avx512, 64 B) | sign masks
+ * u64[4] | d f32. */
+enum { AVX512_DECODED_BLOCK = 384 };
+
+AVX512_INLINE void iq_decode_rows4_avx512(const int type, int64_t n, const uint8_t * w, size_t stride, uint8_t * decoded) {
+    const int wbytes = block_bytes(type);
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        for (int r = 0; r < 4; r++) {
+            const uint8_t * xw = w + r * stride + ib * wbytes;
+            uint8_t * o = decoded + (4 * ib + r) * AVX512_DECODED_BLOCK;
+            iq_prep prep;
+            iq_prepare_avx512(type, xw, &prep);
+            _mm512_storeu_si512((void *)(o + 256), iq_scales_avx512(type, xw));
+            st_f32(o + 352, iq_block_d(type, xw));
+            for (int c = 0; c < 4; c++) {
+                __mmask64 neg;
+                _mm512_storeu_si512((void *)(o + 64 * c), iq_decode_avx512(type, xw, c, &prep, &neg));
+                const uint64_t bits = _cvtmask64_u64(neg);
+                memcpy(o + 320 + 8 * c, &bits, 8);
+            }
+        }
+    }
+}
+
+/* iq_avx512's sequence for four rows on decoded blocks. */
+AVX512_INLINE void iq_decoded_rows4_avx512(const int type, int64_t n, const uint8_t * decoded, const uint8_t * a, float * out) {
+    const int iq1 = type == MEMRA_TYPE_IQ1_S || type == MEMRA_TYPE_IQ1_M;
+    const __m512i zero = _mm512_setzero_si512();
+    __m512i pick[4]; /* as in iq_avx512 */
+    for (int c = 0; c < 4; c++) pick[c] = _mm512_setr_epi32(2 * c, 2 * c, 2 * c, 2 * c, 8 + 2 * c, 8 + 2 * c, 8 + 2 * c, 8 + 2 * c, 2 * c + 1, 2 * c + 1,
+                                                            2 * c + 1, 2 * c + 1, 9 + 2 * c, 9 + 2 * c, 9 + 2 * c, 9 + 2 * c);
+    __m512 acc[4];
+    for (int r = 0; r < 4; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        const uint8_t * ya = a + ib * Q8_K_BYTES;
+        const float da = ld_f32(ya);
+        __m512i av[4];
+        for (int c = 0; c < 4; c++) av[c] = Q8K_VEC_AVX512(ya, c);
+        const __m512i bsums = iq1 ? _mm512_cvtepu16_epi32(iq_bsums_avx2(ya)) : zero;
+        for (int r = 0; r < 4; r++) {
+            const uint8_t * o = decoded + (4 * ib + r) * AVX512_DECODED_BLOCK;
+            const __m512i sc = _mm512_loadu_si512((const void *)(o + 256));
+            __m512i isum = zero;
+            if (iq1) {
+                const __m512i m = _mm512_madd_epi16(sc, bsums);
+                isum = _mm512_sub_epi32(zero, _mm512_add_epi32(_mm512_slli_epi32(m, 3), m));
+            }
+            for (int c = 0; c < 4; c++) {
+                const __m512i u = _mm512_loadu_si512((const void *)(o + 64 * c));
+                const __m512i sa = iq1 ? av[c] : _mm512_mask_sub_epi8(av[c], _cvtu64_mask64(ld_u64(o + 320 + 8 * c)), zero, av[c]);
+                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u, sa), _mm512_permutexvar_epi32(pick[c], sc));
+            }
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(ld_f32(o + 352) * da), acc[r]);
+        }
+    }
+    for (int r = 0; r < 4; r++) out[r] = iq_factor(type) * _mm512_reduce_add_ps(acc[r]);
+}
+
 /* --- f32 / f16 / bf16: 64 values per step in four accumulators, masked tail --- */
 
 AVX512_INLINE __m512 load16_avx512(const int type, const uint8_t * p, int64_t i, __mmask16 m) {
@@ -1583,6 +2336,27 @@ AVX512_FN void q5_K_avx512_many(int64_t n, const uint8_t * w, size_t stride, int
 }
 ROWS_1_4(q6_K_avx512, AVX512_FN, q6_K_avx512(NR, n, w, stride, a, out))
 ROWS_1_4(iq4_xs_avx512, AVX512_FN, iq4_xs_avx512(NR, n, w, stride, a, out))
+ROWS_1_4(iq2_xxs_avx512, AVX512_FN, iq_avx512(MEMRA_TYPE_IQ2_XXS, NR, n, w, stride, a, out))
+ROWS_1_4(iq2_xs_avx512, AVX512_FN, iq_avx512(MEMRA_TYPE_IQ2_XS, NR, n, w, stride, a, out))
+ROWS_1_4(iq2_s_avx512, AVX512_FN, iq_avx512(MEMRA_TYPE_IQ2_S, NR, n, w, stride, a, out))
+ROWS_1_4(iq3_xxs_avx512, AVX512_FN, iq_avx512(MEMRA_TYPE_IQ3_XXS, NR, n, w, stride, a, out))
+ROWS_1_4(iq3_s_avx512, AVX512_FN, iq_avx512(MEMRA_TYPE_IQ3_S, NR, n, w, stride, a, out))
+ROWS_1_4(iq1_s_avx512, AVX512_FN, iq_avx512(MEMRA_TYPE_IQ1_S, NR, n, w, stride, a, out))
+ROWS_1_4(iq1_m_avx512, AVX512_FN, iq_avx512(MEMRA_TYPE_IQ1_M, NR, n, w, stride, a, out))
+AVX512_FN void iq2_xxs_avx512_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx512(MEMRA_TYPE_IQ2_XXS, n, w, stride, d); }
+AVX512_FN void iq2_xxs_avx512_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx512(MEMRA_TYPE_IQ2_XXS, n, d, a, out); }
+AVX512_FN void iq2_xs_avx512_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx512(MEMRA_TYPE_IQ2_XS, n, w, stride, d); }
+AVX512_FN void iq2_xs_avx512_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx512(MEMRA_TYPE_IQ2_XS, n, d, a, out); }
+AVX512_FN void iq2_s_avx512_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx512(MEMRA_TYPE_IQ2_S, n, w, stride, d); }
+AVX512_FN void iq2_s_avx512_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx512(MEMRA_TYPE_IQ2_S, n, d, a, out); }
+AVX512_FN void iq3_xxs_avx512_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx512(MEMRA_TYPE_IQ3_XXS, n, w, stride, d); }
+AVX512_FN void iq3_xxs_avx512_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx512(MEMRA_TYPE_IQ3_XXS, n, d, a, out); }
+AVX512_FN void iq3_s_avx512_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx512(MEMRA_TYPE_IQ3_S, n, w, stride, d); }
+AVX512_FN void iq3_s_avx512_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx512(MEMRA_TYPE_IQ3_S, n, d, a, out); }
+AVX512_FN void iq1_s_avx512_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx512(MEMRA_TYPE_IQ1_S, n, w, stride, d); }
+AVX512_FN void iq1_s_avx512_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx512(MEMRA_TYPE_IQ1_S, n, d, a, out); }
+AVX512_FN void iq1_m_avx512_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx512(MEMRA_TYPE_IQ1_M, n, w, stride, d); }
+AVX512_FN void iq1_m_avx512_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx512(MEMRA_TYPE_IQ1_M, n, d, a, out); }
 ROWS_1_4(f32_avx512, AVX512_FN, float_rows_avx512(MEMRA_TYPE_F32, NR, n, w, stride, a, out))
 ROWS_1_4(f16_avx512, AVX512_FN, float_rows_avx512(MEMRA_TYPE_F16, NR, n, w, stride, a, out))
 ROWS_1_4(bf16_avx512, AVX512_FN, float_rows_avx512(MEMRA_TYPE_BF16, NR, n, w, stride, a, out))
@@ -2106,7 +2880,21 @@ typedef struct isa_kernels {
     dot_kernel * rows4[TYPE_SLOTS];
     dot_many_kernel * many[TYPE_SLOTS]; /* optional: memra_dot_rows loops rows1 where NULL */
     convert_kernel * to_q8_0, * to_q8_1, * to_q8_K, * to_f16, * to_bf16;
+    /* optional: decoded rows (see SCALAR_IQ_DECODED), decoded_block bytes per block and row */
+    decode_kernel * decode[TYPE_SLOTS];
+    decoded_kernel * decoded[TYPE_SLOTS];
+    int decoded_block;
 } isa_kernels;
+
+#define DECODE_ENTRIES(isa)                                                                      \
+    .decode = { [MEMRA_TYPE_IQ2_XXS] = iq2_xxs_##isa##_decode, [MEMRA_TYPE_IQ2_XS] = iq2_xs_##isa##_decode, \
+                [MEMRA_TYPE_IQ2_S] = iq2_s_##isa##_decode, [MEMRA_TYPE_IQ3_XXS] = iq3_xxs_##isa##_decode, \
+                [MEMRA_TYPE_IQ3_S] = iq3_s_##isa##_decode, [MEMRA_TYPE_IQ1_S] = iq1_s_##isa##_decode, \
+                [MEMRA_TYPE_IQ1_M] = iq1_m_##isa##_decode },                                     \
+    .decoded = { [MEMRA_TYPE_IQ2_XXS] = iq2_xxs_##isa##_decoded, [MEMRA_TYPE_IQ2_XS] = iq2_xs_##isa##_decoded, \
+                 [MEMRA_TYPE_IQ2_S] = iq2_s_##isa##_decoded, [MEMRA_TYPE_IQ3_XXS] = iq3_xxs_##isa##_decoded, \
+                 [MEMRA_TYPE_IQ3_S] = iq3_s_##isa##_decoded, [MEMRA_TYPE_IQ1_S] = iq1_s_##isa##_decoded, \
+                 [MEMRA_TYPE_IQ1_M] = iq1_m_##isa##_decoded }
 
 #define KERNEL_ENTRIES(rows, sfx)                                                                     \
     .rows = {                                                                                         \
@@ -2117,12 +2905,15 @@ typedef struct isa_kernels {
         [MEMRA_TYPE_IQ4_NL] = iq4_nl_##rows##_##sfx, [MEMRA_TYPE_Q2_K] = q2_K_##rows##_##sfx,         \
         [MEMRA_TYPE_Q3_K] = q3_K_##rows##_##sfx, [MEMRA_TYPE_Q4_K] = q4_K_##rows##_##sfx,             \
         [MEMRA_TYPE_Q5_K] = q5_K_##rows##_##sfx, [MEMRA_TYPE_Q6_K] = q6_K_##rows##_##sfx,             \
-        [MEMRA_TYPE_IQ4_XS] = iq4_xs_##rows##_##sfx,                                                  \
+        [MEMRA_TYPE_IQ4_XS] = iq4_xs_##rows##_##sfx, [MEMRA_TYPE_IQ2_XXS] = iq2_xxs_##rows##_##sfx,   \
+        [MEMRA_TYPE_IQ2_XS] = iq2_xs_##rows##_##sfx, [MEMRA_TYPE_IQ2_S] = iq2_s_##rows##_##sfx,       \
+        [MEMRA_TYPE_IQ3_XXS] = iq3_xxs_##rows##_##sfx, [MEMRA_TYPE_IQ3_S] = iq3_s_##rows##_##sfx,     \
+        [MEMRA_TYPE_IQ1_S] = iq1_s_##rows##_##sfx, [MEMRA_TYPE_IQ1_M] = iq1_m_##rows##_##sfx,         \
     }
 
-/* The scalar kernels are named name_rowsN_scalar; the SIMD ones name_isa_rowsN. */
-#define SIMD_ENTRIES(rows, isa)                                                                       \
-    .rows = {                                                                                         \
+/* The scalar kernels are named name_rowsN_scalar; the SIMD ones name_isa_rowsN. A type a path has no
+ * kernel for (NEON: the i-quants below iq4) runs the scalar kernel (see kernel_for). */
+#define SIMD_TYPES(rows, isa)                                                                         \
         [MEMRA_TYPE_F32] = f32_##isa##_##rows, [MEMRA_TYPE_F16] = f16_##isa##_##rows,                 \
         [MEMRA_TYPE_BF16] = bf16_##isa##_##rows, [MEMRA_TYPE_Q8_0] = q8_0_##isa##_##rows,             \
         [MEMRA_TYPE_Q4_0] = q4_0_##isa##_##rows, [MEMRA_TYPE_Q4_1] = q4_1_##isa##_##rows,             \
@@ -2130,7 +2921,16 @@ typedef struct isa_kernels {
         [MEMRA_TYPE_IQ4_NL] = iq4_nl_##isa##_##rows, [MEMRA_TYPE_Q2_K] = q2_K_##isa##_##rows,         \
         [MEMRA_TYPE_Q3_K] = q3_K_##isa##_##rows, [MEMRA_TYPE_Q4_K] = q4_K_##isa##_##rows,             \
         [MEMRA_TYPE_Q5_K] = q5_K_##isa##_##rows, [MEMRA_TYPE_Q6_K] = q6_K_##isa##_##rows,             \
-        [MEMRA_TYPE_IQ4_XS] = iq4_xs_##isa##_##rows,                                                  \
+        [MEMRA_TYPE_IQ4_XS] = iq4_xs_##isa##_##rows,
+#define SIMD_ENTRIES(rows, isa) .rows = { SIMD_TYPES(rows, isa) }
+/* x86: the low-bit i-quants too */
+#define X86_ENTRIES(rows, isa)                                                                        \
+    .rows = {                                                                                         \
+        SIMD_TYPES(rows, isa)                                                                         \
+        [MEMRA_TYPE_IQ2_XXS] = iq2_xxs_##isa##_##rows, [MEMRA_TYPE_IQ2_XS] = iq2_xs_##isa##_##rows,   \
+        [MEMRA_TYPE_IQ2_S] = iq2_s_##isa##_##rows, [MEMRA_TYPE_IQ3_XXS] = iq3_xxs_##isa##_##rows,     \
+        [MEMRA_TYPE_IQ3_S] = iq3_s_##isa##_##rows, [MEMRA_TYPE_IQ1_S] = iq1_s_##isa##_##rows,         \
+        [MEMRA_TYPE_IQ1_M] = iq1_m_##isa##_##rows,                                                    \
     }
 
 static const isa_kernels kernels_scalar = {
@@ -2139,27 +2939,30 @@ static const isa_kernels kernels_scalar = {
     KERNEL_ENTRIES(rows4, scalar),
     .to_q8_0 = to_q8_0_scalar, .to_q8_1 = to_q8_1_scalar, .to_q8_K = to_q8_K_scalar,
     .to_f16 = to_f16_scalar, .to_bf16 = to_bf16_scalar,
+    DECODE_ENTRIES(scalar), .decoded_block = SCALAR_DECODED_BLOCK,
 };
 
 #ifdef MEMRA_X86
 static const isa_kernels kernels_avx2 = {
     .name = "avx2",
-    SIMD_ENTRIES(rows1, avx2),
-    SIMD_ENTRIES(rows4, avx2),
+    X86_ENTRIES(rows1, avx2),
+    X86_ENTRIES(rows4, avx2),
     .to_q8_0 = to_q8_0_avx2, .to_q8_1 = to_q8_1_avx2, .to_q8_K = to_q8_K_avx2,
     .to_f16 = to_f16_avx2, .to_bf16 = to_bf16_avx2,
+    DECODE_ENTRIES(avx2), .decoded_block = AVX2_DECODED_BLOCK,
 };
 
 static const isa_kernels kernels_avx512vnni = {
     .name = "avx512vnni",
-    SIMD_ENTRIES(rows1, avx512),
-    SIMD_ENTRIES(rows4, avx512),
+    X86_ENTRIES(rows1, avx512),
+    X86_ENTRIES(rows4, avx512),
     .many = { [MEMRA_TYPE_Q8_0] = q8_0_avx512_many, [MEMRA_TYPE_Q4_0] = q4_0_avx512_many, [MEMRA_TYPE_Q4_1] = q4_1_avx512_many,
               [MEMRA_TYPE_Q5_0] = q5_0_avx512_many, [MEMRA_TYPE_Q5_1] = q5_1_avx512_many, [MEMRA_TYPE_IQ4_NL] = iq4_nl_avx512_many,
               [MEMRA_TYPE_Q4_K] = q4_K_avx512_many, [MEMRA_TYPE_Q5_K] = q5_K_avx512_many },
     /* activation conversion is O(n) per row: the AVX2 versions are plenty (and bit-identical) */
     .to_q8_0 = to_q8_0_avx2, .to_q8_1 = to_q8_1_avx2, .to_q8_K = to_q8_K_avx2,
     .to_f16 = to_f16_avx2, .to_bf16 = to_bf16_avx2,
+    DECODE_ENTRIES(avx512), .decoded_block = AVX512_DECODED_BLOCK,
 };
 #endif
 
@@ -2247,19 +3050,28 @@ static void quantize_with(const isa_kernels * k, int weight_type, const float * 
     }
 }
 
+/* The path's kernel for `type`, else the scalar one (NULL: the type has none). */
+static dot_kernel * kernel_for(const isa_kernels * k, int type, int four) {
+    if (type < 0 || type >= TYPE_SLOTS) return NULL;
+    dot_kernel * kernel = four ? k->rows4[type] : k->rows1[type];
+    return kernel != NULL ? kernel : four ? kernels_scalar.rows4[type] : kernels_scalar.rows1[type];
+}
+
 static float dot_with(const isa_kernels * k, int type, int64_t n, const void * w, const void * a) {
-    if (type < 0 || type >= TYPE_SLOTS || k->rows1[type] == NULL) return __builtin_nanf("");
+    dot_kernel * kernel = kernel_for(k, type, 0);
+    if (kernel == NULL) return __builtin_nanf("");
     float out = 0.0f;
-    k->rows1[type](n, (const uint8_t *)w, 0, (const uint8_t *)a, &out);
+    kernel(n, (const uint8_t *)w, 0, (const uint8_t *)a, &out);
     return out;
 }
 
 static void dot4_with(const isa_kernels * k, int type, int64_t n, const void * w, size_t stride, const void * a, float * out) {
-    if (type < 0 || type >= TYPE_SLOTS || k->rows4[type] == NULL) {
+    dot_kernel * kernel = kernel_for(k, type, 1);
+    if (kernel == NULL) {
         for (int r = 0; r < 4; r++) out[r] = __builtin_nanf("");
         return;
     }
-    k->rows4[type](n, (const uint8_t *)w, stride, (const uint8_t *)a, out);
+    kernel(n, (const uint8_t *)w, stride, (const uint8_t *)a, out);
 }
 
 void memra_quantize_activation_row(int weight_type, const float * x, void * out, int64_t n) {
@@ -2286,6 +3098,40 @@ void memra_dot_rows4(int type, int64_t n, const void * weight_rows, size_t row_s
     dot4_with(kernels_active(), type, n, weight_rows, row_stride, activation_row, out);
 }
 
+/* The table whose kernels run `type` on path k: k's own, or the scalar ones it falls back to. */
+static const isa_kernels * route_for(const isa_kernels * k, int type) {
+    return type >= 0 && type < TYPE_SLOTS && k->rows1[type] == NULL ? &kernels_scalar : k;
+}
+
+static size_t decoded_bytes_with(const isa_kernels * k, int type, int64_t n) {
+    if (type < 0 || type >= TYPE_SLOTS || n <= 0 || n % 256 != 0) return 0;
+    k = route_for(k, type);
+    return k->decode[type] != NULL ? (size_t)(n / 256) * 4 * (size_t)k->decoded_block : 0;
+}
+
+static void decode_with(const isa_kernels * k, int type, int64_t n, const void * w, size_t stride, void * decoded) {
+    if (decoded_bytes_with(k, type, n) == 0) return;
+    route_for(k, type)->decode[type](n, (const uint8_t *)w, stride, (uint8_t *)decoded);
+}
+
+static void decoded_with(const isa_kernels * k, int type, int64_t n, const void * decoded, const void * a, float * out) {
+    if (decoded_bytes_with(k, type, n) == 0) {
+        for (int r = 0; r < 4; r++) out[r] = __builtin_nanf("");
+        return;
+    }
+    route_for(k, type)->decoded[type](n, (const uint8_t *)decoded, (const uint8_t *)a, out);
+}
+
+size_t memra_dot_decoded_bytes(int type, int64_t n) { return decoded_bytes_with(kernels_active(), type, n); }
+
+void memra_dot_decode_rows4(int type, int64_t n, const void * weight_rows, size_t row_stride, void * decoded) {
+    decode_with(kernels_active(), type, n, weight_rows, row_stride, decoded);
+}
+
+void memra_dot_decoded_rows4(int type, int64_t n, const void * decoded, const void * activation_row, float * out) {
+    decoded_with(kernels_active(), type, n, decoded, activation_row, out);
+}
+
 const char * memra_dot_isa(void) { return kernels_active()->name; }
 
 int memra_dot_isa_available(const char * isa) { return kernels_named(isa) != NULL; }
@@ -2310,4 +3156,14 @@ void memra_dot_rows4_isa(const char * isa, int type, int64_t n, const void * wei
 void memra_dot_rows_isa(const char * isa, int type, int64_t n, const void * weight_rows, size_t row_stride, int64_t rows, const void * activation_row,
                         float * out) {
     dot_many_with(kernels_or_scalar(isa), type, n, weight_rows, row_stride, rows, activation_row, out);
+}
+
+size_t memra_dot_decoded_bytes_isa(const char * isa, int type, int64_t n) { return decoded_bytes_with(kernels_or_scalar(isa), type, n); }
+
+void memra_dot_decode_rows4_isa(const char * isa, int type, int64_t n, const void * weight_rows, size_t row_stride, void * decoded) {
+    decode_with(kernels_or_scalar(isa), type, n, weight_rows, row_stride, decoded);
+}
+
+void memra_dot_decoded_rows4_isa(const char * isa, int type, int64_t n, const void * decoded, const void * activation_row, float * out) {
+    decoded_with(kernels_or_scalar(isa), type, n, decoded, activation_row, out);
 }

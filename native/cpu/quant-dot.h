@@ -6,6 +6,7 @@
  *   q4_0, q5_0, q8_0, iq4_nl -> q8_0   (32 values: f16 d = max|x|/127, int8 q = round_even(x*127/max|x|))
  *   q4_1, q5_1               -> q8_1   (q8_0 values plus f16 s = f16(d_f32 * sum(q)))
  *   q2_K..q6_K, iq4_xs       -> q8_K   (256 values: f32 d = 1/iscale, iscale = -127/x_maxabs, q = min(127, round_even(iscale*x)), int16 bsums[16])
+ *   iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s -> q8_K
  *   f16 -> f16, bf16 -> bf16, f32 -> f32
  * so that results match llama.cpp's CPU backend up to summation order.
  * Every function here is pure (no allocation, no global state) and safe to call from any thread.
@@ -21,8 +22,9 @@ enum {
     MEMRA_TYPE_F32 = 0, MEMRA_TYPE_F16 = 1, MEMRA_TYPE_Q4_0 = 2, MEMRA_TYPE_Q4_1 = 3,
     MEMRA_TYPE_Q5_0 = 6, MEMRA_TYPE_Q5_1 = 7, MEMRA_TYPE_Q8_0 = 8, MEMRA_TYPE_Q8_1 = 9,
     MEMRA_TYPE_Q2_K = 10, MEMRA_TYPE_Q3_K = 11, MEMRA_TYPE_Q4_K = 12, MEMRA_TYPE_Q5_K = 13,
-    MEMRA_TYPE_Q6_K = 14, MEMRA_TYPE_Q8_K = 15, MEMRA_TYPE_IQ4_NL = 20, MEMRA_TYPE_IQ4_XS = 23,
-    MEMRA_TYPE_BF16 = 30,
+    MEMRA_TYPE_Q6_K = 14, MEMRA_TYPE_Q8_K = 15, MEMRA_TYPE_IQ2_XXS = 16, MEMRA_TYPE_IQ2_XS = 17,
+    MEMRA_TYPE_IQ3_XXS = 18, MEMRA_TYPE_IQ1_S = 19, MEMRA_TYPE_IQ4_NL = 20, MEMRA_TYPE_IQ3_S = 21,
+    MEMRA_TYPE_IQ2_S = 22, MEMRA_TYPE_IQ4_XS = 23, MEMRA_TYPE_IQ1_M = 29, MEMRA_TYPE_BF16 = 30,
 };
 
 /* Whether `type` has a dot-product kernel here. */
@@ -48,6 +50,14 @@ void memra_dot_rows4(int type, int64_t n, const void * weight_rows, size_t row_s
  * matrix-vector product: some kernels prepare the activation row once for all the rows. */
 void memra_dot_rows(int type, int64_t n, const void * weight_rows, size_t row_stride, int64_t rows, const void * activation_row, float * out);
 
+/* Matrix-matrix products of the types whose decoding costs more than their products (the i-quants
+ * below iq4): four weight rows decoded once (memra_dot_decode_rows4 writes memra_dot_decoded_bytes(type, n)
+ * bytes, 0 when the type has no such route), then multiplied with any number of activation rows
+ * (memra_dot_decoded_rows4: out[0..3], bit for bit what memra_dot_rows4 returns for the same rows). */
+size_t memra_dot_decoded_bytes(int type, int64_t n);
+void memra_dot_decode_rows4(int type, int64_t n, const void * weight_rows, size_t row_stride, void * decoded);
+void memra_dot_decoded_rows4(int type, int64_t n, const void * decoded, const void * activation_row, float * out);
+
 /* Which SIMD path the kernels chose at run time: "avx512vnni", "avx2", "neondot" (NEON with the dot-product extension), "neon" or "scalar". */
 const char * memra_dot_isa(void);
 
@@ -62,5 +72,8 @@ float memra_dot_row_isa(const char * isa, int type, int64_t n, const void * weig
 void memra_dot_rows4_isa(const char * isa, int type, int64_t n, const void * weight_rows, size_t row_stride, const void * activation_row, float * out);
 void memra_dot_rows_isa(const char * isa, int type, int64_t n, const void * weight_rows, size_t row_stride, int64_t rows, const void * activation_row,
                         float * out);
+size_t memra_dot_decoded_bytes_isa(const char * isa, int type, int64_t n);
+void memra_dot_decode_rows4_isa(const char * isa, int type, int64_t n, const void * weight_rows, size_t row_stride, void * decoded);
+void memra_dot_decoded_rows4_isa(const char * isa, int type, int64_t n, const void * decoded, const void * activation_row, float * out);
 
 #endif

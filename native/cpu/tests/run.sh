@@ -1,6 +1,6 @@
 #!/bin/sh
 # Builds native/cpu/quant-dot.c as the backend does (-O3, no -march: run-time dispatch) and runs its tests.
-#   ./run.sh                 correctness checks on every SIMD path of this CPU, the GEMM kernels against
+#   ./run.sh                 correctness checks on every SIMD path of this CPU (and of dequantize.c), the GEMM kernels against
 #                            the dot products, then the dispatch under
 #                            each forced MEMRA_CPU_ISA
 #   ./run.sh bench [types]   4096 x 4096 matrix-vector GB/s per type (e.g. q8_0 q4_K), once per path
@@ -21,14 +21,16 @@ CC=${CC:-cc}
 if [ "${1:-}" = "asan" ]; then
     san="-O1 -g -std=c11 -fsanitize=address,undefined -fno-sanitize-recover=all"
     $CC $san -c "$here/../quant-dot.c" -o "$build/quant-dot-asan.o"
-    $CC $san "$here/test-quant-dot.c" "$build/quant-dot-asan.o" -lm -o "$build/test-quant-dot-asan"
+    $CC $san -I"$here/../../include" -c "$here/../dequantize.c" -o "$build/dequantize-asan.o"
+    $CC $san "$here/test-quant-dot.c" "$build/quant-dot-asan.o" "$build/dequantize-asan.o" -lm -o "$build/test-quant-dot-asan"
     "$build/test-quant-dot-asan"
     $CC $san -c "$here/../gemm.c" -o "$build/gemm-asan.o"
     $CC $san -c "$here/../gemm-float.c" -o "$build/gemm-float-asan.o"
     $CC $san "$here/test-gemm.c" "$build/gemm-asan.o" "$build/gemm-float-asan.o" "$build/quant-dot-asan.o" -lm -o "$build/test-gemm-asan"
     "$build/test-gemm-asan"
     $CC -O3 -std=c11 -Wall -Wextra -Werror -DMEMRA_NO_SIMD -c "$here/../quant-dot.c" -o "$build/quant-dot-nosimd.o"
-    $CC -O2 -std=c11 "$here/test-quant-dot.c" "$build/quant-dot-nosimd.o" -lm -o "$build/test-quant-dot-nosimd"
+    $CC -O3 -std=c11 -Wall -Wextra -Werror -I"$here/../../include" -c "$here/../dequantize.c" -o "$build/dequantize.o"
+    $CC -O2 -std=c11 "$here/test-quant-dot.c" "$build/quant-dot-nosimd.o" "$build/dequantize.o" -lm -o "$build/test-quant-dot-nosimd"
     "$build/test-quant-dot-nosimd"
     exit 0
 fi
@@ -41,9 +43,10 @@ if [ "${1:-}" = "neon" ]; then
         exit 0
     fi
     "$XCC" -O3 -std=c11 -fPIC -Wall -Wextra -Werror -c "$here/../quant-dot.c" -o "$build/quant-dot-a64.o"
-    "$XCC" -O2 -std=c11 -Wall -Wextra -Werror -static "$here/test-quant-dot.c" "$build/quant-dot-a64.o" -lm -o "$build/test-quant-dot-a64"
+    "$XCC" -O3 -std=c11 -fPIC -Wall -Wextra -Werror -I"$here/../../include" -c "$here/../dequantize.c" -o "$build/dequantize-a64.o"
+    "$XCC" -O2 -std=c11 -Wall -Wextra -Werror -static "$here/test-quant-dot.c" "$build/quant-dot-a64.o" "$build/dequantize-a64.o" -lm -o "$build/test-quant-dot-a64"
     "$XCC" -O3 -std=c11 -Wall -Wextra -Werror -DMEMRA_NO_SIMD -c "$here/../quant-dot.c" -o "$build/quant-dot-a64-nosimd.o"
-    "$XCC" -O2 -std=c11 -Wall -Wextra -Werror -static "$here/test-quant-dot.c" "$build/quant-dot-a64-nosimd.o" -lm -o "$build/test-quant-dot-a64-nosimd"
+    "$XCC" -O2 -std=c11 -Wall -Wextra -Werror -static "$here/test-quant-dot.c" "$build/quant-dot-a64-nosimd.o" "$build/dequantize-a64.o" -lm -o "$build/test-quant-dot-a64-nosimd"
     # the whole library compiles and links for AArch64 with the flags of native/build.ts
     mkdir -p "$build/a64-lib"
     for source in "$here"/../*.c; do
@@ -68,7 +71,7 @@ if [ "${1:-}" = "neon" ]; then
     # AddressSanitizer + UBSan: linked dynamically (the sanitizers need it), qemu loads the AArch64
     # libraries from the cross sysroot; LeakSanitizer cannot run under qemu
     sysroot=${AARCH64_SYSROOT:-/usr/aarch64-linux-gnu}
-    if "$XCC" -O1 -g -std=c11 -fsanitize=address,undefined -fno-sanitize-recover=all "$here/test-quant-dot.c" "$here/../quant-dot.c" \
+    if "$XCC" -O1 -g -std=c11 -fsanitize=address,undefined -fno-sanitize-recover=all -I"$here/../../include" "$here/test-quant-dot.c" "$here/../quant-dot.c" "$here/../dequantize.c" \
         -lm -o "$build/test-quant-dot-a64-asan" 2>/dev/null; then
         for cpu in max cortex-a53; do
             echo "== qemu-aarch64 -cpu $cpu, AddressSanitizer + UBSan (-O1)"
@@ -90,7 +93,8 @@ if [ "${1:-}" = "neon" ]; then
 fi
 
 "$CC" -O3 -std=c11 -fPIC -Wall -Wextra -Werror -c "$here/../quant-dot.c" -o "$build/quant-dot.o"
-"$CC" -O2 -std=c11 -Wall -Wextra -Werror "$here/test-quant-dot.c" "$build/quant-dot.o" -lm -o "$build/test-quant-dot"
+"$CC" -O3 -std=c11 -fPIC -Wall -Wextra -Werror -I"$here/../../include" -c "$here/../dequantize.c" -o "$build/dequantize.o"
+"$CC" -O2 -std=c11 -Wall -Wextra -Werror "$here/test-quant-dot.c" "$build/quant-dot.o" "$build/dequantize.o" -lm -o "$build/test-quant-dot"
 "$CC" -O3 -std=c11 -fPIC -Wall -Wextra -Werror -c "$here/../gemm.c" -o "$build/gemm.o"
 "$CC" -O3 -std=c11 -fPIC -Wall -Wextra -Werror -c "$here/../gemm-float.c" -o "$build/gemm-float.o"
 "$CC" -O2 -std=c11 -Wall -Wextra -Werror "$here/test-gemm.c" "$build/gemm.o" "$build/gemm-float.o" "$build/quant-dot.o" -lm -o "$build/test-gemm"

@@ -14,10 +14,18 @@
  *     sum over values of |a| * (|scale part of w| + |offset part of w|) (so cancellation in w = d*q - m
  *     does not make the bound meaningless); every SIMD path is also checked against the scalar path
  *     with the same bound;
- *   - memra_dot_rows4 must equal four memra_dot_row calls bit for bit (same path).
+ *   - memra_dot_rows4 must equal four memra_dot_row calls bit for bit (same path), and so must the
+ *     decoded-rows route of the i-quants (memra_dot_decode_rows4 + memra_dot_decoded_rows4);
+ *   - memra_dequantize_row (dequantize.c) against the same reference dequantization: every format's
+ *     value is an exact product of its fields' numbers, which ggml's float arithmetic computes with one
+ *     rounding at most, so the result must be the reference rounded to float, bit for bit.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "../quant-dot.h"
+
+/* the i-quant grids: part of the format, so the reference dequantizers below read the same tables */
+#define MEMRA_IQ_TABLE static const __attribute__((unused))
+#include "../../common/iq-grids.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -313,6 +321,115 @@ static void dequant_weights(int type, const uint8_t * x, int64_t n, double * ws,
             }
             break;
         }
+        /* the i-quants, from ggml's dequantize_row_iq*: w = d * scale * magnitude * sign, the magnitudes
+         * being the bytes of a grid entry (8 per entry, 4 for iq3); iq1: w = d * scale * (g + delta) with
+         * g the entry's int8 in {-1, 0, 1}: the scale part d*scale*g in ws, d*scale*delta in wo */
+        case MEMRA_TYPE_IQ2_XXS: {
+            const double d = ref_f16_value(rd16(xb));
+            for (int ib = 0; ib < 8; ib++) {
+                const uint8_t * q = xb + 2 + 8 * ib;
+                uint32_t aux;
+                memcpy(&aux, q + 4, 4);
+                const double db = d * (0.5 + (aux >> 28)) * 0.25;
+                for (int l = 0; l < 4; l++) {
+                    const uint64_t grid = memra_iq2xxs_grid[q[l]];
+                    const int signs = memra_ksigns_iq2xs[(aux >> (7 * l)) & 127];
+                    for (int j = 0; j < 8; j++) s[32 * ib + 8 * l + j] = db * (double)((grid >> (8 * j)) & 255) * ((signs >> j) & 1 ? -1 : 1);
+                }
+            }
+            break;
+        }
+        case MEMRA_TYPE_IQ2_XS: {
+            const double d = ref_f16_value(rd16(xb));
+            for (int ib = 0; ib < 8; ib++) {
+                for (int l = 0; l < 4; l++) {
+                    const int q = rd16(xb + 2 + 8 * ib + 2 * l);
+                    const double db = d * (0.5 + ((xb[66 + ib] >> (4 * (l / 2))) & 15)) * 0.25;
+                    const uint64_t grid = memra_iq2xs_grid[q & 511];
+                    const int signs = memra_ksigns_iq2xs[q >> 9];
+                    for (int j = 0; j < 8; j++) s[32 * ib + 8 * l + j] = db * (double)((grid >> (8 * j)) & 255) * ((signs >> j) & 1 ? -1 : 1);
+                }
+            }
+            break;
+        }
+        case MEMRA_TYPE_IQ2_S: {
+            const double d = ref_f16_value(rd16(xb));
+            const uint8_t * qs = xb + 2, * signs = xb + 34, * qh = xb + 66, * scales = xb + 74;
+            for (int ib = 0; ib < 8; ib++) {
+                for (int l = 0; l < 4; l++) {
+                    const double db = d * (0.5 + ((scales[ib] >> (4 * (l / 2))) & 15)) * 0.25;
+                    const uint64_t grid = memra_iq2s_grid[qs[4 * ib + l] | ((qh[ib] << (8 - 2 * l)) & 0x300)];
+                    for (int j = 0; j < 8; j++)
+                        s[32 * ib + 8 * l + j] = db * (double)((grid >> (8 * j)) & 255) * ((signs[4 * ib + l] >> j) & 1 ? -1 : 1);
+                }
+            }
+            break;
+        }
+        case MEMRA_TYPE_IQ3_XXS: {
+            const double d = ref_f16_value(rd16(xb));
+            for (int ib = 0; ib < 8; ib++) {
+                uint32_t aux;
+                memcpy(&aux, xb + 66 + 4 * ib, 4);
+                const double db = d * (0.5 + (aux >> 28)) * 0.5;
+                for (int l = 0; l < 4; l++) {
+                    const int signs = memra_ksigns_iq2xs[(aux >> (7 * l)) & 127];
+                    const uint32_t g1 = memra_iq3xxs_grid[xb[2 + 8 * ib + 2 * l]], g2 = memra_iq3xxs_grid[xb[2 + 8 * ib + 2 * l + 1]];
+                    for (int j = 0; j < 4; j++) {
+                        s[32 * ib + 8 * l + j] = db * (double)((g1 >> (8 * j)) & 255) * ((signs >> j) & 1 ? -1 : 1);
+                        s[32 * ib + 8 * l + 4 + j] = db * (double)((g2 >> (8 * j)) & 255) * ((signs >> (j + 4)) & 1 ? -1 : 1);
+                    }
+                }
+            }
+            break;
+        }
+        case MEMRA_TYPE_IQ3_S: {
+            const double d = ref_f16_value(rd16(xb));
+            const uint8_t * qs = xb + 2, * qh = xb + 66, * signs = xb + 74, * scales = xb + 106;
+            for (int ib = 0; ib < 8; ib++) {
+                const double db = d * (1 + 2 * ((scales[ib / 2] >> (4 * (ib % 2))) & 15));
+                for (int l = 0; l < 4; l++) {
+                    const uint32_t g1 = memra_iq3s_grid[qs[8 * ib + 2 * l] | ((qh[ib] << (8 - 2 * l)) & 256)];
+                    const uint32_t g2 = memra_iq3s_grid[qs[8 * ib + 2 * l + 1] | ((qh[ib] << (7 - 2 * l)) & 256)];
+                    for (int j = 0; j < 4; j++) {
+                        s[32 * ib + 8 * l + j] = db * (double)((g1 >> (8 * j)) & 255) * ((signs[4 * ib + l] >> j) & 1 ? -1 : 1);
+                        s[32 * ib + 8 * l + 4 + j] = db * (double)((g2 >> (8 * j)) & 255) * ((signs[4 * ib + l] >> (j + 4)) & 1 ? -1 : 1);
+                    }
+                }
+            }
+            break;
+        }
+        case MEMRA_TYPE_IQ1_S: {
+            const double d = ref_f16_value(rd16(xb));
+            for (int ib = 0; ib < 8; ib++) {
+                const int qh = rd16(xb + 34 + 2 * ib);
+                const double dl = d * (2 * ((qh >> 12) & 7) + 1), delta = qh & 0x8000 ? -0.125 : 0.125;
+                for (int l = 0; l < 4; l++) {
+                    const uint64_t grid = memra_iq1s_grid[xb[2 + 4 * ib + l] | (((qh >> (3 * l)) & 7) << 8)];
+                    for (int j = 0; j < 8; j++) {
+                        s[32 * ib + 8 * l + j] = dl * (int8_t)(uint8_t)(grid >> (8 * j));
+                        o[32 * ib + 8 * l + j] = dl * delta;
+                    }
+                }
+            }
+            break;
+        }
+        case MEMRA_TYPE_IQ1_M: {
+            const int sc[4] = { rd16(xb + 48), rd16(xb + 50), rd16(xb + 52), rd16(xb + 54) };
+            const double d = ref_f16_value((uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000)));
+            const uint8_t * qs = xb, * qh = xb + 32;
+            for (int ib = 0; ib < 8; ib++) {
+                for (int l = 0; l < 4; l++) {
+                    const int h = qh[2 * ib + l / 2] >> (4 * (l % 2));
+                    const double dl = d * (2 * ((sc[ib / 2] >> (6 * (ib % 2) + 3 * (l / 2))) & 7) + 1), delta = h & 8 ? -0.125 : 0.125;
+                    const uint64_t grid = memra_iq1s_grid[qs[4 * ib + l] | ((h & 7) << 8)];
+                    for (int j = 0; j < 8; j++) {
+                        s[32 * ib + 8 * l + j] = dl * (int8_t)(uint8_t)(grid >> (8 * j));
+                        o[32 * ib + 8 * l + j] = dl * delta;
+                    }
+                }
+            }
+            break;
+        }
         }
     }
 }
@@ -326,6 +443,9 @@ static const type_info TYPES[] = {
     { MEMRA_TYPE_BF16, "bf16", 1 }, { MEMRA_TYPE_F32, "f32", 1 }, { MEMRA_TYPE_Q4_1, "q4_1", 32 },
     { MEMRA_TYPE_Q5_0, "q5_0", 32 }, { MEMRA_TYPE_Q5_1, "q5_1", 32 }, { MEMRA_TYPE_Q2_K, "q2_K", 256 },
     { MEMRA_TYPE_Q3_K, "q3_K", 256 }, { MEMRA_TYPE_IQ4_NL, "iq4_nl", 32 }, { MEMRA_TYPE_IQ4_XS, "iq4_xs", 256 },
+    { MEMRA_TYPE_IQ2_XXS, "iq2_xxs", 256 }, { MEMRA_TYPE_IQ2_XS, "iq2_xs", 256 }, { MEMRA_TYPE_IQ2_S, "iq2_s", 256 },
+    { MEMRA_TYPE_IQ3_XXS, "iq3_xxs", 256 }, { MEMRA_TYPE_IQ3_S, "iq3_s", 256 }, { MEMRA_TYPE_IQ1_S, "iq1_s", 256 },
+    { MEMRA_TYPE_IQ1_M, "iq1_m", 256 },
 };
 #define N_TYPES ((int)(sizeof(TYPES) / sizeof(TYPES[0])))
 
@@ -346,8 +466,7 @@ static void random_weights(int type, uint8_t * x, int64_t n) {
     if (type == MEMRA_TYPE_F32) { for (int64_t i = 0; i < n; i++) { const float f = rng_normal(); memcpy(x + 4 * i, &f, 4); } return; }
     if (type == MEMRA_TYPE_F16) { for (int64_t i = 0; i < n; i++) wr16(x + 2 * i, ref_f16_bits(rng_normal())); return; }
     if (type == MEMRA_TYPE_BF16) { for (int64_t i = 0; i < n; i++) wr16(x + 2 * i, ref_bf16_bits(rng_normal())); return; }
-    const int bb = (int)memra_row_bytes(type, type == MEMRA_TYPE_Q2_K || type == MEMRA_TYPE_Q3_K || type == MEMRA_TYPE_Q4_K ||
-                                                  type == MEMRA_TYPE_Q5_K || type == MEMRA_TYPE_Q6_K || type == MEMRA_TYPE_IQ4_XS ? 256 : 32);
+    const int bb = (int)memra_row_bytes(type, memra_dot_activation_type(type) == MEMRA_TYPE_Q8_K ? 256 : 32);
     for (size_t off = 0; off < bytes; off += (size_t)bb) {
         uint8_t * b = x + off;
         switch (type) {
@@ -360,6 +479,14 @@ static void random_weights(int type, uint8_t * x, int64_t n) {
         case MEMRA_TYPE_Q4_K: case MEMRA_TYPE_Q5_K: wr16(b, random_f16(-12, -4, 1)); wr16(b + 2, random_f16(-12, -4, 1)); break;
         case MEMRA_TYPE_Q6_K: wr16(b + 208, random_f16(-14, -6, 1)); break;
         case MEMRA_TYPE_IQ4_XS: wr16(b, random_f16(-12, -4, 1)); break;
+        /* the i-quants: any bytes are a valid block; d about 0.001 .. 0.004 */
+        case MEMRA_TYPE_IQ2_XXS: case MEMRA_TYPE_IQ2_XS: case MEMRA_TYPE_IQ2_S: case MEMRA_TYPE_IQ3_XXS:
+        case MEMRA_TYPE_IQ3_S: case MEMRA_TYPE_IQ1_S: wr16(b, random_f16(-10, -9, 1)); break;
+        case MEMRA_TYPE_IQ1_M: { /* d in the top nibbles of the four u16 scale words */
+            const uint16_t d = random_f16(-10, -9, 1);
+            for (int k = 0; k < 4; k++) wr16(b + 48 + 2 * k, (uint16_t)((rd16(b + 48 + 2 * k) & 0x0fff) | ((d >> (4 * k)) & 15) << 12));
+            break;
+        }
         }
     }
 }
@@ -382,6 +509,9 @@ static void check_metadata(void) {
         { MEMRA_TYPE_Q5_1, 32, 24, MEMRA_TYPE_Q8_1 }, { MEMRA_TYPE_Q8_0, 32, 34, MEMRA_TYPE_Q8_0 }, { MEMRA_TYPE_IQ4_NL, 32, 18, MEMRA_TYPE_Q8_0 },
         { MEMRA_TYPE_Q2_K, 256, 84, MEMRA_TYPE_Q8_K }, { MEMRA_TYPE_Q3_K, 256, 110, MEMRA_TYPE_Q8_K }, { MEMRA_TYPE_Q4_K, 256, 144, MEMRA_TYPE_Q8_K },
         { MEMRA_TYPE_Q5_K, 256, 176, MEMRA_TYPE_Q8_K }, { MEMRA_TYPE_Q6_K, 256, 210, MEMRA_TYPE_Q8_K }, { MEMRA_TYPE_IQ4_XS, 256, 136, MEMRA_TYPE_Q8_K },
+        { MEMRA_TYPE_IQ2_XXS, 256, 66, MEMRA_TYPE_Q8_K }, { MEMRA_TYPE_IQ2_XS, 256, 74, MEMRA_TYPE_Q8_K }, { MEMRA_TYPE_IQ2_S, 256, 82, MEMRA_TYPE_Q8_K },
+        { MEMRA_TYPE_IQ3_XXS, 256, 98, MEMRA_TYPE_Q8_K }, { MEMRA_TYPE_IQ3_S, 256, 110, MEMRA_TYPE_Q8_K }, { MEMRA_TYPE_IQ1_S, 256, 50, MEMRA_TYPE_Q8_K },
+        { MEMRA_TYPE_IQ1_M, 256, 56, MEMRA_TYPE_Q8_K },
     };
     for (size_t i = 0; i < sizeof(expect) / sizeof(expect[0]); i++) {
         if (!memra_dot_supported(expect[i].type)) FAIL("type %d: not supported", expect[i].type);
@@ -554,6 +684,21 @@ static void check_dots(const type_info * t, const char ** isas, int n_isas) {
                     if (memcmp(&one, &four[r], sizeof(float)) != 0)
                         FAIL("rows4 %s isa %s n=%lld row %d: %.9g != dot_row %.9g", t->name, isas[k], (long long)n, r, four[r], one);
                 }
+                /* decoded rows (the i-quants' matrix-matrix route): the same bits as rows4 */
+                const size_t decoded_bytes = memra_dot_decoded_bytes_isa(isas[k], t->type, n);
+                const int is_iq = t->type == MEMRA_TYPE_IQ2_XXS || t->type == MEMRA_TYPE_IQ2_XS || t->type == MEMRA_TYPE_IQ2_S ||
+                                  t->type == MEMRA_TYPE_IQ3_XXS || t->type == MEMRA_TYPE_IQ3_S || t->type == MEMRA_TYPE_IQ1_S || t->type == MEMRA_TYPE_IQ1_M;
+                if ((decoded_bytes > 0) != is_iq) FAIL("decoded %s isa %s n=%lld: %zu bytes", t->name, isas[k], (long long)n, decoded_bytes);
+                if (decoded_bytes > 0) {
+                    uint8_t * decoded = malloc(decoded_bytes);
+                    float dec[4];
+                    memra_dot_decode_rows4_isa(isas[k], t->type, n, w, stride, decoded);
+                    memra_dot_decoded_rows4_isa(isas[k], t->type, n, decoded, act, dec);
+                    for (int r = 0; r < 4; r++)
+                        if (memcmp(&dec[r], &four[r], sizeof(float)) != 0)
+                            FAIL("decoded %s isa %s n=%lld row %d: %.9g != rows4 %.9g", t->name, isas[k], (long long)n, r, dec[r], four[r]);
+                    free(decoded);
+                }
                 /* memra_dot_rows (the matrix-vector entry) over 3 of the rows: the same bits too */
                 float many[3];
                 memra_dot_rows_isa(isas[k], t->type, n, w + stride, stride, 3, act, many);
@@ -565,6 +710,33 @@ static void check_dots(const type_info * t, const char ** isas, int n_isas) {
             }
         }
         free(w); free(act); free(x); free(ws); free(wo); free(a); free(s);
+    }
+}
+
+/* dequantize.c (linked in): the reference dequantization rounded to float, exactly. */
+void memra_dequantize_row(int type, const void * x, float * y, int64_t n);
+
+static void check_dequantize(void) {
+    enum { N = 1024 };
+    static uint8_t w[4 * N];
+    static float got[N];
+    static double ws[N], wo[N];
+    for (int i = 0; i < N_TYPES; i++) {
+        const int type = TYPES[i].type;
+        const int before = failures;
+        for (int rep = 0; rep < 16; rep++) {
+            random_weights(type, w, N);
+            memra_dequantize_row(type, w, got, N);
+            dequant_weights(type, w, N, ws, wo);
+            for (int k = 0; k < N; k++) {
+                const float want = (float)(ws[k] + wo[k]);
+                if (!(got[k] == want)) { /* (== : the reference does not track the sign of a zero) */
+                    FAIL("dequantize %s value %d: got %.9g want %.9g", TYPES[i].name, k, got[k], want);
+                    break;
+                }
+            }
+            if (failures != before) break;
+        }
     }
 }
 
@@ -667,6 +839,11 @@ int main(int argc, char ** argv) {
 
     check_metadata();
     check_dispatch();
+    {
+        const int before = failures;
+        check_dequantize();
+        printf("dequantize (dequantize.c), every type: %s\n", failures == before ? "ok (exact)" : "FAILED");
+    }
     for (int k = 0; k < n_isas; k++) {
         const int before = failures;
         check_conversions(isas[k]);
@@ -684,6 +861,6 @@ int main(int argc, char ** argv) {
         fprintf(stderr, "%d failure(s)\n", failures);
         return 1;
     }
-    printf("all checks passed (dot bound |err| <= %g * sum|w_i a_i| terms; rows4, rows == row bit for bit)\n", TOLERANCE);
+    printf("all checks passed (dot bound |err| <= %g * sum|w_i a_i| terms; rows4, rows, decoded rows == row bit for bit)\n", TOLERANCE);
     return 0;
 }

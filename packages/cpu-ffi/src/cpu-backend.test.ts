@@ -28,6 +28,8 @@ const unavailable = nativeLibraryUnavailableReason();
 
 const ELEMENTWISE_BOUND = 1e-12;
 const MATMUL_BOUND = 1e-10;
+/** The i-quants (random valid blocks from weightBytes: no quantizer needed). */
+const I_QUANTS = [GGMLType.IQ4_NL, GGMLType.IQ4_XS, GGMLType.IQ2_XXS, GGMLType.IQ2_XS, GGMLType.IQ2_S, GGMLType.IQ3_XXS, GGMLType.IQ3_S, GGMLType.IQ1_S, GGMLType.IQ1_M];
 
 
 
@@ -51,7 +53,9 @@ describe.skipIf(unavailable !== undefined)(`CpuBackend ops against the reference
   it("supports matmul for the types it has kernels for (asked from the library)", () => {
     const supported = matmulTypes().map(ggmlTypeName);
     expect(supported).toEqual(expect.arrayContaining(["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K"]));
-    expect(backend.supportsOp("matmul", GGMLType.IQ2_XXS)).toBe(false);
+    expect(supported).toEqual(expect.arrayContaining(["q2_K", "q3_K", "iq4_nl", "iq4_xs", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m"]));
+    for (const type of I_QUANTS) expect(backend.supportsOp("embedding", type), ggmlTypeName(type)).toBe(true);
+    expect(backend.supportsOp("matmul", GGMLType.TQ2_0)).toBe(false);
     expect(backend.supportsOp("add")).toBe(true);
   });
 
@@ -80,7 +84,7 @@ describe.skipIf(unavailable !== undefined)(`CpuBackend ops against the reference
 
   it("expertMatmul picks the expert's matrix of a 3-D weight: NMSE ≤ 1e-10", () => {
     const [nIn, nOut, experts, rows] = [256, 24, 3, 4];
-    for (const type of [GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.F16]) {
+    for (const type of [GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.F16, ...I_QUANTS]) {
       const data = weightBytes(type, normals(nIn * nOut * experts, 40 + type, 0.05), 50);
       const [w, wRef] = pair.weights(tensorInfo("experts", type, [nIn, nOut, experts], data), data);
       const [x, xRef] = pair.buffers(normals(rows * nIn, 41));
@@ -97,7 +101,7 @@ describe.skipIf(unavailable !== undefined)(`CpuBackend ops against the reference
   it("embedding dequantizes table rows exactly like the reference, for every supported type", () => {
     const [width, vocabulary] = [256, 10];
     const tokens = Int32Array.from([3, 0, 9, 3]);
-    for (const type of ALL_GGML_TYPES.filter((t) => backend.supportsOp("embedding", t) && (canQuantize(t) || t === GGMLType.IQ4_NL || t === GGMLType.IQ4_XS))) {
+    for (const type of ALL_GGML_TYPES.filter((t) => backend.supportsOp("embedding", t) && (canQuantize(t) || I_QUANTS.includes(t)))) {
       const data = weightBytes(type, normals(width * vocabulary, 60 + type, 0.1), 61);
       const [table, tableRef] = pair.weights(tensorInfo("token_embd.weight", type, [width, vocabulary], data), data);
       const out = pair.native.allocate(tokens.length * width);
@@ -311,11 +315,11 @@ describe.skipIf(unavailable !== undefined)(`CpuBackend ops against the reference
   describe("errors", () => {
     it("a weight type without kernels: uploadWeight refuses it, the library names it", () => {
       const data = new Uint8Array(66 * 4);
-      expect(() => backend.uploadWeight(tensorInfo("w", GGMLType.IQ2_XXS, [256, 4], data), data)).toThrow(UnsupportedTensorTypeError);
+      expect(() => backend.uploadWeight(tensorInfo("w", GGMLType.TQ2_0, [256, 4], data), data)).toThrow(UnsupportedTensorTypeError);
       const out = new Float32Array(4);
       const x = new Float32Array(256);
       for (const [type, name] of [
-        [GGMLType.IQ2_XXS, "iq2_xxs"],
+        [GGMLType.TQ2_0, "tq2_0"],
         [99, "type 99"],
       ] as const) {
         let error: unknown;
