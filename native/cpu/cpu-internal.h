@@ -82,9 +82,17 @@ size_t memra_dequantize_block_bytes(int type);
 /* y[0..n) = dequantized x (n a multiple of the block size; type supported). */
 void memra_dequantize_row(int type, const void * x, float * y, int64_t n);
 
+/* ---- quantize-iq3.c ---- */
+
+/* Builds iq3_s's neighbour tables once (thread-safe); 0 when they could not be allocated. */
+int memra_quantize_iq3_ready(void);
+/* One block of 256 values -> 110 bytes of iq3_s, as ggml's quantize_iq3_s without an importance matrix
+ * (memra_quantize_iq3_ready() must have returned 1). */
+void memra_quantize_iq3_s(const float * x, uint8_t * y);
+
 /* ---- quantize.c ---- */
 
-/* Bytes per block of `type` memra_quantize_blocks writes (k-quants, the 32-value block types, iq4_nl, iq4_xs), 0 for any other type. */
+/* Bytes per block of `type` memra_quantize_blocks writes (k-quants, the 32-value block types, iq4_nl, iq4_xs, iq3_s), 0 for any other type. */
 size_t memra_quantize_block_bytes(int type);
 /* Values per block of `type` (memra_dequantize_block_size). */
 int64_t memra_quantize_block_values(int type);

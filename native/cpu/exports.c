@@ -572,7 +572,7 @@ static void quantize_chunk(void * argument, int64_t chunk, int thread_index) {
 static int check_quantize(const char * function, int type, const float * x, int64_t count, const void * out, int64_t out_bytes, size_t * block_bytes) {
     *block_bytes = memra_quantize_block_bytes(type);
     if (*block_bytes == 0) {
-        FAIL(MEMRA_ERROR_UNSUPPORTED_TYPE, "%s: type %s is not supported (q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs)", function,
+        FAIL(MEMRA_ERROR_UNSUPPORTED_TYPE, "%s: type %s is not supported (q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, iq3_s)", function,
              memra_type_name(type));
     }
     const int64_t block_values = memra_quantize_block_values(type);

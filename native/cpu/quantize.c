@@ -1,6 +1,6 @@
 /*
  * memra_quantize: float32 values -> the k-quant types (q2_K, q3_K, q4_K, q5_K, q6_K) and the 32-value
- * block types (q4_0, q4_1, q5_0, q5_1, q8_0) and iq4_nl / iq4_xs, byte for byte as ggml's quantize_row_*_ref without an
+ * block types (q4_0, q4_1, q5_0, q5_1, q8_0), iq4_nl / iq4_xs and iq3_s (quantize-iq3.c), byte for byte as ggml's quantize_row_*_ref without an
  * importance matrix, and as @memra/gguf's TypeScript
  * quantizers (packages/gguf/src/quant/quantize-k.ts, scale-search.ts, quantize-blocks-32.ts), which this follows operation
  * for operation. The TypeScript is the reference the golden models were generated with; this is the
@@ -736,14 +736,28 @@ static void quantize_iq4_xs(const float * x, uint8_t * y) {
     iq4_pack(L, y + 8, 256);
 }
 
-/* The quantizable types are the block types the dequantizer reads (not f32, f16, bf16): its tables
- * of block sizes and bytes are theirs. */
+/* The types memra_quantize_blocks writes; their block sizes and bytes are the dequantizer's. The
+ * dequantizer reads more (the i-quants but iq3_s need an importance matrix or a grid search this
+ * library does not have), so this list is explicit. */
+static int quantizable(int type) {
+    switch (type) {
+        case MEMRA_TYPE_Q4_0: case MEMRA_TYPE_Q4_1: case MEMRA_TYPE_Q5_0: case MEMRA_TYPE_Q5_1: case MEMRA_TYPE_Q8_0:
+        case MEMRA_TYPE_IQ4_NL: case MEMRA_TYPE_IQ4_XS: case MEMRA_TYPE_Q2_K: case MEMRA_TYPE_Q3_K: case MEMRA_TYPE_Q4_K:
+        case MEMRA_TYPE_Q5_K: case MEMRA_TYPE_Q6_K:
+            return 1;
+        case MEMRA_TYPE_IQ3_S:
+            return memra_quantize_iq3_ready(); /* its neighbour tables, built once */
+        default:
+            return 0;
+    }
+}
+
 int64_t memra_quantize_block_values(int type) {
-    return memra_dequantize_block_size(type);
+    return quantizable(type) ? memra_dequantize_block_size(type) : 0;
 }
 
 size_t memra_quantize_block_bytes(int type) {
-    return memra_dequantize_block_size(type) > 1 ? memra_dequantize_block_bytes(type) : 0;
+    return quantizable(type) ? memra_dequantize_block_bytes(type) : 0;
 }
 
 void memra_quantize_blocks(int type, const float * x, uint8_t * y, int64_t blocks) {
@@ -769,6 +783,7 @@ void memra_quantize_blocks(int type, const float * x, uint8_t * y, int64_t block
             case MEMRA_TYPE_Q4_K: quantize_q4_K(search, x, y); break;
             case MEMRA_TYPE_Q5_K: quantize_q5_K(search, x, y); break;
             case MEMRA_TYPE_Q6_K: quantize_q6_K(search, x, y); break;
+            case MEMRA_TYPE_IQ3_S: memra_quantize_iq3_s(x, y); break;
             default: return;
         }
     }

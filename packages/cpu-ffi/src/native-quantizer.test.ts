@@ -1,7 +1,9 @@
+import { ptr } from "bun:ffi";
 import { GGMLType, dequantize, ggmlTypeInfo, ggmlTypeName, quantize } from "@memra/gguf";
 import { SeededRandom } from "@memra/synthetic";
 import { describe, expect, it } from "vitest";
 import { nativeLibraryUnavailableReason } from "./native-availability";
+import { openMemraCpuLibrary } from "./native-library";
 import { createNativeQuantizer } from "./native-quantizer";
 
 const unavailable = nativeLibraryUnavailableReason();
@@ -10,7 +12,7 @@ const required = process.env.MEMRA_REQUIRE_NATIVE === "1";
 describe.skipIf(unavailable !== undefined && !required)("createNativeQuantizer (memra_cpu_quantize over threads)", () => {
   const types = [
     GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q8_0, GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K,
-    GGMLType.IQ4_NL, GGMLType.IQ4_XS,
+    GGMLType.IQ4_NL, GGMLType.IQ4_XS, GGMLType.IQ3_S,
   ];
 
   it.each(types.map((t) => [ggmlTypeName(t), t] as const))("%s: the TypeScript quantizer's bytes on 3 threads, chunks not a multiple of the threads", (_name, type) => {
@@ -42,6 +44,23 @@ describe.skipIf(unavailable !== undefined && !required)("createNativeQuantizer (
     expect(native.dequantizer(GGMLType.Q8_0, new Uint8Array(34), 32, new Float32Array(32))).toBe(false);
     native.dispose();
     expect(() => native.quantizer(GGMLType.Q8_0, values, new Uint8Array(544))).toThrow(/disposed/);
+  });
+
+  it("refuses the i-quants it reads but cannot write, naming the type", () => {
+    // memra_cpu_quantize's own check (the dequantizer reads these; their quantizers need an importance matrix)
+    const library = openMemraCpuLibrary();
+    const context = library.createContext(1);
+    try {
+      const values = new Float32Array(256);
+      const out = new Uint8Array(256);
+      for (const type of [GGMLType.IQ2_XXS, GGMLType.IQ1_S, GGMLType.IQ3_XXS]) {
+        expect(library.symbols.memra_cpu_quantize(context, type, ptr(values), 256, ptr(out), out.byteLength)).not.toBe(0);
+        expect(library.lastError()).toMatch(new RegExp(`memra_cpu_quantize: type ${ggmlTypeName(type)} is not supported`));
+      }
+      expect(out).toEqual(new Uint8Array(256));
+    } finally {
+      library.destroyContext(context);
+    }
   });
 
   it("reports the library's error for an output too small", () => {

@@ -12,7 +12,7 @@ import { openMemraCpuLibrary } from "./native-library";
 /** The types memra_cpu_quantize writes. */
 const NATIVE_TYPES: ReadonlySet<GGMLType> = new Set([
   GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K,
-  GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q8_0, GGMLType.IQ4_NL, GGMLType.IQ4_XS,
+  GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q8_0, GGMLType.IQ4_NL, GGMLType.IQ4_XS, GGMLType.IQ3_S,
 ]);
 
 export interface NativeQuantizer {

@@ -12,7 +12,7 @@ const seededNormalValues = (count: number, seed: number) => new SeededRandom(`na
 
 const K_TYPES = [GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K];
 const BLOCK_32_TYPES = [GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q8_0];
-const TYPES = [...K_TYPES, ...BLOCK_32_TYPES, GGMLType.IQ4_NL, GGMLType.IQ4_XS];
+const TYPES = [...K_TYPES, ...BLOCK_32_TYPES, GGMLType.IQ4_NL, GGMLType.IQ4_XS, GGMLType.IQ3_S];
 const unavailable = nativeQuantizerUnavailableReason();
 const required = process.env.MEMRA_REQUIRE_NATIVE === "1";
 

@@ -19,7 +19,7 @@ import { GGMLType, ggmlTypeInfo, quantize } from "@memra/gguf";
 /** The types memra_quantize implements (a library built before the 32-value block types gives an error for them). */
 const NATIVE_TYPES: ReadonlySet<number> = new Set([
   GGMLType.Q2_K, GGMLType.Q3_K, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K,
-  GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q8_0, GGMLType.IQ4_NL, GGMLType.IQ4_XS,
+  GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1, GGMLType.Q8_0, GGMLType.IQ4_NL, GGMLType.IQ4_XS, GGMLType.IQ3_S,
 ]);
 
 const SYMBOLS = {
