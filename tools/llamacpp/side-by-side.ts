@@ -13,8 +13,8 @@
  * --npl: node-llama-cpp batching B sequences' tokens into one llama_decode), aggregate tokens/s.
  *
  * Models: synthetic files from @memra/synthetic (seeded, real Qwen3 vocabulary), generated into the
- * cache on first use: q8_0 / f16 / q4_K_M = the Qwen3-0.6B shape, moe = the scaled Qwen3-30B-A3B
- * shape (q8_0). --file adds any other GGUF.
+ * cache on first use: q8_0 / f16 / q4_K_M / q4_0 / bf16 and the i-quants iq1_s ... iq3_s = the
+ * Qwen3-0.6B shape, moe = the scaled Qwen3-30B-A3B shape (q8_0). --file adds any other GGUF.
  */
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -42,6 +42,13 @@ const MODELS: Record<string, { preset: PresetName; type: WeightType; label: stri
   q4_0: { preset: "qwen3-0.6b", type: "q4_0", label: "Qwen3-0.6B shape, q4_0" },
   bf16: { preset: "qwen3-0.6b", type: "bf16", label: "Qwen3-0.6B shape, bf16" },
   moe: { preset: "qwen3-30b-a3b-scaled", type: "q8_0", label: "scaled Qwen3-30B-A3B shape (MoE), q8_0" },
+  // every matrix of one i-quant type (random blocks: these types need an importance matrix to quantize)
+  ...Object.fromEntries(
+    (["iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s"] as const).map((type) => [
+      type,
+      { preset: "qwen3-0.6b" as PresetName, type, label: `Qwen3-0.6B shape, ${type}` },
+    ]),
+  ),
 };
 
 interface Sample {
