@@ -3,7 +3,7 @@ import { loadModel } from "@memra/core";
 import { backendOptionHelp, chooseBackend, parseBackendChoice } from "../backend-choice";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
-import { jsonStringLines, parsePositiveInteger, requireModelPath } from "./model-arguments";
+import { jsonStringLines, metadataOverrideOptionHelp, metadataOverrideOptions, metadataOverrideParseOptions, parsePositiveInteger, requireModelPath } from "./model-arguments";
 
 export const embedUsage = `usage: memra embed -m MODEL (--text TEXT ... | --jsonl) [--pooling last|mean] [--dimensions N] [--no-normalize]
 
@@ -17,6 +17,7 @@ options:
   --dimensions N          keep the first N components (Matryoshka truncation), then normalize
   -t, --threads N         threads of the native CPU backend (default: one per processor)
 ${backendOptionHelp}
+${metadataOverrideOptionHelp}
 
 examples:
   memra embed -m Qwen3-Embedding-0.6B-Q8_0.gguf --text "What is the capital of France?"
@@ -34,6 +35,7 @@ export async function embedCommand(args: string[], io: CliIO): Promise<void> {
       "no-normalize": { type: "boolean", default: false },
       threads: { type: "string", short: "t" },
       device: { type: "string" },
+      ...metadataOverrideParseOptions,
       help: { type: "boolean", short: "h", default: false },
     },
   });
@@ -46,7 +48,8 @@ export async function embedCommand(args: string[], io: CliIO): Promise<void> {
   if (values.pooling !== undefined && values.pooling !== "last" && values.pooling !== "mean") throw new CliError(`--pooling must be last or mean, got "${values.pooling}"`);
   const dimensions = values.dimensions === undefined ? undefined : parsePositiveInteger(values.dimensions, "--dimensions", 1);
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
-  const model = loadModel(path, { backend: await chooseBackend(threads, parseBackendChoice(values.device)) });
+  const overrides = metadataOverrideOptions(values);
+  const model = loadModel(path, { backend: await chooseBackend(threads, parseBackendChoice(values.device)), ...overrides });
   const options = {
     ...(values.pooling === undefined ? {} : { pooling: values.pooling as "last" | "mean" }),
     ...(dimensions === undefined ? {} : { dimensions }),

@@ -3,7 +3,7 @@ import { computeLogprobs, loadModel } from "@memra/core";
 import { backendOptionHelp, chooseBackend, parseBackendChoice } from "../backend-choice";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
-import { parsePositiveInteger, parseTokenList, requireModelPath } from "./model-arguments";
+import { metadataOverrideOptionHelp, metadataOverrideOptions, metadataOverrideParseOptions, parsePositiveInteger, parseTokenList, requireModelPath } from "./model-arguments";
 
 export const logprobsUsage = `usage: memra logprobs -m MODEL (--tokens 1,2,3 | --text TEXT) [--top K] [--json]
 
@@ -14,6 +14,7 @@ log-probabilities after tokens 0..i. --text is tokenized with special tokens par
 options:
   -t, --threads N         threads of the native CPU backend (default: one per processor)
 ${backendOptionHelp}
+${metadataOverrideOptionHelp}
 
 examples:
   memra logprobs -m Qwen3-0.6B-Q8_0.gguf --text "The capital of France is" --top 3
@@ -29,6 +30,7 @@ export async function logprobsCommand(args: string[], io: CliIO): Promise<void> 
       top: { type: "string" },
       threads: { type: "string", short: "t" },
       device: { type: "string" },
+      ...metadataOverrideParseOptions,
       json: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -41,7 +43,8 @@ export async function logprobsCommand(args: string[], io: CliIO): Promise<void> 
   if ((values.tokens === undefined) === (values.text === undefined)) throw new CliError(`give exactly one of --tokens and --text\n${logprobsUsage}`);
   const topK = parsePositiveInteger(values.top, "--top", 5);
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
-  const model = loadModel(path, { backend: await chooseBackend(threads, parseBackendChoice(values.device)) });
+  const overrides = metadataOverrideOptions(values);
+  const model = loadModel(path, { backend: await chooseBackend(threads, parseBackendChoice(values.device)), ...overrides });
   const tokens = values.tokens !== undefined ? parseTokenList(values.tokens) : model.tokenizer.encode(values.text!, { special: true });
   if (tokens.length === 0) throw new CliError("the text has no tokens");
   const result = computeLogprobs(model, tokens, topK);

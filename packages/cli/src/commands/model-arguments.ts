@@ -1,4 +1,4 @@
-import { openGGUFModel } from "@memra/gguf";
+import { type MetadataOverride, openGGUFModel, parseMetadataOverride } from "@memra/gguf";
 import { Tokenizer } from "@memra/tokenizer";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
@@ -47,4 +47,16 @@ export async function* jsonStringLines(io: CliIO): AsyncIterable<string> {
     if (typeof text !== "string") throw new CliError(`standard input line ${line} is not a JSON string`);
     yield text;
   }
+}
+
+/** parseArgs option spec of --override-kv, for the commands that load a model without placing it. */
+export const metadataOverrideParseOptions = { "override-kv": { type: "string", multiple: true } } as const;
+
+export const metadataOverrideOptionHelp = `  --override-kv KEY=TYPE:VALUE  a metadata value instead of the file's (llama.cpp's flag; TYPE int, float,
+                           bool or str; repeatable), e.g. qwen3.rope.freq_base=float:500000`;
+
+/** --override-kv as loadModel's options (none when the flag is absent). */
+export function metadataOverrideOptions(values: { readonly "override-kv"?: readonly string[] | undefined }): { metadataOverrides?: MetadataOverride[] } {
+  const overrides = (values["override-kv"] ?? []).map(parseMetadataOverride);
+  return overrides.length > 0 ? { metadataOverrides: overrides } : {};
 }

@@ -207,5 +207,26 @@ describe("--override-kv (llama.cpp's KEY=TYPE:VALUE)", () => {
     const bad = run(["generate", "-m", model, "--override-kv", "qwen3.block_count=str:2", "-p", "x", "-n", "1"]);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toBe("memra generate: KV override qwen3.block_count: the file's value is a uint32, the override a str\n");
+
+    // the commands that load a model without placing it take it too
+    const json = (args: string[]) => {
+      const result = run(args);
+      expect(result.code, result.stderr).toBe(0);
+      return JSON.parse(result.stdout);
+    };
+    const logprobs = (path: string, extra: string[]) => json(["logprobs", "-m", path, "--tokens", QUICK_FOX_IDS.join(","), "--top", "3", "--json", ...extra]);
+    expect(logprobs(model, ["--override-kv", "qwen3.rope.freq_base=float:10000"])).toEqual(logprobs(rewritten, []));
+    const text = join(directory, "override-kv.txt");
+    writeFileSync(text, `${QUICK_FOX} `.repeat(20));
+    const perplexity = (path: string, extra: string[]) => json(["perplexity", "-m", path, "-f", text, "--ctx", "64", "--json", ...extra]).perplexity;
+    const overriddenPerplexity = perplexity(model, ["--override-kv", "qwen3.rope.freq_base=float:10000"]);
+    expect(overriddenPerplexity).toBe(perplexity(rewritten, []));
+    expect(overriddenPerplexity).not.toBe(perplexity(model, []));
+    const inputs: Record<string, string[]> = { embed: ["--text", "x"], rerank: ["-q", "x", "--document", "y"], logprobs: ["--text", "x"], perplexity: ["-f", text] };
+    for (const [command, input] of Object.entries(inputs)) {
+      const malformed = run([command, "-m", model, "--override-kv", "qwen3.rope.freq_base", ...input]);
+      expect(malformed.code, command).toBe(1);
+      expect(malformed.stderr, command).toBe(`memra ${command}: malformed KV override "qwen3.rope.freq_base": expected KEY=TYPE:VALUE with a key under 128 bytes\n`);
+    }
   });
 });

@@ -4,7 +4,7 @@ import { type KlDivergenceResult, computeKlDivergence, computePerplexity, loadMo
 import { backendOptionHelp, chooseBackend, parseBackendChoice } from "../backend-choice";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
-import { parsePositiveInteger, requireModelPath } from "./model-arguments";
+import { metadataOverrideOptionHelp, metadataOverrideOptions, metadataOverrideParseOptions, parsePositiveInteger, requireModelPath } from "./model-arguments";
 
 export const perplexityUsage = `usage: memra perplexity -m MODEL -f FILE [--ctx 512] [--kl-divergence BASE.gguf] [--json]
 
@@ -20,6 +20,7 @@ both models loaded (llama.cpp saves the base's logits to a file in a first run i
 options:
   -t, --threads N         threads of the native CPU backend (default: one per processor)
 ${backendOptionHelp}
+${metadataOverrideOptionHelp}
 
 examples:
   memra perplexity -m Qwen3-0.6B-Q8_0.gguf -f wiki.test.raw --ctx 512
@@ -34,6 +35,7 @@ export async function perplexityCommand(args: string[], io: CliIO): Promise<void
       ctx: { type: "string", short: "c" },
       threads: { type: "string", short: "t" },
       device: { type: "string" },
+      ...metadataOverrideParseOptions,
       "kl-divergence": { type: "string" },
       json: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
@@ -53,8 +55,9 @@ export async function perplexityCommand(args: string[], io: CliIO): Promise<void
   }
   const context = parsePositiveInteger(values.ctx, "--ctx", 512);
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
+  const overrides = metadataOverrideOptions(values); // MODEL's: the base stands for llama.cpp's saved logits
   const backend = await chooseBackend(threads, parseBackendChoice(values.device));
-  const model = loadModel(path, { backend });
+  const model = loadModel(path, { backend, ...overrides });
   const tokens = model.tokenizer.encode(text, { special: false });
   if (tokens.length < context) throw new CliError(`${values.file} has ${tokens.length} tokens, fewer than one window of --ctx ${context}`);
   const started = performance.now();

@@ -3,7 +3,7 @@ import { loadModel } from "@memra/core";
 import { backendOptionHelp, chooseBackend, parseBackendChoice } from "../backend-choice";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
-import { jsonStringLines, parsePositiveInteger, requireModelPath } from "./model-arguments";
+import { jsonStringLines, metadataOverrideOptionHelp, metadataOverrideOptions, metadataOverrideParseOptions, parsePositiveInteger, requireModelPath } from "./model-arguments";
 
 export const rerankUsage = `usage: memra rerank -m MODEL --query TEXT (--document TEXT ... | --jsonl) [--top-n N] [--template TEXT] [--json]
 
@@ -19,6 +19,7 @@ options:
   --template TEXT         the prompt with {query} and {document} (default: the GGUF's rerank template)
   -t, --threads N         threads of the native CPU backend (default: one per processor)
 ${backendOptionHelp}
+${metadataOverrideOptionHelp}
 
 examples:
   memra rerank -m Qwen3-Reranker-0.6B-Q8_0.gguf --query "capital of France" --document "Paris is in France." --document "Berlin"`;
@@ -36,6 +37,7 @@ export async function rerankCommand(args: string[], io: CliIO): Promise<void> {
       json: { type: "boolean", default: false },
       threads: { type: "string", short: "t" },
       device: { type: "string" },
+      ...metadataOverrideParseOptions,
       help: { type: "boolean", short: "h", default: false },
     },
   });
@@ -50,7 +52,8 @@ export async function rerankCommand(args: string[], io: CliIO): Promise<void> {
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
   const documents = values.document ?? [];
   if (values.jsonl) for await (const text of jsonStringLines(io)) documents.push(text);
-  const model = loadModel(path, { backend: await chooseBackend(threads, parseBackendChoice(values.device)) });
+  const overrides = metadataOverrideOptions(values);
+  const model = loadModel(path, { backend: await chooseBackend(threads, parseBackendChoice(values.device)), ...overrides });
   try {
     const ranked = model.rank(values.query, documents, { ...(topN === undefined ? {} : { topN }), ...(values.template === undefined ? {} : { template: values.template }) });
     for (const { index, score } of ranked) {
