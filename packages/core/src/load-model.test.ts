@@ -67,10 +67,10 @@ describe("loadModel", () => {
   });
 
   it("rejects a tensor type it cannot compute with, naming the tensor, before loading any weight", () => {
-    const file = modelWithTensor("blk.1.attn_q.weight", (t) => ({ ...t, type: GGMLType.IQ2_XXS, data: new Uint8Array(256 * 66) }));
+    const file = modelWithTensor("blk.1.attn_q.weight", (t) => ({ ...t, type: GGMLType.TQ1_0, data: new Uint8Array(256 * 54) }));
     const { backend, uploads } = countingBackend();
     expect(() => Model.create(file, { backend })).toThrow(UnsupportedTensorTypeError);
-    expect(() => Model.create(file, { backend })).toThrow(/tensor "blk\.1\.attn_q\.weight" has type iq2_xxs/);
+    expect(() => Model.create(file, { backend })).toThrow(/tensor "blk\.1\.attn_q\.weight" has type tq1_0/);
     expect(uploads()).toBe(0);
   });
 
