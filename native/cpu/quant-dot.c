@@ -31,7 +31,9 @@
  * one by one, with 8 sign bits that negate the activations instead; see section 4 for iq1's delta.
  * Decoding costs more than the products there, so matrix-matrix products decode four weight rows once
  * for all activation rows (memra_dot_decode_rows4). There are x86 kernels for them; on NEON they run
- * the scalar kernels (kernel_for).
+ * the scalar kernels (kernel_for). On x86 iq4_xs and iq4_nl take that route too (their nibbles, level
+ * lookups and scales cost about what their products do), the AVX-512 kernels with activation rows
+ * prepared once for it (memra_dot_decoded_prepare).
  *
  * Each multi-row kernel ("rows4") runs exactly the per-row instruction sequence of the one-row kernel,
  * so memra_dot_rows4 returns bit for bit what four memra_dot_row calls return on the same path. The
@@ -775,11 +777,15 @@ SCALAR_IQ_ROWS(iq1_m, IQ1_M_BYTES, 1.0f)
 
 /* Decoded rows (memra_dot_decode_rows4, memra_dot_decoded_rows4): the i-quants' weight rows decoded once
  * and multiplied with each activation row of a matrix-matrix product, where decoding costs more than
- * the products. A path keeps what its row kernel computes before the products, then runs the rest of
- * that kernel on it: a decoded product is bit for bit memra_dot_rows4's. Block ib of row r is at
- * (4 * ib + r) * the path's decoded block bytes. */
+ * the products (on x86 iq4_xs and iq4_nl too, sections 5 and 6). A path keeps what its row kernel
+ * computes before the products, then runs the rest of that kernel on it: a decoded product is bit for
+ * bit memra_dot_rows4's. Block ib of row r is at (4 * ib + r) * the path's decoded block bytes (iq4_nl:
+ * see its kernels). A path may likewise keep what its row kernel computes from the activation row alone
+ * (memra_dot_decoded_prepare, once per row; the decoded kernel then reads that). */
 typedef void decode_kernel(int64_t n, const uint8_t * w, size_t stride, uint8_t * decoded);
 typedef void decoded_kernel(int64_t n, const uint8_t * decoded, const uint8_t * a, float * out);
+/* (optional, memra_dot_decoded_prepare: the activation row arranged once for a path's decoded kernel) */
+typedef void prepare_kernel(int64_t n, const uint8_t * a, uint8_t * prepared);
 
 enum { SCALAR_DECODED_BLOCK = 288 }; /* v[256] | scales[16] | d f32 */
 
@@ -1506,6 +1512,87 @@ AVX2_INLINE void iq_decoded_rows4_avx2(const int type, int64_t n, const uint8_t 
         }
     }
     for (int r = 0; r < 4; r++) out[r] = iq_factor(type) * hsum_ps_avx2(acc[r]);
+}
+
+/* iq4_xs and iq4_nl decoded (the same route; their decoding, nibbles to levels and scales, costs about
+ * what their products do): the levels v as the row kernels compute them, then those kernels' sequence on
+ * them. iq4_xs per block and row: v[256] | scales - 32 (8 x int16) | d f32 | padding; |v| is taken again
+ * for each activation row (keeping it too was measured ~15% slower). iq4_nl, whose float work per 32
+ * values weighs more, keeps |v| (~6% faster): per block of 32 values v[32] | |v|[32] of rows 0..3 at
+ * (4 * ib + r) * 64, then after all the blocks the four rows' d f32 at n / 32 * 256 + (4 * ib + r) * 4. */
+enum { AVX2_IQ4_XS_DECODED_BLOCK = 320, AVX2_IQ4_NL_DECODED_BLOCK = 4 * (64 + 4) };
+
+AVX2_FN void iq4_xs_avx2_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * decoded) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_values));
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        for (int r = 0; r < 4; r++) {
+            const uint8_t * xw = w + r * stride + ib * IQ4_XS_BYTES;
+            uint8_t * o = decoded + (4 * ib + r) * AVX2_IQ4_XS_DECODED_BLOCK;
+            for (int s = 0; s < 8; s++) {
+                _mm256_storeu_si256((__m256i *)(o + 32 * s), _mm256_shuffle_epi8(table, nibbles32_avx2(xw + 8 + 16 * s)));
+                st_u16(o + 256 + 2 * s, (uint16_t)(iq4xs_scale(xw, s) - 32));
+            }
+            st_f32(o + 272, f16_at_avx2(xw));
+        }
+    }
+}
+
+/* iq4_xs_avx2's sequence for four rows on decoded blocks. */
+AVX2_FN void iq4_xs_avx2_decoded(int64_t n, const uint8_t * decoded, const uint8_t * a, float * out) {
+    __m256 acc[4];
+    for (int r = 0; r < 4; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        const uint8_t * ya = a + ib * Q8_K_BYTES;
+        const float da = ld_f32(ya);
+        for (int r = 0; r < 4; r++) {
+            const uint8_t * o = decoded + (4 * ib + r) * AVX2_IQ4_XS_DECODED_BLOCK;
+            __m256i isum = _mm256_setzero_si256();
+            for (int s = 0; s < 8; s++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(o + 32 * s));
+                const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(Q8K_VEC_AVX2(ya, s), v));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_set1_epi16(ld_i16(o + 256 + 2 * s))));
+            }
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(ld_f32(o + 272) * da), _mm256_cvtepi32_ps(isum), acc[r]);
+        }
+    }
+    for (int r = 0; r < 4; r++) out[r] = hsum_ps_avx2(acc[r]);
+}
+
+AVX2_FN void iq4_nl_avx2_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * decoded) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_values));
+    const int64_t nb = n / 32;
+    for (int64_t ib = 0; ib < nb; ib++) {
+        for (int r = 0; r < 4; r++) {
+            const uint8_t * xw = w + r * stride + ib * IQ4_NL_BYTES;
+            uint8_t * o = decoded + (4 * ib + r) * 64;
+            const __m256i v = _mm256_shuffle_epi8(table, nibbles32_avx2(xw + 2));
+            _mm256_storeu_si256((__m256i *)o, v);
+            _mm256_storeu_si256((__m256i *)(o + 32), _mm256_sign_epi8(v, v));
+            st_f32(decoded + nb * 256 + (4 * ib + r) * 4, f16_at_avx2(xw));
+        }
+    }
+}
+
+/* blocks32_avx2's sequence (iq4_nl) for four rows on decoded blocks. */
+AVX2_FN void iq4_nl_avx2_decoded(int64_t n, const uint8_t * decoded, const uint8_t * a, float * out) {
+    const int64_t nb = n / 32;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const uint8_t * dw = decoded + nb * 256;
+    __m256 acc[4];
+    for (int r = 0; r < 4; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const uint8_t * ya = a + ib * Q8_0_BYTES;
+        const __m256i av = _mm256_loadu_si256((const __m256i *)(ya + 2));
+        const float da = f16_at_avx2(ya);
+        for (int r = 0; r < 4; r++) {
+            const uint8_t * o = decoded + (4 * ib + r) * 64;
+            const __m256i v = _mm256_loadu_si256((const __m256i *)o), u = _mm256_loadu_si256((const __m256i *)(o + 32));
+            const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(av, v)), ones));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(ld_f32(dw + (4 * ib + r) * 4) * da), p, acc[r]);
+        }
+    }
+    /* (+ 0.0f: blocks32_avx2's sum of the q4_1 / q5_1 terms, none here) */
+    for (int r = 0; r < 4; r++) out[r] = hsum_ps_avx2(acc[r]) + 0.0f;
 }
 
 /* --- f32 / f16 / bf16: 32 values per step in four accumulators --- */
@@ -2272,6 +2359,149 @@ AVX512_INLINE void iq_decoded_rows4_avx512(const int type, int64_t n, const uint
     for (int r = 0; r < 4; r++) out[r] = iq_factor(type) * _mm512_reduce_add_ps(acc[r]);
 }
 
+/* iq4_xs and iq4_nl decoded (see the AVX2 ones): the levels + 128 as the row kernels compute them, and
+ * the activations as those kernels arrange them before the weights (memra_dot_decoded_prepare: once per
+ * activation row for all the weights; in the decoded products that step measured 20-30% of the time).
+ * iq4_xs, weights per block and row: iq4_xs_avx512's lo, hi of c = 0, then of c = 1 (256 B) | the 8
+ * scales - 32 (int32) | d f32 | padding; activations per block: alo[0], ahi[0], alo[1], ahi[1], base[0],
+ * base[1] | d f32 | padding. iq4_nl per step of four blocks (blocks32_avx512's): weights lo, hi of rows
+ * 0..3 (128 B each) | the four rows' four d f32 (64 B), after the steps the blocks past the last full
+ * step (at most 3 per row) as they are, which the row kernel takes in scalar code; activations
+ * blocks32_act's alo, ahi, base per step, then the four d f32 of each step, then the blocks past the
+ * last full step as they are. */
+enum {
+    AVX512_IQ4_XS_DECODED_BLOCK = 320, AVX512_IQ4_XS_PREPARED_BLOCK = 448,
+    AVX512_IQ4_NL_DECODED_STEP = 4 * 128 + 64, AVX512_IQ4_NL_PREPARED_STEP = 3 * 64 + 16,
+};
+
+AVX512_FN void iq4_xs_avx512_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * decoded) {
+    const __m512i m4 = _mm512_set1_epi8(15), x80 = _mm512_set1_epi8((char)0x80);
+    const __m512i levels = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4nl_values)), x80);
+    const __m256i low_shift = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28), high_shift = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        for (int r = 0; r < 4; r++) {
+            const uint8_t * xw = w + r * stride + ib * IQ4_XS_BYTES;
+            uint8_t * o = decoded + (4 * ib + r) * AVX512_IQ4_XS_DECODED_BLOCK;
+            const __m256i low = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)ld_u32(xw + 4)), low_shift), _mm256_set1_epi32(15));
+            const __m256i high = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(ld_u16(xw + 2)), high_shift), _mm256_set1_epi32(3));
+            _mm256_storeu_si256((__m256i *)(o + 256), _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32)));
+            for (int c = 0; c < 2; c++) {
+                const __m512i q = _mm512_loadu_si512((const void *)(xw + 8 + 64 * c));
+                _mm512_storeu_si512((void *)(o + 128 * c), _mm512_shuffle_epi8(levels, _mm512_and_si512(q, m4)));
+                _mm512_storeu_si512((void *)(o + 128 * c + 64), _mm512_shuffle_epi8(levels, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4)));
+            }
+            st_f32(o + 288, f16_at_avx512(xw));
+        }
+    }
+}
+
+AVX512_FN void iq4_xs_avx512_prepare(int64_t n, const uint8_t * a, uint8_t * prepared) {
+    const __m512i x80 = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        const uint8_t * ya = a + ib * Q8_K_BYTES;
+        uint8_t * p = prepared + ib * AVX512_IQ4_XS_PREPARED_BLOCK;
+        for (int c = 0; c < 2; c++) {
+            const __m512i z0 = Q8K_VEC_AVX512(ya, 2 * c), z1 = Q8K_VEC_AVX512(ya, 2 * c + 1);
+            const __m512i alo = _mm512_shuffle_i64x2(z0, z1, _MM_SHUFFLE(2, 0, 2, 0));
+            const __m512i ahi = _mm512_shuffle_i64x2(z0, z1, _MM_SHUFFLE(3, 1, 3, 1));
+            _mm512_storeu_si512((void *)(p + 128 * c), alo);
+            _mm512_storeu_si512((void *)(p + 128 * c + 64), ahi);
+            _mm512_storeu_si512((void *)(p + 256 + 64 * c), _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, x80, alo), x80, ahi)));
+        }
+        st_f32(p + 384, ld_f32(ya));
+    }
+}
+
+/* iq4_xs_avx512's sequence for four rows on decoded blocks and a prepared activation row. */
+AVX512_FN void iq4_xs_avx512_decoded(int64_t n, const uint8_t * decoded, const uint8_t * prepared, float * out) {
+    const __m512i lanes0 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    const __m512i lanes1 = _mm512_set_epi32(7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 5, 5, 4, 4, 4, 4);
+    __m512 acc[4];
+    for (int r = 0; r < 4; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        const uint8_t * p = prepared + ib * AVX512_IQ4_XS_PREPARED_BLOCK;
+        const float da = ld_f32(p + 384);
+        __m512i alo[2], ahi[2], base[2];
+        for (int c = 0; c < 2; c++) {
+            alo[c] = _mm512_loadu_si512((const void *)(p + 128 * c));
+            ahi[c] = _mm512_loadu_si512((const void *)(p + 128 * c + 64));
+            base[c] = _mm512_loadu_si512((const void *)(p + 256 + 64 * c));
+        }
+        for (int r = 0; r < 4; r++) {
+            const uint8_t * o = decoded + (4 * ib + r) * AVX512_IQ4_XS_DECODED_BLOCK;
+            const __m512i ls = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(o + 256)));
+            __m512i isum = _mm512_setzero_si512();
+            for (int c = 0; c < 2; c++) {
+                const __m512i lo = _mm512_loadu_si512((const void *)(o + 128 * c)), hi = _mm512_loadu_si512((const void *)(o + 128 * c + 64));
+                const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(base[c], lo, alo[c]), hi, ahi[c]);
+                isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(s, _mm512_permutexvar_epi32(c ? lanes1 : lanes0, ls)));
+            }
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(ld_f32(o + 288) * da), acc[r]);
+        }
+    }
+    for (int r = 0; r < 4; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+AVX512_FN void iq4_nl_avx512_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * decoded) {
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const __m512i levels = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4nl_values)), _mm512_set1_epi8((char)0x80));
+    const int64_t nb = n / 32, nb4 = nb & ~(int64_t)3;
+    for (int64_t ib = 0; ib < nb4; ib += 4) {
+        uint8_t * o = decoded + ib / 4 * AVX512_IQ4_NL_DECODED_STEP;
+        for (int r = 0; r < 4; r++) {
+            const uint8_t * xw = w + r * stride + ib * IQ4_NL_BYTES;
+            const __m512i q = load4x16_avx512(xw + 2, IQ4_NL_BYTES);
+            _mm512_storeu_si512((void *)(o + 128 * r), _mm512_shuffle_epi8(levels, _mm512_and_si512(q, m4)));
+            _mm512_storeu_si512((void *)(o + 128 * r + 64), _mm512_shuffle_epi8(levels, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4)));
+            _mm_storeu_ps((float *)(void *)(o + 512 + 16 * r), f16x4_avx512(xw, IQ4_NL_BYTES));
+        }
+    }
+    uint8_t * tail = decoded + nb4 / 4 * AVX512_IQ4_NL_DECODED_STEP;
+    for (int r = 0; r < 4; r++) memcpy(tail + r * (nb - nb4) * IQ4_NL_BYTES, w + r * stride + nb4 * IQ4_NL_BYTES, (size_t)(nb - nb4) * IQ4_NL_BYTES);
+}
+
+AVX512_FN void iq4_nl_avx512_prepare(int64_t n, const uint8_t * a, uint8_t * prepared) {
+    const int64_t nb = n / 32, steps = nb / 4;
+    for (int64_t k = 0; k < steps; k++) {
+        blocks32_act p;
+        blocks32_prepare(MEMRA_TYPE_IQ4_NL, a + 4 * k * Q8_0_BYTES, &p);
+        _mm512_storeu_si512((void *)(prepared + 192 * k), p.alo);
+        _mm512_storeu_si512((void *)(prepared + 192 * k + 64), p.ahi);
+        _mm512_storeu_si512((void *)(prepared + 192 * k + 128), p.base);
+        _mm_storeu_ps((float *)(void *)(prepared + 192 * steps + 16 * k), p.da);
+    }
+    memcpy(prepared + steps * AVX512_IQ4_NL_PREPARED_STEP, a + 4 * steps * Q8_0_BYTES, (size_t)(nb - 4 * steps) * Q8_0_BYTES);
+}
+
+/* blocks32_avx512's sequence (iq4_nl) for four rows on decoded blocks and a prepared activation row. */
+AVX512_FN void iq4_nl_avx512_decoded(int64_t n, const uint8_t * decoded, const uint8_t * prepared, float * out) {
+    const __m512i lanes = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    const int64_t nb = n / 32, steps = nb / 4, nb4 = 4 * steps;
+    __m512 acc[4];
+    for (int r = 0; r < 4; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < steps; k++) {
+        const uint8_t * o = decoded + k * AVX512_IQ4_NL_DECODED_STEP;
+        const __m512i alo = _mm512_loadu_si512((const void *)(prepared + 192 * k));
+        const __m512i ahi = _mm512_loadu_si512((const void *)(prepared + 192 * k + 64));
+        const __m512i base = _mm512_loadu_si512((const void *)(prepared + 192 * k + 128));
+        const __m128 da = _mm_loadu_ps((const float *)(const void *)(prepared + 192 * steps + 16 * k));
+        for (int r = 0; r < 4; r++) {
+            const __m512i lo = _mm512_loadu_si512((const void *)(o + 128 * r)), hi = _mm512_loadu_si512((const void *)(o + 128 * r + 64));
+            const __m512i isum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(base, lo, alo), hi, ahi);
+            const __m512 d = _mm512_castps128_ps512(_mm_mul_ps(_mm_loadu_ps((const float *)(const void *)(o + 512 + 16 * r)), da));
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_permutexvar_ps(lanes, d), acc[r]);
+        }
+    }
+    const uint8_t * tail = decoded + steps * AVX512_IQ4_NL_DECODED_STEP, * a_tail = prepared + steps * AVX512_IQ4_NL_PREPARED_STEP;
+    for (int r = 0; r < 4; r++) {
+        /* (+ 0.0f: blocks32_avx512's sum of the q4_1 / q5_1 terms; then blocks32_tail's sum) */
+        const float sum = _mm512_reduce_add_ps(acc[r]) + 0.0f;
+        float rest = 0.0f;
+        for (int64_t ib = nb4; ib < nb; ib++) rest += blk_iq4_nl(tail + (r * (nb - nb4) + ib - nb4) * IQ4_NL_BYTES, a_tail + (ib - nb4) * Q8_0_BYTES);
+        out[r] = sum + rest;
+    }
+}
+
 /* --- f32 / f16 / bf16: 64 values per step in four accumulators, masked tail --- */
 
 AVX512_INLINE __m512 load16_avx512(const int type, const uint8_t * p, int64_t i, __mmask16 m) {
@@ -2880,21 +3110,34 @@ typedef struct isa_kernels {
     dot_kernel * rows4[TYPE_SLOTS];
     dot_many_kernel * many[TYPE_SLOTS]; /* optional: memra_dot_rows loops rows1 where NULL */
     convert_kernel * to_q8_0, * to_q8_1, * to_q8_K, * to_f16, * to_bf16;
-    /* optional: decoded rows (see SCALAR_IQ_DECODED), decoded_block bytes per block and row */
+    /* optional: decoded rows (see SCALAR_IQ_DECODED), decoded_block[type] bytes per block of four rows;
+     * where prepare[type] is set, the decoded kernel reads activation rows it prepared (prepared_block[type]
+     * bytes per block) */
     decode_kernel * decode[TYPE_SLOTS];
     decoded_kernel * decoded[TYPE_SLOTS];
-    int decoded_block;
+    int decoded_block[TYPE_SLOTS];
+    prepare_kernel * prepare[TYPE_SLOTS];
+    int prepared_block[TYPE_SLOTS];
 } isa_kernels;
 
-#define DECODE_ENTRIES(isa)                                                                      \
-    .decode = { [MEMRA_TYPE_IQ2_XXS] = iq2_xxs_##isa##_decode, [MEMRA_TYPE_IQ2_XS] = iq2_xs_##isa##_decode, \
-                [MEMRA_TYPE_IQ2_S] = iq2_s_##isa##_decode, [MEMRA_TYPE_IQ3_XXS] = iq3_xxs_##isa##_decode, \
-                [MEMRA_TYPE_IQ3_S] = iq3_s_##isa##_decode, [MEMRA_TYPE_IQ1_S] = iq1_s_##isa##_decode, \
-                [MEMRA_TYPE_IQ1_M] = iq1_m_##isa##_decode },                                     \
-    .decoded = { [MEMRA_TYPE_IQ2_XXS] = iq2_xxs_##isa##_decoded, [MEMRA_TYPE_IQ2_XS] = iq2_xs_##isa##_decoded, \
-                 [MEMRA_TYPE_IQ2_S] = iq2_s_##isa##_decoded, [MEMRA_TYPE_IQ3_XXS] = iq3_xxs_##isa##_decoded, \
-                 [MEMRA_TYPE_IQ3_S] = iq3_s_##isa##_decoded, [MEMRA_TYPE_IQ1_S] = iq1_s_##isa##_decoded, \
-                 [MEMRA_TYPE_IQ1_M] = iq1_m_##isa##_decoded }
+/* The i-quants below iq4 (the paths with kernels for them): field "decode" or "decoded" of path isa;
+ * IQ_DECODED_BLOCKS: their bytes per block of four rows. The x86 paths add iq4_xs and iq4_nl. */
+#define IQ_DECODE_TYPES(field, isa)                                                               \
+    [MEMRA_TYPE_IQ2_XXS] = iq2_xxs_##isa##_##field, [MEMRA_TYPE_IQ2_XS] = iq2_xs_##isa##_##field,   \
+    [MEMRA_TYPE_IQ2_S] = iq2_s_##isa##_##field, [MEMRA_TYPE_IQ3_XXS] = iq3_xxs_##isa##_##field,     \
+    [MEMRA_TYPE_IQ3_S] = iq3_s_##isa##_##field, [MEMRA_TYPE_IQ1_S] = iq1_s_##isa##_##field,         \
+    [MEMRA_TYPE_IQ1_M] = iq1_m_##isa##_##field,
+#define IQ_DECODED_BLOCKS(bytes)                                                                  \
+    [MEMRA_TYPE_IQ2_XXS] = (bytes), [MEMRA_TYPE_IQ2_XS] = (bytes), [MEMRA_TYPE_IQ2_S] = (bytes),    \
+    [MEMRA_TYPE_IQ3_XXS] = (bytes), [MEMRA_TYPE_IQ3_S] = (bytes), [MEMRA_TYPE_IQ1_S] = (bytes),     \
+    [MEMRA_TYPE_IQ1_M] = (bytes),
+#define X86_DECODE_ENTRIES(isa, iq_bytes, iq4_xs_bytes, iq4_nl_bytes)                             \
+    .decode = { IQ_DECODE_TYPES(decode, isa) [MEMRA_TYPE_IQ4_XS] = iq4_xs_##isa##_decode,           \
+                [MEMRA_TYPE_IQ4_NL] = iq4_nl_##isa##_decode },                                      \
+    .decoded = { IQ_DECODE_TYPES(decoded, isa) [MEMRA_TYPE_IQ4_XS] = iq4_xs_##isa##_decoded,        \
+                 [MEMRA_TYPE_IQ4_NL] = iq4_nl_##isa##_decoded },                                    \
+    .decoded_block = { IQ_DECODED_BLOCKS(iq_bytes) [MEMRA_TYPE_IQ4_XS] = (iq4_xs_bytes),            \
+                       [MEMRA_TYPE_IQ4_NL] = (iq4_nl_bytes) }
 
 #define KERNEL_ENTRIES(rows, sfx)                                                                     \
     .rows = {                                                                                         \
@@ -2939,7 +3182,8 @@ static const isa_kernels kernels_scalar = {
     KERNEL_ENTRIES(rows4, scalar),
     .to_q8_0 = to_q8_0_scalar, .to_q8_1 = to_q8_1_scalar, .to_q8_K = to_q8_K_scalar,
     .to_f16 = to_f16_scalar, .to_bf16 = to_bf16_scalar,
-    DECODE_ENTRIES(scalar), .decoded_block = SCALAR_DECODED_BLOCK,
+    .decode = { IQ_DECODE_TYPES(decode, scalar) }, .decoded = { IQ_DECODE_TYPES(decoded, scalar) },
+    .decoded_block = { IQ_DECODED_BLOCKS(4 * SCALAR_DECODED_BLOCK) },
 };
 
 #ifdef MEMRA_X86
@@ -2949,7 +3193,7 @@ static const isa_kernels kernels_avx2 = {
     X86_ENTRIES(rows4, avx2),
     .to_q8_0 = to_q8_0_avx2, .to_q8_1 = to_q8_1_avx2, .to_q8_K = to_q8_K_avx2,
     .to_f16 = to_f16_avx2, .to_bf16 = to_bf16_avx2,
-    DECODE_ENTRIES(avx2), .decoded_block = AVX2_DECODED_BLOCK,
+    X86_DECODE_ENTRIES(avx2, 4 * AVX2_DECODED_BLOCK, 4 * AVX2_IQ4_XS_DECODED_BLOCK, AVX2_IQ4_NL_DECODED_BLOCK),
 };
 
 static const isa_kernels kernels_avx512vnni = {
@@ -2962,7 +3206,9 @@ static const isa_kernels kernels_avx512vnni = {
     /* activation conversion is O(n) per row: the AVX2 versions are plenty (and bit-identical) */
     .to_q8_0 = to_q8_0_avx2, .to_q8_1 = to_q8_1_avx2, .to_q8_K = to_q8_K_avx2,
     .to_f16 = to_f16_avx2, .to_bf16 = to_bf16_avx2,
-    DECODE_ENTRIES(avx512), .decoded_block = AVX512_DECODED_BLOCK,
+    X86_DECODE_ENTRIES(avx512, 4 * AVX512_DECODED_BLOCK, 4 * AVX512_IQ4_XS_DECODED_BLOCK, AVX512_IQ4_NL_DECODED_STEP / 4),
+    .prepare = { [MEMRA_TYPE_IQ4_XS] = iq4_xs_avx512_prepare, [MEMRA_TYPE_IQ4_NL] = iq4_nl_avx512_prepare },
+    .prepared_block = { [MEMRA_TYPE_IQ4_XS] = AVX512_IQ4_XS_PREPARED_BLOCK, [MEMRA_TYPE_IQ4_NL] = AVX512_IQ4_NL_PREPARED_STEP / 4 },
 };
 #endif
 
@@ -3104,9 +3350,9 @@ static const isa_kernels * route_for(const isa_kernels * k, int type) {
 }
 
 static size_t decoded_bytes_with(const isa_kernels * k, int type, int64_t n) {
-    if (type < 0 || type >= TYPE_SLOTS || n <= 0 || n % 256 != 0) return 0;
+    if (type < 0 || type >= TYPE_SLOTS || n <= 0 || block_values(type) == 0 || n % block_values(type) != 0) return 0;
     k = route_for(k, type);
-    return k->decode[type] != NULL ? (size_t)(n / 256) * 4 * (size_t)k->decoded_block : 0;
+    return k->decode[type] != NULL ? (size_t)(n / block_values(type)) * (size_t)k->decoded_block[type] : 0;
 }
 
 static void decode_with(const isa_kernels * k, int type, int64_t n, const void * w, size_t stride, void * decoded) {
@@ -3122,7 +3368,24 @@ static void decoded_with(const isa_kernels * k, int type, int64_t n, const void 
     route_for(k, type)->decoded[type](n, (const uint8_t *)decoded, (const uint8_t *)a, out);
 }
 
+static size_t prepared_bytes_with(const isa_kernels * k, int type, int64_t n) {
+    if (decoded_bytes_with(k, type, n) == 0) return 0;
+    k = route_for(k, type);
+    return k->prepare[type] != NULL ? (size_t)(n / block_values(type)) * (size_t)k->prepared_block[type] : 0;
+}
+
+static void prepare_with(const isa_kernels * k, int type, int64_t n, const void * a, void * prepared) {
+    if (prepared_bytes_with(k, type, n) == 0) return;
+    route_for(k, type)->prepare[type](n, (const uint8_t *)a, (uint8_t *)prepared);
+}
+
 size_t memra_dot_decoded_bytes(int type, int64_t n) { return decoded_bytes_with(kernels_active(), type, n); }
+
+size_t memra_dot_decoded_prepared_bytes(int type, int64_t n) { return prepared_bytes_with(kernels_active(), type, n); }
+
+void memra_dot_decoded_prepare(int type, int64_t n, const void * activation_row, void * prepared) {
+    prepare_with(kernels_active(), type, n, activation_row, prepared);
+}
 
 void memra_dot_decode_rows4(int type, int64_t n, const void * weight_rows, size_t row_stride, void * decoded) {
     decode_with(kernels_active(), type, n, weight_rows, row_stride, decoded);
@@ -3159,6 +3422,12 @@ void memra_dot_rows_isa(const char * isa, int type, int64_t n, const void * weig
 }
 
 size_t memra_dot_decoded_bytes_isa(const char * isa, int type, int64_t n) { return decoded_bytes_with(kernels_or_scalar(isa), type, n); }
+
+size_t memra_dot_decoded_prepared_bytes_isa(const char * isa, int type, int64_t n) { return prepared_bytes_with(kernels_or_scalar(isa), type, n); }
+
+void memra_dot_decoded_prepare_isa(const char * isa, int type, int64_t n, const void * activation_row, void * prepared) {
+    prepare_with(kernels_or_scalar(isa), type, n, activation_row, prepared);
+}
 
 void memra_dot_decode_rows4_isa(const char * isa, int type, int64_t n, const void * weight_rows, size_t row_stride, void * decoded) {
     decode_with(kernels_or_scalar(isa), type, n, weight_rows, row_stride, decoded);

@@ -50,12 +50,17 @@ void memra_dot_rows4(int type, int64_t n, const void * weight_rows, size_t row_s
  * matrix-vector product: some kernels prepare the activation row once for all the rows. */
 void memra_dot_rows(int type, int64_t n, const void * weight_rows, size_t row_stride, int64_t rows, const void * activation_row, float * out);
 
-/* Matrix-matrix products of the types whose decoding costs more than their products (the i-quants
- * below iq4): four weight rows decoded once (memra_dot_decode_rows4 writes memra_dot_decoded_bytes(type, n)
- * bytes, 0 when the type has no such route), then multiplied with any number of activation rows
- * (memra_dot_decoded_rows4: out[0..3], bit for bit what memra_dot_rows4 returns for the same rows). */
+/* Matrix-matrix products of the types whose decoding costs about as much as their products or more (the
+ * i-quants; iq4_xs and iq4_nl on the x86 paths): four weight rows decoded once (memra_dot_decode_rows4
+ * writes memra_dot_decoded_bytes(type, n) bytes, 0 when the type has no such route), then multiplied with
+ * any number of activation rows (memra_dot_decoded_rows4: out[0..3], bit for bit what memra_dot_rows4
+ * returns for the same rows). Where memra_dot_decoded_prepared_bytes(type, n) is not 0, the activation
+ * row memra_dot_decoded_rows4 reads is the converted row prepared once by memra_dot_decoded_prepare
+ * (into that many bytes): arranged as the kernel uses it for every group of weight rows. */
 size_t memra_dot_decoded_bytes(int type, int64_t n);
 void memra_dot_decode_rows4(int type, int64_t n, const void * weight_rows, size_t row_stride, void * decoded);
+size_t memra_dot_decoded_prepared_bytes(int type, int64_t n);
+void memra_dot_decoded_prepare(int type, int64_t n, const void * activation_row, void * prepared);
 void memra_dot_decoded_rows4(int type, int64_t n, const void * decoded, const void * activation_row, float * out);
 
 /* Which SIMD path the kernels chose at run time: "avx512vnni", "avx2", "neondot" (NEON with the dot-product extension), "neon" or "scalar". */
@@ -74,6 +79,8 @@ void memra_dot_rows_isa(const char * isa, int type, int64_t n, const void * weig
                         float * out);
 size_t memra_dot_decoded_bytes_isa(const char * isa, int type, int64_t n);
 void memra_dot_decode_rows4_isa(const char * isa, int type, int64_t n, const void * weight_rows, size_t row_stride, void * decoded);
+size_t memra_dot_decoded_prepared_bytes_isa(const char * isa, int type, int64_t n);
+void memra_dot_decoded_prepare_isa(const char * isa, int type, int64_t n, const void * activation_row, void * prepared);
 void memra_dot_decoded_rows4_isa(const char * isa, int type, int64_t n, const void * decoded, const void * activation_row, float * out);
 
 #endif

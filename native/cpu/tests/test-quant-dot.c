@@ -15,7 +15,8 @@
  *     does not make the bound meaningless); every SIMD path is also checked against the scalar path
  *     with the same bound;
  *   - memra_dot_rows4 must equal four memra_dot_row calls bit for bit (same path), and so must the
- *     decoded-rows route of the i-quants (memra_dot_decode_rows4 + memra_dot_decoded_rows4);
+ *     decoded-rows route of the i-quants, and of iq4_xs and iq4_nl on the x86 SIMD paths
+ *     (memra_dot_decode_rows4, memra_dot_decoded_prepare where the path has it, memra_dot_decoded_rows4);
  *   - memra_dequantize_row (dequantize.c) against the same reference dequantization: every format's
  *     value is an exact product of its fields' numbers, which ggml's float arithmetic computes with one
  *     rounding at most, so the result must be the reference rounded to float, bit for bit.
@@ -684,20 +685,28 @@ static void check_dots(const type_info * t, const char ** isas, int n_isas) {
                     if (memcmp(&one, &four[r], sizeof(float)) != 0)
                         FAIL("rows4 %s isa %s n=%lld row %d: %.9g != dot_row %.9g", t->name, isas[k], (long long)n, r, four[r], one);
                 }
-                /* decoded rows (the i-quants' matrix-matrix route): the same bits as rows4 */
+                /* decoded rows (the i-quants' matrix-matrix route; on x86 SIMD paths iq4_xs and iq4_nl too): the same bits as rows4 */
                 const size_t decoded_bytes = memra_dot_decoded_bytes_isa(isas[k], t->type, n);
                 const int is_iq = t->type == MEMRA_TYPE_IQ2_XXS || t->type == MEMRA_TYPE_IQ2_XS || t->type == MEMRA_TYPE_IQ2_S ||
                                   t->type == MEMRA_TYPE_IQ3_XXS || t->type == MEMRA_TYPE_IQ3_S || t->type == MEMRA_TYPE_IQ1_S || t->type == MEMRA_TYPE_IQ1_M;
-                if ((decoded_bytes > 0) != is_iq) FAIL("decoded %s isa %s n=%lld: %zu bytes", t->name, isas[k], (long long)n, decoded_bytes);
+                const int is_x86_iq4 = (t->type == MEMRA_TYPE_IQ4_XS || t->type == MEMRA_TYPE_IQ4_NL) &&
+                                       (strcmp(isas[k], "avx2") == 0 || strcmp(isas[k], "avx512vnni") == 0);
+                if ((decoded_bytes > 0) != (is_iq || is_x86_iq4)) FAIL("decoded %s isa %s n=%lld: %zu bytes", t->name, isas[k], (long long)n, decoded_bytes);
                 if (decoded_bytes > 0) {
-                    uint8_t * decoded = malloc(decoded_bytes);
+                    /* (the activation row prepared for the decoded kernel where the path asks for it) */
+                    const size_t prepared_bytes = memra_dot_decoded_prepared_bytes_isa(isas[k], t->type, n);
+                    uint8_t * decoded = malloc(decoded_bytes), * prepared = prepared_bytes ? malloc(prepared_bytes) : NULL;
                     float dec[4];
                     memra_dot_decode_rows4_isa(isas[k], t->type, n, w, stride, decoded);
-                    memra_dot_decoded_rows4_isa(isas[k], t->type, n, decoded, act, dec);
+                    if (prepared) memra_dot_decoded_prepare_isa(isas[k], t->type, n, act, prepared);
+                    memra_dot_decoded_rows4_isa(isas[k], t->type, n, decoded, prepared ? prepared : act, dec);
                     for (int r = 0; r < 4; r++)
                         if (memcmp(&dec[r], &four[r], sizeof(float)) != 0)
                             FAIL("decoded %s isa %s n=%lld row %d: %.9g != rows4 %.9g", t->name, isas[k], (long long)n, r, dec[r], four[r]);
                     free(decoded);
+                    free(prepared);
+                } else if (memra_dot_decoded_prepared_bytes_isa(isas[k], t->type, n) != 0) {
+                    FAIL("decoded %s isa %s n=%lld: prepared bytes without a decoded route", t->name, isas[k], (long long)n);
                 }
                 /* memra_dot_rows (the matrix-vector entry) over 3 of the rows: the same bits too */
                 float many[3];
