@@ -150,6 +150,19 @@ static int grid_entry(float id, float scale, const float * xval, const float * w
     return entry;
 }
 
+/* Σ w·x·q and Σ w·q² over a 32-value sub-block with levels L (q = 2l + 1), summed in order. */
+static void weighted_fit(const float * weight, const float * xval, const int8_t * L, float * sumqx, float * sumq2) {
+    float qx = 0, q2 = 0;
+    for (int i = 0; i < 32; i++) {
+        const float w = weight[i];
+        const float q = (float)(2 * L[i] + 1);
+        qx += w * xval[i] * q;
+        q2 += w * q * q;
+    }
+    *sumqx = qx;
+    *sumq2 = q2;
+}
+
 /* One block of 256 values → 110 bytes (memra_quantize_iq3_ready() must have returned 1). */
 void memra_quantize_iq3_s(const float * x, uint8_t * y) {
     enum { BLOCK = 32, GROUPS = BLOCK / 4, SIGN_BYTES = BLOCK / 8 };
@@ -194,13 +207,8 @@ void memra_quantize_iq3_s(const float * x, uint8_t * y) {
             const float id = (15 + (float)is * 0.2f) / max;
             const float this_scale = 1 / id;
             for (int k = 0; k < GROUPS; k++) grid_entry(id, this_scale, xval + 4 * k, waux + 4 * k, Laux + 4 * k, &on_grid_aux[k]);
-            float sumqx = 0, sumq2 = 0;
-            for (int i = 0; i < BLOCK; i++) {
-                const float w = weight[i];
-                const float q = (float)(2 * Laux[i] + 1);
-                sumqx += w * xval[i] * q;
-                sumq2 += w * q * q;
-            }
+            float sumqx, sumq2;
+            weighted_fit(weight, xval, Laux, &sumqx, &sumq2);
             if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
                 scale = sumqx / sumq2;
                 best = scale * sumqx;
@@ -217,13 +225,8 @@ void memra_quantize_iq3_s(const float * x, uint8_t * y) {
                 const int entry = grid_entry(id, scale, xval + 4 * k, waux + 4 * k, L + 4 * k, &ignored);
                 for (int i = 0; i < 4; i++) L[4 * k + i] = (int8_t)grid_level(entry, i);
             }
-            float sumqx = 0, sumq2 = 0;
-            for (int i = 0; i < BLOCK; i++) {
-                const float w = weight[i];
-                const float q = (float)(2 * L[i] + 1);
-                sumqx += w * xval[i] * q;
-                sumq2 += w * q * q;
-            }
+            float sumqx, sumq2;
+            weighted_fit(weight, xval, L, &sumqx, &sumq2);
             if (sumq2 > 0) scale = sumqx / sumq2;
         }
         if (scale < 0) {

@@ -4,20 +4,11 @@
  * four with edge scales (zero, the smallest subnormal, the largest finite f16, a negative scale).
  */
 import { GGMLType, ggmlTypeInfo } from "../ggml-type";
-import { randomBlocks, setBlockScale } from "./random-blocks";
+import { RANDOM_BLOCK_TYPES, randomBlocks, setBlockScale } from "./random-blocks";
 import { seededNormalValues, seededUniform } from "./seeded-random";
 
-export const IQ_GOLDEN_TYPES: readonly GGMLType[] = [
-  GGMLType.IQ2_XXS,
-  GGMLType.IQ2_XS,
-  GGMLType.IQ2_S,
-  GGMLType.IQ3_XXS,
-  GGMLType.IQ3_S,
-  GGMLType.IQ1_S,
-  GGMLType.IQ1_M,
-  GGMLType.IQ4_NL,
-  GGMLType.IQ4_XS,
-];
+/** Every i-quant (the types randomBlocks makes), in the goldens' order. */
+export const IQ_GOLDEN_TYPES: readonly GGMLType[] = RANDOM_BLOCK_TYPES;
 
 export const IQ_GOLDEN_BLOCKS = 256;
 

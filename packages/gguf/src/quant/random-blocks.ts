@@ -9,9 +9,8 @@ import { dequantize } from "./dequantize";
 import { f32ToF16Bits } from "./half";
 import { seededUniform } from "./seeded-random";
 
-const RANDOM_BLOCK_TYPES: ReadonlySet<GGMLType> = new Set([
-  GGMLType.IQ4_NL,
-  GGMLType.IQ4_XS,
+/** The types randomBlocks makes: the i-quants. */
+export const RANDOM_BLOCK_TYPES: readonly GGMLType[] = [
   GGMLType.IQ2_XXS,
   GGMLType.IQ2_XS,
   GGMLType.IQ2_S,
@@ -19,11 +18,13 @@ const RANDOM_BLOCK_TYPES: ReadonlySet<GGMLType> = new Set([
   GGMLType.IQ3_S,
   GGMLType.IQ1_S,
   GGMLType.IQ1_M,
-]);
+  GGMLType.IQ4_NL,
+  GGMLType.IQ4_XS,
+];
 
 /** Whether `randomBlocks` makes blocks of `type`. */
 export function canMakeRandomBlocks(type: GGMLType | number): boolean {
-  return RANDOM_BLOCK_TYPES.has(type);
+  return RANDOM_BLOCK_TYPES.includes(type);
 }
 
 /**
@@ -77,7 +78,7 @@ function randomBits(count: number, uniform: () => number): Uint8Array {
  * from [0.75, 1.25). Deterministic in `seed`.
  */
 export function randomBlocks(type: GGMLType | number, elementCount: number, seed: number, rms = 1): Uint8Array {
-  if (!RANDOM_BLOCK_TYPES.has(type)) throw new RangeError(`randomBlocks: no random blocks of ${ggmlTypeName(type) ?? `type ${type}`}`);
+  if (!RANDOM_BLOCK_TYPES.includes(type)) throw new RangeError(`randomBlocks: no random blocks of ${ggmlTypeName(type) ?? `type ${type}`}`);
   const info = ggmlTypeInfo(type)!;
   if (!Number.isInteger(elementCount) || elementCount < 0 || elementCount % info.blockSize !== 0) {
     throw new RangeError(`randomBlocks: ${elementCount} is not a whole number of ${info.name} blocks of ${info.blockSize}`);
