@@ -16,6 +16,7 @@ const COMMANDS: Record<string, { load: () => Promise<Command>; summary: string }
   perplexity: { load: async () => (await import("./commands/perplexity")).perplexityCommand, summary: "perplexity of a model over a text file" },
   bench: { load: async () => (await import("./commands/bench")).benchCommand, summary: "prompt and generation speed, llama-bench style (pp512, tg128)" },
   serve: { load: async () => (await import("./commands/serve")).serveCommand, summary: "an OpenAI-compatible HTTP server with continuous batching" },
+  imatrix: { load: async () => (await import("./commands/imatrix")).imatrixCommand, summary: "an importance matrix over a calibration text, as llama-imatrix (for quantize --imatrix)" },
   quantize: { load: async () => (await import("./commands/quantize")).quantizeCommand, summary: "rewrite a model with quantized weights, as llama-quantize (Q4_K_M, Q8_0, ...)" },
   "gguf-split": { load: async () => (await import("./commands/gguf-split")).ggufSplitCommand, summary: "split a model into shards or merge them, as llama.cpp's gguf-split" },
   plan: { load: async () => (await import("./commands/plan")).planCommand, summary: "where each layer would run (GPUs, CPU) and the memory it takes, without loading" },
@@ -31,7 +32,7 @@ ${Object.entries(COMMANDS)
 Run \`memra <command> --help\` for a command's options and examples.`;
 
 /** Errors whose message is meant for the user as it is: no stack trace, exit code 1. */
-const USER_ERRORS = new Set(["CliError", "GGUFError", "InvalidOptionError", "TokenizerError", "UnsupportedArchitectureError", "UnsupportedTensorTypeError", "UnsupportedOpError", "ModelTensorError", "GrammarSyntaxError", "GrammarError", "JsonSchemaError", "StructuredOutputError", "PlacementError", "QuantizationError", "MetadataOverrideError"]);
+const USER_ERRORS = new Set(["CliError", "GGUFError", "InvalidOptionError", "TokenizerError", "UnsupportedArchitectureError", "UnsupportedTensorTypeError", "UnsupportedOpError", "ModelTensorError", "GrammarSyntaxError", "GrammarError", "JsonSchemaError", "StructuredOutputError", "PlacementError", "QuantizationError", "MetadataOverrideError", "ImatrixError"]);
 
 /** Runs the CLI with the given arguments; returns the exit code. Errors become one line on stderr. */
 export async function runCli(argv: string[], io: CliIO): Promise<number> {

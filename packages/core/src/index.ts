@@ -38,6 +38,8 @@ export {
   logSumExp,
   topLogprobs,
 } from "./evaluation";
+export { type ComputeImatrixOptions, IMATRIX_BATCH_TOKENS, IMATRIX_UBATCH_TOKENS, type ImatrixProgress, computeImatrix } from "./compute-imatrix";
+export { IMATRIX_MIN_DENSE_ROWS, ImatrixCollector, type ImatrixCollectorOptions } from "./imatrix-collector";
 export { type ChatResult, type ChatToolCallResult, ChatSession, type ChatSessionOptions, type ChatStream } from "./generation/chat-session";
 export { type LoadedState, type SavedState } from "./generation/saved-state";
 export { type KVStateFile, KVStateError, type KVStateHeader, convertKVRows, modelFingerprint, openKVStateFile, writeKVStateFile } from "./kv-state";

@@ -40,3 +40,4 @@ export {
 } from "./model-config";
 export * from "./quant";
 export * from "./quantize-model/index";
+export * from "./imatrix/index";

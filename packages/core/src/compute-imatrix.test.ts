@@ -1,0 +1,46 @@
+/**
+ * computeImatrix on the reference backend against llama-imatrix's files (the golden cases of
+ * conformance/imatrix-golden.ts), and its chunking and input checks.
+ */
+import { parseMetadataOverride } from "@memra/gguf";
+import { resolveOptions, syntheticModelFile } from "@memra/synthetic";
+import { beforeAll, describe, expect, it } from "vitest";
+import { computeImatrix } from "./compute-imatrix";
+import { defineImatrixGoldenSuite } from "./conformance/imatrix-golden";
+import { ReferenceBackend } from "./reference-backend";
+
+defineImatrixGoldenSuite({ name: "reference", create: () => new ReferenceBackend() });
+
+describe("computeImatrix", () => {
+  let tiny = "";
+  beforeAll(async () => {
+    tiny = await syntheticModelFile(resolveOptions("tiny", { weightType: "f32" }));
+  }, 120_000);
+  const tokens = Array.from({ length: 100 }, (_, i) => 1000 + ((i * 7919) % 5000));
+
+  it("replaces each chunk's first token by BOS where the vocabulary adds BOS", () => {
+    const bos = 151643; // <|endoftext|>, the synthetic vocabulary's BOS
+    const addBos = { metadataOverrides: [parseMetadataOverride("tokenizer.ggml.add_bos_token=bool:true")] };
+    const replaced = tokens.map((token, i) => (i % 16 === 0 ? bos : token));
+    const options = { contextSize: 16, chunks: 3, kvType: "f32" as const };
+    const withBos = computeImatrix(tiny, tokens, { ...options, ...addBos });
+    expect(withBos).toEqual(computeImatrix(tiny, replaced, options));
+    expect(withBos).not.toEqual(computeImatrix(tiny, tokens, options));
+  });
+
+  it("counts every token of the chunks it evaluates: --chunks, whole chunks only", () => {
+    const all = computeImatrix(tiny, tokens, { contextSize: 16 }); // 6 whole chunks of 16; 4 tokens left over
+    expect(all.entries.get("blk.0.attn_q.weight")!.counts).toEqual([96]);
+    expect({ chunkCount: all.chunkCount, chunkSize: all.chunkSize, datasets: all.datasets }).toEqual({ chunkCount: 6, chunkSize: 16, datasets: [] });
+    const two = computeImatrix(tiny, tokens, { contextSize: 16, chunks: 2, dataset: "text.txt" });
+    expect(two.entries.get("blk.1.ffn_down.weight")!.counts).toEqual([32]);
+    expect({ chunkCount: two.chunkCount, datasets: two.datasets }).toEqual({ chunkCount: 2, datasets: ["text.txt"] });
+  });
+
+  it("refuses a text of fewer than two chunks' tokens and options out of range", () => {
+    expect(() => computeImatrix(tiny, tokens.slice(0, 31), { contextSize: 16 })).toThrow("the text tokenizes to 31 tokens; a context of 16 needs at least 32");
+    expect(() => computeImatrix(tiny, tokens, { contextSize: 0 })).toThrow("contextSize must be a positive integer, got 0");
+    expect(() => computeImatrix(tiny, tokens, { chunks: 1.5 })).toThrow("chunks must be a positive integer, got 1.5");
+    expect(() => computeImatrix(tiny, tokens, { contextSize: 4 })).toThrow("a context of 4 packs 512 chunks into a batch of 2048; llama.cpp allows at most 256 sequences");
+  });
+});

@@ -1,0 +1,201 @@
+/**
+ * The importance-matrix collector of llama.cpp's llama-imatrix (tools/imatrix/imatrix.cpp,
+ * IMatrixCollector::collect_imatrix), as a Backend that delegates to another one: every weight
+ * matmul's input is read back, and each input column's sum of squares added to the weight's entry.
+ *
+ * The model reaches every weight through matmul, matmuls or expertMatmul only when the backend has
+ * none of the fused ops that take a weight (rmsNormMatmuls, attentionMatmul,
+ * qkNormRopeAttentionMatmul, swigluMatmul, rmsNormSwigluMatmul, moeExperts) nor records graphs
+ * (captureGraph): the wrapper offers none of them, so the model runs its unfused path; the other
+ * optional ops (norms, RoPE, KV writes, readInto, the LM head's row reductions) pass through.
+ *
+ * What is collected, as collect_imatrix does:
+ * - a dense matmul (MUL_MAT) only when the forward step has at least 16 rows (llama.cpp skips
+ *   src1->ne[1] < 16) and the weight's name starts with "blk." (or is "output.weight" with
+ *   `processOutput`); one count per weight, increased by the rows. The router ffn_gate_inp is one.
+ *   A tied LM head is token_embd.weight: never collected, as in llama.cpp.
+ * - a routed-experts matmul (MUL_MAT_ID) always, whatever the rows: per expert, its sums and the
+ *   count of the tokens routed to it.
+ * Sums are accumulated in f32, row after row, as llama.cpp adds them; a non-finite sum is an error.
+ */
+import { type GGUFTensorInfo, type Imatrix, type ImatrixEntry, imatrixNameOrder } from "@memra/gguf";
+import type { Backend, DeviceBuffer, WeightHandle } from "./backend";
+
+/** llama-imatrix's collect_imatrix skips dense matmuls of fewer rows ("why are small batches ignored (<16 tokens)?"). */
+export const IMATRIX_MIN_DENSE_ROWS = 16;
+
+export interface ImatrixCollectorOptions {
+  /** Collect the LM head (`output.weight`) too: llama-imatrix's --process-output. */
+  readonly processOutput?: boolean;
+}
+
+interface CollectedEntry {
+  readonly sums: Float32Array; // [matrices, columns]
+  readonly counts: number[]; // [matrices]
+}
+
+export class ImatrixCollector {
+  readonly processOutput: boolean;
+  /** Rows of the forward step being run (see beginStep); undefined: each call's own rows. */
+  private stepRows: number | undefined;
+  private readonly collected = new Map<string, CollectedEntry>();
+  private readonly names = new WeakMap<WeightHandle, string>();
+
+  constructor(options: ImatrixCollectorOptions = {}) {
+    this.processOutput = options.processOutput ?? false;
+  }
+
+  /**
+   * The rows of the forward step about to run: llama.cpp's src1->ne[1] of every weight matmul of a
+   * ubatch, which decides the 16-row rule. Needed because the model runs its LM head in pieces of
+   * 32 rows (a step of 40 rows would otherwise leave a piece of 8 out of output.weight).
+   */
+  beginStep(rows: number): void {
+    this.stepRows = rows;
+  }
+
+  /** A backend that runs everything on `inner` and collects into this collector. Disposing it disposes `inner`. */
+  wrap(inner: Backend): Backend {
+    const collect = (x: DeviceBuffer, weights: readonly WeightHandle[], rows: number) => this.collectDense(inner, x, weights, rows);
+    return {
+      contractVersion: inner.contractVersion,
+      name: inner.name,
+      supportsOp: (op, weightType) => inner.supportsOp(op, weightType),
+      uploadWeight: (info: GGUFTensorInfo, data: Uint8Array) => {
+        const weight = inner.uploadWeight(info, data);
+        this.names.set(weight, info.name);
+        return weight;
+      },
+      weightBytes: (weight) => inner.weightBytes(weight),
+      allocate: (length) => inner.allocate(length),
+      write: (buffer, data, offset) => inner.write(buffer, data, offset),
+      read: (buffer, offset, length) => inner.read(buffer, offset, length),
+      copy: (out, outOffset, source, sourceOffset, length) => inner.copy(out, outOffset, source, sourceOffset, length),
+      embedding: (out, table, tokens) => inner.embedding(out, table, tokens),
+      rmsNorm: (out, x, weight, rows, eps) => inner.rmsNorm(out, x, weight, rows, eps),
+      matmul: (out, x, weight, rows) => {
+        collect(x, [weight], rows);
+        inner.matmul(out, x, weight, rows);
+      },
+      matmuls: (outs, x, weights, rows) => {
+        collect(x, weights, rows);
+        if (inner.matmuls) inner.matmuls(outs, x, weights, rows);
+        else for (let i = 0; i < outs.length; i++) inner.matmul(outs[i]!, x, weights[i]!, rows);
+      },
+      expertMatmul: (out, x, weight, expert, rows) => {
+        this.collectExpert(inner, x, weight, expert, rows);
+        inner.expertMatmul(out, x, weight, expert, rows);
+      },
+      ropeNeox: (x, positions, heads, headDim, freqBase) => inner.ropeNeox(x, positions, heads, headDim, freqBase),
+      allocateKV: (type, rows, width) => inner.allocateKV(type, rows, width),
+      writeKV: (storage, slots, source) => inner.writeKV(storage, slots, source),
+      copyKV: (storage, targetSlot, sourceSlot, rows) => inner.copyKV(storage, targetSlot, sourceSlot, rows),
+      readKVRows: (storage, firstSlot, rows) => inner.readKVRows(storage, firstSlot, rows),
+      writeKVRows: (storage, firstSlot, bytes) => inner.writeKVRows(storage, firstSlot, bytes),
+      attention: (out, q, kv, shape) => inner.attention(out, q, kv, shape),
+      swiglu: (out, gate, up, length) => inner.swiglu(out, gate, up, length),
+      add: (out, a, b, length) => inner.add(out, a, b, length),
+      moeRoute: (logits, rows, experts, k) => inner.moeRoute(logits, rows, experts, k),
+      gatherRows: (out, x, rows, width) => inner.gatherRows(out, x, rows, width),
+      scatterAddRows: (out, x, rows, scales, width) => inner.scatterAddRows(out, x, rows, scales, width),
+      dispose: () => inner.dispose(),
+      // optional ops that take no weight: as the inner backend has them
+      ...(inner.readInto && { readInto: inner.readInto.bind(inner) }),
+      ...(inner.argmaxRows && { argmaxRows: inner.argmaxRows.bind(inner) }),
+      ...(inner.topKRows && { topKRows: inner.topKRows.bind(inner) }),
+      ...(inner.logSoftmaxAt && { logSoftmaxAt: inner.logSoftmaxAt.bind(inner) }),
+      ...(inner.addRmsNorm && { addRmsNorm: inner.addRmsNorm.bind(inner) }),
+      ...(inner.ropeNeoxScaled && { ropeNeoxScaled: inner.ropeNeoxScaled.bind(inner) }),
+      ...(inner.qkNormRope && { qkNormRope: inner.qkNormRope.bind(inner) }),
+      ...(inner.qkNormRopeWriteKV && { qkNormRopeWriteKV: inner.qkNormRopeWriteKV.bind(inner) }),
+      ...(inner.writeKVPair && { writeKVPair: inner.writeKVPair.bind(inner) }),
+      ...(inner.rotateKV && { rotateKV: inner.rotateKV.bind(inner) }),
+    };
+  }
+
+  /** The weight names collected so far. */
+  get weightNames(): string[] {
+    return [...this.collected.keys()];
+  }
+
+  /**
+   * What has been collected, as llama-imatrix saves it: entries by name, `chunkSize` tokens a
+   * chunk, chunkCount the largest count over chunkSize (its m_last_chunk).
+   */
+  toImatrix(options: { readonly chunkSize: number; readonly datasets?: readonly string[] }): Imatrix {
+    const entries = new Map<string, ImatrixEntry>();
+    let largest = 0;
+    for (const name of [...this.collected.keys()].sort(imatrixNameOrder)) {
+      const entry = this.collected.get(name)!;
+      entries.set(name, { sums: entry.sums.slice(), counts: [...entry.counts] });
+      for (const count of entry.counts) largest = Math.max(largest, count);
+    }
+    return { entries, datasets: [...(options.datasets ?? [])], chunkCount: Math.floor(largest / options.chunkSize), chunkSize: options.chunkSize, legacy: false };
+  }
+
+  private wanted(name: string): boolean {
+    return name.startsWith("blk.") || (this.processOutput && name === "output.weight");
+  }
+
+  private collectDense(inner: Backend, x: DeviceBuffer, weights: readonly WeightHandle[], rows: number): void {
+    if ((this.stepRows ?? rows) < IMATRIX_MIN_DENSE_ROWS) return;
+    let input: Float32Array | undefined;
+    for (const weight of weights) {
+      const name = this.nameOf(weight);
+      if (!this.wanted(name)) continue;
+      const columns = weight.shape[0]!;
+      const matrices = weight.shape.slice(2).reduce((p, v) => p * v, 1);
+      if (matrices !== 1) throw new Error(`imatrix: dense matmul of "${name}" with ${matrices} matrices`);
+      input ??= inner.read(x, 0, rows * columns);
+      const entry = this.entry(name, columns, 1);
+      accumulate(entry.sums, 0, input, rows, columns);
+      entry.counts[0] = entry.counts[0]! + rows;
+      checkFinite(name, entry.sums, 0, columns);
+    }
+  }
+
+  private collectExpert(inner: Backend, x: DeviceBuffer, weight: WeightHandle, expert: number, rows: number): void {
+    const name = this.nameOf(weight);
+    const columns = weight.shape[0]!;
+    const experts = weight.shape[2] ?? 1;
+    if (!Number.isInteger(expert) || expert < 0 || expert >= experts) throw new RangeError(`imatrix: expert ${expert} of "${name}", which has ${experts}`);
+    if (rows === 0) return;
+    const input = inner.read(x, 0, rows * columns);
+    const entry = this.entry(name, columns, experts);
+    accumulate(entry.sums, expert * columns, input, rows, columns);
+    entry.counts[expert] = entry.counts[expert]! + rows;
+    checkFinite(name, entry.sums, expert * columns, columns);
+  }
+
+  private nameOf(weight: WeightHandle): string {
+    return this.names.get(weight) ?? weight.name;
+  }
+
+  private entry(name: string, columns: number, matrices: number): CollectedEntry {
+    let entry = this.collected.get(name);
+    if (!entry) {
+      entry = { sums: new Float32Array(columns * matrices), counts: new Array<number>(matrices).fill(0) };
+      this.collected.set(name, entry);
+    } else if (entry.sums.length !== columns * matrices) {
+      throw new Error(`imatrix: inconsistent size for ${name} (${entry.sums.length} vs ${columns * matrices})`);
+    }
+    return entry;
+  }
+}
+
+/** sums[start + c] += x[r, c]² for every row r, in f32 as llama.cpp adds them (acc[j] += x[j] * x[j]). */
+function accumulate(sums: Float32Array, start: number, x: Float32Array, rows: number, columns: number): void {
+  for (let r = 0; r < rows; r++) {
+    const row = r * columns;
+    for (let c = 0; c < columns; c++) {
+      const value = x[row + c]!;
+      sums[start + c] = sums[start + c]! + Math.fround(value * value);
+    }
+  }
+}
+
+function checkFinite(name: string, sums: Float32Array, start: number, columns: number): void {
+  for (let c = start; c < start + columns; c++) {
+    if (!Number.isFinite(sums[c]!)) throw new Error(`imatrix: non-finite values detected in ${name}`);
+  }
+}
