@@ -84,20 +84,54 @@ void memra_dequantize_row(int type, const void * x, float * y, int64_t n);
 
 /* ---- quantize-iq3.c ---- */
 
-/* Builds iq3_s's neighbour tables once (thread-safe); 0 when they could not be allocated. */
-int memra_quantize_iq3_ready(void);
-/* One block of 256 values -> 110 bytes of iq3_s, as ggml's quantize_iq3_s without an importance matrix
- * (memra_quantize_iq3_ready() must have returned 1). */
-void memra_quantize_iq3_s(const float * x, uint8_t * y);
+/* Builds the neighbour tables of `type`'s grid (MEMRA_TYPE_IQ3_XXS: 256 entries, else iq3_s's 512) once
+ * (thread-safe); 0 when they could not be allocated. */
+int memra_quantize_iq3_ready(int type);
+/* One block of 256 values -> 98 bytes of iq3_xxs / 110 bytes of iq3_s, as ggml's quantize_iq3_xxs /
+ * quantize_iq3_s; importance: the block's 256 weights (its part of the row's imatrix entry), or NULL
+ * (memra_quantize_iq3_ready(type) must have returned 1). */
+void memra_quantize_iq3_xxs(const float * x, uint8_t * y, const float * importance);
+void memra_quantize_iq3_s(const float * x, uint8_t * y, const float * importance);
+
+/* ---- quantize-iq2.c, quantize-iq1.c ---- */
+
+/* ggml's iq2xs_init_impl search tables of one grid (256: iq2_xxs, 512: iq2_xs, 1024: iq2_s, 2048: iq1_s and iq1_m). */
+typedef struct {
+    int grid_size;
+    const uint8_t * levels;      /* [grid_size * 8]: each entry's 8 levels, 0..2 */
+    const int32_t * map;         /* [65536]: level pattern (2 bits a value) -> grid index, or -(offset + 1) of its neighbour list */
+    const uint16_t * neighbours; /* lists: a count, then that many grid indices */
+} memra_iq2_grid_tables;
+
+/* The tables of a grid, built once (thread-safe); NULL when they could not be allocated. */
+const memra_iq2_grid_tables * memra_iq2_grid_tables_get(int grid_size);
+/* Builds the tables `type` (iq2_xxs, iq2_xs, iq2_s, iq1_s, iq1_m) searches; 0 when they could not be allocated or another type. */
+int memra_quantize_iq2_ready(int type);
+/* One row of n_per_row values (a multiple of 256) -> its blocks, as ggml's quantize_iq2_xxs etc. with
+ * `importance` the row's importance (n_per_row values; NULL allowed for iq2_s and iq1_m only).
+ * memra_quantize_iq2_ready(type) must have returned 1. */
+void memra_quantize_iq2_xxs_row(const float * x, uint8_t * y, int64_t n_per_row, const float * importance);
+void memra_quantize_iq2_xs_row(const float * x, uint8_t * y, int64_t n_per_row, const float * importance);
+void memra_quantize_iq2_s_row(const float * x, uint8_t * y, int64_t n_per_row, const float * importance);
+void memra_quantize_iq1_s_row(const float * x, uint8_t * y, int64_t n_per_row, const float * importance);
+void memra_quantize_iq1_m_row(const float * x, uint8_t * y, int64_t n_per_row, const float * importance);
 
 /* ---- quantize.c ---- */
 
-/* Bytes per block of `type` memra_quantize_blocks writes (k-quants, the 32-value block types, iq4_nl, iq4_xs, iq3_s), 0 for any other type. */
+/* Bytes per block of `type` memra_quantize_blocks or memra_quantize_row writes (k-quants, the 32-value block types, iq4_nl, iq4_xs,
+ * iq3_s, iq3_xxs, iq2_xxs, iq2_xs, iq2_s, iq1_s, iq1_m), 0 for any other type. */
 size_t memra_quantize_block_bytes(int type);
 /* Values per block of `type` (memra_dequantize_block_size). */
 int64_t memra_quantize_block_values(int type);
-/* y = `blocks` blocks of x (memra_quantize_block_values each) quantized to `type` (memra_quantize_block_bytes > 0). */
+/* Whether ggml quantizes `type` only with an importance matrix (ggml_quantize_requires_imatrix). */
+int memra_quantize_requires_importance(int type);
+/* y = `blocks` blocks of x (memra_quantize_block_values each) quantized to `type` (memra_quantize_block_bytes > 0)
+ * without an importance matrix. */
 void memra_quantize_blocks(int type, const float * x, uint8_t * y, int64_t blocks);
+/* y = one row of n_per_row values (a whole number of blocks) quantized to `type` as ggml's
+ * quantize_<type>(x, y, 1, n_per_row, importance): importance NULL (memra_quantize_blocks) or n_per_row
+ * weights (the quantize_row_*_impl functions; q8_0 ignores them). Rows are independent. */
+void memra_quantize_row(int type, const float * x, uint8_t * y, int64_t n_per_row, const float * importance);
 
 /* ---- kernels (one file per op family) ---- */
 

@@ -569,11 +569,20 @@ static void quantize_chunk(void * argument, int64_t chunk, int thread_index) {
     memra_quantize_blocks(t->type, t->x + first * t->block_values, t->y + first * t->block_bytes, n);
 }
 
-static int check_quantize(const char * function, int type, const float * x, int64_t count, const void * out, int64_t out_bytes, size_t * block_bytes) {
+/* A type memra_quantize_row writes: its block bytes, or a recorded failure. */
+static int check_quantize_type(const char * function, int type, size_t * block_bytes) {
     *block_bytes = memra_quantize_block_bytes(type);
     if (*block_bytes == 0) {
-        FAIL(MEMRA_ERROR_UNSUPPORTED_TYPE, "%s: type %s is not supported (q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, iq3_s)", function,
-             memra_type_name(type));
+        FAIL(MEMRA_ERROR_UNSUPPORTED_TYPE, "%s: type %s is not supported (q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, iq3_s, iq3_xxs, iq2_xxs, iq2_xs, iq2_s, iq1_s, iq1_m)",
+             function, memra_type_name(type));
+    }
+    return MEMRA_OK;
+}
+
+static int check_quantize(const char * function, int type, const float * x, int64_t count, const void * out, int64_t out_bytes, size_t * block_bytes) {
+    CHECK(check_quantize_type(function, type, block_bytes));
+    if (memra_quantize_requires_importance(type)) {
+        FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: %s needs an importance matrix (memra_cpu_quantize_rows)", function, memra_type_name(type));
     }
     const int64_t block_values = memra_quantize_block_values(type);
     if (count < 0 || count % block_values != 0) {
@@ -607,5 +616,68 @@ int memra_quantize(int type, const float * x, int64_t count, void * out, int64_t
     size_t block_bytes;
     CHECK(check_quantize("memra_quantize", type, x, count, out, out_bytes, &block_bytes));
     memra_quantize_blocks(type, x, (uint8_t *)out, count / memra_quantize_block_values(type));
+    return MEMRA_OK;
+}
+
+/* memra_cpu_quantize_rows with importance: whole rows, at least QUANTIZE_CHUNK_VALUES values a chunk, over the context's threads. */
+typedef struct {
+    int type;
+    const float * x;
+    const float * importance;
+    uint8_t * y;
+    int64_t rows;
+    int64_t row_length;
+    int64_t rows_per_chunk;
+    size_t row_bytes;
+} quantize_rows_task;
+
+static void quantize_rows_chunk(void * argument, int64_t chunk, int thread_index) {
+    (void)thread_index;
+    const quantize_rows_task * t = argument;
+    const int64_t first = chunk * t->rows_per_chunk;
+    const int64_t end = t->rows - first < t->rows_per_chunk ? t->rows : first + t->rows_per_chunk;
+    for (int64_t row = first; row < end; row++) {
+        memra_quantize_row(t->type, t->x + row * t->row_length, t->y + (size_t)row * t->row_bytes, t->row_length, t->importance);
+    }
+}
+
+int memra_cpu_quantize_rows(memra_cpu * cpu, int type, const float * x, int64_t rows, int64_t row_length, const float * importance, void * out,
+                            int64_t out_bytes) {
+    static const char function[] = "memra_cpu_quantize_rows";
+    CHECK(check_cpu(function, cpu));
+    size_t block_bytes;
+    CHECK(check_quantize_type(function, type, &block_bytes));
+    CHECK(check_size(function, "rows", rows, 0));
+    CHECK(check_size(function, "row_length", row_length, 1));
+    const int64_t block_values = memra_quantize_block_values(type);
+    if (row_length % block_values != 0) {
+        FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: row_length is %lld, not a whole number of %s blocks (%lld values)", function, (long long)row_length,
+             memra_type_name(type), (long long)block_values);
+    }
+    if (!importance && memra_quantize_requires_importance(type)) {
+        FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: %s needs an importance matrix, importance is NULL", function, memra_type_name(type));
+    }
+    int64_t count;
+    CHECK(check_product(function, "rows * row_length", rows, row_length, &count));
+    if (count > 0 && !x) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: x is NULL", function);
+    const int64_t row_bytes = row_length / block_values * (int64_t)block_bytes;
+    int64_t needed;
+    CHECK(check_product(function, "out size", rows, row_bytes, &needed));
+    if (needed > 0 && !out) FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: out is NULL", function);
+    if (out_bytes < needed) {
+        FAIL(MEMRA_ERROR_INVALID_ARGUMENT, "%s: out has %lld bytes, %lld rows of %lld %s values need %lld", function, (long long)out_bytes, (long long)rows,
+             (long long)row_length, memra_type_name(type), (long long)needed);
+    }
+    if (count == 0) return MEMRA_OK;
+    if (!importance) {
+        /* without importance rows do not matter: memra_cpu_quantize's chunks of blocks */
+        quantize_task task = { type, x, (uint8_t *)out, count / block_values, block_values, block_bytes };
+        const int64_t per_chunk = QUANTIZE_CHUNK_VALUES / block_values;
+        memra_pool_run(cpu->pool, quantize_chunk, &task, (task.blocks + per_chunk - 1) / per_chunk);
+        return MEMRA_OK;
+    }
+    const int64_t rows_per_chunk = row_length >= QUANTIZE_CHUNK_VALUES ? 1 : QUANTIZE_CHUNK_VALUES / row_length;
+    quantize_rows_task task = { type, x, importance, (uint8_t *)out, rows, row_length, rows_per_chunk, (size_t)row_bytes };
+    memra_pool_run(cpu->pool, quantize_rows_chunk, &task, (rows + rows_per_chunk - 1) / rows_per_chunk);
     return MEMRA_OK;
 }

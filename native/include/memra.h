@@ -205,13 +205,23 @@ MEMRA_API int memra_cpu_scatter_add_rows(memra_cpu * cpu, float * out, int64_t o
 /* ---- quantization (no context: plain functions of their arguments) ---- */
 
 /* Quantizes `count` f32 values (a whole number of blocks: 256 values, or 32 for the 32-value types) to
- * `type` (q2_K, q3_K, q4_K, q5_K, q6_K, q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl or iq4_xs) into out, byte for
- * byte as ggml_quantize_chunk without an importance matrix (quantize_row_*_ref; quantize_iq4_nl/xs). out must hold count / block values blocks.
- * Any other type is MEMRA_ERROR_UNSUPPORTED_TYPE. */
+ * `type` (q2_K, q3_K, q4_K, q5_K, q6_K, q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, iq4_xs, iq3_s, iq3_xxs, iq2_s or iq1_m) into out, byte for
+ * byte as ggml_quantize_chunk without an importance matrix (quantize_row_*_ref; quantize_iq4_nl/xs, quantize_iq3_s/xxs, quantize_iq2_s, quantize_iq1_m).
+ * out must hold count / block values blocks. iq2_xxs, iq2_xs and iq1_s need an importance matrix (memra_cpu_quantize_rows):
+ * MEMRA_ERROR_INVALID_ARGUMENT here. Any other type is MEMRA_ERROR_UNSUPPORTED_TYPE. */
 MEMRA_API int memra_quantize(int type, const float * x, int64_t count, void * out, int64_t out_bytes);
 
 /* memra_quantize over the context's threads (chunks of 4,096 values): the same bytes. */
 MEMRA_API int memra_cpu_quantize(memra_cpu * cpu, int type, const float * x, int64_t count, void * out, int64_t out_bytes);
+
+/* Quantizes `rows` rows of `row_length` f32 values (a whole number of blocks) to `type` (memra_quantize's
+ * types and iq2_xxs, iq2_xs, iq1_s, which need importance) into out, byte for byte as ggml_quantize_chunk(type, x, out, 0, rows, row_length,
+ * importance): importance is NULL (memra_cpu_quantize's bytes) or one row's `row_length` weights (an
+ * importance matrix entry), and then each row follows ggml's quantize_row_*_impl (q8_0 ignores it).
+ * Rows are spread over the context's threads; the bytes do not depend on their number. out must hold
+ * rows * (row_length / block values) blocks. */
+MEMRA_API int memra_cpu_quantize_rows(memra_cpu * cpu, int type, const float * x, int64_t rows, int64_t row_length, const float * importance,
+                                      void * out, int64_t out_bytes);
 
 #ifdef __cplusplus
 }

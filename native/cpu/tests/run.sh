@@ -1,7 +1,8 @@
 #!/bin/sh
 # Builds native/cpu/quant-dot.c as the backend does (-O3, no -march: run-time dispatch) and runs its tests.
 #   ./run.sh                 correctness checks on every SIMD path of this CPU (and of dequantize.c), the GEMM kernels against
-#                            the dot products, then the dispatch under
+#                            the dot products, the quantizers (quantize*.c) with and without importance, their lane searches'
+#                            bytes on the default and the portable path compared, then the dispatch under
 #                            each forced MEMRA_CPU_ISA
 #   ./run.sh bench [types]   4096 x 4096 matrix-vector GB/s per type (e.g. q8_0 q4_K), once per path
 #   ./run.sh bench-gemm      single-thread GMAC/s of the GEMM tiles vs the four-row dot products
@@ -28,6 +29,9 @@ if [ "${1:-}" = "asan" ]; then
     $CC $san -c "$here/../gemm-float.c" -o "$build/gemm-float-asan.o"
     $CC $san "$here/test-gemm.c" "$build/gemm-asan.o" "$build/gemm-float-asan.o" "$build/quant-dot-asan.o" -lm -o "$build/test-gemm-asan"
     "$build/test-gemm-asan"
+    $CC $san -pthread -Wno-unused-parameter -I"$here/../../include" "$here/test-quantize.c" "$here"/../quantize*.c "$build/quant-dot-asan.o" \
+        "$build/dequantize-asan.o" -lm -o "$build/test-quantize-asan"
+    "$build/test-quantize-asan"
     $CC -O3 -std=c11 -Wall -Wextra -Werror -DMEMRA_NO_SIMD -c "$here/../quant-dot.c" -o "$build/quant-dot-nosimd.o"
     $CC -O3 -std=c11 -Wall -Wextra -Werror -I"$here/../../include" -c "$here/../dequantize.c" -o "$build/dequantize.o"
     $CC -O2 -std=c11 "$here/test-quant-dot.c" "$build/quant-dot-nosimd.o" "$build/dequantize.o" -lm -o "$build/test-quant-dot-nosimd"
@@ -99,6 +103,10 @@ fi
 "$CC" -O3 -std=c11 -fPIC -Wall -Wextra -Werror -c "$here/../gemm-float.c" -o "$build/gemm-float.o"
 "$CC" -O2 -std=c11 -Wall -Wextra -Werror "$here/test-gemm.c" "$build/gemm.o" "$build/gemm-float.o" "$build/quant-dot.o" -lm -o "$build/test-gemm"
 
+# quantize*.c with the library's flags (native/build.ts)
+"$CC" -O3 -std=c11 -pthread -Wall -Wextra -Wno-unused-parameter -Werror -I"$here/../../include" "$here/test-quantize.c" "$here"/../quantize*.c \
+    "$build/quant-dot.o" "$build/dequantize.o" -lm -o "$build/test-quantize"
+
 if [ "${1:-}" = "bench-gemm" ]; then
     "$build/test-gemm" bench
     exit 0
@@ -120,6 +128,15 @@ if [ "$(MEMRA_CPU_ISA=avx512vnni "$build/test-quant-dot" isa)" = avx512vnni ]; t
     MEMRA_NO_AVX512BF16=1 MEMRA_CPU_ISA=avx512vnni "$build/test-gemm"
 fi
 MEMRA_GEMM=0 "$build/test-gemm" | head -1
+echo "== quantize*.c: the vector lane searches (dot products: $("$build/test-quant-dot" isa)), then the portable ones (scalar): the same bytes"
+"$build/test-quantize" > "$build/quantize-default.txt" || { cat "$build/quantize-default.txt"; exit 1; }
+MEMRA_CPU_ISA=scalar "$build/test-quantize" > "$build/quantize-scalar.txt" || { cat "$build/quantize-scalar.txt"; exit 1; }
+cat "$build/quantize-default.txt"
+if ! cmp -s "$build/quantize-default.txt" "$build/quantize-scalar.txt"; then
+    echo "FAIL: the portable lane searches give other bytes:"
+    diff "$build/quantize-default.txt" "$build/quantize-scalar.txt"
+    exit 1
+fi
 for isa in scalar avx2 avx512vnni; do
     got=$(MEMRA_CPU_ISA=$isa "$build/test-quant-dot" isa)
     echo "MEMRA_CPU_ISA=$isa -> memra_dot_isa() = $got"

@@ -64,6 +64,8 @@ export const MEMRA_CPU_SYMBOLS = {
   memra_cpu_scatter_add_rows: { args: [ptr, ptr, i64, ptr, i64, ptr, ptr, i64, i64], returns: i32 },
   // (cpu, type, x, count, out, out_bytes): k-quants, byte for byte as ggml's reference quantizers
   memra_cpu_quantize: { args: [ptr, i32, ptr, i64, ptr, i64], returns: i32 },
+  // (cpu, type, x, rows, row_length, importance (row_length floats) or NULL, out, out_bytes): ggml_quantize_chunk with an imatrix
+  memra_cpu_quantize_rows: { args: [ptr, i32, ptr, i64, i64, ptr, ptr, i64], returns: i32 },
 } as const;
 
 type MemraCpuSymbols = Library<typeof MEMRA_CPU_SYMBOLS>["symbols"];

@@ -1,6 +1,6 @@
 /** Reference quantization and dequantization of ggml tensor data, bit-exact with ggml's reference code. */
 export { canDequantize, dequantize } from "./dequantize";
-export { canQuantize, quantize } from "./quantize";
+export { canQuantize, quantize, requiresImportance } from "./quantize";
 export { canMakeRandomBlocks, randomBlocks, setBlockScale } from "./random-blocks";
 export { UnsupportedTypeError } from "./unsupported-type-error";
 export { IQ4_NL_VALUES } from "./iq4-nl-values";

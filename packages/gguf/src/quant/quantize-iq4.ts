@@ -1,8 +1,9 @@
 /**
  * iq4_nl and iq4_xs quantization as llama-quantize writes them: ggml's `quantize_iq4_nl` /
- * `quantize_iq4_xs` without an importance matrix (ggml_quantize_chunk's path: the scale search with
- * ntry 7 and weights x^2; `quantize_row_iq4_nl_ref` searches no scales and is not what files hold),
- * every operation in binary32 in ggml's order.
+ * `quantize_iq4_xs` (ggml_quantize_chunk's path: the scale search with ntry 7 and weights x^2, or
+ * given importance importance * sqrt(sigma2 + x^2) with sigma2 = 2 * mean x^2 over the super-block;
+ * `quantize_row_iq4_nl_ref` searches no scales and is not what files hold), every operation in
+ * binary32 in ggml's order.
  */
 import { f32ToF16Bits } from "./half";
 import { IQ4_NL_VALUES } from "./iq4-nl-values";
@@ -33,9 +34,14 @@ const scales = new Float32Array(8);
 /**
  * The scale of the 32 values at x[offset..] (0 for an all-zero block), their nearest levels written to
  * levels[levelOffset..] (left as they were for an all-zero block): quantize_row_iq4_nl_impl's inner loop.
+ * With importance (indexed like x), the weights are importance * sqrt(sigma2 + x^2).
  */
-function searchBlock(x: Float32Array, offset: number, levelOffset: number): number {
-  for (let j = 0; j < 32; j++) weight[j] = f(x[offset + j]! * x[offset + j]!);
+function searchBlock(x: Float32Array, offset: number, levelOffset: number, importance: Float32Array | undefined, sigma2: number): number {
+  if (importance) {
+    for (let j = 0; j < 32; j++) weight[j] = f(importance[offset + j]! * f(Math.sqrt(f(sigma2 + f(x[offset + j]! * x[offset + j]!)))));
+  } else {
+    for (let j = 0; j < 32; j++) weight[j] = f(x[offset + j]! * x[offset + j]!);
+  }
   let amax = 0;
   let max = 0;
   for (let j = 0; j < 32; j++) {
@@ -80,6 +86,13 @@ function searchBlock(x: Float32Array, offset: number, levelOffset: number): numb
   return d;
 }
 
+/** quantize_row_iq4_nl_impl's sigma2: the sum of x^2 over the super-block, times 2 / its size. */
+function superBlockSigma2(x: Float32Array, offset: number, size: number): number {
+  let sum = 0;
+  for (let j = 0; j < size; j++) sum = f(sum + f(x[offset + j]! * x[offset + j]!));
+  return f(sum * f(2 / size));
+}
+
 function writeHalf(out: Uint8Array, offset: number, value: number): void {
   const bits = f32ToF16Bits(value);
   out[offset] = bits & 0xff;
@@ -94,11 +107,11 @@ function packLevels(out: Uint8Array, at: number, count: number): void {
 }
 
 /** iq4_nl: blocks of 32 values, an f16 scale and 16 bytes of 4-bit level indices (18 bytes). */
-export function quantizeIQ4_NL(x: Float32Array, out: Uint8Array, blockCount: number): void {
+export function quantizeIQ4_NL(x: Float32Array, out: Uint8Array, blockCount: number, importance?: Float32Array): void {
   for (let block = 0; block < blockCount; block++) {
     const xb = block * 32;
     const yb = block * 18;
-    const scale = searchBlock(x, xb, 0);
+    const scale = searchBlock(x, xb, 0, importance, importance ? superBlockSigma2(x, xb, 32) : 0);
     writeHalf(out, yb, scale);
     const id = scale !== 0 ? f(1 / scale) : 0;
     for (let j = 0; j < 32; j++) levels[j] = bestIndex(f(id * x[xb + j]!));
@@ -110,14 +123,15 @@ export function quantizeIQ4_NL(x: Float32Array, out: Uint8Array, blockCount: num
  * iq4_xs: super-blocks of 256 values (136 bytes): an f16 scale, 6-bit block scales (2 high bits of
  * each in a u16, 4 low bits in 4 bytes) and 128 bytes of level indices.
  */
-export function quantizeIQ4_XS(x: Float32Array, out: Uint8Array, blockCount: number): void {
+export function quantizeIQ4_XS(x: Float32Array, out: Uint8Array, blockCount: number, importance?: Float32Array): void {
   for (let block = 0; block < blockCount; block++) {
     const xs = block * 256;
     const yb = block * 136;
     let maxScale = 0;
     let amaxScale = 0;
+    const sigma2 = importance ? superBlockSigma2(x, xs, 256) : 0;
     for (let ib = 0; ib < 8; ib++) {
-      const d = searchBlock(x, xs + 32 * ib, 32 * ib);
+      const d = searchBlock(x, xs + 32 * ib, 32 * ib, importance, sigma2);
       scales[ib] = d;
       if (Math.abs(d) > amaxScale) {
         amaxScale = Math.abs(d);

@@ -266,14 +266,16 @@ describe("quantize arguments", () => {
   });
 
   it("rejects unsupported and unknown types with the ggml type name", () => {
-    expect(() => quantize(GGMLType.IQ2_XS, new Float32Array(256))).toThrow(UnsupportedTypeError);
-    expect(() => quantize(GGMLType.IQ2_XS, new Float32Array(256))).toThrow(/quantize: ggml type iq2_xs/);
+    expect(() => quantize(GGMLType.TQ1_0, new Float32Array(256))).toThrow(UnsupportedTypeError);
+    expect(() => quantize(GGMLType.TQ1_0, new Float32Array(256))).toThrow(/quantize: ggml type tq1_0/);
     expect(() => quantize(123, new Float32Array(32))).toThrow(/unknown ggml type id 123/);
   });
 
   it("reports which types it supports", () => {
-    for (const type of [...ALL_TYPES, GGMLType.IQ4_NL, GGMLType.IQ4_XS]) expect(canQuantize(type)).toBe(true);
-    for (const type of [GGMLType.IQ2_XS, GGMLType.IQ3_XXS, GGMLType.Q8_1, GGMLType.Q8_K, GGMLType.I8, 99]) {
+    for (const type of [...ALL_TYPES, GGMLType.IQ4_NL, GGMLType.IQ4_XS, GGMLType.IQ3_S, GGMLType.IQ3_XXS, GGMLType.IQ2_XXS, GGMLType.IQ2_XS, GGMLType.IQ2_S, GGMLType.IQ1_S, GGMLType.IQ1_M]) {
+      expect(canQuantize(type)).toBe(true);
+    }
+    for (const type of [GGMLType.TQ1_0, GGMLType.TQ2_0, GGMLType.Q8_1, GGMLType.Q8_K, GGMLType.I8, 99]) {
       expect(canQuantize(type)).toBe(false);
     }
   });

@@ -5,7 +5,8 @@
  * run sequentially. Integers converted to float in C are exact here too. Inputs must be f32 values.
  *
  * Naming: `searchSymmetricScale` is ggml's `make_qx_quants`, `searchSymmetricScaleQ3` is
- * `make_q3_quants`, `searchScaleAndMin` is `make_qkx2_quants`.
+ * `make_q3_quants`, `searchScaleAndMin` is `make_qkx2_quants` (and `make_qkx3_quants` given weights:
+ * the two differ only where no weights are passed), `searchPositiveScale` is `make_qp_quants`.
  */
 
 const f = Math.fround;
@@ -29,9 +30,10 @@ export function nearestInt(value: number): number {
 const ONE_TENTH = f(0.1);
 
 /**
- * ggml's `make_qx_quants` with rmse_type 1 and no importance weights (weights x^2): finds a scale so
- * that x ≈ scale * (L - nmax) with L in [0, 2*nmax - 1], trying 19 candidate inverse scales around
- * -nmax / max. Writes L to `levels[levelOffset..]` and returns the scale (0 for an all-zero group).
+ * ggml's `make_qx_quants` with rmse_type 1: finds a scale so that x ≈ scale * (L - nmax) with L in
+ * [0, 2*nmax - 1], trying 19 candidate inverse scales around -nmax / max, each judged by the fit
+ * weighted with `weights[weightOffset..]` (ggml's quant_weights), or with x^2 when there are none.
+ * Writes L to `levels[levelOffset..]` and returns the scale (0 for an all-zero group).
  */
 export function searchSymmetricScale(
   n: number,
@@ -40,6 +42,8 @@ export function searchSymmetricScale(
   xOffset: number,
   levels: Uint8Array,
   levelOffset: number,
+  weights?: Float32Array,
+  weightOffset = 0,
 ): number {
   let max = 0;
   let amax = 0;
@@ -63,7 +67,7 @@ export function searchSymmetricScale(
     let l = nearestInt(f(iscale * value));
     l = Math.max(-nmax, Math.min(nmax - 1, l));
     levels[levelOffset + i] = l + nmax;
-    const w = f(value * value);
+    const w = weights ? weights[weightOffset + i]! : f(value * value);
     sumlx = f(sumlx + f(f(w * value) * l));
     suml2 = f(suml2 + f(f(w * l) * l));
   }
@@ -78,7 +82,7 @@ export function searchSymmetricScale(
       const value = x[xOffset + i]!;
       let l = nearestInt(f(iscale * value));
       l = Math.max(-nmax, Math.min(nmax - 1, l));
-      const w = f(value * value);
+      const w = weights ? weights[weightOffset + i]! : f(value * value);
       sumlx = f(sumlx + f(f(w * value) * l));
       suml2 = f(suml2 + f(f(w * l) * l));
     }
@@ -260,4 +264,76 @@ export function searchScaleAndMin(
   }
   mins[minIndex] = -min;
   return scale;
+}
+
+/**
+ * ggml's `make_qp_quants`: a scale for n non-negative values (a super-block's group scales or mins)
+ * so that x ≈ scale * L with L in [0, nmax], judged by the fit weighted with `weights`: 9 candidate
+ * inverse scales around nmax / max, then single levels moved while that improves the fit, for up to
+ * 5 passes. Writes L to `levels[0..n)` (as ggml's uint8_t: a negative level wraps) and returns the
+ * scale (0 for an all-zero group).
+ */
+export function searchPositiveScale(n: number, nmax: number, x: Float32Array, levels: Uint8Array, weights: Float32Array): number {
+  let max = 0;
+  for (let i = 0; i < n; i++) max = max > x[i]! ? max : x[i]!;
+  if (max < GROUP_MAX_EPS) {
+    levels.fill(0, 0, n);
+    return 0;
+  }
+  let iscale = f(nmax / max);
+  for (let i = 0; i < n; i++) levels[i] = nearestInt(f(iscale * x[i]!));
+  const scale = f(1 / iscale);
+  let bestError = 0;
+  for (let i = 0; i < n; i++) {
+    const diff = f(x[i]! - f(scale * levels[i]!));
+    bestError = f(bestError + f(f(weights[i]! * diff) * diff));
+  }
+  for (let is = -4; is <= 4; is++) {
+    if (is === 0) continue;
+    const candidate = f(f(f(ONE_TENTH * is) + nmax) / max);
+    const candidateScale = f(1 / candidate);
+    let error = 0;
+    for (let i = 0; i < n; i++) {
+      const l = Math.min(nmax, nearestInt(f(candidate * x[i]!)));
+      const diff = f(x[i]! - f(candidateScale * l));
+      error = f(error + f(f(weights[i]! * diff) * diff));
+    }
+    if (error < bestError) {
+      bestError = error;
+      iscale = candidate;
+    }
+  }
+  let sumlx = 0;
+  let suml2 = 0;
+  for (let i = 0; i < n; i++) {
+    const l = Math.min(nmax, nearestInt(f(iscale * x[i]!)));
+    levels[i] = l;
+    const w = weights[i]!;
+    sumlx = f(sumlx + f(f(w * x[i]!) * l));
+    suml2 = f(suml2 + f(f(w * l) * l));
+  }
+  for (let attempt = 0; attempt < 5; attempt++) {
+    let changed = 0;
+    for (let i = 0; i < n; i++) {
+      const w = weights[i]!;
+      const current = levels[i]!;
+      let slx = f(sumlx - f(f(w * x[i]!) * current));
+      let sl2 = f(suml2 - f(f(w * current) * current));
+      if (slx > 0 && sl2 > 0) {
+        const next = Math.min(nmax, nearestInt(f(f(x[i]! * sl2) / slx)));
+        if (next !== current) {
+          slx = f(slx + f(f(w * x[i]!) * next));
+          sl2 = f(sl2 + f(f(w * next) * next));
+          if (f(f(slx * slx) * suml2) > f(f(sumlx * sumlx) * sl2)) {
+            levels[i] = next;
+            sumlx = slx;
+            suml2 = sl2;
+            changed++;
+          }
+        }
+      }
+    }
+    if (changed === 0) break;
+  }
+  return suml2 > 0 ? f(sumlx / suml2) : 0;
 }

@@ -15,9 +15,10 @@ import { type PlannedTensor, type QuantizationOptions, type QuantizationPlan, Qu
 /**
  * A faster quantizer for some types (e.g. native code): writes `values` quantized to `type` into
  * `out` (sized for them) and returns true, or returns false to leave the type to the TypeScript
- * reference quantizers. It must give their bytes.
+ * reference quantizers. It must give their bytes. With `importance` (one row's column weights),
+ * `values` are whole rows of `importance.length` values, quantized as `quantize(type, values, importance)`.
  */
-export type RowQuantizer = (type: GGMLType, values: Float32Array, out: Uint8Array) => boolean;
+export type RowQuantizer = (type: GGMLType, values: Float32Array, out: Uint8Array, importance?: Float32Array) => boolean;
 
 /**
  * A faster reader for some source types: writes `count` values of `type` from `bytes` as float32
