@@ -25,13 +25,16 @@ export interface LlamaQuantizeOptions {
   tokenEmbeddingType?: string;
   tensorTypes?: Array<{ pattern: string; type: string }>;
   /** llama-quantize --override-kv KEY=TYPE:VALUE, as memra takes them: { key, type, value }. */
-  metadataOverrides?: Array<{ key: string; type: "int" | "float" | "bool" | "str"; value: string | number | boolean }>;
+  metadataOverrides?: Array<{ key: string; type: "int" | "float" | "bool" | "str"; value: string | number | boolean | bigint }>;
+  /** The importance matrix as llama-quantize hands it over (its load_imatrix: sums / counts), by weight name. */
+  importance?: ReadonlyMap<string, Float32Array>;
 }
 
 /** llama_ftype (llama.h) by llama-quantize's names; COPY is ALL_F32 with only_copy. */
 const FTYPES: Record<string, number> = {
   F32: 0, F16: 1, Q4_0: 2, Q4_1: 3, Q8_0: 7, Q5_0: 8, Q5_1: 9, Q2_K: 10, Q3_K_S: 11, Q3_K_M: 12, Q3_K_L: 13, Q4_K_S: 14, Q4_K_M: 15,
   Q5_K_S: 16, Q5_K_M: 17, Q6_K: 18, IQ4_NL: 25, IQ3_S: 26, IQ3_M: 27, IQ4_XS: 30, BF16: 32, COPY: 0, Q3_K: 12, Q4_K: 15, Q5_K: 17,
+  IQ2_XXS: 19, IQ2_XS: 20, Q2_K_S: 21, IQ3_XS: 22, IQ3_XXS: 23, IQ1_S: 24, IQ2_S: 28, IQ2_M: 29, IQ1_M: 31,
 };
 /** enum ggml_type of this release, for the type options. */
 const GGML_TYPES: Record<string, number> = {
@@ -82,6 +85,22 @@ export function llamaQuantize(input: string, output: string, o: LlamaQuantizeOpt
     keep.push(table);
     view.setBigUint64(40, BigInt(ptr(table)), true); // tt_overrides
   }
+  if (o.importance?.size) {
+    // llama_model_imatrix_data { const char * name; const float * data; size_t size; }, ended by a null name
+    const table = new Uint8Array(24 * (o.importance.size + 1));
+    const tv = new DataView(table.buffer);
+    let i = 0;
+    for (const [name, values] of o.importance) {
+      const text = cString(name);
+      keep.push(text, new Uint8Array(values.buffer, values.byteOffset, values.byteLength));
+      tv.setBigUint64(24 * i, BigInt(ptr(text)), true);
+      tv.setBigUint64(24 * i + 8, BigInt(ptr(values)), true);
+      tv.setBigUint64(24 * i + 16, BigInt(values.length), true);
+      i++;
+    }
+    keep.push(table);
+    view.setBigUint64(24, BigInt(ptr(table)), true); // imatrix
+  }
   if (o.metadataOverrides?.length) {
     // llama_model_kv_override { int32 tag; char key[128]; union { int64; double; bool; char[128] } } (264 bytes), ended by an empty key
     const table = new Uint8Array(264 * (o.metadataOverrides.length + 1));
@@ -90,7 +109,7 @@ export function llamaQuantize(input: string, output: string, o: LlamaQuantizeOpt
       const at = 264 * i;
       tv.setInt32(at, { int: 0, float: 1, bool: 2, str: 3 }[kv.type], true);
       table.set(new TextEncoder().encode(kv.key), at + 4);
-      if (kv.type === "int") tv.setBigInt64(at + 136, BigInt(kv.value as string | number), true);
+      if (kv.type === "int") tv.setBigInt64(at + 136, BigInt(kv.value as string | number | bigint), true);
       else if (kv.type === "float") tv.setFloat64(at + 136, Number(kv.value), true);
       else if (kv.type === "bool") table[at + 136] = kv.value ? 1 : 0;
       else table.set(new TextEncoder().encode(String(kv.value)), at + 136);

@@ -4,7 +4,10 @@
  * llama.cpp's `llama_model_quantize` (libllama of node-llama-cpp 3.21.1's prebuilt linux-x64
  * binaries, called through bun:ffi: node-llama-cpp has no binding for it) quantizes seeded synthetic
  * models to every file type memra writes, and the SHA-256 of each output file and of each of its
- * tensors' bytes, with the tensor's type, are recorded.
+ * tensors' bytes, with the tensor's type, are recorded. Cases with `imatrix` are quantized with
+ * @memra/synthetic's syntheticImatrix for the model, written as imatrix.gguf and handed over as
+ * llama-quantize --imatrix imatrix.gguf does (its load_imatrix normalisation, its
+ * --include-weights / --exclude-weights, its quantize.imatrix.* metadata after the user's).
  *
  *   bun tools/llamacpp/quantize-goldens.ts        (from the repository root, after npm ci in tools/llamacpp)
  *
@@ -13,9 +16,9 @@
 import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { ggmlTypeName, openGGUF } from "../../packages/gguf/src/index";
-import { type PresetName, type SyntheticModelOptions, resolveOptions, syntheticModelFile } from "../../packages/synthetic/src/index";
+import { basename, join } from "node:path";
+import { ggmlTypeName, importanceOf, openGGUF, quantizationImportance, readImatrix, writeImatrix } from "../../packages/gguf/src/index";
+import { type PresetName, type SyntheticModelOptions, resolveOptions, syntheticImatrix, syntheticModelFile } from "../../packages/synthetic/src/index";
 import { type LlamaQuantizeOptions, llamaQuantize } from "./llama-quantize";
 
 const ROOT = join(import.meta.dir, "..", "..");
@@ -35,17 +38,39 @@ const MODELS: Record<string, { preset: PresetName; options: Partial<SyntheticMod
   "dense-q8_0": { preset: "small", options: { weightType: "q8_0", layers: 4, vocabulary: 1024 } },
   // i-quant weights (random blocks): requantizing from a type only dequantization knows
   "dense-iq2_xxs": { preset: "small", options: { weightType: "iq2_xxs", layers: 4, vocabulary: 1024 } },
+  // the golden suite's dense-f32 and moe-f32, for llama-imatrix's own files of them (packages/core/src/__fixtures__/imatrix)
+  "suite-dense": { preset: "small", options: { weightType: "f32" } },
+  "suite-moe": { preset: "small", options: { architecture: "qwen3moe", weightType: "f32", ffn: 0, experts: 8, expertsUsed: 2, expertFfn: 256 } },
 };
 
 interface Case {
   model: string;
   type: string;
-  options?: Omit<LlamaQuantizeOptions, "type" | "threads">;
+  /** imatrix.file: an imatrix file of the repository (llama-imatrix's) instead of the model's syntheticImatrix */
+  options?: Omit<LlamaQuantizeOptions, "type" | "threads" | "importance"> & { imatrix?: { include?: string[]; exclude?: string[]; file?: string } };
 }
 
 const ALL = ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "IQ4_NL", "IQ4_XS", "IQ3_S", "IQ3_M"];
 const MIXES = ["Q4_0", "Q8_0", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "IQ4_NL", "IQ4_XS", "IQ3_S", "IQ3_M"];
+/** The file types that need an importance matrix, and the others as they change with one. */
+const LOW_BIT = ["IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ1_S", "IQ1_M", "IQ3_XXS", "IQ3_XS", "Q2_K_S"];
+const WEIGHTED = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K_S", "Q3_K_M", "Q4_K_S", "Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_NL", "IQ4_XS", "IQ3_S", "IQ3_M", "F16"];
+const imatrix = { imatrix: {} };
 const CASES: Case[] = [
+  ...LOW_BIT.map((type) => ({ model: "dense", type, options: imatrix })),
+  ...LOW_BIT.map((type) => ({ model: "untied", type, options: imatrix })),
+  ...WEIGHTED.map((type) => ({ model: "dense", type, options: imatrix })),
+  ...["IQ2_XXS", "IQ2_M", "IQ1_M", "IQ3_XXS", "Q4_K_M", "IQ4_XS"].map((type) => ({ model: "moe8", type, options: imatrix })),
+  ...["IQ2_XS", "IQ3_XS", "Q4_K_M"].map((type) => ({ model: "tiny", type, options: imatrix })),
+  { model: "dense", type: "Q4_K_M", options: { imatrix: { exclude: ["ffn_down", "attn_v"] } } },
+  { model: "dense", type: "IQ4_XS", options: { imatrix: { include: ["attn"] } } },
+  // (with --pure alone, token_embd.weight would be iq2_xxs without importance: ggml aborts; memra refuses)
+  { model: "untied", type: "IQ2_XXS", options: { imatrix: {}, pure: true, outputTensorType: "q8_0", tokenEmbeddingType: "q4_K" } },
+  { model: "dense-q8_0", type: "IQ2_M", options: { imatrix: {}, allowRequantize: true } },
+  { model: "suite-dense", type: "IQ2_XXS", options: { imatrix: { file: "packages/core/src/__fixtures__/imatrix/dense-f32-c64.gguf" } } },
+  { model: "suite-dense", type: "Q4_K_M", options: { imatrix: { file: "packages/core/src/__fixtures__/imatrix/dense-f32-c64.gguf" } } },
+  { model: "suite-moe", type: "IQ1_M", options: { imatrix: { file: "packages/core/src/__fixtures__/imatrix/moe-f32-c64.gguf" } } },
+  { model: "dense", type: "Q4_K_M", options: { imatrix: {}, metadataOverrides: [{ key: "general.name", type: "str", value: "with importance" }] } },
   ...ALL.map((type) => ({ model: "dense", type })),
   { model: "dense", type: "COPY" },
   ...MIXES.map((type) => ({ model: "untied", type })),
@@ -85,7 +110,24 @@ for (const [id, m] of Object.entries(MODELS)) inputs[id] = await syntheticModelF
 const recorded = [];
 for (const c of CASES) {
   const output = join(work, "out.gguf");
-  llamaQuantize(inputs[c.model]!, output, { type: c.type, threads: 2, ...c.options });
+  const { imatrix: selection, ...options } = c.options ?? {};
+  let importance: Partial<LlamaQuantizeOptions> = {};
+  if (selection) {
+    // llama-quantize --imatrix NAME, run in the folder that holds it
+    let path = join(work, "imatrix.gguf");
+    if (selection.file) path = join(ROOT, selection.file);
+    else writeImatrix(path, syntheticImatrix(openGGUF(inputs[c.model]!)));
+    const read = readImatrix(path);
+    const chosen = quantizationImportance(importanceOf(read), { file: basename(path), datasets: read.datasets, chunkCount: read.chunkCount }, selection);
+    importance = {
+      importance: chosen.importance,
+      metadataOverrides: [
+        ...(options.metadataOverrides ?? []),
+        ...chosen.metadata.map((m) => ({ key: m.key, type: m.type, value: m.value as string | bigint })),
+      ],
+    };
+  }
+  llamaQuantize(inputs[c.model]!, output, { type: c.type, threads: 2, ...options, ...importance });
   const file = openGGUF(output);
   const fileType = file.getNumber("general.file_type");
   recorded.push({

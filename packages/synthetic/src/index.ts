@@ -13,3 +13,4 @@ export {
 } from "./synthetic-model";
 export { generateOnce, syntheticCacheDirectory, syntheticModelFile, syntheticModelKey } from "./model-cache";
 export { LORA_TARGETS, type LoraTarget, type SyntheticLoraOptions, buildSyntheticLora, syntheticLoraFile } from "./synthetic-lora";
+export { syntheticImatrix } from "./synthetic-imatrix";

@@ -7,17 +7,32 @@
 import { createHash } from "node:crypto";
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { createNativeQuantizer } from "@memra/cpu-ffi";
-import { type QuantizationOptions, QuantizationError, ggmlTypeName, openGGUF, parseMetadataOverride, quantizeModel } from "@memra/gguf";
-import { type PresetName, type SyntheticModelOptions, resolveOptions, syntheticModelFile } from "@memra/synthetic";
+import {
+  type QuantizationOptions,
+  QuantizationError,
+  ggmlTypeName,
+  importanceOf,
+  openGGUF,
+  parseMetadataOverride,
+  quantizationImportance,
+  quantizeModel,
+  readImatrix,
+  writeImatrix,
+} from "@memra/gguf";
+import { type PresetName, type SyntheticModelOptions, resolveOptions, syntheticImatrix, syntheticModelFile } from "@memra/synthetic";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import goldens from "../__fixtures__/quantize-goldens.json";
 
 interface GoldenCase {
   model: string;
   type: string;
-  options?: Omit<QuantizationOptions, "type" | "metadataOverrides"> & { metadataOverrides?: Array<{ key: string; type: string; value: unknown }> };
+  options?: Omit<QuantizationOptions, "type" | "metadataOverrides" | "importance"> & {
+    metadataOverrides?: Array<{ key: string; type: string; value: unknown }>;
+    /** quantized with the model's syntheticImatrix, as llama-quantize --imatrix imatrix.gguf [--include-weights ...] */
+    imatrix?: { include?: string[]; exclude?: string[]; file?: string };
+  };
   fileType: number;
   bytes: number;
   sha256: string;
@@ -25,17 +40,34 @@ interface GoldenCase {
 }
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
+const ROOT = new URL("../../../../", import.meta.url).pathname;
 const directory = mkdtempSync(join(tmpdir(), "memra-quantize-"));
 const cases = goldens.cases as GoldenCase[];
 const models = goldens.models as Record<string, { preset: PresetName; options: Partial<SyntheticModelOptions> }>;
 const inputs: Record<string, string> = {};
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
 const label = (c: GoldenCase) => `${c.model} ${c.type}${c.options ? ` ${JSON.stringify(c.options)}` : ""}`;
-/** The case's options as quantizeModel takes them: --override-kv specs parsed. */
-const optionsOf = (c: GoldenCase): Omit<QuantizationOptions, "type"> => ({
-  ...c.options,
-  metadataOverrides: (c.options?.metadataOverrides ?? []).map((o) => parseMetadataOverride(`${o.key}=${o.type}:${String(o.value)}`)),
-});
+/** The model's synthetic importance matrix, written once as imatrix.gguf in its own folder (the name its metadata records). */
+const imatrixFiles: Record<string, string> = {};
+async function imatrixOf(model: string): Promise<string> {
+  if (imatrixFiles[model] === undefined) {
+    const folder = mkdtempSync(join(directory, `imatrix-${model}-`));
+    writeImatrix(join(folder, "imatrix.gguf"), syntheticImatrix(openGGUF(inputs[model]!)));
+    imatrixFiles[model] = join(folder, "imatrix.gguf");
+  }
+  return imatrixFiles[model]!;
+}
+
+/** The case's options as quantizeModel takes them: --override-kv specs parsed, the importance matrix read as llama-quantize reads it. */
+async function optionsOf(c: GoldenCase): Promise<Omit<QuantizationOptions, "type">> {
+  const { imatrix: selection, ...options } = c.options ?? {};
+  const overrides = (options.metadataOverrides ?? []).map((o) => parseMetadataOverride(`${o.key}=${o.type}:${String(o.value)}`));
+  if (!selection) return { ...options, metadataOverrides: overrides };
+  const path = selection.file ? join(ROOT, selection.file) : await imatrixOf(c.model);
+  const read = readImatrix(path);
+  const chosen = quantizationImportance(importanceOf(read), { file: basename(path), datasets: read.datasets, chunkCount: read.chunkCount }, selection);
+  return { ...options, metadataOverrides: [...overrides, ...chosen.metadata], importance: chosen.importance };
+}
 
 let native: ReturnType<typeof createNativeQuantizer> | undefined;
 
@@ -50,7 +82,10 @@ beforeAll(async () => {
 afterAll(() => native?.dispose());
 
 function run(...args: string[]) {
-  const result = Bun.spawnSync(["bun", MAIN, ...args], { stdout: "pipe", stderr: "pipe" });
+  return runIn(undefined, ...args);
+}
+function runIn(cwd: string | undefined, ...args: string[]) {
+  const result = Bun.spawnSync(["bun", MAIN, ...args], { stdout: "pipe", stderr: "pipe", ...(cwd ? { cwd } : {}) });
   return { code: result.exitCode, stdout: result.stdout.toString(), stderr: result.stderr.toString() };
 }
 
@@ -94,7 +129,7 @@ describe("quantizeModel against llama-quantize (llama_model_quantize), byte for 
     const output = join(directory, "library.gguf");
     await quantizeModel(inputs[c.model]!, output, {
       type: c.type,
-      ...optionsOf(c),
+      ...(await optionsOf(c)),
       ...(native ? { quantizer: native.quantizer, dequantizer: native.dequantizer } : {}),
     });
     expectGolden(output, c);
@@ -103,18 +138,23 @@ describe("quantizeModel against llama-quantize (llama_model_quantize), byte for 
   it("writes the same files with the TypeScript quantizers alone (no native library)", async () => {
     // an f16 source converted and a k-quant mix; the native quantizers are checked against the
     // TypeScript ones bit for bit, type by type, in @memra/synthetic's native-quantize.test.ts
-    const picked = cases.filter((c) => c.model === "dense" && ["BF16", "Q3_K_M"].includes(c.type) && !c.options);
-    expect(picked).toHaveLength(2);
+    const picked = [
+      ...cases.filter((c) => c.model === "dense" && ["BF16", "Q3_K_M"].includes(c.type) && !c.options),
+      // with an importance matrix: IQ3_XXS gives q5_K, q4_K, iq3_s, iq2_s and iq3_xxs tensors, all weighted
+      ...cases.filter((c) => c.model === "untied" && c.type === "IQ3_XXS" && c.options?.imatrix),
+    ];
+    expect(picked).toHaveLength(3);
     for (const c of picked) {
       const output = join(directory, "typescript.gguf");
-      await quantizeModel(inputs[c.model]!, output, { type: c.type, ...optionsOf(c), slabValues: 100_000 });
+      await quantizeModel(inputs[c.model]!, output, { type: c.type, ...(await optionsOf(c)), slabValues: 100_000 });
       expectGolden(output, c);
     }
   }, 60_000);
 });
 
 describe("memra quantize", () => {
-  const golden = (model: string, type: string) => cases.find((c) => c.model === model && c.type === type && !c.options)!;
+  const golden = (model: string, type: string, imatrix = false) =>
+    cases.find((c) => c.model === model && c.type === type && (imatrix ? c.options?.imatrix && Object.keys(c.options).length === 1 && Object.keys(c.options.imatrix).length === 0 : !c.options))!;
 
   it("writes llama-quantize's file, printing each tensor and the sizes", () => {
     const output = join(directory, "cli.gguf");
@@ -167,13 +207,17 @@ describe("memra quantize", () => {
     const out = join(folder, "out.gguf");
     const q8 = inputs["dense-q8_0"]!;
     const cases: Array<[string[], RegExp]> = [
-      [[inputs.dense!, out, "IQ2_XS"], /quantization type IQ2_XS is not supported: it needs an importance matrix; one of: F32, F16, .*, IQ4_NL, IQ3_S, IQ3_M, IQ4_XS, BF16, COPY\n$/],
+      [[inputs.dense!, out, "TQ1_0"], /quantization type TQ1_0 is not supported: ternary types are not implemented; one of: F32, F16, .*, IQ4_NL, IQ3_S, IQ3_M, IQ2_S, IQ2_M, IQ4_XS, IQ1_M, BF16, COPY\n$/],
+      [[inputs.dense!, out, "IQ2_XS"], /IQ2_XS needs an importance matrix: tensor blk\.0\.attn_k\.weight would be iq2_xs \(compute one with memra imatrix, pass it with --imatrix\)/],
+      [[inputs.dense!, out, "Q4_K_M", "--include-weights", "attn"], /--include-weights and --exclude-weights select entries of an importance matrix: give it with --imatrix FILE/],
+      [[inputs.dense!, out, "Q4_K_M", "--imatrix", join(folder, "missing.dat")], /missing\.dat/],
       [[inputs.dense!, out, "Q9_Z"], /unknown quantization type "Q9_Z"; one of: /],
       [[inputs.dense!, "Q9_Z"], /unknown quantization type "Q9_Z"/],
       [[q8, out, "Q4_K_M"], /tensor token_embd\.weight is q8_0: requantizing is disabled \(allow it with allowRequantize \/ --allow-requantize\)/],
       [[inputs.dense!, inputs.dense!, "Q8_0"], /is the input file: write the quantized model elsewhere/],
       [[inputs.dense!, out, "Q8_0", "--tensor-type", "attn_v"], /--tensor-type takes PATTERN=TYPE, got "attn_v"/],
-      [[inputs.dense!, out, "Q8_0", "--tensor-type", "attn_v=iq3_xxs"], /tensor type override "attn_v": memra cannot write iq3_xxs tensors/],
+      [[inputs.dense!, out, "Q8_0", "--tensor-type", "attn_v=tq1_0"], /tensor type override "attn_v": memra cannot write tq1_0 tensors/],
+      [[inputs.dense!, out, "Q8_0", "--tensor-type", "attn_v=iq3_xxs"], /Q8_0 needs an importance matrix: tensor blk\.0\.attn_v\.weight would be iq3_xxs/],
       [[inputs.dense!, out, "Q8_0", "--output-tensor-type", "q7"], /output tensor type: unknown ggml type "q7"/],
       [[inputs.dense!, out, "Q8_0", "0"], /the thread count must be a whole number from 1 to 1024, got "0"/],
       [[join(folder, "missing.gguf"), out, "Q8_0"], /cannot open .*missing\.gguf/],
@@ -197,7 +241,7 @@ describe("memra quantize", () => {
   });
 
   it("--override-kv writes the metadata as llama-quantize does (an int as the uint32 of its magnitude)", () => {
-    const c = cases.find((x) => x.options?.metadataOverrides)!;
+    const c = cases.find((x) => x.options?.metadataOverrides && !x.options.imatrix)!;
     const output = join(directory, "overridden.gguf");
     const flags = c.options!.metadataOverrides!.flatMap((o) => ["--override-kv", `${o.key}=${o.type}:${String(o.value)}`]);
     const result = run("quantize", ...flags, inputs[c.model]!, output, c.type);
@@ -210,6 +254,55 @@ describe("memra quantize", () => {
     const bad = run("quantize", "--override-kv", "general.name=string:x", inputs[c.model]!, output, c.type);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/KV override "general\.name=string:x": the type is int, float, bool or str, not "string"/);
+  });
+
+  it("--imatrix FILE: llama-quantize --imatrix's file, byte for byte, its metadata naming FILE as given", async () => {
+    const imatrix = await imatrixOf("dense");
+    const folder = join(imatrix, "..");
+    for (const c of [golden("dense", "IQ2_XXS", true), cases.find((x) => x.model === "dense" && x.options?.imatrix?.exclude)!]) {
+      const output = join(directory, "cli-imatrix.gguf");
+      const selection = c.options!.imatrix!.exclude?.flatMap((name) => ["--exclude-weights", name]) ?? [];
+      const result = runIn(folder, "quantize", "--imatrix", "imatrix.gguf", ...selection, inputs.dense!, output, c.type, "2");
+      expect(result.stderr).toBe("");
+      expect(result.code).toBe(0);
+      expectGolden(output, c);
+      expect(result.stdout).toMatch(/\d+ tensors quantized with the importance matrix/);
+      const file = openGGUF(output);
+      expect(file.getString("quantize.imatrix.file")).toBe("imatrix.gguf");
+      expect(file.getString("quantize.imatrix.dataset")).toBe("synthetic");
+    }
+  });
+
+  it("--imatrix with llama-imatrix's own file of a golden-suite model: llama-quantize's file", () => {
+    for (const c of cases.filter((x) => x.options?.imatrix?.file)) {
+      const output = join(directory, "cli-llama-imatrix.gguf");
+      const imatrix = join(ROOT, c.options!.imatrix!.file!);
+      const result = runIn(dirname(imatrix), "quantize", "--imatrix", basename(imatrix), inputs[c.model]!, output, c.type, "2");
+      expect(result.stderr, label(c)).toBe("");
+      expectGolden(output, c);
+    }
+  });
+
+  it("--imatrix errors: both selections, another model's matrix; --dry-run only warns that a type needs one", async () => {
+    const folder = mkdtempSync(join(directory, "imatrix-errors-"));
+    const out = join(folder, "out.gguf");
+    const dense = await imatrixOf("dense");
+    const errors: Array<[string[], RegExp]> = [
+      [["--imatrix", dense, "--include-weights", "attn", "--exclude-weights", "ffn", inputs.dense!, out, "Q4_K_M"], /give --include-weights or --exclude-weights, not both/],
+      [["--imatrix", dense, inputs.untied!, out, "Q4_K_M"], /the importance matrix has 512 values for blk\.0\.ffn_down\.weight, which needs 768 \(768 columns × 1 matrices\)/],
+      [["--imatrix", dense, "--include-weights", "attn_q", inputs.dense!, out, "IQ1_S"], /the importance matrix has no entry for blk\.0\.attn_k\.weight, which IQ1_S makes iq1_s: that type needs one/],
+    ];
+    for (const [args, message] of errors) {
+      const result = run("quantize", ...args);
+      expect(result.code, args.join(" ")).toBe(1);
+      expect(result.stderr.trim().split("\n"), args.join(" ")).toHaveLength(1);
+      expect(result.stderr, args.join(" ")).toMatch(message);
+      expect(readdirSync(folder), args.join(" ")).toEqual([]);
+    }
+    const dry = run("quantize", "--dry-run", inputs.dense!, "IQ1_M");
+    expect(dry.code).toBe(0);
+    expect(dry.stderr).toBe("memra quantize: IQ1_M will need an importance matrix (--imatrix) to be written\n");
+    expect(dry.stdout).toMatch(/blk\.0\.attn_q\.weight +\[256, 256\] +f16 -> iq1_m/);
   });
 
   it("--allow-requantize requantizes a quantized model", () => {

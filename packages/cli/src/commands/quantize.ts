@@ -8,11 +8,14 @@ import {
   type RowDequantizer,
   type RowQuantizer,
   ggmlTypeName,
+  importanceOf,
   openGGUFModel,
   parseMetadataOverride,
   parseLlamaFileType,
   planQuantization,
+  quantizationImportance,
   quantizeModel,
+  readImatrix,
 } from "@memra/gguf";
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
@@ -26,8 +29,8 @@ ggml-model-TYPE.gguf. Tensors are converted in slabs: a model larger than memory
 The file appears under its name only once complete.
 
 types: ${LLAMA_FILE_TYPES.map((t) => t.name).join(", ")}, COPY (copy every tensor unchanged);
-       Q3_K, Q4_K and Q5_K are the _M mixes; a llama_ftype number works too. No importance matrix
-       is taken, so the IQ types below IQ4 and Q2_K_S are not supported.
+       Q3_K, Q4_K and Q5_K are the _M mixes; a llama_ftype number works too.
+       ${LLAMA_FILE_TYPES.filter((t) => t.needsImportance).map((t) => t.name).join(", ")} need an importance matrix (--imatrix).
 
 options:
   --allow-requantize            quantize tensors that are already quantized (they are dequantized first)
@@ -38,6 +41,10 @@ options:
   --tensor-type PATTERN=T       tensors whose name matches the regular expression get T (repeatable;
                                 the first match wins), e.g. --tensor-type "attn_v=q8_0"
   --override-kv KEY=TYPE:VALUE  write this metadata value (TYPE int, float, bool or str; repeatable)
+  --imatrix FILE                weight each value's rounding error by its column's importance, from
+                                FILE (memra imatrix's or llama-imatrix's, GGUF or the legacy .dat)
+  --include-weights NAME        use the importance only for tensors whose name contains NAME (repeatable)
+  --exclude-weights NAME        do not use it for tensors whose name contains NAME (repeatable)
   --dry-run                     print the types and sizes without writing anything
   -t, --threads N               threads for the k-quant quantizers (default: all; also the THREADS argument)
   --json                        print a JSON summary instead of the tensor table
@@ -46,7 +53,9 @@ examples:
   memra quantize Qwen3-8B-F16.gguf Qwen3-8B-Q4_K_M.gguf Q4_K_M
   memra quantize Qwen3-0.6B-BF16.gguf q8_0 2
   memra quantize --allow-requantize Qwen3-8B-Q8_0.gguf Qwen3-8B-Q4_K_M.gguf Q4_K_M
-  memra quantize --dry-run Qwen3-8B-F16.gguf Q3_K_M`;
+  memra quantize --dry-run Qwen3-8B-F16.gguf Q3_K_M
+  memra imatrix -m Qwen3-8B-F16.gguf -f calibration.txt -o imatrix.gguf
+  memra quantize --imatrix imatrix.gguf Qwen3-8B-F16.gguf Qwen3-8B-IQ2_M.gguf IQ2_M`;
 
 export async function quantizeCommand(args: string[], io: CliIO): Promise<void> {
   const { values, positionals } = parseArgs({
@@ -60,6 +69,9 @@ export async function quantizeCommand(args: string[], io: CliIO): Promise<void> 
       "token-embedding-type": { type: "string" },
       "tensor-type": { type: "string", multiple: true, default: [] },
       "override-kv": { type: "string", multiple: true, default: [] },
+      imatrix: { type: "string" },
+      "include-weights": { type: "string", multiple: true, default: [] },
+      "exclude-weights": { type: "string", multiple: true, default: [] },
       "dry-run": { type: "boolean", default: false },
       threads: { type: "string", short: "t" },
       json: { type: "boolean", default: false },
@@ -72,6 +84,21 @@ export async function quantizeCommand(args: string[], io: CliIO): Promise<void> 
   }
   const { input, output, type, threads } = parsePositionals(positionals);
   const threadCount = parseThreads(values.threads ?? threads);
+  if (values.imatrix === undefined && (values["include-weights"].length > 0 || values["exclude-weights"].length > 0)) {
+    throw new CliError("--include-weights and --exclude-weights select entries of an importance matrix: give it with --imatrix FILE");
+  }
+  const imatrix =
+    values.imatrix === undefined
+      ? undefined
+      : (() => {
+          const read = readImatrix(values.imatrix);
+          return quantizationImportance(
+            importanceOf(read),
+            { file: values.imatrix, datasets: read.datasets, chunkCount: read.chunkCount },
+            { include: values["include-weights"], exclude: values["exclude-weights"] },
+          );
+        })();
+  if (imatrix && imatrix.importance.size === 0 && !values.json) io.stderr(`memra quantize: no entry of ${values.imatrix} is selected: quantizing without an importance matrix\n`);
   const options: QuantizationOptions = {
     type,
     allowRequantize: values["allow-requantize"],
@@ -79,7 +106,8 @@ export async function quantizeCommand(args: string[], io: CliIO): Promise<void> 
     pure: values.pure,
     ...(values["output-tensor-type"] !== undefined ? { outputTensorType: values["output-tensor-type"] } : {}),
     ...(values["token-embedding-type"] !== undefined ? { tokenEmbeddingType: values["token-embedding-type"] } : {}),
-    metadataOverrides: values["override-kv"].map(parseMetadataOverride),
+    metadataOverrides: [...values["override-kv"].map(parseMetadataOverride), ...(imatrix?.metadata ?? [])],
+    ...(imatrix && imatrix.importance.size > 0 ? { importance: imatrix.importance } : {}),
     tensorTypes: values["tensor-type"].map((spec) => {
       const at = spec.lastIndexOf("=");
       if (at <= 0 || at === spec.length - 1) throw new CliError(`--tensor-type takes PATTERN=TYPE, got "${spec}"`);
@@ -89,12 +117,13 @@ export async function quantizeCommand(args: string[], io: CliIO): Promise<void> 
 
   const file = openGGUFModel(input);
   if (values["dry-run"]) {
-    const plan = planQuantization(file, options);
+    const plan = planQuantization(file, { ...options, dryRun: true });
     if (values.json) io.stdout(`${JSON.stringify(summary(plan, undefined))}\n`);
     else {
       plan.tensors.forEach((t, i) => io.stdout(tensorLine(t, i, plan.tensors.length)));
       io.stdout(totals(plan));
     }
+    if (plan.needsImportance) io.stderr(`memra quantize: ${plan.fileType.name} will need an importance matrix (--imatrix) to be written\n`);
     return;
   }
 
@@ -186,7 +215,12 @@ function tensorLine(t: PlannedTensor, index: number, count: number): string {
 function totals(plan: QuantizationPlan): string {
   const bpw = (bytes: number) => ((bytes * 8) / plan.elementCount).toFixed(2);
   const fallbacks = plan.fallbacks > 0 ? `${plan.fallbacks} of ${plan.tensors.length} tensors fell back to a type that fits their rows\n` : "";
-  return `${fallbacks}model size: ${mib(plan.bytesIn)} MiB (${bpw(plan.bytesIn)} BPW)\nquant size: ${mib(plan.bytesOut)} MiB (${bpw(plan.bytesOut)} BPW), ${plan.fileType.name}\n`;
+  const weighted = plan.tensors.filter((t) => t.importance !== undefined).length;
+  const importance =
+    weighted > 0 || plan.withoutImportance.length > 0
+      ? `${weighted} tensors quantized with the importance matrix${plan.withoutImportance.length > 0 ? `; none in it for ${plan.withoutImportance.join(", ")}` : ""}\n`
+      : "";
+  return `${fallbacks}${importance}model size: ${mib(plan.bytesIn)} MiB (${bpw(plan.bytesIn)} BPW)\nquant size: ${mib(plan.bytesOut)} MiB (${bpw(plan.bytesOut)} BPW), ${plan.fileType.name}\n`;
 }
 
 function summary(plan: QuantizationPlan, path: string | undefined) {
@@ -199,6 +233,8 @@ function summary(plan: QuantizationPlan, path: string | undefined) {
     tensors: plan.tensors.length,
     tensor_types: types,
     fallbacks: plan.fallbacks,
+    with_importance: plan.tensors.filter((t) => t.importance !== undefined).length,
+    without_importance: plan.withoutImportance,
     bytes_in: plan.bytesIn,
     bytes_out: plan.bytesOut,
     bits_per_weight: round((plan.bytesOut * 8) / plan.elementCount, 4),

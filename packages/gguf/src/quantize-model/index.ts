@@ -1,3 +1,4 @@
+export { type ImportanceSelection, type QuantizationImportance, quantizationImportance } from "./importance";
 export { LLAMA_FILE_TYPES, type LlamaFileType, llamaFileTypeName, parseLlamaFileType } from "./llama-ftype";
 export {
   type PlannedTensor,

@@ -1,8 +1,9 @@
 /**
  * llama.cpp's file types (`enum llama_ftype`) and the names llama-quantize takes for them
  * (tools/quantize/quantize.cpp's QUANT_OPTIONS), limited to those whose tensor types @memra/gguf
- * can write: IQ3_S, IQ3_M, IQ4_NL and IQ4_XS but not the IQ types that need an importance matrix
- * (IQ1_*, IQ2_*, IQ3_XXS, IQ3_XS), no Q2_K_S (which needs one too), none of the ternary or FP4 ones.
+ * can write: the k-quants, the 32-value types and every IQ type, but none of the ternary or FP4 ones.
+ * IQ1_*, IQ2_*, IQ3_XXS, IQ3_XS and Q2_K_S need an importance matrix for some tensors
+ * (`needsImportance`): planQuantization refuses them without one, as llama.cpp does.
  */
 import { GGMLType } from "../ggml-type";
 import { QuantizationError } from "./quantization-error";
@@ -16,6 +17,8 @@ export interface LlamaFileType {
   readonly defaultType: GGMLType;
   /** COPY: every tensor is copied as it is. */
   readonly onlyCopy?: boolean;
+  /** Some of its tensors need an importance matrix (llama.cpp's tensor_requires_imatrix). */
+  readonly needsImportance?: boolean;
 }
 
 const table: Array<[string, number, GGMLType]> = [
@@ -35,30 +38,35 @@ const table: Array<[string, number, GGMLType]> = [
   ["Q5_K_S", 16, GGMLType.Q5_K],
   ["Q5_K_M", 17, GGMLType.Q5_K],
   ["Q6_K", 18, GGMLType.Q6_K],
+  ["IQ2_XXS", 19, GGMLType.IQ2_XXS],
+  ["IQ2_XS", 20, GGMLType.IQ2_XS],
+  ["Q2_K_S", 21, GGMLType.Q2_K],
+  ["IQ3_XS", 22, GGMLType.IQ3_S],
+  ["IQ3_XXS", 23, GGMLType.IQ3_XXS],
+  ["IQ1_S", 24, GGMLType.IQ1_S],
   ["IQ4_NL", 25, GGMLType.IQ4_NL],
   ["IQ3_S", 26, GGMLType.IQ3_S],
   ["IQ3_M", 27, GGMLType.IQ3_S],
+  ["IQ2_S", 28, GGMLType.IQ2_XS],
+  ["IQ2_M", 29, GGMLType.IQ2_S],
   ["IQ4_XS", 30, GGMLType.IQ4_XS],
+  ["IQ1_M", 31, GGMLType.IQ1_M],
   ["BF16", 32, GGMLType.BF16],
 ];
 
+/** The file types whose mixes have tensors of a type that needs an importance matrix. */
+const NEEDS_IMPORTANCE = new Set(["IQ2_XXS", "IQ2_XS", "Q2_K_S", "IQ3_XS", "IQ3_XXS", "IQ1_S", "IQ2_S", "IQ2_M", "IQ1_M"]);
+
 /** Every file type memra can quantize to, in llama_ftype order. */
-export const LLAMA_FILE_TYPES: readonly LlamaFileType[] = table.map(([name, id, defaultType]) => ({ name, id, defaultType }));
+export const LLAMA_FILE_TYPES: readonly LlamaFileType[] = table.map(([name, id, defaultType]) =>
+  NEEDS_IMPORTANCE.has(name) ? { name, id, defaultType, needsImportance: true } : { name, id, defaultType },
+);
 
 /** llama-quantize's aliases: Q3_K, Q4_K and Q5_K are the _M mixes. */
 const ALIASES: Record<string, string> = { Q3_K: "Q3_K_M", Q4_K: "Q4_K_M", Q5_K: "Q5_K_M" };
 
 /** llama.cpp's file types that memra cannot write, and why (for the error message). */
 const UNSUPPORTED: Record<string, string> = {
-  Q2_K_S: "it needs an importance matrix",
-  IQ1_S: "it needs an importance matrix",
-  IQ1_M: "it needs an importance matrix",
-  IQ2_XXS: "it needs an importance matrix",
-  IQ2_XS: "it needs an importance matrix",
-  IQ2_S: "it needs an importance matrix",
-  IQ2_M: "it needs an importance matrix",
-  IQ3_XXS: "it needs an importance matrix",
-  IQ3_XS: "its iq3_xxs tensors need an importance matrix",
   TQ1_0: "ternary types are not implemented",
   TQ2_0: "ternary types are not implemented",
   MXFP4_MOE: "mxfp4 is not implemented",
@@ -69,8 +77,7 @@ const UNSUPPORTED: Record<string, string> = {
 /** The ids of llama_ftype values, for naming a file's `general.file_type`. */
 const NAMES_BY_ID = new Map<number, string>([
   ...table.map(([name, id]) => [id, name] as [number, string]),
-  [19, "IQ2_XXS"], [20, "IQ2_XS"], [21, "Q2_K_S"], [22, "IQ3_XS"], [23, "IQ3_XXS"], [24, "IQ1_S"], [25, "IQ4_NL"],
-  [26, "IQ3_S"], [27, "IQ3_M"], [28, "IQ2_S"], [29, "IQ2_M"], [30, "IQ4_XS"], [31, "IQ1_M"], [36, "TQ1_0"], [37, "TQ2_0"],
+  [36, "TQ1_0"], [37, "TQ2_0"],
   [38, "MXFP4_MOE"], [39, "NVFP4"], [40, "Q1_0"], [41, "Q2_0"],
 ]);
 

@@ -7,7 +7,7 @@ import { GGML_TYPES, GGMLType, ggmlTypeInfo, ggmlTypeName, tensorByteSize } from
 import type { GGUFFile, GGUFTensorInfo } from "../gguf-file";
 import type { GGUFValue } from "../gguf-value";
 import { type MetadataOverride, quantizeOverrideValue } from "../metadata-override";
-import { canDequantize, canQuantize } from "../quant";
+import { canDequantize, canQuantize, requiresImportance as quantizerNeedsImportance } from "../quant";
 import { QuantizationError } from "./quantization-error";
 import { type LlamaFileType, parseLlamaFileType } from "./llama-ftype";
 
@@ -36,6 +36,19 @@ export interface QuantizationOptions {
   readonly tensorTypes?: readonly TensorTypeOverride[];
   /** Metadata written into the output (llama-quantize --override-kv): a float as float32, an int as the uint32 of its magnitude. */
   readonly metadataOverrides?: readonly MetadataOverride[];
+  /**
+   * The importance matrix by weight name (llama-quantize --imatrix, as `importanceOf` reads it): for a
+   * tensor of `columns` columns and `experts` matrices, `columns * experts` values. With it the
+   * quantizers weight each value's error by its column's importance, and the mixes follow llama.cpp's
+   * has_imatrix rules; IQ1_*, IQ2_*, IQ3_XXS and Q2_K_S tensors cannot be written without it. An empty
+   * map is no importance matrix.
+   */
+  readonly importance?: ReadonlyMap<string, Float32Array>;
+  /**
+   * Only planning (llama-quantize --dry-run): a tensor that would need an importance matrix there is
+   * none of is reported in `needsImportance` instead of refused.
+   */
+  readonly dryRun?: boolean;
 }
 
 export interface PlannedTensor {
@@ -46,6 +59,8 @@ export interface PlannedTensor {
   readonly to: GGMLType;
   /** The type the rules chose did not fit the row length, and llama.cpp's fallback replaced it. */
   readonly fallbackFrom?: GGMLType;
+  /** The importance of each column, per matrix (`columns * experts` values), when the tensor is converted with one. */
+  readonly importance?: Float32Array;
   readonly bytesIn: number;
   readonly bytesOut: number;
 }
@@ -63,6 +78,10 @@ export interface QuantizationPlan {
   readonly elementCount: number;
   /** Tensors whose rows did not fit the chosen type (llama.cpp's "falling back" warnings). */
   readonly fallbacks: number;
+  /** Converted tensors the importance matrix has no entry for (llama.cpp's "did not find weights"), when there is one. */
+  readonly withoutImportance: readonly string[];
+  /** Some tensor's type needs an importance matrix and none was given (only with `dryRun`: else an error). */
+  readonly needsImportance: boolean;
 }
 
 
@@ -180,13 +199,24 @@ interface State {
   ffnGate: number;
   ffnUp: number;
   readonly tiedEmbeddings: boolean;
+  /** has_imatrix */
+  readonly hasImportance: boolean;
   fallbacks: number;
+}
+
+/** The file types whose own branch of llama_tensor_get_type_impl comes before the per-category rules. */
+const LOW_BIT = new Set(["IQ2_XXS", "IQ2_XS", "IQ1_S", "IQ2_S", "IQ2_M", "IQ1_M"]);
+/** The tensor types that need an importance matrix (tensor_requires_imatrix), and q2_K in a Q2_K_S file. */
+const NEEDS_IMPORTANCE = new Set<GGMLType>([GGMLType.IQ3_XXS, GGMLType.IQ2_XXS, GGMLType.IQ2_XS, GGMLType.IQ2_S, GGMLType.IQ1_M, GGMLType.IQ1_S]);
+function requiresImportance(name: string, type: GGMLType, ftype: string): boolean {
+  if (name === "token_embd.weight" || name === "per_layer_token_embd.weight" || name === "output.weight") return false;
+  return NEEDS_IMPORTANCE.has(type) || (type === GGMLType.Q2_K && ftype === "Q2_K_S");
 }
 
 const useMoreBits = (layer: number, layers: number) =>
   layer < Math.trunc(layers / 8) || layer >= Math.trunc((7 * layers) / 8) || (layer - Math.trunc(layers / 8)) % 3 === 2;
 
-/** llama_tensor_get_type_impl for the file types memra writes (no importance matrix) and a non-Falcon, non-70B model. */
+/** llama_tensor_get_type_impl for the file types memra writes and a non-Falcon, non-70B model. */
 function mixedType(state: State, type: GGMLType, tensor: GGUFTensorInfo, ftype: string, category: Category, outputType: GGMLType | undefined): GGMLType {
   const { hp } = state;
   const layerInfo = (counter: number): [number, number] => {
@@ -202,16 +232,44 @@ function mixedType(state: State, type: GGMLType, tensor: GGUFTensorInfo, ftype: 
   if (category === "output" || (state.tiedEmbeddings && category === "token_embd")) {
     if (outputType !== undefined) return outputType;
     if (tensor.shape[0]! % blockSize(type) !== 0) return GGMLType.Q8_0;
+    if (LOW_BIT.has(ftype) || ftype === "IQ3_XXS") return GGMLType.Q5_K;
     return type !== GGMLType.Q8_0 ? GGMLType.Q6_K : type;
   }
-  if (category === "token_embd") return type;
+  if (category === "token_embd") {
+    if (["IQ2_XXS", "IQ2_XS", "IQ1_S", "IQ1_M"].includes(ftype)) return GGMLType.Q2_K;
+    if (["IQ2_S", "IQ2_M", "IQ3_XXS"].includes(ftype)) return GGMLType.IQ3_S;
+    return type;
+  }
+  if (LOW_BIT.has(ftype)) {
+    const iq2Mix = ftype === "IQ2_S" || ftype === "IQ2_M";
+    if (isAttentionV(category)) {
+      state.attentionWv++;
+      if (hp.gqa >= 4 || hp.experts >= 4) return GGMLType.Q4_K;
+      return iq2Mix ? GGMLType.IQ3_S : GGMLType.Q2_K;
+    }
+    if (hp.experts === 8 && category === "attn_k") return GGMLType.Q4_K;
+    if (category === "ffn_down") {
+      // the counter against n_ffn_down (the layer count), not the layer of the name
+      const early = state.ffnDown < Math.trunc(hp.layers / 8);
+      state.ffnDown++;
+      return early ? (iq2Mix ? GGMLType.IQ3_S : GGMLType.Q2_K) : type;
+    }
+    if (category === "attn_output") {
+      if (hp.experts === 8) return GGMLType.Q5_K;
+      if (ftype === "IQ1_S" || ftype === "IQ1_M") return GGMLType.IQ2_XXS;
+      if (iq2Mix) return GGMLType.IQ3_S;
+    }
+    return type;
+  }
   if (isAttentionV(category)) {
     let next = type;
     if (ftype === "Q2_K") next = hp.gqa >= 4 ? GGMLType.Q4_K : GGMLType.Q3_K;
+    else if (ftype === "Q2_K_S" && hp.gqa >= 4) next = GGMLType.Q4_K;
+    else if (ftype === "IQ3_XXS") next = hp.gqa >= 4 ? GGMLType.Q4_K : state.hasImportance ? GGMLType.IQ3_XXS : GGMLType.IQ3_S;
+    else if ((ftype === "IQ3_XS" || ftype === "IQ3_S") && hp.gqa >= 4) next = GGMLType.Q4_K;
+    else if (ftype === "IQ3_M") next = GGMLType.Q4_K;
     else if (ftype === "Q3_K_M") next = state.attentionWv < 2 ? GGMLType.Q5_K : GGMLType.Q4_K;
     else if (ftype === "Q3_K_L") next = GGMLType.Q5_K;
-    else if (ftype === "IQ3_S" && hp.gqa >= 4) next = GGMLType.Q4_K;
-    else if (ftype === "IQ3_M") next = GGMLType.Q4_K;
     else if ((ftype === "IQ4_NL" || ftype === "IQ4_XS") && hp.gqa >= 4) next = GGMLType.Q5_K;
     else if ((ftype === "Q4_K_M" || ftype === "Q5_K_M") && useMoreBits(state.attentionWv, state.attentionWvCount)) next = GGMLType.Q6_K;
     else if (ftype === "Q4_K_S" && state.attentionWv < 4) next = GGMLType.Q5_K;
@@ -219,40 +277,56 @@ function mixedType(state: State, type: GGMLType, tensor: GGUFTensorInfo, ftype: 
     state.attentionWv++;
     return next;
   }
-  if (category === "attn_k") return hp.experts === 8 ? GGMLType.Q8_0 : type;
-  if (category === "attn_q") return type;
+  if (category === "attn_k") {
+    if (hp.experts === 8) return GGMLType.Q8_0;
+    if (ftype === "IQ3_XS") return GGMLType.IQ3_XXS;
+    if (ftype === "IQ3_XXS") return GGMLType.IQ2_S;
+    return type;
+  }
+  if (category === "attn_q") {
+    if (ftype === "IQ3_XS") return GGMLType.IQ3_XXS;
+    if (ftype === "IQ3_XXS") return GGMLType.IQ2_S;
+    return type;
+  }
   if (category === "ffn_down") {
     const [layer, layers] = layerInfo(state.ffnDown);
     let next = type;
     if (ftype === "Q2_K") next = GGMLType.Q3_K;
+    else if (ftype === "Q2_K_S") {
+      if (layer < Math.trunc(layers / 8)) next = GGMLType.Q4_K;
+    } else if (ftype === "IQ3_XXS" && !state.hasImportance) next = layer < Math.trunc(layers / 8) ? GGMLType.Q4_K : GGMLType.Q3_K;
     else if (ftype === "Q3_K_M") next = layer < Math.trunc(layers / 16) ? GGMLType.Q5_K : GGMLType.Q4_K;
     else if (ftype === "IQ3_M" && (layer < Math.trunc(layers / 8) || (hp.experts === 8 && useMoreBits(layer, layers)))) next = GGMLType.Q4_K;
     else if (ftype === "Q3_K_L") next = GGMLType.Q5_K;
     else if (ftype === "Q4_K_M") {
       if (useMoreBits(layer, layers)) next = GGMLType.Q6_K;
-    } else if (layer < Math.trunc(layers / 8) && (ftype === "IQ4_NL" || ftype === "IQ4_XS")) next = GGMLType.Q5_K; // (no importance matrix)
+    } else if (layer < Math.trunc(layers / 8) && (ftype === "IQ4_NL" || ftype === "IQ4_XS") && !state.hasImportance) next = GGMLType.Q5_K;
     else if (ftype === "Q5_K_M" && useMoreBits(layer, layers)) next = GGMLType.Q6_K;
     else if (ftype === "Q4_K_S" && layer < Math.trunc(layers / 8)) next = GGMLType.Q5_K;
+    else if ((ftype === "Q4_0" || ftype === "Q5_0") && state.hasImportance && layer < Math.trunc(layers / 8)) {
+      // llama.cpp's guard for the first ffn_down layers, only with an importance matrix
+      next = ftype === "Q4_0" ? GGMLType.Q4_1 : GGMLType.Q5_1;
+    }
     state.ffnDown++;
     return next;
   }
   if (category === "attn_output") {
     if (hp.experts === 8) {
-      return ["Q2_K", "Q3_K_S", "Q3_K_M", "IQ4_NL", "Q4_K_S", "Q4_K_M", "IQ3_S", "IQ3_M", "IQ4_XS"].includes(ftype) ? GGMLType.Q5_K : type;
+      return ["Q2_K", "IQ3_XS", "IQ3_XXS", "Q3_K_S", "Q3_K_M", "IQ4_NL", "Q4_K_S", "Q4_K_M", "IQ3_S", "IQ3_M", "IQ4_XS"].includes(ftype) ? GGMLType.Q5_K : type;
     }
     if (ftype === "Q2_K") return GGMLType.Q3_K;
+    if (ftype === "IQ3_XXS") return GGMLType.IQ3_S;
     if (ftype === "Q3_K_M") return GGMLType.Q4_K;
     if (ftype === "Q3_K_L") return GGMLType.Q5_K;
     if (ftype === "IQ3_M") return GGMLType.Q4_K;
     return type;
   }
   // (llama.cpp's own attn_qkv branch comes after the attn_v one, which takes attn_qkv: never reached)
-  if (category === "ffn_gate") {
-    layerInfo(state.ffnGate);
-    state.ffnGate++;
-  } else if (category === "ffn_up") {
-    layerInfo(state.ffnUp);
-    state.ffnUp++;
+  if (category === "ffn_gate" || category === "ffn_up") {
+    const [layer, layers] = layerInfo(category === "ffn_gate" ? state.ffnGate : state.ffnUp);
+    if (category === "ffn_gate") state.ffnGate++;
+    else state.ffnUp++;
+    if (ftype === "IQ3_XS" && layer >= Math.trunc(layers / 8) && layer < Math.trunc((7 * layers) / 8)) return GGMLType.IQ3_XXS;
   }
   return type;
 }
@@ -292,7 +366,9 @@ function fallback(state: State, tensor: GGUFTensorInfo, type: GGMLType): GGMLTyp
  * @throws QuantizationError when the architecture is not qwen3/qwen3moe, a hyperparameter the rules
  *   need is missing, an override names a type memra cannot write, a tensor would need requantizing
  *   without `allowRequantize`, or a source type cannot be read.
- *   Also for an unknown file type, or one memra cannot write (IQ*, Q2_K_S).
+ *   Also for an unknown file type, or one memra cannot write (ternary, FP4); when a tensor's type
+ *   needs an importance matrix and there is none, or none for that tensor; when an importance entry
+ *   has the wrong length for its tensor, or a value that is not finite.
  */
 export function planQuantization(file: GGUFFile, options: QuantizationOptions): QuantizationPlan {
   const fileType = parseLlamaFileType(options.type);
@@ -322,7 +398,18 @@ export function planQuantization(file: GGUFFile, options: QuantizationOptions): 
     if (isAttentionV(category)) attentionWvCount++;
     if (category === "output") tiedEmbeddings = false;
   }
-  const state: State = { hp, attentionWvCount, attentionWv: 0, ffnDown: 0, ffnGate: 0, ffnUp: 0, tiedEmbeddings, fallbacks: 0 };
+  const importance = options.importance !== undefined && options.importance.size > 0 ? options.importance : undefined;
+  if (importance) {
+    for (const [name, values] of importance) {
+      const bad = values.findIndex((v) => !Number.isFinite(v));
+      if (bad >= 0) throw new QuantizationError(`the importance matrix's entry ${name} has a value that is not finite (${values[bad]}) at ${bad}`);
+    }
+  }
+  const state: State = {
+    hp, attentionWvCount, attentionWv: 0, ffnDown: 0, ffnGate: 0, ffnUp: 0, tiedEmbeddings, hasImportance: importance !== undefined, fallbacks: 0,
+  };
+  const withoutImportance: string[] = [];
+  let missingImportance = false;
   const onlyCopy = fileType.onlyCopy === true;
   const defaultType = fileType.defaultType;
 
@@ -332,7 +419,8 @@ export function planQuantization(file: GGUFFile, options: QuantizationOptions): 
     const from = tensor.type;
     let to = from;
     let fallbackFrom: GGMLType | undefined;
-    if (allowsQuantization(tensor, options, onlyCopy)) {
+    const allowed = allowsQuantization(tensor, options, onlyCopy);
+    if (allowed) {
       const category = categoryOf(tensor.name);
       if (embeddingType !== undefined && category === "token_embd") to = embeddingType;
       else if (outputType !== undefined && category === "output") to = outputType;
@@ -357,9 +445,38 @@ export function planQuantization(file: GGUFFile, options: QuantizationOptions): 
       }
       if (!canQuantize(to)) throw new QuantizationError(`tensor ${tensor.name}: memra cannot write ${ggmlTypeName(to)}`);
     }
+    const needsImportance = allowed && requiresImportance(tensor.name, to, fileType.name);
+    if (needsImportance && !importance && options.dryRun) missingImportance = true;
+    else if (needsImportance && !importance) {
+      throw new QuantizationError(
+        `${fileType.name} needs an importance matrix: tensor ${tensor.name} would be ${ggmlTypeName(to)} (compute one with memra imatrix, pass it with --imatrix)`,
+      );
+    }
+    let weights: Float32Array | undefined;
+    if (importance && to !== from) {
+      const entry = importance.get(tensor.name);
+      const expected = tensor.shape[0]! * (tensor.shape[2] ?? 1);
+      if (entry === undefined) withoutImportance.push(tensor.name);
+      else if (entry.length === expected) weights = entry;
+      else if (categoryOf(tensor.name) !== "token_embd") {
+        throw new QuantizationError(`the importance matrix has ${entry.length} values for ${tensor.name}, which needs ${expected} (${tensor.shape[0]} columns × ${tensor.shape[2] ?? 1} matrices)`);
+      }
+      if (weights === undefined && needsImportance) {
+        throw new QuantizationError(`the importance matrix has no entry for ${tensor.name}, which ${fileType.name} makes ${ggmlTypeName(to)}: that type needs one`);
+      }
+    }
+    if (to !== from && weights === undefined && quantizerNeedsImportance(to) && !(options.dryRun && !importance)) {
+      // e.g. a token embedding made iq2_xxs by --pure: llama.cpp's rules do not ask for an importance matrix there, and ggml aborts
+      throw new QuantizationError(
+        `tensor ${tensor.name} would be ${ggmlTypeName(to)}, which cannot be written without an importance matrix, and ${importance ? "the importance matrix has no entry for it" : "there is none"}`,
+      );
+    }
     const out = Number(tensorByteSize(to, tensor.shape) ?? Number.NaN);
     if (!Number.isFinite(out)) throw new QuantizationError(`tensor ${tensor.name}: ${tensor.shape[0]} columns do not fit ${ggmlTypeName(to)} blocks`);
-    tensors.push({ name: tensor.name, shape: tensor.shape, from, to, ...(fallbackFrom !== undefined ? { fallbackFrom } : {}), bytesIn: tensor.byteSize, bytesOut: out });
+    tensors.push({
+      name: tensor.name, shape: tensor.shape, from, to, ...(fallbackFrom !== undefined ? { fallbackFrom } : {}), ...(weights ? { importance: weights } : {}),
+      bytesIn: tensor.byteSize, bytesOut: out,
+    });
     bytesIn += tensor.byteSize;
     bytesOut += out;
     elementCount += tensor.elementCount;
@@ -376,7 +493,7 @@ export function planQuantization(file: GGUFFile, options: QuantizationOptions): 
     metadata.delete(override.key);
     metadata.set(override.key, quantizeOverrideValue(override));
   }
-  return { fileType, fileTypeId, tensors, metadata, bytesIn, bytesOut, elementCount, fallbacks: state.fallbacks };
+  return { fileType, fileTypeId, tensors, metadata, bytesIn, bytesOut, elementCount, fallbacks: state.fallbacks, withoutImportance, needsImportance: missingImportance };
 }
 
 /** llama_model_loader's ftype: general.file_type, else guessed from the most common tensor type (with the guessed flag). */

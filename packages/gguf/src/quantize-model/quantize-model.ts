@@ -52,7 +52,7 @@ export interface QuantizationReport extends QuantizationPlan {
  */
 export async function quantizeModel(input: string | GGUFFile, output: string, options: QuantizeModelOptions): Promise<QuantizationReport> {
   const file = typeof input === "string" ? openGGUFModel(input) : input;
-  const plan = planQuantization(file, options);
+  const plan = planQuantization(file, { ...options, dryRun: false });
   const target = resolve(output);
   if (file.path !== undefined && sameFile(file.path, target)) {
     throw new QuantizationError(`the output ${output} is the input file: write the quantized model elsewhere`);
@@ -125,7 +125,22 @@ function* convert(source: Uint8Array, planned: PlannedTensor, slabValues: number
     else if (options.dequantizer?.(planned.from, bytes, values, scratch)) floats = scratch;
     else floats = dequantize(planned.from, bytes, values, scratch).subarray(0, values);
     const out = buffers.out.subarray(0, count * rowBytesOut);
-    if (!options.quantizer?.(planned.to, floats, out)) out.set(quantize(planned.to, floats));
+    const importance = toInfo.blockSize > 1 ? planned.importance : undefined;
+    if (importance === undefined) {
+      if (!options.quantizer?.(planned.to, floats, out)) out.set(quantize(planned.to, floats));
+    } else {
+      // each matrix (expert) has its own importance: quantize the slab in runs of one matrix's rows
+      const rowsPerMatrix = planned.shape[1] ?? 1;
+      for (let first = row; first < row + count; ) {
+        const matrix = Math.floor(first / rowsPerMatrix);
+        const end = Math.min(row + count, (matrix + 1) * rowsPerMatrix);
+        const values = floats.subarray((first - row) * columns, (end - row) * columns);
+        const target = out.subarray((first - row) * rowBytesOut, (end - row) * rowBytesOut);
+        const weights = importance.subarray(matrix * columns, (matrix + 1) * columns);
+        if (!options.quantizer?.(planned.to, values, target, weights)) target.set(quantize(planned.to, values, weights));
+        first = end;
+      }
+    }
     yield out;
   }
 }
