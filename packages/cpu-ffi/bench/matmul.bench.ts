@@ -1,12 +1,12 @@
 /**
  * Matmul throughput of the native CPU backend for one weight shape, best of --runs:
  *   bun packages/cpu-ffi/bench/matmul.bench.ts [--type q8_0] [--in 1024] [--out 3072] [--rows 1,16,128,512] [--threads 2] [--runs 20]
- * Prints GB/s of weights streamed (what bounds decode) and GMAC/s (what bounds prefill). Types without
- * a quantizer here (iq2_xxs, iq1_s, ...) are timed on random valid blocks.
+ * Prints GB/s of weights streamed (what bounds decode) and GMAC/s (what bounds prefill). The i-quants
+ * below 4 bits but iq3_s (iq2_xxs, iq1_s, ...) are timed on random valid blocks (weightBytes).
  */
 import { parseArgs } from "node:util";
 import { weightBytes } from "@memra/core/internal";
-import { GGMLType, canQuantize, ggmlTypeFromName, quantize } from "@memra/gguf";
+import { GGMLType, ggmlTypeFromName } from "@memra/gguf";
 import { CpuBackend } from "../src/index";
 
 const { values } = parseArgs({
@@ -25,7 +25,7 @@ const nOut = Number(values.out);
 const runs = Number(values.runs);
 const backend = CpuBackend.create({ threads: Number(values.threads) });
 const weightValues = new Float32Array(nIn * nOut).map(() => (Math.random() - 0.5) * 0.1);
-const data = canQuantize(type) ? quantize(type, weightValues) : weightBytes(type, weightValues, 1);
+const data = weightBytes(type, weightValues, 1);
 const weight = backend.uploadWeight({ name: "w", type, shape: [nIn, nOut], elementCount: nIn * nOut, offset: 0, byteSize: data.byteLength }, data);
 console.log(`${values.type} [${nIn} -> ${nOut}], ${(data.byteLength / 1e6).toFixed(1)} MB, ${backend.threads} threads, ${backend.isa}`);
 for (const rows of values.rows!.split(",").map(Number)) {

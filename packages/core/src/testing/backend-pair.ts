@@ -82,13 +82,15 @@ function randomBlocks(type: GGMLType, elementCount: number, seed: number): Uint8
 }
 
 /**
- * `values` as weights of `type`: quantized; random valid blocks for iq4_nl / iq4_xs; for the other
- * i-quants random blocks with the RMS of `values`.
+ * `values` as weights of `type`: quantized (iq3_s too); for the other i-quants below 4 bits random
+ * valid blocks with the RMS of `values` (their quantizers want an importance matrix, and the grid
+ * searches are slow in TypeScript); random valid blocks for a type neither covers.
  */
 export function weightBytes(type: GGMLType, values: Float32Array, seed: number): Uint8Array {
-  if (canQuantize(type)) return quantize(type, values);
-  if (type === GGMLType.IQ4_NL || type === GGMLType.IQ4_XS) return randomBlocks(type, values.length, seed);
-  if (canMakeRandomBlocks(type)) {
+  const randomIQ = canMakeRandomBlocks(type) && type !== GGMLType.IQ3_S;
+  if (canQuantize(type) && !randomIQ) return quantize(type, values);
+  if (!randomIQ && (type === GGMLType.IQ4_NL || type === GGMLType.IQ4_XS)) return randomBlocks(type, values.length, seed);
+  if (randomIQ) {
     let sum = 0;
     for (const value of values) sum += value * value;
     return randomIQBlocks(type, values.length, seed, Math.sqrt(sum / Math.max(1, values.length)) || 1);
