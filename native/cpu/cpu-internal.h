@@ -95,16 +95,17 @@ void memra_quantize_iq3_s(const float * x, uint8_t * y, const float * importance
 
 /* ---- quantize-iq2.c, quantize-iq1.c ---- */
 
-/* ggml's iq2xs_init_impl search tables of one grid (256: iq2_xxs, 512: iq2_xs, 1024: iq2_s, 2048: iq1_s and iq1_m). */
+/* ggml's iq2xs_init_impl / iq3xs_init_impl search tables of one grid: an iq2 grid's (256: iq2_xxs, 512: iq2_xs,
+ * 1024: iq2_s, 2048: iq1_s and iq1_m) entries have 8 levels 0..2, an iq3 grid's (256: iq3_xxs, 512: iq3_s) 4 levels 0..7. */
 typedef struct {
     int grid_size;
-    const uint8_t * levels;      /* [grid_size * 8]: each entry's 8 levels, 0..2 */
-    const int32_t * map;         /* [65536]: level pattern (2 bits a value) -> grid index, or -(offset + 1) of its neighbour list */
+    const uint8_t * levels;      /* [grid_size * 8 or 4]: each entry's levels */
+    const int32_t * map;         /* [65536 or 4096]: level pattern (2 or 3 bits a value) -> grid index, or -(offset + 1) of its neighbour list */
     const uint16_t * neighbours; /* lists: a count, then that many grid indices */
-} memra_iq2_grid_tables;
+} memra_iq_grid_tables;
 
-/* The tables of a grid, built once (thread-safe); NULL when they could not be allocated. */
-const memra_iq2_grid_tables * memra_iq2_grid_tables_get(int grid_size);
+/* The tables of an iq2 grid, built once (thread-safe); NULL when they could not be allocated. */
+const memra_iq_grid_tables * memra_iq2_grid_tables_get(int grid_size);
 /* Builds the tables `type` (iq2_xxs, iq2_xs, iq2_s, iq1_s, iq1_m) searches; 0 when they could not be allocated or another type. */
 int memra_quantize_iq2_ready(int type);
 /* One row of n_per_row values (a multiple of 256) -> its blocks, as ggml's quantize_iq2_xxs etc. with
@@ -117,6 +118,10 @@ void memra_quantize_iq1_s_row(const float * x, uint8_t * y, int64_t n_per_row, c
 void memra_quantize_iq1_m_row(const float * x, uint8_t * y, int64_t n_per_row, const float * importance);
 
 /* ---- quantize.c ---- */
+
+/* ggml's make_qp_quants: a scale for n non-negative values with levels L in [0, nmax] (as uint8_t: a
+ * negative level wraps), judged by the fit weighted with `weights`; 0 for an all-zero group. */
+float memra_search_positive_scale(int n, int nmax, const float * x, uint8_t * L, const float * weights);
 
 /* Bytes per block of `type` memra_quantize_blocks or memra_quantize_row writes (k-quants, the 32-value block types, iq4_nl, iq4_xs,
  * iq3_s, iq3_xxs, iq2_xxs, iq2_xs, iq2_s, iq1_s, iq1_m), 0 for any other type. */

@@ -28,8 +28,8 @@
 #include <string.h>
 
 #include "cpu-internal.h"
+#include "quantize-common.h"
 
-#define GROUP_MAX_EPS 1e-15f
 /* Inlined into each target's copy of the lane searches (DEFINE_LANE_SEARCHES). */
 #define INLINE static inline __attribute__((always_inline))
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(MEMRA_NO_SIMD)
@@ -37,18 +37,6 @@
 #else
 #define QUANTIZE_X86 0
 #endif
-
-/* ggml's nearest_int: round half to even for |value| < 2^22 (and ggml's wrapped result beyond). */
-INLINE int nearest_int(float value) {
-    const float shifted = value + 12582912.f;
-    int bits;
-    memcpy(&bits, &shifted, sizeof bits);
-    return (bits & 0x007fffff) - 0x00400000;
-}
-
-INLINE int clamp_int(int value, int low, int high) {
-    return value < low ? low : value > high ? high : value;
-}
 
 /* Stores `value` as a little-endian half at p; returns the half's value. */
 INLINE float store_half(uint8_t * p, float value) {
@@ -309,25 +297,8 @@ INLINE void pack_two_bit_levels(const uint8_t * L, uint8_t * qs) {
 #define WEIGHTED_RDELTA 0.05f
 #define WEIGHTED_STEPS 36
 
-INLINE float sum_of_squares(int64_t n, const float * x) {
-    float sum = 0;
-    for (int64_t i = 0; i < n; i++) sum = sum + x[i] * x[i];
-    return sum;
-}
-
-/* weights[0..count) = importance * sqrt(sigma2 + x^2); returns their sum, in order (ggml's sw[j]). */
-INLINE float importance_weights(int count, const float * x, const float * importance, float sigma2, float * weights) {
-    float sum = 0;
-    for (int l = 0; l < count; l++) {
-        weights[l] = importance[l] * sqrtf(sigma2 + x[l] * x[l]);
-        sum = sum + weights[l];
-    }
-    return sum;
-}
-
-/* ggml's make_qp_quants: a scale for n non-negative values (group scales or mins) with levels L in
- * [0, nmax] (as uint8_t: a negative level wraps), judged by the fit weighted with `weights`; 0 for an all-zero group. */
-static float search_positive_scale(int n, int nmax, const float * x, uint8_t * L, const float * weights) {
+/* ggml's make_qp_quants (declared in cpu-internal.h: quantize-iq2.c's iq2_xxs searches with it too). */
+float memra_search_positive_scale(int n, int nmax, const float * x, uint8_t * L, const float * weights) {
     float max = 0;
     for (int i = 0; i < n; i++) max = max > x[i] ? max : x[i];
     if (max < GROUP_MAX_EPS) {
@@ -490,8 +461,8 @@ static void quantize_q2_K_weighted(const lane_searches * search, const float * x
         search->scale_and_min(16, 3, x + 128 * half, 16, weights + 128 * half, L + 128 * half, mins + 8 * half, scales + 8 * half, WEIGHTED_RMIN,
                               WEIGHTED_RDELTA, WEIGHTED_STEPS, false);
     }
-    const float d = store_half(y + 80, search_positive_scale(16, 15, scales, Ls, sw));
-    const float dmin = store_half(y + 82, search_positive_scale(16, 15, mins, Lm, sw));
+    const float d = store_half(y + 80, memra_search_positive_scale(16, 15, scales, Ls, sw));
+    const float dmin = store_half(y + 82, memra_search_positive_scale(16, 15, mins, Lm, sw));
     for (int j = 0; j < 16; j++) y[j] = (uint8_t)(Ls[j] | (Lm[j] << 4));
     q2_K_levels(x, y, L, d, dmin);
 }
@@ -561,7 +532,7 @@ static void quantize_q3_K_weighted(const lane_searches * search, const float * x
     uint8_t L[256], Ls[16];
     float weights[256], sw[16], scales[16];
     uint8_t * packed = y + 96;
-    const float sigma2 = 2 * sum_of_squares(256, x) / 256;
+    const float sigma2 = super_block_sigma2(x);
     for (int j = 0; j < 16; j++) sw[j] = importance_weights(16, x + 16 * j, importance + 16 * j, sigma2, weights + 16 * j);
     symmetric_groups(search, 16, 16, 4, x, weights, L, scales);
     memset(packed, 0, 12);
@@ -595,11 +566,11 @@ static void pack_scales_and_mins_k4_weighted(const lane_searches * search, const
                                              float * d, float * dmin) {
     float weights[256], sw[8], mins[8], scales[8];
     uint8_t Ls[8], Lm[8];
-    const float sigma2 = 2 * sum_of_squares(256, x) / 256;
+    const float sigma2 = super_block_sigma2(x);
     for (int j = 0; j < 8; j++) sw[j] = importance_weights(32, x + 32 * j, importance + 32 * j, sigma2, weights + 32 * j);
     search->scale_and_min(32, nmax, x, 32, weights, L, mins, scales, WEIGHTED_RMIN, WEIGHTED_RDELTA, WEIGHTED_STEPS, false);
-    const float d_block = search_positive_scale(8, 63, scales, Ls, sw);
-    const float m_block = search_positive_scale(8, 63, mins, Lm, sw);
+    const float d_block = memra_search_positive_scale(8, 63, scales, Ls, sw);
+    const float m_block = memra_search_positive_scale(8, 63, mins, Lm, sw);
     const uint8_t cap = nmax == 31 ? 63 : 255;
     for (int j = 0; j < 8; j++) pack_scale_and_min_k4(y + 4, j, Ls[j] < cap ? Ls[j] : cap, Lm[j] < cap ? Lm[j] : cap);
     *d = store_half(y, d_block);
@@ -936,11 +907,7 @@ INLINE int iq4_best_index(float x) {
  * importance: the block's 32 weights, or NULL. */
 static float iq4_search_block(const float * x, const float * importance, float sigma2) {
     float weight[32];
-    if (importance) {
-        for (int j = 0; j < 32; j++) weight[j] = importance[j] * sqrtf(sigma2 + x[j] * x[j]);
-    } else {
-        for (int j = 0; j < 32; j++) weight[j] = x[j] * x[j];
-    }
+    group_weights(32, x, importance, sigma2, weight);
     float amax = 0, max = 0;
     for (int j = 0; j < 32; j++) {
         const float ax = fabsf(x[j]);

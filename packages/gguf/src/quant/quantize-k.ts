@@ -71,6 +71,20 @@ function packTwoBitLevels(out: Uint8Array, qs: number): void {
   }
 }
 
+/** q2_K's levels from its stored d, dmin and 4-bit scales and mins (groups whose scale is 0 keep the search's), packed. */
+function q2KLevels(x: Float32Array, xb: number, out: Uint8Array, yb: number, d: number, dmin: number): void {
+  for (let j = 0; j < 16; j++) {
+    const dl = f(d * (out[yb + j]! & 0x0f));
+    if (dl === 0) continue;
+    const ml = f(dmin * (out[yb + j]! >>> 4));
+    for (let i = 0; i < 16; i++) {
+      const l = nearestInt(f(f(x[xb + 16 * j + i]! + ml) / dl));
+      levels[16 * j + i] = Math.max(0, Math.min(3, l));
+    }
+  }
+  packTwoBitLevels(out, yb + 16);
+}
+
 /** q2_K: 16 groups of 16 with a 4-bit scale and 4-bit min each, 2-bit levels; 84 bytes. */
 export function quantizeQ2_K(x: Float32Array, out: Uint8Array, blockCount: number, importance?: Float32Array): void {
   if (importance) {
@@ -109,16 +123,7 @@ export function quantizeQ2_K(x: Float32Array, out: Uint8Array, blockCount: numbe
     } else {
       dmin = writeHalf(out, yb + 82, 0);
     }
-    for (let j = 0; j < 16; j++) {
-      const dl = f(d * (out[yb + j]! & 0x0f));
-      if (dl === 0) continue;
-      const ml = f(dmin * (out[yb + j]! >>> 4));
-      for (let i = 0; i < 16; i++) {
-        const l = nearestInt(f(f(x[xb + 16 * j + i]! + ml) / dl));
-        levels[16 * j + i] = Math.max(0, Math.min(3, l));
-      }
-    }
-    packTwoBitLevels(out, yb + 16);
+    q2KLevels(x, xb, out, yb, d, dmin);
   }
 }
 
@@ -137,16 +142,7 @@ function quantizeQ2_KWeighted(x: Float32Array, xb: number, out: Uint8Array, yb: 
   const d = writeHalf(out, yb + 80, searchPositiveScale(16, 15, scales, scaleLevels, groupWeights));
   const dmin = writeHalf(out, yb + 82, searchPositiveScale(16, 15, mins, minLevels, groupWeights));
   for (let j = 0; j < 16; j++) out[yb + j] = scaleLevels[j]! | (minLevels[j]! << 4);
-  for (let j = 0; j < 16; j++) {
-    const dl = f(d * (out[yb + j]! & 0x0f));
-    if (dl === 0) continue;
-    const ml = f(dmin * (out[yb + j]! >>> 4));
-    for (let i = 0; i < 16; i++) {
-      const l = nearestInt(f(f(x[xb + 16 * j + i]! + ml) / dl));
-      levels[16 * j + i] = Math.max(0, Math.min(3, l));
-    }
-  }
-  packTwoBitLevels(out, yb + 16);
+  q2KLevels(x, xb, out, yb, d, dmin);
 }
 
 /** q3_K: 16 groups of 16 with signed 6-bit scales, 3-bit levels (2 low bits + high mask); 110 bytes. */
