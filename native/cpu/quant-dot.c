@@ -786,6 +786,9 @@ typedef void decode_kernel(int64_t n, const uint8_t * w, size_t stride, uint8_t 
 typedef void decoded_kernel(int64_t n, const uint8_t * decoded, const uint8_t * a, float * out);
 /* (optional, memra_dot_decoded_prepare: the activation row arranged once for a path's decoded kernel) */
 typedef void prepare_kernel(int64_t n, const uint8_t * a, uint8_t * prepared);
+/* (optional, memra_dot_decoded_tile: the decoded kernel for `rows` activation rows a_stride bytes apart,
+ * out[c * out_stride + r]; the same bits as decoded_kernel on each row) */
+typedef void decoded_rows_kernel(int64_t n, const uint8_t * decoded, const uint8_t * a, size_t a_stride, int64_t rows, float * out, int64_t out_stride);
 
 enum { SCALAR_DECODED_BLOCK = 288 }; /* v[256] | scales[16] | d f32 */
 
@@ -1453,65 +1456,119 @@ AVX2_INLINE void iq_avx2(const int type, const int nr, int64_t n, const uint8_t 
     for (int r = 0; r < nr; r++) out[r] = iq_factor(type) * hsum_ps_avx2(acc[r]);
 }
 
-/* Decoded rows (see SCALAR_IQ_DECODED): per block u[256] | sign masks[256] | scales (16 x int16) | d f32. */
-enum { AVX2_DECODED_BLOCK = 576 };
+/* Decoded rows (see SCALAR_IQ_DECODED), arranged as the AVX-512 ones are (see there) for tiles of four
+ * weight rows x two activation rows (the 16 registers hold their 8 integer sums) with iq_avx2's integer
+ * sum per lane: per sub-block one vpmaddubsw of the prepared activations (a + 128; iq1: a) with v = +-u
+ * (iq1: u), one vpmaddwd with the sub-block's scales and one add, the sum started at base (int32: -128 *
+ * sum(scale * v); iq1: the scales times -9, int16, for vpmaddwd with the bsums).
+ * Weights per block and row (AVX2_DECODED_BLOCK): v (iq1: u) of sub-blocks 0..7 (256 B) | their scales as
+ * iq_avx2 picks them (256 B) | base (32 B) | d f32 | padding.
+ * Activations per block (AVX2_IQ_PREPARED_BLOCK): a + 128 (iq1: a) | the bsums in iq_bsums_avx2's order
+ * (iq1; else zeros) | d f32 | padding. */
+enum { AVX2_DECODED_BLOCK = 576, AVX2_IQ_PREPARED_BLOCK = 320 };
 
 AVX2_INLINE void iq_decode_rows4_avx2(const int type, int64_t n, const uint8_t * w, size_t stride, uint8_t * decoded) {
     const int wbytes = block_bytes(type), iq1 = type == MEMRA_TYPE_IQ1_S || type == MEMRA_TYPE_IQ1_M;
     const int packed_signs = type == MEMRA_TYPE_IQ2_XXS || type == MEMRA_TYPE_IQ2_XS || type == MEMRA_TYPE_IQ3_XXS;
+    const __m256i x80 = _mm256_set1_epi8((char)0x80);
     for (int64_t ib = 0; ib < n / 256; ib++) {
         for (int r = 0; r < 4; r++) {
             const uint8_t * xw = w + r * stride + ib * wbytes;
             uint8_t * o = decoded + (4 * ib + r) * AVX2_DECODED_BLOCK;
-            _mm256_storeu_si256((__m256i *)(o + 512), iq_scales_avx2(type, xw));
-            st_f32(o + 544, iq_block_d(type, xw));
+            const __m256i sc = iq_scales_avx2(type, xw);
             uint64_t signs[4];
             if (packed_signs) _mm256_storeu_si256((__m256i *)(void *)signs, iq_sign_bytes_avx2(type, xw));
+            __m256i base = _mm256_setzero_si256();
             for (int p = 0; p < 4; p++) {
-                __m256i neg0 = _mm256_setzero_si256(), neg1 = _mm256_setzero_si256();
-                if (!iq1) iq_sign_masks_avx2(packed_signs ? signs[p] : ld_u64(xw + (type == MEMRA_TYPE_IQ2_S ? 34 : 74) + 8 * p), &neg0, &neg1);
-                _mm256_storeu_si256((__m256i *)(o + 256 + 64 * p), neg0);
-                _mm256_storeu_si256((__m256i *)(o + 256 + 64 * p + 32), neg1);
-                _mm256_storeu_si256((__m256i *)(o + 64 * p), iq_decode_avx2(type, xw, 2 * p));
-                _mm256_storeu_si256((__m256i *)(o + 64 * p + 32), iq_decode_avx2(type, xw, 2 * p + 1));
+                __m256i neg[2] = { _mm256_setzero_si256(), _mm256_setzero_si256() };
+                if (!iq1) iq_sign_masks_avx2(packed_signs ? signs[p] : ld_u64(xw + (type == MEMRA_TYPE_IQ2_S ? 34 : 74) + 8 * p), &neg[0], &neg[1]);
+                for (int h = 0; h < 2; h++) {
+                    const int s = 2 * p + h;
+                    const __m256i u = iq_decode_avx2(type, xw, s);
+                    const __m256i v = _mm256_sub_epi8(_mm256_xor_si256(u, neg[h]), neg[h]);
+                    const __m256i ls = _mm256_shuffle_epi8(sc, pick16_avx2(s, s));
+                    _mm256_storeu_si256((__m256i *)(o + 32 * s), v);
+                    _mm256_storeu_si256((__m256i *)(o + 256 + 32 * s), ls);
+                    base = _mm256_add_epi32(base, _mm256_madd_epi16(_mm256_maddubs_epi16(x80, v), ls));
+                }
             }
+            _mm256_storeu_si256((__m256i *)(o + 512), iq1 ? _mm256_mullo_epi16(sc, _mm256_set1_epi16(-9)) : _mm256_sub_epi32(_mm256_setzero_si256(), base));
+            st_f32(o + 544, iq_block_d(type, xw));
         }
     }
 }
 
-/* iq_avx2's sequence for four rows on decoded blocks. */
-AVX2_INLINE void iq_decoded_rows4_avx2(const int type, int64_t n, const uint8_t * decoded, const uint8_t * a, float * out) {
+AVX2_INLINE void iq_prepare_rows_avx2(const int type, int64_t n, const uint8_t * a, uint8_t * prepared) {
     const int iq1 = type == MEMRA_TYPE_IQ1_S || type == MEMRA_TYPE_IQ1_M;
-    __m256 acc[4];
-    for (int r = 0; r < 4; r++) acc[r] = _mm256_setzero_ps();
+    const __m256i x80 = _mm256_set1_epi8((char)0x80);
     for (int64_t ib = 0; ib < n / 256; ib++) {
         const uint8_t * ya = a + ib * Q8_K_BYTES;
-        const float da = ld_f32(ya);
-        const __m256i bsums = iq1 ? iq_bsums_avx2(ya) : _mm256_setzero_si256();
-        for (int r = 0; r < 4; r++) {
-            const uint8_t * o = decoded + (4 * ib + r) * AVX2_DECODED_BLOCK;
-            const __m256i sc = _mm256_loadu_si256((const __m256i *)(o + 512));
-            __m256i isum0 = iq1 ? _mm256_mullo_epi32(_mm256_madd_epi16(sc, bsums), _mm256_set1_epi32(-9)) : _mm256_setzero_si256();
-            __m256i isum1 = _mm256_setzero_si256();
-            for (int p = 0; p < 4; p++) {
-                __m256i sa0 = Q8K_VEC_AVX2(ya, 2 * p), sa1 = Q8K_VEC_AVX2(ya, 2 * p + 1);
-                if (!iq1) {
-                    const __m256i neg0 = _mm256_loadu_si256((const __m256i *)(o + 256 + 64 * p));
-                    const __m256i neg1 = _mm256_loadu_si256((const __m256i *)(o + 256 + 64 * p + 32));
-                    sa0 = _mm256_sub_epi8(_mm256_xor_si256(sa0, neg0), neg0);
-                    sa1 = _mm256_sub_epi8(_mm256_xor_si256(sa1, neg1), neg1);
-                }
-                const __m256i ls0 = _mm256_shuffle_epi8(sc, pick16_avx2(2 * p, 2 * p));
-                const __m256i ls1 = _mm256_shuffle_epi8(sc, pick16_avx2(2 * p + 1, 2 * p + 1));
-                const __m256i u0 = _mm256_loadu_si256((const __m256i *)(o + 64 * p)), u1 = _mm256_loadu_si256((const __m256i *)(o + 64 * p + 32));
-                isum0 = _mm256_add_epi32(isum0, _mm256_madd_epi16(_mm256_maddubs_epi16(u0, sa0), ls0));
-                isum1 = _mm256_add_epi32(isum1, _mm256_madd_epi16(_mm256_maddubs_epi16(u1, sa1), ls1));
-            }
-            const __m256i isum = _mm256_add_epi32(isum0, isum1);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(ld_f32(o + 544) * da), _mm256_cvtepi32_ps(isum), acc[r]);
-        }
+        uint8_t * p = prepared + ib * AVX2_IQ_PREPARED_BLOCK;
+        for (int s = 0; s < 8; s++) _mm256_storeu_si256((__m256i *)(p + 32 * s), iq1 ? Q8K_VEC_AVX2(ya, s) : _mm256_xor_si256(Q8K_VEC_AVX2(ya, s), x80));
+        _mm256_storeu_si256((__m256i *)(p + 256), iq1 ? iq_bsums_avx2(ya) : _mm256_setzero_si256());
+        st_f32(p + 288, ld_f32(ya));
+        memset(p + 292, 0, AVX2_IQ_PREPARED_BLOCK - 292);
     }
-    for (int r = 0; r < 4; r++) out[r] = iq_factor(type) * hsum_ps_avx2(acc[r]);
+}
+
+/* Four decoded weight rows x AR (1 or 2) prepared activation rows (a_stride bytes apart): out[c * out_stride + r]. */
+AVX2_INLINE void iq_decoded_tile_avx2(const int type, const int AR, int64_t n, const uint8_t * decoded, const uint8_t * prepared, size_t a_stride,
+                                      float * out, int64_t out_stride) {
+    const int iq1 = type == MEMRA_TYPE_IQ1_S || type == MEMRA_TYPE_IQ1_M;
+    __m256 acc[4][2];
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < 4; r++)
+        _Pragma("GCC unroll 2")
+        for (int c = 0; c < AR; c++) acc[r][c] = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < n / 256; ib++) {
+        const uint8_t * p = prepared + ib * AVX2_IQ_PREPARED_BLOCK;
+        const uint8_t * blk = decoded + 4 * ib * AVX2_DECODED_BLOCK;
+        __m256i isum[4][2];
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < 4; r++) {
+            const __m256i base = _mm256_loadu_si256((const __m256i *)(blk + r * AVX2_DECODED_BLOCK + 512));
+            _Pragma("GCC unroll 2")
+            for (int c = 0; c < AR; c++)
+                isum[r][c] = iq1 ? _mm256_madd_epi16(base, _mm256_loadu_si256((const __m256i *)(p + c * a_stride + 256))) : base;
+        }
+        _Pragma("GCC unroll 8")
+        for (int s = 0; s < 8; s++) {
+            __m256i as[2];
+            _Pragma("GCC unroll 2")
+            for (int c = 0; c < AR; c++) as[c] = _mm256_loadu_si256((const __m256i *)(p + c * a_stride + 32 * s));
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < 4; r++) {
+                const uint8_t * o = blk + r * AVX2_DECODED_BLOCK;
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(o + 32 * s)), ls = _mm256_loadu_si256((const __m256i *)(o + 256 + 32 * s));
+                _Pragma("GCC unroll 2")
+                for (int c = 0; c < AR; c++) {
+                    isum[r][c] = _mm256_add_epi32(isum[r][c], _mm256_madd_epi16(iq1 ? _mm256_maddubs_epi16(v, as[c]) : _mm256_maddubs_epi16(as[c], v), ls));
+                    /* (an empty asm that "changes" the sum: keeps GCC from reassociating the adds into a tree
+                     * that computes all the products first and spills them) */
+                    __asm__("" : "+x"(isum[r][c]));
+                }
+            }
+        }
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < 4; r++)
+            _Pragma("GCC unroll 2")
+            for (int c = 0; c < AR; c++) {
+                /* (d * da: the same float product as iq_avx2's) */
+                const float d = ld_f32(blk + r * AVX2_DECODED_BLOCK + 544) * ld_f32(p + c * a_stride + 288);
+                acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum[r][c]), acc[r][c]);
+            }
+    }
+    _Pragma("GCC unroll 2")
+    for (int c = 0; c < AR; c++)
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < 4; r++) out[c * out_stride + r] = iq_factor(type) * hsum_ps_avx2(acc[r][c]);
+}
+
+AVX2_INLINE void iq_decoded_rows_avx2(const int type, int64_t n, const uint8_t * decoded, const uint8_t * prepared, size_t a_stride, int64_t rows,
+                                      float * out, int64_t out_stride) {
+    int64_t c = 0;
+    for (; c + 2 <= rows; c += 2) iq_decoded_tile_avx2(type, 2, n, decoded, prepared + c * a_stride, a_stride, out + c * out_stride, out_stride);
+    if (c < rows) iq_decoded_tile_avx2(type, 1, n, decoded, prepared + c * a_stride, a_stride, out + c * out_stride, out_stride);
 }
 
 /* iq4_xs and iq4_nl decoded (the same route; their decoding, nibbles to levels and scales, costs about
@@ -1657,20 +1714,26 @@ ROWS_1_4(iq3_xxs_avx2, AVX2_FN, iq_avx2(MEMRA_TYPE_IQ3_XXS, NR, n, w, stride, a,
 ROWS_1_4(iq3_s_avx2, AVX2_FN, iq_avx2(MEMRA_TYPE_IQ3_S, NR, n, w, stride, a, out))
 ROWS_1_4(iq1_s_avx2, AVX2_FN, iq_avx2(MEMRA_TYPE_IQ1_S, NR, n, w, stride, a, out))
 ROWS_1_4(iq1_m_avx2, AVX2_FN, iq_avx2(MEMRA_TYPE_IQ1_M, NR, n, w, stride, a, out))
-AVX2_FN void iq2_xxs_avx2_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx2(MEMRA_TYPE_IQ2_XXS, n, w, stride, d); }
-AVX2_FN void iq2_xxs_avx2_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx2(MEMRA_TYPE_IQ2_XXS, n, d, a, out); }
-AVX2_FN void iq2_xs_avx2_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx2(MEMRA_TYPE_IQ2_XS, n, w, stride, d); }
-AVX2_FN void iq2_xs_avx2_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx2(MEMRA_TYPE_IQ2_XS, n, d, a, out); }
-AVX2_FN void iq2_s_avx2_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx2(MEMRA_TYPE_IQ2_S, n, w, stride, d); }
-AVX2_FN void iq2_s_avx2_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx2(MEMRA_TYPE_IQ2_S, n, d, a, out); }
-AVX2_FN void iq3_xxs_avx2_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx2(MEMRA_TYPE_IQ3_XXS, n, w, stride, d); }
-AVX2_FN void iq3_xxs_avx2_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx2(MEMRA_TYPE_IQ3_XXS, n, d, a, out); }
-AVX2_FN void iq3_s_avx2_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx2(MEMRA_TYPE_IQ3_S, n, w, stride, d); }
-AVX2_FN void iq3_s_avx2_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx2(MEMRA_TYPE_IQ3_S, n, d, a, out); }
-AVX2_FN void iq1_s_avx2_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx2(MEMRA_TYPE_IQ1_S, n, w, stride, d); }
-AVX2_FN void iq1_s_avx2_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx2(MEMRA_TYPE_IQ1_S, n, d, a, out); }
-AVX2_FN void iq1_m_avx2_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx2(MEMRA_TYPE_IQ1_M, n, w, stride, d); }
-AVX2_FN void iq1_m_avx2_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx2(MEMRA_TYPE_IQ1_M, n, d, a, out); }
+/* The decoded-rows entry points of an i-quant on AVX2 (iq_decode_rows4_avx2 and the tiles above). */
+#define IQ_DECODED_AVX2(name, type)                                                                    \
+    AVX2_FN void name##_avx2_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) {         \
+        iq_decode_rows4_avx2(type, n, w, stride, d);                                                   \
+    }                                                                                                  \
+    AVX2_FN void name##_avx2_prepare(int64_t n, const uint8_t * a, uint8_t * p) { iq_prepare_rows_avx2(type, n, a, p); } \
+    AVX2_FN void name##_avx2_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) {   \
+        iq_decoded_tile_avx2(type, 1, n, d, a, 0, out, 0);                                             \
+    }                                                                                                  \
+    AVX2_FN void name##_avx2_decoded_rows(int64_t n, const uint8_t * d, const uint8_t * a, size_t a_stride, int64_t rows, float * out, \
+                                          int64_t out_stride) {                                        \
+        iq_decoded_rows_avx2(type, n, d, a, a_stride, rows, out, out_stride);                          \
+    }
+IQ_DECODED_AVX2(iq2_xxs, MEMRA_TYPE_IQ2_XXS)
+IQ_DECODED_AVX2(iq2_xs, MEMRA_TYPE_IQ2_XS)
+IQ_DECODED_AVX2(iq2_s, MEMRA_TYPE_IQ2_S)
+IQ_DECODED_AVX2(iq3_xxs, MEMRA_TYPE_IQ3_XXS)
+IQ_DECODED_AVX2(iq3_s, MEMRA_TYPE_IQ3_S)
+IQ_DECODED_AVX2(iq1_s, MEMRA_TYPE_IQ1_S)
+IQ_DECODED_AVX2(iq1_m, MEMRA_TYPE_IQ1_M)
 ROWS_1_4(f32_avx2, AVX2_FN, float_rows_avx2(MEMRA_TYPE_F32, NR, n, w, stride, a, out))
 ROWS_1_4(f16_avx2, AVX2_FN, float_rows_avx2(MEMRA_TYPE_F16, NR, n, w, stride, a, out))
 ROWS_1_4(bf16_avx2, AVX2_FN, float_rows_avx2(MEMRA_TYPE_BF16, NR, n, w, stride, a, out))
@@ -2301,62 +2364,149 @@ AVX512_INLINE void iq_avx512(const int type, const int nr, int64_t n, const uint
     for (int r = 0; r < nr; r++) out[r] = iq_factor(type) * _mm512_reduce_add_ps(acc[r]);
 }
 
-/* Decoded rows (see SCALAR_IQ_DECODED): per block u[256] | scales (iq_scales_avx512, 64 B) | sign masks
- * u64[4] | d f32. */
-enum { AVX512_DECODED_BLOCK = 384 };
+/* Decoded rows (see SCALAR_IQ_DECODED), arranged for tiles of four weight rows x four activation rows
+ * (16 float sums in registers) with the same integer sum per lane as iq_avx512. The weights' signs move
+ * from the activations onto the magnitudes once per tile (v = +-u, int8), and the activations are offset
+ * to unsigned bytes a + 128 once per row (memra_dot_decoded_prepare): each step of a pair of rows is one
+ * vpmaddubsw of (a + 128) with v and one vpdpwssd with the step's scales (iq_avx512: also the negation of
+ * the activations and the scales' permutation). The offset's part of the sum, 128 * sum(scale * v) per
+ * lane, depends on the weights alone: each sum starts at its negation (base). The iq1 codes are unsigned
+ * already and multiply the activations as they are; their sums start at -9 * scale * bsum as in
+ * iq_avx512 (the scales times -9 kept per row, the bsums per activation row). Every lane's integer sum
+ * is thus iq_avx512's (no step overflows: |a + 128| <= 255, |v| <= 62), and the float steps on it are the
+ * same, in the same order: bit for bit memra_dot_rows4.
+ * Weights per block and row (AVX512_DECODED_BLOCK): v (iq1: u) of steps 0..3 (256 B) | the scales of
+ * steps 0..3 as iq_avx512 permutes them (256 B) | base (int32; iq1: iq_scales_avx512 * -9) | d f32 | padding.
+ * An activation row of nb blocks: a + 128 (iq1: a) of each block (nb x 256 B) | iq1: the bsums of each
+ * block as iq_avx512 widens them (nb x 64 B) | the d f32 of each block (in all AVX512_IQ_PREPARED_BLOCK,
+ * iq1 AVX512_IQ1_PREPARED_BLOCK, bytes per block). */
+enum { AVX512_DECODED_BLOCK = 640, AVX512_IQ_PREPARED_BLOCK = 256 + 4, AVX512_IQ1_PREPARED_BLOCK = 256 + 64 + 4 };
+
+/* Where block ib's bsums (iq1) and d are in a prepared activation row of nb blocks. */
+AVX512_INLINE size_t iq_prepared_bsums_avx512(int64_t nb, int64_t ib) { return (size_t)(nb * 256 + ib * 64); }
+AVX512_INLINE size_t iq_prepared_d_avx512(const int iq1, int64_t nb, int64_t ib) { return (size_t)(nb * (iq1 ? 256 + 64 : 256) + ib * 4); }
+
+/* dword i -> the scale of group 4c + i/4, which iq_scales_avx2 puts at element 2c + i/8 (even groups)
+ * or 8 + 2c + i/8 (odd groups) */
+AVX512_INLINE __m512i iq_pick_avx512(int c) {
+    return _mm512_setr_epi32(2 * c, 2 * c, 2 * c, 2 * c, 8 + 2 * c, 8 + 2 * c, 8 + 2 * c, 8 + 2 * c, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1,
+                             9 + 2 * c, 9 + 2 * c, 9 + 2 * c, 9 + 2 * c);
+}
 
 AVX512_INLINE void iq_decode_rows4_avx512(const int type, int64_t n, const uint8_t * w, size_t stride, uint8_t * decoded) {
-    const int wbytes = block_bytes(type);
+    const int wbytes = block_bytes(type), iq1 = type == MEMRA_TYPE_IQ1_S || type == MEMRA_TYPE_IQ1_M;
+    const __m512i zero = _mm512_setzero_si512(), x80 = _mm512_set1_epi8((char)0x80);
     for (int64_t ib = 0; ib < n / 256; ib++) {
         for (int r = 0; r < 4; r++) {
             const uint8_t * xw = w + r * stride + ib * wbytes;
             uint8_t * o = decoded + (4 * ib + r) * AVX512_DECODED_BLOCK;
             iq_prep prep;
             iq_prepare_avx512(type, xw, &prep);
-            _mm512_storeu_si512((void *)(o + 256), iq_scales_avx512(type, xw));
-            st_f32(o + 352, iq_block_d(type, xw));
+            const __m512i sc = iq_scales_avx512(type, xw);
+            __m512i base = zero;
             for (int c = 0; c < 4; c++) {
                 __mmask64 neg;
-                _mm512_storeu_si512((void *)(o + 64 * c), iq_decode_avx512(type, xw, c, &prep, &neg));
-                const uint64_t bits = _cvtmask64_u64(neg);
-                memcpy(o + 320 + 8 * c, &bits, 8);
+                const __m512i u = iq_decode_avx512(type, xw, c, &prep, &neg);
+                const __m512i v = iq1 ? u : _mm512_mask_sub_epi8(u, neg, zero, u);
+                const __m512i s = _mm512_permutexvar_epi32(iq_pick_avx512(c), sc);
+                _mm512_storeu_si512((void *)(o + 64 * c), v);
+                _mm512_storeu_si512((void *)(o + 256 + 64 * c), s);
+                base = _mm512_dpwssd_epi32(base, _mm512_maddubs_epi16(x80, v), s);
             }
+            _mm512_storeu_si512((void *)(o + 512), iq1 ? _mm512_mullo_epi16(sc, _mm512_set1_epi16(-9)) : _mm512_sub_epi32(zero, base));
+            st_f32(o + 576, iq_block_d(type, xw));
         }
     }
 }
 
-/* iq_avx512's sequence for four rows on decoded blocks. */
-AVX512_INLINE void iq_decoded_rows4_avx512(const int type, int64_t n, const uint8_t * decoded, const uint8_t * a, float * out) {
+AVX512_INLINE void iq_prepare_rows_avx512(const int type, int64_t n, const uint8_t * a, uint8_t * prepared) {
     const int iq1 = type == MEMRA_TYPE_IQ1_S || type == MEMRA_TYPE_IQ1_M;
-    const __m512i zero = _mm512_setzero_si512();
-    __m512i pick[4]; /* as in iq_avx512 */
-    for (int c = 0; c < 4; c++) pick[c] = _mm512_setr_epi32(2 * c, 2 * c, 2 * c, 2 * c, 8 + 2 * c, 8 + 2 * c, 8 + 2 * c, 8 + 2 * c, 2 * c + 1, 2 * c + 1,
-                                                            2 * c + 1, 2 * c + 1, 9 + 2 * c, 9 + 2 * c, 9 + 2 * c, 9 + 2 * c);
-    __m512 acc[4];
-    for (int r = 0; r < 4; r++) acc[r] = _mm512_setzero_ps();
+    const __m512i x80 = _mm512_set1_epi8((char)0x80);
     for (int64_t ib = 0; ib < n / 256; ib++) {
         const uint8_t * ya = a + ib * Q8_K_BYTES;
-        const float da = ld_f32(ya);
-        __m512i av[4];
-        for (int c = 0; c < 4; c++) av[c] = Q8K_VEC_AVX512(ya, c);
-        const __m512i bsums = iq1 ? _mm512_cvtepu16_epi32(iq_bsums_avx2(ya)) : zero;
+        uint8_t * p = prepared + ib * 256;
+        for (int c = 0; c < 4; c++) _mm512_storeu_si512((void *)(p + 64 * c), iq1 ? Q8K_VEC_AVX512(ya, c) : _mm512_xor_si512(Q8K_VEC_AVX512(ya, c), x80));
+        if (iq1) _mm512_storeu_si512((void *)(prepared + iq_prepared_bsums_avx512(n / 256, ib)), _mm512_cvtepu16_epi32(iq_bsums_avx2(ya)));
+        memcpy(prepared + iq_prepared_d_avx512(iq1, n / 256, ib), ya, 4);
+    }
+}
+
+/* Blocks [ib0, ib1) of four decoded weight rows x AR prepared activation rows (a_stride bytes apart),
+ * added to the float sums acc[4 * c + r] (iq_avx512's, per lane) of row r and activation row c. */
+AVX512_INLINE void iq_decoded_tile_avx512(const int type, const int AR, int64_t nb, int64_t ib0, int64_t ib1, const uint8_t * decoded,
+                                          const uint8_t * prepared, size_t a_stride, __m512 * sums) {
+    const int iq1 = type == MEMRA_TYPE_IQ1_S || type == MEMRA_TYPE_IQ1_M;
+    __m512 acc[4][4];
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < 4; r++)
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < AR; c++) acc[r][c] = sums[4 * c + r];
+    for (int64_t ib = ib0; ib < ib1; ib++) {
+        const uint8_t * p = prepared + ib * 256, * pb = prepared + iq_prepared_bsums_avx512(nb, ib), * pd = prepared + iq_prepared_d_avx512(iq1, nb, ib);
+        _Pragma("GCC unroll 4")
         for (int r = 0; r < 4; r++) {
             const uint8_t * o = decoded + (4 * ib + r) * AVX512_DECODED_BLOCK;
-            const __m512i sc = _mm512_loadu_si512((const void *)(o + 256));
-            __m512i isum = zero;
-            if (iq1) {
-                const __m512i m = _mm512_madd_epi16(sc, bsums);
-                isum = _mm512_sub_epi32(zero, _mm512_add_epi32(_mm512_slli_epi32(m, 3), m));
+            __m512i v[4], s[4];
+            _Pragma("GCC unroll 4")
+            for (int k = 0; k < 4; k++) {
+                v[k] = _mm512_loadu_si512((const void *)(o + 64 * k));
+                s[k] = _mm512_loadu_si512((const void *)(o + 256 + 64 * k));
             }
-            for (int c = 0; c < 4; c++) {
-                const __m512i u = _mm512_loadu_si512((const void *)(o + 64 * c));
-                const __m512i sa = iq1 ? av[c] : _mm512_mask_sub_epi8(av[c], _cvtu64_mask64(ld_u64(o + 320 + 8 * c)), zero, av[c]);
-                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u, sa), _mm512_permutexvar_epi32(pick[c], sc));
+            const __m512i base = _mm512_loadu_si512((const void *)(o + 512));
+            const __m512 dw = _mm512_set1_ps(ld_f32(o + 576));
+            /* (the activation rows' sums side by side: four independent chains of vpdpwssd) */
+            __m512i isum[4];
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < AR; c++) isum[c] = iq1 ? _mm512_madd_epi16(base, _mm512_loadu_si512((const void *)(pb + c * a_stride))) : base;
+            _Pragma("GCC unroll 4")
+            for (int k = 0; k < 4; k++)
+                _Pragma("GCC unroll 4")
+                for (int c = 0; c < AR; c++) {
+                    const __m512i ak = _mm512_loadu_si512((const void *)(p + c * a_stride + 64 * k));
+                    isum[c] = _mm512_dpwssd_epi32(isum[c], iq1 ? _mm512_maddubs_epi16(v[k], ak) : _mm512_maddubs_epi16(ak, v[k]), s[k]);
+                }
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < AR; c++) {
+                /* (d * da: the same float product as iq_avx512's scalar one) */
+                const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(ld_f32(pd + c * a_stride)));
+                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), d, acc[r][c]);
             }
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(ld_f32(o + 352) * da), acc[r]);
         }
     }
-    for (int r = 0; r < 4; r++) out[r] = iq_factor(type) * _mm512_reduce_add_ps(acc[r]);
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < 4; r++)
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < AR; c++) sums[4 * c + r] = acc[r][c];
+}
+
+/* The tiles over `rows` activation rows: up to IQ_TILE_ROWS of them at a time, block by block in groups
+ * of IQ_TILE_BLOCKS, the float sums kept in memory between the groups. (Four decoded rows of 4096 values
+ * are 40 KiB: swept whole for every four activation rows, they and the activations did not stay in L1;
+ * 64 rows x [4096 -> 1024] 1.63 ms against 1.93-2.07 on one thread; no difference at 1024 and 3072.) */
+enum { IQ_TILE_ROWS = 64, IQ_TILE_BLOCKS = 4 };
+
+AVX512_INLINE void iq_decoded_rows_avx512(const int type, int64_t n, const uint8_t * decoded, const uint8_t * prepared, size_t a_stride, int64_t rows,
+                                          float * out, int64_t out_stride) {
+    __m512 sums[4 * IQ_TILE_ROWS];
+    const int64_t nb = n / 256;
+    for (int64_t c0 = 0; c0 < rows; c0 += IQ_TILE_ROWS) {
+        const int64_t nr = rows - c0 < IQ_TILE_ROWS ? rows - c0 : IQ_TILE_ROWS;
+        const uint8_t * a = prepared + c0 * a_stride;
+        for (int64_t i = 0; i < 4 * nr; i++) sums[i] = _mm512_setzero_ps();
+        for (int64_t ib0 = 0; ib0 < nb; ib0 += IQ_TILE_BLOCKS) {
+            const int64_t ib1 = nb - ib0 < IQ_TILE_BLOCKS ? nb : ib0 + IQ_TILE_BLOCKS;
+            int64_t c = 0;
+            for (; c + 4 <= nr; c += 4) iq_decoded_tile_avx512(type, 4, nb, ib0, ib1, decoded, a + c * a_stride, a_stride, sums + 4 * c);
+            switch (nr - c) {
+            case 3: iq_decoded_tile_avx512(type, 3, nb, ib0, ib1, decoded, a + c * a_stride, a_stride, sums + 4 * c); break;
+            case 2: iq_decoded_tile_avx512(type, 2, nb, ib0, ib1, decoded, a + c * a_stride, a_stride, sums + 4 * c); break;
+            case 1: iq_decoded_tile_avx512(type, 1, nb, ib0, ib1, decoded, a + c * a_stride, a_stride, sums + 4 * c); break;
+            default: break;
+            }
+        }
+        for (int64_t c = 0; c < nr; c++)
+            for (int r = 0; r < 4; r++) out[(c0 + c) * out_stride + r] = iq_factor(type) * _mm512_reduce_add_ps(sums[4 * c + r]);
+    }
 }
 
 /* iq4_xs and iq4_nl decoded (see the AVX2 ones): the levels + 128 as the row kernels compute them, and
@@ -2573,20 +2723,26 @@ ROWS_1_4(iq3_xxs_avx512, AVX512_FN, iq_avx512(MEMRA_TYPE_IQ3_XXS, NR, n, w, stri
 ROWS_1_4(iq3_s_avx512, AVX512_FN, iq_avx512(MEMRA_TYPE_IQ3_S, NR, n, w, stride, a, out))
 ROWS_1_4(iq1_s_avx512, AVX512_FN, iq_avx512(MEMRA_TYPE_IQ1_S, NR, n, w, stride, a, out))
 ROWS_1_4(iq1_m_avx512, AVX512_FN, iq_avx512(MEMRA_TYPE_IQ1_M, NR, n, w, stride, a, out))
-AVX512_FN void iq2_xxs_avx512_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx512(MEMRA_TYPE_IQ2_XXS, n, w, stride, d); }
-AVX512_FN void iq2_xxs_avx512_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx512(MEMRA_TYPE_IQ2_XXS, n, d, a, out); }
-AVX512_FN void iq2_xs_avx512_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx512(MEMRA_TYPE_IQ2_XS, n, w, stride, d); }
-AVX512_FN void iq2_xs_avx512_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx512(MEMRA_TYPE_IQ2_XS, n, d, a, out); }
-AVX512_FN void iq2_s_avx512_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx512(MEMRA_TYPE_IQ2_S, n, w, stride, d); }
-AVX512_FN void iq2_s_avx512_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx512(MEMRA_TYPE_IQ2_S, n, d, a, out); }
-AVX512_FN void iq3_xxs_avx512_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx512(MEMRA_TYPE_IQ3_XXS, n, w, stride, d); }
-AVX512_FN void iq3_xxs_avx512_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx512(MEMRA_TYPE_IQ3_XXS, n, d, a, out); }
-AVX512_FN void iq3_s_avx512_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx512(MEMRA_TYPE_IQ3_S, n, w, stride, d); }
-AVX512_FN void iq3_s_avx512_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx512(MEMRA_TYPE_IQ3_S, n, d, a, out); }
-AVX512_FN void iq1_s_avx512_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx512(MEMRA_TYPE_IQ1_S, n, w, stride, d); }
-AVX512_FN void iq1_s_avx512_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx512(MEMRA_TYPE_IQ1_S, n, d, a, out); }
-AVX512_FN void iq1_m_avx512_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) { iq_decode_rows4_avx512(MEMRA_TYPE_IQ1_M, n, w, stride, d); }
-AVX512_FN void iq1_m_avx512_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { iq_decoded_rows4_avx512(MEMRA_TYPE_IQ1_M, n, d, a, out); }
+/* The decoded-rows entry points of an i-quant on AVX-512 (iq_decode_rows4_avx512 and the tiles above). */
+#define IQ_DECODED_AVX512(name, type)                                                                  \
+    AVX512_FN void name##_avx512_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) {     \
+        iq_decode_rows4_avx512(type, n, w, stride, d);                                                 \
+    }                                                                                                  \
+    AVX512_FN void name##_avx512_prepare(int64_t n, const uint8_t * a, uint8_t * p) { iq_prepare_rows_avx512(type, n, a, p); } \
+    AVX512_FN void name##_avx512_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { \
+        iq_decoded_rows_avx512(type, n, d, a, 0, 1, out, 0);                                           \
+    }                                                                                                  \
+    AVX512_FN void name##_avx512_decoded_rows(int64_t n, const uint8_t * d, const uint8_t * a, size_t a_stride, int64_t rows, float * out, \
+                                              int64_t out_stride) {                                    \
+        iq_decoded_rows_avx512(type, n, d, a, a_stride, rows, out, out_stride);                        \
+    }
+IQ_DECODED_AVX512(iq2_xxs, MEMRA_TYPE_IQ2_XXS)
+IQ_DECODED_AVX512(iq2_xs, MEMRA_TYPE_IQ2_XS)
+IQ_DECODED_AVX512(iq2_s, MEMRA_TYPE_IQ2_S)
+IQ_DECODED_AVX512(iq3_xxs, MEMRA_TYPE_IQ3_XXS)
+IQ_DECODED_AVX512(iq3_s, MEMRA_TYPE_IQ3_S)
+IQ_DECODED_AVX512(iq1_s, MEMRA_TYPE_IQ1_S)
+IQ_DECODED_AVX512(iq1_m, MEMRA_TYPE_IQ1_M)
 ROWS_1_4(f32_avx512, AVX512_FN, float_rows_avx512(MEMRA_TYPE_F32, NR, n, w, stride, a, out))
 ROWS_1_4(f16_avx512, AVX512_FN, float_rows_avx512(MEMRA_TYPE_F16, NR, n, w, stride, a, out))
 ROWS_1_4(bf16_avx512, AVX512_FN, float_rows_avx512(MEMRA_TYPE_BF16, NR, n, w, stride, a, out))
@@ -3118,6 +3274,7 @@ typedef struct isa_kernels {
     int decoded_block[TYPE_SLOTS];
     prepare_kernel * prepare[TYPE_SLOTS];
     int prepared_block[TYPE_SLOTS];
+    decoded_rows_kernel * decoded_rows[TYPE_SLOTS]; /* optional: memra_dot_decoded_tile loops decoded where NULL */
 } isa_kernels;
 
 /* The i-quants below iq4 (the paths with kernels for them): field "decode" or "decoded" of path isa;
@@ -3194,6 +3351,9 @@ static const isa_kernels kernels_avx2 = {
     .to_q8_0 = to_q8_0_avx2, .to_q8_1 = to_q8_1_avx2, .to_q8_K = to_q8_K_avx2,
     .to_f16 = to_f16_avx2, .to_bf16 = to_bf16_avx2,
     X86_DECODE_ENTRIES(avx2, 4 * AVX2_DECODED_BLOCK, 4 * AVX2_IQ4_XS_DECODED_BLOCK, AVX2_IQ4_NL_DECODED_BLOCK),
+    .prepare = { IQ_DECODE_TYPES(prepare, avx2) },
+    .prepared_block = { IQ_DECODED_BLOCKS(AVX2_IQ_PREPARED_BLOCK) },
+    .decoded_rows = { IQ_DECODE_TYPES(decoded_rows, avx2) },
 };
 
 static const isa_kernels kernels_avx512vnni = {
@@ -3207,8 +3367,13 @@ static const isa_kernels kernels_avx512vnni = {
     .to_q8_0 = to_q8_0_avx2, .to_q8_1 = to_q8_1_avx2, .to_q8_K = to_q8_K_avx2,
     .to_f16 = to_f16_avx2, .to_bf16 = to_bf16_avx2,
     X86_DECODE_ENTRIES(avx512, 4 * AVX512_DECODED_BLOCK, 4 * AVX512_IQ4_XS_DECODED_BLOCK, AVX512_IQ4_NL_DECODED_STEP / 4),
-    .prepare = { [MEMRA_TYPE_IQ4_XS] = iq4_xs_avx512_prepare, [MEMRA_TYPE_IQ4_NL] = iq4_nl_avx512_prepare },
-    .prepared_block = { [MEMRA_TYPE_IQ4_XS] = AVX512_IQ4_XS_PREPARED_BLOCK, [MEMRA_TYPE_IQ4_NL] = AVX512_IQ4_NL_PREPARED_STEP / 4 },
+    .prepare = { IQ_DECODE_TYPES(prepare, avx512) [MEMRA_TYPE_IQ4_XS] = iq4_xs_avx512_prepare, [MEMRA_TYPE_IQ4_NL] = iq4_nl_avx512_prepare },
+    .prepared_block = { [MEMRA_TYPE_IQ2_XXS] = AVX512_IQ_PREPARED_BLOCK, [MEMRA_TYPE_IQ2_XS] = AVX512_IQ_PREPARED_BLOCK,
+                        [MEMRA_TYPE_IQ2_S] = AVX512_IQ_PREPARED_BLOCK, [MEMRA_TYPE_IQ3_XXS] = AVX512_IQ_PREPARED_BLOCK,
+                        [MEMRA_TYPE_IQ3_S] = AVX512_IQ_PREPARED_BLOCK, [MEMRA_TYPE_IQ1_S] = AVX512_IQ1_PREPARED_BLOCK,
+                        [MEMRA_TYPE_IQ1_M] = AVX512_IQ1_PREPARED_BLOCK, [MEMRA_TYPE_IQ4_XS] = AVX512_IQ4_XS_PREPARED_BLOCK,
+                        [MEMRA_TYPE_IQ4_NL] = AVX512_IQ4_NL_PREPARED_STEP / 4 },
+    .decoded_rows = { IQ_DECODE_TYPES(decoded_rows, avx512) },
 };
 #endif
 
@@ -3368,6 +3533,19 @@ static void decoded_with(const isa_kernels * k, int type, int64_t n, const void 
     route_for(k, type)->decoded[type](n, (const uint8_t *)decoded, (const uint8_t *)a, out);
 }
 
+static void decoded_tile_with(const isa_kernels * k, int type, int64_t n, const void * decoded, const void * a, size_t a_stride, int64_t rows, float * out,
+                              int64_t out_stride) {
+    if (decoded_bytes_with(k, type, n) != 0 && route_for(k, type)->decoded_rows[type] != NULL) {
+        route_for(k, type)->decoded_rows[type](n, (const uint8_t *)decoded, (const uint8_t *)a, a_stride, rows, out, out_stride);
+        return;
+    }
+    for (int64_t c = 0; c < rows; c++) {
+        float four[4];
+        decoded_with(k, type, n, decoded, (const uint8_t *)a + (size_t)c * a_stride, four);
+        for (int r = 0; r < 4; r++) out[c * out_stride + r] = four[r];
+    }
+}
+
 static size_t prepared_bytes_with(const isa_kernels * k, int type, int64_t n) {
     if (decoded_bytes_with(k, type, n) == 0) return 0;
     k = route_for(k, type);
@@ -3393,6 +3571,11 @@ void memra_dot_decode_rows4(int type, int64_t n, const void * weight_rows, size_
 
 void memra_dot_decoded_rows4(int type, int64_t n, const void * decoded, const void * activation_row, float * out) {
     decoded_with(kernels_active(), type, n, decoded, activation_row, out);
+}
+
+void memra_dot_decoded_tile(int type, int64_t n, const void * decoded, const void * activation_rows, size_t activation_stride, int64_t rows, float * out,
+                            int64_t out_stride) {
+    decoded_tile_with(kernels_active(), type, n, decoded, activation_rows, activation_stride, rows, out, out_stride);
 }
 
 const char * memra_dot_isa(void) { return kernels_active()->name; }
@@ -3435,4 +3618,9 @@ void memra_dot_decode_rows4_isa(const char * isa, int type, int64_t n, const voi
 
 void memra_dot_decoded_rows4_isa(const char * isa, int type, int64_t n, const void * decoded, const void * activation_row, float * out) {
     decoded_with(kernels_or_scalar(isa), type, n, decoded, activation_row, out);
+}
+
+void memra_dot_decoded_tile_isa(const char * isa, int type, int64_t n, const void * decoded, const void * activation_rows, size_t activation_stride,
+                                int64_t rows, float * out, int64_t out_stride) {
+    decoded_tile_with(kernels_or_scalar(isa), type, n, decoded, activation_rows, activation_stride, rows, out, out_stride);
 }

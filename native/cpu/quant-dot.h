@@ -62,6 +62,12 @@ void memra_dot_decode_rows4(int type, int64_t n, const void * weight_rows, size_
 size_t memra_dot_decoded_prepared_bytes(int type, int64_t n);
 void memra_dot_decoded_prepare(int type, int64_t n, const void * activation_row, void * prepared);
 void memra_dot_decoded_rows4(int type, int64_t n, const void * decoded, const void * activation_row, float * out);
+/* memra_dot_decoded_rows4 for `rows` activation rows (as that reads them, prepared or converted),
+ * activation_stride bytes apart: out[c * out_stride + r] for r < 4, c < rows, bit for bit what
+ * memra_dot_decoded_rows4 returns for row c. Where the path has a kernel for it, it keeps the products of
+ * several activation rows with the four decoded rows in registers at once. */
+void memra_dot_decoded_tile(int type, int64_t n, const void * decoded, const void * activation_rows, size_t activation_stride, int64_t rows, float * out,
+                            int64_t out_stride);
 
 /* Which SIMD path the kernels chose at run time: "avx512vnni", "avx2", "neondot" (NEON with the dot-product extension), "neon" or "scalar". */
 const char * memra_dot_isa(void);
@@ -82,5 +88,7 @@ void memra_dot_decode_rows4_isa(const char * isa, int type, int64_t n, const voi
 size_t memra_dot_decoded_prepared_bytes_isa(const char * isa, int type, int64_t n);
 void memra_dot_decoded_prepare_isa(const char * isa, int type, int64_t n, const void * activation_row, void * prepared);
 void memra_dot_decoded_rows4_isa(const char * isa, int type, int64_t n, const void * decoded, const void * activation_row, float * out);
+void memra_dot_decoded_tile_isa(const char * isa, int type, int64_t n, const void * decoded, const void * activation_rows, size_t activation_stride,
+                                int64_t rows, float * out, int64_t out_stride);
 
 #endif

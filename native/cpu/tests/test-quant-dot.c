@@ -16,7 +16,8 @@
  *     with the same bound;
  *   - memra_dot_rows4 must equal four memra_dot_row calls bit for bit (same path), and so must the
  *     decoded-rows route of the i-quants, and of iq4_xs and iq4_nl on the x86 SIMD paths
- *     (memra_dot_decode_rows4, memra_dot_decoded_prepare where the path has it, memra_dot_decoded_rows4);
+ *     (memra_dot_decode_rows4, memra_dot_decoded_prepare where the path has it, memra_dot_decoded_rows4,
+ *     and memra_dot_decoded_tile over several activation rows);
  *   - memra_dequantize_row (dequantize.c) against the same reference dequantization: every format's
  *     value is an exact product of its fields' numbers, which ggml's float arithmetic computes with one
  *     rounding at most, so the result must be the reference rounded to float, bit for bit.
@@ -703,6 +704,28 @@ static void check_dots(const type_info * t, const char ** isas, int n_isas) {
                     for (int r = 0; r < 4; r++)
                         if (memcmp(&dec[r], &four[r], sizeof(float)) != 0)
                             FAIL("decoded %s isa %s n=%lld row %d: %.9g != rows4 %.9g", t->name, isas[k], (long long)n, r, dec[r], four[r]);
+                    /* memra_dot_decoded_tile over 7 activation rows (a tile of four and the shapes left over), out_stride 5:
+                     * each row's bits are rows4's */
+                    enum { TILE_ROWS = 7, TILE_STRIDE = 5 };
+                    const size_t arb = prepared ? prepared_bytes : memra_row_bytes(at, n);
+                    uint8_t * tile_in = malloc(TILE_ROWS * arb), * tile_act = malloc(memra_row_bytes(at, n));
+                    float * tile_x = malloc((size_t)n * sizeof(float)), tile[TILE_ROWS * TILE_STRIDE], want[TILE_ROWS * 4];
+                    for (int c = 0; c < TILE_ROWS; c++) {
+                        random_activations(tile_x, n);
+                        memra_quantize_activation_row_isa("scalar", t->type, tile_x, tile_act, n);
+                        memra_dot_rows4_isa(isas[k], t->type, n, w, stride, tile_act, want + 4 * c);
+                        if (prepared) memra_dot_decoded_prepare_isa(isas[k], t->type, n, tile_act, tile_in + c * arb);
+                        else memcpy(tile_in + c * arb, tile_act, arb);
+                    }
+                    memra_dot_decoded_tile_isa(isas[k], t->type, n, decoded, tile_in, arb, TILE_ROWS, tile, TILE_STRIDE);
+                    for (int c = 0; c < TILE_ROWS; c++)
+                        for (int r = 0; r < 4; r++)
+                            if (memcmp(&tile[c * TILE_STRIDE + r], &want[4 * c + r], sizeof(float)) != 0)
+                                FAIL("decoded tile %s isa %s n=%lld activation row %d row %d: %.9g != rows4 %.9g", t->name, isas[k], (long long)n, c, r,
+                                     tile[c * TILE_STRIDE + r], want[4 * c + r]);
+                    free(tile_in);
+                    free(tile_act);
+                    free(tile_x);
                     free(decoded);
                     free(prepared);
                 } else if (memra_dot_decoded_prepared_bytes_isa(isas[k], t->type, n) != 0) {
