@@ -7,7 +7,7 @@ import { GGML_TYPES, GGMLType, ggmlTypeInfo, ggmlTypeName, tensorByteSize } from
 import type { GGUFFile, GGUFTensorInfo } from "../gguf-file";
 import type { GGUFValue } from "../gguf-value";
 import { type MetadataOverride, quantizeOverrideValue } from "../metadata-override";
-import { canDequantize, canQuantize, requiresImportance as quantizerNeedsImportance } from "../quant";
+import { canDequantize, canQuantize, requiresImportance } from "../quant";
 import { QuantizationError } from "./quantization-error";
 import { type LlamaFileType, parseLlamaFileType } from "./llama-ftype";
 
@@ -208,7 +208,7 @@ interface State {
 const LOW_BIT = new Set(["IQ2_XXS", "IQ2_XS", "IQ1_S", "IQ2_S", "IQ2_M", "IQ1_M"]);
 /** The tensor types that need an importance matrix (tensor_requires_imatrix), and q2_K in a Q2_K_S file. */
 const NEEDS_IMPORTANCE = new Set<GGMLType>([GGMLType.IQ3_XXS, GGMLType.IQ2_XXS, GGMLType.IQ2_XS, GGMLType.IQ2_S, GGMLType.IQ1_M, GGMLType.IQ1_S]);
-function requiresImportance(name: string, type: GGMLType, ftype: string): boolean {
+function tensorRequiresImportance(name: string, type: GGMLType, ftype: string): boolean {
   if (name === "token_embd.weight" || name === "per_layer_token_embd.weight" || name === "output.weight") return false;
   return NEEDS_IMPORTANCE.has(type) || (type === GGMLType.Q2_K && ftype === "Q2_K_S");
 }
@@ -445,7 +445,7 @@ export function planQuantization(file: GGUFFile, options: QuantizationOptions): 
       }
       if (!canQuantize(to)) throw new QuantizationError(`tensor ${tensor.name}: memra cannot write ${ggmlTypeName(to)}`);
     }
-    const needsImportance = allowed && requiresImportance(tensor.name, to, fileType.name);
+    const needsImportance = allowed && tensorRequiresImportance(tensor.name, to, fileType.name);
     if (needsImportance && !importance && options.dryRun) missingImportance = true;
     else if (needsImportance && !importance) {
       throw new QuantizationError(
@@ -465,7 +465,7 @@ export function planQuantization(file: GGUFFile, options: QuantizationOptions): 
         throw new QuantizationError(`the importance matrix has no entry for ${tensor.name}, which ${fileType.name} makes ${ggmlTypeName(to)}: that type needs one`);
       }
     }
-    if (to !== from && weights === undefined && quantizerNeedsImportance(to) && !(options.dryRun && !importance)) {
+    if (to !== from && weights === undefined && requiresImportance(to) && !(options.dryRun && !importance)) {
       // e.g. a token embedding made iq2_xxs by --pure: llama.cpp's rules do not ask for an importance matrix there, and ggml aborts
       throw new QuantizationError(
         `tensor ${tensor.name} would be ${ggmlTypeName(to)}, which cannot be written without an importance matrix, and ${importance ? "the importance matrix has no entry for it" : "there is none"}`,
