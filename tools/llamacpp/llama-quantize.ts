@@ -26,6 +26,10 @@ export interface LlamaQuantizeOptions {
   tensorTypes?: Array<{ pattern: string; type: string }>;
   /** llama-quantize --override-kv KEY=TYPE:VALUE, as memra takes them: { key, type, value }. */
   metadataOverrides?: Array<{ key: string; type: "int" | "float" | "bool" | "str"; value: string | number | boolean | bigint }>;
+  /** llama-quantize --keep-split: `output` is then the shards' prefix (llama-quantize drops a .gguf suffix before it calls llama_model_quantize). */
+  keepSplit?: boolean;
+  /** llama-quantize --prune-layers, as its parse_layer_prune leaves the list: sorted, without duplicates. */
+  pruneLayers?: number[];
   /** The importance matrix as llama-quantize hands it over (its load_imatrix: sums / counts), by weight name. */
   importance?: ReadonlyMap<string, Float32Array>;
 }
@@ -72,6 +76,13 @@ export function llamaQuantize(input: string, output: string, o: LlamaQuantizeOpt
   params[17] = o.leaveOutputTensor ? 0 : 1; // quantize_output_tensor
   params[18] = o.type.toUpperCase() === "COPY" ? 1 : 0; // only_copy
   params[19] = o.pure ? 1 : 0;
+  params[20] = o.keepSplit ? 1 : 0;
+  if (o.pruneLayers?.length) {
+    // const int32_t * prune_layers, ended by -1
+    const layers = new Int32Array([...o.pruneLayers, -1]);
+    keep.push(new Uint8Array(layers.buffer));
+    view.setBigUint64(48, BigInt(ptr(layers)), true);
+  }
   if (o.tensorTypes?.length) {
     // llama_model_tensor_override { const char * pattern; enum ggml_type type; }, ended by a null pattern
     const table = new Uint8Array(16 * (o.tensorTypes.length + 1));

@@ -9,15 +9,20 @@
  * llama-quantize --imatrix imatrix.gguf does (its load_imatrix normalisation, its
  * --include-weights / --exclude-weights, its quantize.imatrix.* metadata after the user's).
  *
- *   bun tools/llamacpp/quantize-goldens.ts        (from the repository root, after npm ci in tools/llamacpp)
+ * Cases with `input.splitMaxTensors` quantize the model split as gguf-split --split-max-tensors N
+ * splits it (@memra/gguf's splitGGUF, checked against gguf-split by split-goldens.mjs), given by its
+ * first shard; with --keep-split their output is several files, each recorded in `files`.
+ *
+ *   bun tools/llamacpp/quantize-goldens.ts             (from the repository root, after npm ci in tools/llamacpp)
+ *   bun tools/llamacpp/quantize-goldens.ts --missing   (records only the cases the fixture lacks, keeps the rest as they are)
  *
  * Writes packages/cli/src/__fixtures__/quantize-goldens.json.
  */
 import { createHash } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
-import { ggmlTypeName, importanceOf, openGGUF, quantizationImportance, readImatrix, writeImatrix } from "../../packages/gguf/src/index";
+import { ggmlTypeName, importanceOf, openGGUF, quantizationImportance, readImatrix, splitGGUF, writeImatrix } from "../../packages/gguf/src/index";
 import { type PresetName, type SyntheticModelOptions, resolveOptions, syntheticImatrix, syntheticModelFile } from "../../packages/synthetic/src/index";
 import { type LlamaQuantizeOptions, llamaQuantize } from "./llama-quantize";
 
@@ -46,6 +51,8 @@ const MODELS: Record<string, { preset: PresetName; options: Partial<SyntheticMod
 interface Case {
   model: string;
   type: string;
+  /** the model split into shards of N tensors (gguf-split --split-max-tensors N), quantized from its first shard */
+  input?: { splitMaxTensors: number };
   /** imatrix.file: an imatrix file of the repository (llama-imatrix's) instead of the model's syntheticImatrix */
   options?: Omit<LlamaQuantizeOptions, "type" | "threads" | "importance"> & { imatrix?: { include?: string[]; exclude?: string[]; file?: string } };
 }
@@ -100,6 +107,26 @@ const CASES: Case[] = [
       ],
     },
   },
+  // --keep-split: a split input written in its shards (in its file order), or as one file without it
+  ...["Q4_K_M", "Q8_0"].flatMap((type) => [
+    { model: "dense", type, input: { splitMaxTensors: 25 } },
+    { model: "dense", type, input: { splitMaxTensors: 25 }, options: { keepSplit: true } },
+  ]),
+  { model: "moe8", type: "Q4_K_M", input: { splitMaxTensors: 20 }, options: { keepSplit: true } },
+  // an input of one file: one file named as shard 1 of 1, its tensors in file order
+  { model: "dense", type: "Q4_K_M", options: { keepSplit: true } },
+  // --prune-layers: blocks renumbered, block_count rewritten; the per-layer rules still count 8 layers
+  { model: "dense", type: "Q4_K_M", options: { pruneLayers: [2, 5] } },
+  { model: "dense", type: "Q3_K_M", options: { pruneLayers: [0, 7] } },
+  { model: "dense", type: "Q4_K_M", options: { imatrix: {}, pruneLayers: [0, 3] } },
+  { model: "dense", type: "IQ2_XXS", options: { imatrix: {}, pruneLayers: [1] } },
+  { model: "dense", type: "Q4_K_M", input: { splitMaxTensors: 25 }, options: { keepSplit: true, pruneLayers: [2, 5] } },
+  // MoE: the layer of the (renumbered) name against the input's block count
+  { model: "moe8", type: "Q4_K_M", options: { pruneLayers: [0] } },
+  { model: "moe8", type: "IQ3_M", options: { pruneLayers: [1, 2] } },
+  { model: "suite-dense", type: "Q4_K_M", options: { imatrix: { file: "packages/core/src/__fixtures__/imatrix/dense-f32-c64.gguf" }, pruneLayers: [0] } },
+  { model: "suite-moe", type: "Q4_K_M", options: { imatrix: { file: "packages/core/src/__fixtures__/imatrix/moe-f32-c64.gguf" }, pruneLayers: [0] } },
+  { model: "suite-moe", type: "IQ1_M", options: { imatrix: { file: "packages/core/src/__fixtures__/imatrix/moe-f32-c64.gguf" }, pruneLayers: [0] } },
 ];
 
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
@@ -107,9 +134,43 @@ const work = mkdtempSync(join(tmpdir(), "memra-quantize-goldens-"));
 const inputs: Record<string, string> = {};
 for (const [id, m] of Object.entries(MODELS)) inputs[id] = await syntheticModelFile(resolveOptions(m.preset, m.options));
 
+/** A case's identity in the fixture: what it quantizes and how. */
+const key = (c: Case) => JSON.stringify([c.model, c.type, c.input, c.options]);
+const previous = new Map<string, unknown>();
+if (process.argv.includes("--missing") && existsSync(OUT)) {
+  for (const c of JSON.parse(readFileSync(OUT, "utf8")).cases as Case[]) previous.set(key(c), c);
+}
+const splitInputs = new Map<string, string>();
+/** The model split as gguf-split --split-max-tensors N splits it: the path of its first shard. */
+async function splitInput(model: string, maxTensors: number): Promise<string> {
+  const id = `${model}-${maxTensors}`;
+  if (!splitInputs.has(id)) {
+    const folder = mkdtempSync(join(work, `split-${id}-`));
+    const plan = await splitGGUF(openGGUF(inputs[model]!), join(folder, "model"), { maxTensors });
+    splitInputs.set(id, plan.shards[0]!.path);
+  }
+  return splitInputs.get(id)!;
+}
+const describe = (path: string) => {
+  const file = openGGUF(path);
+  return {
+    fileType: file.getNumber("general.file_type"),
+    bytes: file.bytes.byteLength,
+    sha256: sha256(readFileSync(path)),
+    tensors: file.tensors.map((t) => `${t.name} ${ggmlTypeName(t.type)} ${sha256(file.tensorData(t)).slice(0, 16)}`),
+  };
+};
+
 const recorded = [];
+let kept = 0;
 for (const c of CASES) {
+  if (previous.has(key(c))) {
+    recorded.push(previous.get(key(c)));
+    kept++;
+    continue;
+  }
   const output = join(work, "out.gguf");
+  const input = c.input ? await splitInput(c.model, c.input.splitMaxTensors) : inputs[c.model]!;
   const { imatrix: selection, ...options } = c.options ?? {};
   let importance: Partial<LlamaQuantizeOptions> = {};
   if (selection) {
@@ -127,18 +188,22 @@ for (const c of CASES) {
       ],
     };
   }
-  llamaQuantize(inputs[c.model]!, output, { type: c.type, threads: 2, ...options, ...importance });
-  const file = openGGUF(output);
-  const fileType = file.getNumber("general.file_type");
-  recorded.push({
-    ...c,
-    fileType,
-    bytes: file.bytes.byteLength,
-    sha256: sha256(readFileSync(output)),
-    tensors: file.tensors.map((t) => `${t.name} ${ggmlTypeName(t.type)} ${sha256(file.tensorData(t)).slice(0, 16)}`),
-  });
+  if (options.keepSplit) {
+    // llama-quantize --keep-split IN OUT.gguf: the shards OUT-0000i-of-0000n.gguf
+    const folder = mkdtempSync(join(work, "keep-split-"));
+    llamaQuantize(input, join(folder, "out"), { type: c.type, threads: 2, ...options, ...importance });
+    const names = readdirSync(folder).sort();
+    const files = names.map((name) => ({ name: name.slice("out".length), ...describe(join(folder, name)) }));
+    recorded.push({ ...c, fileType: files[0]!.fileType, files: files.map(({ fileType: _, ...f }) => f) });
+    rmSync(folder, { recursive: true });
+    console.error(`${c.model} ${c.type} ${JSON.stringify(c.input ?? {})} ${JSON.stringify(c.options)}: ${names.join(", ")}`);
+    continue;
+  }
+  llamaQuantize(input, output, { type: c.type, threads: 2, ...options, ...importance });
+  const described = describe(output);
+  recorded.push({ ...c, ...described });
   rmSync(output);
-  console.error(`${c.model} ${c.type}${c.options ? ` ${JSON.stringify(c.options)}` : ""}: ${file.tensors.length} tensors`);
+  console.error(`${c.model} ${c.type}${c.input ? ` ${JSON.stringify(c.input)}` : ""}${c.options ? ` ${JSON.stringify(c.options)}` : ""}: ${described.tensors.length} tensors`);
 }
 rmSync(work, { recursive: true, force: true });
 
@@ -154,4 +219,4 @@ writeFileSync(
     1,
   )}\n`,
 );
-console.error(`wrote ${OUT}: ${recorded.length} cases`);
+console.error(`wrote ${OUT}: ${recorded.length} cases (${recorded.length - kept} recorded now)`);

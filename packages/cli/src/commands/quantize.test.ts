@@ -2,7 +2,9 @@
  * `memra quantize` against llama-quantize: for every case of quantize-goldens.json (recorded by
  * tools/llamacpp/quantize-goldens.ts from llama.cpp's llama_model_quantize on the same synthetic
  * models) the output file must be llama.cpp's byte for byte: each tensor's type and bytes, then the
- * whole file (metadata, tensor order, offsets, padding).
+ * whole file (metadata, tensor order, offsets, padding). Cases with `input` quantize the model split
+ * as gguf-split --split-max-tensors N splits it; with keepSplit their output is several files, each
+ * compared the same way.
  */
 import { createHash } from "node:crypto";
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
@@ -19,24 +21,33 @@ import {
   quantizationImportance,
   quantizeModel,
   readImatrix,
+  splitGGUF,
   writeImatrix,
 } from "@memra/gguf";
 import { type PresetName, type SyntheticModelOptions, resolveOptions, syntheticImatrix, syntheticModelFile } from "@memra/synthetic";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import goldens from "../__fixtures__/quantize-goldens.json";
 
-interface GoldenCase {
-  model: string;
-  type: string;
-  options?: Omit<QuantizationOptions, "type" | "metadataOverrides" | "importance"> & {
-    metadataOverrides?: Array<{ key: string; type: string; value: unknown }>;
-    /** quantized with the model's syntheticImatrix, as llama-quantize --imatrix imatrix.gguf [--include-weights ...] */
-    imatrix?: { include?: string[]; exclude?: string[]; file?: string };
-  };
-  fileType: number;
+interface GoldenFile {
   bytes: number;
   sha256: string;
   tensors: string[];
+}
+
+interface GoldenCase extends GoldenFile {
+  model: string;
+  type: string;
+  /** the model split into shards of N tensors (gguf-split --split-max-tensors N), given by its first shard */
+  input?: { splitMaxTensors: number };
+  options?: Omit<QuantizationOptions, "type" | "metadataOverrides" | "importance" | "pruneLayers"> & {
+    metadataOverrides?: Array<{ key: string; type: string; value: unknown }>;
+    /** quantized with the model's syntheticImatrix, as llama-quantize --imatrix imatrix.gguf [--include-weights ...] */
+    imatrix?: { include?: string[]; exclude?: string[]; file?: string };
+    pruneLayers?: number[];
+  };
+  fileType: number;
+  /** with keepSplit: each output file, named by what follows the prefix ("-00001-of-00004.gguf") */
+  files?: Array<GoldenFile & { name: string }>;
 }
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
@@ -46,7 +57,7 @@ const cases = goldens.cases as GoldenCase[];
 const models = goldens.models as Record<string, { preset: PresetName; options: Partial<SyntheticModelOptions> }>;
 const inputs: Record<string, string> = {};
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
-const label = (c: GoldenCase) => `${c.model} ${c.type}${c.options ? ` ${JSON.stringify(c.options)}` : ""}`;
+const label = (c: GoldenCase) => `${c.model} ${c.type}${c.input ? ` ${JSON.stringify(c.input)}` : ""}${c.options ? ` ${JSON.stringify(c.options)}` : ""}`;
 /** The model's synthetic importance matrix, written once as imatrix.gguf in its own folder (the name its metadata records). */
 const imatrixFiles: Record<string, string> = {};
 async function imatrixOf(model: string): Promise<string> {
@@ -67,6 +78,18 @@ async function optionsOf(c: GoldenCase): Promise<Omit<QuantizationOptions, "type
   const read = readImatrix(path);
   const chosen = quantizationImportance(importanceOf(read), { file: basename(path), datasets: read.datasets, chunkCount: read.chunkCount }, selection);
   return { ...options, metadataOverrides: [...overrides, ...chosen.metadata], importance: chosen.importance };
+}
+
+/** The model split as the case's input is (gguf-split --split-max-tensors N): the path of its first shard. */
+const splitInputs: Record<string, string> = {};
+async function inputOf(c: GoldenCase): Promise<string> {
+  if (c.input === undefined) return inputs[c.model]!;
+  const id = `${c.model}-${c.input.splitMaxTensors}`;
+  if (splitInputs[id] === undefined) {
+    const plan = await splitGGUF(openGGUF(inputs[c.model]!), join(mkdtempSync(join(directory, `split-${id}-`)), c.model), { maxTensors: c.input.splitMaxTensors });
+    splitInputs[id] = plan.shards[0]!.path;
+  }
+  return splitInputs[id]!;
 }
 
 let native: ReturnType<typeof createNativeQuantizer> | undefined;
@@ -107,6 +130,18 @@ function expectGolden(path: string, c: GoldenCase) {
   expect(ours.sha256).toBe(c.sha256);
 }
 
+/** A --keep-split case: exactly the files llama.cpp wrote from the same prefix, each byte for byte. */
+function expectGoldenShards(prefix: string, c: GoldenCase) {
+  const folder = dirname(prefix);
+  expect(readdirSync(folder).sort()).toEqual(c.files!.map((f) => `${basename(prefix)}${f.name}`));
+  for (const [index, golden] of c.files!.entries()) {
+    const ours = describeFile(`${prefix}${golden.name}`);
+    expect(ours.tensors, golden.name).toEqual(golden.tensors);
+    if (index === 0) expect(ours.fileType).toBe(c.fileType);
+    expect(ours.sha256, golden.name).toBe(golden.sha256);
+  }
+}
+
 describe("quantizeModel against llama-quantize (llama_model_quantize), byte for byte", () => {
   it("covers every file type memra writes, the mixes' rules and the options", () => {
     const types = new Set(cases.map((c) => c.type));
@@ -114,7 +149,7 @@ describe("quantizeModel against llama-quantize (llama_model_quantize), byte for 
       expect(types.has(t), t).toBe(true);
     }
     // the rules' inputs the models reach: fallbacks (rows of 64), 8 experts, untied output, GQA 4
-    const typesOf = (model: string, type: string) => new Set(cases.find((c) => c.model === model && c.type === type && !c.options)!.tensors.map((t) => t.split(" ")[1]));
+    const typesOf = (model: string, type: string) => new Set(cases.find((c) => c.model === model && c.type === type && !c.options && !c.input)!.tensors.map((t) => t.split(" ")[1]));
     expect(typesOf("tiny", "Q4_K_M")).toContain("q5_0");
     expect(typesOf("moe8", "Q4_K_M")).toContain("q8_0");
     expect(typesOf("dense", "Q2_K")).toContain("q4_K");
@@ -123,16 +158,39 @@ describe("quantizeModel against llama-quantize (llama_model_quantize), byte for 
     expect(typesOf("tiny", "IQ3_S")).toContain("iq4_nl");
     expect(typesOf("dense", "IQ3_M")).toContain("q4_K");
     expect(typesOf("moe8", "IQ3_M")).toContain("q5_K");
+    // --keep-split: several shards from a split input, dense and MoE, and pruned; --prune-layers on both, with importance
+    const kept = cases.filter((c) => c.options?.keepSplit);
+    expect(kept.filter((c) => c.input && c.files!.length > 1).map((c) => c.model)).toEqual(["dense", "dense", "moe8", "dense"]);
+    expect(cases.filter((c) => c.input && !c.options).map((c) => c.type)).toEqual(["Q4_K_M", "Q8_0"]);
+    const pruned = cases.filter((c) => c.options?.pruneLayers);
+    for (const model of ["dense", "moe8", "suite-dense", "suite-moe"]) expect(pruned.some((c) => c.model === model), model).toBe(true);
+    expect(pruned.filter((c) => c.options?.imatrix).map((c) => `${c.model} ${c.type}`)).toEqual(["dense Q4_K_M", "dense IQ2_XXS", "suite-dense Q4_K_M", "suite-moe Q4_K_M", "suite-moe IQ1_M"]);
+  });
+
+  it("--prune-layers: blocks renumbered in order, block_count the layers left (as llama.cpp writes them)", () => {
+    const c = cases.find((x) => x.model === "dense" && x.type === "Q4_K_M" && x.options?.pruneLayers && !x.options.imatrix && !x.options.keepSplit)!;
+    expect(c.options!.pruneLayers).toEqual([2, 5]);
+    const layers = new Set(c.tensors.map((t) => /^blk\.(\d+)\./.exec(t)?.[1]).filter((l) => l !== undefined));
+    expect([...layers]).toEqual(["0", "1", "2", "3", "4", "5"]);
+    // the renumbered blk.2 is the input's blk.3: its attn_norm bytes (copied f32) are blk.3's in the unpruned file
+    const whole = cases.find((x) => x.model === "dense" && x.type === "Q4_K_M" && !x.options && !x.input)!;
+    const norm = (list: string[], name: string) => list.find((t) => t.startsWith(`${name} `))!.split(" ")[2];
+    expect(norm(c.tensors, "blk.2.attn_norm.weight")).toBe(norm(whole.tensors, "blk.3.attn_norm.weight"));
+    expect(norm(c.tensors, "blk.4.attn_norm.weight")).toBe(norm(whole.tensors, "blk.6.attn_norm.weight"));
   });
 
   it.each(cases.map((c) => [label(c), c] as const))("%s", async (_label, c) => {
-    const output = join(directory, "library.gguf");
-    await quantizeModel(inputs[c.model]!, output, {
+    const folder = mkdtempSync(join(directory, "library-"));
+    const output = join(folder, "out.gguf");
+    const report = await quantizeModel(await inputOf(c), output, {
       type: c.type,
       ...(await optionsOf(c)),
       ...(native ? { quantizer: native.quantizer, dequantizer: native.dequantizer } : {}),
     });
-    expectGolden(output, c);
+    if (c.files) {
+      expectGoldenShards(join(folder, "out"), c);
+      expect(report.paths).toEqual(c.files.map((f) => join(folder, `out${f.name}`)));
+    } else expectGolden(output, c);
   });
 
   it("writes the same files with the TypeScript quantizers alone (no native library)", async () => {
@@ -154,7 +212,7 @@ describe("quantizeModel against llama-quantize (llama_model_quantize), byte for 
 
 describe("memra quantize", () => {
   const golden = (model: string, type: string, imatrix = false) =>
-    cases.find((c) => c.model === model && c.type === type && (imatrix ? c.options?.imatrix && Object.keys(c.options).length === 1 && Object.keys(c.options.imatrix).length === 0 : !c.options))!;
+    cases.find((c) => c.model === model && c.type === type && !c.input && (imatrix ? c.options?.imatrix && Object.keys(c.options).length === 1 && Object.keys(c.options.imatrix).length === 0 : !c.options))!;
 
   it("writes llama-quantize's file, printing each tensor and the sizes", () => {
     const output = join(directory, "cli.gguf");
@@ -277,7 +335,8 @@ describe("memra quantize", () => {
     for (const c of cases.filter((x) => x.options?.imatrix?.file)) {
       const output = join(directory, "cli-llama-imatrix.gguf");
       const imatrix = join(ROOT, c.options!.imatrix!.file!);
-      const result = runIn(dirname(imatrix), "quantize", "--imatrix", basename(imatrix), inputs[c.model]!, output, c.type, "2");
+      const prune = c.options!.pruneLayers ? ["--prune-layers", c.options!.pruneLayers.join(",")] : [];
+      const result = runIn(dirname(imatrix), "quantize", "--imatrix", basename(imatrix), ...prune, inputs[c.model]!, output, c.type, "2");
       expect(result.stderr, label(c)).toBe("");
       expectGolden(output, c);
     }
@@ -303,6 +362,76 @@ describe("memra quantize", () => {
     expect(dry.code).toBe(0);
     expect(dry.stderr).toBe("memra quantize: IQ1_M will need an importance matrix (--imatrix) to be written\n");
     expect(dry.stdout).toMatch(/blk\.0\.attn_q\.weight +\[256, 256\] +f16 -> iq1_m/);
+  });
+
+  it("--keep-split writes llama-quantize's shards from a split model's first shard, named from OUTPUT less .gguf", async () => {
+    for (const c of cases.filter((x) => x.options?.keepSplit && x.input && !x.options.pruneLayers)) {
+      const folder = mkdtempSync(join(directory, "cli-keep-split-"));
+      const result = run("quantize", "--keep-split", await inputOf(c), join(folder, "out.gguf"), c.type, "2");
+      expect(result.stderr, label(c)).toBe("");
+      expect(result.code).toBe(0);
+      expectGoldenShards(join(folder, "out"), c);
+      expect(result.stdout).toMatch(new RegExp(`wrote ${c.files!.length} files, .*out-00001-of-0000${c.files!.length}\\.gguf to out-0000${c.files!.length}-of-0000${c.files!.length}\\.gguf \\(`));
+    }
+  });
+
+  it("--keep-split without OUTPUT: ggml-model-TYPE-0000i-of-0000n.gguf beside the first shard; a model of one file gives shard 1 of 1", async () => {
+    const c = cases.find((x) => x.model === "dense" && x.type === "Q8_0" && x.options?.keepSplit)!;
+    const folder = mkdtempSync(join(directory, "cli-keep-split-default-"));
+    const shards = dirname(await inputOf(c));
+    for (const name of readdirSync(shards)) copyFileSync(join(shards, name), join(folder, name));
+    const result = run("quantize", "--keep-split", "--json", join(folder, "dense-00001-of-00004.gguf"), "Q8_0");
+    expect(result.code).toBe(0);
+    const summary = JSON.parse(result.stdout);
+    expect(summary.paths).toEqual(c.files!.map((f) => join(folder, `ggml-model-Q8_0${f.name}`)));
+    for (const [i, golden] of c.files!.entries()) expect(sha256(readFileSync(summary.paths[i])), golden.name).toBe(golden.sha256);
+
+    const single = cases.find((x) => x.options?.keepSplit && !x.input)!;
+    const out = mkdtempSync(join(directory, "cli-keep-split-single-"));
+    expect(run("quantize", "--keep-split", inputs[single.model]!, join(out, "single.gguf"), single.type).code).toBe(0);
+    expect(single.files!.map((f) => f.name)).toEqual(["-00001-of-00001.gguf"]);
+    expectGoldenShards(join(out, "single"), single);
+  });
+
+  it("--prune-layers L,... (any order, repeated) writes llama-quantize's file; with --keep-split its shards", async () => {
+    const c = cases.find((x) => x.model === "dense" && x.type === "Q4_K_M" && x.options?.pruneLayers && !x.options.imatrix && !x.options.keepSplit)!;
+    const output = join(directory, "pruned.gguf");
+    const result = run("quantize", "--prune-layers", "5,2", "--prune-layers", "5", inputs.dense!, output, "Q4_K_M");
+    expect(result.stderr).toBe("");
+    expectGolden(output, c);
+    expect(openGGUF(output).metadata.get("qwen3.block_count")).toEqual({ type: "uint32", value: 6 });
+    const split = cases.find((x) => x.options?.keepSplit && x.options.pruneLayers)!;
+    const folder = mkdtempSync(join(directory, "cli-pruned-split-"));
+    expect(run("quantize", "--keep-split", "--prune-layers", "2,5", await inputOf(split), join(folder, "pruned"), split.type).code).toBe(0);
+    expectGoldenShards(join(folder, "pruned"), split);
+    const dry = run("quantize", "--dry-run", "--json", "--prune-layers", "0", inputs.dense!, "Q8_0");
+    expect(JSON.parse(dry.stdout).tensors).toBe(90 - 11);
+  });
+
+  it("--prune-layers and --keep-split errors: one line, nothing written", async () => {
+    const folder = mkdtempSync(join(directory, "prune-errors-"));
+    const out = join(folder, "out.gguf");
+    const errors: Array<[string[], RegExp]> = [
+      [["--prune-layers", "8", inputs.dense!, out, "Q8_0"], /prune layers: the model has 8 layers \(0 to 7\), so there is no layer 8/],
+      [["--prune-layers", "0,1,2,3,4,5,6,7", inputs.dense!, out, "Q8_0"], /prune layers: pruning all 8 layers would leave no model/],
+      [["--prune-layers", "1,x", inputs.dense!, out, "Q8_0"], /--prune-layers takes layer numbers separated by commas, e\.g\. 20,21; got "x" in "1,x"/],
+      [["--prune-layers=-1", inputs.dense!, out, "Q8_0"], /--prune-layers takes layer numbers .*got "-1"/],
+      [["--prune-layers", "1,,2", inputs.dense!, out, "Q8_0"], /--prune-layers takes layer numbers .*got ""/],
+    ];
+    for (const [args, message] of errors) {
+      const result = run("quantize", ...args);
+      expect(result.code, args.join(" ")).toBe(1);
+      expect(result.stderr.trim().split("\n"), args.join(" ")).toHaveLength(1);
+      expect(result.stderr, args.join(" ")).toMatch(message);
+      expect(readdirSync(folder), args.join(" ")).toEqual([]);
+    }
+    // shards of one tensor each: pruning layer 0 empties shards 2 to 12, which llama.cpp cannot write (it crashes)
+    const shards = mkdtempSync(join(directory, "one-tensor-shards-"));
+    const plan = await splitGGUF(openGGUF(inputs.dense!), join(shards, "dense"), { maxTensors: 1 });
+    const result = run("quantize", "--keep-split", "--prune-layers", "0", plan.shards[0]!.path, out, "Q8_0");
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/keeping the split: no tensor is left in shard 2 of 90 once the layers are pruned/);
+    expect(readdirSync(folder)).toEqual([]);
   });
 
   it("--allow-requantize requantizes a quantized model", () => {

@@ -25,8 +25,9 @@ export const quantizeUsage = `usage: memra quantize [options] MODEL.gguf [OUTPUT
 Rewrites a model with its weights quantized, as llama-quantize does: the same tensor types (llama.cpp's
 mixes: Q4_K_M gives some attn_v and ffn_down tensors q6_K, the output q6_K, ...) and the same bytes, so
 the file is llama-quantize's byte for byte. Without OUTPUT it is written beside MODEL as
-ggml-model-TYPE.gguf. Tensors are converted in slabs: a model larger than memory can be quantized.
-The file appears under its name only once complete.
+ggml-model-TYPE.gguf. A split model is read from its first shard (MODEL-00001-of-0000N.gguf) and
+written as one file, or with --keep-split in the same shards. Tensors are converted in slabs: a model
+larger than memory can be quantized. The files appear under their names only once all are complete.
 
 types: ${LLAMA_FILE_TYPES.map((t) => t.name).join(", ")}, COPY (copy every tensor unchanged);
        Q3_K, Q4_K and Q5_K are the _M mixes; a llama_ftype number works too.
@@ -45,6 +46,11 @@ options:
                                 FILE (memra imatrix's or llama-imatrix's, GGUF or the legacy .dat)
   --include-weights NAME        use the importance only for tensors whose name contains NAME (repeatable)
   --exclude-weights NAME        do not use it for tensors whose name contains NAME (repeatable)
+  --prune-layers L0,L1,...      leave out these layers (blocks), renumber the rest and write the new
+                                block count (the mix's per-layer rules still count the model's layers)
+  --keep-split                  write a split model in its shards: OUTPUT-00001-of-0000N.gguf, ... (a
+                                trailing .gguf of OUTPUT is dropped); a model of one file gives
+                                OUTPUT-00001-of-00001.gguf, as llama-quantize does
   --dry-run                     print the types and sizes without writing anything
   -t, --threads N               threads for the k-quant quantizers (default: all; also the THREADS argument)
   --json                        print a JSON summary instead of the tensor table
@@ -54,6 +60,8 @@ examples:
   memra quantize Qwen3-0.6B-BF16.gguf q8_0 2
   memra quantize --allow-requantize Qwen3-8B-Q8_0.gguf Qwen3-8B-Q4_K_M.gguf Q4_K_M
   memra quantize --dry-run Qwen3-8B-F16.gguf Q3_K_M
+  memra quantize --keep-split Qwen3-32B-BF16-00001-of-00002.gguf Qwen3-32B-Q4_K_M.gguf Q4_K_M
+  memra quantize --prune-layers 20,21 Qwen3-0.6B-F16.gguf Qwen3-0.6B-pruned-Q8_0.gguf Q8_0
   memra imatrix -m Qwen3-8B-F16.gguf -f calibration.txt -o imatrix.gguf
   memra quantize --imatrix imatrix.gguf Qwen3-8B-F16.gguf Qwen3-8B-IQ2_M.gguf IQ2_M`;
 
@@ -72,6 +80,8 @@ export async function quantizeCommand(args: string[], io: CliIO): Promise<void> 
       imatrix: { type: "string" },
       "include-weights": { type: "string", multiple: true, default: [] },
       "exclude-weights": { type: "string", multiple: true, default: [] },
+      "prune-layers": { type: "string", multiple: true, default: [] },
+      "keep-split": { type: "boolean", default: false },
       "dry-run": { type: "boolean", default: false },
       threads: { type: "string", short: "t" },
       json: { type: "boolean", default: false },
@@ -104,6 +114,8 @@ export async function quantizeCommand(args: string[], io: CliIO): Promise<void> 
     allowRequantize: values["allow-requantize"],
     leaveOutputTensor: values["leave-output-tensor"],
     pure: values.pure,
+    keepSplit: values["keep-split"],
+    ...(values["prune-layers"].length > 0 ? { pruneLayers: values["prune-layers"].flatMap(parsePruneLayers) } : {}),
     ...(values["output-tensor-type"] !== undefined ? { outputTensorType: values["output-tensor-type"] } : {}),
     ...(values["token-embedding-type"] !== undefined ? { tokenEmbeddingType: values["token-embedding-type"] } : {}),
     metadataOverrides: [...values["override-kv"].map(parseMetadataOverride), ...(imatrix?.metadata ?? [])],
@@ -127,7 +139,8 @@ export async function quantizeCommand(args: string[], io: CliIO): Promise<void> 
     return;
   }
 
-  const target = output ?? join(dirname(input), `ggml-model-${canonicalName(type)}.gguf`);
+  // with --keep-split the name is the shards' prefix (llama-quantize adds no .gguf to its default one)
+  const target = output ?? join(dirname(input), `ggml-model-${canonicalName(type)}${values["keep-split"] ? "" : ".gguf"}`);
   let quantizer: RowQuantizer | undefined;
   let dequantizer: RowDequantizer | undefined;
   let dispose = () => {};
@@ -148,11 +161,23 @@ export async function quantizeCommand(args: string[], io: CliIO): Promise<void> 
       ...(dequantizer ? { dequantizer } : {}),
       onTensor: values.json ? undefined : ({ index, count, tensor }) => io.stdout(tensorLine(tensor, index, count)),
     });
-    if (values.json) io.stdout(`${JSON.stringify({ ...summary(report, report.path), seconds: round(report.seconds, 3) })}\n`);
-    else io.stdout(`${totals(report)}wrote ${report.path} (${mib(report.fileBytes)} MiB) in ${report.seconds.toFixed(1)} s\n`);
+    const paths = report.paths.length > 1 ? { paths: report.paths } : {};
+    if (values.json) io.stdout(`${JSON.stringify({ ...summary(report, report.path), ...paths, seconds: round(report.seconds, 3) })}\n`);
+    else {
+      const written = report.paths.length > 1 ? `${report.paths.length} files, ${report.paths[0]} to ${basename(report.paths.at(-1)!)}` : report.path;
+      io.stdout(`${totals(report)}wrote ${written} (${mib(report.fileBytes)} MiB) in ${report.seconds.toFixed(1)} s\n`);
+    }
   } finally {
     dispose();
   }
+}
+
+/** llama-quantize's parse_layer_prune: comma-separated layer numbers (sorted and de-duplicated later). */
+function parsePruneLayers(spec: string): number[] {
+  return spec.split(",").map((word) => {
+    if (!/^\d+$/.test(word.trim())) throw new CliError(`--prune-layers takes layer numbers separated by commas, e.g. 20,21; got "${word}" in "${spec}"`);
+    return Number.parseInt(word, 10);
+  });
 }
 
 function parsePositionals(positionals: string[]): { input: string; output?: string; type: string; threads?: string } {

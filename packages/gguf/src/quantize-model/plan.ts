@@ -8,6 +8,7 @@ import type { GGUFFile, GGUFTensorInfo } from "../gguf-file";
 import type { GGUFValue } from "../gguf-value";
 import { type MetadataOverride, quantizeOverrideValue } from "../metadata-override";
 import { canDequantize, canQuantize, requiresImportance } from "../quant";
+import { GGUFSplitFile, SPLIT_KEYS } from "../split-gguf";
 import { QuantizationError } from "./quantization-error";
 import { type LlamaFileType, parseLlamaFileType } from "./llama-ftype";
 
@@ -45,6 +46,20 @@ export interface QuantizationOptions {
    */
   readonly importance?: ReadonlyMap<string, Float32Array>;
   /**
+   * Layers to remove (llama-quantize --prune-layers): their `blk.N.` tensors are left out, the
+   * remaining blocks renumbered from 0 in order and `{arch}.block_count` set to how many remain. The
+   * mixes' per-layer rules still count against the input's block count, as llama.cpp's do; an
+   * importance matrix is read by the input's tensor names. Sorted and de-duplicated here.
+   */
+  readonly pruneLayers?: readonly number[];
+  /**
+   * Write the output in the input's shards (llama-quantize --keep-split): each tensor in the shard it
+   * came from, the tensors in the input's file order (shard, then offset) instead of llama.cpp's name
+   * order, and split.no / split.count / split.tensors.count in every shard when there are several.
+   * An input of one file gives one file, named as shard 1 of 1.
+   */
+  readonly keepSplit?: boolean;
+  /**
    * Only planning (llama-quantize --dry-run): a tensor that would need an importance matrix there is
    * none of is reported in `needsImportance` instead of refused.
    */
@@ -52,7 +67,12 @@ export interface QuantizationOptions {
 }
 
 export interface PlannedTensor {
+  /** The name in the output: the input's, with its block renumbered when layers are pruned. */
   readonly name: string;
+  /** The input tensor it is converted from. */
+  readonly sourceName: string;
+  /** The output shard it is written to (0 unless `keepSplit`). */
+  readonly shard: number;
   /** Innermost dimension first. */
   readonly shape: readonly number[];
   readonly from: GGMLType;
@@ -71,8 +91,14 @@ export interface QuantizationPlan {
   readonly fileTypeId: number;
   /** In the order llama.cpp writes them: tensors outside the blocks first, then block by block, each by name. */
   readonly tensors: readonly PlannedTensor[];
-  /** The output file's metadata: the input's, general.quantization_version and general.file_type last. */
+  /**
+   * The output file's metadata (the first shard's with `keepSplit`): the input's, then
+   * general.quantization_version, general.file_type, the overrides, {arch}.block_count when layers are
+   * pruned, and split.no, split.count and split.tensors.count when there are several shards.
+   */
   readonly metadata: ReadonlyMap<string, GGUFValue>;
+  /** Output files: the input's shard count with `keepSplit`, else 1. */
+  readonly shardCount: number;
   readonly bytesIn: number;
   readonly bytesOut: number;
   readonly elementCount: number;
@@ -390,7 +416,18 @@ export function planQuantization(file: GGUFFile, options: QuantizationOptions): 
     return { pattern, type: parseTensorType(o.type, `tensor type override ${JSON.stringify(String(o.pattern))}`) };
   });
 
-  const ordered = [...file.tensors].sort(compareWeights);
+  const renumbered = renumberLayers(file, hp.layers, options.pruneLayers);
+  const inputs = inputOrder(file, options.keepSplit === true, renumbered?.names);
+  const ordered = inputs.map((t) => t.tensor);
+  let shardCount = 1;
+  if (options.keepSplit) {
+    // llama.cpp: as many files as the last shard any kept tensor is in, each of them holding some
+    const used = new Set(inputs.map((t) => t.shard));
+    shardCount = inputs.reduce((n, t) => Math.max(n, t.shard + 1), 1);
+    for (let shard = 1; shard < shardCount; shard++) {
+      if (!used.has(shard)) throw new QuantizationError(`keeping the split: no tensor is left in shard ${shard + 1} of ${shardCount} once the layers are pruned`);
+    }
+  }
   let attentionWvCount = 0;
   let tiedEmbeddings = true;
   for (const t of ordered) {
@@ -415,7 +452,7 @@ export function planQuantization(file: GGUFFile, options: QuantizationOptions): 
 
   const tensors: PlannedTensor[] = [];
   let bytesIn = 0, bytesOut = 0, elementCount = 0;
-  for (const tensor of ordered) {
+  for (const { tensor, source, shard } of inputs) {
     const from = tensor.type;
     let to = from;
     let fallbackFrom: GGMLType | undefined;
@@ -454,7 +491,8 @@ export function planQuantization(file: GGUFFile, options: QuantizationOptions): 
     }
     let weights: Float32Array | undefined;
     if (importance && to !== from) {
-      const entry = importance.get(tensor.name);
+      // by the input's name: a pruned model's renumbered block reads its old block's entry (remap_imatrix)
+      const entry = importance.get(source.name);
       const expected = tensor.shape[0]! * (tensor.shape[2] ?? 1);
       if (entry === undefined) withoutImportance.push(tensor.name);
       else if (entry.length === expected) weights = entry;
@@ -474,7 +512,7 @@ export function planQuantization(file: GGUFFile, options: QuantizationOptions): 
     const out = Number(tensorByteSize(to, tensor.shape) ?? Number.NaN);
     if (!Number.isFinite(out)) throw new QuantizationError(`tensor ${tensor.name}: ${tensor.shape[0]} columns do not fit ${ggmlTypeName(to)} blocks`);
     tensors.push({
-      name: tensor.name, shape: tensor.shape, from, to, ...(fallbackFrom !== undefined ? { fallbackFrom } : {}), ...(weights ? { importance: weights } : {}),
+      name: tensor.name, sourceName: source.name, shard, shape: tensor.shape, from, to, ...(fallbackFrom !== undefined ? { fallbackFrom } : {}), ...(weights ? { importance: weights } : {}),
       bytesIn: tensor.byteSize, bytesOut: out,
     });
     bytesIn += tensor.byteSize;
@@ -488,12 +526,91 @@ export function planQuantization(file: GGUFFile, options: QuantizationOptions): 
   metadata.set("general.quantization_version", { type: "uint32", value: QUANTIZATION_VERSION });
   metadata.delete("general.file_type");
   metadata.set("general.file_type", { type: "uint32", value: fileTypeId });
-  for (const key of ["split.no", "split.count", "split.tensors.count"]) metadata.delete(key);
+  for (const key of Object.values(SPLIT_KEYS)) metadata.delete(key);
   for (const override of options.metadataOverrides ?? []) {
     metadata.delete(override.key);
     metadata.set(override.key, quantizeOverrideValue(override));
   }
-  return { fileType, fileTypeId, tensors, metadata, bytesIn, bytesOut, elementCount, fallbacks: state.fallbacks, withoutImportance, needsImportance: missingImportance };
+  if (renumbered) {
+    metadata.delete(`${architecture}.block_count`);
+    metadata.set(`${architecture}.block_count`, { type: "uint32", value: renumbered.blockCount });
+  }
+  if (shardCount > 1) {
+    for (const [key, value] of splitKeys(0, shardCount, tensors.length)) {
+      metadata.delete(key);
+      metadata.set(key, value);
+    }
+  }
+  return { fileType, fileTypeId, tensors, metadata, shardCount, bytesIn, bytesOut, elementCount, fallbacks: state.fallbacks, withoutImportance, needsImportance: missingImportance };
+}
+
+/** The split keys llama.cpp's quantizer writes into shard `index` of `count` (in its order). */
+export function splitKeys(index: number, count: number, tensors: number): Array<[string, GGUFValue]> {
+  return [
+    [SPLIT_KEYS.index, { type: "uint16", value: index }],
+    [SPLIT_KEYS.count, { type: "uint16", value: count }],
+    [SPLIT_KEYS.tensors, { type: "int32", value: tensors }],
+  ];
+}
+
+/**
+ * The input's tensors in the order llama.cpp quantizes them, each under its output name: by
+ * weight_name_comparer (layer, then name) of the input's names, or with `keepSplit` by shard and
+ * offset in it. Pruned tensors are left out.
+ */
+function inputOrder(file: GGUFFile, keepSplit: boolean, names: ReadonlyMap<string, string | undefined> | undefined) {
+  const shardOf = new Map<string, number>();
+  if (keepSplit && file instanceof GGUFSplitFile) file.shards.forEach((shard, index) => shard.tensors.forEach((t) => shardOf.set(t.name, index)));
+  const inputs = file.tensors.map((source) => ({ source, shard: shardOf.get(source.name) ?? 0 }));
+  if (keepSplit) inputs.sort((a, b) => a.shard - b.shard || a.source.offset - b.source.offset);
+  else inputs.sort((a, b) => compareWeights(a.source, b.source));
+  const kept: Array<{ tensor: GGUFTensorInfo; source: GGUFTensorInfo; shard: number }> = [];
+  for (const { source, shard } of inputs) {
+    const name = names === undefined ? source.name : names.get(source.name);
+    if (name !== undefined) kept.push({ tensor: name === source.name ? source : { ...source, name }, source, shard });
+  }
+  return kept;
+}
+
+/**
+ * llama-quantize --prune-layers: the output name of each input tensor (undefined for a pruned one)
+ * and the block count left, as llama.cpp's remap_layer gives them walking the tensors by
+ * weight_name_comparer: blocks below the first pruned one keep their number, later kept ones are
+ * numbered on from there. Undefined when nothing is pruned.
+ *
+ * @throws QuantizationError for a layer that is not a whole number from 0 to the block count - 1, or
+ *   for pruning every layer (llama.cpp ignores the first and writes a model of no layers for the second).
+ */
+function renumberLayers(file: GGUFFile, layers: number, prune: readonly number[] | undefined) {
+  if (prune === undefined || prune.length === 0) return undefined;
+  for (const layer of prune) {
+    if (!Number.isInteger(layer) || layer < 0) throw new QuantizationError(`prune layers: ${layer} is not a layer number (a whole number from 0)`);
+    if (layer >= layers) throw new QuantizationError(`prune layers: the model has ${layers} layers (0 to ${layers - 1}), so there is no layer ${layer}`);
+  }
+  const pruned = [...new Set(prune)].sort((a, b) => a - b);
+  if (pruned.length >= layers) throw new QuantizationError(`prune layers: pruning all ${layers} layers would leave no model`);
+  const mapped = new Map<number, number | undefined>();
+  const names = new Map<string, string | undefined>();
+  let next = 0;
+  for (const tensor of [...file.tensors].sort(compareWeights)) {
+    const match = /blk\.(\d+)\./.exec(tensor.name);
+    if (match === null) {
+      names.set(tensor.name, tensor.name);
+      continue;
+    }
+    const block = Number.parseInt(match[1]!, 10);
+    if (!mapped.has(block)) {
+      if (pruned.includes(block)) mapped.set(block, undefined);
+      else if (block < pruned[0]!) {
+        mapped.set(block, block);
+        next = block + 1;
+      } else mapped.set(block, next++);
+    }
+    const to = mapped.get(block);
+    const digits = match.index + "blk.".length;
+    names.set(tensor.name, to === undefined ? undefined : `${tensor.name.slice(0, digits)}${to}${tensor.name.slice(digits + match[1]!.length)}`);
+  }
+  return { names, blockCount: next };
 }
 
 /** llama_model_loader's ftype: general.file_type, else guessed from the most common tensor type (with the guessed flag). */

@@ -4,13 +4,14 @@
  * llama.cpp's rules (planQuantization) and the bytes follow ggml's reference quantizers, so the
  * file is the one llama-quantize writes from the same input, byte for byte.
  */
+import { renameSync, rmSync } from "node:fs";
 import { resolve } from "node:path";
 import { GGMLType, ggmlTypeInfo } from "../ggml-type";
 import type { GGUFFile } from "../gguf-file";
 import { dequantize, quantize } from "../quant";
-import { openGGUFModel } from "../split-gguf";
-import { type GGUFTensorToWrite, sameFile, writeGGUFFileComplete } from "../write-gguf";
-import { type PlannedTensor, type QuantizationOptions, type QuantizationPlan, QuantizationError, planQuantization } from "./plan";
+import { openGGUFModel, splitPath } from "../split-gguf";
+import { type GGUFTensorToWrite, sameFile, writeGGUFFile } from "../write-gguf";
+import { type PlannedTensor, type QuantizationOptions, type QuantizationPlan, QuantizationError, planQuantization, splitKeys } from "./plan";
 
 /**
  * A faster quantizer for some types (e.g. native code): writes `values` quantized to `type` into
@@ -37,25 +38,32 @@ export interface QuantizeModelOptions extends QuantizationOptions {
 }
 
 export interface QuantizationReport extends QuantizationPlan {
+  /** The output file (the first shard's with `keepSplit`). */
   readonly path: string;
-  /** Bytes of the whole output file. */
+  /** Every output file, in shard order. */
+  readonly paths: readonly string[];
+  /** Bytes of the whole output (every shard). */
   readonly fileBytes: number;
   readonly seconds: number;
 }
 
 /**
- * Quantizes the model at `input` into a new file at `output` (llama-quantize INPUT OUTPUT TYPE).
- * The file is written beside `output` under a temporary name and renamed when complete: on any
- * error nothing is left at `output` and an existing file there is untouched.
+ * Quantizes the model at `input` (a file, or the first shard of a split model) into a new file at
+ * `output` (llama-quantize INPUT OUTPUT TYPE). With `keepSplit`, `output` is the shards' prefix, a
+ * trailing `.gguf` dropped as llama-quantize drops it: OUT.gguf gives OUT-00001-of-0000N.gguf, ...
+ * Each file is written beside its name under a temporary one and all are renamed once every one is
+ * complete: on any error nothing is left at the output paths and existing files there are untouched.
  *
- * @throws QuantizationError (see planQuantization), or when `output` is the input file.
+ * @throws QuantizationError (see planQuantization), or when an output path is an input file.
  */
 export async function quantizeModel(input: string | GGUFFile, output: string, options: QuantizeModelOptions): Promise<QuantizationReport> {
   const file = typeof input === "string" ? openGGUFModel(input) : input;
   const plan = planQuantization(file, { ...options, dryRun: false });
-  const target = resolve(output);
-  if (file.path !== undefined && sameFile(file.path, target)) {
-    throw new QuantizationError(`the output ${output} is the input file: write the quantized model elsewhere`);
+  const targets = quantizedPaths(output, options.keepSplit === true, plan.shardCount);
+  for (const target of targets) {
+    for (const path of file.paths) {
+      if (path !== "" && sameFile(path, target)) throw new QuantizationError(`the output ${target} is the input file: write the quantized model elsewhere`);
+    }
   }
   const started = performance.now();
   const slabValues = Math.max(1, Math.floor(options.slabValues ?? 4 * 1024 * 1024));
@@ -70,15 +78,34 @@ export async function quantizeModel(input: string | GGUFFile, output: string, op
     // the writer asks for the next piece once the last one is written: the tensor is on disk
     options.onTensor?.({ index, count, tensor, seconds: (performance.now() - tensorStarted) / 1000 });
   }
-  const tensors: GGUFTensorToWrite[] = plan.tensors.map((planned, index) => ({
-    name: planned.name,
-    type: planned.to,
-    shape: trimmedShape(planned.shape),
-    data: () => reported(convert(file.tensorData(sources.get(planned.name)!), planned, slabValues, options, buffers), planned, index),
-  }));
+  const shards = targets.map((): GGUFTensorToWrite[] => []);
+  plan.tensors.forEach((planned, index) =>
+    shards[planned.shard]!.push({
+      name: planned.name,
+      type: planned.to,
+      shape: trimmedShape(planned.shape),
+      data: () => reported(convert(file.tensorData(sources.get(planned.sourceName)!), planned, slabValues, options, buffers), planned, index),
+    }),
+  );
+  // the first shard has the model's metadata; the others only the split keys (gguf_init_empty in llama.cpp)
+  const metadata = (shard: number) => (shard === 0 ? plan.metadata : new Map(splitKeys(shard, plan.shardCount, plan.tensors.length)));
+  const temporary = targets.map((target) => `${target}.partial-${process.pid}-${Date.now()}`);
+  let fileBytes = 0;
+  try {
+    for (const [shard, tensors] of shards.entries()) fileBytes += await writeGGUFFile(temporary[shard]!, { version: 3, metadata: metadata(shard), tensors });
+    targets.forEach((target, shard) => renameSync(temporary[shard]!, target));
+  } catch (error) {
+    for (const path of temporary) rmSync(path, { force: true });
+    throw error;
+  }
+  return { ...plan, path: targets[0]!, paths: targets, fileBytes, seconds: (performance.now() - started) / 1000 };
+}
 
-  const fileBytes = await writeGGUFFileComplete(target, { version: 3, metadata: plan.metadata, tensors });
-  return { ...plan, path: target, fileBytes, seconds: (performance.now() - started) / 1000 };
+/** The output files: `output`, or with `keepSplit` llama_split_path's names from its prefix. */
+function quantizedPaths(output: string, keepSplit: boolean, shardCount: number): string[] {
+  if (!keepSplit) return [resolve(output)];
+  const prefix = resolve(output.endsWith(".gguf") ? output.slice(0, -".gguf".length) : output);
+  return Array.from({ length: shardCount }, (_, shard) => splitPath(prefix, shard, shardCount));
 }
 
 /** gguf writes ggml_n_dims dimensions: trailing 1s dropped, at least one. */
