@@ -11,6 +11,8 @@ export { type PenaltyOptions, applyPenalties, penaltiesEnabled } from "./penalti
 export { type DryOptions, DrySequenceBreakers, DryWorkspace, applyDry, dryEnabled } from "./dry";
 export { topK } from "./top-k";
 export { typical } from "./typical";
+export { topNSigma } from "./top-n-sigma";
+export { MIROSTAT_M, mirostat, mirostatInitialMu, mirostatUpdate, mirostatV2 } from "./mirostat";
 export { topP } from "./top-p";
 export { minP } from "./min-p";
 export { xtc } from "./xtc";

@@ -1,15 +1,17 @@
-import { Candidates } from "./candidates";
+import { Candidates, softmax } from "./candidates";
 import { type DryOptions, DrySequenceBreakers, DryWorkspace, applyDry, dryEnabled } from "./dry";
 import { PreparedLogitBias, applyLogitBias } from "./logit-bias";
 import { argmax, logSumExp } from "./log-sum-exp";
 import { minP } from "./min-p";
+import { mirostat, mirostatInitialMu, mirostatUpdate, mirostatV2 } from "./mirostat";
 import { type PenaltyOptions, applyPenalties, penaltiesEnabled } from "./penalties";
-import { type SampleResult, pickDistribution } from "./pick";
+import { type SampleResult, pickDistribution, pickGreedy } from "./pick";
 import { InvalidSamplingOptionError, SamplerError } from "./sampler-error";
 import { type ResolvedSamplingOptions, type SamplingOptions, samplingOptionsSchema } from "./sampling-options";
 import { SeededRandom, randomSeed } from "./seeded-random";
 import { temperature } from "./temperature";
 import { topK } from "./top-k";
+import { topNSigma } from "./top-n-sigma";
 import { topP } from "./top-p";
 import { typical } from "./typical";
 import { xtc } from "./xtc";
@@ -46,7 +48,10 @@ export interface Sampler {
   readonly seed: number;
   /** The options with defaults filled in. */
   readonly options: ResolvedSamplingOptions;
-  /** Restarts the random draws from the seed (the same tokens again for the same inputs). */
+  /**
+   * Restarts the random draws from the seed, and Mirostat's threshold from 2·tau (the same tokens
+   * again for the same inputs).
+   */
   reset(): void;
 }
 
@@ -55,10 +60,14 @@ const DISTRIBUTION_STREAM = 0;
 const XTC_STREAM = 1;
 
 /**
- * A sampler running llama.cpp's default chain: logit bias → penalties → DRY → top-k → typical →
- * top-p → min-p → XTC → temperature → pick (random from the softmax, or greedy when temperature is
- * 0). Options are validated by `samplingOptionsSchema` (keys it does not know are ignored here, so
- * that a larger options object can be passed). Sampling a token allocates nothing but the result.
+ * A sampler running llama.cpp's default chain: logit bias → penalties → DRY → top-nσ → top-k →
+ * typical → top-p → min-p → XTC → temperature → pick (random from the softmax, or greedy when
+ * temperature is 0). With Mirostat on, llama.cpp's other chain: logit bias → temperature →
+ * Mirostat (1 or 2.0) and its pick, after which the sampler's threshold mu learns from the picked
+ * token's surprise; mu is the sampler's state (one sampler per generated sequence), 2·tau at
+ * creation and after `reset`. Options are validated by `samplingOptionsSchema` (keys it does not
+ * know are ignored here, so that a larger options object can be passed). Sampling a token
+ * allocates nothing but the result.
  */
 export function createSampler(options: SamplingOptions, context: SamplerContext): Sampler {
   const parsed = samplingOptionsSchema.strip().safeParse(options ?? {});
@@ -80,7 +89,8 @@ export function createSampler(options: SamplingOptions, context: SamplerContext)
 /**
  * Whether a sampler of these options picks argmax(logits) whatever the history: greedy
  * (temperature <= 0) with no logit bias, penalties, DRY, typical or XTC, which could change the
- * pick. Then a caller may pick the token where the logits are (a GPU) instead of sampling them.
+ * pick (top-nσ keeps the largest logit; Mirostat's chain has none of the others). Then a caller
+ * may pick the token where the logits are (a GPU) instead of sampling them.
  */
 export function isPlainGreedy(options: SamplingOptions): boolean {
   const parsed = samplingOptionsSchema.strip().safeParse(options ?? {});
@@ -89,14 +99,17 @@ export function isPlainGreedy(options: SamplingOptions): boolean {
   const bias = o.logitBias;
   if (bias && (bias instanceof Map ? bias.size > 0 : Object.keys(bias).length > 0)) return false;
   const penalties = { lastN: o.penaltyLastN, repeat: o.repeatPenalty, frequency: o.frequencyPenalty, presence: o.presencePenalty };
-  return o.temperature <= 0 && !penaltiesEnabled(penalties) && !dryEnabled(o.dry) && o.typicalP >= 1 && !(o.xtc.probability > 0 && o.xtc.threshold <= 0.5);
+  if (o.temperature > 0) return false;
+  if (o.mirostat.mode !== 0) return true;
+  return !penaltiesEnabled(penalties) && !dryEnabled(o.dry) && o.typicalP >= 1 && !(o.xtc.probability > 0 && o.xtc.threshold <= 0.5);
 }
 
 /**
  * The number of best candidates that decide a sampler's pick whatever the other logits are:
  * min(topK, vocabularySize) when the chain samples at a temperature above 0 after a top-k, with no
- * logit bias, penalties or DRY (which change logits before top-k); 0 when the whole logits are
- * needed. Typical, top-p, min-p, XTC and temperature work on top-k's survivors alone.
+ * logit bias, penalties, DRY, top-nσ (which change logits before top-k, or read them all) or
+ * Mirostat (whose softmax is over the whole vocabulary); 0 when the whole logits are needed.
+ * Typical, top-p, min-p, XTC and temperature work on top-k's survivors alone.
  */
 export function topCandidatesSuffice(options: SamplingOptions, vocabularySize: number): number {
   const parsed = samplingOptionsSchema.strip().safeParse(options ?? {});
@@ -105,7 +118,7 @@ export function topCandidatesSuffice(options: SamplingOptions, vocabularySize: n
   const bias = o.logitBias;
   if (bias && (bias instanceof Map ? bias.size > 0 : Object.keys(bias).length > 0)) return 0;
   const penalties = { lastN: o.penaltyLastN, repeat: o.repeatPenalty, frequency: o.frequencyPenalty, presence: o.presencePenalty };
-  if (o.temperature <= 0 || o.topK <= 0 || penaltiesEnabled(penalties) || dryEnabled(o.dry)) return 0;
+  if (o.temperature <= 0 || o.topK <= 0 || penaltiesEnabled(penalties) || dryEnabled(o.dry) || o.topNSigma > 0 || o.mirostat.mode !== 0) return 0;
   return Math.min(o.topK, vocabularySize);
 }
 
@@ -113,6 +126,9 @@ class ChainSampler implements Sampler {
   readonly seed: number;
   readonly options: ResolvedSamplingOptions;
   private readonly candidates: Candidates;
+  private readonly vocabularySize: number;
+  /** Mirostat's threshold on the surprise of the kept tokens (bits); 2·tau until the first pick. */
+  private mirostatMu: number;
   private readonly distributionRandom: SeededRandom;
   private readonly xtcRandom: SeededRandom;
   private readonly logitBias: PreparedLogitBias | undefined;
@@ -127,6 +143,8 @@ class ChainSampler implements Sampler {
     this.options = options;
     this.seed = options.seed ?? randomSeed();
     this.candidates = new Candidates(context.vocabularySize);
+    this.vocabularySize = context.vocabularySize;
+    this.mirostatMu = mirostatInitialMu(options.mirostat.tau);
     this.distributionRandom = new SeededRandom(this.seed, DISTRIBUTION_STREAM);
     this.xtcRandom = new SeededRandom(this.seed, XTC_STREAM);
     const bias = options.logitBias;
@@ -149,12 +167,14 @@ class ChainSampler implements Sampler {
   reset(): void {
     this.distributionRandom.reset();
     this.xtcRandom.reset();
+    this.mirostatMu = mirostatInitialMu(this.options.mirostat.tau);
   }
 
   sample(logits: Float32Array, history: ArrayLike<number>): SampleResult {
     const options = this.options;
     const candidates = this.candidates.load(logits);
     if (this.logitBias) applyLogitBias(candidates, this.logitBias);
+    if (options.mirostat.mode !== 0) return this.sampleMirostat(candidates);
     if (this.penaltyCounts) applyPenalties(candidates, history, this.penaltyOptions, this.penaltyCounts);
     if (this.dryWorkspace) applyDry(candidates, history, this.dryOptions, this.dryWorkspace);
 
@@ -196,8 +216,35 @@ class ChainSampler implements Sampler {
     return pickDistribution(candidates, this.distributionRandom);
   }
 
+  /**
+   * llama.cpp's chain with Mirostat, after the logit bias: temperature → Mirostat → pick, then mu
+   * learns from the picked token's probability among the kept candidates (their softmax as
+   * llama.cpp computes it). At temperature 0 only the first largest logit is left, which Mirostat
+   * keeps and picks (probability 1).
+   */
+  private sampleMirostat(candidates: Candidates): SampleResult {
+    const { mode, tau, eta } = this.options.mirostat;
+    let result: SampleResult;
+    if (this.options.temperature <= 0) {
+      result = pickGreedy(candidates);
+      this.mirostatMu = mirostatUpdate(this.mirostatMu, tau, eta, 1);
+      return result;
+    }
+    temperature(candidates, this.options.temperature);
+    if (mode === 1) mirostat(candidates, this.mirostatMu, this.vocabularySize);
+    else mirostatV2(candidates, this.mirostatMu);
+    result = pickDistribution(candidates, this.distributionRandom);
+    softmax(candidates, false);
+    const { ids, probabilities, length } = candidates;
+    let picked = 0;
+    while (picked < length - 1 && ids[picked] !== result.token) picked++;
+    this.mirostatMu = mirostatUpdate(this.mirostatMu, tau, eta, probabilities[picked]!);
+    return result;
+  }
+
   private truncate(candidates: Candidates, typicalEnabled: boolean, xtcEnabled: boolean): void {
     const options = this.options;
+    topNSigma(candidates, options.topNSigma);
     topK(candidates, options.topK);
     if (typicalEnabled) typical(candidates, options.typicalP, options.minKeep);
     topP(candidates, options.topP, options.minKeep);

@@ -24,6 +24,8 @@ describe("samplingOptionsSchema", () => {
       penaltyLastN: 64,
       dry: { multiplier: 0, base: 1.75, allowedLength: 2, penaltyLastN: -1, sequenceBreakers: [...DEFAULT_DRY_SEQUENCE_BREAKERS] },
       xtc: { probability: 0, threshold: 0.1 },
+      topNSigma: -1,
+      mirostat: { mode: 0, tau: 5, eta: 0.1 },
       minKeep: 1,
     });
     expect(DEFAULT_DRY_SEQUENCE_BREAKERS).toEqual(["\n", ":", '"', "*"]);
@@ -49,6 +51,12 @@ describe("samplingOptionsSchema", () => {
     [{ dry: { sequenceBreakers: "\n" } }, "dry.sequenceBreakers must be an array of strings"],
     [{ xtc: { probability: 2 } }, "xtc.probability must be between 0 and 1"],
     [{ xtc: { threshold: -1 } }, "xtc.threshold must be between 0 and 1"],
+    [{ topNSigma: Number.NaN }, "topNSigma must be a finite number"],
+    [{ mirostat: { mode: 3 } }, "mirostat.mode must be 0 (off), 1 (Mirostat) or 2 (Mirostat 2.0)"],
+    [{ mirostat: { mode: 1.5 } }, "mirostat.mode must be 0 (off), 1 (Mirostat) or 2 (Mirostat 2.0)"],
+    [{ mirostat: { tau: 0 } }, "mirostat.tau must be > 0"],
+    [{ mirostat: { eta: -0.1 } }, "mirostat.eta must be > 0"],
+    [{ mirostat: { tau: Infinity } }, "mirostat.tau must be a finite number"],
     [{ seed: -1 }, "seed must be an integer in [0, 4294967295]"],
     [{ seed: 2 ** 32 }, "seed must be an integer in [0, 4294967295]"],
     [{ seed: 1.5 }, "seed must be an integer"],
@@ -67,6 +75,7 @@ describe("samplingOptionsSchema", () => {
     expect(problem({ logitBias: new Map([[5, -Infinity]]) })).toBe("valid");
     expect(problem({ temperature: 0, topK: -1, topP: 1, minP: 0, typicalP: 0, penaltyLastN: -1, seed: 4294967295, minKeep: 0 })).toBe("valid");
     expect(problem({ presencePenalty: -2, frequencyPenalty: 2, xtc: { probability: 1, threshold: 1 } })).toBe("valid");
+    expect(problem({ topNSigma: 0, mirostat: { mode: 2, tau: 0.01, eta: 1 } })).toBe("valid");
   });
 
   it("rejects unknown keys (a misspelt option is not silently ignored)", () => {

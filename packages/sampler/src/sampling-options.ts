@@ -80,6 +80,26 @@ export const samplingOptionsSchema = z.strictObject({
       threshold: between("xtc.threshold", 0, 1).default(0.1),
     })
     .prefault({}),
+  /**
+   * Top-nσ: tokens whose logit is below the largest minus n standard deviations of the logits are
+   * dropped (before top-k, as in llama.cpp's default chain); <= 0 disables. Default -1 (off).
+   */
+  topNSigma: number("topNSigma").default(-1),
+  /**
+   * Mirostat (off unless mode is 1 or 2): a sampler that steers the surprise (−log2 p) of each
+   * picked token toward `tau`. As in llama.cpp, it then replaces the chain after logit bias and
+   * temperature: penalties, DRY, top-nσ, top-k, typical, top-p, min-p and XTC are not applied.
+   */
+  mirostat: z
+    .strictObject({
+      /** 0 off (default), 1 Mirostat, 2 Mirostat 2.0. */
+      mode: z.union([z.literal(0), z.literal(1), z.literal(2)], { error: "mirostat.mode must be 0 (off), 1 (Mirostat) or 2 (Mirostat 2.0)" }).default(0),
+      /** Target surprise (entropy) in bits per token, > 0. Default 5. */
+      tau: number("mirostat.tau").positive("mirostat.tau must be > 0").default(5),
+      /** Learning rate of the threshold, > 0. Default 0.1. */
+      eta: number("mirostat.eta").positive("mirostat.eta must be > 0").default(0.1),
+    })
+    .prefault({}),
   /** Token id → added to its logit before anything else; -Infinity bans the token. */
   logitBias: logitBiasSchema.optional(),
   /** Seed of the random draws, an integer in [0, 2^32); default: a random one, reported back. */

@@ -9,6 +9,7 @@ import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
 import { placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraOrderOf, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
+import { joinNegativeSamplingValues, samplingOptionHelp, samplingOptionsOfFlags, samplingParseOptions } from "../sampling-arguments";
 import { loadSpeculative, speculativeOptionHelp, speculativeParseOptions } from "../speculative-arguments";
 import { parsePositiveInteger } from "./model-arguments";
 
@@ -28,6 +29,7 @@ options:
   --no-think           Qwen3's non-thinking mode (enable_thinking = false)
   -n, --max-tokens N   most tokens per answer (default 512)
   --temp T, --seed S   sampling (default temperature 0.8)
+${samplingOptionHelp(23)}
   -t, --threads N      threads of the native CPU backend (default: one per processor)
 ${backendOptionHelp}
   --ctx N              tokens of KV cache (default: the model's context length, at most 8192)
@@ -45,7 +47,7 @@ examples:
 export async function chatCommand(args: string[], io: CliIO): Promise<void> {
   const { values: parsed, tokens } = parseArgs({
     tokens: true,
-    args,
+    args: joinNegativeSamplingValues(args),
     options: {
       model: { type: "string", short: "m" },
       prompt: { type: "string", short: "p" },
@@ -55,6 +57,7 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
       "max-tokens": { type: "string", short: "n" },
       temp: { type: "string" },
       seed: { type: "string" },
+      ...samplingParseOptions,
       threads: { type: "string", short: "t" },
       device: { type: "string" },
       ctx: { type: "string" },
@@ -72,6 +75,7 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
     return;
   }
   parsePlacementDeviceChoice(values.device);
+  const sampling = samplingOptionsOfFlags(values);
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
   const path = values.model ?? (await defaultModelPath(io, values.quiet));
   const notice = (message: string) => values.quiet || io.stderr(`${message}\n`);
@@ -103,6 +107,7 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
     ...(speculation.speculative ? { speculative: speculation.speculative } : {}),
     ...(values.temp === undefined ? {} : { temperature: number(values.temp, "--temp") }),
     ...(values.seed === undefined ? {} : { seed: number(values.seed, "--seed") }),
+    ...sampling,
   };
   const turn = async (message: string, signal?: AbortSignal) => {
     const splitter = new ReasoningSplitter();

@@ -203,6 +203,43 @@ describe("memra generate", () => {
   });
 });
 
+describe("memra generate and chat: llama.cpp's --mirostat, --mirostat-lr, --mirostat-ent and --top-nsigma", () => {
+  it("reach the sampler as the library's mirostat and topNSigma options", async () => {
+    const loaded = loadModel(model);
+    const prompt = "Once upon a time";
+    const cases: [string[], object][] = [
+      [["--mirostat", "2", "--mirostat-ent", "3", "--mirostat-lr", "0.3"], { mirostat: { mode: 2, tau: 3, eta: 0.3 } }],
+      [["--mirostat", "1"], { mirostat: { mode: 1 } }],
+      [["--top-nsigma", "0.5"], { topNSigma: 0.5 }],
+      [["--top-n-sigma", "-1", "--top-k", "0"], { topNSigma: -1, topK: 0 }],
+    ];
+    const plain = await loaded.complete(prompt, { maxTokens: 12, temperature: 1.2, seed: 5 });
+    let differing = 0;
+    for (const [flags, options] of cases) {
+      const result = run(["generate", "-m", model, "-p", prompt, "-n", "12", "--temp", "1.2", "--seed", "5", "--json", ...flags]);
+      expect(result.stderr).toBe("");
+      const expected = await loaded.complete(prompt, { maxTokens: 12, temperature: 1.2, seed: 5, ...options });
+      expect(JSON.parse(result.stdout).tokens).toEqual(expected.tokens);
+      if (expected.tokens.join() !== plain.tokens.join()) differing++;
+    }
+    expect(differing).toBeGreaterThanOrEqual(3); // the options change the tokens (all but maybe top-nσ off with top-k off)
+    const chat = run(["chat", "-m", model, "-p", "Hi", "--no-think", "-n", "6", "--temp", "1.2", "--seed", "5", "--quiet", "--mirostat", "2", "--top-nsigma", "1"]);
+    expect(chat.code).toBe(0);
+    const answer = await loaded.chat([{ role: "user", content: "Hi" }], { enableThinking: false, maxTokens: 6, temperature: 1.2, seed: 5, mirostat: { mode: 2 }, topNSigma: 1 });
+    expect(chat.stdout).toBe(`${answer.answer}\n`);
+    loaded.dispose();
+  });
+
+  it("names a bad value", () => {
+    const mode = run(["generate", "-m", model, "-p", "x", "--mirostat", "3"]);
+    expect(mode.code).toBe(1);
+    expect(mode.stderr).toMatch(/--mirostat must be 0 \(off\), 1 \(Mirostat\) or 2 \(Mirostat 2.0\), got "3"/);
+    expect(run(["chat", "-m", model, "-p", "x", "--mirostat-ent", "0"]).stderr).toMatch(/--mirostat-ent \(tau\) must be > 0, got 0/);
+    expect(run(["generate", "-m", model, "-p", "x", "--mirostat-lr", "fast"]).stderr).toMatch(/--mirostat-lr must be a number, got "fast"/);
+    expect(run(["generate", "-m", model, "-p", "x", "--top-nsigma", "1", "--top-n-sigma", "2"]).stderr).toMatch(/one option: give one/);
+  });
+});
+
 describe("memra chat", () => {
   it("answers one message with -p, reasoning apart from the answer", async () => {
     const result = run(["chat", "-m", model, "-p", "Hi", "--no-think", "-n", "6", "--temp", "0", "--quiet"]);

@@ -7,6 +7,7 @@ import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
 import { placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraOrderOf, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
+import { joinNegativeSamplingValues, samplingOptionHelp, samplingOptionsOfFlags, samplingParseOptions } from "../sampling-arguments";
 import { loadSpeculative, speculativeOptionHelp, speculativeParseOptions } from "../speculative-arguments";
 import { parsePositiveInteger } from "./model-arguments";
 
@@ -26,6 +27,7 @@ options:
   --top-p P               (default 0.95; 1 disables)
   --min-p P               (default 0.05; 0 disables)
   --repeat-penalty R      (default 1 = off)
+${samplingOptionHelp(26)}
   --seed S                sampling seed (default: random; the one used is in --json output)
   --stop S                stop string; repeat for several
   --ignore-eos            never end at an end-of-generation token: generate -n tokens (benchmarks)
@@ -51,6 +53,7 @@ ${speculativeOptionHelp}
 
 examples:
   memra generate -p "The capital of France is" -n 16 --temp 0
+  memra generate -m qwen3-0.6b-q8_0.gguf -p "Once upon a time" --mirostat 2 --mirostat-ent 4
   memra generate -m qwen3-0.6b-q8_0.gguf -p "<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n" --stop "<|im_end|>"`;
 
 function parseNumber(value: string | undefined, name: string): number | undefined {
@@ -63,7 +66,7 @@ function parseNumber(value: string | undefined, name: string): number | undefine
 export async function generateCommand(args: string[], io: CliIO): Promise<void> {
   const { values: parsed, tokens } = parseArgs({
     tokens: true,
-    args: joinNegativeKeep(args),
+    args: joinNegativeSamplingValues(joinNegativeKeep(args)),
     options: {
       model: { type: "string", short: "m" },
       prompt: { type: "string", short: "p" },
@@ -74,6 +77,7 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
       "top-p": { type: "string" },
       "min-p": { type: "string" },
       "repeat-penalty": { type: "string" },
+      ...samplingParseOptions,
       seed: { type: "string" },
       stop: { type: "string", multiple: true },
       "ignore-eos": { type: "boolean", default: false },
@@ -112,6 +116,7 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
   parsePlacementDeviceChoice(values.device);
   const contextShift = parseContextShift(values["context-shift"], values.keep);
   if (contextShift && (values["model-draft"] !== undefined || values.lookup)) throw new CliError("--context-shift cannot be combined with speculative decoding (--model-draft, --lookup)");
+  const sampling = samplingOptionsOfFlags(values);
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
   const constraint = readConstraint(values["json-schema"], values.grammar);
   const path = values.model ?? (await defaultModelPath(io, values.quiet));
@@ -138,6 +143,7 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
     topP: parseNumber(values["top-p"], "--top-p"),
     minP: parseNumber(values["min-p"], "--min-p"),
     repeatPenalty: parseNumber(values["repeat-penalty"], "--repeat-penalty"),
+    ...sampling,
     seed,
     stop: values.stop,
     ignoreEos: values["ignore-eos"] || undefined,

@@ -50,6 +50,14 @@ const sampling = {
   dry_allowed_length: z.number().int().min(0).nullish(),
   dry_penalty_last_n: z.number().int().min(-1).nullish(),
   dry_sequence_breakers: z.array(z.string().min(1)).nullish(),
+  /** llama.cpp's top-nσ: tokens below the largest logit minus n standard deviations are dropped (<= 0, the default -1: off). */
+  top_n_sigma: z.number().nullish(),
+  /** llama.cpp's Mirostat: 0 off, 1 Mirostat, 2 Mirostat 2.0 (it then replaces top-k, top-p, min-p, typical, XTC, DRY and the penalties). */
+  mirostat: z.union([z.literal(0), z.literal(1), z.literal(2)], { error: "mirostat must be 0 (off), 1 (Mirostat) or 2 (Mirostat 2.0)" }).nullish(),
+  /** Mirostat's target entropy (bits per token), > 0; default 5. */
+  mirostat_tau: z.number().gt(0, "mirostat_tau must be > 0").nullish(),
+  /** Mirostat's learning rate, > 0; default 0.1. */
+  mirostat_eta: z.number().gt(0, "mirostat_eta must be > 0").nullish(),
   /** {type: "text" | "json_object" | "json_schema", ...}: checked by @memra/sampler's constraintFromResponseFormat. */
   response_format: z.unknown().optional(),
   /** OpenAI's predicted outputs: the expected output, which speculative decoding drafts from. */

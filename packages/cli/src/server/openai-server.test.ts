@@ -254,6 +254,37 @@ describe("memra serve with the openai client", () => {
     await expect(client.completions.create({ model: "m", prompt, max_tokens: 2, min_p: 2 } as OpenAI.CompletionCreateParamsNonStreaming)).rejects.toMatchObject({ status: 400, error: { param: "min_p" } });
   });
 
+  it("llama.cpp's top_n_sigma, mirostat, mirostat_tau and mirostat_eta reach the sampler (/v1/completions, /v1/chat/completions, /completion)", async () => {
+    const prompt = "Once upon a time";
+    const cases: [object, object][] = [
+      [{ mirostat: 2, mirostat_tau: 3, mirostat_eta: 0.3 }, { mirostat: { mode: 2, tau: 3, eta: 0.3 } }],
+      [{ mirostat: 1 }, { mirostat: { mode: 1 } }],
+      [{ top_n_sigma: 0.5 }, { topNSigma: 0.5 }],
+    ];
+    const plain = await model.complete(prompt, { maxTokens: 12, temperature: 1.2, topP: 1, seed: 5 });
+    let differing = 0;
+    for (const [fields, options] of cases) {
+      const expected = await model.complete(prompt, { maxTokens: 12, temperature: 1.2, topP: 1, seed: 5, ...options });
+      if (expected.text !== plain.text) differing++;
+      const served = await client.completions.create({ model: "m", prompt, max_tokens: 12, temperature: 1.2, seed: 5, ...fields } as OpenAI.CompletionCreateParamsNonStreaming);
+      expect(served.choices[0]!.text).toBe(expected.text);
+      const native = await fetch(`${server.url}/completion`, { method: "POST", body: JSON.stringify({ prompt, n_predict: 12, temperature: 1.2, top_p: 1, seed: 5, ...fields }) });
+      expect(((await native.json()) as { content: string }).content).toBe(expected.text);
+    }
+    expect(differing).toBeGreaterThanOrEqual(2);
+    const messages = [{ role: "user" as const, content: "Hi" }];
+    const chat = await client.chat.completions.create({ model: "m", messages, max_tokens: 8, temperature: 1.2, seed: 5, mirostat: 2, top_n_sigma: 1 } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    const answer = await model.chat(messages, { maxTokens: 8, temperature: 1.2, topP: 1, seed: 5, mirostat: { mode: 2 }, topNSigma: 1 });
+    expect(chat.choices[0]!.message.content).toBe(answer.answer);
+    for (const [field, value] of [
+      ["mirostat", 3],
+      ["mirostat_tau", 0],
+      ["mirostat_eta", -1],
+    ] as const) {
+      await expect(client.completions.create({ model: "m", prompt, max_tokens: 2, [field]: value } as OpenAI.CompletionCreateParamsNonStreaming)).rejects.toMatchObject({ status: 400, error: { param: field } });
+    }
+  });
+
   const weatherTool = {
     type: "function" as const,
     function: {

@@ -177,6 +177,10 @@ type SamplingFields = Pick<
   | "dry_allowed_length"
   | "dry_penalty_last_n"
   | "dry_sequence_breakers"
+  | "top_n_sigma"
+  | "mirostat"
+  | "mirostat_tau"
+  | "mirostat_eta"
 >;
 
 /**
@@ -219,6 +223,12 @@ export function samplingOptionsOf(body: SamplingFields, vocabularySize: number):
   if (given(body.dry_penalty_last_n)) dry.penaltyLastN = body.dry_penalty_last_n;
   if (given(body.dry_sequence_breakers)) dry.sequenceBreakers = body.dry_sequence_breakers;
   if (Object.keys(dry).length > 0) options.dry = dry;
+  if (given(body.top_n_sigma)) options.topNSigma = body.top_n_sigma;
+  const mirostat: Record<string, number> = {};
+  if (given(body.mirostat)) mirostat.mode = body.mirostat;
+  if (given(body.mirostat_tau)) mirostat.tau = body.mirostat_tau;
+  if (given(body.mirostat_eta)) mirostat.eta = body.mirostat_eta;
+  if (Object.keys(mirostat).length > 0) options.mirostat = mirostat;
   return options as Partial<GenerateOptions>;
 }
 
