@@ -29,9 +29,16 @@ fi
 mkdir -p "$out"
 for library in "$bins"/libggml-cpu-*.so; do ln -sf "$library" "$out/"; done
 
+# llama.cpp's logger writes from a thread of its own and leaks it at exit (llama.cpp issue 22142),
+# so the last lines (the end of --show-statistics) are now and then lost: a destructor of our own
+# drains it before the process ends. Nothing else is added to imatrix.cpp.
+printf '%s\n' '#include "log.h"' \
+  '__attribute__((destructor)) static void log_flush_at_exit() { common_log_pause(common_log_main()); }' \
+  > "$out/log-flush-at-exit.cpp"
+
 g++ -std=c++17 -O1 -pthread \
   -I"$source_dir/common" -I"$source_dir/include" -I"$source_dir/ggml/include" \
-  "$source_dir/tools/imatrix/imatrix.cpp" -o "$out/llama-imatrix" \
+  "$source_dir/tools/imatrix/imatrix.cpp" "$out/log-flush-at-exit.cpp" -o "$out/llama-imatrix" \
   -L"$bins" -l:libllama-common.so -l:libllama.v0.4.0.so -l:libggml.v0.4.0.so -l:libggml-base.so \
   -Wl,-rpath,"$bins"
 

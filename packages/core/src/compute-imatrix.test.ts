@@ -37,10 +37,32 @@ describe("computeImatrix", () => {
     expect({ chunkCount: two.chunkCount, datasets: two.datasets }).toEqual({ chunkCount: 2, datasets: ["text.txt"] });
   });
 
+  it("skips firstChunk chunks, adds to initial data (its datasets first) and calls onSave as the chunk count passes multiples of saveFrequency", () => {
+    const skipped = computeImatrix(tiny, tokens, { contextSize: 16, firstChunk: 2, kvType: "f32" });
+    expect(skipped).toEqual(computeImatrix(tiny, tokens.slice(32), { contextSize: 16, kvType: "f32" }));
+    const initial = computeImatrix(tiny, tokens, { contextSize: 16, chunks: 3, dataset: "a.txt" });
+    const saves: Array<[number, number[]]> = [];
+    const continued = computeImatrix(tiny, tokens, {
+      contextSize: 16,
+      batchSize: 16,
+      chunks: 2,
+      dataset: "b.txt",
+      initial,
+      saveFrequency: 2,
+      onSave: (imatrix, chunk) => saves.push([chunk, [imatrix.chunkCount, imatrix.entries.get("blk.0.attn_q.weight")!.counts[0]!, imatrix.entries.get("blk.0.attn_k.weight")!.counts[0]!]]),
+    });
+    expect(continued.entries.get("blk.1.ffn_down.weight")!.counts).toEqual([80]);
+    expect({ chunkCount: continued.chunkCount, datasets: continued.datasets }).toEqual({ chunkCount: 5, datasets: ["a.txt", "b.txt"] });
+    // 3 chunks loaded, one chunk a step: chunk 4 passes 4 as attn_q (the step's first weight) is added to, before attn_k
+    expect(saves).toEqual([[4, [4, 64, 48]]]);
+  });
+
   it("refuses a text of fewer than two chunks' tokens and options out of range", () => {
     expect(() => computeImatrix(tiny, tokens.slice(0, 31), { contextSize: 16 })).toThrow("the text tokenizes to 31 tokens; a context of 16 needs at least 32");
     expect(() => computeImatrix(tiny, tokens, { contextSize: 0 })).toThrow("contextSize must be a positive integer, got 0");
     expect(() => computeImatrix(tiny, tokens, { chunks: 1.5 })).toThrow("chunks must be a positive integer, got 1.5");
+    expect(() => computeImatrix(tiny, tokens, { contextSize: 16, firstChunk: 5 })).toThrow("the text tokenizes to 100 tokens; after skipping 5 chunks of 16 fewer than two are left (llama-imatrix wants more than 112)");
+    expect(() => computeImatrix(tiny, tokens, { saveFrequency: -1 })).toThrow("saveFrequency must be a non-negative integer, got -1");
     expect(() => computeImatrix(tiny, tokens, { contextSize: 4 })).toThrow("a context of 4 packs 512 chunks into a batch of 2048; llama.cpp allows at most 256 sequences");
   });
 });

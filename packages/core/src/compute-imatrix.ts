@@ -14,6 +14,10 @@
  * llama_decode splits into ubatches of at most ubatchSize rows: one sequence in order
  * (split_simple), several as equal slices of every sequence (split_equal: floor(ubatchSize / n)
  * tokens of each of the n). Here each ubatch is one Transformer.forwardBatch of the same rows.
+ *
+ * llama-imatrix's --in-file, --from-chunk and --save-frequency are `initial` (the files combined by
+ * combineImatrices: computing adds to them, their datasets come first and their counts in the chunk
+ * count), `firstChunk` and `saveFrequency` with `onSave`.
  */
 import type { Imatrix, MetadataOverride } from "@memra/gguf";
 import type { Backend, KVType } from "./backend";
@@ -55,13 +59,29 @@ export interface ComputeImatrixOptions {
   readonly metadataOverrides?: readonly MetadataOverride[];
   /** Called after each chunk. */
   readonly onChunk?: (progress: ImatrixProgress) => void;
+  /**
+   * Data to add to (llama-imatrix --in-file: the files combined by combineImatrices, with this
+   * contextSize as chunk size). Its datasets come before `dataset`. Its entries must fit the model
+   * (checkImatrixModel tells which file does not); a size that does not is an error when met.
+   */
+  readonly initial?: Imatrix;
+  /** Skip this many chunks of the text first (llama-imatrix --chunk / --from-chunk). Default 0. */
+  readonly firstChunk?: number;
+  /**
+   * Call onSave every this many chunks (llama-imatrix --save-frequency): when the chunk count (the
+   * largest count over contextSize, loaded data included) passes a multiple of it, at the weight
+   * whose count passed it, in the middle of the forward step as llama-imatrix does. 0: never.
+   */
+  readonly saveFrequency?: number;
+  /** The data so far and the chunk count, for a copy (llama-imatrix writes `<output>.at_<chunk>`). */
+  readonly onSave?: (imatrix: Imatrix, chunk: number) => void;
 }
 
 export interface ImatrixProgress {
   /** Chunks done, and in all. */
   readonly chunk: number;
   readonly chunks: number;
-  /** Tokens of the whole text. */
+  /** Tokens of the text (what is left of it after firstChunk). */
   readonly tokens: number;
   /** Seconds since the first chunk started. */
   readonly seconds: number;
@@ -80,12 +100,24 @@ export function computeImatrix(modelPath: string, text: string | readonly number
   for (const [name, value] of [["contextSize", contextSize], ["batchSize", batchSize], ["ubatchSize", ubatchSize], ["chunks", options.chunks ?? 1]] as const) {
     if (!Number.isInteger(value) || value < 1) throw new RangeError(`${name} must be a positive integer, got ${value}`);
   }
+  const firstChunk = options.firstChunk ?? 0;
+  for (const [name, value] of [["firstChunk", firstChunk], ["saveFrequency", options.saveFrequency ?? 0]] as const) {
+    if (!Number.isInteger(value) || value < 0) throw new RangeError(`${name} must be a non-negative integer, got ${value}`);
+  }
+  if (options.initial?.legacy) throw new RangeError("initial: legacy imatrix data holds normalised sums: combine it first (combineImatrices)");
   // llama-imatrix's main: n_seq chunks a batch, the batch and ubatch no larger than they fill
   const sequences = Math.max(1, Math.floor(batchSize / contextSize));
   if (sequences > MAX_SEQUENCES) throw new RangeError(`a context of ${contextSize} packs ${sequences} chunks into a batch of ${batchSize}; llama.cpp allows at most ${MAX_SEQUENCES} sequences`);
   const batch = Math.min(batchSize, sequences * contextSize);
   const ubatch = Math.min(ubatchSize, batch);
-  const collector = new ImatrixCollector({ processOutput: options.processOutput ?? false });
+  const datasets = [...(options.initial?.datasets ?? []), ...(options.dataset === undefined ? [] : [options.dataset])];
+  const collector: ImatrixCollector = new ImatrixCollector({
+    processOutput: options.processOutput ?? false,
+    chunkSize: contextSize,
+    ...(options.initial ? { initial: options.initial } : {}),
+    saveFrequency: options.saveFrequency ?? 0,
+    onSave: (chunk) => options.onSave?.(collector.toImatrix({ datasets }), chunk),
+  });
   const inner = options.backend ?? new ReferenceBackend();
   let model: Model;
   try {
@@ -101,7 +133,13 @@ export function computeImatrix(modelPath: string, text: string | readonly number
     throw error;
   }
   try {
-    const tokens = typeof text === "string" ? model.tokenizer.encode(text, { special: options.parseSpecial ?? false }) : [...text];
+    let tokens = typeof text === "string" ? model.tokenizer.encode(text, { special: options.parseSpecial ?? false }) : [...text];
+    if (firstChunk > 0) {
+      if ((firstChunk + 2) * contextSize >= tokens.length) {
+        throw new RangeError(`the text tokenizes to ${tokens.length} tokens; after skipping ${firstChunk} chunk${firstChunk === 1 ? "" : "s"} of ${contextSize} fewer than two are left (llama-imatrix wants more than ${(firstChunk + 2) * contextSize})`);
+      }
+      tokens = tokens.slice(firstChunk * contextSize);
+    }
     if (tokens.length < 2 * contextSize) {
       throw new RangeError(`the text tokenizes to ${tokens.length} tokens; a context of ${contextSize} needs at least ${2 * contextSize}`);
     }
@@ -163,7 +201,7 @@ export function computeImatrix(modelPath: string, text: string | readonly number
       for (const cache of caches) cache.dispose();
       pool.dispose();
     }
-    return collector.toImatrix({ chunkSize: contextSize, datasets: options.dataset === undefined ? [] : [options.dataset] });
+    return collector.toImatrix({ datasets });
   } finally {
     model.dispose();
   }

@@ -17,6 +17,16 @@
  * - a routed-experts matmul (MUL_MAT_ID) always, whatever the rows: per expert, its sums and the
  *   count of the tokens routed to it.
  * Sums are accumulated in f32, row after row, as llama.cpp adds them; a non-finite sum is an error.
+ *
+ * Given data to start from (llama-imatrix's --in-file, combined), it adds to it as collect_imatrix
+ * adds to loaded data: a dense entry with several equal counts keeps one, an expert entry with one
+ * count (from a legacy file) has it repeated for every expert. With a chunk size it keeps
+ * llama-imatrix's m_last_chunk (the largest count over the chunk size, raised as each weight's
+ * count passes a chunk) and, with a save frequency, calls onSave whenever that passes a multiple of
+ * it, at that weight, as llama-imatrix saves its `.at_N` copies: in the middle of a forward step,
+ * with the weights after it not yet added to. (A MoE layer's experts are added one at a time here,
+ * where llama-imatrix adds all experts of one weight in one call, so a copy taken inside one can
+ * differ from llama-imatrix's in which experts it has.)
  */
 import { type GGUFTensorInfo, type Imatrix, type ImatrixEntry, imatrixNameOrder } from "@memra/gguf";
 import type { Backend, DeviceBuffer, WeightHandle } from "./backend";
@@ -27,11 +37,19 @@ export const IMATRIX_MIN_DENSE_ROWS = 16;
 export interface ImatrixCollectorOptions {
   /** Collect the LM head (`output.weight`) too: llama-imatrix's --process-output. */
   readonly processOutput?: boolean;
+  /** Data to add to (GGUF data, not legacy: combineImatrices turns legacy data into it). */
+  readonly initial?: Imatrix;
+  /** Tokens a chunk: needed for the chunk count (lastChunk) and onSave. */
+  readonly chunkSize?: number;
+  /** Call onSave every this many chunks (llama-imatrix --save-frequency); 0 or absent: never. */
+  readonly saveFrequency?: number;
+  /** Called with lastChunk when a copy is due (see saveFrequency). */
+  readonly onSave?: (chunk: number) => void;
 }
 
 interface CollectedEntry {
   readonly sums: Float32Array; // [matrices, columns]
-  readonly counts: number[]; // [matrices]
+  counts: number[]; // [matrices]
 }
 
 export class ImatrixCollector {
@@ -40,9 +58,34 @@ export class ImatrixCollector {
   private stepRows: number | undefined;
   private readonly collected = new Map<string, CollectedEntry>();
   private readonly names = new WeakMap<WeightHandle, string>();
+  private readonly chunkSize: number | undefined;
+  private readonly saveFrequency: number;
+  private readonly onSave: ((chunk: number) => void) | undefined;
+  /** llama-imatrix's m_last_chunk: chunks the largest count has passed (with a chunk size). */
+  private last = 0;
 
   constructor(options: ImatrixCollectorOptions = {}) {
     this.processOutput = options.processOutput ?? false;
+    this.chunkSize = options.chunkSize;
+    this.saveFrequency = options.saveFrequency ?? 0;
+    this.onSave = options.onSave;
+    if (this.chunkSize !== undefined && (!Number.isInteger(this.chunkSize) || this.chunkSize < 1)) throw new RangeError(`chunkSize must be a positive integer, got ${this.chunkSize}`);
+    if (!Number.isInteger(this.saveFrequency) || this.saveFrequency < 0) throw new RangeError(`saveFrequency must be a non-negative integer, got ${this.saveFrequency}`);
+    if (this.saveFrequency > 0 && this.chunkSize === undefined) throw new RangeError("a save frequency needs a chunk size");
+    if (options.initial) {
+      if (options.initial.legacy) throw new RangeError("legacy imatrix data holds normalised sums: combine it first (combineImatrices)");
+      let largest = 0;
+      for (const [name, entry] of options.initial.entries) {
+        this.collected.set(name, { sums: entry.sums.slice(), counts: [...entry.counts] });
+        for (const count of entry.counts) largest = Math.max(largest, count);
+      }
+      if (this.chunkSize !== undefined) this.last = Math.floor(largest / this.chunkSize);
+    }
+  }
+
+  /** llama-imatrix's m_last_chunk: the chunks the largest count has passed (0 without a chunk size). */
+  get lastChunk(): number {
+    return this.last;
   }
 
   /**
@@ -120,9 +163,12 @@ export class ImatrixCollector {
 
   /**
    * What has been collected, as llama-imatrix saves it: entries by name, `chunkSize` tokens a
-   * chunk, chunkCount the largest count over chunkSize (its m_last_chunk).
+   * chunk (the collector's when absent), chunkCount its m_last_chunk (the largest count over
+   * chunkSize, but inside an expert step).
    */
-  toImatrix(options: { readonly chunkSize: number; readonly datasets?: readonly string[] }): Imatrix {
+  toImatrix(options: { readonly chunkSize?: number; readonly datasets?: readonly string[] } = {}): Imatrix {
+    const chunkSize = options.chunkSize ?? this.chunkSize;
+    if (chunkSize === undefined) throw new RangeError("toImatrix needs a chunk size");
     const entries = new Map<string, ImatrixEntry>();
     let largest = 0;
     for (const name of [...this.collected.keys()].sort(imatrixNameOrder)) {
@@ -130,7 +176,8 @@ export class ImatrixCollector {
       entries.set(name, { sums: entry.sums.slice(), counts: [...entry.counts] });
       for (const count of entry.counts) largest = Math.max(largest, count);
     }
-    return { entries, datasets: [...(options.datasets ?? [])], chunkCount: Math.floor(largest / options.chunkSize), chunkSize: options.chunkSize, legacy: false };
+    const chunkCount = this.chunkSize === chunkSize ? this.last : Math.floor(largest / chunkSize);
+    return { entries, datasets: [...(options.datasets ?? [])], chunkCount, chunkSize, legacy: false };
   }
 
   private wanted(name: string): boolean {
@@ -148,9 +195,14 @@ export class ImatrixCollector {
       if (matrices !== 1) throw new Error(`imatrix: dense matmul of "${name}" with ${matrices} matrices`);
       input ??= inner.read(x, 0, rows * columns);
       const entry = this.entry(name, columns, 1);
+      // one count per dense weight (loaded data may have several; llama.cpp keeps one if they are equal)
+      if (entry.counts.length > 1 && entry.counts.every((count) => count === entry.counts[0])) entry.counts = [entry.counts[0]!];
       accumulate(entry.sums, 0, input, rows, columns);
-      entry.counts[0] = entry.counts[0]! + rows;
       checkFinite(name, entry.sums, 0, columns);
+      for (let i = 0; i < entry.counts.length; i++) {
+        entry.counts[i] = entry.counts[i]! + rows;
+        this.advance(entry.counts[i]!);
+      }
     }
   }
 
@@ -162,9 +214,23 @@ export class ImatrixCollector {
     if (rows === 0) return;
     const input = inner.read(x, 0, rows * columns);
     const entry = this.entry(name, columns, experts);
+    // a legacy file's single count, repeated for every expert (llama.cpp's "broadcast, when loading an old imatrix")
+    if (entry.counts.length === 1 && experts > 1) entry.counts = new Array<number>(experts).fill(entry.counts[0]!);
+    if (entry.counts.length !== experts) throw new Error(`imatrix: inconsistent expert count for ${name} (${entry.counts.length} vs ${experts})`);
     accumulate(entry.sums, expert * columns, input, rows, columns);
     entry.counts[expert] = entry.counts[expert]! + rows;
     checkFinite(name, entry.sums, expert * columns, columns);
+    this.advance(entry.counts[expert]!);
+  }
+
+  /** llama-imatrix's check after a count grows: m_last_chunk raised, and a copy when it passes a multiple of the save frequency. */
+  private advance(count: number): void {
+    if (this.chunkSize === undefined) return;
+    const chunk = Math.floor(count / this.chunkSize);
+    if (chunk <= this.last) return;
+    const step = chunk - this.last;
+    this.last = chunk;
+    if (this.saveFrequency > 0 && Math.floor((chunk % this.saveFrequency) / step) === 0) this.onSave?.(chunk);
   }
 
   private nameOf(weight: WeightHandle): string {

@@ -3,3 +3,7 @@ export { ImatrixError } from "./imatrix-error";
 export { parseImatrix, readImatrix } from "./read-imatrix";
 export { encodeImatrix, writeImatrix } from "./write-imatrix";
 export { importanceOf } from "./importance-of";
+export { type ImatrixSource, combineImatrices } from "./combine-imatrices";
+export { encodeLegacyImatrix, writeLegacyImatrix } from "./write-legacy-imatrix";
+export { type ImatrixLayerStatistics, type ImatrixStatistics, type ImatrixTensorStatistics, imatrixStatistics } from "./imatrix-statistics";
+export { checkImatrixModel } from "./check-imatrix-model";

@@ -45,7 +45,11 @@ export function encodeImatrix(imatrix: Imatrix): Uint8Array {
  * reads), beside `path` first and renamed over it once complete.
  */
 export function writeImatrix(path: string, imatrix: Imatrix): void {
-  const bytes = encodeImatrix(imatrix);
+  writeWhole(path, encodeImatrix(imatrix));
+}
+
+/** Writes `bytes` beside `path` first and renames them over it once complete. */
+export function writeWhole(path: string, bytes: Uint8Array): void {
   const temporary = `${path}.partial-${process.pid}-${Date.now()}`;
   try {
     writeFileSync(temporary, bytes);
