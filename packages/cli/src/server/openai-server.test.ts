@@ -846,6 +846,17 @@ describe("memra serve: llama.cpp server's own /completion and /props", () => {
     expect(props.model_path).toBe("tiny-q8_0.gguf");
     expect(props.chat_template).toContain("im_start");
   });
+
+  it("/props lists the sampler's defaults under llama.cpp's names, and /completion takes them back", async () => {
+    const props = (await (await fetch(`${server.url}/props`)).json()) as { default_generation_settings: { params: Record<string, unknown> } };
+    const params = props.default_generation_settings.params;
+    // llama.cpp's common_params_sampling defaults (common/common.h)
+    expect(params).toMatchObject({ temperature: 0.8, top_k: 40, top_p: 0.95, min_p: 0.05, typical_p: 1, top_n_sigma: -1, repeat_last_n: 64, repeat_penalty: 1 });
+    expect(params).toMatchObject({ mirostat: 0, mirostat_tau: 5, mirostat_eta: 0.1, dry_multiplier: 0, dry_base: 1.75, xtc_probability: 0, xtc_threshold: 0.1 });
+    const response = await fetch(`${server.url}/completion`, { method: "POST", body: JSON.stringify({ ...params, prompt: "hello", n_predict: 2, seed: 3 }) });
+    expect(response.status).toBe(200);
+    expect(((await response.json()) as { tokens_predicted: number }).tokens_predicted).toBe(2);
+  });
 });
 
 describe("memra serve: llama.cpp's /infill and the generation limits of llama.cpp and vLLM", () => {

@@ -32,7 +32,7 @@ import {
 } from "@memra/core";
 import { timingSafeEqual } from "node:crypto";
 import type { z } from "zod";
-import { constraintFromResponseFormat } from "@memra/sampler";
+import { constraintFromResponseFormat, samplingOptionsSchema } from "@memra/sampler";
 import { ServerMetrics } from "./server-metrics";
 import { RequestError } from "./request-error";
 import { ServerSlots, type Slot } from "./slots";
@@ -1079,7 +1079,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
   /** GET /props: llama.cpp server's description of itself, as its web UI and clients read it. */
   const props = (): Response =>
     json({
-      default_generation_settings: { n_ctx: contextLength, params: { temperature: 0.8, top_k: 40, top_p: 0.95, min_p: 0.05, n_predict: -1 } },
+      default_generation_settings: { n_ctx: contextLength, params: defaultSamplingParams() },
       total_slots: model.engine.maxSequences,
       model_path: modelId,
       chat_template: model.tokenizer.vocabulary.chatTemplate ?? "",
@@ -1436,4 +1436,36 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
 /** Two pieces of a tool-call split, one after the other. */
 function mergeSplits(first: { content: string; toolCalls: readonly { name: string; arguments: string }[] }, second: { content: string; toolCalls?: readonly { name: string; arguments: string }[] }) {
   return { content: first.content + second.content, toolCalls: [...first.toolCalls, ...(second.toolCalls ?? [])] };
+}
+
+/**
+ * The sampler's defaults under llama.cpp server's names (its /props `default_generation_settings.params`):
+ * what a request that sets none of them gets.
+ */
+function defaultSamplingParams(): Record<string, unknown> {
+  const d = samplingOptionsSchema.parse({});
+  return {
+    n_predict: -1,
+    temperature: d.temperature,
+    top_k: d.topK,
+    top_p: d.topP,
+    min_p: d.minP,
+    typical_p: d.typicalP,
+    top_n_sigma: d.topNSigma,
+    xtc_probability: d.xtc.probability,
+    xtc_threshold: d.xtc.threshold,
+    repeat_last_n: d.penaltyLastN,
+    repeat_penalty: d.repeatPenalty,
+    presence_penalty: d.presencePenalty,
+    frequency_penalty: d.frequencyPenalty,
+    dry_multiplier: d.dry.multiplier,
+    dry_base: d.dry.base,
+    dry_allowed_length: d.dry.allowedLength,
+    dry_penalty_last_n: d.dry.penaltyLastN,
+    dry_sequence_breakers: d.dry.sequenceBreakers,
+    mirostat: d.mirostat.mode,
+    mirostat_tau: d.mirostat.tau,
+    mirostat_eta: d.mirostat.eta,
+    min_keep: d.minKeep,
+  };
 }
