@@ -30,6 +30,8 @@ export {
   type Distribution,
   type KlDivergenceResult,
   type LogprobsResult,
+  type KlDivergencePerToken,
+  type PerplexityOptions,
   type PerplexityResult,
   type TokenLogprob,
   computeKlDivergence,
@@ -38,6 +40,21 @@ export {
   logSumExp,
   topLogprobs,
 } from "./evaluation";
+export {
+  KL_DIVERGENCE_BASE_HEADER_BYTES,
+  KL_DIVERGENCE_BASE_MAGIC,
+  KlDivergenceBaseError,
+  KlDivergenceBaseFile,
+  type KlDivergenceFromBaseOptions,
+  type SaveKlDivergenceBaseOptions,
+  computeKlDivergenceFromBase,
+  klDivergenceBaseRowLength,
+  openKlDivergenceBase,
+  quantizeLogProbabilities,
+  saveKlDivergenceBase,
+  scoredRowsPerWindow,
+} from "./kl-divergence-base";
+export { type StridedPerplexityResult, computeStridedPerplexity } from "./strided-perplexity";
 export { type ComputeImatrixOptions, IMATRIX_BATCH_TOKENS, IMATRIX_UBATCH_TOKENS, type ImatrixProgress, computeImatrix } from "./compute-imatrix";
 export { IMATRIX_MIN_DENSE_ROWS, ImatrixCollector, type ImatrixCollectorOptions } from "./imatrix-collector";
 export { type ChatResult, type ChatToolCallResult, ChatSession, type ChatSessionOptions, type ChatStream } from "./generation/chat-session";
