@@ -55,6 +55,34 @@ export {
   scoredRowsPerWindow,
 } from "./kl-divergence-base";
 export { type StridedPerplexityResult, computeStridedPerplexity } from "./strided-perplexity";
+export {
+  type HellaswagResult,
+  type HellaswagTaskResult,
+  type MultipleChoiceResult,
+  type MultipleChoiceTaskResult,
+  TASK_CONTEXT_SEQUENCES,
+  TaskScoringError,
+  type TaskScoringOptions,
+  type WinograndeResult,
+  type WinograndeTaskResult,
+  accuracyError,
+  computeHellaswag,
+  computeMultipleChoice,
+  computeWinogrande,
+  wilsonInterval,
+} from "./task-scoring/compute-task-scores";
+export {
+  type HellaswagTask,
+  MAX_MULTIPLE_CHOICE_ANSWERS,
+  type MultipleChoiceTask,
+  TaskFileError,
+  type WinograndeTask,
+  parseHellaswagFile,
+  parseMultipleChoiceFile,
+  parseWinograndeFile,
+} from "./task-scoring/task-files";
+export { MersenneTwister, hellaswagTaskOrder, sampledTaskOrder, uniformBelow } from "./task-scoring/task-selection";
+export { type ScoringGroup, type ScoringProbe, scoreSequenceGroups } from "./task-scoring/score-sequences";
 export { type ComputeImatrixOptions, IMATRIX_BATCH_TOKENS, IMATRIX_UBATCH_TOKENS, type ImatrixProgress, computeImatrix } from "./compute-imatrix";
 export { IMATRIX_MIN_DENSE_ROWS, ImatrixCollector, type ImatrixCollectorOptions } from "./imatrix-collector";
 export { type ChatResult, type ChatToolCallResult, ChatSession, type ChatSessionOptions, type ChatStream } from "./generation/chat-session";

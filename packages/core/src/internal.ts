@@ -7,6 +7,7 @@
 export { type GoldenComparison, type GoldenModelFile, type GoldenPrompt, compareWithGolden } from "./conformance/golden-comparison";
 export { type ContextShiftSuiteBackend, defineContextShiftSuite, loadContextShiftGoldens, replayContextShift } from "./conformance/context-shift-golden";
 export { IMATRIX_BOUNDS, type ImatrixDeviation, type ImatrixGoldenCase, type ImatrixGoldenSuiteBackend, defineImatrixGoldenSuite, imatrixCalibrationText, imatrixDeviation, imatrixGoldenPath, loadImatrixGoldens } from "./conformance/imatrix-golden";
+export { type PerplexityTaskComparison, type PerplexityTaskGoldenCase, type PerplexityTaskSuiteBackend, TASK_TIE_BOUNDS, WINOGRANDE_SCORE_BOUNDS, comparePerplexityTaskCase, definePerplexityTaskGoldenSuite, loadPerplexityTaskGoldens } from "./conformance/perplexity-task-golden";
 export { MARGIN_BOUND, PROBABILITY_BOUNDS, type GoldenSuiteBackend, defineGoldenSuite, loadGoldenSuite } from "./conformance/golden-suite";
 export { type PrimeGateResult, primeGate } from "./testing/prime-gate";
 export { resetBackendDiscoveryWarning } from "./backend-discovery";

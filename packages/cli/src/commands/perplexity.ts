@@ -15,11 +15,13 @@ import {
   saveKlDivergenceBaseCommand,
   stridedPerplexityCommand,
 } from "./perplexity-kld-base";
+import { perplexityTaskKind, perplexityTaskOptionHelp, perplexityTaskParseOptions, perplexityTasksCommand } from "./perplexity-tasks";
 
 export const perplexityUsage = `usage: memra perplexity -m MODEL -f FILE [--ctx 512] [--chunks N] [-b N] [--ppl-stride N] [--ppl-output-type 0|1] [--json]
        memra perplexity -m MODEL -f FILE [--ctx 512] --kl-divergence BASE.gguf [--json]
        memra perplexity -m BASE -f FILE [--ctx 512] --kl-divergence-base FILE.kld
        memra perplexity -m MODEL --kl-divergence-base FILE.kld --kl-divergence [--json]
+       memra perplexity -m MODEL -f FILE --hellaswag|--winogrande|--multiple-choice [--...-tasks N] [--ctx 512] [--json]
 
 Perplexity over a text file as llama.cpp's perplexity tool computes it: windows of --ctx tokens,
 each from an empty cache, scoring the second half of each window's predictions.
@@ -33,8 +35,15 @@ in memory together): --kl-divergence-base FILE.kld with the base saves its log-p
 each) in llama-perplexity's format, and --kl-divergence-base FILE.kld --kl-divergence with the other
 model compares it with them. Each tool reads the other's files.
 
+With --hellaswag, --winogrande or --multiple-choice, llama-perplexity's task scores over -f in its
+data formats: the same tasks picked (its seeded random order), tokenized and scored the same way
+(each answer's mean log-probability per token after the tokens all answers share, the first best
+answer picked), printed as it prints them: the running accuracy after each task, then the final
+score ± its error. A task's tokens must fit in 4 × --ctx, as in llama-perplexity.
+
 options:
 ${perplexityModeOptionHelp}
+${perplexityTaskOptionHelp}
   -t, --threads N         threads of the native CPU backend (default: one per processor)
 ${backendOptionHelp}
 ${metadataOverrideOptionHelp}
@@ -43,7 +52,10 @@ examples:
   memra perplexity -m Qwen3-0.6B-Q8_0.gguf -f wiki.test.raw --ctx 512
   memra perplexity -m Qwen3-0.6B-Q4_K_M.gguf --kl-divergence Qwen3-0.6B-F16.gguf -f wiki.test.raw
   memra perplexity -m Qwen3-0.6B-F16.gguf -f wiki.test.raw --kl-divergence-base f16.kld
-  memra perplexity -m Qwen3-0.6B-Q4_K_M.gguf --kl-divergence-base f16.kld --kl-divergence`;
+  memra perplexity -m Qwen3-0.6B-Q4_K_M.gguf --kl-divergence-base f16.kld --kl-divergence
+  memra perplexity -m Qwen3-0.6B-Q8_0.gguf -f hellaswag_val_full.txt --hellaswag --hellaswag-tasks 400
+  memra perplexity -m Qwen3-0.6B-Q8_0.gguf -f winogrande-debiased-eval.csv --winogrande
+  memra perplexity -m Qwen3-0.6B-Q8_0.gguf -f arc-challenge-validation.bin --multiple-choice`;
 
 export async function perplexityCommand(args: string[], io: CliIO): Promise<void> {
   const { values } = parseArgs({
@@ -57,6 +69,7 @@ export async function perplexityCommand(args: string[], io: CliIO): Promise<void
       ...metadataOverrideParseOptions,
       "kl-divergence": { type: "string" },
       ...perplexityModeParseOptions,
+      ...perplexityTaskParseOptions,
       json: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -74,6 +87,11 @@ export async function perplexityCommand(args: string[], io: CliIO): Promise<void
     return;
   }
   if (!values.file) throw new CliError(`missing -f FILE\n${perplexityUsage}`);
+  const task = perplexityTaskKind(values);
+  if (task !== undefined) {
+    if (values["kl-divergence"] !== undefined || modes.saveBase !== undefined || modes.stride !== undefined) throw new CliError(`--${task} takes neither --kl-divergence, --kl-divergence-base nor --ppl-stride`);
+    return perplexityTasksCommand(task, { ...values, file: values.file }, path, modes.kvType, io);
+  }
   let text: string;
   try {
     text = readFileSync(values.file, "utf8");
