@@ -12,7 +12,7 @@
  * The types whose decoding costs about as much as the products or more (the i-quants, iq4_xs and iq4_nl
  * on x86; memra_dot_decoded_bytes) decode each group of four weight rows once per tile into a per-thread
  * buffer and multiply that with all the activation rows of the tile at once (memra_dot_decoded_tile: the
- * i-quants' kernels keep several activation rows' sums in registers; the same bits as memra_dot_rows4);
+ * i-quants' x86 kernels keep several activation rows' sums in registers; the same bits as memra_dot_rows4);
  * where that kernel reads activations in a layout of its own (memra_dot_decoded_prepared_bytes), each
  * converted row is also prepared once into that layout.
  */

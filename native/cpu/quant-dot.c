@@ -30,10 +30,10 @@
  * (../common/iq-grids.h): each group of 8 (iq3: 4) values is a grid entry of unsigned magnitudes, loaded
  * one by one, with 8 sign bits that negate the activations instead; see section 4 for iq1's delta.
  * Decoding costs more than the products there, so matrix-matrix products decode four weight rows once
- * for all activation rows (memra_dot_decode_rows4). There are x86 kernels for them; on NEON they run
- * the scalar kernels (kernel_for). On x86 iq4_xs and iq4_nl take that route too (their nibbles, level
- * lookups and scales cost about what their products do), the AVX-512 kernels with activation rows
- * prepared once for it (memra_dot_decoded_prepare).
+ * for all activation rows (memra_dot_decode_rows4). There are x86 and NEON kernels for them (NEON:
+ * quant-dot-iq-neon.h, which negates the weights instead). On x86 iq4_xs and iq4_nl take that route
+ * too (their nibbles, level lookups and scales cost about what their products do), the AVX-512 kernels
+ * with activation rows prepared once for it (memra_dot_decoded_prepare).
  *
  * Each multi-row kernel ("rows4") runs exactly the per-row instruction sequence of the one-row kernel,
  * so memra_dot_rows4 returns bit for bit what four memra_dot_row calls return on the same path. The
@@ -3243,6 +3243,9 @@ NEON_ROWS(f32, F32_NEON)
 NEON_ROWS(f16, F16_NEON)
 NEON_ROWS(bf16, BF16_NEON)
 
+/* the i-quants below iq4: their row kernels and decoded rows */
+#include "quant-dot-iq-neon.h"
+
 /* 0 = no Advanced SIMD (not seen on AArch64 Linux), 1 = baseline NEON, 2 = NEON with dotprod. */
 static int arm_level(void) {
 #if defined(__linux__)
@@ -3312,7 +3315,7 @@ typedef struct isa_kernels {
     }
 
 /* The scalar kernels are named name_rowsN_scalar; the SIMD ones name_isa_rowsN. A type a path has no
- * kernel for (NEON: the i-quants below iq4) runs the scalar kernel (see kernel_for). */
+ * kernel for would run the scalar kernel (see kernel_for). */
 #define SIMD_TYPES(rows, isa)                                                                         \
         [MEMRA_TYPE_F32] = f32_##isa##_##rows, [MEMRA_TYPE_F16] = f16_##isa##_##rows,                 \
         [MEMRA_TYPE_BF16] = bf16_##isa##_##rows, [MEMRA_TYPE_Q8_0] = q8_0_##isa##_##rows,             \
@@ -3322,7 +3325,8 @@ typedef struct isa_kernels {
         [MEMRA_TYPE_Q3_K] = q3_K_##isa##_##rows, [MEMRA_TYPE_Q4_K] = q4_K_##isa##_##rows,             \
         [MEMRA_TYPE_Q5_K] = q5_K_##isa##_##rows, [MEMRA_TYPE_Q6_K] = q6_K_##isa##_##rows,             \
         [MEMRA_TYPE_IQ4_XS] = iq4_xs_##isa##_##rows,
-#define SIMD_ENTRIES(rows, isa) .rows = { SIMD_TYPES(rows, isa) }
+/* NEON: the low-bit i-quants too (quant-dot-iq-neon.h) */
+#define SIMD_ENTRIES(rows, isa) .rows = { SIMD_TYPES(rows, isa) IQ_DECODE_TYPES(rows, isa) }
 /* x86: the low-bit i-quants too */
 #define X86_ENTRIES(rows, isa)                                                                        \
     .rows = {                                                                                         \
@@ -3384,6 +3388,8 @@ static const isa_kernels kernels_neon = {
     SIMD_ENTRIES(rows4, neon),
     .to_q8_0 = to_q8_0_neon, .to_q8_1 = to_q8_1_neon, .to_q8_K = to_q8_K_neon,
     .to_f16 = to_f16_neon, .to_bf16 = to_bf16_neon,
+    .decode = { IQ_DECODE_TYPES(decode, neon) }, .decoded = { IQ_DECODE_TYPES(decoded, neon) },
+    .decoded_block = { IQ_DECODED_BLOCKS(4 * NEON_IQ_DECODED_BLOCK) },
 };
 
 #ifdef MEMRA_NEONDOT
@@ -3394,6 +3400,9 @@ static const isa_kernels kernels_neondot = {
     /* the conversions have no integer products: the baseline NEON ones serve both paths */
     .to_q8_0 = to_q8_0_neon, .to_q8_1 = to_q8_1_neon, .to_q8_K = to_q8_K_neon,
     .to_f16 = to_f16_neon, .to_bf16 = to_bf16_neon,
+    /* (the decoded rows are the same bytes on both paths) */
+    .decode = { IQ_DECODE_TYPES(decode, neon) }, .decoded = { IQ_DECODE_TYPES(decoded, neondot) },
+    .decoded_block = { IQ_DECODED_BLOCKS(4 * NEON_IQ_DECODED_BLOCK) },
 };
 #endif
 #endif
