@@ -55,9 +55,9 @@ static int cpu_has_vbmi_vnni(void) {
 
 /* ---- q8_0 ---- */
 
-/* `offset`: what the tiles' unsigned codes add to the weight values (q8_0: w + 128; q4_0: its codes,
- * value + 8), taken back by the base vector, -offset * (sum of each lane's activation bytes). */
-VBMI_FN void pack_q8_0(const float * x, uint8_t * out, int64_t n, int offset) {
+/* The tiles' unsigned codes are the weight values + 128, taken back by the base vector, -128 * (sum of
+ * each lane's activation bytes). */
+VBMI_FN void pack_q8_0(const float * x, uint8_t * out, int64_t n) {
     uint8_t q8[Q8_0_GROUP];
     for (int64_t g = 0; g < n / 256; g++, x += 256, out += PACKED_Q8_0_GROUP) {
         /* the activation rounding of the dot-product path, eight blocks at a time */
@@ -74,7 +74,7 @@ VBMI_FN void pack_q8_0(const float * x, uint8_t * out, int64_t n, int offset) {
                 int sum = 0;
                 for (int q = 0; q < 4; q++)
                     for (int k = 0; k < 4; k++) sum += (int8_t)block[2 + 8 * q + 4 * half + k];
-                base[2 * p + half] = -offset * sum;
+                base[2 * p + half] = -128 * sum;
                 d[2 * p + half] = scale;
             }
         }
@@ -121,47 +121,6 @@ VBMI_INLINE void q8_0_unpack8(const uint8_t * p, __m512i byte_index, __m512i sca
     *d = _mm512_cvtph_ps(_mm512_castsi512_si256(both));
 }
 
-/* ---- q4_0 ----
- * Weights are brought to q8_0_tile's layout (vector q: block p's values 8q..8q+7 in bytes 8p..8p+7) as
- * their unsigned codes (value + 8), and the activations are packed as for q8_0 with base -8 * sum:
- * value 8q + k of a block is the low nibble of qs byte 8 (q % 2) + k for q < 2, the high nibble for
- * q >= 2. One byte permute per four-block half gathers, for each block, qs bytes 0..7 (32 bytes) and
- * 8..15 (32 bytes); two lane shuffles join the halves. */
-enum { Q4_0_BYTES = 18, Q4_0_GROUP = 8 * Q4_0_BYTES };
-
-/* vpermt2b control over a half's 128-byte window (four blocks at 18p): output byte 8p + k (p < 4) =
- * qs byte k of block p, output byte 32 + 8p + k = its qs byte 8 + k. */
-VBMI_INLINE __m512i q4_0_byte_index(void) {
-    uint8_t index[64];
-    for (int j = 0; j < 64; j++) index[j] = (uint8_t)(18 * ((j % 32) / 8) + 2 + 8 * (j / 32) + j % 8);
-    return _mm512_loadu_si512(index);
-}
-/* vpermt2w control: output words 2p, 2p+1 = the f16 scale of block p (word 9p of the window). */
-VBMI_INLINE __m512i q4_0_scale_index(void) {
-    uint16_t index[32];
-    for (int k = 0; k < 32; k++) index[k] = (uint16_t)(9 * ((k / 2) & 3));
-    return _mm512_loadu_si512(index);
-}
-
-/* The four code vectors of eight q4_0 blocks and their scales. The second half's window runs past
- * the group: a masked load, which never faults. */
-VBMI_INLINE void q4_0_unpack8(const uint8_t * p, __m512i byte_index, __m512i scale_index, __m512i v[4], __m512 * d) {
-    const __m512i m4 = _mm512_set1_epi8(15);
-    const __m512i a0 = _mm512_loadu_si512(p), a1 = _mm512_loadu_si512(p + 64);
-    const __m512i b0 = _mm512_loadu_si512(p + 72), b1 = _mm512_maskz_loadu_epi8((__mmask64)0xff, p + 136);
-    const __m512i h0 = _mm512_permutex2var_epi8(a0, byte_index, a1), h1 = _mm512_permutex2var_epi8(b0, byte_index, b1);
-    const __m512i first = _mm512_shuffle_i64x2(h0, h1, _MM_SHUFFLE(1, 0, 1, 0));  /* qs bytes 0..7 of blocks 0..7 */
-    const __m512i second = _mm512_shuffle_i64x2(h0, h1, _MM_SHUFFLE(3, 2, 3, 2)); /* qs bytes 8..15 */
-    v[0] = _mm512_and_si512(first, m4);
-    v[1] = _mm512_and_si512(second, m4);
-    v[2] = _mm512_and_si512(_mm512_srli_epi16(first, 4), m4);
-    v[3] = _mm512_and_si512(_mm512_srli_epi16(second, 4), m4);
-    const __m512i s0 = _mm512_permutex2var_epi16(a0, scale_index, a1);
-    const __m512i s1 = _mm512_permutex2var_epi16(b0, scale_index, b1);
-    const __m512i both = _mm512_mask_blend_epi16(0xff00, s0, _mm512_alignr_epi64(s1, s1, 6));
-    *d = _mm512_cvtph_ps(_mm512_castsi512_si256(both));
-}
-
 /* Eight blocks (256 values) per step. Vector q holds, for block p, its values 8q..8q+7 in bytes
  * 8p..8p+7, so after four vpdpbusd int32 lanes 2p and 2p+1 hold block p's sums; packed activation
  * group (384 bytes): the four vectors, then int32 base (-128 * sum of the activation bytes of each
@@ -169,11 +128,9 @@ VBMI_INLINE void q4_0_unpack8(const uint8_t * p, __m512i byte_index, __m512i sca
 /* UNPACKED: `w` is memra_gemm_unpack's buffer ([group][4 rows][v0..v3, scales]) instead of the rows. */
 enum { Q8_0_UNPACKED = 320 };
 
-/* Q4: the weights are q4_0 (q4_0_unpack8), else q8_0. */
-VBMI_INLINE void q8_0_tile(const int UNPACKED, const int Q4, const int WR, const int AR, int64_t n, const uint8_t * w, size_t w_stride,
+VBMI_INLINE void q8_0_tile(const int UNPACKED, const int WR, const int AR, int64_t n, const uint8_t * w, size_t w_stride,
                            const uint8_t * a, size_t a_stride, float * out, int64_t out_stride) {
-    const __m512i byte_index = Q4 ? q4_0_byte_index() : q8_0_byte_index(), scale_index = Q4 ? q4_0_scale_index() : q8_0_scale_index();
-    const int64_t group_bytes = Q4 ? Q4_0_GROUP : Q8_0_GROUP;
+    const __m512i byte_index = q8_0_byte_index(), scale_index = q8_0_scale_index();
     __m512 acc[MEMRA_GEMM_TILE_W][MEMRA_GEMM_TILE_A];
     _Pragma("GCC unroll 4")
     for (int r = 0; r < WR; r++)
@@ -189,10 +146,8 @@ VBMI_INLINE void q8_0_tile(const int UNPACKED, const int Q4, const int WR, const
                 const uint8_t * u = w + (g * MEMRA_GEMM_TILE_W + r) * Q8_0_UNPACKED;
                 for (int k = 0; k < 4; k++) v[k] = _mm512_loadu_si512(u + 64 * k);
                 wd = _mm512_loadu_ps(u + 256);
-            } else if (Q4) {
-                q4_0_unpack8(w + r * w_stride + g * group_bytes, byte_index, scale_index, v, &wd);
             } else {
-                q8_0_unpack8(w + r * w_stride + g * group_bytes, byte_index, scale_index, v, &wd);
+                q8_0_unpack8(w + r * w_stride + g * Q8_0_GROUP, byte_index, scale_index, v, &wd);
             }
             _Pragma("GCC unroll 4")
             for (int c = 0; c < AR; c++) {
@@ -217,17 +172,173 @@ VBMI_INLINE void q8_0_tile(const int UNPACKED, const int Q4, const int WR, const
     }
 }
 
-VBMI_FN void unpack_q8_0(int q4, int64_t n, const uint8_t * w, size_t w_stride, int w_rows, uint8_t * out) {
-    const __m512i byte_index = q4 ? q4_0_byte_index() : q8_0_byte_index(), scale_index = q4 ? q4_0_scale_index() : q8_0_scale_index();
+VBMI_FN void unpack_q8_0(int64_t n, const uint8_t * w, size_t w_stride, int w_rows, uint8_t * out) {
+    const __m512i byte_index = q8_0_byte_index(), scale_index = q8_0_scale_index();
     for (int64_t g = 0; g < n / 256; g++) {
         for (int r = 0; r < w_rows; r++) {
             __m512i v[4];
             __m512 wd;
-            if (q4) q4_0_unpack8(w + r * w_stride + g * Q4_0_GROUP, byte_index, scale_index, v, &wd);
-            else q8_0_unpack8(w + r * w_stride + g * Q8_0_GROUP, byte_index, scale_index, v, &wd);
+            q8_0_unpack8(w + r * w_stride + g * Q8_0_GROUP, byte_index, scale_index, v, &wd);
             uint8_t * u = out + (g * MEMRA_GEMM_TILE_W + r) * Q8_0_UNPACKED;
             for (int k = 0; k < 4; k++) _mm512_storeu_si512(u + 64 * k, v[k]);
             _mm512_storeu_ps(u + 256, wd);
+        }
+    }
+}
+
+/* ---- q4_0, 512 values per step ----
+ * Sixteen blocks per step, one per int32 lane: vector k (k < 8) holds in lane p values 4k..4k+3 of
+ * block p, so eight vpdpbusd sum each whole block in its own lane, and one conversion, one multiply of
+ * the scales and one fma per weight row and activation row cover 512 values (q8_0's layout above needs
+ * them per 256). The weights are their unsigned codes (value + 8): values 4k..4k+3 of a block are the
+ * low nibbles of its qs dword k for k < 4, the high nibbles of qs dword k - 4 for k >= 4. Four byte
+ * permutes (one per four blocks: their qs dwords 0..3, dword k in 128-bit lane k) and a 4 x 4 transpose
+ * of 128-bit lanes gather qs dword k of the sixteen blocks into one vector.
+ *   packed activation group (640 bytes per 512 values):
+ *     [  0..511] vector k: lane p = block p's values 4k..4k+3 (signed bytes)
+ *     [512..575] base: int32 lane p = -8 * (sum of block p's 32 values)
+ *     [576..639] d: float lane p = block p's f16 scale, as f32
+ *   A row of 256 x odd values ends with a group of eight blocks: lanes 8..15 are zero there (values,
+ *   base, scales, and the weights' codes and scales), so they add exactly nothing.
+ * UNPACKED: `w` is memra_gemm_unpack's buffer ([group][4 rows][v0..v7, scales], 576 bytes a row). */
+enum { Q4_0_BYTES = 18, Q4_0_GROUP = 8 * Q4_0_BYTES, PACKED_Q4_0_GROUP = 640, Q4_0_UNPACKED = 576 };
+
+VBMI_FN void pack_q4_0(const float * x, uint8_t * out, int64_t n) {
+    uint8_t q8[16 * Q8_0_BYTES];
+    for (int64_t at = 0; at < n; at += 512, x += 512, out += PACKED_Q4_0_GROUP) {
+        const int blocks = n - at >= 512 ? 16 : (int)((n - at) / 32);
+        /* the activation rounding of the dot-product path */
+        memra_quantize_activation_row(MEMRA_TYPE_Q8_0, x, q8, 32 * blocks);
+        int32_t base[16] = { 0 };
+        float d[16] = { 0 };
+        memset(out, 0, 512);
+        for (int p = 0; p < blocks; p++) {
+            const uint8_t * block = q8 + p * Q8_0_BYTES;
+            for (int k = 0; k < 8; k++) memcpy(out + 64 * k + 4 * p, block + 2 + 4 * k, 4);
+            int sum = 0;
+            for (int i = 0; i < 32; i++) sum += (int8_t)block[2 + i];
+            base[p] = -8 * sum;
+            uint16_t h;
+            memcpy(&h, block, 2);
+            d[p] = _cvtsh_ss(h);
+        }
+        memcpy(out + 512, base, sizeof base);
+        memcpy(out + 576, d, sizeof d);
+    }
+}
+
+/* vpermt2b control over a 128-byte window at four blocks (18p): output byte 16k + 4p + i = qs byte
+ * 4k + i of block p (128-bit lane k: qs dword k of the four blocks). */
+VBMI_INLINE __m512i q4_0_dword_index(void) {
+    uint8_t index[64];
+    for (int j = 0; j < 64; j++) index[j] = (uint8_t)(18 * ((j % 16) / 4) + 2 + 4 * (j / 16) + j % 4);
+    return _mm512_loadu_si512(index);
+}
+/* vpermt2w control: output words p and 8 + p (p < 8) = the f16 scale of the window's block p (word 9p). */
+VBMI_INLINE __m512i q4_0_block_scale_index(void) {
+    uint16_t index[32];
+    for (int k = 0; k < 32; k++) index[k] = (uint16_t)(9 * (k % 8));
+    return _mm512_loadu_si512(index);
+}
+
+/* The eight code vectors of sixteen q4_0 blocks at p (HALF: eight blocks, lanes 8..15 zero) and their
+ * scales. Each window's last eight bytes come from a masked load, so that nothing past the blocks is
+ * read. */
+VBMI_INLINE void q4_0_unpack16(const int HALF, const uint8_t * p, __m512i dword_index, __m512i scale_index, __m512i v[8], __m512 * d) {
+    const __m512i m4 = _mm512_set1_epi8(15);
+    __m512i h[4];
+    _Pragma("GCC unroll 4")
+    for (int w = 0; w < 4; w++) {
+        if (HALF && w >= 2) {
+            h[w] = _mm512_setzero_si512();
+            continue;
+        }
+        const __m512i a0 = _mm512_loadu_si512(p + 72 * w), a1 = _mm512_maskz_loadu_epi8((__mmask64)0xff, p + 72 * w + 64);
+        h[w] = _mm512_permutex2var_epi8(a0, dword_index, a1);
+    }
+    /* 128-bit lane w of vector k = lane k of h[w] */
+    const __m512i t01_lo = _mm512_shuffle_i64x2(h[0], h[1], _MM_SHUFFLE(1, 0, 1, 0)), t01_hi = _mm512_shuffle_i64x2(h[0], h[1], _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512i t23_lo = _mm512_shuffle_i64x2(h[2], h[3], _MM_SHUFFLE(1, 0, 1, 0)), t23_hi = _mm512_shuffle_i64x2(h[2], h[3], _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512i q[4] = {
+        _mm512_shuffle_i64x2(t01_lo, t23_lo, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_i64x2(t01_lo, t23_lo, _MM_SHUFFLE(3, 1, 3, 1)),
+        _mm512_shuffle_i64x2(t01_hi, t23_hi, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_i64x2(t01_hi, t23_hi, _MM_SHUFFLE(3, 1, 3, 1)),
+    };
+    _Pragma("GCC unroll 4")
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm512_and_si512(q[k], m4);
+        v[4 + k] = _mm512_and_si512(_mm512_srli_epi16(q[k], 4), m4);
+    }
+    __m512i s = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), scale_index, _mm512_loadu_si512(p + 64));
+    if (HALF) s = _mm512_maskz_mov_epi16(0x00ff, s);
+    else s = _mm512_mask_blend_epi16(0xff00, s, _mm512_permutex2var_epi16(_mm512_loadu_si512(p + 144), scale_index, _mm512_loadu_si512(p + 208)));
+    *d = _mm512_cvtph_ps(_mm512_castsi512_si256(s));
+}
+
+/* One step (512 values, HALF: 256) of a q4_0 tile: group g of the weight rows (or of the unpacked buffer). */
+VBMI_INLINE void q4_0_step(const int UNPACKED, const int HALF, const int WR, const int AR, int64_t g, const uint8_t * w, size_t w_stride,
+                           const uint8_t * a, size_t a_stride, __m512i dword_index, __m512i scale_index, __m512 acc[MEMRA_GEMM_TILE_W][MEMRA_GEMM_TILE_A]) {
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < WR; r++) {
+        __m512i v[8];
+        __m512 wd;
+        if (UNPACKED) {
+            const uint8_t * u = w + (g * MEMRA_GEMM_TILE_W + r) * Q4_0_UNPACKED;
+            _Pragma("GCC unroll 8")
+            for (int k = 0; k < 8; k++) v[k] = _mm512_loadu_si512(u + 64 * k);
+            wd = _mm512_loadu_ps(u + 512);
+        } else {
+            q4_0_unpack16(HALF, w + r * w_stride + g * 16 * Q4_0_BYTES, dword_index, scale_index, v, &wd);
+        }
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < AR; c++) {
+            const uint8_t * q = a + c * a_stride + g * PACKED_Q4_0_GROUP;
+            /* (two chains of four dependent vpdpbusd, joined by one add: shorter latency per pair) */
+            __m512i s0 = _mm512_loadu_si512(q + 512), s1 = _mm512_setzero_si512();
+            _Pragma("GCC unroll 4")
+            for (int k = 0; k < 4; k++) {
+                s0 = _mm512_dpbusd_epi32(s0, v[k], _mm512_loadu_si512(q + 64 * k));
+                s1 = _mm512_dpbusd_epi32(s1, v[4 + k], _mm512_loadu_si512(q + 256 + 64 * k));
+            }
+            const __m512i s = _mm512_add_epi32(s0, s1);
+            acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wd, _mm512_loadu_ps(q + 576)), acc[r][c]);
+        }
+    }
+}
+
+VBMI_INLINE void q4_0_tile(const int UNPACKED, const int WR, const int AR, int64_t n, const uint8_t * w, size_t w_stride, const uint8_t * a,
+                           size_t a_stride, float * out, int64_t out_stride) {
+    const __m512i dword_index = q4_0_dword_index(), scale_index = q4_0_block_scale_index();
+    __m512 acc[MEMRA_GEMM_TILE_W][MEMRA_GEMM_TILE_A];
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < WR; r++)
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < AR; c++) acc[r][c] = _mm512_setzero_ps();
+    const int64_t full = n / 512;
+    for (int64_t g = 0; g < full; g++) q4_0_step(UNPACKED, 0, WR, AR, g, w, w_stride, a, a_stride, dword_index, scale_index, acc);
+    if (n % 512 != 0) q4_0_step(UNPACKED, 1, WR, AR, full, w, w_stride, a, a_stride, dword_index, scale_index, acc);
+    _Pragma("GCC unroll 4")
+    for (int c = 0; c < AR; c++) {
+        if (WR == 4) {
+            _mm_storeu_ps(out + c * out_stride, memra_gemm_reduce4(acc[0][c], acc[1][c], acc[2][c], acc[3][c]));
+        } else {
+            _Pragma("GCC unroll 4")
+            for (int r = 0; r < WR; r++) out[c * out_stride + r] = _mm512_reduce_add_ps(acc[r][c]);
+        }
+    }
+}
+
+VBMI_FN void unpack_q4_0(int64_t n, const uint8_t * w, size_t w_stride, int w_rows, uint8_t * out) {
+    const __m512i dword_index = q4_0_dword_index(), scale_index = q4_0_block_scale_index();
+    for (int64_t g = 0; g < (n + 511) / 512; g++) {
+        for (int r = 0; r < w_rows; r++) {
+            __m512i v[8];
+            __m512 wd;
+            const uint8_t * p = w + r * w_stride + g * 16 * Q4_0_BYTES;
+            if ((g + 1) * 512 > n) q4_0_unpack16(1, p, dword_index, scale_index, v, &wd);
+            else q4_0_unpack16(0, p, dword_index, scale_index, v, &wd);
+            uint8_t * u = out + (g * MEMRA_GEMM_TILE_W + r) * Q4_0_UNPACKED;
+            for (int k = 0; k < 8; k++) _mm512_storeu_si512(u + 64 * k, v[k]);
+            _mm512_storeu_ps(u + 512, wd);
         }
     }
 }
@@ -496,13 +607,16 @@ K_TILE(q4_K_tile_u, 1, KIND_Q4_K)
 K_TILE(q5_K_tile_u, 1, KIND_Q5_K)
 K_TILE(q6_K_tile_u, 1, KIND_Q6_K)
 VBMI_INLINE void q8_0_tile_raw(const int WR, const int AR, int64_t n, const uint8_t * w, size_t ws, const uint8_t * a, size_t as, float * out, int64_t os) {
-    q8_0_tile(0, 0, WR, AR, n, w, ws, a, as, out, os);
+    q8_0_tile(0, WR, AR, n, w, ws, a, as, out, os);
 }
 VBMI_INLINE void q8_0_tile_u(const int WR, const int AR, int64_t n, const uint8_t * w, size_t ws, const uint8_t * a, size_t as, float * out, int64_t os) {
-    q8_0_tile(1, 0, WR, AR, n, w, ws, a, as, out, os);
+    q8_0_tile(1, WR, AR, n, w, ws, a, as, out, os);
 }
 VBMI_INLINE void q4_0_tile_raw(const int WR, const int AR, int64_t n, const uint8_t * w, size_t ws, const uint8_t * a, size_t as, float * out, int64_t os) {
-    q8_0_tile(0, 1, WR, AR, n, w, ws, a, as, out, os);
+    q4_0_tile(0, WR, AR, n, w, ws, a, as, out, os);
+}
+VBMI_INLINE void q4_0_tile_u(const int WR, const int AR, int64_t n, const uint8_t * w, size_t ws, const uint8_t * a, size_t as, float * out, int64_t os) {
+    q4_0_tile(1, WR, AR, n, w, ws, a, as, out, os);
 }
 
 #define TILE_FNS(name, kernel) TILE_FNS_ATTR(VBMI_FN, name, kernel)
@@ -513,6 +627,7 @@ TILE_FNS(q4_K_vbmi, q4_K_tile)
 TILE_FNS(q5_K_vbmi, q5_K_tile)
 TILE_FNS(q6_K_vbmi, q6_K_tile)
 TILE_FNS(q8_0_vbmi_u, q8_0_tile_u)
+TILE_FNS(q4_0_vbmi_u, q4_0_tile_u)
 TILE_FNS(q4_K_vbmi_u, q4_K_tile_u)
 TILE_FNS(q5_K_vbmi_u, q5_K_tile_u)
 TILE_FNS(q6_K_vbmi_u, q6_K_tile_u)
@@ -522,6 +637,7 @@ static memra_gemm_tile_kernel * const q4_K_tiles[4][4] = TILE_TABLE(q4_K_vbmi);
 static memra_gemm_tile_kernel * const q5_K_tiles[4][4] = TILE_TABLE(q5_K_vbmi);
 static memra_gemm_tile_kernel * const q6_K_tiles[4][4] = TILE_TABLE(q6_K_vbmi);
 static memra_gemm_tile_kernel * const q8_0_tiles_u[4][4] = TILE_TABLE(q8_0_vbmi_u);
+static memra_gemm_tile_kernel * const q4_0_tiles_u[4][4] = TILE_TABLE(q4_0_vbmi_u);
 static memra_gemm_tile_kernel * const q4_K_tiles_u[4][4] = TILE_TABLE(q4_K_vbmi_u);
 static memra_gemm_tile_kernel * const q5_K_tiles_u[4][4] = TILE_TABLE(q5_K_vbmi_u);
 static memra_gemm_tile_kernel * const q6_K_tiles_u[4][4] = TILE_TABLE(q6_K_vbmi_u);
@@ -1057,7 +1173,8 @@ size_t memra_gemm_packed_row_bytes(int type, int64_t n) {
 #ifdef MEMRA_GEMM_X86
     const size_t groups = (size_t)(n / 256);
     if (family == FAMILY_AVX2) return groups * (type == MEMRA_TYPE_Q8_0 || type == MEMRA_TYPE_Q4_0 ? A2_Q8_0_PACKED : A2_K_PACKED);
-    return groups * (type == MEMRA_TYPE_Q8_0 || type == MEMRA_TYPE_Q4_0 ? PACKED_Q8_0_GROUP : PACKED_K_GROUP);
+    if (type == MEMRA_TYPE_Q4_0) return (size_t)((n + 511) / 512) * PACKED_Q4_0_GROUP;
+    return groups * (type == MEMRA_TYPE_Q8_0 ? PACKED_Q8_0_GROUP : PACKED_K_GROUP);
 #else
     return 0;
 #endif
@@ -1071,8 +1188,8 @@ void memra_gemm_pack_row(int type, const float * x, void * out, int64_t n) {
 #ifdef MEMRA_GEMM_X86
     const int avx2 = gemm_family() == FAMILY_AVX2;
     switch (type) {
-    case MEMRA_TYPE_Q8_0: if (avx2) pack_q8_0_avx2(x, out, n); else pack_q8_0(x, out, n, 128); break;
-    case MEMRA_TYPE_Q4_0: if (avx2) pack_q8_0_avx2(x, out, n); else pack_q8_0(x, out, n, 8); break;
+    case MEMRA_TYPE_Q8_0: if (avx2) pack_q8_0_avx2(x, out, n); else pack_q8_0(x, out, n); break;
+    case MEMRA_TYPE_Q4_0: if (avx2) pack_q8_0_avx2(x, out, n); else pack_q4_0(x, out, n); break;
     case MEMRA_TYPE_Q4_K: if (avx2) pack_k_avx2(KIND_Q4_K, x, out, n); else pack_k(KIND_Q4_K, x, out, n); break;
     case MEMRA_TYPE_Q5_K: if (avx2) pack_k_avx2(KIND_Q5_K, x, out, n); else pack_k(KIND_Q5_K, x, out, n); break;
     case MEMRA_TYPE_Q6_K: if (avx2) pack_k_avx2(KIND_Q6_K, x, out, n); else pack_k(KIND_Q6_K, x, out, n); break;
@@ -1098,7 +1215,7 @@ static memra_gemm_tile_kernel * const (*tile_table(int type, int unpacked))[4] {
     }
     switch (type) {
     case MEMRA_TYPE_Q8_0: return unpacked ? q8_0_tiles_u : q8_0_tiles;
-    case MEMRA_TYPE_Q4_0: return unpacked ? q8_0_tiles_u : q4_0_tiles; /* (q4_0's unpacked rows are q8_0's layout) */
+    case MEMRA_TYPE_Q4_0: return unpacked ? q4_0_tiles_u : q4_0_tiles;
     case MEMRA_TYPE_Q4_K: return unpacked ? q4_K_tiles_u : q4_K_tiles;
     case MEMRA_TYPE_Q5_K: return unpacked ? q5_K_tiles_u : q5_K_tiles;
     case MEMRA_TYPE_Q6_K: return unpacked ? q6_K_tiles_u : q6_K_tiles;
@@ -1134,7 +1251,8 @@ size_t memra_gemm_unpacked_bytes(int type, int64_t n) {
     }
     /* the tiles spend a third (q8_0: byte permutes) to a fifth (K-quants: permutes, shifts, scales) of
      * their time unpacking; done once per 64 activation rows, q8_0 runs 1.7x, q4_K 1.2x, q6_K 1.3x faster */
-    return groups * (type == MEMRA_TYPE_Q8_0 || type == MEMRA_TYPE_Q4_0 ? MEMRA_GEMM_TILE_W * Q8_0_UNPACKED : K_GROUP);
+    if (type == MEMRA_TYPE_Q4_0) return (size_t)((n + 511) / 512) * MEMRA_GEMM_TILE_W * Q4_0_UNPACKED;
+    return groups * (type == MEMRA_TYPE_Q8_0 ? MEMRA_GEMM_TILE_W * Q8_0_UNPACKED : K_GROUP);
 #else
     return 0;
 #endif
@@ -1150,8 +1268,8 @@ void memra_gemm_unpack(int type, int64_t n, const void * weight, size_t w_stride
         if (type == MEMRA_TYPE_Q6_K) unpack_k_avx2(KIND_Q6_K, n, weight, w_stride, w_rows, unpacked);
         return;
     }
-    if (type == MEMRA_TYPE_Q8_0) unpack_q8_0(0, n, weight, w_stride, w_rows, unpacked);
-    if (type == MEMRA_TYPE_Q4_0) unpack_q8_0(1, n, weight, w_stride, w_rows, unpacked);
+    if (type == MEMRA_TYPE_Q8_0) unpack_q8_0(n, weight, w_stride, w_rows, unpacked);
+    if (type == MEMRA_TYPE_Q4_0) unpack_q4_0(n, weight, w_stride, w_rows, unpacked);
     if (type == MEMRA_TYPE_Q4_K) unpack_k(KIND_Q4_K, n, weight, w_stride, w_rows, unpacked);
     if (type == MEMRA_TYPE_Q5_K) unpack_k(KIND_Q5_K, n, weight, w_stride, w_rows, unpacked);
     if (type == MEMRA_TYPE_Q6_K) unpack_k(KIND_Q6_K, n, weight, w_stride, w_rows, unpacked);

@@ -19,9 +19,12 @@
 #include "cpu-internal.h"
 #include "gemm.h"
 
-/* Activation rows per tile: converted rows of one tile should sit comfortably in L2. */
-#define TILE_ACTIVATION_BYTES (192 * 1024)
-#define MAX_ROWS_PER_TILE 64
+/* Activation rows per tile: converted rows of one tile should sit comfortably in L2. The GEMM tiles
+ * unpack each group of four weight rows once per tile (memra_gemm_unpack), so more rows a tile means
+ * fewer unpackings: one thread's 7 matmuls of a Qwen3-0.6B layer, 512 rows of q4_0, measured 3-6% faster
+ * (CPU time, Zen 5) with 384 KiB and 128 rows than with 192 KiB and 64. */
+#define TILE_ACTIVATION_BYTES (384 * 1024)
+#define MAX_ROWS_PER_TILE 128
 /* The decoded four-row tiles (memra_dot_decoded_bytes) multiply each group of decoded weight rows with
  * all of the tile's activation rows: the more rows, the fewer times a group is decoded. Their rows (the
  * converted or the prepared ones, the larger) take up to this many bytes, and up to this many rows:
