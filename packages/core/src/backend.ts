@@ -92,6 +92,12 @@ export interface KVStorage {
    * blocks are used for the first time. Optional: storage that is resident when allocated has none.
    */
   prefault?(): void;
+  /**
+   * Optional: gives the storage's memory back to its backend, which may hand it, as it is, to a
+   * later allocateKV (CpuBackend: a new cache then writes pages already mapped instead of faulting
+   * in fresh ones). The storage must not be used after. Safe twice.
+   */
+  dispose?(): void;
 }
 
 /**

@@ -268,9 +268,11 @@ export class KVBlockPool implements KVPoolStorage {
     this.cachedFree.clear();
   }
 
+  /** Gives every layer's K and V storage back to its backend (KVStorage.dispose). Safe twice. */
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
+    for (const storage of [...this.keys, ...this.values]) storage.dispose?.();
     this.keys.length = 0;
     this.values.length = 0;
   }

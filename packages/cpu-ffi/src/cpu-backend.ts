@@ -22,7 +22,8 @@ import {
 } from "@memra/core";
 import { GGMLType, type GGUFTensorInfo, ggmlTypeName } from "@memra/gguf";
 import { type Pointer, ptr } from "bun:ffi";
-import { BackendDisposedError } from "./errors";
+import { BackendDisposedError, KVStorageDisposedError } from "./errors";
+import { type HostBuffer, HostBufferPool, type HostBufferPoolStatistics } from "./host-buffer-pool";
 import { MEMRA_OPS, type MemraCpuLibrary, NO_WEIGHT_TYPE, openMemraCpuLibrary } from "./native-library";
 
 export interface CpuBackendOptions {
@@ -60,26 +61,37 @@ class CpuBuffer implements DeviceBuffer {
 /** ggml type ids of the KV element types (memra.h). */
 const KV_TYPE_IDS: Record<KVType, number> = { f32: 0, f16: 1, q8_0: 8 };
 
-/** KV slots in host memory as the native kernels store them (f32, f16 or q8_0 rows). */
+/**
+ * KV slots in host memory as the native kernels store them (f32, f16 or q8_0 rows), in a buffer of
+ * the backend's pool (dispose() gives it back, for the next cache: see HostBufferPool).
+ */
 class CpuKVStorage implements KVStorage {
   readonly bytes: Uint8Array;
   readonly pointer: Pointer;
   readonly rowBytes: number;
+  disposed = false;
 
   constructor(
     readonly type: KVType,
     readonly rows: number,
     readonly width: number,
+    private readonly buffers: HostBufferPool,
+    private readonly buffer: HostBuffer,
   ) {
     this.rowBytes = kvRowBytes(type, width);
-    const storage = new ArrayBuffer(Math.max(64, rows * this.rowBytes));
-    this.bytes = new Uint8Array(storage, 0, rows * this.rowBytes);
-    this.pointer = ptr(storage);
+    this.bytes = new Uint8Array(buffer.storage, 0, rows * this.rowBytes);
+    this.pointer = buffer.pointer;
   }
 
   prefault(): void {
     // A large ArrayBuffer is mapped lazily; writing it makes every page resident.
     this.bytes.fill(0);
+  }
+
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    this.buffers.give(this.buffer);
   }
 }
 
@@ -107,6 +119,8 @@ export class CpuBackend implements Backend {
   readonly name = "cpu";
   private handle: Pointer | null;
   private readonly supportCache = new Map<string, boolean>();
+  /** Memory of disposed KV storage, for the next allocateKV. */
+  private readonly kvBuffers = new HostBufferPool();
 
   private constructor(
     readonly library: MemraCpuLibrary,
@@ -284,7 +298,12 @@ export class CpuBackend implements Backend {
     if (!Number.isInteger(rows) || rows < 0) throw new RangeError(`KV rows must be a non-negative integer, got ${rows}`);
     if (!(type in KV_TYPE_IDS)) throw new RangeError(`unknown KV type "${type}" (f32, f16, q8_0)`);
     if (type === "q8_0" && width % 32 !== 0) throw new RangeError(`q8_0 KV rows need a width that is a multiple of 32, got ${width}`);
-    return new CpuKVStorage(type, rows, width);
+    return new CpuKVStorage(type, rows, width, this.kvBuffers, this.kvBuffers.take(Math.max(64, rows * kvRowBytes(type, width))));
+  }
+
+  /** The host buffers of KV storage: how many were made, reused, in use and spare (see HostBufferPool). */
+  get kvBufferStatistics(): HostBufferPoolStatistics {
+    return this.kvBuffers.statistics;
   }
 
   writeKV(storage: KVStorage, slots: Int32Array, source: DeviceBuffer): void {
@@ -409,11 +428,12 @@ export class CpuBackend implements Backend {
     );
   }
 
-  /** Destroys the native context (its threads and scratch memory). Safe to call twice. */
+  /** Destroys the native context (its threads and scratch memory) and lets go of spare KV memory. Safe to call twice. */
   dispose(): void {
     if (this.handle === null) return;
     const handle = this.handle;
     this.handle = null;
+    this.kvBuffers.close();
     this.library.destroyContext(handle);
   }
 
@@ -445,6 +465,8 @@ function asBuffer(buffer: DeviceBuffer): CpuBuffer {
 
 function asKV(storage: KVStorage): CpuKVStorage {
   if (!(storage instanceof CpuKVStorage)) throw new TypeError("the KV storage was not allocated by a CpuBackend");
+  // (its memory may hold another cache's rows now)
+  if (storage.disposed) throw new KVStorageDisposedError();
   return storage;
 }
 

@@ -43,3 +43,11 @@ export class BackendDisposedError extends Error {
     super(`the ${backend} backend was disposed`);
   }
 }
+
+/** A KV storage was used after its dispose(): its memory may hold another cache's rows now. */
+export class KVStorageDisposedError extends Error {
+  override readonly name = "KVStorageDisposedError";
+  constructor() {
+    super("the KV storage was disposed: its memory went back to the backend and may hold another cache now");
+  }
+}

@@ -752,8 +752,12 @@ export class Transformer {
     for (let start = 0; start < tokens.length; start += step) {
       const end = Math.min(tokens.length, start + step);
       const inChunk = wanted.map((row, index) => ({ row: row - start, index })).filter(({ row }) => row >= 0 && row < end - start);
-      const [logits] = this.forwardBatch([{ tokens: tokens.subarray(start, end), cache, logits: inChunk.map(({ row }) => row) }]);
-      for (let i = 0; i < inChunk.length; i++) result.set(logits!.subarray(i * vocabulary, (i + 1) * vocabulary), inChunk[i]!.index * vocabulary);
+      // straight into `result` where the chunk's rows sit there back to back (no array of its own to fault in and copy)
+      const first = inChunk[0]?.index ?? 0;
+      const direct = inChunk.length > 0 && inChunk.every(({ index }, i) => index === first + i);
+      const output = direct ? result.subarray(first * vocabulary, (first + inChunk.length) * vocabulary) : undefined;
+      const [logits] = this.forwardBatch([{ tokens: tokens.subarray(start, end), cache, logits: inChunk.map(({ row }) => row), ...(output && { output }) }]);
+      if (!direct) for (let i = 0; i < inChunk.length; i++) result.set(logits!.subarray(i * vocabulary, (i + 1) * vocabulary), inChunk[i]!.index * vocabulary);
     }
     return result;
   }
