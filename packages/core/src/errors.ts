@@ -43,3 +43,11 @@ export class UnsupportedOpError extends Error {
     super(`the ${backend} backend has no ${op}, which ${why}`);
   }
 }
+
+/** A KV storage was used after its dispose() (KVStorage.dispose): its memory went back to its backend. */
+export class KVStorageDisposedError extends Error {
+  override readonly name = "KVStorageDisposedError";
+  constructor() {
+    super("the KV storage was disposed: its memory went back to the backend and may hold another cache now");
+  }
+}

@@ -18,7 +18,7 @@ export {
   writeHostKVRows,
 } from "./backend";
 export { type CpuBackendModule, type DefaultBackendOptions, createDefaultBackend } from "./backend-discovery";
-export { ModelTensorError, UnsupportedArchitectureError, UnsupportedOpError, UnsupportedTensorTypeError } from "./errors";
+export { KVStorageDisposedError, ModelTensorError, UnsupportedArchitectureError, UnsupportedOpError, UnsupportedTensorTypeError } from "./errors";
 export { type RopeScaling, type RopeScalingOptions, originalContextLength, resolveRopeScaling, ropeScalingOptionsSchema, scaledContextLength } from "./models/rope-scaling";
 export { KVBlocksExhaustedError, type KVCache, KVCacheFullError, type KVPoolStorage } from "./kv-cache";
 export { DEFAULT_BLOCK_TOKENS, KVBlockPool, type KVBlockPoolOptions, PagedKVCache } from "./paged-kv-cache";

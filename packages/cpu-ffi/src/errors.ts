@@ -44,10 +44,6 @@ export class BackendDisposedError extends Error {
   }
 }
 
-/** A KV storage was used after its dispose(): its memory may hold another cache's rows now. */
-export class KVStorageDisposedError extends Error {
-  override readonly name = "KVStorageDisposedError";
-  constructor() {
-    super("the KV storage was disposed: its memory went back to the backend and may hold another cache now");
-  }
-}
+
+/** (defined in @memra/core: every backend's KV storage throws it) */
+export { KVStorageDisposedError } from "@memra/core";

@@ -22,7 +22,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { type Backend, type BackendGraph, type DeviceBuffer, type KVStorage, ReferenceBackend, resolveRopeScaling } from "@memra/core";
+import { type Backend, type BackendGraph, type DeviceBuffer, type KVStorage, KVStorageDisposedError, ReferenceBackend, resolveRopeScaling } from "@memra/core";
 import { GGMLType, ggmlTypeName, quantize } from "@memra/gguf";
 import { ALL_GGML_TYPES, BackendPair, firstDifference, expectKVRowsPortable, expectRotateKVMatches, nmse, normals, pagedLayout, tensorInfo, weightBytes } from "@memra/core/internal";
 import { Candidates, argmax, topK } from "@memra/sampler";
@@ -593,6 +593,25 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
       }
     }
   }, 180_000); // ~25 s on the emulator
+
+  it("gives a disposed KV storage's memory back to the caching allocator (not held until the backend's dispose) and refuses its use after", () => {
+    const rows = 4096;
+    const width = 256;
+    const bytes = rows * width * 2;
+    const first = backend.allocateKV("f16", rows, width);
+    const cached = backend.memoryInfo().cachedBytes;
+    first.dispose!();
+    first.dispose!(); // safe twice
+    expect(backend.memoryInfo().cachedBytes - cached).toBeGreaterThanOrEqual(bytes);
+    const x = backend.allocate(width);
+    expect(() => backend.writeKV(first, Int32Array.of(0), x)).toThrow(KVStorageDisposedError);
+    expect(() => backend.readKVRows(first, 0, 1)).toThrow(KVStorageDisposedError);
+    // the next cache of that size takes the block from the cache: zeroed, as a fresh one
+    const second = backend.allocateKV("f16", rows, width);
+    expect(backend.memoryInfo().cachedBytes).toBeLessThanOrEqual(cached);
+    expect(backend.readKVRows(second, rows - 1, 1).every((byte) => byte === 0)).toBe(true);
+    second.dispose!();
+  });
 
   it("attentionMatmul gives attention then matmul bit for bit, the O projection's q8_0 codes rounded by the attention kernel", () => {
     const [heads, kvHeads, blockTokens, blocks] = [8, 2, 16, 24];

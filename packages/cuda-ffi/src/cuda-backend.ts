@@ -15,6 +15,7 @@ import {
   type DeviceBuffer,
   type KVLayerView,
   type KVStorage,
+  KVStorageDisposedError,
   type KVType,
   type RopeScaling,
   type ResidualNorm,
@@ -97,17 +98,30 @@ const KV_TYPE_IDS: Record<KVType, number> = { f32: 0, f16: 1, q8_0: 8 };
 
 class CudaKVStorage implements KVStorage {
   readonly rowBytes: number;
+  disposed = false;
   constructor(
     readonly type: KVType,
     readonly rows: number,
     readonly width: number,
     /** Device address of rows * rowBytes bytes. */
     readonly pointer: number,
+    /** Gives the device memory back to the backend's caching allocator. */
+    private readonly release: (pointer: number) => void,
   ) {
     this.rowBytes = kvRowBytes(type, width);
   }
   get bytes(): number {
     return this.rows * this.rowBytes;
+  }
+  /**
+   * The device memory back to the context's caching allocator (stream-ordered: a later allocation
+   * gets it only for ops queued after every op that used it), not held until the backend is disposed.
+   * Graphs recorded over this storage are never replayed again: the model keys them by storage.
+   */
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    this.release(this.pointer);
   }
 }
 
@@ -780,7 +794,10 @@ export class CudaBackend implements Backend {
     const bytes = rows * kvRowBytes(type, width);
     const pointer = this.deviceAlloc(Math.max(64, bytes));
     this.library.call("memra_cuda_zero", this.context(), pointer as Pointer, Math.max(64, bytes));
-    return new CudaKVStorage(type, rows, width, pointer);
+    return new CudaKVStorage(type, rows, width, pointer, (address) => {
+      // after the backend's dispose the context freed it with everything else
+      if (this.handle !== null) this.library.call("memra_cuda_free", this.handle, address as Pointer);
+    });
   }
 
   writeKV(storage: KVStorage, slots: Int32Array, source: DeviceBuffer): void {
@@ -1200,6 +1217,7 @@ function ropeScalingValues(scaling: RopeScaling | undefined): Float32Array | nul
 
 function asKV(storage: KVStorage): CudaKVStorage {
   if (!(storage instanceof CudaKVStorage)) throw new TypeError("the KV storage was not allocated by a CudaBackend");
+  if (storage.disposed) throw new KVStorageDisposedError();
   return storage;
 }
 
