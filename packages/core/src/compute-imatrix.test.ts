@@ -57,6 +57,42 @@ describe("computeImatrix", () => {
     expect(saves).toEqual([[4, [4, 64, 48]]]);
   });
 
+  it("calls onOutput every outputFrequency chunks, before onSave and with the same data (llama-imatrix's --output-frequency)", () => {
+    const events: Array<[string, number, number]> = [];
+    const outputs = new Map<number, unknown>();
+    const copies = new Map<number, unknown>();
+    const final = computeImatrix(tiny, tokens, {
+      contextSize: 16,
+      batchSize: 16,
+      kvType: "f32",
+      outputFrequency: 2,
+      onOutput: (imatrix, chunk) => {
+        events.push(["output", chunk, imatrix.chunkCount]);
+        outputs.set(chunk, imatrix);
+      },
+      saveFrequency: 1,
+      onSave: (imatrix, chunk) => {
+        events.push(["save", chunk, imatrix.chunkCount]);
+        copies.set(chunk, imatrix);
+      },
+    });
+    // 100 tokens, chunks of 16: 6 chunks, one a step
+    expect(final.chunkCount).toBe(6);
+    expect(events).toEqual([
+      ["save", 1, 1],
+      ["output", 2, 2],
+      ["save", 2, 2],
+      ["save", 3, 3],
+      ["output", 4, 4],
+      ["save", 4, 4],
+      ["save", 5, 5],
+      ["output", 6, 6],
+      ["save", 6, 6],
+    ]);
+    for (const chunk of [2, 4, 6]) expect(outputs.get(chunk)).toEqual(copies.get(chunk));
+    expect(() => computeImatrix(tiny, tokens, { outputFrequency: 1.5 })).toThrow("outputFrequency must be a non-negative integer, got 1.5");
+  });
+
   it("refuses a text of fewer than two chunks' tokens and options out of range", () => {
     expect(() => computeImatrix(tiny, tokens.slice(0, 31), { contextSize: 16 })).toThrow("the text tokenizes to 31 tokens; a context of 16 needs at least 32");
     expect(() => computeImatrix(tiny, tokens, { contextSize: 0 })).toThrow("contextSize must be a positive integer, got 0");

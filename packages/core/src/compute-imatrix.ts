@@ -75,6 +75,13 @@ export interface ComputeImatrixOptions {
   readonly saveFrequency?: number;
   /** The data so far and the chunk count, for a copy (llama-imatrix writes `<output>.at_<chunk>`). */
   readonly onSave?: (imatrix: Imatrix, chunk: number) => void;
+  /**
+   * Call onOutput every this many chunks (llama-imatrix --output-frequency, default 10 there), at the
+   * same point as onSave and before it. 0 or absent: never.
+   */
+  readonly outputFrequency?: number;
+  /** The data so far and the chunk count, for the output file (llama-imatrix rewrites it then). */
+  readonly onOutput?: (imatrix: Imatrix, chunk: number) => void;
 }
 
 export interface ImatrixProgress {
@@ -101,7 +108,7 @@ export function computeImatrix(modelPath: string, text: string | readonly number
     if (!Number.isInteger(value) || value < 1) throw new RangeError(`${name} must be a positive integer, got ${value}`);
   }
   const firstChunk = options.firstChunk ?? 0;
-  for (const [name, value] of [["firstChunk", firstChunk], ["saveFrequency", options.saveFrequency ?? 0]] as const) {
+  for (const [name, value] of [["firstChunk", firstChunk], ["saveFrequency", options.saveFrequency ?? 0], ["outputFrequency", options.outputFrequency ?? 0]] as const) {
     if (!Number.isInteger(value) || value < 0) throw new RangeError(`${name} must be a non-negative integer, got ${value}`);
   }
   if (options.initial?.legacy) throw new RangeError("initial: legacy imatrix data holds normalised sums: combine it first (combineImatrices)");
@@ -117,6 +124,8 @@ export function computeImatrix(modelPath: string, text: string | readonly number
     ...(options.initial ? { initial: options.initial } : {}),
     saveFrequency: options.saveFrequency ?? 0,
     onSave: (chunk) => options.onSave?.(collector.toImatrix({ datasets }), chunk),
+    outputFrequency: options.outputFrequency ?? 0,
+    onOutput: (chunk) => options.onOutput?.(collector.toImatrix({ datasets }), chunk),
   });
   const inner = options.backend ?? new ReferenceBackend();
   let model: Model;

@@ -45,6 +45,14 @@ export interface ImatrixCollectorOptions {
   readonly saveFrequency?: number;
   /** Called with lastChunk when a copy is due (see saveFrequency). */
   readonly onSave?: (chunk: number) => void;
+  /**
+   * Call onOutput every this many chunks (llama-imatrix --output-frequency: it rewrites its output
+   * file then, so that a run cut short keeps what it collected), before onSave when both are due, at
+   * the same point of the step; 0 or absent: never.
+   */
+  readonly outputFrequency?: number;
+  /** Called with lastChunk when the output is due (see outputFrequency). */
+  readonly onOutput?: (chunk: number) => void;
 }
 
 interface CollectedEntry {
@@ -61,6 +69,8 @@ export class ImatrixCollector {
   private readonly chunkSize: number | undefined;
   private readonly saveFrequency: number;
   private readonly onSave: ((chunk: number) => void) | undefined;
+  private readonly outputFrequency: number;
+  private readonly onOutput: ((chunk: number) => void) | undefined;
   /** llama-imatrix's m_last_chunk: chunks the largest count has passed (with a chunk size). */
   private last = 0;
 
@@ -69,9 +79,13 @@ export class ImatrixCollector {
     this.chunkSize = options.chunkSize;
     this.saveFrequency = options.saveFrequency ?? 0;
     this.onSave = options.onSave;
+    this.outputFrequency = options.outputFrequency ?? 0;
+    this.onOutput = options.onOutput;
     if (this.chunkSize !== undefined && (!Number.isInteger(this.chunkSize) || this.chunkSize < 1)) throw new RangeError(`chunkSize must be a positive integer, got ${this.chunkSize}`);
     if (!Number.isInteger(this.saveFrequency) || this.saveFrequency < 0) throw new RangeError(`saveFrequency must be a non-negative integer, got ${this.saveFrequency}`);
     if (this.saveFrequency > 0 && this.chunkSize === undefined) throw new RangeError("a save frequency needs a chunk size");
+    if (!Number.isInteger(this.outputFrequency) || this.outputFrequency < 0) throw new RangeError(`outputFrequency must be a non-negative integer, got ${this.outputFrequency}`);
+    if (this.outputFrequency > 0 && this.chunkSize === undefined) throw new RangeError("an output frequency needs a chunk size");
     if (options.initial) {
       if (options.initial.legacy) throw new RangeError("legacy imatrix data holds normalised sums: combine it first (combineImatrices)");
       let largest = 0;
@@ -230,6 +244,8 @@ export class ImatrixCollector {
     if (chunk <= this.last) return;
     const step = chunk - this.last;
     this.last = chunk;
+    // llama-imatrix: the output first, then the copy
+    if (this.outputFrequency > 0 && Math.floor((chunk % this.outputFrequency) / step) === 0) this.onOutput?.(chunk);
     if (this.saveFrequency > 0 && Math.floor((chunk % this.saveFrequency) / step) === 0) this.onSave?.(chunk);
   }
 

@@ -29,8 +29,10 @@ beforeAll(async () => {
 describe("memra imatrix", () => {
   it("writes computeImatrix's imatrix, byte for byte, and reports progress and a summary", () => {
     const output = join(directory, "moe.gguf");
-    const result = run("-m", moe, "-f", CALIBRATION, "-o", output, "-c", "64", "--chunks", "2", "--kv-type", "f32", "--device", "reference");
+    // (--output-frequency 1: rewritten after each chunk through a .partial file renamed over it)
+    const result = run("-m", moe, "-f", CALIBRATION, "-o", output, "-c", "64", "--chunks", "2", "--kv-type", "f32", "--device", "reference", "--output-frequency", "1");
     expect(result.code, result.stderr).toBe(0);
+    expect(existsSync(`${output}.partial`)).toBe(false);
     const expected = computeImatrix(moe, imatrixCalibrationText(), { backend: new ReferenceBackend(), contextSize: 64, chunks: 2, kvType: "f32", dataset: CALIBRATION });
     expect(Buffer.compare(readFileSync(output), Buffer.from(encodeImatrix(expected)))).toBe(0);
     expect(readImatrix(output).datasets).toEqual([CALIBRATION]);
@@ -152,6 +154,7 @@ describe("memra imatrix --in-file, --output-format, --from-chunk, --save-frequen
       [["--in-file", dense, "--output-format", "txt"], '--output-format must be one of gguf, dat, got "txt"'],
       [["-m", moe, "-f", CALIBRATION, "-c", "64", "--from-chunk", "3", "--device", "reference"], `${CALIBRATION}: the text tokenizes to 298 tokens; after skipping 3 chunks of 64 fewer than two are left (llama-imatrix wants more than 320)`],
       [["-m", moe, "-f", CALIBRATION, "--save-frequency", "x"], '--save-frequency must be a non-negative integer, got "x"'],
+      [["-m", moe, "-f", CALIBRATION, "--output-frequency", "1.5"], '--output-frequency must be a non-negative integer, got "1.5"'],
       [["--show-statistics"], "--show-statistics needs an imatrix file: --in-file FILE"],
       [[], "missing -f TEXT (or --in-file FILE to combine)"],
     ];

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readFileSync, renameSync, statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { type KVType, computeImatrix } from "@memra/core";
@@ -30,6 +30,8 @@ options:
   -c, --ctx-size N        tokens per chunk (default 512; also the chunk size of combined files)
   --chunks N              at most N chunks (default: all of the text)
   --chunk, --from-chunk N skip the first N chunks of the text
+  --output-frequency N    rewrite the output every N chunks as it goes, so that a run cut short keeps
+                          what it collected (default 10, as llama-imatrix; 0: only at the end)
   --save-frequency N      also write a copy, <output>.at_<chunk>, every N chunks (counting --in-file's)
   --process-output        also collect output.weight (the LM head; not a tied one)
   --parse-special         parse special tokens such as <|im_start|> in the text
@@ -65,6 +67,7 @@ export async function imatrixCommand(args: string[], io: CliIO): Promise<void> {
       chunk: { type: "string" },
       "from-chunk": { type: "string" },
       "save-frequency": { type: "string" },
+      "output-frequency": { type: "string" },
       "process-output": { type: "boolean", default: false },
       "parse-special": { type: "boolean", default: false },
       "batch-size": { type: "string", short: "b" },
@@ -134,6 +137,7 @@ export async function imatrixCommand(args: string[], io: CliIO): Promise<void> {
   const firstChunkText = values["from-chunk"] ?? values.chunk;
   const firstChunk = parseCount(firstChunkText, values["from-chunk"] !== undefined ? "--from-chunk" : "--chunk");
   const saveFrequency = parseCount(values["save-frequency"], "--save-frequency");
+  const outputFrequency = values["output-frequency"] === undefined ? 10 : parseCount(values["output-frequency"], "--output-frequency");
   const batchSize = parsePositiveInteger(values["batch-size"], "--batch-size", 2048);
   const ubatchSize = parsePositiveInteger(values["ubatch-size"], "--ubatch-size", 512);
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
@@ -161,6 +165,12 @@ export async function imatrixCommand(args: string[], io: CliIO): Promise<void> {
       firstChunk,
       saveFrequency,
       onSave: (copy, chunk) => save(`${output}.at_${chunk}`, copy),
+      outputFrequency,
+      // written beside it and renamed over it: a run stopped while writing keeps the last whole file
+      onOutput: (sofar) => {
+        save(`${output}.partial`, sofar);
+        renameSync(`${output}.partial`, output);
+      },
       ...overrides,
       onChunk: (progress) => {
         if (progress.chunk === 1) {
