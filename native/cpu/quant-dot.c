@@ -1456,11 +1456,12 @@ AVX2_INLINE void iq_avx2(const int type, const int nr, int64_t n, const uint8_t 
     for (int r = 0; r < nr; r++) out[r] = iq_factor(type) * hsum_ps_avx2(acc[r]);
 }
 
-/* Decoded rows (see SCALAR_IQ_DECODED), arranged as the AVX-512 ones are (see there) for tiles of four
- * weight rows x two activation rows (the 16 registers hold their 8 integer sums) with iq_avx2's integer
- * sum per lane: per sub-block one vpmaddubsw of the prepared activations (a + 128; iq1: a) with v = +-u
- * (iq1: u), one vpmaddwd with the sub-block's scales and one add, the sum started at base (int32: -128 *
- * sum(scale * v); iq1: the scales times -9, int16, for vpmaddwd with the bsums).
+/* Decoded rows (see SCALAR_IQ_DECODED) for tiles of four weight rows x two activation rows (the 16
+ * registers hold their 8 integer sums) with iq_avx2's integer sum per lane: the weights' signs moved from
+ * the activations onto the magnitudes once per tile (v = +-u), the activations offset to unsigned bytes
+ * once per row (memra_dot_decoded_prepare); per sub-block one vpmaddubsw of the prepared activations
+ * (a + 128; iq1: a) with v (iq1: u), one vpmaddwd with the sub-block's scales and one add, the sum started
+ * at base (int32: -128 * sum(scale * v); iq1: the scales times -9, int16, for vpmaddwd with the bsums).
  * Weights per block and row (AVX2_DECODED_BLOCK): v (iq1: u) of sub-blocks 0..7 (256 B) | their scales as
  * iq_avx2 picks them (256 B) | base (32 B) | d f32 | padding.
  * Activations per block (AVX2_IQ_PREPARED_BLOCK): a + 128 (iq1: a) | the bsums in iq_bsums_avx2's order
@@ -2324,6 +2325,20 @@ AVX512_INLINE __m512i iq_decode_avx512(const int type, const uint8_t * xw, int c
     }
 }
 
+/* The float steps of the AVX-512 i-quant kernels (the row kernels and the decoded tiles alike): per block,
+ * the block's integer sum (exact: the sum of scale * sum(value * a) over its 16 groups, iq1 with its
+ * delta) converted to float once, then acc = fma(that, d_w * d_a, acc), block after block, and the row's
+ * result iq_factor(type) * acc: ggml's per-block formula, summed in the order of the blocks. */
+
+/* The sum of the 16 int32 lanes of x, in dword 0. (Summing four blocks' vectors at once in a tree of
+ * 512-bit unpacks measured ~10% slower in the one-row kernel.) */
+AVX512_INLINE __m128i iq_sum16_avx512(__m512i x) {
+    const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(x), _mm512_extracti64x4_epi64(x, 1));
+    __m128i q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    q = _mm_add_epi32(q, _mm_shuffle_epi32(q, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm_add_epi32(q, _mm_shuffle_epi32(q, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+
 AVX512_INLINE void iq_avx512(const int type, const int nr, int64_t n, const uint8_t * w, size_t stride, const uint8_t * a, float * out) {
     const int wbytes = block_bytes(type), iq1 = type == MEMRA_TYPE_IQ1_S || type == MEMRA_TYPE_IQ1_M;
     const __m512i zero = _mm512_setzero_si512();
@@ -2332,8 +2347,7 @@ AVX512_INLINE void iq_avx512(const int type, const int nr, int64_t n, const uint
     __m512i pick[4];
     for (int c = 0; c < 4; c++) pick[c] = _mm512_setr_epi32(2 * c, 2 * c, 2 * c, 2 * c, 8 + 2 * c, 8 + 2 * c, 8 + 2 * c, 8 + 2 * c, 2 * c + 1, 2 * c + 1,
                                                             2 * c + 1, 2 * c + 1, 9 + 2 * c, 9 + 2 * c, 9 + 2 * c, 9 + 2 * c);
-    __m512 acc[4];
-    for (int r = 0; r < nr; r++) acc[r] = _mm512_setzero_ps();
+    __m128 acc[4] = { _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps() }; /* (in element 0) */
     for (int64_t ib = 0; ib < n / 256; ib++) {
         const uint8_t * ya = a + ib * Q8_K_BYTES;
         if (nr == 4) prefetch_next_rows(w, stride, n / 256 * wbytes, ib * wbytes, wbytes);
@@ -2358,154 +2372,210 @@ AVX512_INLINE void iq_avx512(const int type, const int nr, int64_t n, const uint
                 const __m512i sa = iq1 ? av[c] : _mm512_mask_sub_epi8(av[c], neg, zero, av[c]);
                 isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u, sa), _mm512_permutexvar_epi32(pick[c], sc));
             }
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(iq_block_d(type, xw) * da), acc[r]);
+            acc[r] = _mm_fmadd_ss(_mm_cvtepi32_ps(iq_sum16_avx512(isum)), _mm_set_ss(iq_block_d(type, xw) * da), acc[r]);
         }
     }
-    for (int r = 0; r < nr; r++) out[r] = iq_factor(type) * _mm512_reduce_add_ps(acc[r]);
+    for (int r = 0; r < nr; r++) out[r] = iq_factor(type) * _mm_cvtss_f32(acc[r]);
 }
 
-/* Decoded rows (see SCALAR_IQ_DECODED), arranged for tiles of four weight rows x four activation rows
- * (16 float sums in registers) with the same integer sum per lane as iq_avx512. The weights' signs move
- * from the activations onto the magnitudes once per tile (v = +-u, int8), and the activations are offset
- * to unsigned bytes a + 128 once per row (memra_dot_decoded_prepare): each step of a pair of rows is one
- * vpmaddubsw of (a + 128) with v and one vpdpwssd with the step's scales (iq_avx512: also the negation of
- * the activations and the scales' permutation). The offset's part of the sum, 128 * sum(scale * v) per
- * lane, depends on the weights alone: each sum starts at its negation (base). The iq1 codes are unsigned
- * already and multiply the activations as they are; their sums start at -9 * scale * bsum as in
- * iq_avx512 (the scales times -9 kept per row, the bsums per activation row). Every lane's integer sum
- * is thus iq_avx512's (no step overflows: |a + 128| <= 255, |v| <= 62), and the float steps on it are the
- * same, in the same order: bit for bit memra_dot_rows4.
- * Weights per block and row (AVX512_DECODED_BLOCK): v (iq1: u) of steps 0..3 (256 B) | the scales of
- * steps 0..3 as iq_avx512 permutes them (256 B) | base (int32; iq1: iq_scales_avx512 * -9) | d f32 | padding.
- * An activation row of nb blocks: a + 128 (iq1: a) of each block (nb x 256 B) | iq1: the bsums of each
- * block as iq_avx512 widens them (nb x 64 B) | the d f32 of each block (in all AVX512_IQ_PREPARED_BLOCK,
- * iq1 AVX512_IQ1_PREPARED_BLOCK, bytes per block). */
-enum { AVX512_DECODED_BLOCK = 640, AVX512_IQ_PREPARED_BLOCK = 256 + 4, AVX512_IQ1_PREPARED_BLOCK = 256 + 64 + 4 };
+/* Decoded rows (see SCALAR_IQ_DECODED) for tiles of four weight rows x four activation rows, with the
+ * float steps of iq_avx512 (one integer per block and pair of rows, so bit for bit memra_dot_rows4) and
+ * the integer products as one vpdpbusd per 64 values: the weights' values v = +-u (iq1: u - 9), int8, and
+ * the activations offset to unsigned bytes a + 128 (once per activation row, memra_dot_decoded_prepare),
+ * both arranged so that each int32 lane of a step's products holds four values of one group of 16 and the
+ * four steps of a block add up in the same lane: dword lane 4L + j of step k holds the values 4k .. 4k+3
+ * of group 4L + (0, 2, 1, 3)[j] (iq_transpose_avx512). A lane's sum is then multiplied by its group's
+ * scale (vpmulld; the types with one scale per 32 values, whose lanes 4L + j and 4L + j + 2 share it, after
+ * adding those two, one vpmulld for two weight rows), and the 16 lanes of the 16 pairs of rows are summed
+ * into one vector (a tree of unpacks and shuffles, lane 4c + r for activation row c and weight row r).
+ * The offset's part, 128 * sum(scale * v) per block and weight row, is taken back by adding its negation
+ * (bias). Integer sums are exact (|a + 128| <= 255, |v| <= 62: below 2^27 at every step).
+ * Per block, four weight rows (AVX512_IQ_DECODED_BLOCK): v of row r, step k at 256r + 64k (1024 B) | the
+ * scales, int32: one vector per row in the lanes of the products (iq_lane_scales_avx512), or with one
+ * scale per 32 values one per two rows (rows 0, 1 then 2, 3, in the lanes of iq_pair_sum_avx512) (256 B)
+ * | the four rows' bias (int32) | their d (f32) | padding.
+ * An activation row of nb blocks: a + 128 of each block, arranged as v (nb x 256 B) | the d f32 of each
+ * block (in all AVX512_IQ_PREPARED_BLOCK bytes per block). */
+enum { AVX512_IQ_DECODED_BLOCK = 1344, AVX512_IQ_PREPARED_BLOCK = 256 + 4 };
+enum { IQ_DECODED_SCALES = 1024, IQ_DECODED_BIAS = 1280, IQ_DECODED_D = 1296 };
 
-/* Where block ib's bsums (iq1) and d are in a prepared activation row of nb blocks. */
-AVX512_INLINE size_t iq_prepared_bsums_avx512(int64_t nb, int64_t ib) { return (size_t)(nb * 256 + ib * 64); }
-AVX512_INLINE size_t iq_prepared_d_avx512(const int iq1, int64_t nb, int64_t ib) { return (size_t)(nb * (iq1 ? 256 + 64 : 256) + ib * 4); }
+/* The types with one scale per 32 values (their lanes add in pairs before the scales). */
+static inline int iq_scale32(int type) {
+    return type == MEMRA_TYPE_IQ2_XXS || type == MEMRA_TYPE_IQ3_XXS || type == MEMRA_TYPE_IQ3_S || type == MEMRA_TYPE_IQ1_S;
+}
 
-/* dword i -> the scale of group 4c + i/4, which iq_scales_avx2 puts at element 2c + i/8 (even groups)
- * or 8 + 2c + i/8 (odd groups) */
-AVX512_INLINE __m512i iq_pick_avx512(int c) {
-    return _mm512_setr_epi32(2 * c, 2 * c, 2 * c, 2 * c, 8 + 2 * c, 8 + 2 * c, 8 + 2 * c, 8 + 2 * c, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1,
-                             9 + 2 * c, 9 + 2 * c, 9 + 2 * c, 9 + 2 * c);
+/* The four steps n[0..3] of a block (natural order, values 64c .. 64c+63 in step c) in the products'
+ * order: t[k] lane 4L + j = dword 4 * (0, 2, 1, 3)[j] + k of n[L]. */
+AVX512_INLINE void iq_transpose_avx512(const __m512i n[4], __m512i t[4]) {
+    const __m512i index = _mm512_setr_epi32(0, 8, 4, 12, 1, 9, 5, 13, 2, 10, 6, 14, 3, 11, 7, 15);
+    __m512i p[4]; /* p[L]'s 128-bit chunk k: what t[k] takes from n[L] */
+    for (int l = 0; l < 4; l++) p[l] = _mm512_permutexvar_epi32(index, n[l]);
+    const __m512i q0 = _mm512_shuffle_i32x4(p[0], p[1], _MM_SHUFFLE(1, 0, 1, 0)), q1 = _mm512_shuffle_i32x4(p[0], p[1], _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512i q2 = _mm512_shuffle_i32x4(p[2], p[3], _MM_SHUFFLE(1, 0, 1, 0)), q3 = _mm512_shuffle_i32x4(p[2], p[3], _MM_SHUFFLE(3, 2, 3, 2));
+    t[0] = _mm512_shuffle_i32x4(q0, q2, _MM_SHUFFLE(2, 0, 2, 0));
+    t[1] = _mm512_shuffle_i32x4(q0, q2, _MM_SHUFFLE(3, 1, 3, 1));
+    t[2] = _mm512_shuffle_i32x4(q1, q3, _MM_SHUFFLE(2, 0, 2, 0));
+    t[3] = _mm512_shuffle_i32x4(q1, q3, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
+/* The reduction tree of the tiles. Pair sum: per 128-bit chunk [x0 + x2, y0 + y2, x1 + x3,
+ * y1 + y3]; quad sum of two pair sums: per chunk [x, y, x', y'] (each the sum of its 4 dwords of the chunk);
+ * chunk sum: chunks [w0 + w1, w2 + w3, w'0 + w'1, w'2 + w'3], twice: chunk c = the whole of the c-th input. */
+AVX512_INLINE __m512i iq_pair_sum_avx512(__m512i x, __m512i y) { return _mm512_add_epi32(_mm512_unpacklo_epi32(x, y), _mm512_unpackhi_epi32(x, y)); }
+AVX512_INLINE __m512i iq_quad_sum_avx512(__m512i z, __m512i z2) { return _mm512_add_epi32(_mm512_unpacklo_epi64(z, z2), _mm512_unpackhi_epi64(z, z2)); }
+AVX512_INLINE __m512i iq_chunk_sum_avx512(__m512i w, __m512i w2) {
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(w, w2, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_i32x4(w, w2, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* The 16 group scales (int32) in the lanes of the products: lane 4L + j, group 4L + (0, 2, 1, 3)[j]
+ * (iq_scales_avx2's element e: group 2e, or 2(e - 8) + 1). */
+AVX512_INLINE __m512i iq_lane_scales_avx512(__m256i scales16) {
+    const __m512i index = _mm512_setr_epi32(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
+    return _mm512_permutexvar_epi32(index, _mm512_cvtepu16_epi32(scales16));
 }
 
 AVX512_INLINE void iq_decode_rows4_avx512(const int type, int64_t n, const uint8_t * w, size_t stride, uint8_t * decoded) {
     const int wbytes = block_bytes(type), iq1 = type == MEMRA_TYPE_IQ1_S || type == MEMRA_TYPE_IQ1_M;
     const __m512i zero = _mm512_setzero_si512(), x80 = _mm512_set1_epi8((char)0x80);
+    /* (one scale per 32 values) pair sum lane 4L + m: row m & 1's scale of sub-block 2L + (m >> 1) */
+    const __m512i pair_index = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
     for (int64_t ib = 0; ib < n / 256; ib++) {
+        uint8_t * o = decoded + ib * AVX512_IQ_DECODED_BLOCK;
+        __m512i scales32[4], offsets[4];
+        float d[4];
         for (int r = 0; r < 4; r++) {
             const uint8_t * xw = w + r * stride + ib * wbytes;
-            uint8_t * o = decoded + (4 * ib + r) * AVX512_DECODED_BLOCK;
             iq_prep prep;
             iq_prepare_avx512(type, xw, &prep);
-            const __m512i sc = iq_scales_avx512(type, xw);
-            __m512i base = zero;
+            __m512i v[4], t[4];
             for (int c = 0; c < 4; c++) {
                 __mmask64 neg;
                 const __m512i u = iq_decode_avx512(type, xw, c, &prep, &neg);
-                const __m512i v = iq1 ? u : _mm512_mask_sub_epi8(u, neg, zero, u);
-                const __m512i s = _mm512_permutexvar_epi32(iq_pick_avx512(c), sc);
-                _mm512_storeu_si512((void *)(o + 64 * c), v);
-                _mm512_storeu_si512((void *)(o + 256 + 64 * c), s);
-                base = _mm512_dpwssd_epi32(base, _mm512_maddubs_epi16(x80, v), s);
+                v[c] = iq1 ? _mm512_sub_epi8(u, _mm512_set1_epi8(9)) : _mm512_mask_sub_epi8(u, neg, zero, u);
             }
-            _mm512_storeu_si512((void *)(o + 512), iq1 ? _mm512_mullo_epi16(sc, _mm512_set1_epi16(-9)) : _mm512_sub_epi32(zero, base));
-            st_f32(o + 576, iq_block_d(type, xw));
+            iq_transpose_avx512(v, t);
+            const __m256i scales16 = iq_scales_avx2(type, xw);
+            const __m512i scales = iq_lane_scales_avx512(scales16);
+            scales32[r] = _mm512_cvtepu16_epi32(scales16);
+            __m512i offset = zero; /* 128 * v per lane */
+            for (int k = 0; k < 4; k++) {
+                _mm512_storeu_si512((void *)(o + 256 * r + 64 * k), t[k]);
+                offset = _mm512_dpbusd_epi32(offset, x80, t[k]);
+            }
+            if (!iq_scale32(type)) _mm512_storeu_si512((void *)(o + IQ_DECODED_SCALES + 64 * r), scales);
+            offsets[r] = _mm512_mullo_epi32(offset, scales);
+            d[r] = iq_block_d(type, xw);
         }
+        if (iq_scale32(type))
+            for (int p = 0; p < 2; p++)
+                _mm512_storeu_si512((void *)(o + IQ_DECODED_SCALES + 64 * p), _mm512_permutex2var_epi32(scales32[2 * p], pair_index, scales32[2 * p + 1]));
+        /* the bias of row r: minus the sum of offsets[r]'s lanes (the tree, then its four chunks added) */
+        const __m512i q = iq_quad_sum_avx512(iq_pair_sum_avx512(offsets[0], offsets[1]), iq_pair_sum_avx512(offsets[2], offsets[3]));
+        const __m512i h = _mm512_add_epi32(q, _mm512_shuffle_i32x4(q, q, _MM_SHUFFLE(1, 0, 3, 2)));
+        const __m512i total = _mm512_add_epi32(h, _mm512_shuffle_i32x4(h, h, _MM_SHUFFLE(2, 3, 0, 1)));
+        _mm_storeu_si128((__m128i *)(void *)(o + IQ_DECODED_BIAS), _mm_sub_epi32(_mm_setzero_si128(), _mm512_castsi512_si128(total)));
+        memcpy(o + IQ_DECODED_D, d, sizeof d);
     }
 }
 
-AVX512_INLINE void iq_prepare_rows_avx512(const int type, int64_t n, const uint8_t * a, uint8_t * prepared) {
-    const int iq1 = type == MEMRA_TYPE_IQ1_S || type == MEMRA_TYPE_IQ1_M;
+AVX512_INLINE void iq_prepare_rows_avx512(int64_t n, const uint8_t * a, uint8_t * prepared) {
     const __m512i x80 = _mm512_set1_epi8((char)0x80);
     for (int64_t ib = 0; ib < n / 256; ib++) {
         const uint8_t * ya = a + ib * Q8_K_BYTES;
-        uint8_t * p = prepared + ib * 256;
-        for (int c = 0; c < 4; c++) _mm512_storeu_si512((void *)(p + 64 * c), iq1 ? Q8K_VEC_AVX512(ya, c) : _mm512_xor_si512(Q8K_VEC_AVX512(ya, c), x80));
-        if (iq1) _mm512_storeu_si512((void *)(prepared + iq_prepared_bsums_avx512(n / 256, ib)), _mm512_cvtepu16_epi32(iq_bsums_avx2(ya)));
-        memcpy(prepared + iq_prepared_d_avx512(iq1, n / 256, ib), ya, 4);
+        __m512i v[4], t[4];
+        for (int c = 0; c < 4; c++) v[c] = _mm512_xor_si512(Q8K_VEC_AVX512(ya, c), x80);
+        iq_transpose_avx512(v, t);
+        for (int k = 0; k < 4; k++) _mm512_storeu_si512((void *)(prepared + ib * 256 + 64 * k), t[k]);
+        memcpy(prepared + n / 256 * 256 + ib * 4, ya, 4);
     }
 }
 
-/* Blocks [ib0, ib1) of four decoded weight rows x AR prepared activation rows (a_stride bytes apart),
- * added to the float sums acc[4 * c + r] (iq_avx512's, per lane) of row r and activation row c. */
-AVX512_INLINE void iq_decoded_tile_avx512(const int type, const int AR, int64_t nb, int64_t ib0, int64_t ib1, const uint8_t * decoded,
-                                          const uint8_t * prepared, size_t a_stride, __m512 * sums) {
-    const int iq1 = type == MEMRA_TYPE_IQ1_S || type == MEMRA_TYPE_IQ1_M;
-    __m512 acc[4][4];
+/* One block of the four decoded weight rows (o) x AR (1..4) prepared activation rows (p, a_stride bytes
+ * apart): the block's integer sums, lane 4c + r (0 where c >= AR). */
+AVX512_INLINE __m512i iq_decoded_block_avx512(const int type, const int AR, const uint8_t * o, const uint8_t * p, size_t a_stride) {
+    const int scale32 = iq_scale32(type);
+    __m512i quads[4];
     _Pragma("GCC unroll 4")
-    for (int r = 0; r < 4; r++)
+    for (int c = 0; c < 4; c++) {
+        if (c >= AR) {
+            quads[c] = _mm512_setzero_si512();
+            continue;
+        }
+        __m512i a[4], t[4];
         _Pragma("GCC unroll 4")
-        for (int c = 0; c < AR; c++) acc[r][c] = sums[4 * c + r];
-    for (int64_t ib = ib0; ib < ib1; ib++) {
-        const uint8_t * p = prepared + ib * 256, * pb = prepared + iq_prepared_bsums_avx512(nb, ib), * pd = prepared + iq_prepared_d_avx512(iq1, nb, ib);
+        for (int k = 0; k < 4; k++) a[k] = _mm512_loadu_si512((const void *)(p + c * a_stride + 64 * k));
         _Pragma("GCC unroll 4")
         for (int r = 0; r < 4; r++) {
-            const uint8_t * o = decoded + (4 * ib + r) * AVX512_DECODED_BLOCK;
-            __m512i v[4], s[4];
+            __m512i x = _mm512_setzero_si512();
             _Pragma("GCC unroll 4")
-            for (int k = 0; k < 4; k++) {
-                v[k] = _mm512_loadu_si512((const void *)(o + 64 * k));
-                s[k] = _mm512_loadu_si512((const void *)(o + 256 + 64 * k));
-            }
-            const __m512i base = _mm512_loadu_si512((const void *)(o + 512));
-            const __m512 dw = _mm512_set1_ps(ld_f32(o + 576));
-            /* (the activation rows' sums side by side: four independent chains of vpdpwssd) */
-            __m512i isum[4];
-            _Pragma("GCC unroll 4")
-            for (int c = 0; c < AR; c++) isum[c] = iq1 ? _mm512_madd_epi16(base, _mm512_loadu_si512((const void *)(pb + c * a_stride))) : base;
-            _Pragma("GCC unroll 4")
-            for (int k = 0; k < 4; k++)
-                _Pragma("GCC unroll 4")
-                for (int c = 0; c < AR; c++) {
-                    const __m512i ak = _mm512_loadu_si512((const void *)(p + c * a_stride + 64 * k));
-                    isum[c] = _mm512_dpwssd_epi32(isum[c], iq1 ? _mm512_maddubs_epi16(v[k], ak) : _mm512_maddubs_epi16(ak, v[k]), s[k]);
-                }
-            _Pragma("GCC unroll 4")
-            for (int c = 0; c < AR; c++) {
-                /* (d * da: the same float product as iq_avx512's scalar one) */
-                const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(ld_f32(pd + c * a_stride)));
-                acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), d, acc[r][c]);
-            }
+            for (int k = 0; k < 4; k++) x = _mm512_dpbusd_epi32(x, a[k], _mm512_loadu_si512((const void *)(o + 256 * r + 64 * k)));
+            t[r] = scale32 ? x : _mm512_mullo_epi32(x, _mm512_loadu_si512((const void *)(o + IQ_DECODED_SCALES + 64 * r)));
         }
+        __m512i z01 = iq_pair_sum_avx512(t[0], t[1]), z23 = iq_pair_sum_avx512(t[2], t[3]);
+        if (scale32) {
+            z01 = _mm512_mullo_epi32(z01, _mm512_loadu_si512((const void *)(o + IQ_DECODED_SCALES)));
+            z23 = _mm512_mullo_epi32(z23, _mm512_loadu_si512((const void *)(o + IQ_DECODED_SCALES + 64)));
+        }
+        quads[c] = iq_quad_sum_avx512(z01, z23);
     }
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < 4; r++)
-        _Pragma("GCC unroll 4")
-        for (int c = 0; c < AR; c++) sums[4 * c + r] = acc[r][c];
+    const __m512i sums = iq_chunk_sum_avx512(iq_chunk_sum_avx512(quads[0], quads[1]), iq_chunk_sum_avx512(quads[2], quads[3]));
+    return _mm512_add_epi32(sums, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(o + IQ_DECODED_BIAS))));
 }
 
-/* The tiles over `rows` activation rows: up to IQ_TILE_ROWS of them at a time, block by block in groups
- * of IQ_TILE_BLOCKS, the float sums kept in memory between the groups. (Four decoded rows of 4096 values
- * are 40 KiB: swept whole for every four activation rows, they and the activations did not stay in L1;
- * 64 rows x [4096 -> 1024] 1.63 ms against 1.93-2.07 on one thread; no difference at 1024 and 3072.) */
-enum { IQ_TILE_ROWS = 64, IQ_TILE_BLOCKS = 4 };
+/* Blocks [ib0, ib1) of the four decoded weight rows x AR prepared activation rows of nb blocks: the float
+ * steps of iq_avx512 on acc, lane 4c + r. */
+AVX512_INLINE __m512 iq_decoded_blocks_avx512(const int type, const int AR, int64_t nb, int64_t ib0, int64_t ib1, const uint8_t * decoded,
+                                              const uint8_t * prepared, size_t a_stride, __m512 acc) {
+    const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const uint8_t * pd = prepared + nb * 256; /* the activation rows' d */
+    for (int64_t ib = ib0; ib < ib1; ib++) {
+        const uint8_t * o = decoded + ib * AVX512_IQ_DECODED_BLOCK;
+        const __m512i isum = iq_decoded_block_avx512(type, AR, o, prepared + ib * 256, a_stride);
+        /* d_w * d_a per lane 4c + r: the same float products as iq_avx512's */
+        const __m128 da = _mm_setr_ps(ld_f32(pd + ib * 4), AR > 1 ? ld_f32(pd + a_stride + ib * 4) : 0.0f, AR > 2 ? ld_f32(pd + 2 * a_stride + ib * 4) : 0.0f,
+                                      AR > 3 ? ld_f32(pd + 3 * a_stride + ib * 4) : 0.0f);
+        const __m512 d = _mm512_mul_ps(_mm512_broadcast_f32x4(_mm_loadu_ps((const float *)(const void *)(o + IQ_DECODED_D))),
+                                       _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(da)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc);
+    }
+    return acc;
+}
+
+/* The tiles over `rows` activation rows, four at a time, block by block in groups of IQ_TILE_BLOCKS (the
+ * group's decoded rows stay in L1 while all the activation rows pass), the float sums of each four
+ * activation rows (one vector) kept in memory between the groups. */
+enum { IQ_TILE_ROWS = 256, IQ_TILE_BLOCKS = 16 };
 
 AVX512_INLINE void iq_decoded_rows_avx512(const int type, int64_t n, const uint8_t * decoded, const uint8_t * prepared, size_t a_stride, int64_t rows,
                                           float * out, int64_t out_stride) {
-    __m512 sums[4 * IQ_TILE_ROWS];
+    __m512 sums[IQ_TILE_ROWS / 4];
     const int64_t nb = n / 256;
     for (int64_t c0 = 0; c0 < rows; c0 += IQ_TILE_ROWS) {
         const int64_t nr = rows - c0 < IQ_TILE_ROWS ? rows - c0 : IQ_TILE_ROWS;
         const uint8_t * a = prepared + c0 * a_stride;
-        for (int64_t i = 0; i < 4 * nr; i++) sums[i] = _mm512_setzero_ps();
+        for (int64_t i = 0; i < (nr + 3) / 4; i++) sums[i] = _mm512_setzero_ps();
         for (int64_t ib0 = 0; ib0 < nb; ib0 += IQ_TILE_BLOCKS) {
             const int64_t ib1 = nb - ib0 < IQ_TILE_BLOCKS ? nb : ib0 + IQ_TILE_BLOCKS;
-            int64_t c = 0;
-            for (; c + 4 <= nr; c += 4) iq_decoded_tile_avx512(type, 4, nb, ib0, ib1, decoded, a + c * a_stride, a_stride, sums + 4 * c);
-            switch (nr - c) {
-            case 3: iq_decoded_tile_avx512(type, 3, nb, ib0, ib1, decoded, a + c * a_stride, a_stride, sums + 4 * c); break;
-            case 2: iq_decoded_tile_avx512(type, 2, nb, ib0, ib1, decoded, a + c * a_stride, a_stride, sums + 4 * c); break;
-            case 1: iq_decoded_tile_avx512(type, 1, nb, ib0, ib1, decoded, a + c * a_stride, a_stride, sums + 4 * c); break;
-            default: break;
+            for (int64_t c = 0; c < nr; c += 4) {
+                const int ar = nr - c < 4 ? (int)(nr - c) : 4;
+                const uint8_t * p = a + c * a_stride;
+                __m512 acc = sums[c / 4];
+                switch (ar) {
+                case 4: acc = iq_decoded_blocks_avx512(type, 4, nb, ib0, ib1, decoded, p, a_stride, acc); break;
+                case 3: acc = iq_decoded_blocks_avx512(type, 3, nb, ib0, ib1, decoded, p, a_stride, acc); break;
+                case 2: acc = iq_decoded_blocks_avx512(type, 2, nb, ib0, ib1, decoded, p, a_stride, acc); break;
+                default: acc = iq_decoded_blocks_avx512(type, 1, nb, ib0, ib1, decoded, p, a_stride, acc); break;
+                }
+                sums[c / 4] = acc;
+                /* the last group: the results, as they come (stored all at the end, out_stride apart, the misses
+                 * of 256 rows took over a quarter of the tile's time) */
+                if (ib1 == nb) {
+                    float lanes[16];
+                    _mm512_storeu_ps(lanes, _mm512_mul_ps(_mm512_set1_ps(iq_factor(type)), acc));
+                    for (int k = 0; k < ar; k++) memcpy(out + (c0 + c + k) * out_stride, lanes + 4 * k, 4 * sizeof(float));
+                }
             }
         }
-        for (int64_t c = 0; c < nr; c++)
-            for (int r = 0; r < 4; r++) out[(c0 + c) * out_stride + r] = iq_factor(type) * _mm512_reduce_add_ps(sums[4 * c + r]);
     }
 }
 
@@ -2728,7 +2798,7 @@ ROWS_1_4(iq1_m_avx512, AVX512_FN, iq_avx512(MEMRA_TYPE_IQ1_M, NR, n, w, stride, 
     AVX512_FN void name##_avx512_decode(int64_t n, const uint8_t * w, size_t stride, uint8_t * d) {     \
         iq_decode_rows4_avx512(type, n, w, stride, d);                                                 \
     }                                                                                                  \
-    AVX512_FN void name##_avx512_prepare(int64_t n, const uint8_t * a, uint8_t * p) { iq_prepare_rows_avx512(type, n, a, p); } \
+    AVX512_FN void name##_avx512_prepare(int64_t n, const uint8_t * a, uint8_t * p) { iq_prepare_rows_avx512(n, a, p); } \
     AVX512_FN void name##_avx512_decoded(int64_t n, const uint8_t * d, const uint8_t * a, float * out) { \
         iq_decoded_rows_avx512(type, n, d, a, 0, 1, out, 0);                                           \
     }                                                                                                  \
@@ -3370,12 +3440,12 @@ static const isa_kernels kernels_avx512vnni = {
     /* activation conversion is O(n) per row: the AVX2 versions are plenty (and bit-identical) */
     .to_q8_0 = to_q8_0_avx2, .to_q8_1 = to_q8_1_avx2, .to_q8_K = to_q8_K_avx2,
     .to_f16 = to_f16_avx2, .to_bf16 = to_bf16_avx2,
-    X86_DECODE_ENTRIES(avx512, 4 * AVX512_DECODED_BLOCK, 4 * AVX512_IQ4_XS_DECODED_BLOCK, AVX512_IQ4_NL_DECODED_STEP / 4),
+    X86_DECODE_ENTRIES(avx512, AVX512_IQ_DECODED_BLOCK, 4 * AVX512_IQ4_XS_DECODED_BLOCK, AVX512_IQ4_NL_DECODED_STEP / 4),
     .prepare = { IQ_DECODE_TYPES(prepare, avx512) [MEMRA_TYPE_IQ4_XS] = iq4_xs_avx512_prepare, [MEMRA_TYPE_IQ4_NL] = iq4_nl_avx512_prepare },
     .prepared_block = { [MEMRA_TYPE_IQ2_XXS] = AVX512_IQ_PREPARED_BLOCK, [MEMRA_TYPE_IQ2_XS] = AVX512_IQ_PREPARED_BLOCK,
                         [MEMRA_TYPE_IQ2_S] = AVX512_IQ_PREPARED_BLOCK, [MEMRA_TYPE_IQ3_XXS] = AVX512_IQ_PREPARED_BLOCK,
-                        [MEMRA_TYPE_IQ3_S] = AVX512_IQ_PREPARED_BLOCK, [MEMRA_TYPE_IQ1_S] = AVX512_IQ1_PREPARED_BLOCK,
-                        [MEMRA_TYPE_IQ1_M] = AVX512_IQ1_PREPARED_BLOCK, [MEMRA_TYPE_IQ4_XS] = AVX512_IQ4_XS_PREPARED_BLOCK,
+                        [MEMRA_TYPE_IQ3_S] = AVX512_IQ_PREPARED_BLOCK, [MEMRA_TYPE_IQ1_S] = AVX512_IQ_PREPARED_BLOCK,
+                        [MEMRA_TYPE_IQ1_M] = AVX512_IQ_PREPARED_BLOCK, [MEMRA_TYPE_IQ4_XS] = AVX512_IQ4_XS_PREPARED_BLOCK,
                         [MEMRA_TYPE_IQ4_NL] = AVX512_IQ4_NL_PREPARED_STEP / 4 },
     .decoded_rows = { IQ_DECODE_TYPES(decoded_rows, avx512) },
 };
