@@ -1,41 +1,7 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's llama-perplexity (tools/perplexity/main.cpp and perplexity.cpp, unchanged) against
-# node-llama-cpp 3.21.1's prebuilt shared libraries, into tools/llamacpp/build/ (git-ignored), as
-# build-llama-imatrix.sh builds llama-imatrix: the prebuilt package ships libllama-common.so (llama.cpp's
-# `common`) besides libllama and libggml, so those two are the only sources compiled, with the
-# headers of the same release (the source bundled with node-llama-cpp, cloned to /tmp/llama-src when
-# absent).
+# Builds llama.cpp's llama-perplexity (tools/perplexity/main.cpp and perplexity.cpp, unchanged, plus
+# the logger-draining destructor) against node-llama-cpp's prebuilt libraries (see llama-tool-build.sh).
 #
 #   tools/llamacpp/build-llama-perplexity.sh         # → tools/llamacpp/build/llama-perplexity
-set -euo pipefail
-
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-bins="$here/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
-source_dir="${LLAMA_SRC:-/tmp/llama-src}"
-out="$here/build"
-
-if [ ! -f "$bins/libllama-common.so" ]; then
-  echo "no prebuilt libraries at $bins: run \`npm ci\` in tools/llamacpp first" >&2
-  exit 1
-fi
-if [ ! -f "$source_dir/tools/perplexity/perplexity.cpp" ]; then
-  git clone --quiet "$here/node_modules/node-llama-cpp/llama/gitRelease.bundle" "$source_dir"
-fi
-
-mkdir -p "$out"
-# ggml loads its CPU backend from the executable's folder
-for library in "$bins"/libggml-cpu-*.so; do ln -sf "$library" "$out/"; done
-
-# llama.cpp's logger writes from a thread it leaks at exit (llama.cpp issue 22142) and now and then
-# loses the last lines: a destructor of our own drains it. Nothing else is added to perplexity.cpp.
-printf '%s\n' '#include "log.h"' \
-  '__attribute__((destructor)) static void log_flush_at_exit() { common_log_pause(common_log_main()); }' \
-  > "$out/perplexity-log-flush.cpp"
-
-g++ -std=c++17 -O2 -pthread \
-  -I"$source_dir/common" -I"$source_dir/include" -I"$source_dir/ggml/include" \
-  "$source_dir/tools/perplexity/main.cpp" "$source_dir/tools/perplexity/perplexity.cpp" "$out/perplexity-log-flush.cpp" -o "$out/llama-perplexity" \
-  -L"$bins" -l:libllama-common.so -l:libllama.v0.4.0.so -l:libggml.v0.4.0.so -l:libggml-base.so \
-  -Wl,-rpath,"$bins"
-
-echo "$out/llama-perplexity"
+source "$(dirname "${BASH_SOURCE[0]}")/llama-tool-build.sh"
+build_llama_tool llama-perplexity "-O2" --log-flush tools/perplexity/main.cpp tools/perplexity/perplexity.cpp

@@ -14,23 +14,12 @@
  */
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { mulberry32 } from "../../packages/synthetic/src/index";
 
 const ROOT = join(import.meta.dir, "..", "..");
 const OUTPUT = process.argv[2] ?? join(ROOT, "packages/core/src/__fixtures__/perplexity-tasks");
 
-/** mulberry32: a small seeded generator of floats in [0, 1). */
-function generator(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-const random = generator(20240607);
+const random = mulberry32(20240607);
 const below = (n: number) => Math.floor(random() * n);
 const pick = <T>(items: readonly T[]): T => items[below(items.length)]!;
 

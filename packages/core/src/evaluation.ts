@@ -102,6 +102,19 @@ export function forwardStep(batchSize: number | undefined, context: number): num
   return Math.min(batchSize, context);
 }
 
+/**
+ * The forward steps over a window of `length` tokens, `step` tokens each, and in each step the rows
+ * (relative to its start) whose next-token prediction is scored: positions j in [first, length − 1).
+ */
+export function* scoredSteps(length: number, first: number, step: number): Generator<{ start: number; end: number; rows: number[] }> {
+  for (let start = 0; start < length; start += step) {
+    const end = Math.min(length, start + step);
+    const rows: number[] = [];
+    for (let j = Math.max(first, start); j < Math.min(end, length - 1); j++) rows.push(j - start);
+    yield { start, end, rows };
+  }
+}
+
 /** Mean of the values and its standard error (sample variance / n), as llama.cpp's perplexity tool reports it. */
 function meanAndStderr(sum: number, sumOfSquares: number, count: number): { mean: number; stderr: number } {
   const mean = sum / count;
@@ -129,10 +142,7 @@ export function computePerplexity(model: Model, tokens: readonly number[], conte
   for (let w = 0; w < windows; w++) {
     cache.trim(0);
     const window = tokens.slice(w * context, (w + 1) * context);
-    for (let start = 0; start < context; start += step) {
-      const end = Math.min(context, start + step);
-      const rows: number[] = [];
-      for (let j = Math.max(first, start); j < Math.min(end, context - 1); j++) rows.push(j - start);
+    for (const { start, end, rows } of scoredSteps(context, first, step)) {
       const logprobs = model.forwardLogprobs(window.slice(start, end), cache, rows, Int32Array.from(rows, (r) => window[start + r + 1]!));
       for (const logprob of logprobs) {
         negativeLogLikelihood -= logprob;

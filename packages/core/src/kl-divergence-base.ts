@@ -15,7 +15,7 @@
  * so neither file nor logits are held whole.
  */
 import { closeSync, fstatSync, openSync, readSync, writeSync } from "node:fs";
-import { type KlDivergencePerToken, type KlDivergenceResult, type PerplexityOptions, type PerplexityResult, forwardStep, logSumExp, summarizeKlDivergence, windowCount } from "./evaluation";
+import { type KlDivergencePerToken, type KlDivergenceResult, type PerplexityOptions, type PerplexityResult, forwardStep, logSumExp, scoredSteps, summarizeKlDivergence, windowCount } from "./evaluation";
 import type { Model } from "./load-model";
 
 export const KL_DIVERGENCE_BASE_MAGIC = "_logits_";
@@ -111,10 +111,7 @@ export function saveKlDivergenceBase(model: Model, tokens: readonly number[], co
     for (let w = 0; w < windows; w++) {
       cache.trim(0);
       const window = tokens.slice(w * context, (w + 1) * context);
-      for (let start = 0; start < context; start += step) {
-        const end = Math.min(context, start + step);
-        const wanted: number[] = [];
-        for (let j = Math.max(first, start); j < Math.min(end, context - 1); j++) wanted.push(j - start);
+      for (const { start, end, rows: wanted } of scoredSteps(context, first, step)) {
         const logits = model.forward(window.slice(start, end), cache, { logits: wanted });
         wanted.forEach((local, k) => {
           const j = start + local;
@@ -288,10 +285,7 @@ export function computeKlDivergenceFromBase(model: Model, base: KlDivergenceBase
       base.readChunk(w, saved);
       cache.trim(0);
       const window = Array.from(base.tokens.subarray(w * context, (w + 1) * context));
-      for (let start = 0; start < context; start += step) {
-        const end = Math.min(context, start + step);
-        const wanted: number[] = [];
-        for (let j = Math.max(first, start); j < Math.min(end, context - 1); j++) wanted.push(j - start);
+      for (const { start, end, rows: wanted } of scoredSteps(context, first, step)) {
         const logits = model.forward(window.slice(start, end), cache, { logits: wanted });
         wanted.forEach((local, k) => {
           const j = start + local;

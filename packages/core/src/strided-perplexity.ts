@@ -1,4 +1,4 @@
-import { type PerplexityOptions, type PerplexityResult, forwardStep } from "./evaluation";
+import { type PerplexityOptions, type PerplexityResult, forwardStep, scoredSteps } from "./evaluation";
 import type { Model } from "./load-model";
 
 export interface StridedPerplexityResult extends PerplexityResult {
@@ -36,10 +36,7 @@ export function computeStridedPerplexity(model: Model, tokens: readonly number[]
     for (let w = 0; w < windows; w++) {
       cache.trim(0);
       const tokensOfWindow = tokens.slice(w * stride, w * stride + window);
-      for (let start = 0; start < window; start += step) {
-        const end = Math.min(window, start + step);
-        const rows: number[] = [];
-        for (let j = Math.max(first, start); j < Math.min(end, window - 1); j++) rows.push(j - start);
+      for (const { start, end, rows } of scoredSteps(window, first, step)) {
         const logprobs = model.forwardLogprobs(tokensOfWindow.slice(start, end), cache, rows, Int32Array.from(rows, (r) => tokensOfWindow[start + r + 1]!));
         for (const logprob of logprobs) {
           negativeLogLikelihood -= logprob;
