@@ -40,6 +40,23 @@ describe("memra imatrix", () => {
     expect(result.stdout).toMatch(new RegExp(`^${output}: 16 entries over 2 chunks of 64 tokens \\(2 evaluated, the text has 298 tokens\\); final estimate PPL = [\\d.]+; [\\d.]+ s\\n$`));
   }, 120_000);
 
+  it("--output-frequency: a run stopped after its first chunk has left that chunk's imatrix in OUTPUT", async () => {
+    const output = join(directory, "stopped.gguf");
+    // one chunk of 16 a step: the output is due as the first weight's count passes 16, before "[1]" is printed
+    const child = Bun.spawn(["bun", MAIN, "imatrix", "-m", moe, "-f", CALIBRATION, "-o", output, "-c", "16", "-b", "16", "--output-frequency", "1", "--device", "reference"], { stdout: "ignore", stderr: "pipe" });
+    let stderr = "";
+    const decoder = new TextDecoder();
+    for await (const piece of child.stderr) {
+      stderr += decoder.decode(piece);
+      if (stderr.includes("[1]")) break;
+    }
+    child.kill("SIGKILL");
+    await child.exited;
+    expect(stderr).toContain("[1]");
+    expect(existsSync(output)).toBe(true);
+    expect(readImatrix(output).chunkCount).toBeGreaterThanOrEqual(1);
+  }, 60_000);
+
   it("warns of experts no token reached", () => {
     const result = run("-m", moe, "-f", CALIBRATION, "-o", join(directory, "sparse.gguf"), "-c", "12", "--chunks", "1", "--device", "reference");
     expect(result.code, result.stderr).toBe(0);
