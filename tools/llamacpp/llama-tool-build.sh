@@ -4,7 +4,7 @@
 # ships libllama-common.so (llama.cpp's `common`) besides libllama and libggml. The headers are those
 # of the same release (the source bundled with node-llama-cpp, cloned to /tmp/llama-src when absent).
 #
-#   build_llama_tool NAME "FLAGS" [--log-flush] SOURCE...   # SOURCE relative to the llama.cpp tree
+#   build_llama_tool NAME "FLAGS" [--log-flush] SOURCE...   # SOURCE relative to the llama.cpp tree, or absolute
 #
 # ggml loads its CPU backend (the best libggml-cpu-<variant>.so for this CPU) from the executable's
 # folder, so the build folder gets links to the prebuilt backend libraries and the binary runs from
@@ -30,7 +30,7 @@ build_llama_tool() {
     echo "no prebuilt libraries at $bins: run \`npm ci\` in tools/llamacpp first" >&2
     exit 1
   fi
-  if [ ! -f "$source_dir/$1" ]; then
+  if [ ! -f "$source_dir/include/llama.h" ]; then
     git clone --quiet "$here/node_modules/node-llama-cpp/llama/gitRelease.bundle" "$source_dir"
   fi
   mkdir -p "$out"
@@ -41,7 +41,12 @@ build_llama_tool() {
       > "$out/log-flush-at-exit.cpp"
   fi
   local sources=()
-  for source in "$@"; do sources+=("$source_dir/$source"); done
+  for source in "$@"; do
+    case "$source" in
+      /*) sources+=("$source") ;; # a source of our own (tools/llamacpp)
+      *) sources+=("$source_dir/$source") ;;
+    esac
+  done
   # shellcheck disable=SC2086 # FLAGS is a list of compiler options
   g++ -std=c++17 $flags -pthread \
     -I"$source_dir/common" -I"$source_dir/include" -I"$source_dir/ggml/include" \
