@@ -43,6 +43,13 @@ export const ropeScalingParseOptions = {
   "yarn-orig-ctx": { type: "string" },
 } as const;
 
+/** parseArgs option spec of --chat-template (chat and serve; llama.cpp's --chat-template-file reaches it too). */
+export const chatTemplateParseOptions = {
+  "chat-template": { type: "string" },
+} as const;
+
+export const chatTemplateOptionHelp = `  --chat-template TEXT     a Jinja chat template instead of the GGUF's (--chat-template-file FILE: from a file)`;
+
 /** parseArgs option specs of llama.cpp's LoRA options (the commands that load a model for generation). */
 /** The order of --lora and --lora-scaled among parseArgs's tokens (PlacementValues.loraOrder). */
 export function loraOrderOf(tokens: readonly { readonly kind: string; readonly name?: string }[] | undefined): string[] {
@@ -65,7 +72,7 @@ export const ropeScalingOptionHelp = `  --rope-scaling TYPE      none, linear or
   --override-kv KEY=TYPE:VALUE  a metadata value instead of the file's (llama.cpp's flag; TYPE int, float,
                            bool or str; repeatable), e.g. qwen3.context_length=int:65536`;
 
-export const placementOptionHelp = `  --gpu-layers N|auto      layers on the GPU(s), the last ones (default auto: as many as fit)
+export const placementOptionHelp = `  --gpu-layers N|auto|all  layers on the GPU(s), the last ones (default auto: as many as fit)
   --cpu-moe N|all          keep the experts of the first N layers (or all) in RAM (MoE models)
   --gpu-mem SIZE[,SIZE]    use the first GPUs, each capped at SIZE (e.g. 24GiB,24GiB); layers are
                            split across them in proportion to their memory
@@ -109,9 +116,10 @@ export function parseByteSize(text: string, name: string): number {
 export function parsePlacementArguments(values: { "gpu-layers"?: string | undefined; "cpu-moe"?: string | undefined; "gpu-mem"?: string | undefined; "cpu-mem"?: string | undefined }): PlacementArguments {
   const layers = values["gpu-layers"];
   let gpuLayers: "auto" | number = "auto";
-  if (layers !== undefined && layers !== "auto") {
+  if (layers === "all") gpuLayers = Number.MAX_SAFE_INTEGER; // every layer (the plan takes at most the model's)
+  else if (layers !== undefined && layers !== "auto") {
     gpuLayers = Number(layers);
-    if (layers.trim() === "" || !Number.isInteger(gpuLayers) || gpuLayers < 0) throw new CliError(`--gpu-layers must be auto or a non-negative integer, got "${layers}"`);
+    if (layers.trim() === "" || !Number.isInteger(gpuLayers) || gpuLayers < 0) throw new CliError(`--gpu-layers must be auto, all or a non-negative integer, got "${layers}"`);
   }
   const moe = values["cpu-moe"];
   let cpuMoe: true | number | undefined;
@@ -301,6 +309,8 @@ export interface PlacementValues {
   readonly "rope-scaling"?: string | undefined;
   readonly "rope-scale"?: string | undefined;
   readonly "yarn-orig-ctx"?: string | undefined;
+  /** The chat template's text (chat and serve's --chat-template). */
+  readonly "chat-template"?: string | undefined;
   readonly lora?: readonly string[] | undefined;
   readonly "lora-scaled"?: readonly string[] | undefined;
   readonly "lora-init-without-apply"?: boolean | undefined;
@@ -360,11 +370,14 @@ export async function placeModel(
   const placement = parsePlacementArguments(values);
   const choice = parsePlacementDeviceChoice(values.device);
   const metadataOverrides = (values["override-kv"] ?? []).map(parseMetadataOverride);
+  // --chat-template (chat, serve): the template text instead of the GGUF's, longer than --override-kv's 127 bytes
+  if (values["chat-template"] !== undefined) metadataOverrides.push({ key: "tokenizer.chat_template", type: "str", value: values["chat-template"] });
   const config = readModelConfig(applyMetadataOverrides(openGGUFModel(path), metadataOverrides));
   const ropeScaling = parseRopeScalingArguments(values, config.ropeScalingType);
   // A scaled context reaches factor × the trained one (llama.cpp lets --ctx-size go there too).
   const modelContext = scaledContextLength(config, config.keyLength, ropeScaling);
-  const contextTokens = Math.min(parsePositiveInteger(values.ctx, "--ctx", Math.min(modelContext, request.defaultContext ?? 8192)), modelContext);
+  // --ctx 0: the model's context length (llama.cpp's -c 0)
+  const contextTokens = values.ctx?.trim() === "0" ? modelContext : Math.min(parsePositiveInteger(values.ctx, "--ctx", Math.min(modelContext, request.defaultContext ?? 8192)), modelContext);
   const chosen = await choosePlacement(path, choice, threads, placement, { ...request, contextTokens }, notice);
   if ("placement" in chosen.load) notice(`memra: ${describePlan(chosen.plan)}`);
   const lora = parseLoraArguments(values);

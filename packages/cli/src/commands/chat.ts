@@ -7,7 +7,10 @@ import { backendOptionHelp, parsePlacementDeviceChoice } from "../backend-choice
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
-import { placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraOrderOf, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
+import { processEscapes } from "../escapes";
+import { llamaArguments } from "../llama-arguments";
+import { parseKVType } from "./model-arguments";
+import { chatTemplateOptionHelp, chatTemplateParseOptions, placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraOrderOf, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
 import { joinNegativeSamplingValues, samplingOptionHelp, samplingOptionsOfFlags, samplingParseOptions } from "../sampling-arguments";
 import { loadSpeculative, speculativeOptionHelp, speculativeParseOptions } from "../speculative-arguments";
@@ -22,66 +25,82 @@ The answer goes to stdout; the model's <think> reasoning to stderr (unless --qui
 
 options:
   -m, --model FILE     GGUF model (default: the built-in demo model)
-  -p, --prompt TEXT    one message, one answer
-  --system TEXT        system prompt
+  -p, --prompt TEXT    one message, one answer (\\n, \\t, \\\\, \\xHH ... read as llama.cpp reads them)
+  --no-escape          take -p as it is
+  --system TEXT        system prompt (llama-cli's -sys; -sysf FILE reads it from a file)
   --session FILE       keep the conversation in FILE: its messages and KV state are restored when it
                        exists (its tokens are not evaluated again) and saved after every turn
   --no-think           Qwen3's non-thinking mode (enable_thinking = false)
-  -n, --max-tokens N   most tokens per answer (default 512)
-  --temp T, --seed S   sampling (default temperature 0.8)
+  -n, --max-tokens N   most tokens per answer (default 512; -1: half the context)
 ${samplingOptionHelp(23)}
   -t, --threads N      threads of the native CPU backend (default: one per processor)
 ${backendOptionHelp}
-  --ctx N              tokens of KV cache (default: the model's context length, at most 8192)
+  --ctx N              tokens of KV cache (default: the model's context length, at most 8192; 0: the model's)
+  --kv-type TYPE       KV cache element type: f16 (default), f32, q8_0 (llama.cpp's -ctk/-ctv)
+${chatTemplateOptionHelp}
 ${placementOptionHelp}
 ${ropeScalingOptionHelp}
 ${loraOptionHelp}
 ${speculativeOptionHelp}
   --quiet              no progress bar, no reasoning, no notices
 
+llama-cli's flags work too (-c, -ngl, -sys, -rea off, --reasoning-budget 0, --chat-template-file,
+-ctk/-ctv, -fa, --jinja, ...): each is memra's option of the same meaning, is accepted with a notice
+when it changes nothing here, or is refused with the reason.
+
 examples:
   memra chat -m qwen3-0.6b-q8_0.gguf -p "Why is the sky blue?" --no-think
   memra chat -m qwen3-0.6b-q8_0.gguf --system "Answer in French."
   memra chat -m qwen3-0.6b-q8_0.gguf --session trip.state -p "And the day after?"`;
 
+/** memra chat's options (parseArgs specs). */
+export const chatParseOptions = {
+  model: { type: "string", short: "m" },
+  prompt: { type: "string", short: "p" },
+  system: { type: "string" },
+  session: { type: "string" },
+  "no-think": { type: "boolean", default: false },
+  "max-tokens": { type: "string", short: "n" },
+  ...samplingParseOptions,
+  "no-escape": { type: "boolean", default: false },
+  threads: { type: "string", short: "t" },
+  device: { type: "string" },
+  ctx: { type: "string" },
+  "kv-type": { type: "string", default: "f16" },
+  ...placementParseOptions,
+  ...ropeScalingParseOptions,
+  ...chatTemplateParseOptions,
+  ...loraParseOptions,
+  ...speculativeParseOptions,
+  quiet: { type: "boolean", short: "q", default: false },
+  help: { type: "boolean", short: "h", default: false },
+} as const;
+
 export async function chatCommand(args: string[], io: CliIO): Promise<void> {
+  const notices: string[] = [];
   const { values: parsed, tokens } = parseArgs({
     tokens: true,
-    args: joinNegativeSamplingValues(args),
-    options: {
-      model: { type: "string", short: "m" },
-      prompt: { type: "string", short: "p" },
-      system: { type: "string" },
-      session: { type: "string" },
-      "no-think": { type: "boolean", default: false },
-      "max-tokens": { type: "string", short: "n" },
-      temp: { type: "string" },
-      seed: { type: "string" },
-      ...samplingParseOptions,
-      threads: { type: "string", short: "t" },
-      device: { type: "string" },
-      ctx: { type: "string" },
-      ...placementParseOptions,
-      ...ropeScalingParseOptions,
-      ...loraParseOptions,
-      ...speculativeParseOptions,
-      quiet: { type: "boolean", short: "q", default: false },
-      help: { type: "boolean", short: "h", default: false },
-    },
+    args: llamaArguments("cli", joinNegativeSamplingValues(args), chatParseOptions, (message) => notices.push(message)),
+    options: chatParseOptions,
   });
   const values = { ...parsed, loraOrder: loraOrderOf(tokens) };
   if (values.help) {
     io.stdout(`${chatUsage}\n`);
     return;
   }
+  if (!values.quiet) for (const message of notices) io.stderr(`${message}\n`);
   parsePlacementDeviceChoice(values.device);
+  const kvType = parseKVType(values["kv-type"]);
+  const escape = (text: string) => (values["no-escape"] ? text : processEscapes(text));
+  if (values.prompt !== undefined) values.prompt = escape(values.prompt);
   const sampling = samplingOptionsOfFlags(values);
+  if (sampling.dry?.sequenceBreakers) sampling.dry = { ...sampling.dry, sequenceBreakers: sampling.dry.sequenceBreakers.map(escape) };
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
   const path = values.model ?? (await defaultModelPath(io, values.quiet));
   const notice = (message: string) => values.quiet || io.stderr(`${message}\n`);
-  const placed = await placeModel(path, values, threads, {}, notice);
+  const placed = await placeModel(path, values, threads, { kvType }, notice);
   const bar = progressBar(io, "loading", io.stderrIsTerminal && !values.quiet);
-  const model = loadModel(path, { ...placed.load, kvCacheTokens: placed.contextTokens, onProgress: bar.update });
+  const model = loadModel(path, { ...placed.load, kvCacheTokens: placed.contextTokens, kvType, onProgress: bar.update });
   bar.end();
   let speculation: Awaited<ReturnType<typeof loadSpeculative>>;
   let session: ChatSession;
@@ -95,18 +114,12 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
   if (values.session !== undefined && session.messages.some((message) => message.role !== "system")) {
     notice(`restored ${session.messages.length} messages from ${values.session}`);
   }
-  const number = (value: string | undefined, name: string) => {
-    if (value === undefined) return undefined;
-    const parsed = Number(value);
-    if (!Number.isFinite(parsed)) throw new CliError(`${name} must be a number, got "${value}"`);
-    return parsed;
-  };
+  // -n -1 / -2 (llama.cpp's no limit): half the context, the rest for the history
+  const maxTokens = ["-1", "-2"].includes(values["max-tokens"]?.trim() ?? "") ? Math.max(1, Math.floor(placed.contextTokens / 2)) : parsePositiveInteger(values["max-tokens"], "--max-tokens", 512);
   const options = {
-    maxTokens: parsePositiveInteger(values["max-tokens"], "--max-tokens", 512),
+    maxTokens,
     enableThinking: !values["no-think"],
     ...(speculation.speculative ? { speculative: speculation.speculative } : {}),
-    ...(values.temp === undefined ? {} : { temperature: number(values.temp, "--temp") }),
-    ...(values.seed === undefined ? {} : { seed: number(values.seed, "--seed") }),
     ...sampling,
   };
   const turn = async (message: string, signal?: AbortSignal) => {

@@ -100,12 +100,13 @@ describe("memra generate", () => {
     expect(notAdapter.stderr).toMatch(/LoRA adapter ".*": general\.type is missing, expected "adapter"/);
   });
 
-  it("-f FILE (and -f - for standard input) reads the prompt as is, as -p takes it", () => {
+  it("-f FILE (and -f - for standard input) reads the prompt less one final newline, as llama.cpp's -f", () => {
     const prompt = "First line\n  second line, indented\n";
     const file = join(mkdtempSync(join(tmpdir(), "memra-prompt-")), "prompt.txt");
     writeFileSync(file, prompt);
     const args = ["generate", "-m", model, "-n", "6", "--temp", "0", "--json"];
-    const expected = JSON.parse(run([...args, "-p", prompt]).stdout);
+    const expected = JSON.parse(run([...args, "-p", prompt.slice(0, -1)]).stdout);
+    expect(JSON.parse(run([...args, "-p", prompt]).stdout).prompt_tokens).not.toEqual(expected.prompt_tokens);
     expect(JSON.parse(run([...args, "-f", file]).stdout).prompt_tokens).toEqual(expected.prompt_tokens);
     expect(JSON.parse(run([...args, "-f", file]).stdout).tokens).toEqual(expected.tokens);
     expect(JSON.parse(run([...args, "-f", "-"], prompt).stdout).prompt_tokens).toEqual(expected.prompt_tokens);
@@ -237,6 +238,52 @@ describe("memra generate and chat: llama.cpp's --mirostat, --mirostat-lr, --miro
     expect(run(["chat", "-m", model, "-p", "x", "--mirostat-ent", "0"]).stderr).toMatch(/--mirostat-ent \(tau\) must be > 0, got 0/);
     expect(run(["generate", "-m", model, "-p", "x", "--mirostat-lr", "fast"]).stderr).toMatch(/--mirostat-lr must be a number, got "fast"/);
     expect(run(["generate", "-m", model, "-p", "x", "--top-nsigma", "1", "--top-n-sigma", "2"]).stderr).toMatch(/one option: give one/);
+  });
+});
+
+describe("memra generate and chat with llama.cpp's command lines", () => {
+  it("generate: llama-completion's flags give what memra's own spellings give, escapes read as llama.cpp reads them", () => {
+    const llama = run(["generate", "-m", model, "-p", "Once\\nupon", "-n", "6", "-s", "5", "--temperature", "0.9", "-c", "128", "-ngl", "0", "-fa", "on", "-b", "64", "--repeat-last-n", "16", "--presence-penalty", "0.5", "-l", "15+2", "--json"]);
+    expect(llama.code).toBe(0);
+    expect(llama.stderr).toContain("memra: llama.cpp flags that change nothing here: -b 64 (memra chooses how many prompt tokens each step evaluates)");
+    const own = run(["generate", "-m", model, "-p", "Once\nupon", "--max-tokens", "6", "--seed", "5", "--temp", "0.9", "--ctx", "128", "--repeat-last-n", "16", "--presence-penalty", "0.5", "--logit-bias", "15+2", "--json"]);
+    expect(own.code).toBe(0);
+    const [a, b] = [JSON.parse(llama.stdout), JSON.parse(own.stdout)];
+    expect(a.prompt_tokens).toEqual(b.prompt_tokens);
+    expect(a.tokens).toEqual(b.tokens);
+    expect(a.seed).toBe(5);
+    // --no-escape keeps the backslash: another prompt
+    const literal = JSON.parse(run(["generate", "-m", model, "-p", "Once\\nupon", "-n", "1", "--temp", "0", "--no-escape", "--json"]).stdout);
+    expect(literal.prompt_tokens).not.toEqual(a.prompt_tokens);
+  });
+
+  it("generate -n -1 runs until the context is full; -ctk/-ctv set the KV type; refusals name the flag", async () => {
+    const full = JSON.parse(run(["generate", "-m", model, "-p", "Hello", "-n", "-1", "-c", "48", "--temp", "0", "--ignore-eos", "-ctk", "f32", "-ctv", "f32", "--json"]).stdout);
+    expect(full.prompt_tokens.length + full.tokens.length).toBe(48);
+    expect(full.finish_reason).toBe("length");
+    const expected = await loadModel(model, { kvType: "f32" }).complete("Hello", { temperature: 0, maxTokens: full.tokens.length, ignoreEos: true });
+    expect(full.tokens).toEqual(expected.tokens);
+    const refused = run(["generate", "-m", model, "-p", "x", "-ctk", "q8_0"]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("-ctk q8_0 and -ctv f16: memra stores keys and values in one type");
+    const off = run(["generate", "-m", model, "-p", "x", "-fa", "off"]);
+    expect(off.code).toBe(1);
+    expect(off.stderr).toContain("llama.cpp's -fa off is not supported by memra");
+  });
+
+  it("chat: -rea off and --reasoning-budget 0 are --no-think; -sys and -sysf the system prompt", () => {
+    const dir = mkdtempSync(join(tmpdir(), "memra-llama-chat-"));
+    const system = join(dir, "system.txt");
+    writeFileSync(system, "Answer briefly.\n");
+    const own = run(["chat", "-m", model, "-p", "Hi", "-n", "6", "--temp", "0", "--no-think", "--system", "Answer briefly.", "--quiet"]);
+    expect(own.code).toBe(0);
+    for (const flags of [["-rea", "off", "-sys", "Answer briefly."], ["--reasoning-budget", "0", "-sysf", system]]) {
+      const llama = run(["chat", "-m", model, "-p", "Hi", "-n", "6", "--temp", "0", "--jinja", ...flags, "--quiet"]);
+      expect(llama.code).toBe(0);
+      expect(llama.stdout).toBe(own.stdout);
+    }
+    const thinking = run(["chat", "-m", model, "-p", "Hi", "-n", "6", "--temp", "0", "--system", "Answer briefly.", "--quiet"]);
+    expect(thinking.stdout).not.toBe(own.stdout);
   });
 });
 

@@ -7,9 +7,11 @@ import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
 import { placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraOrderOf, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
+import { processEscapes } from "../escapes";
+import { llamaArguments } from "../llama-arguments";
 import { joinNegativeSamplingValues, samplingOptionHelp, samplingOptionsOfFlags, samplingParseOptions } from "../sampling-arguments";
 import { loadSpeculative, speculativeOptionHelp, speculativeParseOptions } from "../speculative-arguments";
-import { parsePositiveInteger } from "./model-arguments";
+import { parseKVType, parsePositiveInteger } from "./model-arguments";
 
 export const generateUsage = `usage: memra generate [-m MODEL] (-p PROMPT | -f FILE) [options]
 
@@ -19,23 +21,20 @@ Without -m, a built-in demo model is used (see the notice it prints).
 
 options:
   -m, --model FILE        GGUF model
-  -p, --prompt TEXT       the prompt
-  -f, --file FILE         the prompt from a file, as is (- for standard input; llama-cli's -f)
-  -n, --max-tokens N      most tokens to generate (default 128)
-  --temp T                temperature (default 0.8; 0 = greedy)
-  --top-k K               (default 40; 0 disables)
-  --top-p P               (default 0.95; 1 disables)
-  --min-p P               (default 0.05; 0 disables)
-  --repeat-penalty R      (default 1 = off)
+  -p, --prompt TEXT       the prompt; \\n, \\t, \\\\, \\xHH ... are read as llama.cpp reads them
+  -f, --file FILE         the prompt from a file, less one final newline (- for standard input)
+  --no-escape             take the prompt, --stop and --dry-sequence-breaker as they are (no \\n escapes)
+  -n, --max-tokens N      most tokens to generate (default 128; -1: until the context is full)
 ${samplingOptionHelp(26)}
-  --seed S                sampling seed (default: random; the one used is in --json output)
-  --stop S                stop string; repeat for several
-  --ignore-eos            never end at an end-of-generation token: generate -n tokens (benchmarks)
-  --json-schema FILE      constrain the output to the JSON schema in FILE (--json adds the parsed "value")
-  --grammar FILE          constrain the output to the GBNF grammar in FILE (llama.cpp's format)
+  --stop S                stop string; repeat for several (llama.cpp's -r)
+  --json-schema FILE      constrain the output to the JSON schema in FILE, or given as JSON text (--json
+                          adds the parsed "value")
+  --grammar FILE          constrain the output to the GBNF grammar in FILE, or given as text (llama.cpp's
+                          format)
   -t, --threads N         threads of the native CPU backend (default: one per processor)
 ${backendOptionHelp}
-  --ctx N                 tokens of KV cache (default: the model's context length, at most 8192)
+  --ctx N                 tokens of KV cache (default: the model's context length, at most 8192; 0: the model's)
+  --kv-type TYPE          KV cache element type: f16 (default), f32, q8_0 (llama.cpp's -ctk/-ctv)
   --context-shift         generate past the context: when it fills, half of the tokens after --keep are
                           discarded and generation goes on (llama.cpp's); -n may then exceed --ctx
   --keep N                with --context-shift: the prompt tokens always kept (default 0; -1: all)
@@ -51,55 +50,51 @@ ${speculativeOptionHelp}
   --json                  print one JSON object at the end instead of streaming
   --quiet                 no progress bar, no notices
 
+llama-completion's flags work too (-c, -ngl, -ctk/-ctv, -fa, -s, -r, --grammar-file, -jf, ...): each
+is memra's option of the same meaning, is accepted with a notice when it changes nothing here, or is
+refused with the reason.
+
 examples:
   memra generate -p "The capital of France is" -n 16 --temp 0
   memra generate -m qwen3-0.6b-q8_0.gguf -p "Once upon a time" --mirostat 2 --mirostat-ent 4
   memra generate -m qwen3-0.6b-q8_0.gguf -p "<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n" --stop "<|im_end|>"`;
 
-function parseNumber(value: string | undefined, name: string): number | undefined {
-  if (value === undefined) return undefined;
-  const parsed = Number(value);
-  if (value.trim() === "" || !Number.isFinite(parsed)) throw new CliError(`${name} must be a number, got "${value}"`);
-  return parsed;
-}
+/** memra generate's options (parseArgs specs). */
+export const generateParseOptions = {
+  model: { type: "string", short: "m" },
+  prompt: { type: "string", short: "p" },
+  file: { type: "string", short: "f" },
+  "max-tokens": { type: "string", short: "n" },
+  ...samplingParseOptions,
+  stop: { type: "string", multiple: true },
+  "json-schema": { type: "string" },
+  grammar: { type: "string" },
+  threads: { type: "string", short: "t" },
+  device: { type: "string" },
+  ctx: { type: "string" },
+  "context-shift": { type: "boolean", default: false },
+  keep: { type: "string" },
+  ...placementParseOptions,
+  ...ropeScalingParseOptions,
+  ...loraParseOptions,
+  ...speculativeParseOptions,
+  "prompt-cache": { type: "string" },
+  "prompt-cache-all": { type: "boolean", default: false },
+  "prompt-cache-ro": { type: "boolean", default: false },
+  "no-special": { type: "boolean", default: false },
+  "no-escape": { type: "boolean", default: false },
+  "kv-type": { type: "string", default: "f16" },
+  json: { type: "boolean", default: false },
+  quiet: { type: "boolean", short: "q", default: false },
+  help: { type: "boolean", short: "h", default: false },
+} as const;
 
 export async function generateCommand(args: string[], io: CliIO): Promise<void> {
+  const notices: string[] = [];
   const { values: parsed, tokens } = parseArgs({
     tokens: true,
-    args: joinNegativeSamplingValues(joinNegativeKeep(args)),
-    options: {
-      model: { type: "string", short: "m" },
-      prompt: { type: "string", short: "p" },
-      file: { type: "string", short: "f" },
-      "max-tokens": { type: "string", short: "n" },
-      temp: { type: "string" },
-      "top-k": { type: "string" },
-      "top-p": { type: "string" },
-      "min-p": { type: "string" },
-      "repeat-penalty": { type: "string" },
-      ...samplingParseOptions,
-      seed: { type: "string" },
-      stop: { type: "string", multiple: true },
-      "ignore-eos": { type: "boolean", default: false },
-      "json-schema": { type: "string" },
-      grammar: { type: "string" },
-      threads: { type: "string", short: "t" },
-      device: { type: "string" },
-      ctx: { type: "string" },
-      "context-shift": { type: "boolean", default: false },
-      keep: { type: "string" },
-      ...placementParseOptions,
-      ...ropeScalingParseOptions,
-      ...loraParseOptions,
-      ...speculativeParseOptions,
-      "prompt-cache": { type: "string" },
-      "prompt-cache-all": { type: "boolean", default: false },
-      "prompt-cache-ro": { type: "boolean", default: false },
-      "no-special": { type: "boolean", default: false },
-      json: { type: "boolean", default: false },
-      quiet: { type: "boolean", short: "q", default: false },
-      help: { type: "boolean", short: "h", default: false },
-    },
+    args: llamaArguments("completion", joinNegativeSamplingValues(joinNegativeKeep(args)), generateParseOptions, (message) => notices.push(message)),
+    options: generateParseOptions,
   });
   const values = { ...parsed, loraOrder: loraOrderOf(tokens) };
   if (values.help) {
@@ -108,22 +103,27 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
   }
   if (values.prompt !== undefined && values.file !== undefined) throw new CliError("give -p PROMPT or -f FILE, not both");
   if (values.file !== undefined) values.prompt = readPromptFile(values.file);
+  if (values.prompt !== undefined && !values["no-escape"]) values.prompt = processEscapes(values.prompt);
   if (values.prompt === undefined) throw new CliError(`missing -p PROMPT or -f FILE\n${generateUsage}`);
+  if (!values.quiet) for (const message of notices) io.stderr(`${message}\n`);
   const prompt = values.prompt;
   const promptCache = values["prompt-cache"];
   if (promptCache === undefined && (values["prompt-cache-all"] || values["prompt-cache-ro"])) throw new CliError("--prompt-cache-all and --prompt-cache-ro need --prompt-cache FILE");
   if (values["prompt-cache-all"] && values["prompt-cache-ro"]) throw new CliError("give --prompt-cache-all or --prompt-cache-ro, not both");
   parsePlacementDeviceChoice(values.device);
+  const kvType = parseKVType(values["kv-type"]);
   const contextShift = parseContextShift(values["context-shift"], values.keep);
   if (contextShift && (values["model-draft"] !== undefined || values.lookup)) throw new CliError("--context-shift cannot be combined with speculative decoding (--model-draft, --lookup)");
   const sampling = samplingOptionsOfFlags(values);
+  const escape = (text: string) => (values["no-escape"] ? text : processEscapes(text));
+  if (sampling.dry?.sequenceBreakers) sampling.dry = { ...sampling.dry, sequenceBreakers: sampling.dry.sequenceBreakers.map(escape) };
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
   const constraint = readConstraint(values["json-schema"], values.grammar);
   const path = values.model ?? (await defaultModelPath(io, values.quiet));
   const notice = (message: string) => values.quiet || io.stderr(`${message}\n`);
-  const placed = await placeModel(path, values, threads, {}, notice);
+  const placed = await placeModel(path, values, threads, { kvType }, notice);
   const bar = progressBar(io, "loading", io.stderrIsTerminal && !values.quiet);
-  const model = loadModel(path, { ...placed.load, kvCacheTokens: placed.contextTokens, onProgress: bar.update });
+  const model = loadModel(path, { ...placed.load, kvCacheTokens: placed.contextTokens, kvType, onProgress: bar.update });
   bar.end();
   let speculation: Awaited<ReturnType<typeof loadSpeculative>>;
   let cachedState: readonly number[] = [];
@@ -135,18 +135,10 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
     throw error;
   }
 
-  const seed = parseNumber(values.seed, "--seed");
   const options = {
-    maxTokens: parsePositiveInteger(values["max-tokens"], "--max-tokens", 128),
-    temperature: parseNumber(values.temp, "--temp"),
-    topK: parseNumber(values["top-k"], "--top-k"),
-    topP: parseNumber(values["top-p"], "--top-p"),
-    minP: parseNumber(values["min-p"], "--min-p"),
-    repeatPenalty: parseNumber(values["repeat-penalty"], "--repeat-penalty"),
+    maxTokens: maxTokensOf(values["max-tokens"], () => placed.contextTokens - model.tokenizer.encode(prompt, { special: !values["no-special"] }).length),
     ...sampling,
-    seed,
-    stop: values.stop,
-    ignoreEos: values["ignore-eos"] || undefined,
+    stop: values.stop?.map(escape),
     special: !values["no-special"],
     speculative: speculation.speculative,
     contextShift,
@@ -215,6 +207,13 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
   }
 }
 
+/** -n: a number of tokens, or -1 / -2 (llama.cpp's "no limit" and "until the context is full"): what `room` leaves. */
+function maxTokensOf(value: string | undefined, room: () => number): number {
+  if (value === undefined) return 128;
+  if (value.trim() === "-1" || value.trim() === "-2") return Math.max(1, room());
+  return parsePositiveInteger(value, "--max-tokens", 128);
+}
+
 /** `--keep -1` as `--keep=-1` (parseArgs takes a value starting with "-" for an option). */
 function joinNegativeKeep(args: readonly string[]): string[] {
   const joined: string[] = [];
@@ -237,10 +236,16 @@ function parseContextShift(enabled: boolean, keep: string | undefined): { keep: 
   return { keep: parsed };
 }
 
-/** Reads and compiles --json-schema / --grammar before the model loads, so that a bad file fails fast with its name. */
+/**
+ * Reads and compiles --json-schema / --grammar before the model loads, so that a bad file fails fast
+ * with its name. Each is a file, or the schema or grammar itself (llama.cpp's -j and --grammar): a
+ * value starting with "{" is a schema, one holding "::=" that is no file a grammar.
+ */
 function readConstraint(schemaPath: string | undefined, grammarPath: string | undefined): { schema?: object; grammar?: string } {
   if (schemaPath !== undefined && grammarPath !== undefined) throw new CliError("give --json-schema or --grammar, not both");
   const read = (path: string, flag: string) => {
+    if (flag === "--json-schema" && path.trimStart().startsWith("{")) return path;
+    if (flag === "--grammar" && path.includes("::=") && !existsSync(path)) return path;
     try {
       return readFileSync(path, "utf8");
     } catch (error: unknown) {
@@ -282,10 +287,10 @@ function loadPromptCache(model: Model, file: string): readonly number[] {
   }
 }
 
-/** The prompt text of -f FILE (- reads standard input); a file that cannot be read is named. */
+/** The prompt text of -f FILE (- reads standard input) less one final newline, as llama.cpp reads it; a file that cannot be read is named. */
 function readPromptFile(file: string): string {
   try {
-    return readFileSync(file === "-" ? 0 : file, "utf8");
+    return readFileSync(file === "-" ? 0 : file, "utf8").replace(/\n$/, "");
   } catch (error) {
     throw new CliError(`-f "${file}": ${(error as Error).message}`);
   }

@@ -1,3 +1,4 @@
+import type { KVType } from "@memra/core";
 import { type MetadataOverride, openGGUFModel, parseMetadataOverride } from "@memra/gguf";
 import { Tokenizer } from "@memra/tokenizer";
 import { CliError } from "../cli-error";
@@ -59,4 +60,14 @@ export const metadataOverrideOptionHelp = `  --override-kv KEY=TYPE:VALUE  a met
 export function metadataOverrideOptions(values: { readonly "override-kv"?: readonly string[] | undefined }): { metadataOverrides?: MetadataOverride[] } {
   const overrides = (values["override-kv"] ?? []).map(parseMetadataOverride);
   return overrides.length > 0 ? { metadataOverrides: overrides } : {};
+}
+
+/** The KV cache types memra stores (--kv-type; llama.cpp's -ctk/-ctv when both are the same). */
+export const KV_TYPES: readonly KVType[] = ["f16", "f32", "q8_0"];
+
+/** --kv-type's value, or a CliError naming the types. */
+export function parseKVType(value: string | undefined): KVType {
+  const type = (value ?? "f16") as KVType;
+  if (!KV_TYPES.includes(type)) throw new CliError(`--kv-type must be one of ${KV_TYPES.join(", ")}, got "${value}"`);
+  return type;
 }

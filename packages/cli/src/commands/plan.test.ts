@@ -28,7 +28,8 @@ describe("placement arguments", () => {
     expect(parsed).toMatchObject({ gpuMemory: [24 * 2 ** 30, 12 * 2 ** 30], gpuLayers: 30, gpuLayersGiven: true, cpuMoe: true });
     expect(parsePlacementArguments({})).toMatchObject({ gpuLayers: "auto", gpuLayersGiven: false, cpuMoe: undefined, gpuMemory: undefined });
     expect(parsePlacementArguments({ "cpu-moe": "8" }).cpuMoe).toBe(8);
-    expect(() => parsePlacementArguments({ "gpu-layers": "-1" })).toThrow(/--gpu-layers must be auto or a non-negative integer/);
+    expect(parsePlacementArguments({ "gpu-layers": "all" }).gpuLayers).toBe(Number.MAX_SAFE_INTEGER); // llama.cpp's -ngl all: the plan takes every layer
+    expect(() => parsePlacementArguments({ "gpu-layers": "-1" })).toThrow(/--gpu-layers must be auto, all or a non-negative integer/);
     expect(() => parsePlacementArguments({ "cpu-moe": "some" })).toThrow(/--cpu-moe must be all or a non-negative integer/);
     expect(ranges([0, 1, 2, 5, 7, 8])).toBe("0-2, 5, 7-8");
   });

@@ -6,11 +6,13 @@ import { backendOptionHelp, describeBackend, parsePlacementDeviceChoice } from "
 import { CliError } from "../cli-error";
 import type { CliIO } from "../cli-io";
 import { defaultModelPath } from "../default-model";
-import { parseLoraArguments, placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraOrderOf, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
+import { chatTemplateOptionHelp, chatTemplateParseOptions, parseLoraArguments, placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraOrderOf, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
 import { loadSpeculative, speculativeOptionHelp, speculativeParseOptions } from "../speculative-arguments";
-import { startOpenAIServer } from "../server/openai-server";
-import { parsePositiveInteger } from "./model-arguments";
+import { type ServerDefaults, startOpenAIServer } from "../server/openai-server";
+import { llamaArguments } from "../llama-arguments";
+import { joinNegativeSamplingValues, samplingOptionHelp, samplingOptionsOfFlags, samplingParseOptions } from "../sampling-arguments";
+import { parseKVType, parsePositiveInteger } from "./model-arguments";
 
 export const serveUsage = `usage: memra serve [-m MODEL] [options]
 
@@ -24,7 +26,8 @@ options:
   --host HOST           address to listen on (default 127.0.0.1)
   --port PORT           (default 8080; 0 picks a free one)
   --parallel N          most requests decoded together (default 4)
-  --ctx N               most tokens of one request, prompt and completion (default: the model's, at most 4096)
+  --ctx N               most tokens of one request, prompt and completion (default: the model's, at most
+                        4096; 0: the model's)
   --kv-type TYPE        KV cache element type: f16 (default), f32, q8_0
   --context-shift       a request may generate past --ctx: when its context fills, the tokens after
                         /completion's n_keep (default 0) are halved (or n_discard of them dropped) and
@@ -38,13 +41,26 @@ options:
                         at scale 1, others without it; repeat for several
   --slot-save-path DIR  where POST /slots/ID?action=save|restore writes and reads KV state files
                         (llama.cpp's; GET /slots lists the --parallel slots)
-  --threads N           threads for the native CPU backend
+  -t, --threads N       threads for the native CPU backend
+  --n-predict N         most tokens a request generates when it names no max_tokens / n_predict
+                        (default: what its context leaves)
+  --no-think            requests that do not say (chat_template_kwargs.enable_thinking) get Qwen3's
+                        non-thinking mode (llama-server's -rea off, --reasoning-budget 0)
+  --reasoning-format F  none: the reasoning stays in the answer's content; deepseek (default), auto:
+                        it goes to reasoning_content (a request's reasoning_format wins)
+${chatTemplateOptionHelp}
+sampling defaults, for requests that leave a parameter out (as llama-server's):
+${samplingOptionHelp(24)}
 ${backendOptionHelp}
 ${placementOptionHelp}
 ${ropeScalingOptionHelp}
 ${loraOptionHelp}
 ${speculativeOptionHelp}
   --quiet               no progress bar, no notices
+
+llama-server's flags work too (-c, -np, -ngl, -ctk/-ctv, -fa, -a, --jinja, --metrics, -cb, ...): each
+is memra's option of the same meaning, is accepted with a notice when it changes nothing here, or is
+refused with the reason.
 
 The KV pool holds --parallel × --ctx tokens; requests beyond it wait, and a running request may be
 preempted (and recomputed later) when the pool runs out.
@@ -53,46 +69,67 @@ examples:
   memra serve -m qwen3-0.6b-q8_0.gguf --parallel 8
   curl http://127.0.0.1:8080/v1/chat/completions -d '{"messages":[{"role":"user","content":"Hi"}]}'`;
 
-const KV_TYPES: readonly KVType[] = ["f16", "f32", "q8_0"];
+
+/** memra serve's options (parseArgs specs). */
+export const serveParseOptions = {
+  model: { type: "string", short: "m" },
+  host: { type: "string", default: "127.0.0.1" },
+  port: { type: "string", default: "8080" },
+  parallel: { type: "string" },
+  ctx: { type: "string" },
+  "kv-type": { type: "string", default: "f16" },
+  "context-shift": { type: "boolean", default: false },
+  "api-key": { type: "string" },
+  "api-key-file": { type: "string" },
+  "lora-modules": { type: "string", multiple: true },
+  alias: { type: "string" },
+  "slot-save-path": { type: "string" },
+  "served-model-name": { type: "string" },
+  threads: { type: "string", short: "t" },
+  device: { type: "string" },
+  ...samplingParseOptions,
+  "n-predict": { type: "string" },
+  "no-think": { type: "boolean", default: false },
+  "reasoning-format": { type: "string" },
+  ...placementParseOptions,
+  ...ropeScalingParseOptions,
+  ...chatTemplateParseOptions,
+  ...loraParseOptions,
+  ...speculativeParseOptions,
+  quiet: { type: "boolean", short: "q", default: false },
+  help: { type: "boolean", short: "h", default: false },
+} as const;
+
+const REASONING_FORMATS = ["none", "deepseek", "deepseek-legacy", "auto"] as const;
 
 export async function serveCommand(args: string[], io: CliIO): Promise<void> {
+  const notices: string[] = [];
   const { values: parsed, tokens } = parseArgs({
     tokens: true,
-    args,
-    options: {
-      model: { type: "string", short: "m" },
-      host: { type: "string", default: "127.0.0.1" },
-      port: { type: "string", default: "8080" },
-      parallel: { type: "string" },
-      ctx: { type: "string" },
-      "kv-type": { type: "string", default: "f16" },
-      "context-shift": { type: "boolean", default: false },
-      "api-key": { type: "string" },
-      "api-key-file": { type: "string" },
-      "lora-modules": { type: "string", multiple: true },
-      alias: { type: "string" },
-      "slot-save-path": { type: "string" },
-      "served-model-name": { type: "string" },
-      threads: { type: "string" },
-      device: { type: "string" },
-      ...placementParseOptions,
-      ...ropeScalingParseOptions,
-      ...loraParseOptions,
-      ...speculativeParseOptions,
-      quiet: { type: "boolean", short: "q", default: false },
-      help: { type: "boolean", short: "h", default: false },
-    },
+    args: llamaArguments("server", joinNegativeSamplingValues(args), serveParseOptions, (message) => notices.push(message)),
+    options: serveParseOptions,
   });
   const values = { ...parsed, loraOrder: loraOrderOf(tokens) };
   if (values.help) {
     io.stdout(`${serveUsage}\n`);
     return;
   }
+  if (!values.quiet) for (const message of notices) io.stderr(`${message}\n`);
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new CliError(`--port must be 0 to 65535, got "${values.port}"`);
   const parallel = parsePositiveInteger(values.parallel, "--parallel", 4);
-  const kvType = values["kv-type"] as KVType;
-  if (!KV_TYPES.includes(kvType)) throw new CliError(`--kv-type must be one of ${KV_TYPES.join(", ")}, got "${values["kv-type"]}"`);
+  const kvType = parseKVType(values["kv-type"]);
+  const sampling = samplingOptionsOfFlags(values);
+  const reasoningFormat = values["reasoning-format"] as (typeof REASONING_FORMATS)[number] | undefined;
+  if (reasoningFormat !== undefined && !REASONING_FORMATS.includes(reasoningFormat)) throw new CliError(`--reasoning-format must be one of ${REASONING_FORMATS.join(", ")}, got "${reasoningFormat}"`);
+  const nPredict = values["n-predict"]?.trim();
+  const maxTokens = nPredict === undefined || nPredict === "-1" || nPredict === "-2" ? undefined : parsePositiveInteger(nPredict, "--n-predict", 1);
+  const defaults: ServerDefaults = {
+    ...(Object.keys(sampling).length > 0 ? { sampling } : {}),
+    ...(maxTokens !== undefined ? { maxTokens } : {}),
+    ...(values["no-think"] ? { enableThinking: false } : {}),
+    ...(reasoningFormat !== undefined ? { reasoningFormat } : {}),
+  };
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
   parsePlacementDeviceChoice(values.device);
   const apiKeys = readApiKeys(values["api-key"] ?? process.env.MEMRA_API_KEY, values["api-key-file"]);
@@ -142,6 +179,7 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
     ...(slotSavePath !== undefined ? { slotSavePath } : {}),
     ...(values["context-shift"] ? { contextShift: true } : {}),
     ...(speculation.speculative ? { speculative: speculation.speculative } : {}),
+    ...(Object.keys(defaults).length > 0 ? { defaults } : {}),
   });
   if (!values.quiet) {
     const pool = model.engine.pool;

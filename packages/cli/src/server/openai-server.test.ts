@@ -514,6 +514,46 @@ describe("memra serve: API keys (llama.cpp's and vLLM's --api-key) and /apply-te
   });
 });
 
+describe("memra serve: llama-server's command-line defaults (--temp ..., -n, -rea off, --reasoning-format)", () => {
+  let defaulted: OpenAIServer;
+  beforeAll(() => {
+    defaulted = startOpenAIServer({
+      model,
+      modelId: "tiny-q8_0.gguf",
+      port: 0,
+      contextLength: 512,
+      defaults: { sampling: { temperature: 0, presencePenalty: 0.5 }, maxTokens: 5, enableThinking: false, reasoningFormat: "none" },
+    });
+  });
+  afterAll(async () => {
+    await defaulted.stop();
+  });
+  const post = async (base: string, path: string, body: object) => (await fetch(`${base}${path}`, { method: "POST", body: JSON.stringify(body) })).json() as Promise<Record<string, any>>;
+
+  it("a request that leaves a field out gets the server's default; one that gives it keeps its own", async () => {
+    const chat = { messages: [{ role: "user", content: "Say hello" }] };
+    const got = await post(defaulted.url, "/v1/chat/completions", chat);
+    const explicit = await post(server.url, "/v1/chat/completions", { ...chat, temperature: 0, presence_penalty: 0.5, max_tokens: 5, chat_template_kwargs: { enable_thinking: false }, reasoning_format: "none" });
+    expect(got.usage.completion_tokens).toBe(5);
+    expect(got.usage.prompt_tokens).toBe(explicit.usage.prompt_tokens);
+    expect(got.choices[0].message.content).toBe(explicit.choices[0].message.content);
+    // the default server thinks: another prompt
+    const thinking = await post(server.url, "/v1/chat/completions", { ...chat, temperature: 0, max_tokens: 5 });
+    expect(thinking.usage.prompt_tokens).not.toBe(got.usage.prompt_tokens);
+    // /completion: n_predict and the sampling defaults too, and a request's own n_predict wins
+    const completion = await post(defaulted.url, "/completion", { prompt: "Once upon" });
+    const completionExplicit = await post(server.url, "/completion", { prompt: "Once upon", n_predict: 5, temperature: 0, presence_penalty: 0.5 });
+    expect(completion.tokens_predicted).toBe(5);
+    expect(completion.content).toBe(completionExplicit.content);
+    expect((await post(defaulted.url, "/completion", { prompt: "Once upon", n_predict: 2 })).tokens_predicted).toBe(2);
+  });
+
+  it("/props reports the server's defaults as llama-server's does", async () => {
+    const props = (await (await fetch(`${defaulted.url}/props`)).json()) as { default_generation_settings: { params: Record<string, unknown> } };
+    expect(props.default_generation_settings.params).toMatchObject({ n_predict: 5, temperature: 0, presence_penalty: 0.5, top_k: 40, dry_penalty_last_n: 64 });
+  });
+});
+
 describe("memra serve: OpenAI's Responses API (POST /v1/responses)", () => {
   const addTool: OpenAI.Responses.FunctionTool = { type: "function", name: "add", strict: false, parameters: { type: "object", properties: { a: { type: "integer", minimum: 0, maximum: 9 }, b: { type: "integer", minimum: 0, maximum: 9 } }, required: ["a", "b"] } };
 

@@ -103,12 +103,26 @@ export interface OpenAIServerOptions {
    * or half of the rest) instead of being refused. Not with speculative decoding.
    */
   readonly contextShift?: boolean;
+  /**
+   * What a request that leaves a field out gets (llama-server's command-line defaults): sampling
+   * options (`samplingDefaults`, beneath each request's own), the most tokens it generates
+   * (`maxTokens`, at most what the context leaves), whether the chat template thinks
+   * (`enableThinking`) and whether reasoning goes to reasoning_content (`reasoningFormat`).
+   */
+  readonly defaults?: ServerDefaults;
 }
 
 /** Routes open without an API key (llama.cpp server's public endpoints). */
 const PUBLIC_PATHS = new Set(["/health", "/v1/health", "/models", "/v1/models"]);
 
 /** Whether `given` is one of `keys`, compared in constant time. */
+export interface ServerDefaults {
+  readonly sampling?: Partial<GenerateOptions>;
+  readonly maxTokens?: number;
+  readonly enableThinking?: boolean;
+  readonly reasoningFormat?: "none" | "deepseek" | "deepseek-legacy" | "auto";
+}
+
 function keyMatches(given: string, keys: readonly Buffer[]): boolean {
   const candidate = Buffer.from(given);
   let found = false;
@@ -222,7 +236,8 @@ export function samplingOptionsOf(body: SamplingFields, vocabularySize: number):
   if (given(body.dry_allowed_length)) dry.allowedLength = body.dry_allowed_length;
   if (given(body.dry_penalty_last_n)) dry.penaltyLastN = body.dry_penalty_last_n;
   if (given(body.dry_sequence_breakers)) dry.sequenceBreakers = body.dry_sequence_breakers;
-  if (Object.keys(dry).length > 0) options.dry = dry;
+  // llama-server looks back 64 tokens unless told (its dry_penalty_last_n default; the sampler's own is -1)
+  if (Object.keys(dry).length > 0) options.dry = { penaltyLastN: 64, ...dry };
   if (given(body.top_n_sigma)) options.topNSigma = body.top_n_sigma;
   const mirostat: Record<string, number> = {};
   if (given(body.mirostat)) mirostat.mode = body.mirostat;
@@ -273,6 +288,10 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
   const created = Math.floor(Date.now() / 1000);
   let nextId = 0;
   const slots = new ServerSlots(model, contextLength, options.slotSavePath);
+  const defaults = options.defaults ?? {};
+  const samplingDefaults = defaults.sampling ?? {};
+  /** A request's most tokens when it names none: the server's default, within `room`. */
+  const defaultMaxTokens = (room: number) => (defaults.maxTokens === undefined ? room : Math.min(defaults.maxTokens, room));
   const responseStore = new ResponseStore();
 
   const readBody = async <T extends z.ZodType>(request: Request, schema: T): Promise<z.output<T>> => {
@@ -324,12 +343,13 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       }
     }
     const generateOptions: GenerateOptions = {
-      maxTokens: asked ?? room,
-      ...limitOptionsOf(withModuleLora(body), model.vocabularySize, asked ?? room, model.loraAdapters.length),
+      ...samplingDefaults,
+      maxTokens: asked ?? defaultMaxTokens(room),
+      ...limitOptionsOf(withModuleLora(body), model.vocabularySize, asked ?? defaultMaxTokens(room), model.loraAdapters.length),
       ...(grammar === undefined ? {} : { grammar }),
       ...(tools?.grammarTrigger === undefined || grammar !== tools.grammar ? {} : { grammarTrigger: tools.grammarTrigger }),
-      temperature: body.temperature ?? 1,
-      topP: body.top_p ?? 1,
+      temperature: body.temperature ?? samplingDefaults.temperature ?? 1,
+      topP: body.top_p ?? samplingDefaults.topP ?? 1,
       ...samplingOptionsOf(body, model.vocabularySize),
       ...(body.seed === undefined || body.seed === null ? {} : { seed: body.seed >>> 0 }),
       ...(body.stop ? { stop: body.stop } : {}),
@@ -348,7 +368,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       includeUsage: body.stream_options?.include_usage ?? false,
       logprobs,
       topLogprobs,
-      splitReasoning: "messages" in body && (body as ChatCompletionRequest).reasoning_format !== "none",
+      splitReasoning: "messages" in body && ((body as ChatCompletionRequest).reasoning_format ?? defaults.reasoningFormat) !== "none",
       parseToolCalls: tools?.parseCalls ?? false,
     };
   };
@@ -390,7 +410,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     // With a response_format the answer must start as JSON, so thinking is off unless asked for.
     const structured = body.response_format !== undefined && body.response_format !== null && (body.response_format as { type?: unknown }).type !== "text";
     const responseFormat = structured ? "response_format" : undefined;
-    const tools = toolsOf(body, responseFormat, body.chat_template_kwargs?.enable_thinking ?? (structured ? false : undefined));
+    const tools = toolsOf(body, responseFormat, body.chat_template_kwargs?.enable_thinking ?? (structured ? false : defaults.enableThinking));
     const enableThinking = tools.enableThinking;
     let text: string;
     try {
@@ -724,7 +744,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     const tokenizer = model.tokenizer;
     let tokens: number[];
     if (body.messages !== undefined) {
-      const text = templatePrompt(body.messages, body.tools, body.add_generation_prompt ?? true, body.chat_template_kwargs?.enable_thinking ?? true);
+      const text = templatePrompt(body.messages, body.tools, body.add_generation_prompt ?? true, body.chat_template_kwargs?.enable_thinking ?? defaults.enableThinking ?? true);
       tokens = tokenizer.encode(text, { special: true, addBos: false });
     } else {
       // llama.cpp: add_special (default false), parse_special (default true); vLLM: add_special_tokens (default true).
@@ -934,8 +954,9 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
     const probabilities = body.n_probs ?? 0;
     const given = <T>(value: T | null | undefined): value is T => value !== undefined && value !== null;
     // With context shift a request may ask for more than the context holds (-1 still fills it once).
-    const maxTokens = asked < 0 ? room : shifting ? Math.max(asked, 1) : Math.min(Math.max(asked, 1), room);
+    const maxTokens = asked < 0 ? defaultMaxTokens(room) : shifting ? Math.max(asked, 1) : Math.min(Math.max(asked, 1), room);
     const options: GenerateOptions = {
+      ...samplingDefaults,
       maxTokens,
       ...limitOptionsOf(withModuleLora(body), vocabulary, maxTokens, model.loraAdapters.length),
       ...samplingOptionsOf(body, vocabulary),
@@ -1079,7 +1100,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
   /** GET /props: llama.cpp server's description of itself, as its web UI and clients read it. */
   const props = (): Response =>
     json({
-      default_generation_settings: { n_ctx: contextLength, params: defaultSamplingParams() },
+      default_generation_settings: { n_ctx: contextLength, params: defaultSamplingParams(defaults) },
       total_slots: model.engine.maxSequences,
       model_path: modelId,
       chat_template: model.tokenizer.vocabulary.chatTemplate ?? "",
@@ -1383,7 +1404,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
             return detokenize(await readBody(request, detokenizeRequestSchema));
           case "POST /apply-template": {
             const body = await readBody(request, applyTemplateRequestSchema);
-            return json({ prompt: templatePrompt(body.messages, body.tools, body.add_generation_prompt ?? true, body.chat_template_kwargs?.enable_thinking ?? true) });
+            return json({ prompt: templatePrompt(body.messages, body.tools, body.add_generation_prompt ?? true, body.chat_template_kwargs?.enable_thinking ?? defaults.enableThinking ?? true) });
           }
           default:
             if (/^\/v1\/responses\/[^/]+\/input_items$/.test(path) && request.method === "GET") {
@@ -1442,10 +1463,12 @@ function mergeSplits(first: { content: string; toolCalls: readonly { name: strin
  * The sampler's defaults under llama.cpp server's names (its /props `default_generation_settings.params`):
  * what a request that sets none of them gets.
  */
-function defaultSamplingParams(): Record<string, unknown> {
-  const d = samplingOptionsSchema.parse({});
+/** /props's default_generation_settings.params: the sampler's defaults (llama.cpp's) under the server's own (ServerDefaults). */
+function defaultSamplingParams(defaults: ServerDefaults): Record<string, unknown> {
+  const { ignoreEos: _ignoreEos, ...sampling } = (defaults.sampling ?? {}) as Record<string, unknown>;
+  const d = samplingOptionsSchema.parse(sampling);
   return {
-    n_predict: -1,
+    n_predict: defaults.maxTokens ?? -1,
     temperature: d.temperature,
     top_k: d.topK,
     top_p: d.topP,
@@ -1461,7 +1484,8 @@ function defaultSamplingParams(): Record<string, unknown> {
     dry_multiplier: d.dry.multiplier,
     dry_base: d.dry.base,
     dry_allowed_length: d.dry.allowedLength,
-    dry_penalty_last_n: d.dry.penaltyLastN,
+    // llama-server's DRY looks back 64 tokens unless told (see samplingOptionsOf)
+    dry_penalty_last_n: defaults.sampling?.dry?.penaltyLastN ?? 64,
     dry_sequence_breakers: d.dry.sequenceBreakers,
     mirostat: d.mirostat.mode,
     mirostat_tau: d.mirostat.tau,
