@@ -85,6 +85,27 @@ describe("KVBlockPool", () => {
     expect(p.createSequence(100).reusePrefix(prompt)).toBe(4);
   });
 
+  it("evictPrefix drops the cached blocks of a prefix no sequence holds, but those kept", () => {
+    const p = pool(8);
+    const prompt = Array.from(tokens(12));
+    const a = p.createSequence(100);
+    a.prepare(12);
+    a.advance(Int32Array.from(prompt));
+    // Held by a sequence: nothing is dropped.
+    expect(p.evictPrefix(prompt)).toBe(0);
+    a.dispose();
+    expect(p.cachedBlocks).toBe(3);
+    // Another prompt shares the first block: kept by its keys.
+    const other = [...prompt.slice(0, 4), 9, 9, 9, 9];
+    expect(p.evictPrefix(prompt, undefined, new Set(p.prefixKeys(other)))).toBe(2);
+    expect(p.cachedBlocks).toBe(1);
+    expect(p.freeBlocks).toBe(8);
+    expect(p.createSequence(100).reusePrefix(prompt)).toBe(4);
+    // A salt of its own: another chain of keys, nothing of this one found.
+    expect(p.evictPrefix(prompt, 7n)).toBe(0);
+    expect(p.evictPrefix(prompt)).toBe(0); // the first block is now held by the sequence above
+  });
+
   it("copies a shared block before writing into it (copy-on-write)", () => {
     const p = pool(6, "f32");
     const a = p.createSequence(100);

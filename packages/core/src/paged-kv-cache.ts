@@ -259,6 +259,36 @@ export class KVBlockPool implements KVPoolStorage {
     }
   }
 
+  /** The prefix keys of the whole blocks of `tokens`, for sequences of `prefixSalt`, in order. */
+  prefixKeys(tokens: readonly number[], prefixSalt?: bigint): bigint[] {
+    const keys: bigint[] = [];
+    let parent = rootKeyOf(prefixSalt);
+    for (let block = 0; (block + 1) * this.blockTokens <= tokens.length; block++) {
+      parent = blockKey(parent, tokens.slice(block * this.blockTokens, (block + 1) * this.blockTokens));
+      keys.push(parent);
+    }
+    return keys;
+  }
+
+  /**
+   * Drops the cached prefix blocks of `tokens` (sequences of `prefixSalt`) that no sequence holds,
+   * but those whose key is in `keep`: their keys and values are forgotten and the blocks free
+   * (llama.cpp server's slot erase). Blocks a sequence holds keep their key until it lets go.
+   * Returns the blocks dropped.
+   */
+  evictPrefix(tokens: readonly number[], prefixSalt?: bigint, keep: ReadonlySet<bigint> = new Set()): number {
+    let dropped = 0;
+    for (const key of this.prefixKeys(tokens, prefixSalt)) {
+      const block = this.blockByKey.get(key);
+      if (block === undefined || keep.has(key) || this.referenceCounts[block] !== 0) continue;
+      this.cachedFree.delete(block);
+      this.forgetKey(block);
+      this.free.push(block);
+      dropped++;
+    }
+    return dropped;
+  }
+
   /** Drops every cached prefix (blocks in use keep theirs until released). */
   clearPrefixCache(): void {
     for (const block of this.cachedFree.keys()) {

@@ -78,6 +78,31 @@ describe("memra serve: llama.cpp's slots", () => {
     expect((await call(restorer, "/slots/0?action=save", { filename: "empty.bin" })).body.error.message).toMatch(/slot 0 holds no tokens to save/);
   }, 60_000);
 
+  it("erase forgets the slot's cached keys and values (the next request evaluates its whole prompt), but those another slot's tokens start with; a busy slot is erased once its request ends", async () => {
+    const server = serve();
+    const completion = { prompt: PROMPT, n_predict: 4, temperature: 0 };
+    const first = await call(server, "/completion", { ...completion, id_slot: 0 });
+    const promptTokens = first.body.tokens_evaluated as number;
+    expect(first.body.timings.prompt_n).toBe(promptTokens);
+    // Not erased: the prompt's whole blocks come from the cache.
+    const cached = await call(server, "/completion", { ...completion, id_slot: 0 });
+    expect(cached.body.timings.prompt_n).toBe(promptTokens - Math.floor(promptTokens / 16) * 16);
+    expect((await call(server, "/slots/0?action=erase", {})).body).toEqual({ id_slot: 0, n_erased: promptTokens + 4 });
+    const evaluated = await call(server, "/completion", { ...completion, id_slot: 0 });
+    expect(evaluated.body.timings.prompt_n).toBe(promptTokens);
+    expect(evaluated.body.content).toBe(first.body.content);
+    // Slot 1 ran the same prompt: erasing slot 0 leaves the blocks slot 1's tokens start with.
+    await call(server, "/completion", { ...completion, id_slot: 1 });
+    await call(server, "/slots/0?action=erase", {});
+    expect((await call(server, "/completion", { ...completion, id_slot: 2 })).body.timings.prompt_n).toBe(promptTokens - Math.floor(promptTokens / 16) * 16);
+    // Erasing a busy slot waits for its request, then forgets what it ran.
+    const long = call(server, "/completion", { ...completion, n_predict: 40, ignore_eos: true, id_slot: 0 });
+    await Bun.sleep(20);
+    const erased = await call(server, "/slots/0?action=erase", {});
+    expect((await long).status).toBe(200);
+    expect(erased.body).toEqual({ id_slot: 0, n_erased: promptTokens + 40 });
+  });
+
   it("a request naming a busy slot waits for it, first come first; one naming another slot does not; a client that leaves while waiting frees its place", async () => {
     const server = serve();
     const finished: string[] = [];

@@ -3,7 +3,8 @@
  * while it runs (the one it names with `id_slot`, else the lowest idle one), each remembering the
  * tokens of the last request it ran (prompt and completion). GET /slots reports them; POST
  * /slots/ID?action=save|restore|erase saves a slot's tokens as a KV state file, loads one (into the
- * prefix cache, where every request whose prompt starts with its tokens reuses them) or forgets them.
+ * prefix cache, where every request whose prompt starts with its tokens reuses them) or forgets them
+ * (their cached keys and values too, as llama.cpp's erase clears the slot's KV cache).
  * The engine batches requests whatever their slot; a request that names a busy slot (/completion's
  * `id_slot`) waits until the slot is idle, as llama.cpp's server defers it (acquireIdle).
  */
@@ -108,6 +109,22 @@ export class ServerSlots {
     if (slot.running === 0) this.waiting.get(slot)?.shift()?.();
   }
 
+  /** Resolves once `slot` runs no request (in turn with the requests waiting for it: see acquireIdle). */
+  private async whenIdle(slot: Slot): Promise<void> {
+    const queue = this.waiting.get(slot) ?? [];
+    this.waiting.set(slot, queue);
+    while (slot.running > 0) await new Promise<void>((resolve) => queue.push(resolve));
+  }
+
+  /** The LoRA scales a slot's tokens were computed with, as the engine's createSequence takes them (none without adapters). */
+  private scalesOf(slot: Slot): { loraScales?: number[] } {
+    const adapters = this.model.loraAdapters.length;
+    if (adapters === 0) return {};
+    const scales = new Array<number>(adapters).fill(0);
+    for (const { id, scale } of slot.lora) scales[id] = scale;
+    return { loraScales: scales };
+  }
+
   /** GET /slots: llama.cpp's fields that apply. */
   describe(): Record<string, unknown>[] {
     return this.slots.map((slot) => ({
@@ -130,9 +147,15 @@ export class ServerSlots {
     const model = this.model;
     const slot = this.slot(id, "id_slot");
     if (action === "erase") {
+      // As llama.cpp's: deferred while the slot runs a request, then its tokens' keys and values
+      // are forgotten (their cached blocks freed, but those another slot's tokens start with too).
+      await this.whenIdle(slot);
       const erased = slot.tokens.length;
+      const others = this.slots.filter((other) => other !== slot && other.tokens.length > 0);
+      model.engine.forgetPrefix(slot.tokens, { ...this.scalesOf(slot), keep: others.map((other) => ({ tokens: other.tokens, ...this.scalesOf(other) })) });
       slot.tokens = [];
       slot.decoded = 0;
+      if (slot.running === 0) this.waiting.get(slot)?.shift()?.(); // the turn passes on
       return { id_slot: slot.id, n_erased: erased };
     }
     if (action !== "save" && action !== "restore") throw new RequestError(400, `action must be save, restore or erase, got ${JSON.stringify(action)}`, "action");

@@ -278,6 +278,27 @@ export class InferenceEngine {
     return new EngineSequence(this, capacity, scales && Float64Array.from(scales));
   }
 
+  /** The prefix salt of sequences created with `loraScales` (see createSequence). */
+  private prefixSaltOf(loraScales: readonly number[] | undefined): bigint | undefined {
+    const adapters = this.transformer.loraAdapters;
+    const scales = loraScales ?? (adapters.length > 0 ? adapters.map((adapter) => adapter.scale) : undefined);
+    return scales && loraPrefixSalt(Float64Array.from(scales));
+  }
+
+  /**
+   * Forgets the cached keys and values of `tokens` (whole blocks; for sequences of `loraScales`,
+   * as createSequence takes them) that no sequence holds, so that their memory is free and a later
+   * prompt starting with them is evaluated again: llama.cpp server's slot erase. Blocks that also
+   * hold a prefix of one of `keep` stay. Returns the tokens forgotten.
+   */
+  forgetPrefix(
+    tokens: readonly number[],
+    options: { readonly loraScales?: readonly number[]; readonly keep?: readonly { readonly tokens: readonly number[]; readonly loraScales?: readonly number[] }[] } = {},
+  ): number {
+    const keep = new Set((options.keep ?? []).flatMap((other) => this.pool.prefixKeys(other.tokens, this.prefixSaltOf(other.loraScales))));
+    return this.pool.evictPrefix(tokens, this.prefixSaltOf(options.loraScales), keep) * this.pool.blockTokens;
+  }
+
   /** Sequences admitted (holding blocks) and waiting for blocks. */
   get queue(): { readonly running: number; readonly waiting: number } {
     return { running: this.running.length, waiting: this.waiting.length };
