@@ -16,7 +16,8 @@
  *   kld-base-goldens.json  what llama-perplexity printed: the saving run's perplexity, the statistics
  *                          of --kl-divergence on base.kld for the base itself, Q8_0 and Q4_K_M, the
  *                          Q4_K_M statistics on the file `memra perplexity` writes (llama.cpp reading
- *                          memra's file), --ppl-output-type 1, and --ppl-stride with both output types.
+ *                          memra's file), --ppl-output-type 1, and --ppl-stride with both output types
+ *                          and at llama.cpp's own sizing of the window (-b / -c sequences, rounded to 256).
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -34,6 +35,11 @@ const CHUNKS = 3;
 const TYPES = ["Q8_0", "Q4_K_M"];
 // strided: -c 192 + 128 / 2 = 256, a multiple of 256 (llama.cpp rounds its context up to one), -b 192 (one sequence)
 const STRIDED = { context: 192, stride: 128, batch: 192, chunks: 6 };
+// strided at llama.cpp's own sizing: -c 100 + 40 / 2 = 120 tokens, rounded up to 256, evaluated 100 a step.
+// (With -b larger than -c, -b 2048 by default, llama-perplexity 3.21.1's strided mode fails: its
+// context is split into -b / -c sequences, each too short for the window: "failed to find a memory
+// slot".)
+const STRIDED_SIZED = { context: 100, stride: 40, batch: 100, chunks: 4 };
 
 if (!existsSync(BINARY)) {
   console.error(`no ${BINARY}: run tools/llamacpp/build-llama-perplexity.sh first`);
@@ -102,6 +108,9 @@ const stridedArgs = ["-m", basePath, "-f", TEXT, "-c", String(STRIDED.context), 
 const strided = llamaPerplexity(stridedArgs);
 const stridedWindow = /Calculation chunk = (\d+)/.exec(strided.log)?.[1];
 const stridedType1 = perplexityLines(llamaPerplexity([...stridedArgs, "--ppl-output-type", "1"]).stdout);
+const sizedArgs = ["-m", basePath, "-f", TEXT, "-c", String(STRIDED_SIZED.context), "--ppl-stride", String(STRIDED_SIZED.stride), "-b", String(STRIDED_SIZED.batch), "--chunks", String(STRIDED_SIZED.chunks)];
+const sized = llamaPerplexity(sizedArgs);
+const sizedWindow = /Calculation chunk = (\d+)/.exec(sized.log)?.[1];
 rmSync(work, { recursive: true, force: true });
 
 const release = JSON.parse(readFileSync(join(import.meta.dir, "node_modules/node-llama-cpp/llama/llama.cpp.info.json"), "utf8")) as { tag: string };
@@ -122,6 +131,7 @@ writeFileSync(
       readingMemra,
       outputType1,
       strided: { ...STRIDED, window: Number(stridedWindow), perplexity: perplexityLines(strided.stdout), outputType1: stridedType1 },
+      stridedSized: { ...STRIDED_SIZED, window: Number(sizedWindow), perplexity: perplexityLines(sized.stdout) },
     },
     null,
     1,

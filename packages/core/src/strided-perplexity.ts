@@ -12,9 +12,9 @@ export interface StridedPerplexityResult extends PerplexityResult {
  * its last `stride` predictions (token j + 1 from the logits at j, j in [window − stride − 1,
  * window − 1)), so every token after the first window is scored once with at least
  * window − stride − 1 tokens before it. Needs at least two windows' worth of tokens, as llama.cpp
- * does; `chunks` caps the windows. (llama.cpp rounds its context up to a multiple of 256 and, with
- * -b larger than -c, multiplies it by b / c: the two agree when context + stride/2 is a multiple of
- * 256 and -b is at most -c.)
+ * does; `chunks` caps the windows. (llama-perplexity's window is its whole context, which llama.cpp
+ * rounds up to a multiple of 256: `memra perplexity` passes the context that gives that window; see
+ * llamaStridedWindow in @memra/cli.)
  */
 export function computeStridedPerplexity(model: Model, tokens: readonly number[], context: number, stride: number, options: PerplexityOptions = {}): StridedPerplexityResult {
   if (!Number.isInteger(context) || context < 4) throw new RangeError(`context must be an integer of at least 4, got ${context}`);

@@ -115,7 +115,7 @@ describe("memra perplexity --ppl-output-type, --ppl-stride, --chunks, -b", () =>
     const args = ["-m", basePath, "-f", TEXT, "-c", String(s.context), "--ppl-stride", String(s.stride), "-b", String(s.batch), "--chunks", String(s.chunks), ...SETTINGS];
     const plain = run(args);
     expect(plain.stderr).toBe("");
-    expect(plain.stdout.split("\n")[0]).toMatch(/6 windows of 256 \(--ctx 192 \+ 128 \/ 2\) starting 128 apart$/);
+    expect(plain.stdout.split("\n")[0]).toMatch(/6 windows of 256 \(--ctx 192 \+ 128 \/ 2, as llama-perplexity\) starting 128 apart$/);
     const expected = numbers(s.perplexity);
     const ours = numbers(plain.stdout.split("\n")[1]!);
     expect(ours).toHaveLength(expected.length);
@@ -123,5 +123,17 @@ describe("memra perplexity --ppl-output-type, --ppl-stride, --chunks, -b", () =>
     const lines = run([...args, "--ppl-output-type", "1"]).stdout.split("\n").slice(1, 1 + s.chunks);
     expect(lines.map(layout)).toEqual(s.outputType1.split("\n").filter(Boolean).map(layout));
     lines.forEach((line, i) => expect(line.slice(0, 8)).toBe(s.outputType1.split("\n")[i]!.slice(0, 8)));
+  });
+
+  it("--ppl-stride N: the window is llama-perplexity's context, --ctx + N/2 rounded up to a multiple of 256", () => {
+    const s = goldens.stridedSized;
+    const args = ["-m", basePath, "-f", TEXT, "-c", String(s.context), "--ppl-stride", String(s.stride), "-b", String(s.batch), "--chunks", String(s.chunks), ...SETTINGS];
+    const plain = run(args);
+    expect(plain.stderr).toBe("");
+    expect(plain.stdout.split("\n")[0]).toMatch(new RegExp(`${s.chunks} windows of ${s.window} \\(--ctx 100 \\+ 40 / 2, rounded up to a multiple of 256, as llama-perplexity\\) starting 40 apart$`));
+    const expected = numbers(s.perplexity);
+    const ours = numbers(plain.stdout.split("\n")[1]!);
+    expect(ours).toHaveLength(expected.length);
+    ours.forEach((x, i) => expect(Math.abs(x / expected[i]! - 1)).toBeLessThan(1e-6));
   });
 });

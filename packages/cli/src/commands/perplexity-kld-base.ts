@@ -26,8 +26,9 @@ export const perplexityModeOptionHelp = `  --kl-divergence-base FILE
                           with it: compare MODEL with FILE's base (memra's or llama.cpp's; -f and
                           --ctx come from the file)
   --kl-divergence         (no value) with --kl-divergence-base: the two-run comparison
-  --ppl-stride N          strided perplexity: windows of --ctx + N/2 tokens, N apart, each scoring its
-                          last N predictions
+  --ppl-stride N          strided perplexity: windows N apart, each scoring its last N predictions; a
+                          window is llama-perplexity's context, --ctx + N/2 tokens rounded up to a
+                          multiple of 256, evaluated min(-b, --ctx) tokens a step
   --ppl-output-type 0|1   0: [1]x,[2]y,... (default); 1: a line per window (offset, PPL, mean -ln p
                           and its error)
   -b, --batch-size N      tokens per forward step (default: the whole window)
@@ -119,15 +120,31 @@ export function saveKlDivergenceBaseCommand(model: Model, tokens: readonly numbe
 }
 
 /** llama-perplexity --ppl-stride N. */
+/**
+ * The window llama-perplexity's --ppl-stride computes over: its context, --ctx widened by half the
+ * stride and rounded up to a multiple of 256 as llama.cpp rounds a context, evaluated min(-b, --ctx)
+ * tokens a step (-b 2048 unless given). (llama-perplexity splits its context into -b / --ctx
+ * sequences first, which leaves each too short for the window: with -b larger than --ctx, its
+ * default, its strided mode fails; memra computes what it computes with -b at most --ctx.)
+ */
+export function llamaStridedWindow(context: number, stride: number, batchSize: number | undefined): { window: number; batchSize: number } {
+  const window = Math.ceil((context + Math.floor(stride / 2)) / 256) * 256;
+  return { window, batchSize: Math.min(batchSize ?? 2048, context) };
+}
+
 export function stridedPerplexityCommand(model: Model, tokens: readonly number[], context: number, options: PerplexityModeOptions, json: boolean, io: CliIO): void {
   const started = performance.now();
-  const result = rangeErrorsAsCliErrors(() => computeStridedPerplexity(model, tokens, context, options.stride!, { chunks: options.chunks, batchSize: options.batchSize }));
+  const stride = options.stride!;
+  const llama = llamaStridedWindow(context, stride, options.batchSize);
+  const widened = llama.window - Math.floor(stride / 2);
+  const result = rangeErrorsAsCliErrors(() => computeStridedPerplexity(model, tokens, widened, stride, { chunks: options.chunks, batchSize: llama.batchSize }));
   const seconds = (performance.now() - started) / 1000;
   if (json) {
     io.stdout(`${JSON.stringify({ ...result, tokens: tokens.length, seconds })}\n`);
     return;
   }
-  io.stdout(`${tokens.length} tokens, ${result.windows} windows of ${result.context} (--ctx ${context} + ${options.stride} / 2) starting ${result.stride} apart\n`);
+  const how = `--ctx ${context} + ${stride} / 2${llama.window !== context + Math.floor(stride / 2) ? ", rounded up to a multiple of 256" : ""}, as llama-perplexity`;
+  io.stdout(`${tokens.length} tokens, ${result.windows} windows of ${result.context} (${how}) starting ${result.stride} apart\n`);
   io.stdout(renderPerplexityWindows(result, options.outputType, result.stride));
   io.stdout(`Final estimate: PPL = ${result.perplexity.toFixed(4)} +/- ${result.uncertainty.toFixed(5)} (${result.scoredTokens} tokens scored, ${seconds.toFixed(1)} s)\n`);
 }
