@@ -160,10 +160,7 @@ export function samplingOptionsOfFlags(values: SamplingValues): SamplingOptions 
   const breakers = values["dry-sequence-breaker"];
   // llama.cpp: the first --dry-sequence-breaker replaces the defaults; "none" clears them.
   if (breakers !== undefined) dry.sequenceBreakers = breakers.includes("none") ? [] : [...breakers];
-  if (Object.keys(dry).length > 0) {
-    // llama.cpp's flags look back 64 tokens unless told (common_params_sampling.dry_penalty_last_n).
-    options.dry = { penaltyLastN: 64, ...dry } as SamplingOptions["dry"];
-  }
+  if (Object.keys(dry).length > 0) options.dry = dry as SamplingOptions["dry"];
   const xtc: { probability?: number; threshold?: number } = {};
   if (values["xtc-probability"] !== undefined) xtc.probability = number("xtc-probability")!;
   if (values["xtc-threshold"] !== undefined) xtc.threshold = number("xtc-threshold")!;

@@ -22,7 +22,7 @@ describe("samplingOptionsSchema", () => {
       presencePenalty: 0,
       frequencyPenalty: 0,
       penaltyLastN: 64,
-      dry: { multiplier: 0, base: 1.75, allowedLength: 2, penaltyLastN: -1, sequenceBreakers: [...DEFAULT_DRY_SEQUENCE_BREAKERS] },
+      dry: { multiplier: 0, base: 1.75, allowedLength: 2, penaltyLastN: 64, sequenceBreakers: [...DEFAULT_DRY_SEQUENCE_BREAKERS] },
       xtc: { probability: 0, threshold: 0.1 },
       topNSigma: -1,
       mirostat: { mode: 0, tau: 5, eta: 0.1 },

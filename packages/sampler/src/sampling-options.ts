@@ -61,8 +61,8 @@ export const samplingOptionsSchema = z.strictObject({
       base: atLeast("dry.base", 0).default(1.75),
       /** Default 2. */
       allowedLength: integer("dry.allowedLength").min(0, "dry.allowedLength must be >= 0").default(2),
-      /** -1 = the whole history, 0 disables. Default -1. */
-      penaltyLastN: integer("dry.penaltyLastN").min(-1, "dry.penaltyLastN must be >= -1").default(-1),
+      /** -1 = the whole history, 0 disables. Default 64 (llama.cpp's common_params_sampling.dry_penalty_last_n). */
+      penaltyLastN: integer("dry.penaltyLastN").min(-1, "dry.penaltyLastN must be >= -1").default(64),
       /** Default ["\n", ":", "\"", "*"]. */
       sequenceBreakers: z
         .array(z.string({ error: "dry.sequenceBreakers must be strings" }).min(1, "dry.sequenceBreakers must not contain an empty string"), {

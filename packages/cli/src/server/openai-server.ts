@@ -236,8 +236,7 @@ export function samplingOptionsOf(body: SamplingFields, vocabularySize: number):
   if (given(body.dry_allowed_length)) dry.allowedLength = body.dry_allowed_length;
   if (given(body.dry_penalty_last_n)) dry.penaltyLastN = body.dry_penalty_last_n;
   if (given(body.dry_sequence_breakers)) dry.sequenceBreakers = body.dry_sequence_breakers;
-  // llama-server looks back 64 tokens unless told (its dry_penalty_last_n default; the sampler's own is -1)
-  if (Object.keys(dry).length > 0) options.dry = { penaltyLastN: 64, ...dry };
+  if (Object.keys(dry).length > 0) options.dry = dry;
   if (given(body.top_n_sigma)) options.topNSigma = body.top_n_sigma;
   const mirostat: Record<string, number> = {};
   if (given(body.mirostat)) mirostat.mode = body.mirostat;
@@ -1484,8 +1483,7 @@ function defaultSamplingParams(defaults: ServerDefaults): Record<string, unknown
     dry_multiplier: d.dry.multiplier,
     dry_base: d.dry.base,
     dry_allowed_length: d.dry.allowedLength,
-    // llama-server's DRY looks back 64 tokens unless told (see samplingOptionsOf)
-    dry_penalty_last_n: defaults.sampling?.dry?.penaltyLastN ?? 64,
+    dry_penalty_last_n: d.dry.penaltyLastN,
     dry_sequence_breakers: d.dry.sequenceBreakers,
     mirostat: d.mirostat.mode,
     mirostat_tau: d.mirostat.tau,
