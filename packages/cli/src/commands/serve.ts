@@ -49,7 +49,8 @@ options:
   --reasoning-format F  none: the reasoning stays in the answer's content; deepseek (default), auto:
                         it goes to reasoning_content (a request's reasoning_format wins)
 ${chatTemplateOptionHelp}
-sampling defaults, for requests that leave a parameter out (as llama-server's):
+sampling defaults, for requests that leave a parameter out (as llama-server's; without --temp / --top-p,
+the OpenAI endpoints take OpenAI's temperature 1 and top_p 1):
 ${samplingOptionHelp(24)}
 ${backendOptionHelp}
 ${placementOptionHelp}
