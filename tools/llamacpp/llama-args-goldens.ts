@@ -15,7 +15,7 @@ import { join } from "node:path";
 const ROOT = join(import.meta.dir, "..", "..");
 const BINARY = join(import.meta.dir, "build", "llama-args");
 const OUT = join(ROOT, "packages", "cli", "src", "__fixtures__", "llama-args-goldens.json");
-type Tool = "completion" | "cli" | "server";
+type Tool = "completion" | "cli" | "server" | "perplexity" | "imatrix" | "embedding";
 
 // Files the command lines name: llama.cpp checks a chat template (it must render), not the others.
 const scratch = mkdtempSync(join(tmpdir(), "llama-args-"));
@@ -53,6 +53,17 @@ const CASES: { tool: Tool; args: string[] }[] = [
   },
   { tool: "server", args: ["-m", "m.gguf", "--lora", "a.gguf", "--lora-scaled", "b.gguf:0.5", "--lora-init-without-apply", "-s", "7", "--presence-penalty", "1.5", "--override-kv", "qwen3.context_length=int:65536", "--reasoning-budget", "0", "--chat-template-file", "{template}"] },
   { tool: "server", args: ["-m", "m.gguf", "--parallel", "2", "--ctx-size", "0", "--n-gpu-layers", "auto", "--alias", "q", "--reasoning-format", "deepseek", "--seed", "-1", "--ignore-eos", "-cmoe"] },
+  { tool: "perplexity", args: ["-m", "m.gguf", "-f", "{system}", "-c", "512", "-b", "512", "--chunks", "10", "-ngl", "99", "-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0", "-t", "2", "--kl-divergence-base", "base.kld"] },
+  { tool: "perplexity", args: ["-m", "m.gguf", "--kl-divergence-base", "base.kld", "--kl-divergence", "--temp", "0.5", "-s", "3"] },
+  { tool: "perplexity", args: ["-m", "m.gguf", "-f", "{system}", "--hellaswag", "--hellaswag-tasks", "100", "--ctx-size", "256", "--batch-size", "256"] },
+  { tool: "perplexity", args: ["-m", "m.gguf", "-f", "{system}", "--ppl-stride", "64", "--ppl-output-type", "1", "-c", "128", "--save-all-logits", "all.kld", "--winogrande", "--winogrande-tasks", "5", "-ub", "64"] },
+  {
+    tool: "imatrix",
+    args: ["-m", "m.gguf", "-f", "{system}", "-o", "out.gguf", "-c", "256", "-b", "512", "-ub", "128", "--chunks", "20", "-ofreq", "5", "--save-frequency", "10", "--chunk", "2", "--process-output", "--parse-special", "--output-format", "dat", "-ngl", "99"],
+  },
+  { tool: "imatrix", args: ["--in-file", "{system}", "--in-file", "{template}", "--show-statistics", "-m", "m.gguf", "--no-ppl", "--output-frequency", "3"] },
+  { tool: "embedding", args: ["-m", "m.gguf", "-p", "first text\\nsecond text", "--embd-normalize", "-1", "--pooling", "last", "-c", "512"] },
+  { tool: "embedding", args: ["-m", "m.gguf", "-p", "a|b|c", "--embd-separator", "|", "--embd-normalize", "2", "--pooling", "mean", "-ngl", "99"] },
 ];
 
 function run(args: string[]): string {
@@ -62,9 +73,11 @@ function run(args: string[]): string {
 }
 
 const resolve = (args: string[]) => args.map((arg) => arg.replace("{template}", TEMPLATE).replace("{system}", SYSTEM));
-const options = Object.fromEntries((["completion", "cli", "server"] as const).map((tool) => [tool, JSON.parse(run(["options", tool]))]));
+const options = Object.fromEntries((["completion", "cli", "server", "perplexity", "imatrix", "embedding"] as const).map((tool) => [tool, JSON.parse(run(["options", tool]))]));
 const cases = CASES.map(({ tool, args }) => {
-  const parsed = JSON.parse(run(["parse", tool, ...resolve(args)]).trim().split("\n").at(-1)!);
+  // the scratch files' paths back to their placeholders (the test writes files of its own)
+  const printed = run(["parse", tool, ...resolve(args)]).trim().split("\n").at(-1)!;
+  const parsed = JSON.parse(printed.replaceAll(TEMPLATE, "{template}").replaceAll(SYSTEM, "{system}"));
   if (parsed.error) throw new Error(`llama.cpp refused ${tool} ${args.join(" ")}`);
   return { tool, args, parsed };
 });

@@ -58,6 +58,9 @@ static bool example_of(const char * name, llama_example & ex) {
     if (strcmp(name, "completion") == 0) ex = LLAMA_EXAMPLE_COMPLETION;
     else if (strcmp(name, "cli") == 0) ex = LLAMA_EXAMPLE_CLI;
     else if (strcmp(name, "server") == 0) ex = LLAMA_EXAMPLE_SERVER;
+    else if (strcmp(name, "perplexity") == 0) ex = LLAMA_EXAMPLE_PERPLEXITY;
+    else if (strcmp(name, "imatrix") == 0) ex = LLAMA_EXAMPLE_IMATRIX;
+    else if (strcmp(name, "embedding") == 0) ex = LLAMA_EXAMPLE_EMBEDDING;
     else return false;
     return true;
 }
@@ -110,13 +113,20 @@ static void print_parsed(const common_params & p) {
            s.dry_penalty_last_n, list(s.dry_sequence_breakers).c_str());
     printf("\"xtc_probability\":%s,\"xtc_threshold\":%s,\"top_n_sigma\":%s,\"mirostat\":%d,\"mirostat_tau\":%s,\"mirostat_eta\":%s,", number(s.xtc_probability).c_str(), number(s.xtc_threshold).c_str(), number(s.top_n_sigma).c_str(), s.mirostat,
            number(s.mirostat_tau).c_str(), number(s.mirostat_eta).c_str());
-    printf("\"ignore_eos\":%s,\"logit_bias\":%s,\"grammar\":%s}\n", s.ignore_eos ? "true" : "false", list(bias).c_str(), quoted(s.grammar.grammar).c_str());
+    printf("\"ignore_eos\":%s,\"logit_bias\":%s,\"grammar\":%s,", s.ignore_eos ? "true" : "false", list(bias).c_str(), quoted(s.grammar.grammar).c_str());
+    // the scoring tools (perplexity, imatrix, embedding)
+    printf("\"n_chunks\":%d,\"ppl_stride\":%d,\"ppl_output_type\":%d,\"logits_file\":%s,\"kl_divergence\":%s,", p.n_chunks, p.ppl_stride, p.ppl_output_type, quoted(p.logits_file).c_str(), p.kl_divergence ? "true" : "false");
+    printf("\"hellaswag\":%s,\"hellaswag_tasks\":%zu,\"winogrande\":%s,\"winogrande_tasks\":%zu,\"multiple_choice\":%s,\"multiple_choice_tasks\":%zu,", p.hellaswag ? "true" : "false", p.hellaswag_tasks,
+           p.winogrande ? "true" : "false", p.winogrande_tasks, p.multiple_choice ? "true" : "false", p.multiple_choice_tasks);
+    printf("\"out_file\":%s,\"in_files\":%s,\"n_out_freq\":%d,\"n_save_freq\":%d,\"i_chunk\":%d,\"imat_dat\":%d,\"process_output\":%s,\"show_statistics\":%s,\"parse_special\":%s,", quoted(p.out_file).c_str(), list(p.in_files).c_str(),
+           p.n_out_freq, p.n_save_freq, p.i_chunk, (int) p.imat_dat, p.process_output ? "true" : "false", p.show_statistics ? "true" : "false", p.parse_special ? "true" : "false");
+    printf("\"embd_normalize\":%d,\"embd_out\":%s,\"embd_sep\":%s,\"pooling_type\":%d}\n", p.embd_normalize, quoted(p.embd_out).c_str(), quoted(p.embd_sep).c_str(), (int) p.pooling_type);
 }
 
 int main(int argc, char ** argv) {
     llama_example ex;
     if (argc < 3 || !example_of(argv[2], ex) || (strcmp(argv[1], "options") != 0 && strcmp(argv[1], "parse") != 0)) {
-        fprintf(stderr, "usage: llama-args options|parse completion|cli|server [ARG...]\n");
+        fprintf(stderr, "usage: llama-args options|parse completion|cli|server|perplexity|imatrix|embedding [ARG...]\n");
         return 2;
     }
     if (strcmp(argv[1], "options") == 0) {

@@ -1,7 +1,8 @@
 /**
- * llama.cpp's command lines for `memra generate` (llama-completion), `memra chat` (llama-cli) and
- * `memra serve` (llama-server): their flags (common/arg.cpp) turned into memra's options before
- * parseArgs reads them. Every flag those tools take is one of:
+ * llama.cpp's command lines for `memra generate` (llama-completion), `memra chat` (llama-cli),
+ * `memra serve` (llama-server), `memra perplexity` (llama-perplexity), `memra imatrix`
+ * (llama-imatrix) and `memra embed` (llama-embedding): their flags (common/arg.cpp) turned into
+ * memra's options before parseArgs reads them. Every flag those tools take is one of:
  *
  * - memra's own option of the same name (`--temp`, `-m`, `--port`, ...): passed on;
  * - another spelling of a memra option (`-c` → `--ctx`, `-ngl` → `--gpu-layers`, `-ctk`/`-ctv` →
@@ -12,13 +13,14 @@
  *
  * Values are joined to their flag (`-ngl -1` → `--gpu-layers=auto`, `--seed -1` → `--seed=-1`) so
  * that parseArgs does not read a negative number as a flag. llama-args-goldens.json (llama.cpp's own
- * parser, run by tools/llamacpp/llama-args-goldens.ts) checks that every flag of the three tools is
- * one of the above and that the rewritten command line means what llama.cpp makes of it.
+ * parser, run by tools/llamacpp/llama-args-goldens.ts) checks that every flag of the six tools is
+ * one of the above and that the rewritten command lines mean what llama.cpp makes of them.
  */
 import { readFileSync } from "node:fs";
 import { CliError } from "./cli-error";
+import { processEscapes } from "./escapes";
 
-export type LlamaTool = "completion" | "cli" | "server";
+export type LlamaTool = "completion" | "cli" | "server" | "perplexity" | "imatrix" | "embedding";
 
 /** parseArgs option specs, as the commands declare them. */
 export type OptionSpecs = Readonly<Record<string, { readonly type: "string" | "boolean"; readonly short?: string; readonly multiple?: boolean }>>;
@@ -88,6 +90,13 @@ function templateText(text: string, flag: string): string {
   return text;
 }
 
+/** --embd-normalize: 2 (euclidean) is memra embed's, -1 none; memra has no other norm. */
+function embeddingNormalize(value: string, flag: string): readonly string[] {
+  if (value.trim() === "2") return [];
+  if (value.trim() === "-1") return ["--no-normalize"];
+  throw new CliError(`llama.cpp's ${flag} ${value} is not supported by memra: memra embed normalizes to unit euclidean length (2) or not at all (-1)`);
+}
+
 /** -rea on|off|auto: off is Qwen3's non-thinking mode. */
 function reasoning(value: string, flag: string): readonly string[] {
   const v = value.trim().toLowerCase();
@@ -116,8 +125,53 @@ const CONVERSATION = "memra generate completes the prompt as it is; `memra chat`
 const PRESET = "llama.cpp's presets download models; memra takes a local GGUF with -m";
 const SPEC_TYPE = "memra's speculative decoding is a draft model (--model-draft) or prompt lookup (--lookup)";
 
-/** Every flag of llama-completion, llama-cli and llama-server that is not memra's own option of the same name. */
+/** The tools that score text (perplexity, imatrix, embedding): they sample and generate nothing. */
+const SCORING: readonly LlamaTool[] = ["perplexity", "imatrix", "embedding"];
+const SAMPLING_FLAGS = [
+  "-s", "--seed", "--temp", "--temperature", "--top-k", "--top-p", "--min-p", "--top-nsigma", "--top-n-sigma", "--xtc-probability", "--xtc-threshold",
+  "--typical", "--typical-p", "--repeat-last-n", "--repeat-penalty", "--presence-penalty", "--frequency-penalty", "--dry-multiplier", "--dry-base",
+  "--dry-allowed-length", "--dry-penalty-last-n", "--dry-sequence-breaker", "--mirostat", "--mirostat-lr", "--mirostat-ent", "-l", "--logit-bias",
+  "--samplers", "--sampler-seq", "--sampling-seq", "--adaptive-target", "--adaptive-decay", "--dynatemp-range", "--dynatemp-exp",
+  "--grammar", "--grammar-file", "-j", "--json-schema", "-jf", "--json-schema-file", "-n", "--predict", "--n-predict", "--keep",
+];
+const SCORES = "it scores the text and generates nothing";
+const ONE_BACKEND = "memra's scoring commands run on one backend: --device auto takes a GPU when there is one";
+
+/** The embedding texts of -p / -f: llama-embedding's prompt split at --embd-separator (default a newline). */
+function embeddingTexts(text: string, separator: string): string[] {
+  return text.split(separator).filter((piece) => piece !== "");
+}
+
+/** Every flag of llama-completion, llama-cli, llama-server, llama-perplexity, llama-imatrix and llama-embedding that is not memra's own option of the same name. */
 const RULES: readonly Rule[] = [
+  // --- the scoring tools (first: they share the flags below with other meanings)
+  { flags: SAMPLING_FLAGS.filter((flag) => !["--ignore-eos", "--bs"].includes(flag)), value: true, tools: SCORING, action: notice(SCORES) },
+  { flags: ["--ignore-eos", "-bs", "--backend-sampling", "--context-shift", "--no-context-shift"], value: false, tools: SCORING, action: notice(SCORES) },
+  { flags: ["-p", "--prompt"], value: true, tools: ["perplexity", "imatrix"], action: refuse("give the text as -f FILE") },
+  { flags: ["-p", "--prompt"], value: true, tools: ["embedding"], action: rename("llama-prompt") },
+  { flags: ["-f", "--file"], value: true, tools: ["embedding"], action: rename("llama-prompt", readFlagFile) },
+  { flags: ["--embd-separator"], value: true, tools: ["embedding"], action: rename("llama-separator") },
+  { flags: ["--embd-normalize"], value: true, tools: ["embedding"], action: mapped("no-normalize", embeddingNormalize) },
+  { flags: ["--embd-output-format"], value: true, tools: ["embedding"], action: refuse("memra embed prints one JSON array per text and line") },
+  { flags: ["--cls-separator"], value: true, tools: ["embedding"], action: notice("memra rerank takes the query and the documents apart") },
+  { flags: ["--attention"], value: true, tools: ["embedding"], action: accept((value) => value === "causal", "Qwen3's attention is causal") },
+  { flags: ["-c", "--ctx-size"], value: true, tools: ["imatrix"], action: rename("ctx-size") },
+  { flags: ["-c", "--ctx-size", "-b", "--batch-size", "-ub", "--ubatch-size"], value: true, tools: ["embedding"], action: notice("memra embed evaluates each text whole, in a cache of its size") },
+  { flags: ["-ub", "--ubatch-size"], value: true, tools: ["imatrix"], action: rename("ubatch-size") },
+  { flags: ["-ub", "--ubatch-size"], value: true, tools: ["perplexity"], action: notice("memra evaluates -b tokens a step") },
+  { flags: ["-ctk", "--cache-type-k", "-ctv", "--cache-type-v"], value: true, tools: ["embedding"], action: notice("memra embed keeps the text's keys and values in f16") },
+  { flags: ["-np", "--parallel"], value: true, tools: SCORING, action: notice("memra evaluates one text or window at a time") },
+  { flags: ["-ngl", "--gpu-layers", "--n-gpu-layers", "-ncmoe", "--n-cpu-moe"], value: true, tools: SCORING, action: notice(ONE_BACKEND) },
+  { flags: ["-cmoe", "--cpu-moe"], value: false, tools: SCORING, action: notice(ONE_BACKEND) },
+  { flags: ["--lora", "--lora-scaled"], value: true, tools: SCORING, action: refuse("memra's scoring commands load no LoRA adapter") },
+  { flags: ["--rope-scaling", "--rope-scale", "--yarn-orig-ctx"], value: true, tools: SCORING, action: refuse("give the RoPE scaling with --override-kv ARCH.rope.scaling.* (e.g. qwen3.rope.scaling.type=str:yarn)") },
+  { flags: ["--log-disable"], value: false, tools: SCORING, action: accept() },
+  { flags: ["--no-escape"], value: false, tools: SCORING, action: accept() },
+  { flags: ["--save-all-logits"], value: true, tools: ["perplexity"], action: rename("kl-divergence-base") },
+  { flags: ["-ofreq"], value: true, tools: ["imatrix"], action: rename("output-frequency") },
+  { flags: ["--output-file"], value: true, tools: ["imatrix"], action: rename("output") },
+  { flags: ["--ppl"], value: false, tools: ["imatrix"], action: notice("memra imatrix prints no perplexity (memra perplexity does)") },
+  { flags: ["--no-ppl"], value: false, tools: ["imatrix"], action: accept() },
   // --- general
   { flags: ["--usage"], value: false, action: rename("help") },
   { flags: ["--version"], value: false, action: refuse("run `memra --version`") },
@@ -132,7 +186,7 @@ const RULES: readonly Rule[] = [
   { flags: ["-c", "--ctx-size"], value: true, action: rename("ctx") },
   { flags: ["-n", "--predict", "--n-predict"], value: true, tools: ["completion", "cli"], action: rename("max-tokens") },
   { flags: ["-n", "--predict", "--n-predict"], value: true, tools: ["server"], action: rename("n-predict") },
-  { flags: ["-b", "--batch-size", "-ub", "--ubatch-size"], value: true, action: notice("memra chooses how many prompt tokens each step evaluates") },
+  { flags: ["-b", "--batch-size", "-ub", "--ubatch-size"], value: true, tools: ["completion", "cli", "server"], action: notice("memra chooses how many prompt tokens each step evaluates") },
   { flags: ["--keep"], value: true, tools: ["server"], action: refuse("requests give n_keep (with --context-shift)") },
   { flags: ["--swa-full"], value: false, action: accept() }, // Qwen3 has no sliding-window attention: every layer's cache is full
   { flags: ["--no-context-shift"], value: false, action: accept() },
@@ -162,7 +216,7 @@ const RULES: readonly Rule[] = [
   { flags: ["--simple-io"], value: false, action: accept() },
   { flags: ["--show-timings", "--no-show-timings"], value: false, action: accept() },
   { flags: ["--server-base"], value: true, action: refuse("memra chat runs the model itself") },
-  { flags: ["-o", "--output", "--output-file"], value: true, action: refuse("redirect standard output") },
+  { flags: ["-o", "--output", "--output-file"], value: true, tools: ["completion", "cli", "server"], action: refuse("redirect standard output") },
   // --- sampling (see sampling-arguments.ts; these are llama.cpp's other spellings)
   { flags: ["-s"], value: true, action: rename("seed") },
   { flags: ["--temperature"], value: true, action: rename("temp") },
@@ -171,10 +225,10 @@ const RULES: readonly Rule[] = [
   { flags: ["--samplers", "--sampler-seq", "--sampling-seq"], value: true, action: refuse("memra's samplers run in llama.cpp's default order, which cannot be changed") },
   { flags: ["--adaptive-target", "--adaptive-decay"], value: true, action: refuse("memra's sampler has no adaptive-p sampler") },
   { flags: ["--dynatemp-range", "--dynatemp-exp"], value: true, action: refuse("memra's sampler has no dynamic temperature") },
-  { flags: ["--grammar-file"], value: true, tools: ["completion", "cli"], action: rename("grammar") },
-  { flags: ["-jf", "--json-schema-file"], value: true, tools: ["completion", "cli"], action: rename("json-schema") },
-  { flags: ["-j"], value: true, tools: ["completion", "cli"], action: rename("json-schema") },
-  { flags: ["--grammar", "--grammar-file", "-j", "--json-schema", "-jf", "--json-schema-file"], value: true, tools: ["cli", "server"], action: refuse("requests give their grammar or response_format") },
+  { flags: ["--grammar-file"], value: true, tools: ["completion"], action: rename("grammar") },
+  { flags: ["-jf", "--json-schema-file"], value: true, tools: ["completion"], action: rename("json-schema") },
+  { flags: ["-j"], value: true, tools: ["completion"], action: rename("json-schema") },
+  { flags: ["--grammar", "--grammar-file", "-j", "--json-schema", "-jf", "--json-schema-file"], value: true, tools: ["cli", "server"], action: refuse("memra chat has no grammar; memra serve's requests give theirs (grammar, json_schema, response_format)") },
   { flags: ["-bs", "--backend-sampling"], value: false, action: accept() }, // memra picks greedy and top-k tokens on the backend where it can
   // --- RoPE and the KV cache
   { flags: ["--rope-freq-base", "--rope-freq-scale", "--yarn-ext-factor", "--yarn-attn-factor", "--yarn-beta-slow", "--yarn-beta-fast"], value: true, action: refuse(ROPE) },
@@ -264,7 +318,7 @@ const RULES: readonly Rule[] = [
   { flags: ["-ctxcp", "--ctx-checkpoints", "--swa-checkpoints", "-cram", "--cache-ram", "--kv-unified-per-slot", "-cms", "--checkpoint-min-step", "-sps", "--slot-prompt-similarity"], value: true, action: notice("memra's prefix cache keeps whole KV blocks of every prompt until their room is needed") },
   { flags: ["--cache-idle-slots", "--no-cache-idle-slots"], value: false, action: notice("memra's prefix cache keeps whole KV blocks of every prompt until their room is needed") },
   { flags: ["--spm-infill"], value: false, action: refuse("memra's /infill uses Qwen's prefix-suffix-middle order") },
-  { flags: ["--pooling"], value: true, action: notice("memra pools embeddings as the GGUF says (Qwen3-Embedding: the last token)") },
+  { flags: ["--pooling"], value: true, tools: ["server"], action: notice("memra pools embeddings as the GGUF says (Qwen3-Embedding: the last token)") },
   { flags: ["-cb", "--cont-batching"], value: false, action: accept() },
   { flags: ["-nocb", "--no-cont-batching"], value: false, action: refuse("memra always batches requests continuously") },
   { flags: ["-a"], value: true, action: rename("alias") },
@@ -298,12 +352,23 @@ function ruleOf(tool: LlamaTool, flag: string): Rule | undefined {
   return RULES.find((rule) => rule.flags.includes(flag) && (rule.tools === undefined || rule.tools.includes(tool)));
 }
 
-/** Every flag the rules know for `tool` (for the tests). */
-export function llamaRuleFlags(tool: LlamaTool): Map<string, { value: boolean; kind: Action["kind"] }> {
-  const flags = new Map<string, { value: boolean; kind: Action["kind"] }>();
+/**
+ * llama.cpp switches that are memra options taking a value, of the same name: memra's own reading
+ * is kept when a value follows (--cpu-moe N|all; memra perplexity's --kl-divergence BASE.gguf, its
+ * switch form turned into memra's by normalizeKlDivergenceFlag).
+ */
+export const SWITCH_OR_VALUE: readonly string[] = ["--cpu-moe", "--kl-divergence"];
+
+/** The memra option a rename's pseudo target ends in (see llamaArguments). */
+const PSEUDO_TARGETS: Readonly<Record<string, string>> = { "cache-type-k": "kv-type", "cache-type-v": "kv-type", "llama-prompt": "text", "llama-separator": "text" };
+
+/** Every flag the rules know for `tool`, and the memra option a rewritten one becomes (for the tests). */
+export function llamaRuleFlags(tool: LlamaTool): Map<string, { value: boolean; kind: Action["kind"]; to?: string }> {
+  const flags = new Map<string, { value: boolean; kind: Action["kind"]; to?: string }>();
   for (const rule of RULES) {
     if (rule.tools !== undefined && !rule.tools.includes(tool)) continue;
-    for (const flag of rule.flags) if (!flags.has(flag)) flags.set(flag, { value: rule.value, kind: rule.action.kind });
+    const to = rule.action.kind === "rename" ? (PSEUDO_TARGETS[rule.action.to] ?? rule.action.to) : undefined;
+    for (const flag of rule.flags) if (!flags.has(flag)) flags.set(flag, { value: rule.value, kind: rule.action.kind, ...(to ? { to } : {}) });
   }
   return flags;
 }
@@ -321,6 +386,8 @@ export function llamaArguments(tool: LlamaTool, args: readonly string[], options
   const noticed: string[] = [];
   let cacheK: string | undefined;
   let cacheV: string | undefined;
+  let embeddingPrompt: string | undefined;
+  let embeddingSeparator = "\n";
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     if (arg === "--") {
@@ -361,7 +428,9 @@ export function llamaArguments(tool: LlamaTool, args: readonly string[], options
         if (value !== undefined && action.accepts && !action.accepts(value)) throw new CliError(`llama.cpp's ${flag} ${value} is not supported by memra: ${action.otherwise}`);
         break;
       case "rename":
-        if (action.to === "cache-type-k") cacheK = value;
+        if (action.to === "llama-prompt") embeddingPrompt = action.map(value!, flag)[0]!.replace(/^--llama-prompt=/, "");
+        else if (action.to === "llama-separator") embeddingSeparator = processEscapes(value!);
+        else if (action.to === "cache-type-k") cacheK = value;
         else if (action.to === "cache-type-v") cacheV = value;
         else out.push(...action.map(value ?? "", flag));
     }
@@ -372,6 +441,7 @@ export function llamaArguments(tool: LlamaTool, args: readonly string[], options
     if (k !== v) throw new CliError(`-ctk ${k} and -ctv ${v}: memra stores keys and values in one type; give both the same (memra's --kv-type)`);
     out.push(`--kv-type=${k}`);
   }
+  if (embeddingPrompt !== undefined) for (const text of embeddingTexts(processEscapes(embeddingPrompt), embeddingSeparator)) out.push(`--text=${text}`);
   if (noticed.length > 0) notice(`memra: llama.cpp flags that change nothing here: ${noticed.join("; ")}`);
   return out;
 }

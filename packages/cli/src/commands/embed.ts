@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import { llamaArguments } from "../llama-arguments";
 import { loadModel } from "@memra/core";
 import { backendOptionHelp, chooseBackend, parseBackendChoice } from "../backend-choice";
 import { CliError } from "../cli-error";
@@ -19,26 +20,35 @@ options:
 ${backendOptionHelp}
 ${metadataOverrideOptionHelp}
 
+llama-embedding's flags work too (-p and -f split at --embd-separator, --embd-normalize 2|-1, -ngl,
+-c, ...): each is memra's option of the same meaning, is accepted with a notice when it changes
+nothing here, or is refused with the reason.
+
 examples:
   memra embed -m Qwen3-Embedding-0.6B-Q8_0.gguf --text "What is the capital of France?"
   printf '"a"\\n"b"\\n' | memra embed -m Qwen3-Embedding-0.6B-Q8_0.gguf --jsonl --dimensions 256`;
 
+/** memra embed's options (parseArgs specs). */
+export const embedParseOptions = {
+  model: { type: "string", short: "m" },
+  text: { type: "string", multiple: true },
+  jsonl: { type: "boolean", default: false },
+  pooling: { type: "string" },
+  dimensions: { type: "string" },
+  "no-normalize": { type: "boolean", default: false },
+  threads: { type: "string", short: "t" },
+  device: { type: "string" },
+  ...metadataOverrideParseOptions,
+  help: { type: "boolean", short: "h", default: false },
+} as const;
+
 export async function embedCommand(args: string[], io: CliIO): Promise<void> {
+  const notices: string[] = [];
   const { values } = parseArgs({
-    args,
-    options: {
-      model: { type: "string", short: "m" },
-      text: { type: "string", multiple: true },
-      jsonl: { type: "boolean", default: false },
-      pooling: { type: "string" },
-      dimensions: { type: "string" },
-      "no-normalize": { type: "boolean", default: false },
-      threads: { type: "string", short: "t" },
-      device: { type: "string" },
-      ...metadataOverrideParseOptions,
-      help: { type: "boolean", short: "h", default: false },
-    },
+    args: llamaArguments("embedding", args, embedParseOptions, (message) => notices.push(message)),
+    options: embedParseOptions,
   });
+  for (const message of notices) io.stderr(`${message}\n`);
   if (values.help) {
     io.stdout(`${embedUsage}\n`);
     return;

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, renameSync, statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { llamaArguments } from "../llama-arguments";
 import { type KVType, computeImatrix } from "@memra/core";
 import { type GGUFTensorInfo, type Imatrix, ImatrixError, checkImatrixModel, combineImatrices, imatrixStatistics, openGGUFModel, readImatrix, writeImatrix, writeLegacyImatrix } from "@memra/gguf";
 import { backendOptionHelp, chooseBackend, describeBackend, parseBackendChoice } from "../backend-choice";
@@ -41,6 +42,10 @@ options:
   -t, --threads N         threads of the native CPU backend (default: one per processor)
 ${backendOptionHelp}
 ${metadataOverrideOptionHelp}
+llama-imatrix's flags work too (-ofreq, --output-file, -ngl, -fa, --ctx-size, -ub, ...): each is
+memra's option of the same meaning, is accepted with a notice when it changes nothing here, or is
+refused with the reason.
+
 examples:
   memra imatrix -m Qwen3-0.6B-F16.gguf -f calibration.txt -o imatrix.gguf
   memra imatrix -m Qwen3-30B-A3B-Q8_0.gguf -f calibration.txt --chunks 100 -c 512
@@ -52,33 +57,38 @@ const KV_TYPES: readonly KVType[] = ["f16", "f32", "q8_0"];
 const OUTPUT_FORMATS = ["gguf", "dat"] as const;
 type OutputFormat = (typeof OUTPUT_FORMATS)[number];
 
+/** memra imatrix's options (parseArgs specs). */
+export const imatrixParseOptions = {
+  model: { type: "string", short: "m" },
+  file: { type: "string", short: "f" },
+  output: { type: "string", short: "o", default: "imatrix.gguf" },
+  "output-format": { type: "string" },
+  "in-file": { type: "string", multiple: true },
+  "show-statistics": { type: "boolean", default: false },
+  "ctx-size": { type: "string", short: "c" },
+  chunks: { type: "string" },
+  chunk: { type: "string" },
+  "from-chunk": { type: "string" },
+  "save-frequency": { type: "string" },
+  "output-frequency": { type: "string" },
+  "process-output": { type: "boolean", default: false },
+  "parse-special": { type: "boolean", default: false },
+  "batch-size": { type: "string", short: "b" },
+  "ubatch-size": { type: "string" },
+  "kv-type": { type: "string", default: "f16" },
+  threads: { type: "string", short: "t" },
+  device: { type: "string" },
+  ...metadataOverrideParseOptions,
+  help: { type: "boolean", short: "h", default: false },
+} as const;
+
 export async function imatrixCommand(args: string[], io: CliIO): Promise<void> {
+  const notices: string[] = [];
   const { values } = parseArgs({
-    args,
-    options: {
-      model: { type: "string", short: "m" },
-      file: { type: "string", short: "f" },
-      output: { type: "string", short: "o", default: "imatrix.gguf" },
-      "output-format": { type: "string" },
-      "in-file": { type: "string", multiple: true },
-      "show-statistics": { type: "boolean", default: false },
-      "ctx-size": { type: "string", short: "c" },
-      chunks: { type: "string" },
-      chunk: { type: "string" },
-      "from-chunk": { type: "string" },
-      "save-frequency": { type: "string" },
-      "output-frequency": { type: "string" },
-      "process-output": { type: "boolean", default: false },
-      "parse-special": { type: "boolean", default: false },
-      "batch-size": { type: "string", short: "b" },
-      "ubatch-size": { type: "string" },
-      "kv-type": { type: "string", default: "f16" },
-      threads: { type: "string", short: "t" },
-      device: { type: "string" },
-      ...metadataOverrideParseOptions,
-      help: { type: "boolean", short: "h", default: false },
-    },
+    args: llamaArguments("imatrix", args, imatrixParseOptions, (message) => notices.push(message)),
+    options: imatrixParseOptions,
   });
+  for (const message of notices) io.stderr(`${message}\n`);
   if (values.help) {
     io.stdout(`${imatrixUsage}\n`);
     return;

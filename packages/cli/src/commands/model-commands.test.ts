@@ -40,6 +40,17 @@ describe("memra embed", () => {
     expect(run(["embed", "-m", model, "--text", "x", "--pooling", "cls"]).stderr).toContain("--pooling must be last or mean");
     expect(run(["embed", "-m", model, "--text", "x", "--dimensions", "65", "--device", "reference"]).stderr).toContain("dimensions is 65, but the model's embeddings have 64");
   });
+
+  it("takes llama-embedding's command line: -p split at --embd-separator, --embd-normalize, -ngl and -c with a notice", () => {
+    const own = run(["embed", "-m", model, "--text", QUICK_FOX, "--text", "a", "--no-normalize", "--device", "reference"]);
+    const llama = run(["embed", "-m", model, "-p", `${QUICK_FOX}|a`, "--embd-separator", "|", "--embd-normalize", "-1", "-ngl", "99", "-c", "512", "--device", "reference"]);
+    expect(llama.code).toBe(0);
+    expect(llama.stdout).toBe(own.stdout);
+    expect(llama.stderr).toMatch(/^memra: llama\.cpp flags that change nothing here: -ngl 99 \(.*\); -c 512 \(memra embed evaluates each text whole/);
+    // the default separator is a newline, written as llama.cpp's escape
+    expect(run(["embed", "-m", model, "-p", `${QUICK_FOX}\\na`, "--embd-normalize", "-1", "--device", "reference"]).stdout).toBe(own.stdout);
+    expect(run(["embed", "-m", model, "-p", "x", "--embd-normalize", "1"]).stderr).toContain("--embd-normalize 1 is not supported by memra");
+  });
 });
 
 describe("memra rerank", () => {

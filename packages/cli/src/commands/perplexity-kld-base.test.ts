@@ -125,6 +125,16 @@ describe("memra perplexity --ppl-output-type, --ppl-stride, --chunks, -b", () =>
     lines.forEach((line, i) => expect(line.slice(0, 8)).toBe(s.outputType1.split("\n")[i]!.slice(0, 8)));
   });
 
+  it("takes llama-perplexity's command line: -ngl, -fa on, -ctk/-ctv, sampling flags (with a notice), --ctx-size, --batch-size", () => {
+    const s = goldens.strided;
+    const own = run(["-m", basePath, "-f", TEXT, "-c", String(s.context), "--ppl-stride", String(s.stride), "-b", String(s.batch), "--chunks", "2", ...SETTINGS]);
+    const llama = run(["-m", basePath, "-f", TEXT, "--ctx-size", String(s.context), "--ppl-stride", String(s.stride), "--batch-size", String(s.batch), "--chunks", "2", "--device", "reference", "-ngl", "99", "-fa", "on", "-ctk", "f32", "-ctv", "f32", "--temp", "0.7"]);
+    expect(llama.code).toBe(0);
+    expect(llama.stdout.split("\n").slice(0, 2)).toEqual(own.stdout.split("\n").slice(0, 2));
+    expect(llama.stderr).toMatch(/^memra: llama\.cpp flags that change nothing here: -ngl 99 \(memra's scoring commands run on one backend.*\); --temp 0\.7 \(it scores the text and generates nothing\)\n$/);
+    expect(run(["-m", basePath, "-f", TEXT, "--lora", "x.gguf"]).stderr).toContain("llama.cpp's --lora is not supported by memra: memra's scoring commands load no LoRA adapter");
+  });
+
   it("--ppl-stride N: the window is llama-perplexity's context, --ctx + N/2 rounded up to a multiple of 256", () => {
     const s = goldens.stridedSized;
     const args = ["-m", basePath, "-f", TEXT, "-c", String(s.context), "--ppl-stride", String(s.stride), "-b", String(s.batch), "--chunks", String(s.chunks), ...SETTINGS];

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
+import { llamaArguments } from "../llama-arguments";
 import { computeKlDivergence, computePerplexity, loadModel } from "@memra/core";
 import { backendOptionHelp, chooseBackend, parseBackendChoice } from "../backend-choice";
 import { CliError } from "../cli-error";
@@ -48,6 +49,10 @@ ${perplexityTaskOptionHelp}
 ${backendOptionHelp}
 ${metadataOverrideOptionHelp}
 
+llama-perplexity's flags work too (-ngl, -fa, -ctk/-ctv, --ctx-size, --batch-size, --save-all-
+logits, ...): each is memra's option of the same meaning, is accepted with a notice when it changes
+nothing here, or is refused with the reason.
+
 examples:
   memra perplexity -m Qwen3-0.6B-Q8_0.gguf -f wiki.test.raw --ctx 512
   memra perplexity -m Qwen3-0.6B-Q4_K_M.gguf --kl-divergence Qwen3-0.6B-F16.gguf -f wiki.test.raw
@@ -57,23 +62,28 @@ examples:
   memra perplexity -m Qwen3-0.6B-Q8_0.gguf -f winogrande-debiased-eval.csv --winogrande
   memra perplexity -m Qwen3-0.6B-Q8_0.gguf -f arc-challenge-validation.bin --multiple-choice`;
 
+/** memra perplexity's options (parseArgs specs). */
+export const perplexityParseOptions = {
+  model: { type: "string", short: "m" },
+  file: { type: "string", short: "f" },
+  ctx: { type: "string", short: "c" },
+  threads: { type: "string", short: "t" },
+  device: { type: "string" },
+  ...metadataOverrideParseOptions,
+  "kl-divergence": { type: "string" },
+  ...perplexityModeParseOptions,
+  ...perplexityTaskParseOptions,
+  json: { type: "boolean", default: false },
+  help: { type: "boolean", short: "h", default: false },
+} as const;
+
 export async function perplexityCommand(args: string[], io: CliIO): Promise<void> {
+  const notices: string[] = [];
   const { values } = parseArgs({
-    args: normalizeKlDivergenceFlag(args),
-    options: {
-      model: { type: "string", short: "m" },
-      file: { type: "string", short: "f" },
-      ctx: { type: "string", short: "c" },
-      threads: { type: "string", short: "t" },
-      device: { type: "string" },
-      ...metadataOverrideParseOptions,
-      "kl-divergence": { type: "string" },
-      ...perplexityModeParseOptions,
-      ...perplexityTaskParseOptions,
-      json: { type: "boolean", default: false },
-      help: { type: "boolean", short: "h", default: false },
-    },
+    args: llamaArguments("perplexity", normalizeKlDivergenceFlag(args), perplexityParseOptions, (message) => notices.push(message)),
+    options: perplexityParseOptions,
   });
+  for (const message of notices) io.stderr(`${message}\n`);
   if (values.help) {
     io.stdout(`${perplexityUsage}\n`);
     return;
