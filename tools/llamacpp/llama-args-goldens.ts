@@ -7,6 +7,7 @@
  * `tools/llamacpp/build-llama-args.sh`:
  *
  *   bun tools/llamacpp/llama-args-goldens.ts    # → packages/cli/src/__fixtures__/llama-args-goldens.json
+ *                                               #   and packages/cli/src/llama-environment.ts (LLAMA_ARG_* names)
  */
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -15,7 +16,14 @@ import { join } from "node:path";
 const ROOT = join(import.meta.dir, "..", "..");
 const BINARY = join(import.meta.dir, "build", "llama-args");
 const OUT = join(ROOT, "packages", "cli", "src", "__fixtures__", "llama-args-goldens.json");
+const ENV_OUT = join(ROOT, "packages", "cli", "src", "llama-environment.ts");
 type Tool = "completion" | "cli" | "server" | "perplexity" | "imatrix" | "embedding";
+interface LlamaOption {
+  args: string[];
+  negated: string[];
+  value: string | null;
+  env: string | null;
+}
 
 // Files the command lines name: llama.cpp checks a chat template (it must render), not the others.
 const scratch = mkdtempSync(join(tmpdir(), "llama-args-"));
@@ -28,7 +36,7 @@ writeFileSync(SYSTEM, "You are terse.\n");
 mkdirSync("/tmp/slots", { recursive: true }); // llama-server checks that --slot-save-path is a folder
 
 /** The command lines; `{template}` and `{system}` name the files above (the test writes its own). */
-const CASES: { tool: Tool; args: string[] }[] = [
+const CASES: { tool: Tool; args: string[]; env?: Record<string, string> }[] = [
   { tool: "completion", args: ["-m", "m.gguf", "-p", "Hello\\nworld\\t\\x41", "-n", "64", "-c", "2048", "-s", "42", "--temp", "0.7", "--top-k", "20", "--top-p", "0.9", "--min-p", "0.1", "-t", "2"] },
   // escapes at their edges: an unknown one, an escaped backslash, \x with one digit, at the end, a final backslash
   { tool: "completion", args: ["-m", "m.gguf", "-p", "a\\qb\\\\n\\x4g\\x41\\x4\\", "-r", "\\'\\\"\\r"] },
@@ -53,6 +61,13 @@ const CASES: { tool: Tool; args: string[] }[] = [
   },
   { tool: "server", args: ["-m", "m.gguf", "--lora", "a.gguf", "--lora-scaled", "b.gguf:0.5", "--lora-init-without-apply", "-s", "7", "--presence-penalty", "1.5", "--override-kv", "qwen3.context_length=int:65536", "--reasoning-budget", "0", "--chat-template-file", "{template}"] },
   { tool: "server", args: ["-m", "m.gguf", "--parallel", "2", "--ctx-size", "0", "--n-gpu-layers", "auto", "--alias", "q", "--reasoning-format", "deepseek", "--seed", "-1", "--ignore-eos", "-cmoe"] },
+  // LLAMA_ARG_* environment variables: read first, the command line wins
+  {
+    tool: "server",
+    args: ["-c", "4096", "--no-context-shift"],
+    env: { LLAMA_ARG_MODEL: "env.gguf", LLAMA_ARG_CTX_SIZE: "2048", LLAMA_ARG_N_PARALLEL: "2", LLAMA_ARG_PORT: "9000", LLAMA_ARG_HOST: "0.0.0.0", LLAMA_ARG_N_GPU_LAYERS: "all", LLAMA_ARG_FLASH_ATTN: "on", LLAMA_ARG_MMAP: "false", LLAMA_API_KEY: "env-key", LLAMA_ARG_CONTEXT_SHIFT: "1", LLAMA_ARG_ALIAS: "envalias", LLAMA_ARG_CACHE_TYPE_K: "q8_0", LLAMA_ARG_CACHE_TYPE_V: "q8_0", LLAMA_ARG_THREADS: "2", LLAMA_ARG_JINJA: "1", LLAMA_ARG_ENDPOINT_METRICS: "1" },
+  },
+  { tool: "completion", args: ["-p", "x", "-n", "3"], env: { LLAMA_ARG_MODEL: "env.gguf", LLAMA_ARG_N_PREDICT: "9", LLAMA_ARG_CTX_SIZE: "128", LLAMA_ARG_N_GPU_LAYERS: "0" } },
   { tool: "perplexity", args: ["-m", "m.gguf", "-f", "{system}", "-c", "512", "-b", "512", "--chunks", "10", "-ngl", "99", "-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0", "-t", "2", "--kl-divergence-base", "base.kld"] },
   { tool: "perplexity", args: ["-m", "m.gguf", "--kl-divergence-base", "base.kld", "--kl-divergence", "--temp", "0.5", "-s", "3"] },
   { tool: "perplexity", args: ["-m", "m.gguf", "-f", "{system}", "--hellaswag", "--hellaswag-tasks", "100", "--ctx-size", "256", "--batch-size", "256"] },
@@ -66,20 +81,22 @@ const CASES: { tool: Tool; args: string[] }[] = [
   { tool: "embedding", args: ["-m", "m.gguf", "-p", "a|b|c", "--embd-separator", "|", "--embd-normalize", "2", "--pooling", "mean", "-ngl", "99"] },
 ];
 
-function run(args: string[]): string {
-  const result = Bun.spawnSync([BINARY, ...args], { stdout: "pipe", stderr: "pipe" });
+/** llama-args with `env` added to an environment without LLAMA_* variables. */
+function run(args: string[], env: Record<string, string> = {}): string {
+  const clean = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("LLAMA_")));
+  const result = Bun.spawnSync([BINARY, ...args], { stdout: "pipe", stderr: "pipe", env: { ...clean, ...env } });
   if (result.exitCode !== 0) throw new Error(`llama-args ${args.join(" ")} exited with ${result.exitCode}:\n${result.stderr.toString()}`);
   return result.stdout.toString();
 }
 
 const resolve = (args: string[]) => args.map((arg) => arg.replace("{template}", TEMPLATE).replace("{system}", SYSTEM));
 const options = Object.fromEntries((["completion", "cli", "server", "perplexity", "imatrix", "embedding"] as const).map((tool) => [tool, JSON.parse(run(["options", tool]))]));
-const cases = CASES.map(({ tool, args }) => {
+const cases = CASES.map(({ tool, args, env }) => {
   // the scratch files' paths back to their placeholders (the test writes files of its own)
-  const printed = run(["parse", tool, ...resolve(args)]).trim().split("\n").at(-1)!;
+  const printed = run(["parse", tool, ...resolve(args)], env).trim().split("\n").at(-1)!;
   const parsed = JSON.parse(printed.replaceAll(TEMPLATE, "{template}").replaceAll(SYSTEM, "{system}"));
   if (parsed.error) throw new Error(`llama.cpp refused ${tool} ${args.join(" ")}`);
-  return { tool, args, parsed };
+  return { tool, args, ...(env ? { env } : {}), parsed };
 });
 // One line per flag and per command line: the file reads (and diffs) as lists.
 const lines = [
@@ -88,7 +105,7 @@ const lines = [
   ` "files": ${JSON.stringify({ template: TEMPLATE_TEXT, system: "You are terse.\n" })},`,
   ` "options": {`,
   Object.entries(options)
-    .map(([tool, list]) => `  ${JSON.stringify(tool)}: [\n${(list as { args: string[]; negated: string[]; value: string | null }[]).map(({ args, negated, value }) => `   ${JSON.stringify({ args, negated, value })}`).join(",\n")}\n  ]`)
+    .map(([tool, list]) => `  ${JSON.stringify(tool)}: [\n${(list as LlamaOption[]).map(({ args, negated, value, env }) => `   ${JSON.stringify({ args, negated, value, ...(env ? { env } : {}) })}`).join(",\n")}\n  ]`)
     .join(",\n"),
   " },",
   ` "cases": [`,
@@ -97,4 +114,28 @@ const lines = [
   "}",
 ];
 writeFileSync(OUT, `${lines.join("\n")}\n`);
+
+// llama.cpp's environment variables (LLAMA_ARG_*), for memra's reading of them (llama-arguments.ts)
+const environment = new Map<string, { flags: string[]; negated: string[]; value: boolean; tools: Tool[] }>();
+for (const [tool, list] of Object.entries(options) as [Tool, LlamaOption[]][]) {
+  for (const option of list) {
+    if (!option.env) continue;
+    const entry = environment.get(option.env) ?? { flags: option.args, negated: option.negated, value: option.value !== null, tools: [] };
+    if (entry.flags.join() !== option.args.join()) throw new Error(`${option.env} stands for ${entry.flags} and ${option.args}`);
+    entry.tools.push(tool);
+    environment.set(option.env, entry);
+  }
+}
+writeFileSync(
+  ENV_OUT,
+  [
+    "// Written by tools/llamacpp/llama-args-goldens.ts from llama.cpp's own parser (common/arg.cpp): do not edit.",
+    "",
+    "/** llama.cpp's environment variables: name, the flags of its option, their negations (a bool option), whether the option takes a value, the tools that read it. */",
+    "export const LLAMA_ENVIRONMENT: readonly (readonly [string, readonly string[], readonly string[], boolean, string])[] = [",
+    ...[...environment].sort(([a], [b]) => (a < b ? -1 : 1)).map(([name, e]) => `  ${JSON.stringify([name, e.flags, e.negated, e.value, e.tools.join(",")])},`),
+    "];",
+    "",
+  ].join("\n"),
+);
 console.log(`wrote ${OUT}: ${Object.values(options).reduce((n, list) => n + list.length, 0)} options, ${cases.length} command lines`);

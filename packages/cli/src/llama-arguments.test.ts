@@ -19,6 +19,7 @@ import { generateParseOptions } from "./commands/generate";
 import { serveParseOptions } from "./commands/serve";
 import { processEscapes } from "./escapes";
 import { type LlamaTool, type OptionSpecs, SWITCH_OR_VALUE, llamaArguments, llamaRuleFlags } from "./llama-arguments";
+import { LLAMA_ENVIRONMENT } from "./llama-environment";
 import { joinNegativeSamplingValues, samplingOptionsOfFlags } from "./sampling-arguments";
 
 const SPECS: Record<LlamaTool, OptionSpecs> = {
@@ -43,10 +44,10 @@ function ownOption(specs: OptionSpecs, flag: string): string | undefined {
   return Object.entries(specs).find(([, spec]) => spec.short !== undefined && `-${spec.short}` === flag)?.[0];
 }
 
-function memraValues(tool: LlamaTool, args: readonly string[], notices: string[] = []): Record<string, unknown> {
+function memraValues(tool: LlamaTool, args: readonly string[], notices: string[] = [], environment: Record<string, string> = {}): Record<string, unknown> {
   // as the commands do: generate, chat and serve join negative sampling values first, perplexity reads --kl-divergence's two forms
   const prepared = tool === "perplexity" ? normalizeKlDivergenceFlag(args) : tool === "imatrix" || tool === "embedding" ? [...args] : joinNegativeSamplingValues(args);
-  const translated = llamaArguments(tool, prepared, SPECS[tool], (message) => notices.push(message));
+  const translated = llamaArguments(tool, prepared, SPECS[tool], (message) => notices.push(message), environment);
   return parseArgs({ args: translated, options: SPECS[tool] as Parameters<typeof parseArgs>[0] extends { options?: infer O } ? O : never, strict: true }).values as Record<string, unknown>;
 }
 
@@ -86,9 +87,11 @@ describe("llama.cpp's flags on memra generate, chat and serve", () => {
 
   for (const [index, golden] of goldens.cases.entries()) {
     const tool = golden.tool as LlamaTool;
-    it(`command line ${index + 1} (llama-${tool} ${golden.args.slice(2, 8).join(" ")} ...) means to memra ${COMMAND[tool]} what it means to llama.cpp`, () => {
+    const environment = (golden as { env?: Record<string, string> }).env;
+    const shown = `${environment ? `${Object.keys(environment).length} LLAMA_* variables, ` : ""}llama-${tool} ${golden.args.slice(environment ? 0 : 2, 8).join(" ")} ...`;
+    it(`command line ${index + 1} (${shown}) means to memra ${COMMAND[tool]} what it means to llama.cpp`, () => {
       const p = golden.parsed;
-      const v = memraValues(tool, resolve(golden.args)) as Record<string, string | undefined> & Record<string, unknown>;
+      const v = memraValues(tool, resolve(golden.args), [], (golden as { env?: Record<string, string> }).env ?? {}) as Record<string, string | undefined> & Record<string, unknown>;
       expect(v.model).toBe(p.model);
       if (tool === "perplexity" || tool === "imatrix" || tool === "embedding") {
         scoringToolMeans(tool, v, p);
@@ -209,6 +212,27 @@ describe("llama.cpp's flags on memra generate, chat and serve", () => {
     expect(Boolean(v["parse-special"])).toBe(p.parse_special);
     expect(Boolean(v["show-statistics"])).toBe(p.show_statistics);
   }
+
+  it("LLAMA_ARG_* variables: the command line wins; a boolean reads llama.cpp's words; one memra cannot honour is ignored with its reason, not refused", () => {
+    const notices: string[] = [];
+    const v = memraValues("server", ["--port", "7000"], notices, { LLAMA_ARG_PORT: "9000", LLAMA_ARG_CONTEXT_SHIFT: "1", LLAMA_ARG_NO_CONTEXT_SHIFT: "", LLAMA_ARG_HF_REPO: "Qwen/x", LLAMA_ARG_FLASH_ATTN: "off", HF_TOKEN: "secret", LLAMA_ARG_BATCH: "1024" });
+    expect(v.port).toBe("7000");
+    expect(v["context-shift"]).toBe(false); // LLAMA_ARG_NO_X wins, as in llama.cpp
+    expect(notices).toEqual([
+      "memra: llama.cpp flags that change nothing here: LLAMA_ARG_BATCH=1024 (memra chooses how many prompt tokens each step evaluates)",
+      "memra: ignoring llama.cpp environment variables it cannot honour: LLAMA_ARG_FLASH_ATTN=off (-fa off: memra has one attention path, fused as flash attention is (-fa on|auto); it cannot be turned off); LLAMA_ARG_HF_REPO (-hf: memra downloads nothing: give a local GGUF file with -m)",
+    ]);
+    expect(memraValues("server", [], [], { LLAMA_ARG_CONTEXT_SHIFT: "enabled" })["context-shift"]).toBe(true);
+    expect(() => memraValues("server", [], [], { LLAMA_ARG_CONTEXT_SHIFT: "yes" })).toThrow(/LLAMA_ARG_CONTEXT_SHIFT=yes: a llama\.cpp boolean variable is on, enabled, true, 1, off, disabled, false or 0/);
+  });
+
+  it("llama-environment.ts is the fixture's variables (regenerate both with tools/llamacpp/llama-args-goldens.ts)", () => {
+    const expected = new Map<string, string>();
+    for (const [tool, list] of Object.entries(goldens.options as Record<string, (LlamaOption & { env?: string })[]>)) {
+      for (const option of list) if (option.env) expected.set(option.env, `${option.args} ${option.negated} ${option.value !== null} ${[expected.get(option.env)?.split(" ").at(-1), tool].filter(Boolean).join(",")}`);
+    }
+    expect(new Map(LLAMA_ENVIRONMENT.map(([name, flags, negated, value, tools]) => [name, `${flags} ${negated} ${value} ${tools}`]))).toEqual(expected);
+  });
 
   it("refuses what memra cannot honour, naming the flag and the reason", () => {
     expect(() => memraValues("completion", ["-p", "x", "-fa", "off"])).toThrow(/llama\.cpp's -fa off is not supported by memra: memra has one attention path/);

@@ -11,6 +11,10 @@
  * - a tuning that changes no result here (`-b`, `--mlock`, `--numa`, ...): accepted with a notice;
  * - something memra cannot honour: a CliError naming the flag and why.
  *
+ * llama.cpp's LLAMA_ARG_* environment variables are read as the flags they stand for, before the
+ * command line, which wins (llama-environment.ts, written from llama.cpp's parser); one memra
+ * cannot honour is ignored with its reason, as it was not asked for on this command line.
+ *
  * Values are joined to their flag (`-ngl -1` → `--gpu-layers=auto`, `--seed -1` → `--seed=-1`) so
  * that parseArgs does not read a negative number as a flag. llama-args-goldens.json (llama.cpp's own
  * parser, run by tools/llamacpp/llama-args-goldens.ts) checks that every flag of the six tools is
@@ -19,6 +23,7 @@
 import { readFileSync } from "node:fs";
 import { CliError } from "./cli-error";
 import { processEscapes } from "./escapes";
+import { LLAMA_ENVIRONMENT } from "./llama-environment";
 
 export type LlamaTool = "completion" | "cli" | "server" | "perplexity" | "imatrix" | "embedding";
 
@@ -373,21 +378,64 @@ export function llamaRuleFlags(tool: LlamaTool): Map<string, { value: boolean; k
   return flags;
 }
 
+const TRUTHY = ["on", "enabled", "true", "1"];
+const FALSEY = ["off", "disabled", "false", "0"];
+
+/**
+ * llama.cpp's LLAMA_ARG_* variables that `tool` reads (llama-environment.ts), each as the flag it
+ * stands for, but those whose option the command line gives (which wins, as in llama.cpp). A bool
+ * option reads on/enabled/true/1 and off/disabled/false/0 (LLAMA_ARG_NO_X: off); a switch without
+ * a negation is given when its variable is truthy. HF_TOKEN and the like are left alone.
+ */
+function environmentArguments(tool: LlamaTool, commandLine: readonly string[], environment: Readonly<Record<string, string | undefined>>): { name: string; args: string[] }[] {
+  const given = new Set(commandLine.filter((arg) => arg.startsWith("-")).map((arg) => (arg.startsWith("--") && arg.includes("=") ? arg.slice(0, arg.indexOf("=")) : arg)));
+  const found: { name: string; args: string[] }[] = [];
+  for (const [name, flags, negated, takesValue, tools] of LLAMA_ENVIRONMENT) {
+    if (!name.startsWith("LLAMA_") || !tools.split(",").includes(tool)) continue;
+    if ([...flags, ...negated].some((flag) => given.has(flag))) continue;
+    const negatedName = name.replace("LLAMA_ARG_", "LLAMA_ARG_NO_");
+    if (negated.length > 0 && environment[negatedName] !== undefined) {
+      found.push({ name: negatedName, args: [negated[0]!] });
+      continue;
+    }
+    const value = environment[name];
+    if (value === undefined) continue;
+    if (takesValue) found.push({ name, args: [flags[0]!, value] });
+    else if (negated.length > 0) {
+      if (TRUTHY.includes(value)) found.push({ name, args: [flags[0]!] });
+      else if (FALSEY.includes(value)) found.push({ name, args: [negated[0]!] });
+      else throw new CliError(`${name}=${value}: a llama.cpp boolean variable is on, enabled, true, 1, off, disabled, false or 0`);
+    } else if (TRUTHY.includes(value)) found.push({ name, args: [flags[0]!] });
+  }
+  return found;
+}
+
 /**
  * The arguments with llama.cpp's flags for `tool` turned into the command's options (`options`: its
  * parseArgs specs). Notices (flags that change nothing here) go to `notice`.
  *
  * @throws CliError naming a llama.cpp flag memra cannot honour, and why, or a bad value.
  */
-export function llamaArguments(tool: LlamaTool, args: readonly string[], options: OptionSpecs, notice: (message: string) => void = () => {}): string[] {
+export function llamaArguments(
+  tool: LlamaTool,
+  commandLine: readonly string[],
+  options: OptionSpecs,
+  notice: (message: string) => void = () => {},
+  environment: Readonly<Record<string, string | undefined>> = process.env,
+): string[] {
   const out: string[] = [];
   const short = new Map<string, string>();
   for (const [name, spec] of Object.entries(options)) if (spec.short) short.set(`-${spec.short}`, name);
   const noticed: string[] = [];
+  const ignored: string[] = [];
   let cacheK: string | undefined;
   let cacheV: string | undefined;
   let embeddingPrompt: string | undefined;
   let embeddingSeparator = "\n";
+  // LLAMA_ARG_* variables first (as llama.cpp reads them), each as its flag: the command line wins
+  const fromEnvironment = environmentArguments(tool, commandLine, environment);
+  const args = [...fromEnvironment.map(({ args: flagAndValue }) => flagAndValue).flat(), ...commandLine];
+  const originOf: (string | undefined)[] = [...fromEnvironment.flatMap(({ name, args: flagAndValue }) => flagAndValue.map(() => name)), ...commandLine.map(() => undefined)];
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     if (arg === "--") {
@@ -420,12 +468,20 @@ export function llamaArguments(tool: LlamaTool, args: readonly string[], options
     const action = rule.action;
     switch (action.kind) {
       case "refuse":
+        // a variable of the environment is ambient, not asked for: it is ignored, with its reason
+        if (originOf[i] !== undefined) {
+          ignored.push(`${originOf[i]} (${flag}: ${action.why})`);
+          break;
+        }
         throw new CliError(`llama.cpp's ${flag} is not supported by memra: ${action.why}`);
       case "notice":
-        noticed.push(`${flag}${value === undefined ? "" : ` ${value}`} (${action.why})`);
+        noticed.push(`${originOf[i] ?? flag}${value === undefined ? "" : originOf[i] !== undefined ? `=${value}` : ` ${value}`} (${action.why})`);
         break;
       case "accept":
-        if (value !== undefined && action.accepts && !action.accepts(value)) throw new CliError(`llama.cpp's ${flag} ${value} is not supported by memra: ${action.otherwise}`);
+        if (value !== undefined && action.accepts && !action.accepts(value)) {
+          if (originOf[i] !== undefined) ignored.push(`${originOf[i]}=${value} (${flag} ${value}: ${action.otherwise})`);
+          else throw new CliError(`llama.cpp's ${flag} ${value} is not supported by memra: ${action.otherwise}`);
+        }
         break;
       case "rename":
         if (action.to === "llama-prompt") embeddingPrompt = action.map(value!, flag)[0]!.replace(/^--llama-prompt=/, "");
@@ -443,5 +499,6 @@ export function llamaArguments(tool: LlamaTool, args: readonly string[], options
   }
   if (embeddingPrompt !== undefined) for (const text of embeddingTexts(processEscapes(embeddingPrompt), embeddingSeparator)) out.push(`--text=${text}`);
   if (noticed.length > 0) notice(`memra: llama.cpp flags that change nothing here: ${noticed.join("; ")}`);
+  if (ignored.length > 0) notice(`memra: ignoring llama.cpp environment variables it cannot honour: ${ignored.join("; ")}`);
   return out;
 }

@@ -8,8 +8,8 @@ import { beforeAll, describe, expect, it } from "vitest";
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
 let model = "";
 
-function run(args: string[], stdin?: string) {
-  const result = Bun.spawnSync(["bun", MAIN, ...args], { stdin: stdin === undefined ? "ignore" : Buffer.from(stdin), stdout: "pipe", stderr: "pipe" });
+function run(args: string[], stdin?: string, env?: Record<string, string>) {
+  const result = Bun.spawnSync(["bun", MAIN, ...args], { stdin: stdin === undefined ? "ignore" : Buffer.from(stdin), stdout: "pipe", stderr: "pipe", ...(env ? { env: { ...process.env, ...env } } : {}) });
   return { code: result.exitCode, stdout: result.stdout.toString(), stderr: result.stderr.toString() };
 }
 
@@ -254,8 +254,9 @@ describe("memra generate and chat with llama.cpp's command lines", () => {
     expect(a.seed).toBe(5);
   });
 
-  it("generate -n -1 runs until the context is full; -ctk/-ctv set the KV type; a refusal is one line and exit code 1", async () => {
-    const full = JSON.parse(run(["generate", "-m", model, "-p", "Hello", "-n", "-1", "-c", "48", "--temp", "0", "--ignore-eos", "-ctk", "f32", "-ctv", "f32", "--json"]).stdout);
+  it("generate -n -1 runs until the context (LLAMA_ARG_CTX_SIZE) is full; -ctk/-ctv set the KV type; a refusal is one line and exit code 1", async () => {
+    // the context from llama.cpp's LLAMA_ARG_CTX_SIZE, as llama-completion reads it
+    const full = JSON.parse(run(["generate", "-m", model, "-p", "Hello", "-n", "-1", "--temp", "0", "--ignore-eos", "-ctk", "f32", "-ctv", "f32", "--json"], undefined, { LLAMA_ARG_CTX_SIZE: "48" }).stdout);
     expect(full.prompt_tokens.length + full.tokens.length).toBe(48);
     expect(full.finish_reason).toBe("length");
     const expected = await loadModel(model, { kvType: "f32" }).complete("Hello", { temperature: 0, maxTokens: full.tokens.length, ignoreEos: true });
