@@ -522,7 +522,7 @@ describe("memra serve: llama-server's command-line defaults (--temp ..., -n, -re
       modelId: "tiny-q8_0.gguf",
       port: 0,
       contextLength: 512,
-      defaults: { sampling: { temperature: 0, presencePenalty: 0.5 }, maxTokens: 5, enableThinking: false, reasoningFormat: "none" },
+      defaults: { sampling: { temperature: 0, presencePenalty: 0.5, dry: { multiplier: 0.8, base: 1.5 } }, maxTokens: 5, enableThinking: false, reasoningFormat: "none" },
     });
   });
   afterAll(async () => {
@@ -533,7 +533,7 @@ describe("memra serve: llama-server's command-line defaults (--temp ..., -n, -re
   it("a request that leaves a field out gets the server's default; one that gives it keeps its own", async () => {
     const chat = { messages: [{ role: "user", content: "Say hello" }] };
     const got = await post(defaulted.url, "/v1/chat/completions", chat);
-    const explicit = await post(server.url, "/v1/chat/completions", { ...chat, temperature: 0, presence_penalty: 0.5, max_tokens: 5, chat_template_kwargs: { enable_thinking: false }, reasoning_format: "none" });
+    const explicit = await post(server.url, "/v1/chat/completions", { ...chat, temperature: 0, presence_penalty: 0.5, dry_multiplier: 0.8, dry_base: 1.5, max_tokens: 5, chat_template_kwargs: { enable_thinking: false }, reasoning_format: "none" });
     expect(got.usage.completion_tokens).toBe(5);
     expect(got.usage.prompt_tokens).toBe(explicit.usage.prompt_tokens);
     expect(got.choices[0].message.content).toBe(explicit.choices[0].message.content);
@@ -542,15 +542,30 @@ describe("memra serve: llama-server's command-line defaults (--temp ..., -n, -re
     expect(thinking.usage.prompt_tokens).not.toBe(got.usage.prompt_tokens);
     // /completion: n_predict and the sampling defaults too, and a request's own n_predict wins
     const completion = await post(defaulted.url, "/completion", { prompt: "Once upon" });
-    const completionExplicit = await post(server.url, "/completion", { prompt: "Once upon", n_predict: 5, temperature: 0, presence_penalty: 0.5 });
+    const completionExplicit = await post(server.url, "/completion", { prompt: "Once upon", n_predict: 5, temperature: 0, presence_penalty: 0.5, dry_multiplier: 0.8, dry_base: 1.5 });
     expect(completion.tokens_predicted).toBe(5);
     expect(completion.content).toBe(completionExplicit.content);
     expect((await post(defaulted.url, "/completion", { prompt: "Once upon", n_predict: 2 })).tokens_predicted).toBe(2);
   });
 
+  it("a request giving one DRY field keeps the server's other DRY defaults, as llama-server reads each field over its default", async () => {
+    const prompt = "The the the the the the the the";
+    const differing: string[] = [];
+    for (const seed of [3, 4]) {
+      const request = { prompt, n_predict: 16, temperature: 0.9, seed, ignore_eos: true };
+      const got = await post(defaulted.url, "/completion", { ...request, dry_allowed_length: 1 });
+      const merged = await post(server.url, "/completion", { ...request, presence_penalty: 0.5, dry_multiplier: 0.8, dry_base: 1.5, dry_allowed_length: 1 });
+      expect(got.content).toBe(merged.content);
+      // the request's DRY group alone (the server's multiplier dropped: DRY off)
+      const alone = await post(server.url, "/completion", { ...request, presence_penalty: 0.5, dry_allowed_length: 1 });
+      if (alone.content !== merged.content) differing.push(alone.content);
+    }
+    expect(differing.length).toBeGreaterThan(0);
+  });
+
   it("/props reports the server's defaults as llama-server's does", async () => {
     const props = (await (await fetch(`${defaulted.url}/props`)).json()) as { default_generation_settings: { params: Record<string, unknown> } };
-    expect(props.default_generation_settings.params).toMatchObject({ n_predict: 5, temperature: 0, presence_penalty: 0.5, top_k: 40, dry_penalty_last_n: 64 });
+    expect(props.default_generation_settings.params).toMatchObject({ n_predict: 5, temperature: 0, presence_penalty: 0.5, top_k: 40, dry_multiplier: 0.8, dry_base: 1.5, dry_penalty_last_n: 64 });
   });
 });
 

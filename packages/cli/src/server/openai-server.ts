@@ -289,6 +289,19 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
   const slots = new ServerSlots(model, contextLength, options.slotSavePath);
   const defaults = options.defaults ?? {};
   const samplingDefaults = defaults.sampling ?? {};
+  /**
+   * The sampler options a request sets (samplingOptionsOf) over the server's defaults: a request
+   * giving one field of DRY, XTC or Mirostat keeps the server's others, as llama-server reads each
+   * field over its own default.
+   */
+  const requestSampling = (body: SamplingFields, vocabularySize: number): Partial<GenerateOptions> => {
+    const own = samplingOptionsOf(body, vocabularySize) as Record<string, unknown>;
+    for (const group of ["dry", "xtc", "mirostat"] as const) {
+      const fallback = samplingDefaults[group];
+      if (own[group] !== undefined && fallback !== undefined) own[group] = { ...fallback, ...(own[group] as object) };
+    }
+    return own as Partial<GenerateOptions>;
+  };
   /** A request's most tokens when it names none: the server's default, within `room`. */
   const defaultMaxTokens = (room: number) => (defaults.maxTokens === undefined ? room : Math.min(defaults.maxTokens, room));
   const responseStore = new ResponseStore();
@@ -349,7 +362,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       ...(tools?.grammarTrigger === undefined || grammar !== tools.grammar ? {} : { grammarTrigger: tools.grammarTrigger }),
       temperature: body.temperature ?? samplingDefaults.temperature ?? 1,
       topP: body.top_p ?? samplingDefaults.topP ?? 1,
-      ...samplingOptionsOf(body, model.vocabularySize),
+      ...requestSampling(body, model.vocabularySize),
       ...(body.seed === undefined || body.seed === null ? {} : { seed: body.seed >>> 0 }),
       ...(body.stop ? { stop: body.stop } : {}),
       logprobs,
@@ -958,7 +971,7 @@ export function startOpenAIServer(options: OpenAIServerOptions): OpenAIServer {
       ...samplingDefaults,
       maxTokens,
       ...limitOptionsOf(withModuleLora(body), vocabulary, maxTokens, model.loraAdapters.length),
-      ...samplingOptionsOf(body, vocabulary),
+      ...requestSampling(body, vocabulary),
       ...(given(body.temperature) ? { temperature: body.temperature } : {}),
       ...(given(body.top_p) ? { topP: body.top_p } : {}),
       ...(given(body.seed) && body.seed !== -1 ? { seed: body.seed >>> 0 } : {}),
