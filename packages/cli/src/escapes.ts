@@ -1,3 +1,6 @@
+/** The byte each one-letter escape stands for: \n \r \t \' \" \\. */
+const SIMPLE: Readonly<Record<number, number>> = { 0x6e: 0x0a, 0x72: 0x0d, 0x74: 0x09, 0x27: 0x27, 0x22: 0x22, 0x5c: 0x5c };
+
 /**
  * llama.cpp's escape processing of prompts, reverse prompts and DRY sequence breakers (common.cpp's
  * string_process_escapes, on unless --no-escape): \n, \r, \t, \', \", \\ and \xHH (a byte); any
@@ -15,9 +18,8 @@ export function processEscapes(text: string): string {
       continue;
     }
     const next = input[++i]!;
-    const simple: Record<number, number> = { 0x6e: 0x0a, 0x72: 0x0d, 0x74: 0x09, 0x27: 0x27, 0x22: 0x22, 0x5c: 0x5c };
-    if (simple[next] !== undefined) {
-      output[out++] = simple[next]!;
+    if (SIMPLE[next] !== undefined) {
+      output[out++] = SIMPLE[next]!;
       continue;
     }
     if (next === 0x78 && i + 2 < input.length) {

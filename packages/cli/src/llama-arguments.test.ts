@@ -20,7 +20,7 @@ import { serveParseOptions } from "./commands/serve";
 import { processEscapes } from "./escapes";
 import { type LlamaTool, type OptionSpecs, SWITCH_OR_VALUE, llamaArguments, llamaRuleFlags } from "./llama-arguments";
 import { LLAMA_ENVIRONMENT } from "./llama-environment";
-import { joinNegativeSamplingValues, samplingOptionsOfFlags } from "./sampling-arguments";
+import { samplingOptionsOfFlags } from "./sampling-arguments";
 
 const SPECS: Record<LlamaTool, OptionSpecs> = {
   completion: generateParseOptions,
@@ -45,8 +45,8 @@ function ownOption(specs: OptionSpecs, flag: string): string | undefined {
 }
 
 function memraValues(tool: LlamaTool, args: readonly string[], notices: string[] = [], environment: Record<string, string> = {}): Record<string, unknown> {
-  // as the commands do: generate, chat and serve join negative sampling values first, perplexity reads --kl-divergence's two forms
-  const prepared = tool === "perplexity" ? normalizeKlDivergenceFlag(args) : tool === "imatrix" || tool === "embedding" ? [...args] : joinNegativeSamplingValues(args);
+  // as the command does: perplexity reads --kl-divergence's two forms first
+  const prepared = tool === "perplexity" ? normalizeKlDivergenceFlag(args) : args;
   const translated = llamaArguments(tool, prepared, SPECS[tool], (message) => notices.push(message), environment);
   return parseArgs({ args: translated, options: SPECS[tool] as Parameters<typeof parseArgs>[0] extends { options?: infer O } ? O : never, strict: true }).values as Record<string, unknown>;
 }

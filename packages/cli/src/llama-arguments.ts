@@ -6,7 +6,7 @@
  *
  * - memra's own option of the same name (`--temp`, `-m`, `--port`, ...): passed on;
  * - another spelling of a memra option (`-c` → `--ctx`, `-ngl` → `--gpu-layers`, `-ctk`/`-ctv` →
- *   `--kv-type`, `--chat-template-file` → the template as `--override-kv`, ...): rewritten;
+ *   `--kv-type`, `--chat-template-file` → the template as `--chat-template`, ...): rewritten;
  * - what memra always does (`--jinja`, `-fa on`, `-cb`, `--metrics`, ...): accepted, nothing to do;
  * - a tuning that changes no result here (`-b`, `--mlock`, `--numa`, ...): accepted with a notice;
  * - something memra cannot honour: a CliError naming the flag and why.
@@ -15,8 +15,9 @@
  * command line, which wins (llama-environment.ts, written from llama.cpp's parser); one memra
  * cannot honour is ignored with its reason, as it was not asked for on this command line.
  *
- * Values are joined to their flag (`-ngl -1` → `--gpu-layers=auto`, `--seed -1` → `--seed=-1`) so
- * that parseArgs does not read a negative number as a flag. llama-args-goldens.json (llama.cpp's own
+ * Values are joined to their flag, memra's own options' too (`-ngl -1` → `--gpu-layers=auto`,
+ * `--seed -1` → `--seed=-1`, `--top-nsigma -1` → `--top-nsigma=-1`), so that parseArgs does not
+ * read a negative number as a flag. llama-args-goldens.json (llama.cpp's own
  * parser, run by tools/llamacpp/llama-args-goldens.ts) checks that every flag of the six tools is
  * one of the above and that the rewritten command lines mean what llama.cpp makes of them.
  */
@@ -44,7 +45,7 @@ interface Rule {
   readonly flags: readonly string[];
   /** Whether the flag takes a value (as llama.cpp's). */
   readonly value: boolean;
-  /** The tools it applies to (default: all three); the others fall through to the next rule. */
+  /** The tools it applies to (default: all); the others fall through to the next rule. */
   readonly tools?: readonly LlamaTool[];
   readonly action: Action;
 }
@@ -60,12 +61,16 @@ const mapped = (to: string, map: (value: string, flag: string) => readonly strin
 const accept = (accepts?: (value: string) => boolean, otherwise?: string): Action => ({ kind: "accept", ...(accepts ? { accepts } : {}), ...(otherwise ? { otherwise } : {}) });
 const notice = (why: string): Action => ({ kind: "notice", why });
 const refuse = (why: string): Action => ({ kind: "refuse", why });
-const on = (value: string) => ["on", "1", "true", "enabled", "auto"].includes(value.toLowerCase());
+/** llama.cpp's words for a boolean (common_arg_utils::is_truthy / is_falsey). */
+const TRUTHY = ["on", "enabled", "true", "1"];
+const FALSEY = ["off", "disabled", "false", "0"];
+/** -fa, -fit: on, or auto (memra's answer to auto is on). */
+const on = (value: string) => [...TRUTHY, "auto"].includes(value.toLowerCase());
 
-/** A file a flag names, less one final newline (as llama.cpp reads -f and -sysf). */
-function readFlagFile(file: string, flag: string): string {
+/** A file a flag names (- standard input), less one final newline, as llama.cpp reads -f and -sysf. */
+export function readFlagFile(file: string, flag: string): string {
   try {
-    return readFileSync(file, "utf8").replace(/\n$/, "");
+    return readFileSync(file === "-" ? 0 : file, "utf8").replace(/\n$/, "");
   } catch (error) {
     throw new CliError(`${flag} "${file}": ${(error as Error).message}`);
   }
@@ -105,8 +110,8 @@ function embeddingNormalize(value: string, flag: string): readonly string[] {
 /** -rea on|off|auto: off is Qwen3's non-thinking mode. */
 function reasoning(value: string, flag: string): readonly string[] {
   const v = value.trim().toLowerCase();
-  if (["off", "0", "false", "disabled"].includes(v)) return ["--no-think"];
-  if (["on", "1", "true", "enabled", "auto"].includes(v)) return [];
+  if (FALSEY.includes(v)) return ["--no-think"];
+  if (on(v)) return [];
   throw new CliError(`${flag} must be on, off or auto, got "${value}"`);
 }
 
@@ -150,11 +155,11 @@ function embeddingTexts(text: string, separator: string): string[] {
 /** Every flag of llama-completion, llama-cli, llama-server, llama-perplexity, llama-imatrix and llama-embedding that is not memra's own option of the same name. */
 const RULES: readonly Rule[] = [
   // --- the scoring tools (first: they share the flags below with other meanings)
-  { flags: SAMPLING_FLAGS.filter((flag) => !["--ignore-eos", "--bs"].includes(flag)), value: true, tools: SCORING, action: notice(SCORES) },
+  { flags: SAMPLING_FLAGS, value: true, tools: SCORING, action: notice(SCORES) },
   { flags: ["--ignore-eos", "-bs", "--backend-sampling", "--context-shift", "--no-context-shift"], value: false, tools: SCORING, action: notice(SCORES) },
   { flags: ["-p", "--prompt"], value: true, tools: ["perplexity", "imatrix"], action: refuse("give the text as -f FILE") },
-  { flags: ["-p", "--prompt"], value: true, tools: ["embedding"], action: rename("llama-prompt") },
-  { flags: ["-f", "--file"], value: true, tools: ["embedding"], action: rename("llama-prompt", readFlagFile) },
+  { flags: ["-p", "--prompt"], value: true, tools: ["embedding"], action: mapped("llama-prompt", (text) => [text]) },
+  { flags: ["-f", "--file"], value: true, tools: ["embedding"], action: mapped("llama-prompt", (file, flag) => [readFlagFile(file, flag)]) },
   { flags: ["--embd-separator"], value: true, tools: ["embedding"], action: rename("llama-separator") },
   { flags: ["--embd-normalize"], value: true, tools: ["embedding"], action: mapped("no-normalize", embeddingNormalize) },
   { flags: ["--embd-output-format"], value: true, tools: ["embedding"], action: refuse("memra embed prints one JSON array per text and line") },
@@ -378,9 +383,6 @@ export function llamaRuleFlags(tool: LlamaTool): Map<string, { value: boolean; k
   return flags;
 }
 
-const TRUTHY = ["on", "enabled", "true", "1"];
-const FALSEY = ["off", "disabled", "false", "0"];
-
 /**
  * llama.cpp's LLAMA_ARG_* variables that `tool` reads (llama-environment.ts), each as the flag it
  * stands for, but those whose option the command line gives (which wins, as in llama.cpp). A bool
@@ -433,9 +435,13 @@ export function llamaArguments(
   let embeddingPrompt: string | undefined;
   let embeddingSeparator = "\n";
   // LLAMA_ARG_* variables first (as llama.cpp reads them), each as its flag: the command line wins
-  const fromEnvironment = environmentArguments(tool, commandLine, environment);
-  const args = [...fromEnvironment.map(({ args: flagAndValue }) => flagAndValue).flat(), ...commandLine];
-  const originOf: (string | undefined)[] = [...fromEnvironment.flatMap(({ name, args: flagAndValue }) => flagAndValue.map(() => name)), ...commandLine.map(() => undefined)];
+  const args: string[] = [];
+  const originOf: string[] = []; // the variable each argument comes from (none: the command line)
+  for (const { name, args: flagAndValue } of environmentArguments(tool, commandLine, environment)) {
+    args.push(...flagAndValue);
+    originOf.push(...flagAndValue.map(() => name));
+  }
+  args.push(...commandLine);
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     if (arg === "--") {
@@ -484,7 +490,7 @@ export function llamaArguments(
         }
         break;
       case "rename":
-        if (action.to === "llama-prompt") embeddingPrompt = action.map(value!, flag)[0]!.replace(/^--llama-prompt=/, "");
+        if (action.to === "llama-prompt") embeddingPrompt = action.map(value!, flag)[0];
         else if (action.to === "llama-separator") embeddingSeparator = processEscapes(value!);
         else if (action.to === "cache-type-k") cacheK = value;
         else if (action.to === "cache-type-v") cacheV = value;

@@ -69,22 +69,6 @@ export type SamplingValues = {
   readonly [K in keyof typeof samplingParseOptions]?: (typeof samplingParseOptions)[K] extends { multiple: true } ? string[] | undefined : (typeof samplingParseOptions)[K] extends { type: "boolean" } ? boolean | undefined : string | undefined;
 };
 
-/** The sampling flags that take a number (every one but the repeatable and boolean ones). */
-const NUMBER_FLAGS = Object.entries(samplingParseOptions)
-  .filter(([, spec]) => spec.type === "string" && !("multiple" in spec))
-  .map(([name]) => `--${name}`);
-
-/** `--top-nsigma -1` as `--top-nsigma=-1` (parseArgs refuses a value starting with "-" after a space). */
-export function joinNegativeSamplingValues(args: readonly string[]): string[] {
-  const joined: string[] = [];
-  for (let i = 0; i < args.length; i++) {
-    const flag = args[i]!;
-    if (NUMBER_FLAGS.includes(flag) && /^-[\d.]|^-inf/i.test(args[i + 1] ?? "")) joined.push(`${flag}=${args[++i]}`);
-    else joined.push(flag);
-  }
-  return joined;
-}
-
 function parseFlagNumber(value: string, flag: string): number {
   const parsed = Number(value);
   if (value.trim() === "" || !Number.isFinite(parsed)) throw new CliError(`${flag} must be a number, got "${value}"`);
@@ -132,8 +116,11 @@ type SamplingOptions = Pick<
   | "ignoreEos"
 >;
 
-/** The generation options these flags set (none of them given: none); each bad value is named. */
-export function samplingOptionsOfFlags(values: SamplingValues): SamplingOptions {
+/**
+ * The generation options these flags set (none of them given: none); each bad value is named.
+ * `escape`: how the DRY sequence breakers are read (generate and chat: llama.cpp's escapes).
+ */
+export function samplingOptionsOfFlags(values: SamplingValues, escape: (text: string) => string = (text) => text): SamplingOptions {
   const options: { -readonly [K in keyof SamplingOptions]?: SamplingOptions[K] } = {};
   const number = (name: keyof SamplingValues) => {
     const value = values[name];
@@ -159,7 +146,7 @@ export function samplingOptionsOfFlags(values: SamplingValues): SamplingOptions 
   if (values["dry-penalty-last-n"] !== undefined) dry.penaltyLastN = parseFlagInteger(values["dry-penalty-last-n"], "--dry-penalty-last-n", -1);
   const breakers = values["dry-sequence-breaker"];
   // llama.cpp: the first --dry-sequence-breaker replaces the defaults; "none" clears them.
-  if (breakers !== undefined) dry.sequenceBreakers = breakers.includes("none") ? [] : [...breakers];
+  if (breakers !== undefined) dry.sequenceBreakers = breakers.includes("none") ? [] : breakers.map(escape);
   if (Object.keys(dry).length > 0) options.dry = dry as SamplingOptions["dry"];
   const xtc: { probability?: number; threshold?: number } = {};
   if (values["xtc-probability"] !== undefined) xtc.probability = number("xtc-probability")!;

@@ -155,13 +155,8 @@ export class KVBlockPool implements KVPoolStorage {
    */
   importPrefix(tokens: readonly number[], rows: (layer: number, values: boolean, first: number, count: number) => Uint8Array, prefixSalt?: bigint): number {
     const blockTokens = this.blockTokens;
-    const whole = Math.floor(tokens.length / blockTokens);
-    const keys: bigint[] = [];
-    let parent = rootKeyOf(prefixSalt);
-    for (let block = 0; block < whole; block++) {
-      parent = blockKey(parent, tokens.slice(block * blockTokens, (block + 1) * blockTokens));
-      keys.push(parent);
-    }
+    const keys = this.prefixKeys(tokens, prefixSalt);
+    const whole = keys.length;
     // Blocks already cached need no room; the others must fit without evicting each other.
     const missing = keys.filter((key) => !this.blockByKey.has(key)).length;
     const reclaimable = this.free.length + [...this.cachedFree.keys()].filter((block) => !keys.includes(this.keyOfBlock[block]!)).length;

@@ -12,7 +12,7 @@ import { llamaArguments } from "../llama-arguments";
 import { parseKVType } from "./model-arguments";
 import { chatTemplateOptionHelp, chatTemplateParseOptions, placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraOrderOf, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
-import { joinNegativeSamplingValues, samplingOptionHelp, samplingOptionsOfFlags, samplingParseOptions } from "../sampling-arguments";
+import { samplingOptionHelp, samplingOptionsOfFlags, samplingParseOptions } from "../sampling-arguments";
 import { loadSpeculative, speculativeOptionHelp, speculativeParseOptions } from "../speculative-arguments";
 import { parsePositiveInteger } from "./model-arguments";
 
@@ -80,7 +80,7 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
   const notices: string[] = [];
   const { values: parsed, tokens } = parseArgs({
     tokens: true,
-    args: llamaArguments("cli", joinNegativeSamplingValues(args), chatParseOptions, (message) => notices.push(message)),
+    args: llamaArguments("cli", args, chatParseOptions, (message) => notices.push(message)),
     options: chatParseOptions,
   });
   const values = { ...parsed, loraOrder: loraOrderOf(tokens) };
@@ -93,8 +93,7 @@ export async function chatCommand(args: string[], io: CliIO): Promise<void> {
   const kvType = parseKVType(values["kv-type"]);
   const escape = (text: string) => (values["no-escape"] ? text : processEscapes(text));
   if (values.prompt !== undefined) values.prompt = escape(values.prompt);
-  const sampling = samplingOptionsOfFlags(values);
-  if (sampling.dry?.sequenceBreakers) sampling.dry = { ...sampling.dry, sequenceBreakers: sampling.dry.sequenceBreakers.map(escape) };
+  const sampling = samplingOptionsOfFlags(values, escape);
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
   const path = values.model ?? (await defaultModelPath(io, values.quiet));
   const notice = (message: string) => values.quiet || io.stderr(`${message}\n`);

@@ -8,8 +8,8 @@ import { defaultModelPath } from "../default-model";
 import { placeModel, placementOptionHelp, placementParseOptions, loraOptionHelp, loraOrderOf, loraParseOptions, ropeScalingOptionHelp, ropeScalingParseOptions } from "../placement-arguments";
 import { progressBar } from "../progress-bar";
 import { processEscapes } from "../escapes";
-import { llamaArguments } from "../llama-arguments";
-import { joinNegativeSamplingValues, samplingOptionHelp, samplingOptionsOfFlags, samplingParseOptions } from "../sampling-arguments";
+import { llamaArguments, readFlagFile } from "../llama-arguments";
+import { samplingOptionHelp, samplingOptionsOfFlags, samplingParseOptions } from "../sampling-arguments";
 import { loadSpeculative, speculativeOptionHelp, speculativeParseOptions } from "../speculative-arguments";
 import { parseKVType, parsePositiveInteger } from "./model-arguments";
 
@@ -93,7 +93,7 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
   const notices: string[] = [];
   const { values: parsed, tokens } = parseArgs({
     tokens: true,
-    args: llamaArguments("completion", joinNegativeSamplingValues(joinNegativeKeep(args)), generateParseOptions, (message) => notices.push(message)),
+    args: llamaArguments("completion", args, generateParseOptions, (message) => notices.push(message)),
     options: generateParseOptions,
   });
   const values = { ...parsed, loraOrder: loraOrderOf(tokens) };
@@ -102,8 +102,9 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
     return;
   }
   if (values.prompt !== undefined && values.file !== undefined) throw new CliError("give -p PROMPT or -f FILE, not both");
-  if (values.file !== undefined) values.prompt = readPromptFile(values.file);
-  if (values.prompt !== undefined && !values["no-escape"]) values.prompt = processEscapes(values.prompt);
+  const escape = (text: string) => (values["no-escape"] ? text : processEscapes(text));
+  if (values.file !== undefined) values.prompt = readFlagFile(values.file, "-f");
+  if (values.prompt !== undefined) values.prompt = escape(values.prompt);
   if (values.prompt === undefined) throw new CliError(`missing -p PROMPT or -f FILE\n${generateUsage}`);
   if (!values.quiet) for (const message of notices) io.stderr(`${message}\n`);
   const prompt = values.prompt;
@@ -114,9 +115,7 @@ export async function generateCommand(args: string[], io: CliIO): Promise<void> 
   const kvType = parseKVType(values["kv-type"]);
   const contextShift = parseContextShift(values["context-shift"], values.keep);
   if (contextShift && (values["model-draft"] !== undefined || values.lookup)) throw new CliError("--context-shift cannot be combined with speculative decoding (--model-draft, --lookup)");
-  const sampling = samplingOptionsOfFlags(values);
-  const escape = (text: string) => (values["no-escape"] ? text : processEscapes(text));
-  if (sampling.dry?.sequenceBreakers) sampling.dry = { ...sampling.dry, sequenceBreakers: sampling.dry.sequenceBreakers.map(escape) };
+  const sampling = samplingOptionsOfFlags(values, escape);
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
   const constraint = readConstraint(values["json-schema"], values.grammar);
   const path = values.model ?? (await defaultModelPath(io, values.quiet));
@@ -214,16 +213,6 @@ function maxTokensOf(value: string | undefined, room: () => number): number {
   return parsePositiveInteger(value, "--max-tokens", 128);
 }
 
-/** `--keep -1` as `--keep=-1` (parseArgs takes a value starting with "-" for an option). */
-function joinNegativeKeep(args: readonly string[]): string[] {
-  const joined: string[] = [];
-  for (let i = 0; i < args.length; i++) {
-    if (args[i] === "--keep" && /^-\d+$/.test(args[i + 1] ?? "")) joined.push(`--keep=${args[++i]}`);
-    else joined.push(args[i]!);
-  }
-  return joined;
-}
-
 /** --context-shift and --keep as the contextShift option (undefined without --context-shift). */
 function parseContextShift(enabled: boolean, keep: string | undefined): { keep: number } | undefined {
   if (!enabled) {
@@ -284,14 +273,5 @@ function loadPromptCache(model: Model, file: string): readonly number[] {
   } catch (error) {
     if (error instanceof KVStateError) throw new CliError(`--prompt-cache: ${error.message} (delete the file to start it again)`);
     throw error;
-  }
-}
-
-/** The prompt text of -f FILE (- reads standard input) less one final newline, as llama.cpp reads it; a file that cannot be read is named. */
-function readPromptFile(file: string): string {
-  try {
-    return readFileSync(file === "-" ? 0 : file, "utf8").replace(/\n$/, "");
-  } catch (error) {
-    throw new CliError(`-f "${file}": ${(error as Error).message}`);
   }
 }

@@ -11,7 +11,7 @@ import { progressBar } from "../progress-bar";
 import { loadSpeculative, speculativeOptionHelp, speculativeParseOptions } from "../speculative-arguments";
 import { type ServerDefaults, startOpenAIServer } from "../server/openai-server";
 import { llamaArguments } from "../llama-arguments";
-import { joinNegativeSamplingValues, samplingOptionHelp, samplingOptionsOfFlags, samplingParseOptions } from "../sampling-arguments";
+import { samplingOptionHelp, samplingOptionsOfFlags, samplingParseOptions } from "../sampling-arguments";
 import { parseKVType, parsePositiveInteger } from "./model-arguments";
 
 export const serveUsage = `usage: memra serve [-m MODEL] [options]
@@ -107,7 +107,7 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
   const notices: string[] = [];
   const { values: parsed, tokens } = parseArgs({
     tokens: true,
-    args: llamaArguments("server", joinNegativeSamplingValues(args), serveParseOptions, (message) => notices.push(message)),
+    args: llamaArguments("server", args, serveParseOptions, (message) => notices.push(message)),
     options: serveParseOptions,
   });
   const values = { ...parsed, loraOrder: loraOrderOf(tokens) };

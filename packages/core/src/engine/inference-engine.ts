@@ -271,18 +271,24 @@ export class InferenceEngine {
       throw new KVCacheFullError(capacity, this.pool.blocks * this.pool.blockTokens, "KV pool size");
     }
     if (options.loraScales) this.transformer.checkLoraScales(options.loraScales);
-    // With adapters every sequence keeps the scales it starts with, so that a later setLoraScales
-    // changes neither its remaining steps nor which cached prefixes it may take.
-    const adapters = this.transformer.loraAdapters;
-    const scales = options.loraScales ?? (adapters.length > 0 ? adapters.map((adapter) => adapter.scale) : undefined);
-    return new EngineSequence(this, capacity, scales && Float64Array.from(scales));
+    return new EngineSequence(this, capacity, this.sequenceScales(options.loraScales));
   }
 
-  /** The prefix salt of sequences created with `loraScales` (see createSequence). */
-  private prefixSaltOf(loraScales: readonly number[] | undefined): bigint | undefined {
+  /**
+   * The LoRA scales a sequence created with `loraScales` runs with: those, or with adapters the
+   * model's as they are now (every sequence keeps the scales it starts with, so that a later
+   * setLoraScales changes neither its remaining steps nor which cached prefixes it may take).
+   */
+  private sequenceScales(loraScales: readonly number[] | undefined): Float64Array | undefined {
     const adapters = this.transformer.loraAdapters;
     const scales = loraScales ?? (adapters.length > 0 ? adapters.map((adapter) => adapter.scale) : undefined);
-    return scales && loraPrefixSalt(Float64Array.from(scales));
+    return scales && Float64Array.from(scales);
+  }
+
+  /** The prefix salt of sequences created with `loraScales` (see createSequence and EngineSequence.prefixSalt). */
+  private prefixSaltOf(loraScales: readonly number[] | undefined): bigint | undefined {
+    const scales = this.sequenceScales(loraScales);
+    return scales && loraPrefixSalt(scales);
   }
 
   /**
