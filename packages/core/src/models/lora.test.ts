@@ -10,7 +10,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadModel } from "../load-model";
-import { LoraAdapterError } from "./lora";
+import { GGMLType, type GGUFTensorInfo } from "@memra/gguf";
+import { LoraAdapterError, padLoraRank } from "./lora";
 
 const directory = mkdtempSync(join(tmpdir(), "memra-lora-"));
 afterAll(() => rmSync(directory, { recursive: true, force: true }));
@@ -168,5 +169,30 @@ describe("LoRA adapters", () => {
     const embedding = await write("embd.gguf", { ...lora, tensors: lora.tensors!.map((t) => ({ ...t, name: t.name.replace("blk.0.attn_q.weight", "token_embd.weight") })) });
     expect(() => loadModel(path, { lora: [{ path: embedding }] })).toThrow(/"token_embd\.weight" is \[|adapting "token_embd\.weight" is not supported/);
     expect(() => loadModel(path, { lora: [{ path: lone, scale: Number.NaN }] })).toThrow(/scale must be a finite number/);
+  });
+
+  it("pads a rank that is no multiple of 8 with zeros (A's rows, B's columns), and leaves a multiple of 8 alone", () => {
+    const info = (name: string, shape: number[], type: GGMLType, bytes: number): GGUFTensorInfo => ({ name, type, shape, elementCount: shape[0]! * shape[1]!, offset: 0, byteSize: bytes });
+    const [inputs, rank, outputs] = [3, 4, 2];
+    // f16 A: `rank` rows of `inputs` values; f32 B: `outputs` rows of `rank` values (ggml order)
+    const aValues = Uint16Array.from({ length: rank * inputs }, (_, i) => 0x3c00 + i);
+    const bValues = Float32Array.from({ length: outputs * rank }, (_, i) => i + 1);
+    const a = info("w.lora_a", [inputs, rank], GGMLType.F16, aValues.byteLength);
+    const b = info("w.lora_b", [rank, outputs], GGMLType.F32, bValues.byteLength);
+    const [pa, pb] = padLoraRank(a, new Uint8Array(aValues.buffer), b, new Uint8Array(bValues.buffer));
+    expect(pa.info.shape).toEqual([inputs, 8]);
+    expect(pb.info.shape).toEqual([8, outputs]);
+    expect([pa.info.elementCount, pa.info.byteSize, pb.info.elementCount, pb.info.byteSize]).toEqual([24, 48, 16, 64]);
+    const paddedA = new Uint16Array(pa.data.buffer, pa.data.byteOffset, 24);
+    expect([...paddedA]).toEqual([...aValues, ...new Array(12).fill(0)]);
+    const paddedB = new Float32Array(pb.data.buffer, pb.data.byteOffset, 16);
+    expect([...paddedB]).toEqual([1, 2, 3, 4, 0, 0, 0, 0, 5, 6, 7, 8, 0, 0, 0, 0]);
+    // rank 8: the tensors as they are
+    const a8 = info("w.lora_a", [inputs, 8], GGMLType.F16, 48);
+    const b8 = info("w.lora_b", [8, outputs], GGMLType.F32, 64);
+    const data = new Uint8Array(64);
+    const [same, sameB] = padLoraRank(a8, data.subarray(0, 48), b8, data);
+    expect(same.info).toBe(a8);
+    expect(sameB.info).toBe(b8);
   });
 });

@@ -34,6 +34,7 @@ export interface LoraTerm {
   readonly b: WeightHandle;
   /** The adapter's scale times alpha / rank (the scale alone when alpha is 0). */
   readonly scale: number;
+  /** The rank as uploaded: the adapter's, rounded up to a multiple of LORA_RANK_MULTIPLE. */
   readonly rank: number;
   /** The adapted weight's outputs (B's rows). */
   readonly outputs: number;
@@ -42,6 +43,7 @@ export interface LoraTerm {
 /** The adapters' terms by the adapted weight's tensor name, and the largest rank. */
 export interface LoraWeights {
   readonly terms: ReadonlyMap<string, readonly LoraTerm[]>;
+  /** The largest rank as uploaded (LoraTerm.rank). */
   readonly maxRank: number;
   /** Each adapter, in load order: its file, the scale it was loaded with, its alpha and rank. */
   readonly adapters: readonly LoadedLoraAdapter[];
@@ -135,8 +137,16 @@ export function loadLoraAdapters(adapters: readonly LoraAdapterOptions[], model:
   plans.forEach(({ file, pairs, adapter }, index) => {
     for (const { weight, a, b } of pairs) {
       const backend = backendOf(weight);
-      const rank = a.shape[1]!;
-      const term = { adapter: index, a: backend.uploadWeight(a, file.tensorData(a)), b: backend.uploadWeight(b, file.tensorData(b)), scale: loraFactor(adapter, adapter.scale), rank, outputs: b.shape[1]! };
+      const [paddedA, paddedB] = padLoraRank(a, file.tensorData(a), b, file.tensorData(b));
+      const rank = paddedA.info.shape[1]!;
+      const term = {
+        adapter: index,
+        a: backend.uploadWeight(paddedA.info, paddedA.data),
+        b: backend.uploadWeight(paddedB.info, paddedB.data),
+        scale: loraFactor(adapter, adapter.scale),
+        rank,
+        outputs: b.shape[1]!,
+      };
       maxRank = Math.max(maxRank, rank);
       const list = terms.get(weight) ?? [];
       list.push(term);
@@ -144,4 +154,41 @@ export function loadLoraAdapters(adapters: readonly LoraAdapterOptions[], model:
     }
   });
   return { terms, maxRank, adapters: plans.map((plan) => plan.adapter) };
+}
+
+/**
+ * The ranks are uploaded as multiples of this: a backend's vector kernels take rows in groups of 8
+ * values (the CUDA backend's f16 / bf16 / f32 kernels refuse other row lengths), and an adapter of
+ * rank 4 made B's rows 4 values long. The padding is zeros: A's extra rows give inner values of 0
+ * and B's extra columns multiply them, so the term's sums are unchanged.
+ */
+export const LORA_RANK_MULTIPLE = 8;
+
+const ELEMENT_BYTES: Partial<Record<GGMLType, number>> = { [GGMLType.F32]: 4, [GGMLType.F16]: 2, [GGMLType.BF16]: 2 };
+
+interface PaddedTensor {
+  readonly info: GGUFTensorInfo;
+  readonly data: Uint8Array;
+}
+
+/**
+ * lora_a [in, rank] and lora_b [rank, out] (ggml order) with the rank rounded up to a multiple of
+ * LORA_RANK_MULTIPLE: A gains rows of zeros, each row of B zeros at its end. As they are when the
+ * rank is one already.
+ */
+export function padLoraRank(a: GGUFTensorInfo, aData: Uint8Array, b: GGUFTensorInfo, bData: Uint8Array): [PaddedTensor, PaddedTensor] {
+  const [inputs, rank] = a.shape as [number, number];
+  const outputs = b.shape[1]!;
+  const padded = Math.ceil(rank / LORA_RANK_MULTIPLE) * LORA_RANK_MULTIPLE;
+  if (padded === rank) return [{ info: a, data: aData }, { info: b, data: bData }];
+  const aBytes = ELEMENT_BYTES[a.type]!;
+  const bBytes = ELEMENT_BYTES[b.type]!;
+  const newA = new Uint8Array(padded * inputs * aBytes);
+  newA.set(aData.subarray(0, rank * inputs * aBytes));
+  const newB = new Uint8Array(outputs * padded * bBytes);
+  for (let o = 0; o < outputs; o++) newB.set(bData.subarray(o * rank * bBytes, (o + 1) * rank * bBytes), o * padded * bBytes);
+  return [
+    { info: { ...a, shape: [inputs, padded], elementCount: inputs * padded, byteSize: newA.byteLength }, data: newA },
+    { info: { ...b, shape: [padded, outputs], elementCount: padded * outputs, byteSize: newB.byteLength }, data: newB },
+  ];
 }
