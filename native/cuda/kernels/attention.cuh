@@ -174,24 +174,51 @@ __device__ __forceinline__ void round_head(float * out, int64_t pair, int head_d
 }
 
 /* out[pair] from the splits' partial states (read through L2: written by other blocks of the same
- * launch), then its rounding where codes is not null. `out` is not __restrict__: read back. */
+ * launch), then its rounding where codes is not null. `out` is not __restrict__: read back.
+ * The loads are issued together: lane s of warp 0 reads split s's max and sum (the max over the
+ * splits by shuffles; fmaxf is exact in any order), and each thread all the splits' values of its
+ * dims before it adds them. The sums are the sequential ones, split 0 first, with the same terms
+ * (a split that saw no key, max −∞, adds nothing), so the result does not depend on the loads'
+ * order. Before, each of the three passes over the splits waited for its loads one after another:
+ * about 7 µs of a 14 µs decode step on the H200. */
 __device__ __forceinline__ void combine_head(float * out, const float * partials, int64_t pair, int head_dim, int splits, int8_t * __restrict__ codes,
                                              float * __restrict__ scales) {
+    constexpr int MAX = MEMRA_CUDA_ATTENTION_MAX_SPLITS;
+    static_assert(MAX <= 32, "one lane per split");
+    __shared__ float factor[MAX];
+    __shared__ int seen[MAX];
+    __shared__ float shared_inverse;
     const float * p = partials + pair * splits * (int64_t)(head_dim + 2);
     const int64_t size = head_dim + 2;
-    float m = -INFINITY;
-    for (int s = 0; s < splits; s++) m = fmaxf(m, __ldcg(p + s * size));
-    float l = 0.0f;
-    for (int s = 0; s < splits; s++) {
-        const float ms = __ldcg(p + s * size);
-        l += ms == -INFINITY ? 0.0f : expf(ms - m) * __ldcg(p + s * size + 1);
+    if (threadIdx.x < 32) {
+        const int s = threadIdx.x;
+        const float ms = s < splits ? __ldcg(p + s * size) : -INFINITY;
+        const float ls = s < splits ? __ldcg(p + s * size + 1) : 0.0f;
+        float m = ms;
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+        const float f = ms == -INFINITY ? 0.0f : expf(ms - m);
+        /* split s's term of the sum, as the sequential pass adds it */
+        const float term = ms == -INFINITY ? 0.0f : f * ls;
+        if (s < MAX) {
+            factor[s] = f;
+            seen[s] = ms != -INFINITY;
+        }
+        /* l: the terms added in split order (lane 0 gathers them) */
+        float l = 0.0f;
+        for (int t = 0; t < splits; t++) l += __shfl_sync(0xffffffffu, term, t);
+        if (s == 0) shared_inverse = 1.0f / l;
     }
-    const float inverse = 1.0f / l;
+    __syncthreads();
+    const float inverse = shared_inverse;
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+        float values[MAX];
+#pragma unroll
+        for (int s = 0; s < MAX; s++) values[s] = s < splits ? __ldcg(p + s * size + 2 + d) : 0.0f;
         float sum = 0.0f;
-        for (int s = 0; s < splits; s++) {
-            const float ms = __ldcg(p + s * size);
-            if (ms != -INFINITY) sum += expf(ms - m) * __ldcg(p + s * size + 2 + d);
+#pragma unroll
+        for (int s = 0; s < MAX; s++) {
+            if (s < splits && seen[s]) sum += factor[s] * values[s];
         }
         out[pair * head_dim + d] = sum * inverse;
     }
@@ -314,18 +341,21 @@ __global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
     /* Groups of KEYS consecutive positions, dealt round robin to the warps of every split. */
     const int64_t stride = (int64_t)splits * WARPS * KEYS;
     for (int64_t first = ((int64_t)split * WARPS + warp) * KEYS; first < cached; first += stride) {
-        float dot[KEYS];
-        const uint8_t * v[KEYS];
+        /* the group's keys and values loaded together: the values are in flight with the keys,
+         * not loaded one key at a time after each key's softmax step (their addresses are known) */
+        float dot[KEYS], vv[KEYS][CHUNKS];
 #pragma unroll
         for (int j = 0; j < KEYS; j++) {
             const int64_t p = first + j < cached ? first + j : first; /* past the end: a repeat, unused */
             const int64_t slot = (int64_t)table[p / block_tokens] * block_tokens + p % block_tokens;
             const uint8_t * k = keys + slot * row_bytes;
-            v[j] = values + slot * row_bytes;
+            const uint8_t * v = values + slot * row_bytes;
             dot[j] = 0.0f;
 #pragma unroll
             for (int c = 0; c < CHUNKS; c++) {
-                if (c * 32 + lane < head_dim) dot[j] += qv[c] * kv_value<KV>(k, kv_offset + c * 32 + lane);
+                const bool inside = c * 32 + lane < head_dim;
+                vv[j][c] = inside ? kv_value<KV>(v, kv_offset + c * 32 + lane) : 0.0f;
+                if (inside) dot[j] += qv[c] * kv_value<KV>(k, kv_offset + c * 32 + lane);
             }
         }
 #pragma unroll
@@ -343,7 +373,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
             state.l = state.l * correction + weight;
 #pragma unroll
             for (int c = 0; c < CHUNKS; c++) {
-                if (c * 32 + lane < head_dim) state.acc[c] = state.acc[c] * correction + weight * kv_value<KV>(v[j], kv_offset + c * 32 + lane);
+                if (c * 32 + lane < head_dim) state.acc[c] = state.acc[c] * correction + weight * vv[j][c];
             }
             state.m = next_max;
         }
