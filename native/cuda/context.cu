@@ -346,6 +346,8 @@ static int create_into(memra_cuda * cuda, int device) {
     cuda->activation_rounding = !(rounding && strcmp(rounding, "0") == 0);
     const char * mmv_steps = getenv("MEMRA_CUDA_MMV_STEPS");
     cuda->mmv_steps = mmv_steps && strcmp(mmv_steps, "2") == 0 ? 2 : 4;
+    const char * mmv_wide = getenv("MEMRA_CUDA_MMV_WIDE");
+    cuda->mmv_wide = !(mmv_wide && strcmp(mmv_wide, "0") == 0);
     const char * mmv_split = getenv("MEMRA_CUDA_MMV_SPLIT");
     cuda->mmv_split = !mmv_split ? 0 : strcmp(mmv_split, "1") == 0 ? 1 : strcmp(mmv_split, "2") == 0 ? 2 : strcmp(mmv_split, "4") == 0 ? 4 : 0;
     const char * graph_input_copy = getenv("MEMRA_CUDA_GRAPH_INPUT_COPY");

@@ -50,6 +50,7 @@ struct memra_cuda {
     int activation_rounding; /* activations rounded as ggml's CPU matmul (MEMRA_CUDA_ACTIVATION_ROUNDING=0: off) */
     int flash_attention;     /* tensor-core prefill attention over f16 KV (MEMRA_CUDA_FLASH_ATTENTION=0: off) */
     int mmv_steps;           /* steps of 8 blocks in flight per warp in q8_0 decode: 4, or MEMRA_CUDA_MMV_STEPS=2 */
+    int mmv_wide;            /* q8_0_x8 decode with one warp a feature reads 16 bytes of codes a lane: 1, or MEMRA_CUDA_MMV_WIDE=0 (8 bytes) */
     int mmv_split;           /* warps per output feature in decode matrix-vector kernels: 0 (memra_cuda_plan_mmv_split's rule), or MEMRA_CUDA_MMV_SPLIT=1, 2 or 4 */
     int graph_input_copy;    /* a graph's inputs copied in one copy before each replay: 1, or MEMRA_CUDA_GRAPH_INPUT_COPY=0 (a copy node each) */
     int early_weights;       /* decode matrix-vector kernels load their first weights before waiting for the kernel before them: 1, or MEMRA_CUDA_EARLY_WEIGHTS=0 */

@@ -29,12 +29,12 @@ static void launch_matrix_vector(dim3 grid, int threads, cudaStream_t stream, co
     else launch_matrix_vector_split<TYPE, false>(grid, threads, stream, segments, x, row_bytes, rows, n_in, early, 0);
 }
 
-template <bool X8, int STEPS, bool SPLIT, int EPILOGUE = MMV_PLAIN>
+template <bool X8, int STEPS, bool SPLIT, int EPILOGUE = MMV_PLAIN, bool WIDE = false>
 static void launch_matrix_vector_q8_0_split(dim3 grid, int threads, cudaStream_t stream, const matrix_segments & segments, const int8_t * codes,
                                             const float * scales, int64_t row_bytes, int rows, int64_t n_in, int early, int shift,
                                             const swiglu_epilogue & epilogue = swiglu_epilogue{}, const norm_tail & tail = norm_tail{}) {
 #define MEMRA_Q8_0_MMV(ROWS)                                                                                                                                \
-    MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<ROWS, STEPS, SPLIT, EPILOGUE, X8>)(segments, codes, scales, row_bytes, rows, n_in, early, \
+    MEMRA_LAUNCH(grid, threads, 0, stream, matrix_vector_q8_0_kernel<ROWS, STEPS, SPLIT, EPILOGUE, X8, WIDE>)(segments, codes, scales, row_bytes, rows, n_in, early, \
                                                                                                    shift, epilogue, tail)
     if constexpr (EPILOGUE == MMV_NORM_TAIL) {
         /* memra_cuda_matmul_norm_tail_applies: 1 or 2 rows (the tail's one block norms every row) */
@@ -61,6 +61,22 @@ template <bool X8>
 static void launch_matrix_vector_q8_0(const memra_cuda * cuda, dim3 grid, int threads, const matrix_segments & segments, const int8_t * codes,
                                       const float * scales, int64_t row_bytes, int rows, int64_t n_in, int shift, const swiglu_epilogue * epilogue,
                                       const norm_tail * tail) {
+    if constexpr (X8) {
+        /* one warp a feature on the q8_0_x8 layout: 16-byte loads (MEMRA_CUDA_MMV_WIDE=0: 8-byte) */
+        if (cuda->mmv_wide && shift == 0) {
+            if (epilogue) {
+                launch_matrix_vector_q8_0_split<true, 4, false, MMV_SWIGLU, true>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in,
+                                                                              cuda->early_weights, 0, *epilogue);
+            } else if (tail) {
+                launch_matrix_vector_q8_0_split<true, 4, false, MMV_NORM_TAIL, true>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in,
+                                                                                 cuda->early_weights, 0, swiglu_epilogue{}, *tail);
+            } else {
+                launch_matrix_vector_q8_0_split<true, 4, false, MMV_PLAIN, true>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in,
+                                                                             cuda->early_weights, 0);
+            }
+            return;
+        }
+    }
     if (epilogue) { /* memra_cuda_norm_swiglu_matmul checked: 4 steps, one warp a feature */
         launch_matrix_vector_q8_0_split<X8, 4, false, MMV_SWIGLU>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in, cuda->early_weights, 0,
                                                               *epilogue);

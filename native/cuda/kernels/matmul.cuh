@@ -23,8 +23,8 @@
  *
  * gemm_int8_kernel<TYPE>: prefill of q8_0, q4_0 and q5_0 weights on int8 tensor cores
  * (mma.sync m16n8k32 s8, one 32-value block per k-step, the block scales applied in registers),
- * 128 × 128 tiles of 8 warps, two shared-memory stages. Checked on the CPU emulator and compiled for
- * sm_80/89/90; not yet run or timed on a GPU (see its comment below).
+ * 128 × 128 tiles of 8 warps, two shared-memory stages. Checked on the CPU emulator and on an H200
+ * (cuda-int8-gemm.test.ts and the golden suite; 110-140 TFLOP/s there at 512 rows of an 8B shape).
  */
 #pragma once
 
@@ -272,6 +272,25 @@ struct q8_0_step {
     }
 };
 
+/* WIDE (matrix_vector_q8_0_kernel on the q8_0_x8 layout, one warp a feature): a step is 16
+ * blocks, two 272-byte groups; lane l takes half l & 1 (16 codes, one 16-byte load) of block
+ * first + l / 2, so a warp's load instruction covers 512 bytes of codes and STEPS steps keep twice
+ * the bytes in flight of the 8-byte loads. */
+template <int STEPS>
+struct q8_0_wide_step {
+    float d[STEPS];
+    int4 q[STEPS];
+    __device__ __forceinline__ void load(const uint8_t * w, int64_t first, int64_t blocks, int lane) {
+#pragma unroll
+        for (int k = 0; k < STEPS; k++) {
+            const int64_t b = first + 16 * k + (lane >> 1);
+            const int64_t at = b < blocks ? b : 0;
+            d[k] = __half2float(__ushort_as_half(__ldg(reinterpret_cast<const unsigned short *>(q8_0_x8::scale(w, at)))));
+            q[k] = __ldg(reinterpret_cast<const int4 *>(q8_0_x8::payload(w, at) + (lane & 1) * 16));
+        }
+    }
+};
+
 /* matrix_vector_q8_0_kernel<ROWS, STEPS>: decode with q8_0 weights on the activations' q8_0 codes
  * (round_activations_kernel with CODES): per 32-value block, 8 __dp4a of the weight's and the
  * activation's int8 codes, then sum · (d_w · d_x) as ggml's vec_dot_q8_0_q8_0 does. The 4 lanes of
@@ -388,7 +407,7 @@ __device__ __forceinline__ void norm_tail_rows(const norm_tail & tail, const flo
     for (int64_t b = warp; b < blocks; b += MEMRA_CUDA_MMV_WARPS) round_q8_0_codes(b, lane, tail.normed[b * 32 + lane], tail.codes, tail.scales);
 }
 
-template <int ROWS, int STEPS, bool SPLIT, int EPILOGUE = MMV_PLAIN, bool X8 = false>
+template <int ROWS, int STEPS, bool SPLIT, int EPILOGUE = MMV_PLAIN, bool X8 = false, bool WIDE = false>
 __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_kernel(matrix_segments segments, const int8_t * __restrict__ codes,
                                                                                        const float * __restrict__ scales, int64_t row_bytes, int rows,
                                                                                        int64_t n_in, int early_weights, int shift, swiglu_epilogue epilogue,
@@ -408,15 +427,60 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_
      * per warp). The trip count is the warp's: every lane takes part in the quad's shuffles. With a
      * split, warp `part` of the feature's 1 << split_shift takes iterations part, part + split, ... */
     static_assert(STEPS == 2 || STEPS == 4, "2 or 4 steps in flight");
+    static_assert(!WIDE || (X8 && !SPLIT), "the wide loads read the q8_0_x8 layout, one warp a feature");
     const int split = SPLIT ? 1 << split_shift : 1, part = warp & (split - 1);
     const int64_t start = (int64_t)part * 8 * STEPS, stride = (int64_t)split * 8 * STEPS;
+    float sum[ROWS];
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) sum[r] = 0.0f;
+    if constexpr (WIDE) {
+        /* Each block's product and the order of the sums as the 8-byte loop's: block b's integer
+         * dot (its two halves added by a shuffle) times d_w · d_x, added to the sum of the blocks
+         * ≡ b (mod 8) in increasing b. That sum lives in lane 2 · (b mod 8) here: the lanes 16-31
+         * of a step hold the blocks 8 later than lanes 0-15, whose values they pass down (xor 16)
+         * to be added after them. Before the lanes' totals are added, lane 4q takes lane 2q's sum,
+         * where the 8-byte loop keeps it: the same sums bit for bit (cuda-repack.test.ts compares
+         * the layouts' outputs). */
+        q8_0_wide_step<STEPS> wide;
+        wide.load(w, 0, blocks, lane);
+        if (early_weights) memra_grid_dependencies();
+        if (!active && EPILOGUE == MMV_PLAIN) return;
+        const int half = lane & 1;
+        for (int64_t first = active ? 0 : blocks; first < blocks; first += 16 * STEPS) {
+            if (first > 0) wide.load(w, first, blocks, lane);
+#pragma unroll
+            for (int k = 0; k < STEPS; k++) {
+                if (first + 16 * k >= blocks) break;
+#pragma unroll
+                for (int r = 0; r < ROWS; r++) {
+                    if (r < rows) {
+                        const int64_t b = first + 16 * k + (lane >> 1);
+                        const bool present = b < blocks;
+                        const int4 a = __ldg(reinterpret_cast<const int4 *>(codes + r * n_in + (present ? b : 0) * 32 + half * 16));
+                        int dot = present ? __dp4a(wide.q[k].w, a.w, __dp4a(wide.q[k].z, a.z, __dp4a(wide.q[k].y, a.y, __dp4a(wide.q[k].x, a.x, 0)))) : 0;
+                        dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+                        const float ds = __fmul_rn(wide.d[k], __ldg(scales + r * blocks + (present ? b : 0)));
+                        /* block b + 8 of the lane 16 higher */
+                        const int later_dot = __shfl_xor_sync(0xffffffffu, dot, 16);
+                        const float later_ds = __shfl_xor_sync(0xffffffffu, ds, 16);
+                        if (lane < 16 && half == 0) {
+                            if (present) sum[r] += (float)dot * ds;
+                            if (b + 8 < blocks) sum[r] += (float)later_dot * later_ds;
+                        }
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < ROWS; r++) {
+            const float moved = __shfl_sync(0xffffffffu, sum[r], (lane >> 2) * 2);
+            sum[r] = quarter == 0 ? moved : 0.0f;
+        }
+    } else {
     q8_0_step<STEPS, X8> step;
     step.load(w, start < blocks ? start : 0, blocks, lane, quarter); /* an inactive warp loads row 0's (and uses nothing) */
     if (early_weights) memra_grid_dependencies();
     if (!active && !SPLIT && EPILOGUE == MMV_PLAIN) return; /* a split or epilogue block's warps all reach its barrier below */
-    float sum[ROWS];
-#pragma unroll
-    for (int r = 0; r < ROWS; r++) sum[r] = 0.0f;
     for (int64_t first = active ? start : blocks; first < blocks; first += stride) {
         if (first > start) step.load(w, first, blocks, lane, quarter);
 #pragma unroll
@@ -438,6 +502,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_
                 }
             }
         }
+    }
     }
     if (!SPLIT) {
         if (active) reduce_rows_and_store<ROWS>(sum, lane, rows, out, n_out, o); /* (active is the warp's) */
