@@ -5,6 +5,8 @@
 # untracked-not-ignored files plus the ignored paths named in `carry`, 64 MiB in all. So, here:
 #
 #   bash bench/device/bundle.sh pack      # writes .device/ (ignored): ~40 MB
+#   bash bench/device/bundle.sh pack --cuda   # and this machine's native/build/libmemra_cuda.so
+#                                             # (built for sm_90): ~7 MB more
 #
 # and on the GPU machine, run.sh itself sources `bench/device/bundle.sh unpack` first:
 #
@@ -57,10 +59,17 @@ pack() {
     --exclude='*/.bin' "${store[@]}" "${links[@]}" -C "$shim" node_modules/vitest
   rm -rf "$shim"
   mv .device/node_modules.tar.xz.tmp .device/node_modules.tar.xz
+  # --cuda: native/build/libmemra_cuda.so as built here (MEMRA_CUDA_ARCHS=90 bun native/build.ts
+  # cuda), which run.sh uses where it loads and sees the GPU, instead of nvcc's minute there
+  rm -f .device/libmemra_cuda.so.xz
+  if [ "${1:-}" = --cuda ]; then
+    [ -f native/build/libmemra_cuda.so ] || { echo "bundle.sh pack --cuda: build native/build/libmemra_cuda.so first" >&2; return 1; }
+    xz -9 -T0 -c native/build/libmemra_cuda.so >.device/libmemra_cuda.so.xz.tmp && mv .device/libmemra_cuda.so.xz.tmp .device/libmemra_cuda.so.xz
+  fi
   # what the run tool would send: tracked and untracked-not-ignored files, plus .device
   local tree device total
   tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')
-  device=$(du -cb .device/bun.xz .device/node_modules.tar.xz .device/bun.version | tail -1 | cut -f1)
+  device=$(du -cb .device/* | tail -1 | cut -f1)
   total=$((tree + device))
   echo "bundle.sh: .device is $((device / 1048576)) MiB; with the working tree $((total / 1048576)) MiB of the run tool's 64 MiB"
   if [ "$total" -gt $((64 * 1048576)) ]; then echo "bundle.sh: over the run tool's 64 MiB" >&2; return 1; fi
@@ -89,7 +98,7 @@ unpack() {
 }
 
 case "${1:-}" in
-  pack) pack ;;
+  pack) pack "${2:-}" ;;
   unpack) unpack ;;
   *) echo "usage: bash bench/device/bundle.sh pack|unpack (run.sh sources it with unpack)" >&2; exit 2 ;;
 esac

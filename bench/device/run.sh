@@ -16,7 +16,8 @@
 # steps whose names match it (a rerun of some steps on a machine still warm: its build is kept).
 #   bash bench/device/run.sh
 # The GPU machine has no Bun: first, here, `bash bench/device/bundle.sh pack` (writes .device/, about
-# 40 MB: Bun and the runtime node_modules), then run(command: "OUT=$OUT bash bench/device/run.sh",
+# 40 MB: Bun and the runtime node_modules; with --cuda also native/build/libmemra_cuda.so as built
+# here for sm_90, which saves the nvcc minute there), then run(command: "OUT=$OUT bash bench/device/run.sh",
 # carry: [".device"], timeout_s: 540); this script unpacks them there (bundle.sh).
 # MEMRA_DEVICE_DRY_RUN=1 runs the same steps without a GPU, on the CPU emulator of native/cuda and
 # with tiny benchmark sizes (figures meaningless): a check of this script before a GPU session.
@@ -98,7 +99,9 @@ if [ -e node_modules/vitest/vitest.mjs ]; then
   TEST_RUN=(bun --bun vitest run)
   TESTS=packages/cuda-ffi/src
 else
-  TEST_RUN=(bun test --timeout 600000)
+  # a test's own limit: minutes on the emulator (dry run), 2 on a GPU (a hung kernel fails its
+  # test instead of taking the step's whole limit)
+  TEST_RUN=(bun test --timeout "$([ "${MEMRA_DEVICE_DRY_RUN:-0}" = 1 ] && echo 600000 || echo 120000)")
   TESTS=./packages/cuda-ffi/src # a path, not a name filter
 fi
 
@@ -119,9 +122,21 @@ if [ "${MEMRA_DEVICE_DRY_RUN:-0}" = 1 ]; then
 fi
 # what the machine is: the GPU and its driver, the compilers, the runtime (in logs.tar.gz)
 step environment 30 bash -c 'nvidia-smi; nvcc --version; bun --version; python3 --version; uname -a; nproc; free -g; df -h .' 
-# sm_90 (the H200) and its PTX only: a third of the nvcc work of the release build's three cubins
-step build 240 env MEMRA_CUDA_ARCHS=90 bun native/build.ts all
-step native-tests 60 bash native/cuda/tests/run.sh
+# sm_90 (the H200) and its PTX only: a third of the nvcc work of the release build's three cubins.
+# A library built here for sm_90 (bundle.sh pack --cuda: .device/libmemra_cuda.so.xz) saves the
+# GPU machine the nvcc minute: where it loads and finds the GPU there, only the CPU library is
+# built; else the CUDA library is built there as usual.
+if [ -f .device/libmemra_cuda.so.xz ] && [ "${MEMRA_DEVICE_DRY_RUN:-0}" != 1 ]; then
+  step build 120 bash -c 'bun native/build.ts cpu && mkdir -p native/build && { xz -dc .device/libmemra_cuda.so.xz 2>/dev/null || python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)" .device/libmemra_cuda.so.xz; } >native/build/libmemra_cuda.prebuilt.so && MEMRA_CUDA_LIBRARY=$PWD/native/build/libmemra_cuda.prebuilt.so bun -e "const c = await import(\"./packages/cuda-ffi/src/index.ts\"); const why = c.cudaUnavailableReason(); if (why) { console.error(why); process.exit(1); } console.log(\"prebuilt libmemra_cuda.so loads and sees the GPU\")"'
+  if [ "$LAST_STATUS" = 0 ]; then
+    export MEMRA_CUDA_LIBRARY="$PWD/native/build/libmemra_cuda.prebuilt.so"
+  else
+    step build-cuda 240 env MEMRA_CUDA_ARCHS=90 bun native/build.ts cuda
+  fi
+else
+  step build 240 env MEMRA_CUDA_ARCHS=90 bun native/build.ts all
+fi
+step native-tests 45 bash native/cuda/tests/run.sh
 # Weights repacked on upload (in place, then read with 8- and 16-byte loads) have never run on a
 # GPU: where the layouts' comparisons fail, with programmatic dependent launch and without, every
 # later step keeps the file's layout (summary.json "repack"). The file's other tests (errors, the
@@ -178,10 +193,18 @@ fi
 OPS=()
 if [ "${MEMRA_DEVICE_DRY_RUN:-0}" = 1 ]; then OPS=(--quick); fi
 step ops 120 bash -o pipefail -c "bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$WORK/bench-ops.json.tmp' && mv '$WORK/bench-ops.json.tmp' '$WORK/bench-ops.json'"
-step ops-previous-kernels 120 bash -o pipefail -c "MEMRA_CUDA_REPACK=0 MEMRA_CUDA_INT8_GEMM=0 MEMRA_CUDA_MMV_STEPS=2 MEMRA_CUDA_CODES_DP4A=0 MEMRA_CUDA_EARLY_WEIGHTS=0 MEMRA_CUDA_MMV_SPLIT=1 bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$WORK/bench-ops-previous-kernels.json.tmp' && mv '$WORK/bench-ops-previous-kernels.json.tmp' '$WORK/bench-ops-previous-kernels.json'"
+step ops-previous-kernels 120 bash -o pipefail -c "MEMRA_CUDA_REPACK=0 MEMRA_CUDA_MMV_WIDE=0 MEMRA_CUDA_INT8_GEMM=0 MEMRA_CUDA_MMV_STEPS=2 MEMRA_CUDA_CODES_DP4A=0 MEMRA_CUDA_EARLY_WEIGHTS=0 MEMRA_CUDA_MMV_SPLIT=1 bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$WORK/bench-ops-previous-kernels.json.tmp' && mv '$WORK/bench-ops-previous-kernels.json.tmp' '$WORK/bench-ops-previous-kernels.json'"
 
 # The variants below decode after 16 prompt tokens: the default settings the same way, to compare with.
 bench qwen3-0.6b-q8_0-short --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
+# The 8B shape the same way, and first the variant whose effect no GPU run has measured yet (the
+# second run of 2026-12-04 ran out of its budget before it).
+EIGHT_B=(--preset qwen3-0.6b --type q8_0 --layers 8 --full-layers 36 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 16 --decode 128)
+bench qwen3-8b-shape-q8_0-short "${EIGHT_B[@]}"
+# q8_0_x8 decode with 8-byte loads of codes a lane (by default 16: a warp's load covers two
+# groups): what the wide loads save, at both shapes.
+BENCH_ENV=MEMRA_CUDA_MMV_WIDE=0 bench qwen3-0.6b-q8_0-no-wide --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
+BENCH_ENV=MEMRA_CUDA_MMV_WIDE=0 bench qwen3-8b-shape-q8_0-no-wide "${EIGHT_B[@]}"
 # The same decode with every op launched (no CUDA graphs): what the graphs save at batch 1; and 4
 # more steps with every launch timed (`profile`: µs per step of each kernel, the gaps between
 # kernels included), here and for the 8B shape: where a decode step's time goes.
@@ -213,8 +236,6 @@ BENCH_ENV=MEMRA_CUDA_GRAPH_INPUT_COPY=0 bench qwen3-0.6b-q8_0-input-nodes --pres
 # saves, at the 0.6B shape and at the 8B shape (bound by the weights' bandwidth; against its own
 # 16-token-prompt baseline).
 BENCH_ENV=MEMRA_CUDA_REPACK=0 bench qwen3-0.6b-q8_0-no-repack --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
-EIGHT_B=(--preset qwen3-0.6b --type q8_0 --layers 8 --full-layers 36 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 16 --decode 128)
-bench qwen3-8b-shape-q8_0-short "${EIGHT_B[@]}"
 BENCH_ENV=MEMRA_CUDA_REPACK=0 bench qwen3-8b-shape-q8_0-no-repack "${EIGHT_B[@]}"
 # Sampled decode (llama.cpp's default chain, seeded) at batch 1 and 64: from the 40 best
 # candidates picked on the GPU (Backend.topKRows), and from every step's whole logits read back

@@ -57,7 +57,7 @@ describe("bench/device/run.sh's output folder", () => {
     expect(targets.targets.length).toBeGreaterThan(0);
     // the reply carries the output's end: the targets report is last
     expect(result.stdout).toMatch(/issue 8 targets:[\s\S]*tg128 with a feature off/);
-    expect(result.stdout.trimEnd().split("\n").at(-1)).toMatch(/8B no-repack/);
+    expect(result.stdout.trimEnd().split("\n").at(-1)).toMatch(/8B no-wide/);
   });
 
   it("names the steps a spent budget skipped, and still writes its files", () => {

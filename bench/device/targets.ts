@@ -50,10 +50,10 @@ const VARIANTS = [
     shape: "0.6B",
     prefix: "qwen3-0.6b-q8_0",
     field: "tg128",
-    variants: ["no-graphs", "no-pdl", "late-weights", "no-split", "qk-apart", "swiglu-apart", "norms-apart", "input-nodes", "no-repack"],
+    variants: ["no-graphs", "no-pdl", "late-weights", "no-split", "qk-apart", "swiglu-apart", "norms-apart", "input-nodes", "no-repack", "no-wide"],
   },
   // where decode is bound by the weights' bandwidth, not by launches
-  { shape: "8B", prefix: "qwen3-8b-shape-q8_0", field: "tg128Scaled", variants: ["no-repack"] },
+  { shape: "8B", prefix: "qwen3-8b-shape-q8_0", field: "tg128Scaled", variants: ["no-repack", "no-wide"] },
 ] as const;
 
 const number = (bench: Bench | undefined, field: string): number | null => {
