@@ -88,6 +88,27 @@ describe("synthetic model generator", () => {
     expect(vocabulary.eosTokenId).toBe(151645);
   });
 
+  it("distinctLayers: later layers repeat the first ones' bytes under their own names; the first ones are the usual model's", () => {
+    const tensorsOf = (overrides: Parameters<typeof resolveOptions>[1]) => {
+      const file = readGGUF(writeGGUF(buildSyntheticModel(resolveOptions("tiny", { weightType: "q8_0", ...overrides }))));
+      return new Map(file.tensors.map((t) => [t.name, Bun.hash(file.tensorData(t))]));
+    };
+    const deep = tensorsOf({ layers: 5, distinctLayers: 2 });
+    const usual = tensorsOf({ layers: 5 });
+    expect(deep.size).toBe(usual.size);
+    for (const suffix of ["attn_q.weight", "attn_norm.weight", "ffn_down.weight"]) {
+      const at = (layer: number) => deep.get(`blk.${layer}.${suffix}`);
+      expect([at(2), at(4)]).toEqual([at(0), at(0)]);
+      expect(at(3)).toBe(at(1));
+      expect(at(1)).not.toBe(at(0));
+      expect([at(0), at(1)]).toEqual([usual.get(`blk.0.${suffix}`), usual.get(`blk.1.${suffix}`)]);
+      expect(at(2)).not.toBe(usual.get(`blk.2.${suffix}`));
+    }
+    // as many distinct layers as layers, or more: the usual model
+    expect(tensorsOf({ layers: 2, distinctLayers: 2 })).toEqual(tensorsOf({ layers: 2 }));
+    expect(() => buildSyntheticModel(resolveOptions("tiny", { distinctLayers: 0 }))).toThrow(/distinctLayers must be a positive integer, got 0/);
+  });
+
   it("rejects impossible shapes with a message naming the option", () => {
     expect(() => buildSyntheticModel(resolveOptions("tiny", { heads: 3 }))).toThrow(/heads \(3\) must be a multiple of kvHeads/);
     expect(() => buildSyntheticModel(resolveOptions("tiny", { layers: 0 }))).toThrow(/layers must be a positive integer/);

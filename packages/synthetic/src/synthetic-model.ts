@@ -94,6 +94,13 @@ export interface SyntheticModelOptions {
    * each other on an emulator; llama.cpp's goldens are recorded on the whole vocabulary.
    */
   readonly vocabulary?: number;
+  /**
+   * For timing deep models: layers from this one on repeat the weights of layer `layer mod
+   * distinctLayers` (the same bytes under their own names, each uploaded on its own), so that a
+   * 36-layer model is generated in the time of an 8-layer one. Their quantization types are those
+   * of the layer they repeat. Absent (or ≥ layers): every layer its own weights.
+   */
+  readonly distinctLayers?: number;
 }
 
 /** The rerank prompt llama.cpp's converter writes for Qwen3-Reranker (its default instruction). */
@@ -182,6 +189,9 @@ export function validateOptions(options: SyntheticModelOptions): void {
   if (options.headDim % 2 !== 0) throw new RangeError("headDim must be even (RoPE rotates pairs)");
   if (!WEIGHT_TYPES.includes(options.weightType)) throw new RangeError(`unknown weight type ${options.weightType}`);
   if (options.vocabulary !== undefined) checkVocabularySize(options.vocabulary);
+  if (options.distinctLayers !== undefined && (!Number.isInteger(options.distinctLayers) || options.distinctLayers <= 0)) {
+    throw new RangeError(`distinctLayers must be a positive integer, got ${options.distinctLayers}`);
+  }
   if (options.architecture === "qwen3moe") {
     if (!options.experts || !options.expertsUsed || !options.expertFfn) throw new RangeError("qwen3moe needs experts, expertsUsed and expertFfn");
     if (options.expertsUsed > options.experts) throw new RangeError("expertsUsed must not exceed experts");
@@ -247,39 +257,52 @@ export function buildSyntheticModel(
   const kvDim = options.kvHeads * options.headDim;
   const logitScale = 3 / Math.sqrt(hidden);
 
-  const matrix = (name: string, role: string, layer: number, shape: number[], deviation: number) => {
+  // distinctLayers: a repeated layer's tensors are its source layer's bytes (`seed` names the source
+  // tensor), generated once and kept for the repeats
+  const repeats = options.distinctLayers !== undefined && options.distinctLayers < options.layers;
+  const generated = new Map<string, Uint8Array>();
+  const once = (seed: string, make: () => Uint8Array) => () => {
+    if (!repeats) return make();
+    let bytes = generated.get(seed);
+    if (!bytes) generated.set(seed, (bytes = make()));
+    return bytes;
+  };
+  const matrix = (name: string, role: string, layer: number, shape: number[], deviation: number, seed = name) => {
     const type = chooseType(options, role, layer, shape[0]!);
     const count = shape.reduce((a, b) => a * b, 1);
     tensors.push({
       name,
       type,
       shape,
-      data: () =>
+      data: once(seed, () =>
         RANDOM_BLOCK_WEIGHT_TYPES.has(ggmlTypeName(type) ?? "")
-          ? randomBlocks(type, count, hashString(`${options.seed}:${name}`), deviation)
-          : quantizeMatrix(type, new SeededRandom(`${options.seed}:${name}`).normals(count, 0, deviation)),
+          ? randomBlocks(type, count, hashString(`${options.seed}:${seed}`), deviation)
+          : quantizeMatrix(type, new SeededRandom(`${options.seed}:${seed}`).normals(count, 0, deviation)),
+      ),
     });
   };
-  const vector = (name: string, length: number, mean: number, deviation: number) => {
+  const vector = (name: string, length: number, mean: number, deviation: number, seed = name) => {
     tensors.push({
       name,
       type: GGMLType.F32,
       shape: [length],
-      data: () => new Uint8Array(new SeededRandom(`${options.seed}:${name}`).normals(length, mean, deviation).buffer),
+      data: once(seed, () => new Uint8Array(new SeededRandom(`${options.seed}:${seed}`).normals(length, mean, deviation).buffer)),
     });
   };
 
   matrix("token_embd.weight", "token_embd", 0, [hidden, vocab], logitScale);
   for (let layer = 0; layer < options.layers; layer++) {
     const blk = `blk.${layer}`;
-    vector(`${blk}.attn_norm.weight`, hidden, 1, 0.2);
-    matrix(`${blk}.attn_q.weight`, "attn_q", layer, [hidden, qDim], 1 / Math.sqrt(hidden));
-    matrix(`${blk}.attn_k.weight`, "attn_k", layer, [hidden, kvDim], 1 / Math.sqrt(hidden));
-    matrix(`${blk}.attn_v.weight`, "attn_v", layer, [hidden, kvDim], 1 / Math.sqrt(hidden));
-    vector(`${blk}.attn_q_norm.weight`, options.headDim, 1, 0.2);
-    vector(`${blk}.attn_k_norm.weight`, options.headDim, 1, 0.2);
-    matrix(`${blk}.attn_output.weight`, "attn_output", layer, [qDim, hidden], 1 / Math.sqrt(qDim));
-    vector(`${blk}.ffn_norm.weight`, hidden, 1, 0.2);
+    const source = repeats ? layer % options.distinctLayers! : layer;
+    const from = `blk.${source}`;
+    vector(`${blk}.attn_norm.weight`, hidden, 1, 0.2, `${from}.attn_norm.weight`);
+    matrix(`${blk}.attn_q.weight`, "attn_q", source, [hidden, qDim], 1 / Math.sqrt(hidden), `${from}.attn_q.weight`);
+    matrix(`${blk}.attn_k.weight`, "attn_k", source, [hidden, kvDim], 1 / Math.sqrt(hidden), `${from}.attn_k.weight`);
+    matrix(`${blk}.attn_v.weight`, "attn_v", source, [hidden, kvDim], 1 / Math.sqrt(hidden), `${from}.attn_v.weight`);
+    vector(`${blk}.attn_q_norm.weight`, options.headDim, 1, 0.2, `${from}.attn_q_norm.weight`);
+    vector(`${blk}.attn_k_norm.weight`, options.headDim, 1, 0.2, `${from}.attn_k_norm.weight`);
+    matrix(`${blk}.attn_output.weight`, "attn_output", source, [qDim, hidden], 1 / Math.sqrt(qDim), `${from}.attn_output.weight`);
+    vector(`${blk}.ffn_norm.weight`, hidden, 1, 0.2, `${from}.ffn_norm.weight`);
     if (moe) {
       const experts = options.experts!;
       const expertFfn = options.expertFfn!;
@@ -288,15 +311,15 @@ export function buildSyntheticModel(
         name: `${blk}.ffn_gate_inp.weight`,
         type: GGMLType.F32,
         shape: [hidden, experts],
-        data: () => new Uint8Array(new SeededRandom(`${options.seed}:${blk}.ffn_gate_inp.weight`).normals(hidden * experts, 0, 2 / Math.sqrt(hidden)).buffer),
+        data: once(`${from}.ffn_gate_inp.weight`, () => new Uint8Array(new SeededRandom(`${options.seed}:${from}.ffn_gate_inp.weight`).normals(hidden * experts, 0, 2 / Math.sqrt(hidden)).buffer)),
       });
-      matrix(`${blk}.ffn_gate_exps.weight`, "ffn_gate_exps", layer, [hidden, expertFfn, experts], 1 / Math.sqrt(hidden));
-      matrix(`${blk}.ffn_up_exps.weight`, "ffn_up_exps", layer, [hidden, expertFfn, experts], 1 / Math.sqrt(hidden));
-      matrix(`${blk}.ffn_down_exps.weight`, "ffn_down_exps", layer, [expertFfn, hidden, experts], 1 / Math.sqrt(expertFfn));
+      matrix(`${blk}.ffn_gate_exps.weight`, "ffn_gate_exps", source, [hidden, expertFfn, experts], 1 / Math.sqrt(hidden), `${from}.ffn_gate_exps.weight`);
+      matrix(`${blk}.ffn_up_exps.weight`, "ffn_up_exps", source, [hidden, expertFfn, experts], 1 / Math.sqrt(hidden), `${from}.ffn_up_exps.weight`);
+      matrix(`${blk}.ffn_down_exps.weight`, "ffn_down_exps", source, [expertFfn, hidden, experts], 1 / Math.sqrt(expertFfn), `${from}.ffn_down_exps.weight`);
     } else {
-      matrix(`${blk}.ffn_gate.weight`, "ffn_gate", layer, [hidden, options.ffn], 1 / Math.sqrt(hidden));
-      matrix(`${blk}.ffn_up.weight`, "ffn_up", layer, [hidden, options.ffn], 1 / Math.sqrt(hidden));
-      matrix(`${blk}.ffn_down.weight`, "ffn_down", layer, [options.ffn, hidden], 1 / Math.sqrt(options.ffn));
+      matrix(`${blk}.ffn_gate.weight`, "ffn_gate", source, [hidden, options.ffn], 1 / Math.sqrt(hidden), `${from}.ffn_gate.weight`);
+      matrix(`${blk}.ffn_up.weight`, "ffn_up", source, [hidden, options.ffn], 1 / Math.sqrt(hidden), `${from}.ffn_up.weight`);
+      matrix(`${blk}.ffn_down.weight`, "ffn_down", source, [options.ffn, hidden], 1 / Math.sqrt(options.ffn), `${from}.ffn_down.weight`);
     }
   }
   vector("output_norm.weight", hidden, 1, 0.2);
