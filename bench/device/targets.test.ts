@@ -14,6 +14,7 @@ describe("the device run's target report", () => {
     "qwen3-8b-shape-q8_0-no-repack": { tg128Scaled: 300 },
     "qwen3-8b-shape-q8_0": { tg128Scaled: 384.9, pp512Scaled: 12000, batchSpeedup: 30 },
     "torch-qwen3-0.6b": { tg128: 400, pp512: "n/a" },
+    ceilings: { copyGBps: 4321.4, readGBps: 4010, bf16Tflops: "n/a" },
     "qwen3-8b-shape-q8_0-profile": {
       profile: {
         steps: 4,
@@ -48,6 +49,9 @@ describe("the device run's target report", () => {
     expect(text).toContain("NOT  Qwen3-8B-shaped q8_0 tg128 ≥ 385 tokens/s: 384.9");
     expect(text).toContain("profile qwen3-8b-shape-q8_0-profile: 2500 µs a step");
     expect(text).toContain("  8B no-repack: 0.750");
+    expect(report.ceilings).toEqual({ copyGBps: 4321.4, readGBps: 4010, bf16Tflops: null });
+    expect(text).toContain("ceilings (PyTorch): copy 4321 GB/s, read 4010 GB/s, bf16 — TFLOP/s");
+    expect(formatTargets(deviceTargets({}))).toContain("ceilings (PyTorch): copy — GB/s, read — GB/s, bf16 — TFLOP/s");
   });
 
   it("reads bench-NAME.json files, leaving out one cut off mid-write", () => {

@@ -32,6 +32,8 @@ export interface TargetReport {
   readonly variants: { shape: string; variant: string; ratio: number | null }[];
   /** The largest kernels of each profiled decode step (share of the step). */
   readonly profiles: { bench: string; stepUs: number; top: { kernel: string; usPerStep: number; share: number; launchesPerStep: number }[] }[];
+  /** The card's ceilings through PyTorch (bench/device/ceilings.py), null where not measured. */
+  readonly ceilings: { copyGBps: number | null; readGBps: number | null; bf16Tflops: number | null };
 }
 
 const TARGETS: readonly Omit<Target, "measured" | "met">[] = [
@@ -86,7 +88,8 @@ export function deviceTargets(benches: Readonly<Record<string, Bench>>): TargetR
       const profile = bench.profile as { stepUs: number; kernels: { kernel: string; usPerStep: number; share: number; launchesPerStep: number }[] };
       return { bench: name, stepUs: profile.stepUs, top: profile.kernels.slice(0, 8) };
     });
-  return { targets, againstTorch, variants, profiles };
+  const ceilings = { copyGBps: number(benches.ceilings, "copyGBps"), readGBps: number(benches.ceilings, "readGBps"), bf16Tflops: number(benches.ceilings, "bf16Tflops") };
+  return { targets, againstTorch, variants, profiles, ceilings };
 }
 
 /** The report as lines of text. */
@@ -94,6 +97,8 @@ export function formatTargets(report: TargetReport): string {
   const figure = (value: number | null, digits = 1) => (value === null ? "—" : value.toFixed(digits));
   const lines = ["issue 8 targets:"];
   for (const t of report.targets) lines.push(`  ${t.met === null ? "    " : t.met ? "MET " : "NOT "} ${t.target}: ${figure(t.measured)} (${t.bench}.${t.field})`);
+  const c = report.ceilings;
+  lines.push(`ceilings (PyTorch): copy ${figure(c.copyGBps, 0)} GB/s, read ${figure(c.readGBps, 0)} GB/s, bf16 ${figure(c.bf16Tflops, 0)} TFLOP/s`);
   lines.push("against PyTorch (ours / theirs):");
   for (const r of report.againstTorch) lines.push(`  ${r.shape} ${r.field}: ${figure(r.ratio, 2)}×`);
   lines.push("tg128 with a feature off / default (< 1: the feature helps):");

@@ -26,7 +26,10 @@
  *
  * Shape overrides build e.g. a Qwen3-8B-shaped model (--hidden 4096 --heads 32 --kv-heads 8
  * --head-dim 128 --ffn 12288) with fewer layers, to keep the synthetic file small: then tokens/s
- * is reported as measured and as scaled to --full-layers (per-layer time × full layer count).
+ * is reported as measured and as scaled to --full-layers (time × full / measured layers, which
+ * charges the LM head as often as a layer: a low figure). --distinct-layers N instead builds all
+ * the layers and generates N of them (the others repeat their bytes, each uploaded on its own):
+ * a 36-layer model measured whole, for the generation time of N layers (and the file's size).
  */
 import { parseArgs } from "node:util";
 import { type KVCache, loadModel } from "@memra/core";
@@ -40,6 +43,7 @@ const { values } = parseArgs({
     type: { type: "string", default: "q8_0" },
     layers: { type: "string" },
     "full-layers": { type: "string" },
+    "distinct-layers": { type: "string" },
     hidden: { type: "string" },
     heads: { type: "string" },
     "kv-heads": { type: "string" },
@@ -65,6 +69,7 @@ for (const [flag, key] of [
   ["kv-heads", "kvHeads"],
   ["head-dim", "headDim"],
   ["ffn", "ffn"],
+  ["distinct-layers", "distinctLayers"],
 ] as const) {
   if (values[flag] !== undefined) overrides[key] = Number(values[flag]);
 }
@@ -176,8 +181,10 @@ if (profileSteps > 0) {
   let token = next(prompt, cache);
   const perKernel = new Map<string, { launches: number; microseconds: number }>();
   let total = 0;
+  let lastStep: { kernel: string; microseconds: number }[] = [];
   for (let step = 0; step < profileSteps; step++) {
-    for (const { kernel, microseconds } of backend.profileKernels(() => (token = next([token], cache)), { holdMicroseconds: 30_000 })) {
+    lastStep = backend.profileKernels(() => (token = next([token], cache)), { holdMicroseconds: 30_000 });
+    for (const { kernel, microseconds } of lastStep) {
       const entry = perKernel.get(kernel) ?? { launches: 0, microseconds: 0 };
       entry.launches++;
       entry.microseconds += microseconds;
@@ -192,6 +199,9 @@ if (profileSteps > 0) {
     kernels: [...perKernel.entries()]
       .sort((a, b) => b[1].microseconds - a[1].microseconds)
       .map(([kernel, { launches, microseconds }]) => ({ kernel, launchesPerStep: launches / profileSteps, usPerStep: microseconds / profileSteps, share: microseconds / total })),
+    // the last step's launches in order (µs each): which matmul of a layer, and the LM head (the
+    // last matrix-vector launch), take the time
+    lastStep: lastStep.map(({ kernel, microseconds }) => [kernel, Math.round(microseconds * 10) / 10]),
   };
 }
 const fullLayers = values["full-layers"] ? Number(values["full-layers"]) : options.layers;
@@ -204,6 +214,7 @@ const result = {
   preset: values.preset,
   type: values.type,
   layers: options.layers,
+  ...(options.distinctLayers !== undefined ? { distinctLayers: options.distinctLayers } : {}),
   fullLayers,
   device: backend.deviceInfo().name,
   programmaticLaunch: backend.deviceInfo().programmaticLaunch,

@@ -153,6 +153,24 @@ for (const [name, nIn, nOut] of [
   results[name] = { ...t, weightGBps: bytes / ((t.graphUs ?? t.eagerUs) * 1e-6) / 1e9 };
 }
 
+// ---- the same matrix-vector products from device memory: 8 copies of the weights, one after
+// another, 8 × 53 MB against the H200's 60 MB of L2 (above, each call reads the one matrix the
+// call before it read, much of it from L2) ----
+for (const [name, nIn, nOut] of [
+  ["matvec-dram-4096x12288", 4096, 12288],
+  ["matvec-dram-12288x4096", 12288, 4096],
+] as const) {
+  const [i, o] = [scale(nIn), scale(nOut)];
+  const data = quantize(GGMLType.Q8_0, normals(i * o, i + o, 0.05));
+  const copies = Array.from({ length: 8 }, (_, k) => backend.uploadWeight(tensorInfo(`dram${k}`, GGMLType.Q8_0, [i, o], data), data));
+  const x = buffer(i, 1);
+  const out = backend.allocate(o);
+  let call = 0;
+  const t = time(() => backend.matmul(out, x, copies[call++ % copies.length]!, 1), { repeat: 16 });
+  const bytes = backend.weightBytes(copies[0]!);
+  results[name] = { ...t, weightGBps: bytes / ((t.graphUs ?? t.eagerUs) * 1e-6) / 1e9 };
+}
+
 // ---- decode matrix-vector of q4_0 and k-quant weights (Q4_K_M files: q4_K and q6_K), on the
 // q8_0 / q8_K codes (__dp4a) unless MEMRA_CUDA_CODES_DP4A=0 ----
 for (const [name, type, nIn, nOut] of [
@@ -319,6 +337,7 @@ const summary = {
   q8_0DecodeSteps: process.env.MEMRA_CUDA_MMV_STEPS === "2" ? 2 : 4,
   q8_0EarlyWeights: process.env.MEMRA_CUDA_EARLY_WEIGHTS !== "0",
   decodeSplit: process.env.MEMRA_CUDA_MMV_SPLIT ?? "auto",
+  q8_0WideLoads: process.env.MEMRA_CUDA_MMV_WIDE !== "0",
   ops: results,
 };
 if (values.json) console.log(JSON.stringify(summary));
