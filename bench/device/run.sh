@@ -215,9 +215,11 @@ BENCH_ENV=MEMRA_CUDA_MMV_WIDE=0 bench qwen3-0.6b-q8_0-no-wide --preset qwen3-0.6
 BENCH_ENV=MEMRA_CUDA_MMV_WIDE=0 bench qwen3-8b-shape-q8_0-no-wide "${EIGHT_B[@]}"
 # The same decode with every op launched (no CUDA graphs): what the graphs save at batch 1; and 4
 # more steps with every launch timed (`profile`: µs per step of each kernel, the gaps between
-# kernels included), here and for the 8B shape: where a decode step's time goes.
+# kernels included, and the last step's launches in order), here and for the 8B shape: where a
+# decode step's time goes; at the 8B shape also its 512-token prefill and a decode step of 64
+# sequences (`prefillProfile`, `batchProfile`): where pp512's and batch 64's time goes.
 bench qwen3-0.6b-q8_0-no-graphs --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128 --graphs 0 --profile 4
-bench qwen3-8b-shape-q8_0-profile --preset qwen3-0.6b --type q8_0 --layers 36 --distinct-layers 8 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 16 --decode 16 --runs 1 --graphs 0 --profile 4
+bench qwen3-8b-shape-q8_0-profile --preset qwen3-0.6b --type q8_0 --layers 36 --distinct-layers 8 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 512 --decode 16 --runs 1 --graphs 0 --profile 4 --batch 64 --batch-prompt 16
 # Every kernel launched without programmatic dependent launch (each begins launching only once the
 # one before has finished): what PDL saves at batch 1.
 BENCH_ENV=MEMRA_CUDA_PDL=0 bench qwen3-0.6b-q8_0-no-pdl --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128

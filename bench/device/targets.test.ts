@@ -21,6 +21,7 @@ describe("the device run's target report", () => {
         stepUs: 2500,
         kernels: Array.from({ length: 10 }, (_, i) => ({ kernel: `k${i}`, usPerStep: 100 - i, share: (100 - i) / 2500, launchesPerStep: 36 })),
       },
+      batchProfile: { steps: 4, stepUs: 9000, kernels: [{ kernel: "gemm", usPerStep: 6000, share: 0.75, launchesPerStep: 144 }] },
     },
   };
 
@@ -42,8 +43,9 @@ describe("the device run's target report", () => {
     expect(variant("0.6B", "no-pdl")).toBeNull();
     expect(variant("0.6B", "no-repack")).toBeNull();
     expect(variant("8B", "no-repack")).toBe(0.75); // the 8B shape's own baseline (tg128Scaled)
-    expect(report.profiles).toHaveLength(1);
+    expect(report.profiles).toHaveLength(2);
     expect(report.profiles[0]!.top.map((k) => k.kernel)).toEqual(["k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"]);
+    expect(report.profiles[1]).toMatchObject({ bench: "qwen3-8b-shape-q8_0-profile (batched decode)", stepUs: 9000 });
     const text = formatTargets(report);
     expect(text).toContain("MET  Qwen3-0.6B-shaped q8_0 tg128 ≥ 1,000 tokens/s (batch 1): 1200.0");
     expect(text).toContain("NOT  Qwen3-8B-shaped q8_0 tg128 ≥ 385 tokens/s: 384.9");

@@ -82,12 +82,16 @@ export function deviceTargets(benches: Readonly<Record<string, Bench>>): TargetR
     const base = number(benches[`${prefix}-short`], field);
     return names.map((variant) => ({ shape, variant, ratio: ratio(number(benches[`${prefix}-${variant}`], field), base) }));
   });
-  const profiles = Object.entries(benches)
-    .filter(([, bench]) => typeof bench.profile === "object" && bench.profile !== null)
-    .map(([name, bench]) => {
-      const profile = bench.profile as { stepUs: number; kernels: { kernel: string; usPerStep: number; share: number; launchesPerStep: number }[] };
-      return { bench: name, stepUs: profile.stepUs, top: profile.kernels.slice(0, 8) };
-    });
+  // a bench's decode profile, and its prefill and batched-decode ones (forward.bench.ts --profile)
+  const profiles = Object.entries(benches).flatMap(([name, bench]) =>
+    (["profile", "prefillProfile", "batchProfile"] as const)
+      .filter((field) => typeof bench[field] === "object" && bench[field] !== null)
+      .map((field) => {
+        const profile = bench[field] as { stepUs: number; kernels: { kernel: string; usPerStep: number; share: number; launchesPerStep: number }[] };
+        const label = field === "profile" ? name : `${name} (${field === "prefillProfile" ? "prefill" : "batched decode"})`;
+        return { bench: label, stepUs: profile.stepUs, top: profile.kernels.slice(0, 8) };
+      }),
+  );
   const ceilings = { copyGBps: number(benches.ceilings, "copyGBps"), readGBps: number(benches.ceilings, "readGBps"), bf16Tflops: number(benches.ceilings, "bf16Tflops") };
   return { targets, againstTorch, variants, profiles, ceilings };
 }

@@ -22,7 +22,9 @@
  * --profile N (with --graphs 0) times N more single-sequence decode steps kernel by kernel
  * (CudaBackend.profileKernels: each launch's GPU time from the end of the one before, the host's
  * launches queued first) and adds `profile`: per kernel, launches and µs per step and share, the
- * largest first, and the step's total: where a decode step's time goes.
+ * largest first, the step's total, and the last step's launches in order: where a decode step's time
+ * goes. `prefillProfile` is the same for the prompt's prefill, and with --batch B `batchProfile`
+ * for N batched decode steps of B sequences.
  *
  * Shape overrides build e.g. a Qwen3-8B-shaped model (--hidden 4096 --heads 32 --kv-heads 8
  * --head-dim 128 --ffn 12288) with fewer layers, to keep the synthetic file small: then tokens/s
@@ -172,18 +174,17 @@ if (batch > 0) {
   }
   pool.dispose();
 }
-// --profile N: N more decode steps of one sequence, every launch timed (eager ops only).
+// --profile N: N more decode steps of one sequence, every launch timed (eager ops only); with it,
+// one prefill of the prompt (`prefillProfile`) and, with --batch B, N batched decode steps of B
+// sequences (`batchProfile`), timed the same way.
 const profileSteps = Number(values.profile);
-let profile: Record<string, unknown> | undefined;
-if (profileSteps > 0) {
-  if (model.transformer.recordsDecodeGraphs) throw new Error("--profile times eager launches: run it with --graphs 0");
-  const cache = model.createCache(promptTokens + profileSteps + 1);
-  let token = next(prompt, cache);
+/** Per kernel (launches and µs a step, share, largest first) and the last step's launches in order. */
+function profileOf(steps: number, step: () => void): Record<string, unknown> {
   const perKernel = new Map<string, { launches: number; microseconds: number }>();
   let total = 0;
   let lastStep: { kernel: string; microseconds: number }[] = [];
-  for (let step = 0; step < profileSteps; step++) {
-    lastStep = backend.profileKernels(() => (token = next([token], cache)), { holdMicroseconds: 30_000 });
+  for (let i = 0; i < steps; i++) {
+    lastStep = backend.profileKernels(step, { holdMicroseconds: 30_000 });
     for (const { kernel, microseconds } of lastStep) {
       const entry = perKernel.get(kernel) ?? { launches: 0, microseconds: 0 };
       entry.launches++;
@@ -192,17 +193,39 @@ if (profileSteps > 0) {
       total += microseconds;
     }
   }
-  cache.dispose();
-  profile = {
-    steps: profileSteps,
-    stepUs: total / profileSteps,
+  return {
+    steps,
+    stepUs: total / steps,
     kernels: [...perKernel.entries()]
       .sort((a, b) => b[1].microseconds - a[1].microseconds)
-      .map(([kernel, { launches, microseconds }]) => ({ kernel, launchesPerStep: launches / profileSteps, usPerStep: microseconds / profileSteps, share: microseconds / total })),
+      .map(([kernel, { launches, microseconds }]) => ({ kernel, launchesPerStep: launches / steps, usPerStep: microseconds / steps, share: microseconds / total })),
     // the last step's launches in order (µs each): which matmul of a layer, and the LM head (the
     // last matrix-vector launch), take the time
     lastStep: lastStep.map(({ kernel, microseconds }) => [kernel, Math.round(microseconds * 10) / 10]),
   };
+}
+let profile: Record<string, unknown> | undefined;
+let prefillProfile: Record<string, unknown> | undefined;
+let batchProfile: Record<string, unknown> | undefined;
+if (profileSteps > 0) {
+  if (model.transformer.recordsDecodeGraphs) throw new Error("--profile times eager launches: run it with --graphs 0");
+  const cache = model.createCache(promptTokens + profileSteps + 1);
+  let token = 0;
+  prefillProfile = profileOf(1, () => (token = next(prompt, cache)));
+  profile = profileOf(profileSteps, () => (token = next([token], cache)));
+  cache.dispose();
+  if (batch > 0) {
+    const pool = model.createKVPool(batch * Math.ceil((batchPrompt + profileSteps + 1) / 16), { blockTokens: 16 });
+    const caches = Array.from({ length: batch }, () => pool.createSequence(batchPrompt + profileSteps + 1));
+    let tokens = caches.map((c, i) => next(prompt.subarray(i % Math.max(1, promptTokens - batchPrompt), (i % Math.max(1, promptTokens - batchPrompt)) + batchPrompt), c));
+    const picked = caches.map(() => new Int32Array(1));
+    batchProfile = profileOf(profileSteps, () => {
+      model.transformer.forwardBatch(caches.map((c, i) => ({ tokens: Int32Array.of(tokens[i]!), cache: c, greedy: picked[i]! })));
+      tokens = picked.map((t) => t[0]!);
+    });
+    for (const c of caches) c.dispose();
+    pool.dispose();
+  }
 }
 const fullLayers = values["full-layers"] ? Number(values["full-layers"]) : options.layers;
 const scale = options.layers / fullLayers; // time per token grows ~linearly with layers
@@ -232,6 +255,8 @@ const result = {
       }
     : {}),
   ...(profile ? { profile } : {}),
+  ...(prefillProfile ? { prefillProfile } : {}),
+  ...(batchProfile ? { batchProfile } : {}),
 };
 if (values.json) console.log(JSON.stringify(result));
 else console.log(result);
