@@ -477,32 +477,32 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_
             sum[r] = quarter == 0 ? moved : 0.0f;
         }
     } else {
-    q8_0_step<STEPS, X8> step;
-    step.load(w, start < blocks ? start : 0, blocks, lane, quarter); /* an inactive warp loads row 0's (and uses nothing) */
-    if (early_weights) memra_grid_dependencies();
-    if (!active && !SPLIT && EPILOGUE == MMV_PLAIN) return; /* a split or epilogue block's warps all reach its barrier below */
-    for (int64_t first = active ? start : blocks; first < blocks; first += stride) {
-        if (first > start) step.load(w, first, blocks, lane, quarter);
+        q8_0_step<STEPS, X8> step;
+        step.load(w, start < blocks ? start : 0, blocks, lane, quarter); /* an inactive warp loads row 0's (and uses nothing) */
+        if (early_weights) memra_grid_dependencies();
+        if (!active && !SPLIT && EPILOGUE == MMV_PLAIN) return; /* a split or epilogue block's warps all reach its barrier below */
+        for (int64_t first = active ? start : blocks; first < blocks; first += stride) {
+            if (first > start) step.load(w, first, blocks, lane, quarter);
 #pragma unroll
-        for (int k = 0; k < STEPS; k++) {
-            /* the warp's (first is): no block of this step or a later one is in the row (a row of
-             * fewer than 8 · STEPS blocks, or the last iteration's tail), so neither its products
-             * nor its shuffles, which would only add zeros */
-            if (first + 8 * k >= blocks) break;
+            for (int k = 0; k < STEPS; k++) {
+                /* the warp's (first is): no block of this step or a later one is in the row (a row of
+                 * fewer than 8 · STEPS blocks, or the last iteration's tail), so neither its products
+                 * nor its shuffles, which would only add zeros */
+                if (first + 8 * k >= blocks) break;
 #pragma unroll
-            for (int r = 0; r < ROWS; r++) {
-                if (r < rows) {
-                    const int64_t b = first + 8 * k + (lane >> 2);
-                    const bool present = b < blocks;
-                    const int2 a = __ldg(reinterpret_cast<const int2 *>(codes + r * n_in + (present ? b : 0) * 32 + quarter * 8));
-                    int dot = present ? __dp4a(step.q[k][1], a.y, __dp4a(step.q[k][0], a.x, 0)) : 0;
-                    dot += __shfl_xor_sync(0xffffffffu, dot, 1);
-                    dot += __shfl_xor_sync(0xffffffffu, dot, 2);
-                    if (present && quarter == 0) sum[r] += (float)dot * __fmul_rn(step.d[k], __ldg(scales + r * blocks + b));
+                for (int r = 0; r < ROWS; r++) {
+                    if (r < rows) {
+                        const int64_t b = first + 8 * k + (lane >> 2);
+                        const bool present = b < blocks;
+                        const int2 a = __ldg(reinterpret_cast<const int2 *>(codes + r * n_in + (present ? b : 0) * 32 + quarter * 8));
+                        int dot = present ? __dp4a(step.q[k][1], a.y, __dp4a(step.q[k][0], a.x, 0)) : 0;
+                        dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+                        dot += __shfl_xor_sync(0xffffffffu, dot, 2);
+                        if (present && quarter == 0) sum[r] += (float)dot * __fmul_rn(step.d[k], __ldg(scales + r * blocks + b));
+                    }
                 }
             }
         }
-    }
     }
     if (!SPLIT) {
         if (active) reduce_rows_and_store<ROWS>(sum, lane, rows, out, n_out, o); /* (active is the warp's) */
