@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The one prepared script for a GPU session (issue 8): builds libmemra_cuda, runs the native and
-# TypeScript CUDA op tests, then the issue's tg128 / pp512 benchmarks on synthetic Qwen3-0.6B
-# (and 64 sequences batched), Qwen3-8B-shaped (all 36 layers, 8 of them generated and the rest
-# repeating their bytes: --distinct-layers) and the scaled
-# Qwen3-30B-A3B shapes, the golden suite and the context-shift goldens on CUDA, the PyTorch anchor, single-op timings
-# (ops.bench.ts, with the default kernels and the previous ones), and last the variants that say
-# what graphs, PDL, early weights and device-side sampling save.
+# The one prepared script for a GPU session (issue 8): builds libmemra_cuda (or takes the one built
+# here, bundle.sh pack --cuda), runs the native and TypeScript CUDA op tests, measures the card's
+# ceilings, then the issue's tg128 / pp512 benchmarks on synthetic Qwen3-0.6B (and 64 sequences
+# batched), Qwen3-8B-shaped (all 36 layers, 8 of them generated and the rest repeating their
+# bytes: --distinct-layers) and the scaled Qwen3-30B-A3B shapes, the golden suite and the
+# context-shift goldens on CUDA, the variants that time the newest kernels and the profiles of a
+# decode step, a prefill and a batched step, single-op timings (ops.bench.ts), the PyTorch anchor,
+# the other variants (what graphs, PDL, early weights, the fusions and device-side sampling save),
+# and last the previous kernels' single ops.
 # $OUT (default bench/device/out) gets three files, kept current after every step, since the `run`
 # tool brings back at most 8 files from $OUT and, when the command is stopped at its limit, only what
 # is there: summary.json (each step's status and seconds, every benchmark's JSON), targets.json
@@ -182,26 +184,7 @@ bench qwen3-30b-a3b-scaled-q8_0 --preset qwen3-30b-a3b-scaled --type q8_0 --prom
 
 step golden-suite "$TEST_LIMIT" "${TEST_RUN[@]}" "$TESTS/golden-suite.test.ts" "$TESTS/golden-suite-part-2.test.ts" "$TESTS/context-shift.test.ts"
 
-# PyTorch + transformers on the same dense shapes (bf16, random weights): a second anchor.
-torch_bench() { # torch_bench NAME ARGS...
-  local name=$1; shift
-  step "torch-$name" 120 bash -o pipefail -c "python3 bench/device/torch-qwen3.py $* | tail -1 > '$WORK/bench-torch-$name.json.tmp' && mv '$WORK/bench-torch-$name.json.tmp' '$WORK/bench-torch-$name.json'"
-}
-if [ "${MEMRA_DEVICE_DRY_RUN:-0}" != 1 ]; then
-  torch_bench qwen3-0.6b
-  torch_bench qwen3-8b-shape --hidden 4096 --heads 32 --kv-heads 8 --ffn 12288 --layers 8 --full-layers 36
-fi
 
-# Single ops at the targets' shapes (matvec bandwidth, GEMM TFLOP/s, decode attention, fused norm,
-# argmax, top-k, MoE experts), with the default kernels and with the previous ones (the f16-code
-# GEMM for q8_0/q4_0/q5_0 prefill, 2 steps in flight in q8_0 decode, the f32 k-quant decode,
-# decode loading its weights only after the kernel before it has finished, q8_0 weights in the
-# file's layout): where a forward's time
-# goes. The previous kernels also give each decode feature one warp (MEMRA_CUDA_MMV_SPLIT=1).
-OPS=()
-if [ "${MEMRA_DEVICE_DRY_RUN:-0}" = 1 ]; then OPS=(--quick); fi
-step ops 120 bash -o pipefail -c "bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$WORK/bench-ops.json.tmp' && mv '$WORK/bench-ops.json.tmp' '$WORK/bench-ops.json'"
-step ops-previous-kernels 120 bash -o pipefail -c "MEMRA_CUDA_REPACK=0 MEMRA_CUDA_MMV_WIDE=0 MEMRA_CUDA_INT8_GEMM=0 MEMRA_CUDA_MMV_STEPS=2 MEMRA_CUDA_CODES_DP4A=0 MEMRA_CUDA_EARLY_WEIGHTS=0 MEMRA_CUDA_MMV_SPLIT=1 bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$WORK/bench-ops-previous-kernels.json.tmp' && mv '$WORK/bench-ops-previous-kernels.json.tmp' '$WORK/bench-ops-previous-kernels.json'"
 
 # The variants below decode after 16 prompt tokens: the default settings the same way, to compare with.
 bench qwen3-0.6b-q8_0-short --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
@@ -220,6 +203,28 @@ BENCH_ENV=MEMRA_CUDA_MMV_WIDE=0 bench qwen3-8b-shape-q8_0-no-wide "${EIGHT_B[@]}
 # sequences (`prefillProfile`, `batchProfile`): where pp512's and batch 64's time goes.
 bench qwen3-0.6b-q8_0-no-graphs --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128 --graphs 0 --profile 4
 bench qwen3-8b-shape-q8_0-profile --preset qwen3-0.6b --type q8_0 --layers 36 --distinct-layers 8 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 512 --decode 16 --runs 1 --graphs 0 --profile 4 --batch 64 --batch-prompt 16
+# (Single ops and the PyTorch anchor come after the variants above, which a budget-cut run needs
+# more: the first run of 2026-12-04 measured them, and the previous kernels' ops come last.)
+# Single ops at the targets' shapes (matvec bandwidth, GEMM TFLOP/s, decode attention, fused norm,
+# argmax, top-k, MoE experts), with the default kernels and with the previous ones (the f16-code
+# GEMM for q8_0/q4_0/q5_0 prefill, 2 steps in flight in q8_0 decode, the f32 k-quant decode,
+# decode loading its weights only after the kernel before it has finished, q8_0 weights in the
+# file's layout): where a forward's time
+# goes. The previous kernels also give each decode feature one warp (MEMRA_CUDA_MMV_SPLIT=1).
+OPS=()
+if [ "${MEMRA_DEVICE_DRY_RUN:-0}" = 1 ]; then OPS=(--quick); fi
+step ops 120 bash -o pipefail -c "bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$WORK/bench-ops.json.tmp' && mv '$WORK/bench-ops.json.tmp' '$WORK/bench-ops.json'"
+
+# PyTorch + transformers on the same dense shapes (bf16, random weights): a second anchor.
+torch_bench() { # torch_bench NAME ARGS...
+  local name=$1; shift
+  step "torch-$name" 120 bash -o pipefail -c "python3 bench/device/torch-qwen3.py $* | tail -1 > '$WORK/bench-torch-$name.json.tmp' && mv '$WORK/bench-torch-$name.json.tmp' '$WORK/bench-torch-$name.json'"
+}
+if [ "${MEMRA_DEVICE_DRY_RUN:-0}" != 1 ]; then
+  torch_bench qwen3-0.6b
+  torch_bench qwen3-8b-shape --hidden 4096 --heads 32 --kv-heads 8 --ffn 12288 --layers 8 --full-layers 36
+fi
+
 # Every kernel launched without programmatic dependent launch (each begins launching only once the
 # one before has finished): what PDL saves at batch 1.
 BENCH_ENV=MEMRA_CUDA_PDL=0 bench qwen3-0.6b-q8_0-no-pdl --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
@@ -252,3 +257,5 @@ BENCH_ENV=MEMRA_CUDA_REPACK=0 bench qwen3-8b-shape-q8_0-no-repack "${EIGHT_B[@]}
 # and sampled on the host (the path before topKRows; also what a greedy pick on the GPU saves).
 bench qwen3-0.6b-q8_0-sample --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128 --batch 64 --pick sample
 bench qwen3-0.6b-q8_0-host-sample --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128 --batch 64 --pick host-sample
+# The previous kernels' single ops (see "Single ops" above), last.
+step ops-previous-kernels 120 bash -o pipefail -c "MEMRA_CUDA_REPACK=0 MEMRA_CUDA_MMV_WIDE=0 MEMRA_CUDA_INT8_GEMM=0 MEMRA_CUDA_MMV_STEPS=2 MEMRA_CUDA_CODES_DP4A=0 MEMRA_CUDA_EARLY_WEIGHTS=0 MEMRA_CUDA_MMV_SPLIT=1 bun packages/cuda-ffi/bench/ops.bench.ts --json ${OPS[*]:-} | tail -1 > '$WORK/bench-ops-previous-kernels.json.tmp' && mv '$WORK/bench-ops-previous-kernels.json.tmp' '$WORK/bench-ops-previous-kernels.json'"
