@@ -209,7 +209,6 @@ const RULES: readonly Rule[] = [
   { flags: ["--perf", "--no-perf"], value: false, action: accept() },
   { flags: ["-bf", "--binary-file"], value: true, action: refuse("give the prompt as text (-p or -f)") },
   { flags: ["-e", "--escape"], value: false, action: accept() }, // memra processes escapes by default, as llama.cpp
-  { flags: ["--no-escape"], value: false, tools: ["server"], action: accept() }, // memra serve takes no prompt from its command line
   { flags: ["--keep"], value: true, tools: ["cli"], action: refuse("memra chat leaves the oldest turns out of the prompt when the history outgrows the context") },
   { flags: ["--context-shift"], value: false, tools: ["cli"], action: refuse("memra chat leaves the oldest turns out of the prompt when the history outgrows the context") },
   { flags: ["-ptc", "--print-token-count"], value: true, action: notice("memra prints the token counts at the end") },

@@ -3,7 +3,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadModel } from "@memra/core";
 import { resolveOptions, syntheticLoraFile, syntheticModelFile } from "@memra/synthetic";
+import { parseArgs } from "node:util";
 import { describe, expect, it } from "vitest";
+import { llamaArguments } from "../llama-arguments";
+import { serveDefaultsOf, serveParseOptions } from "./serve";
 
 const MAIN = new URL("../main.ts", import.meta.url).pathname;
 
@@ -62,4 +65,18 @@ describe("memra serve", () => {
       await server.stop();
     }
   }, 60_000);
+});
+
+describe("memra serve's request defaults", () => {
+  const defaultsOf = (args: string[]) => serveDefaultsOf(parseArgs({ args: llamaArguments("server", args, serveParseOptions, () => {}), options: serveParseOptions }).values);
+
+  it("reads --dry-sequence-breaker with llama.cpp's escapes, as llama-server does, and as it is with --no-escape", () => {
+    expect(defaultsOf(["--dry-multiplier", "0.8", "--dry-sequence-breaker", "\\n", "--dry-sequence-breaker", "\\x41#"]).sampling?.dry).toEqual({
+      multiplier: 0.8,
+      sequenceBreakers: ["\n", "A#"],
+    });
+    expect(defaultsOf(["--no-escape", "--dry-sequence-breaker", "\\n"]).sampling?.dry?.sequenceBreakers).toEqual(["\\n"]);
+    expect(defaultsOf(["--dry-sequence-breaker", "none"]).sampling?.dry?.sequenceBreakers).toEqual([]);
+    expect(defaultsOf(["-n", "12", "-rea", "off"])).toEqual({ maxTokens: 12, enableThinking: false });
+  });
 });

@@ -11,6 +11,7 @@ import { progressBar } from "../progress-bar";
 import { loadSpeculative, speculativeOptionHelp, speculativeParseOptions } from "../speculative-arguments";
 import { type ServerDefaults, startOpenAIServer } from "../server/openai-server";
 import { llamaArguments } from "../llama-arguments";
+import { processEscapes } from "../escapes";
 import { samplingOptionHelp, samplingOptionsOfFlags, samplingParseOptions } from "../sampling-arguments";
 import { parseKVType, parsePositiveInteger } from "./model-arguments";
 
@@ -48,6 +49,8 @@ options:
                         non-thinking mode (llama-server's -rea off, --reasoning-budget 0)
   --reasoning-format F  none: the reasoning stays in the answer's content; deepseek (default), auto:
                         it goes to reasoning_content (a request's reasoning_format wins)
+  --no-escape           take --dry-sequence-breaker as it is (by default \\n, \\t, \\xHH... are
+                        read as llama-server reads them)
 ${chatTemplateOptionHelp}
 sampling defaults, for requests that leave a parameter out (as llama-server's; without --temp / --top-p,
 the OpenAI endpoints take OpenAI's temperature 1 and top_p 1):
@@ -91,6 +94,7 @@ export const serveParseOptions = {
   ...samplingParseOptions,
   "n-predict": { type: "string" },
   "no-think": { type: "boolean", default: false },
+  "no-escape": { type: "boolean", default: false },
   "reasoning-format": { type: "string" },
   ...placementParseOptions,
   ...ropeScalingParseOptions,
@@ -102,6 +106,27 @@ export const serveParseOptions = {
 } as const;
 
 const REASONING_FORMATS = ["none", "deepseek", "deepseek-legacy", "auto"] as const;
+
+/**
+ * The request defaults serve's flags set (ServerDefaults): sampling, --n-predict, --no-think and
+ * --reasoning-format. The DRY sequence breakers are read with llama.cpp's escapes unless
+ * --no-escape, as llama-server reads them.
+ */
+export function serveDefaultsOf(values: Partial<ReturnType<typeof parseServeValues>>): ServerDefaults {
+  const sampling = samplingOptionsOfFlags(values as never, values["no-escape"] ? (text) => text : processEscapes);
+  const reasoningFormat = values["reasoning-format"] as (typeof REASONING_FORMATS)[number] | undefined;
+  if (reasoningFormat !== undefined && !REASONING_FORMATS.includes(reasoningFormat)) throw new CliError(`--reasoning-format must be one of ${REASONING_FORMATS.join(", ")}, got "${reasoningFormat}"`);
+  const nPredict = values["n-predict"]?.trim();
+  const maxTokens = nPredict === undefined || nPredict === "-1" || nPredict === "-2" ? undefined : parsePositiveInteger(nPredict, "--n-predict", 1);
+  return {
+    ...(Object.keys(sampling).length > 0 ? { sampling } : {}),
+    ...(maxTokens !== undefined ? { maxTokens } : {}),
+    ...(values["no-think"] ? { enableThinking: false } : {}),
+    ...(reasoningFormat !== undefined ? { reasoningFormat } : {}),
+  };
+}
+
+const parseServeValues = (args: string[]) => parseArgs({ args, options: serveParseOptions }).values;
 
 export async function serveCommand(args: string[], io: CliIO): Promise<void> {
   const notices: string[] = [];
@@ -120,17 +145,7 @@ export async function serveCommand(args: string[], io: CliIO): Promise<void> {
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new CliError(`--port must be 0 to 65535, got "${values.port}"`);
   const parallel = parsePositiveInteger(values.parallel, "--parallel", 4);
   const kvType = parseKVType(values["kv-type"]);
-  const sampling = samplingOptionsOfFlags(values);
-  const reasoningFormat = values["reasoning-format"] as (typeof REASONING_FORMATS)[number] | undefined;
-  if (reasoningFormat !== undefined && !REASONING_FORMATS.includes(reasoningFormat)) throw new CliError(`--reasoning-format must be one of ${REASONING_FORMATS.join(", ")}, got "${reasoningFormat}"`);
-  const nPredict = values["n-predict"]?.trim();
-  const maxTokens = nPredict === undefined || nPredict === "-1" || nPredict === "-2" ? undefined : parsePositiveInteger(nPredict, "--n-predict", 1);
-  const defaults: ServerDefaults = {
-    ...(Object.keys(sampling).length > 0 ? { sampling } : {}),
-    ...(maxTokens !== undefined ? { maxTokens } : {}),
-    ...(values["no-think"] ? { enableThinking: false } : {}),
-    ...(reasoningFormat !== undefined ? { reasoningFormat } : {}),
-  };
+  const defaults = serveDefaultsOf(values);
   const threads = values.threads === undefined ? undefined : parsePositiveInteger(values.threads, "--threads", 1);
   parsePlacementDeviceChoice(values.device);
   const apiKeys = readApiKeys(values["api-key"] ?? process.env.MEMRA_API_KEY, values["api-key-file"]);
