@@ -146,6 +146,11 @@ for (let run = 0; run <= runs; run++) {
 }
 pool.dispose();
 // Batched decode: `batch` sequences, one token each per forwardBatch step.
+/** Sequence i's prompt in batched decode: `batchPrompt` tokens of the prompt, from token i (wrapped). */
+const batchPromptOf = (i: number) => {
+  const first = i % Math.max(1, promptTokens - batchPrompt);
+  return prompt.subarray(first, first + batchPrompt);
+};
 if (batch > 0) {
   const blockTokens = 16;
   const perSequence = Math.ceil((batchPrompt + decodeTokens + 1) / blockTokens);
@@ -153,7 +158,7 @@ if (batch > 0) {
   const pool = model.createKVPool(batch * perSequence, { blockTokens });
   for (let run = 0; run <= runs; run++) {
     const caches = Array.from({ length: batch }, () => pool.createSequence(batchPrompt + decodeTokens + 1));
-    let tokens = caches.map((cache, i) => next(prompt.subarray(i % Math.max(1, promptTokens - batchPrompt), (i % Math.max(1, promptTokens - batchPrompt)) + batchPrompt), cache));
+    let tokens = caches.map((cache, i) => next(batchPromptOf(i), cache));
     const picked = caches.map(() => new Int32Array(1));
     const tops = caches.map(topOf);
     const started = performance.now();
@@ -217,7 +222,7 @@ if (profileSteps > 0) {
   if (batch > 0) {
     const pool = model.createKVPool(batch * Math.ceil((batchPrompt + profileSteps + 1) / 16), { blockTokens: 16 });
     const caches = Array.from({ length: batch }, () => pool.createSequence(batchPrompt + profileSteps + 1));
-    let tokens = caches.map((c, i) => next(prompt.subarray(i % Math.max(1, promptTokens - batchPrompt), (i % Math.max(1, promptTokens - batchPrompt)) + batchPrompt), c));
+    let tokens = caches.map((c, i) => next(batchPromptOf(i), c));
     const picked = caches.map(() => new Int32Array(1));
     batchProfile = profileOf(profileSteps, () => {
       model.transformer.forwardBatch(caches.map((c, i) => ({ tokens: Int32Array.of(tokens[i]!), cache: c, greedy: picked[i]! })));

@@ -257,9 +257,11 @@ export function buildSyntheticModel(
   const kvDim = options.kvHeads * options.headDim;
   const logitScale = 3 / Math.sqrt(hidden);
 
-  // distinctLayers: a repeated layer's tensors are its source layer's bytes (`seed` names the source
-  // tensor), generated once and kept for the repeats
+  // distinctLayers: a repeated layer's tensors are its source layer's bytes, generated once (from
+  // the source tensor's name: its seed) and kept for the repeats
   const repeats = options.distinctLayers !== undefined && options.distinctLayers < options.layers;
+  const sourceLayer = (layer: number) => (repeats ? layer % options.distinctLayers! : layer);
+  const seedOf = (name: string) => (repeats ? name.replace(/^blk\.(\d+)\./, (_, layer: string) => `blk.${sourceLayer(Number(layer))}.`) : name);
   const generated = new Map<string, Uint8Array>();
   const once = (seed: string, make: () => Uint8Array) => () => {
     if (!repeats) return make();
@@ -267,7 +269,8 @@ export function buildSyntheticModel(
     if (!bytes) generated.set(seed, (bytes = make()));
     return bytes;
   };
-  const matrix = (name: string, role: string, layer: number, shape: number[], deviation: number, seed = name) => {
+  const matrix = (name: string, role: string, layer: number, shape: number[], deviation: number) => {
+    const seed = seedOf(name);
     const type = chooseType(options, role, layer, shape[0]!);
     const count = shape.reduce((a, b) => a * b, 1);
     tensors.push({
@@ -281,7 +284,8 @@ export function buildSyntheticModel(
       ),
     });
   };
-  const vector = (name: string, length: number, mean: number, deviation: number, seed = name) => {
+  const vector = (name: string, length: number, mean: number, deviation: number) => {
+    const seed = seedOf(name);
     tensors.push({
       name,
       type: GGMLType.F32,
@@ -293,33 +297,33 @@ export function buildSyntheticModel(
   matrix("token_embd.weight", "token_embd", 0, [hidden, vocab], logitScale);
   for (let layer = 0; layer < options.layers; layer++) {
     const blk = `blk.${layer}`;
-    const source = repeats ? layer % options.distinctLayers! : layer;
-    const from = `blk.${source}`;
-    vector(`${blk}.attn_norm.weight`, hidden, 1, 0.2, `${from}.attn_norm.weight`);
-    matrix(`${blk}.attn_q.weight`, "attn_q", source, [hidden, qDim], 1 / Math.sqrt(hidden), `${from}.attn_q.weight`);
-    matrix(`${blk}.attn_k.weight`, "attn_k", source, [hidden, kvDim], 1 / Math.sqrt(hidden), `${from}.attn_k.weight`);
-    matrix(`${blk}.attn_v.weight`, "attn_v", source, [hidden, kvDim], 1 / Math.sqrt(hidden), `${from}.attn_v.weight`);
-    vector(`${blk}.attn_q_norm.weight`, options.headDim, 1, 0.2, `${from}.attn_q_norm.weight`);
-    vector(`${blk}.attn_k_norm.weight`, options.headDim, 1, 0.2, `${from}.attn_k_norm.weight`);
-    matrix(`${blk}.attn_output.weight`, "attn_output", source, [qDim, hidden], 1 / Math.sqrt(qDim), `${from}.attn_output.weight`);
-    vector(`${blk}.ffn_norm.weight`, hidden, 1, 0.2, `${from}.ffn_norm.weight`);
+    const source = sourceLayer(layer); /* the layer whose weights (and types) this one repeats */
+    vector(`${blk}.attn_norm.weight`, hidden, 1, 0.2);
+    matrix(`${blk}.attn_q.weight`, "attn_q", source, [hidden, qDim], 1 / Math.sqrt(hidden));
+    matrix(`${blk}.attn_k.weight`, "attn_k", source, [hidden, kvDim], 1 / Math.sqrt(hidden));
+    matrix(`${blk}.attn_v.weight`, "attn_v", source, [hidden, kvDim], 1 / Math.sqrt(hidden));
+    vector(`${blk}.attn_q_norm.weight`, options.headDim, 1, 0.2);
+    vector(`${blk}.attn_k_norm.weight`, options.headDim, 1, 0.2);
+    matrix(`${blk}.attn_output.weight`, "attn_output", source, [qDim, hidden], 1 / Math.sqrt(qDim));
+    vector(`${blk}.ffn_norm.weight`, hidden, 1, 0.2);
     if (moe) {
       const experts = options.experts!;
       const expertFfn = options.expertFfn!;
       // The router stays f32, as llama.cpp's quantizer leaves ffn_gate_inp alone.
+      const router = seedOf(`${blk}.ffn_gate_inp.weight`);
       tensors.push({
         name: `${blk}.ffn_gate_inp.weight`,
         type: GGMLType.F32,
         shape: [hidden, experts],
-        data: once(`${from}.ffn_gate_inp.weight`, () => new Uint8Array(new SeededRandom(`${options.seed}:${from}.ffn_gate_inp.weight`).normals(hidden * experts, 0, 2 / Math.sqrt(hidden)).buffer)),
+        data: once(router, () => new Uint8Array(new SeededRandom(`${options.seed}:${router}`).normals(hidden * experts, 0, 2 / Math.sqrt(hidden)).buffer)),
       });
-      matrix(`${blk}.ffn_gate_exps.weight`, "ffn_gate_exps", source, [hidden, expertFfn, experts], 1 / Math.sqrt(hidden), `${from}.ffn_gate_exps.weight`);
-      matrix(`${blk}.ffn_up_exps.weight`, "ffn_up_exps", source, [hidden, expertFfn, experts], 1 / Math.sqrt(hidden), `${from}.ffn_up_exps.weight`);
-      matrix(`${blk}.ffn_down_exps.weight`, "ffn_down_exps", source, [expertFfn, hidden, experts], 1 / Math.sqrt(expertFfn), `${from}.ffn_down_exps.weight`);
+      matrix(`${blk}.ffn_gate_exps.weight`, "ffn_gate_exps", source, [hidden, expertFfn, experts], 1 / Math.sqrt(hidden));
+      matrix(`${blk}.ffn_up_exps.weight`, "ffn_up_exps", source, [hidden, expertFfn, experts], 1 / Math.sqrt(hidden));
+      matrix(`${blk}.ffn_down_exps.weight`, "ffn_down_exps", source, [expertFfn, hidden, experts], 1 / Math.sqrt(expertFfn));
     } else {
-      matrix(`${blk}.ffn_gate.weight`, "ffn_gate", source, [hidden, options.ffn], 1 / Math.sqrt(hidden), `${from}.ffn_gate.weight`);
-      matrix(`${blk}.ffn_up.weight`, "ffn_up", source, [hidden, options.ffn], 1 / Math.sqrt(hidden), `${from}.ffn_up.weight`);
-      matrix(`${blk}.ffn_down.weight`, "ffn_down", source, [options.ffn, hidden], 1 / Math.sqrt(options.ffn), `${from}.ffn_down.weight`);
+      matrix(`${blk}.ffn_gate.weight`, "ffn_gate", source, [hidden, options.ffn], 1 / Math.sqrt(hidden));
+      matrix(`${blk}.ffn_up.weight`, "ffn_up", source, [hidden, options.ffn], 1 / Math.sqrt(hidden));
+      matrix(`${blk}.ffn_down.weight`, "ffn_down", source, [options.ffn, hidden], 1 / Math.sqrt(options.ffn));
     }
   }
   vector("output_norm.weight", hidden, 1, 0.2);

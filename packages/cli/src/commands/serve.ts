@@ -12,7 +12,7 @@ import { loadSpeculative, speculativeOptionHelp, speculativeParseOptions } from 
 import { type ServerDefaults, startOpenAIServer } from "../server/openai-server";
 import { llamaArguments } from "../llama-arguments";
 import { processEscapes } from "../escapes";
-import { samplingOptionHelp, samplingOptionsOfFlags, samplingParseOptions } from "../sampling-arguments";
+import { type SamplingValues, samplingOptionHelp, samplingOptionsOfFlags, samplingParseOptions } from "../sampling-arguments";
 import { parseKVType, parsePositiveInteger } from "./model-arguments";
 
 export const serveUsage = `usage: memra serve [-m MODEL] [options]
@@ -112,8 +112,10 @@ const REASONING_FORMATS = ["none", "deepseek", "deepseek-legacy", "auto"] as con
  * --reasoning-format. The DRY sequence breakers are read with llama.cpp's escapes unless
  * --no-escape, as llama-server reads them.
  */
-export function serveDefaultsOf(values: Partial<ReturnType<typeof parseServeValues>>): ServerDefaults {
-  const sampling = samplingOptionsOfFlags(values as never, values["no-escape"] ? (text) => text : processEscapes);
+export function serveDefaultsOf(
+  values: SamplingValues & { readonly "n-predict"?: string; readonly "no-think"?: boolean; readonly "no-escape"?: boolean; readonly "reasoning-format"?: string },
+): ServerDefaults {
+  const sampling = samplingOptionsOfFlags(values, values["no-escape"] ? (text) => text : processEscapes);
   const reasoningFormat = values["reasoning-format"] as (typeof REASONING_FORMATS)[number] | undefined;
   if (reasoningFormat !== undefined && !REASONING_FORMATS.includes(reasoningFormat)) throw new CliError(`--reasoning-format must be one of ${REASONING_FORMATS.join(", ")}, got "${reasoningFormat}"`);
   const nPredict = values["n-predict"]?.trim();
@@ -125,8 +127,6 @@ export function serveDefaultsOf(values: Partial<ReturnType<typeof parseServeValu
     ...(reasoningFormat !== undefined ? { reasoningFormat } : {}),
   };
 }
-
-const parseServeValues = (args: string[]) => parseArgs({ args, options: serveParseOptions }).values;
 
 export async function serveCommand(args: string[], io: CliIO): Promise<void> {
   const notices: string[] = [];

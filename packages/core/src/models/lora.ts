@@ -5,7 +5,7 @@
  * time (llm_build_lora_mm): W x + s · B (A x), s = scale · alpha / rank (scale alone when alpha is 0),
  * each adapter's term added in turn.
  */
-import { type GGUFFile, type GGUFTensorInfo, GGMLType, ggmlTypeName, openGGUF } from "@memra/gguf";
+import { type GGUFFile, type GGUFTensorInfo, GGMLType, ggmlTypeInfo, ggmlTypeName, openGGUF } from "@memra/gguf";
 import type { Backend, WeightHandle } from "../backend";
 
 export interface LoraAdapterOptions {
@@ -164,8 +164,6 @@ export function loadLoraAdapters(adapters: readonly LoraAdapterOptions[], model:
  */
 export const LORA_RANK_MULTIPLE = 8;
 
-const ELEMENT_BYTES: Partial<Record<GGMLType, number>> = { [GGMLType.F32]: 4, [GGMLType.F16]: 2, [GGMLType.BF16]: 2 };
-
 interface PaddedTensor {
   readonly info: GGUFTensorInfo;
   readonly data: Uint8Array;
@@ -181,8 +179,9 @@ export function padLoraRank(a: GGUFTensorInfo, aData: Uint8Array, b: GGUFTensorI
   const outputs = b.shape[1]!;
   const padded = Math.ceil(rank / LORA_RANK_MULTIPLE) * LORA_RANK_MULTIPLE;
   if (padded === rank) return [{ info: a, data: aData }, { info: b, data: bData }];
-  const aBytes = ELEMENT_BYTES[a.type]!;
-  const bBytes = ELEMENT_BYTES[b.type]!;
+  // f32, f16 or bf16 (loadLoraAdapters checks): blocks of one value
+  const aBytes = ggmlTypeInfo(a.type)!.bytesPerBlock;
+  const bBytes = ggmlTypeInfo(b.type)!.bytesPerBlock;
   const newA = new Uint8Array(padded * inputs * aBytes);
   newA.set(aData.subarray(0, rank * inputs * aBytes));
   const newB = new Uint8Array(outputs * padded * bBytes);
