@@ -360,17 +360,47 @@ __device__ __forceinline__ bool last_block_ticket(int * counter, int last) {
     return true;
 }
 
+/* The q8_0 codes of CH blocks held one value a lane (every lane taking part): round_q8_0_codes for
+ * each, their shuffles interleaved (independent chains) instead of one block after another. */
+template <int CH>
+__device__ __forceinline__ void round_q8_0_codes_chunk(const int64_t b[CH], const bool present[CH], int lane, const float value[CH],
+                                                       int8_t * __restrict__ codes, float * __restrict__ scales) {
+    float max[CH];
+#pragma unroll
+    for (int k = 0; k < CH; k++) max[k] = fabsf(value[k]);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+#pragma unroll
+        for (int k = 0; k < CH; k++) max[k] = fmaxf(max[k], __shfl_xor_sync(0xffffffffu, max[k], offset));
+    }
+#pragma unroll
+    for (int k = 0; k < CH; k++) {
+        if (!present[k]) continue;
+        /* round_q8_0_lane's arithmetic */
+        const float d = max[k] / 127.0f;
+        const float d16 = __half2float(__float2half_rn(d));
+        const float inverse = max[k] != 0.0f ? 127.0f / max[k] : 0.0f;
+        codes[b[k] * 32 + lane] = (int8_t)rintf(__fmul_rn(value[k], inverse));
+        if (lane == 0) scales[b[k]] = d16;
+    }
+}
+
 /* norm_tail's work in one block of MEMRA_CUDA_MMV_WARPS warps, `delta` the launch's output: each
  * of tail.threads virtual threads (thread t plays t and t + MEMRA_CUDA_MMV_WARPS · 32) sums the
  * squares of its values in norm_row's order, each virtual warp's 32 sums are added by norm_row's
  * butterfly and the warps' totals in warp order (block_sum), so every row gets norm_row's scale
- * bit for bit; then the q8_0 blocks of the rows are rounded as round_block rounds them. */
+ * bit for bit; then the q8_0 blocks of the rows are rounded as round_block rounds them. A virtual
+ * thread's values are loaded NORM_CHUNK at a time, all in flight together (one block doing the
+ * whole tail: a chain of one load after another would cost an L2 round trip per value, tens of µs
+ * at a width of 4,096), and the codes are rounded from the values in registers: the 32 lanes of a
+ * virtual warp hold one q8_0 block (threads and width are multiples of 32). */
+constexpr int NORM_CHUNK = 8;
 __device__ __forceinline__ void norm_tail_rows(const norm_tail & tail, const float * delta, int rows) {
-    constexpr int REAL = MEMRA_CUDA_MMV_WARPS * 32;
+    constexpr int REAL = MEMRA_CUDA_MMV_WARPS * 32, CH = NORM_CHUNK;
     static_assert(MEMRA_CUDA_MMV_WARPS * 2 <= 8 && REAL * 2 >= 256, "two virtual threads a thread cover norm blocks of up to 256 threads");
     __shared__ double partial[8];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t width = tail.width;
+    const int64_t width = tail.width, row_blocks = width / 32;
     const int threads = tail.threads, warps = threads / 32;
     for (int r = 0; r < rows; r++) {
         float * hr = tail.hidden + r * width;
@@ -380,10 +410,24 @@ __device__ __forceinline__ void norm_tail_rows(const norm_tail & tail, const flo
         for (int j = 0; j < 2; j++) {
             /* virtual thread v (whether it exists is the same for the whole warp: threads is a multiple of 32) */
             const int v = (int)threadIdx.x + j * REAL;
-            for (int64_t i = v; i < width && v < threads; i += threads) {
-                const float h = hr[i] + __ldcg(dr + i);
-                hr[i] = h;
-                sum[j] = add_square(sum[j], h);
+            if (v >= threads) continue;
+            for (int64_t base = v; base < width; base += (int64_t)CH * threads) {
+                float h[CH], d[CH];
+#pragma unroll
+                for (int k = 0; k < CH; k++) {
+                    const int64_t i = base + (int64_t)k * threads;
+                    h[k] = i < width ? hr[i] : 0.0f;
+                    d[k] = i < width ? __ldcg(dr + i) : 0.0f;
+                }
+#pragma unroll
+                for (int k = 0; k < CH; k++) {
+                    const int64_t i = base + (int64_t)k * threads;
+                    if (i < width) {
+                        const float x = h[k] + d[k];
+                        hr[i] = x;
+                        sum[j] = add_square(sum[j], x);
+                    }
+                }
             }
         }
 #pragma unroll
@@ -391,7 +435,7 @@ __device__ __forceinline__ void norm_tail_rows(const norm_tail & tail, const flo
             sum[j] = warp_sum(sum[j]);
             if (lane == 0 && warp + j * MEMRA_CUDA_MMV_WARPS < warps) partial[warp + j * MEMRA_CUDA_MMV_WARPS] = sum[j];
         }
-        __syncthreads(); /* the partials, and this row of hidden, visible to the block */
+        __syncthreads(); /* the partials visible to the block */
         double total = partial[0];
         if (warps > 1) {
             total = 0.0;
@@ -400,11 +444,31 @@ __device__ __forceinline__ void norm_tail_rows(const norm_tail & tail, const flo
         __syncthreads(); /* everyone has read the partials before the next row's */
         const float scale = rms_scale(total, width, tail.eps);
         float * o = tail.normed + r * width;
-        for (int64_t i = threadIdx.x; i < width; i += REAL) o[i] = __fmul_rn(__fmul_rn(hr[i], scale), tail.weight[i]);
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            const int v = (int)threadIdx.x + j * REAL;
+            if (v >= threads) continue;
+            for (int64_t base = v; base < width; base += (int64_t)CH * threads) {
+                float x[CH], weight[CH], value[CH];
+                int64_t b[CH];
+                bool present[CH];
+#pragma unroll
+                for (int k = 0; k < CH; k++) {
+                    const int64_t i = base + (int64_t)k * threads;
+                    present[k] = i < width; /* the same for the warp's 32 lanes: one q8_0 block */
+                    x[k] = present[k] ? hr[i] : 0.0f; /* this thread's own stores above */
+                    weight[k] = present[k] ? tail.weight[i] : 0.0f;
+                    b[k] = r * row_blocks + i / 32;
+                }
+#pragma unroll
+                for (int k = 0; k < CH; k++) {
+                    value[k] = __fmul_rn(__fmul_rn(x[k], scale), weight[k]);
+                    if (present[k]) o[base + (int64_t)k * threads] = value[k];
+                }
+                round_q8_0_codes_chunk<CH>(b, present, lane, value, tail.codes, tail.scales);
+            }
+        }
     }
-    __syncthreads(); /* normed written: each warp rounds whole blocks of it */
-    const int64_t blocks = rows * (width / 32);
-    for (int64_t b = warp; b < blocks; b += MEMRA_CUDA_MMV_WARPS) round_q8_0_codes(b, lane, tail.normed[b * 32 + lane], tail.codes, tail.scales);
 }
 
 template <int ROWS, int STEPS, bool SPLIT, int EPILOGUE = MMV_PLAIN, bool X8 = false, bool WIDE = false>

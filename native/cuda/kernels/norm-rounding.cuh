@@ -28,7 +28,26 @@ __global__ void norm_round_kernel(float * out, float * hidden, const float * del
         norm_row(r, out, hidden, delta, weight, width, eps, partial);
         __syncthreads();
         /* The trip count depends on the warp only: every lane takes part in each shuffle. */
-        for (int64_t b = warp; b < blocks_per_row; b += warps) round_block<MODE, CODES>(r * blocks_per_row + b, lane, rounded, corrections, out, codes, scales, nullptr);
+        if constexpr (MODE == MEMRA_CUDA_ROUND_Q8_0 && CODES) {
+            /* NORM_CHUNK blocks a warp at a time, their loads in flight together (round_block's
+             * codes, from the values read back here: written by other threads before the barrier) */
+            constexpr int CH = NORM_CHUNK;
+            for (int64_t first = warp; first < blocks_per_row; first += (int64_t)CH * warps) {
+                float value[CH];
+                int64_t b[CH];
+                bool present[CH];
+#pragma unroll
+                for (int k = 0; k < CH; k++) {
+                    const int64_t block = first + (int64_t)k * warps;
+                    present[k] = block < blocks_per_row;
+                    b[k] = r * blocks_per_row + (present[k] ? block : 0);
+                    value[k] = present[k] ? out[b[k] * 32 + lane] : 0.0f;
+                }
+                round_q8_0_codes_chunk<CH>(b, present, lane, value, codes, scales);
+            }
+        } else {
+            for (int64_t b = warp; b < blocks_per_row; b += warps) round_block<MODE, CODES>(r * blocks_per_row + b, lane, rounded, corrections, out, codes, scales, nullptr);
+        }
     }
 }
 
