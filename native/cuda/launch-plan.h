@@ -102,9 +102,12 @@ enum memra_cuda_matmul_kernel { MEMRA_CUDA_MATMUL_NONE = 0, MEMRA_CUDA_MATMUL_VE
  * doubling of the split needs another iteration for the new warps to take, and keeps the launch's
  * warps (output features × split) at or under SPLIT_WARPS_PER_SM per multiprocessor: a
  * Qwen3-0.6B-shaped down projection (1,024 features of 3,072 inputs, 3 iterations of 1,024) is
- * split 4 ways on 132 multiprocessors, its O projection (2,048 inputs) 2 ways, an 8B shape's
- * matrices (4,096 features and more) not at all. */
-#define MEMRA_CUDA_MMV_SPLIT_WARPS_PER_SM 32
+ * split 4 ways on 132 multiprocessors, its O projection (2,048 inputs) 2 ways, an 8B shape's O and
+ * down projections (4,096 features) 2 ways, its Q/K/V, gate/up and LM head (6,144 features and
+ * more) not at all. 64 a multiprocessor, not 32: on the H200 (bench/device/mmv-lab.cu, 2026-12-04)
+ * 4,096 features of 12,288 inputs read their weights at 3.4 TB/s split 2 ways, 2.5 unsplit, and
+ * 4,096 of 4,096 at 2.7 against 2.3. */
+#define MEMRA_CUDA_MMV_SPLIT_WARPS_PER_SM 64
 /* Gate/up decode with SwiGLU and the down projection's q8_0 rounding in the matrix-vector kernel
  * (memra_cuda_norm_swiglu_matmul): one counter per 32 features of the FFN, so FFN widths up to
  * 32 · MEMRA_CUDA_SWIGLU_COUNTERS. */

@@ -63,6 +63,17 @@ static void launch_matrix_vector_q8_0(const memra_cuda * cuda, dim3 grid, int th
                                       const norm_tail * tail) {
     if constexpr (X8) {
         /* one warp a feature on the q8_0_x8 layout: 16-byte loads (MEMRA_CUDA_MMV_WIDE=0: 8-byte) */
+        if (cuda->mmv_wide && shift > 0 && !epilogue && cuda->mmv_steps == 4) {
+            /* a feature split over warps: 2 steps of 16 blocks, the 8-byte loop's iteration of 32 */
+            if (tail) {
+                launch_matrix_vector_q8_0_split<true, 2, true, MMV_NORM_TAIL, true>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in,
+                                                                                cuda->early_weights, shift, swiglu_epilogue{}, *tail);
+            } else {
+                launch_matrix_vector_q8_0_split<true, 2, true, MMV_PLAIN, true>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in,
+                                                                            cuda->early_weights, shift);
+            }
+            return;
+        }
         if (cuda->mmv_wide && shift == 0) {
             if (epilogue) {
                 launch_matrix_vector_q8_0_split<true, 4, false, MMV_SWIGLU, true>(grid, threads, cuda->stream, segments, codes, scales, row_bytes, rows, n_in,

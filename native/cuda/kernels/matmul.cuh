@@ -491,7 +491,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_
      * per warp). The trip count is the warp's: every lane takes part in the quad's shuffles. With a
      * split, warp `part` of the feature's 1 << split_shift takes iterations part, part + split, ... */
     static_assert(STEPS == 2 || STEPS == 4, "2 or 4 steps in flight");
-    static_assert(!WIDE || (X8 && !SPLIT), "the wide loads read the q8_0_x8 layout, one warp a feature");
+    static_assert(!WIDE || (X8 && (!SPLIT || STEPS == 2)), "the wide loads read the q8_0_x8 layout; split, a warp's iteration is 32 blocks, as the 8-byte loop's");
     const int split = SPLIT ? 1 << split_shift : 1, part = warp & (split - 1);
     const int64_t start = (int64_t)part * 8 * STEPS, stride = (int64_t)split * 8 * STEPS;
     float sum[ROWS];
@@ -505,13 +505,18 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_
          * to be added after them. Before the lanes' totals are added, lane 4q takes lane 2q's sum,
          * where the 8-byte loop keeps it: the same sums bit for bit (cuda-repack.test.ts compares
          * the layouts' outputs). */
+        /* SPLIT (STEPS 2): an iteration is 32 blocks, the 8-byte loop's with its 4 steps, dealt to
+         * the feature's warps as that loop deals them; each block's sum still lands, in increasing
+         * order, where that loop adds it (the same sums bit for bit, split or not). */
+        const int64_t wide_start = SPLIT ? start : 0, wide_stride = SPLIT ? stride : 16 * STEPS;
+        static_assert(!SPLIT || 16 * STEPS == 8 * 4, "the split's iteration: the 8-byte loop's 4 steps of 8 blocks");
         q8_0_wide_step<STEPS> wide;
-        wide.load(w, 0, blocks, lane);
+        wide.load(w, wide_start < blocks ? wide_start : 0, blocks, lane);
         if (early_weights) memra_grid_dependencies();
-        if (!active && EPILOGUE == MMV_PLAIN) return;
+        if (!active && !SPLIT && EPILOGUE == MMV_PLAIN) return; /* a split or epilogue block's warps all reach its barrier below */
         const int half = lane & 1;
-        for (int64_t first = active ? 0 : blocks; first < blocks; first += 16 * STEPS) {
-            if (first > 0) wide.load(w, first, blocks, lane);
+        for (int64_t first = active ? wide_start : blocks; first < blocks; first += wide_stride) {
+            if (first > wide_start) wide.load(w, first, blocks, lane);
 #pragma unroll
             for (int k = 0; k < STEPS; k++) {
                 if (first + 16 * k >= blocks) break;

@@ -391,14 +391,15 @@ static void test_mmv_split_plans(void) {
     EXPECT(memra_cuda_plan_mmv_split(1024, 2048 / 32, 32, 132, 0) == 2);          /* O: 2 iterations */
     EXPECT(memra_cuda_plan_mmv_split(2048 + 1024 + 1024, 1024 / 32, 32, 132, 0) == 1); /* Q/K/V: 1 iteration */
     EXPECT(memra_cuda_plan_mmv_split(151936, 1024 / 32, 32, 132, 0) == 1);        /* LM head */
-    /* Qwen3-8B shape: 4,096 features and more have warps enough */
-    EXPECT(memra_cuda_plan_mmv_split(4096, 12288 / 32, 32, 132, 0) == 1);
-    EXPECT(memra_cuda_plan_mmv_split(4096, 4096 / 32, 32, 132, 0) == 1);
-    /* the warp budget's edges: features × 2 · split ≤ 132 · 32 = 4224 */
-    EXPECT(memra_cuda_plan_mmv_split(2112, 8 * 32, 32, 132, 0) == 2);
-    EXPECT(memra_cuda_plan_mmv_split(2113, 8 * 32, 32, 132, 0) == 1);
-    EXPECT(memra_cuda_plan_mmv_split(1056, 8 * 32, 32, 132, 0) == 4);
-    EXPECT(memra_cuda_plan_mmv_split(1057, 8 * 32, 32, 132, 0) == 2);
+    /* Qwen3-8B shape: the O and down projections' 4,096 features split 2 ways, Q/K/V's 6,144 not */
+    EXPECT(memra_cuda_plan_mmv_split(4096, 12288 / 32, 32, 132, 0) == 2);
+    EXPECT(memra_cuda_plan_mmv_split(4096, 4096 / 32, 32, 132, 0) == 2);
+    EXPECT(memra_cuda_plan_mmv_split(4096 + 1024 + 1024, 4096 / 32, 32, 132, 0) == 1);
+    /* the warp budget's edges: features × 2 · split ≤ 132 · 64 = 8448 */
+    EXPECT(memra_cuda_plan_mmv_split(4224, 8 * 32, 32, 132, 0) == 2);
+    EXPECT(memra_cuda_plan_mmv_split(4225, 8 * 32, 32, 132, 0) == 1);
+    EXPECT(memra_cuda_plan_mmv_split(2112, 8 * 32, 32, 132, 0) == 4);
+    EXPECT(memra_cuda_plan_mmv_split(2113, 8 * 32, 32, 132, 0) == 2);
     /* never more warps than iterations to give them (2 steps: 16 blocks an iteration) */
     EXPECT(memra_cuda_plan_mmv_split(8, 16, 16, 132, 0) == 1);
     EXPECT(memra_cuda_plan_mmv_split(8, 17, 16, 132, 0) == 2);

@@ -74,7 +74,7 @@ describe.skipIf(unavailable !== undefined)(`a residual norm in the projection's 
       [64, 128],
       [256, 512],
       [1024, 3072],
-      [4096, 2048],
+      [4096, 3072],
     ] as const) {
       const [gateWeight, upWeight, downWeight] = [weight(GGMLType.Q8_0, width, ffn, 10 + width), weight(GGMLType.Q8_0, width, ffn, 20 + width), weight(GGMLType.Q8_0, ffn, width, 30 + width)];
       const [ffnNorm, nextNorm] = [norm(width, 40 + width), norm(width, 50 + width)];
