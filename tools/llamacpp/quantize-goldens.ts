@@ -155,7 +155,7 @@ const describe = (path: string) => {
   const file = openGGUF(path);
   return {
     fileType: file.getNumber("general.file_type"),
-    bytes: file.bytes.byteLength,
+    bytes: file.fileBytes,
     sha256: sha256(readFileSync(path)),
     tensors: file.tensors.map((t) => `${t.name} ${ggmlTypeName(t.type)} ${sha256(file.tensorData(t)).slice(0, 16)}`),
   };

@@ -1,4 +1,4 @@
-import { GGMLType, type GGUFTensorToWrite, ggufValue, readGGUF, writeGGUF } from "@memra/gguf";
+import { GGMLType, type GGUFTensorToWrite, ggufValue, openGGUF, readGGUF, writeGGUF } from "@memra/gguf";
 import { buildSyntheticModel, resolveOptions, syntheticModelFile } from "@memra/synthetic";
 import { describe, expect, it } from "vitest";
 import type { Backend } from "./backend";
@@ -43,6 +43,22 @@ describe("loadModel", () => {
         model.dispose();
       }
     }
+  });
+
+  it("computes the same logits from a file mapped in windows as from one mapped whole", async () => {
+    const path = await syntheticModelFile(resolveOptions("tiny", { weightType: "q8_0" }));
+    const whole = Model.create(openGGUF(path));
+    // 32 KiB windows (13 for its 24 tensors, the 10 MB embedding alone in one) and a header mapping grown from 4 KiB.
+    const windowedFile = openGGUF(path, { windowBytes: 2 ** 15, headerBytes: 4096 });
+    expect(windowedFile.header.byteLength).toBeLessThan(windowedFile.fileBytes);
+    const windowed = Model.create(windowedFile);
+    const tokens = PROMPT.slice(0, 6);
+    const expected = whole.forward(tokens, whole.createCache(tokens.length), { logits: "all" });
+    const got = windowed.forward(tokens, windowed.createCache(tokens.length), { logits: "all" });
+    expect(got.length).toBe(tokens.length * whole.vocabularySize);
+    expect(Buffer.compare(new Uint8Array(got.buffer, got.byteOffset, got.byteLength), new Uint8Array(expected.buffer, expected.byteOffset, expected.byteLength))).toBe(0);
+    whole.dispose();
+    windowed.dispose();
   });
 
   it("reports config and memory figures", async () => {

@@ -13,15 +13,42 @@ export interface GGUFTensorInfo {
   readonly byteSize: number;
 }
 
+/**
+ * A file's bytes by position, for tensor data. A file opened from a path can be larger than one
+ * ArrayBuffer can be (Bun cannot make one of 4 GiB), so it is not one Uint8Array.
+ */
+export interface GGUFFileContents {
+  /** Bytes in the whole file. */
+  readonly byteLength: number;
+  /**
+   * Bytes [start, start + length) of the file, as a view (no copy).
+   * @throws GGUFError when they cannot be mapped.
+   */
+  view(start: number, length: number): Uint8Array;
+}
+
+/** The contents of a file held in one Uint8Array (read into memory, or memory-mapped whole). */
+export function contentsInMemory(bytes: Uint8Array): GGUFFileContents {
+  return {
+    byteLength: bytes.byteLength,
+    view: (start, length) => bytes.subarray(start, start + length),
+  };
+}
+
 export interface GGUFFileParts {
   readonly version: number;
   readonly alignment: number;
   readonly metadata: Map<string, GGUFValue>;
   readonly tensors: readonly GGUFTensorInfo[];
-  /** Byte offset of the data section in `bytes`. */
+  /** Byte offset of the data section in the file. */
   readonly dataOffset: number;
-  /** The whole file (memory-mapped when opened from a path). */
-  readonly bytes: Uint8Array;
+  /**
+   * The file's first bytes: at least its metadata and tensor infos (maybe not the padding after
+   * them, up to `dataOffset`). From `readGGUF`, and `openGGUF` of a file of up to 2 GiB, the whole file.
+   */
+  readonly header: Uint8Array;
+  /** The whole file, where tensor data are read from; when absent, `header` is the whole file. */
+  readonly contents?: GGUFFileContents | undefined;
   readonly path?: string | undefined;
 }
 
@@ -32,7 +59,10 @@ export class GGUFFile {
   readonly metadata: Map<string, GGUFValue>;
   readonly tensors: readonly GGUFTensorInfo[];
   readonly dataOffset: number;
-  readonly bytes: Uint8Array;
+  /** The file's first bytes, through its tensor infos at least (see `GGUFFileParts.header`); `contents` for tensor data. */
+  readonly header: Uint8Array;
+  /** The whole file; tensor data are views into it. */
+  readonly contents: GGUFFileContents;
   readonly path: string | undefined;
   private readonly tensorsByName: Map<string, GGUFTensorInfo>;
 
@@ -42,7 +72,8 @@ export class GGUFFile {
     this.metadata = parts.metadata;
     this.tensors = parts.tensors;
     this.dataOffset = parts.dataOffset;
-    this.bytes = parts.bytes;
+    this.header = parts.header;
+    this.contents = parts.contents ?? contentsInMemory(parts.header);
     this.path = parts.path;
     this.tensorsByName = new Map(parts.tensors.map((t) => [t.name, t]));
   }
@@ -106,13 +137,12 @@ export class GGUFFile {
   tensorData(tensor: string | GGUFTensorInfo): Uint8Array {
     const info = typeof tensor === "string" ? this.tensorsByName.get(tensor) : tensor;
     if (!info) throw new GGUFError("tensor_infos", 0, `no tensor named "${String(tensor)}"`);
-    const start = this.dataOffset + info.offset;
-    return this.bytes.subarray(start, start + info.byteSize);
+    return this.contents.view(this.dataOffset + info.offset, info.byteSize);
   }
 
   /** Bytes of the file (of all its shards, for a split model). */
   get fileBytes(): number {
-    return this.bytes.byteLength;
+    return this.contents.byteLength;
   }
 
   /** The file's path (every shard's, for a split model); empty when it was read from memory. */

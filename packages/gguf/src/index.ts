@@ -1,6 +1,6 @@
 export { GGMLType, GGML_TYPES, QK_K, type GGMLTypeInfo, ggmlTypeFromName, ggmlTypeInfo, ggmlTypeName, tensorByteSize } from "./ggml-type";
 export { GGUFError } from "./gguf-error";
-export { GGUFFile, type GGUFTensorInfo } from "./gguf-file";
+export { GGUFFile, type GGUFFileContents, type GGUFTensorInfo } from "./gguf-file";
 export {
   GGUFValueType,
   type GGUFArrayItems,
@@ -12,7 +12,7 @@ export {
   jsonValue,
   plainValue,
 } from "./gguf-value";
-export { GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_MAX_ARRAY_DEPTH, GGUF_MAX_DIMS, openGGUF, readGGUF } from "./read-gguf";
+export { GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_MAX_ARRAY_DEPTH, GGUF_MAX_DIMS, type OpenGGUFOptions, openGGUF, readGGUF } from "./read-gguf";
 export { type GGUFTensorToWrite, type GGUFToWrite, writeGGUF, writeGGUFFile } from "./write-gguf";
 export { type MetadataOverride, MetadataOverrideError, applyMetadataOverrides, parseMetadataOverride, quantizeOverrideValue } from "./metadata-override";
 export {

@@ -4,7 +4,7 @@ import type { GGUFValue } from "./gguf-value";
 import { MetadataOverrideError, applyMetadataOverrides, parseMetadataOverride, quantizeOverrideValue } from "./metadata-override";
 
 function file(entries: Array<[string, GGUFValue]>): GGUFFile {
-  return new GGUFFile({ version: 3, alignment: 32, metadata: new Map(entries), tensors: [], dataOffset: 0, bytes: new Uint8Array(0) });
+  return new GGUFFile({ version: 3, alignment: 32, metadata: new Map(entries), tensors: [], dataOffset: 0, header: new Uint8Array(0) });
 }
 
 describe("--override-kv KEY=TYPE:VALUE", () => {

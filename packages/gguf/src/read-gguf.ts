@@ -1,6 +1,7 @@
+import { statSync } from "node:fs";
 import { GGMLType, ggmlTypeInfo, ggmlTypeName } from "./ggml-type";
 import { GGUFError } from "./gguf-error";
-import { GGUFFile, type GGUFTensorInfo } from "./gguf-file";
+import { GGUFFile, type GGUFFileParts, type GGUFTensorInfo } from "./gguf-file";
 import {
   type GGUFArrayItems,
   type GGUFArrayValue,
@@ -10,6 +11,7 @@ import {
   SCALAR_BYTES,
   VALUE_TYPE_NAMES,
 } from "./gguf-value";
+import { DEFAULT_WINDOW_BYTES, MAX_MAPPING_BYTES, MappedContents, checkMappingBytes, mapFileRange, planMappingWindows } from "./mapped-contents";
 
 /** "GGUF" read as a little-endian uint32. */
 export const GGUF_MAGIC = 0x46554747;
@@ -36,41 +38,119 @@ export interface ReadGGUFOptions {
   readonly path?: string;
 }
 
+export interface OpenGGUFOptions {
+  /**
+   * A file larger than this is mapped in windows of at most this many bytes of tensor data (each
+   * tensor in one window); a smaller one is mapped whole. Default 2 GiB; at most 4 GiB - 1.
+   */
+  readonly windowBytes?: number;
+  /** For a file mapped in windows: the first guess at the header's size, mapped and grown until it holds the header. Default 64 MiB. */
+  readonly headerBytes?: number;
+}
+
+/** The first guess at the bytes that hold a windowed file's metadata and tensor infos (a Qwen3 vocabulary takes about 8 MB). */
+export const DEFAULT_HEADER_BYTES = 64 * 2 ** 20;
+
+/** A parsed header: everything of a GGUFFile but its bytes. */
+export type ParsedGGUFHeader = Omit<GGUFFileParts, "header" | "contents" | "path">;
+
 /**
  * Parses a whole GGUF file held in memory (or memory-mapped). Metadata and tensor infos are
  * decoded; tensor data stay in `bytes` and are handed out as zero-copy views.
  * Throws `GGUFError` naming the field and byte offset of the first problem.
  */
 export function readGGUF(bytes: Uint8Array, options: ReadGGUFOptions = {}): GGUFFile {
-  return new GGUFParser(bytes).parse(options.path);
+  return new GGUFFile({ ...new GGUFParser(bytes, bytes.byteLength).parse(), header: bytes, path: options.path });
 }
 
 /**
  * Opens a GGUF file by memory-mapping it (`Bun.mmap`): only the header is touched, so opening a
- * large model and listing its tensors costs milliseconds, not a read of the file.
+ * large model and listing its tensors costs milliseconds, not a read of the file. A file of up to
+ * `windowBytes` (2 GiB) is mapped whole; a larger one (one ArrayBuffer cannot hold 4 GiB) has its
+ * header mapped, then its tensor data in windows of up to `windowBytes` split between tensors, each
+ * window mapped when a tensor in it is first asked for. `tensorData` of a tensor of 4 GiB or more
+ * throws GGUFError.
  */
-export function openGGUF(path: string): GGUFFile {
-  let bytes: Uint8Array;
+export function openGGUF(path: string, options: OpenGGUFOptions = {}): GGUFFile {
+  const { windowBytes = DEFAULT_WINDOW_BYTES, headerBytes = DEFAULT_HEADER_BYTES } = options;
+  checkMappingBytes("windowBytes", windowBytes);
+  checkMappingBytes("headerBytes", headerBytes);
+  let size: number;
   try {
-    bytes = Bun.mmap(path, { shared: false });
+    size = statSync(path).size;
+  } catch (error) {
+    throw new GGUFError("file", -1, `cannot open ${path}: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  if (size <= windowBytes) {
+    const bytes = mapWhole(path);
+    return new GGUFFile({ ...new GGUFParser(bytes, bytes.byteLength).parse(), header: bytes, path });
+  }
+  const { header, parsed } = parseGGUFHeader(size, (length) => mapFileRange(path, 0, length), headerBytes);
+  const contents = new MappedContents(path, size, planMappingWindows(parsed.tensors, parsed.dataOffset, windowBytes));
+  return new GGUFFile({ ...parsed, header, contents, path });
+}
+
+function mapWhole(path: string): Uint8Array {
+  try {
+    return Bun.mmap(path, { shared: false });
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     // An empty file cannot be mapped; report it as the truncation it is.
     if (/EINVAL|invalid argument/i.test(reason)) throw new GGUFError("magic", 0, "file is empty or cannot be mapped");
     throw new GGUFError("file", -1, `cannot open ${path}: ${reason}`);
   }
-  return readGGUF(bytes, { path });
 }
 
+/**
+ * Parses the header of a file of `fileBytes` bytes of which only a prefix is at hand:
+ * `mapPrefix(length)` gives its first `length` bytes, first `firstGuess` of them, then, whenever
+ * the header reaches past them, at least twice as many. Errors are those `readGGUF` gives for the
+ * whole file. Returns the prefix that held the header and the parsed header.
+ */
+export function parseGGUFHeader(fileBytes: number, mapPrefix: (length: number) => Uint8Array, firstGuess: number): { header: Uint8Array; parsed: ParsedGGUFHeader } {
+  let length = Math.min(fileBytes, MAX_MAPPING_BYTES, Math.max(1, firstGuess));
+  for (;;) {
+    const header = mapPrefix(length);
+    try {
+      return { header, parsed: new GGUFParser(header, fileBytes).parse() };
+    } catch (error) {
+      if (!(error instanceof BeyondPrefix)) throw error;
+      if (error.end > MAX_MAPPING_BYTES) {
+        throw new GGUFError(error.field, error.offset, `the header reaches byte ${error.end}: metadata and tensor infos of 4 GiB or more cannot be memory-mapped`);
+      }
+      length = Math.min(fileBytes, MAX_MAPPING_BYTES, Math.max(2 * length, error.end));
+    }
+  }
+}
+
+/** Thrown by the parser when the header goes on past the prefix it was given (but not past the file). */
+class BeyondPrefix extends Error {
+  constructor(
+    readonly field: string,
+    readonly offset: number,
+    /** The end of the bytes the parser needs. */
+    readonly end: number,
+  ) {
+    super(`${field} at byte ${offset}: needs bytes up to ${end}, past the mapped prefix`);
+  }
+}
+
+/**
+ * Reads a header from `bytes`, the first bytes of a file of `fileBytes` bytes: every check is
+ * against the file, and a read past `bytes` within the file throws BeyondPrefix.
+ */
 class GGUFParser {
   private readonly view: DataView;
   private position = 0;
 
-  constructor(private readonly bytes: Uint8Array) {
+  constructor(
+    private readonly bytes: Uint8Array,
+    private readonly fileBytes: number,
+  ) {
     this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
 
-  parse(path: string | undefined): GGUFFile {
+  parse(): ParsedGGUFHeader {
     const magic = this.uint32("magic");
     if (magic !== GGUF_MAGIC) {
       throw new GGUFError("magic", 0, `not a GGUF file (magic 0x${magic.toString(16).padStart(8, "0")}, expected "GGUF")`);
@@ -172,8 +252,8 @@ class GGUFParser {
     }
 
     const dataOffset = alignUp(this.position, alignment);
-    const dataSize = Math.max(0, this.bytes.byteLength - dataOffset);
-    if (infos.length > 0 && dataOffset > this.bytes.byteLength) {
+    const dataSize = Math.max(0, this.fileBytes - dataOffset);
+    if (infos.length > 0 && dataOffset > this.fileBytes) {
       throw new GGUFError("tensor_data", this.position, `file ends before the data section (needs padding to byte ${dataOffset})`);
     }
     for (const info of infos) {
@@ -199,19 +279,22 @@ class GGUFParser {
     }
 
     const tensors: GGUFTensorInfo[] = infos.map(({ infoOffset: _ignored, ...info }) => info);
-    return new GGUFFile({ version, alignment, metadata, tensors, dataOffset, bytes: this.bytes, path });
+    return { version, alignment, metadata, tensors, dataOffset };
   }
 
   // ---- primitive reads, each bounds-checked ----
 
+  /** Checks that `bytes` bytes from here are in the file, then that they are in the prefix at hand. */
   private need(field: string, bytes: number): void {
-    if (this.position + bytes > this.bytes.byteLength) {
-      throw new GGUFError(field, this.position, `file is truncated (needs ${bytes} bytes, ${this.bytes.byteLength - this.position} remain)`);
+    if (this.position + bytes > this.fileBytes) {
+      throw new GGUFError(field, this.position, `file is truncated (needs ${bytes} bytes, ${this.fileBytes - this.position} remain)`);
     }
+    if (this.position + bytes > this.bytes.byteLength) throw new BeyondPrefix(field, this.position, this.position + bytes);
   }
 
+  /** Bytes that remain in the file. */
   private remaining(): number {
-    return this.bytes.byteLength - this.position;
+    return this.fileBytes - this.position;
   }
 
   private uint32(field: string): number {
@@ -251,6 +334,7 @@ class GGUFParser {
     if (length > BigInt(this.remaining())) {
       throw new GGUFError(field, offset, `string length ${length} exceeds the ${this.remaining()} bytes that remain`);
     }
+    this.need(field, Number(length));
     const start = this.position;
     const end = start + Number(length);
     this.position = end;
@@ -300,6 +384,8 @@ class GGUFParser {
     const scalarBytes = SCALAR_BYTES[itemType];
     const minItemBytes = scalarBytes ?? (itemType === "string" ? MIN_STRING_BYTES : MIN_ARRAY_BYTES);
     const count = this.count(`${field}.count`, minItemBytes);
+    // Scalars are read straight from the bytes: within the file after `count`, but maybe not yet mapped.
+    if (scalarBytes !== undefined) this.need(`${field}.count`, count * scalarBytes);
     const start = this.position;
     let items: GGUFArrayItems;
     switch (itemType) {
@@ -437,7 +523,9 @@ const TYPED_ARRAYS = {
 function copyNumericArray(bytes: Uint8Array, start: number, count: number, type: GGUFValueTypeName): GGUFArrayItems {
   const Constructor = TYPED_ARRAYS[type as keyof typeof TYPED_ARRAYS];
   const size = SCALAR_BYTES[type]!;
-  const copy = bytes.slice(start, start + count * size);
+  // Not bytes.slice: a Node Buffer's slice is a view, and its `.buffer` starts elsewhere.
+  const copy = new Uint8Array(count * size);
+  copy.set(bytes.subarray(start, start + count * size));
   return new Constructor(copy.buffer, 0, count);
 }
 

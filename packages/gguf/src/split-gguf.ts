@@ -42,7 +42,7 @@ export class GGUFSplitFile extends GGUFFile {
 
   constructor(shards: readonly GGUFFile[], tensors: readonly GGUFTensorInfo[], shardByTensor: Map<string, GGUFFile>) {
     const first = shards[0]!;
-    super({ version: first.version, alignment: first.alignment, metadata: first.metadata, tensors, dataOffset: first.dataOffset, bytes: first.bytes, path: first.path });
+    super({ version: first.version, alignment: first.alignment, metadata: first.metadata, tensors, dataOffset: first.dataOffset, header: first.header, contents: first.contents, path: first.path });
     this.shards = shards;
     this.shardByTensor = shardByTensor;
   }
@@ -55,7 +55,7 @@ export class GGUFSplitFile extends GGUFFile {
   }
 
   override get fileBytes(): number {
-    return this.shards.reduce((sum, shard) => sum + shard.bytes.byteLength, 0);
+    return this.shards.reduce((sum, shard) => sum + shard.fileBytes, 0);
   }
 
   override get paths(): readonly string[] {

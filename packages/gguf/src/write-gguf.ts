@@ -28,7 +28,7 @@ const utf8 = new TextEncoder();
 
 /** Serialises a whole GGUF file into memory. */
 export function writeGGUF(file: GGUFToWrite): Uint8Array {
-  const { header, layout, dataBytes } = encodeHeader(file);
+  const { header, layout, dataBytes } = encodeGGUFHeader(file);
   const out = new Uint8Array(header.byteLength + dataBytes);
   out.set(header, 0);
   for (const { tensor, offset, size } of layout) {
@@ -46,7 +46,7 @@ export function writeGGUF(file: GGUFToWrite): Uint8Array {
  * when its tensors are given as functions. Returns the number of bytes written.
  */
 export async function writeGGUFFile(path: string, file: GGUFToWrite): Promise<number> {
-  const { header, layout, dataBytes } = encodeHeader(file);
+  const { header, layout, dataBytes } = encodeGGUFHeader(file);
   const writer = Bun.file(path).writer({ highWaterMark: 1 << 22 });
   writer.write(header);
   let written = 0;
@@ -110,13 +110,18 @@ function* tensorPieces(tensor: GGUFTensorToWrite, size: number): Generator<Uint8
   if (total !== size) throw mismatch(String(total));
 }
 
-interface TensorPlacement {
+export interface TensorPlacement {
   tensor: GGUFTensorToWrite;
   offset: number;
   size: number;
 }
 
-function encodeHeader(file: GGUFToWrite): { header: Uint8Array; layout: TensorPlacement[]; dataBytes: number } {
+/**
+ * The header of `file` (metadata and tensor infos, padded to the alignment), where each tensor's
+ * data go in the data section, and the data section's size. The tensors' data are not touched, so
+ * a test can describe a file larger than memory and write only parts of it.
+ */
+export function encodeGGUFHeader(file: GGUFToWrite): { header: Uint8Array; layout: TensorPlacement[]; dataBytes: number } {
   const entries: Array<[string, GGUFValue]> =
     file.metadata instanceof Map ? [...file.metadata.entries()] : Object.entries(file.metadata as Record<string, GGUFValue>);
   const alignmentValue = entries.find(([key]) => key === "general.alignment")?.[1];

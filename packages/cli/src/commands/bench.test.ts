@@ -224,7 +224,7 @@ describe("llama-bench's flags", () => {
     expect(llamaModelDescription(file).type).toBe("qwen3 ?B Q8_0");
     const metadata = new Map(file.metadata);
     metadata.delete("general.file_type");
-    const unlabelled = new GGUFFile({ version: file.version, alignment: file.alignment, metadata, tensors: file.tensors, dataOffset: file.dataOffset, bytes: file.bytes });
+    const unlabelled = new GGUFFile({ version: file.version, alignment: file.alignment, metadata, tensors: file.tensors, dataOffset: file.dataOffset, header: file.header, contents: file.contents });
     expect(llamaModelDescription(unlabelled).type).toBe("qwen3 ?B (guessed) Q8_0");
   });
 

@@ -38,7 +38,7 @@ export async function inspectCommand(args: string[], io: CliIO): Promise<void> {
 export function renderInspection(file: GGUFFile): string {
   const lines: string[] = [];
   lines.push(
-    `GGUF v${file.version}, alignment ${file.alignment}, ${file.metadata.size} metadata keys, ${file.tensors.length} tensors, ${formatBytes(file.bytes.byteLength)}` +
+    `GGUF v${file.version}, alignment ${file.alignment}, ${file.metadata.size} metadata keys, ${file.tensors.length} tensors, ${formatBytes(file.fileBytes)}` +
       (file.path ? ` (${file.path})` : ""),
   );
   const split = splitInfo(file);

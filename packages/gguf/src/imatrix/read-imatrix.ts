@@ -150,7 +150,7 @@ function headerOffsetOf(file: GGUFFile, name: string): number {
   const pattern = Buffer.alloc(8 + text.byteLength);
   pattern.writeBigUInt64LE(BigInt(text.byteLength), 0);
   text.copy(pattern, 8);
-  const header = Buffer.from(file.bytes.buffer, file.bytes.byteOffset, Math.min(file.dataOffset, file.bytes.byteLength));
+  const header = Buffer.from(file.header.buffer, file.header.byteOffset, Math.min(file.dataOffset, file.header.byteLength));
   return header.indexOf(pattern);
 }
 
