@@ -508,7 +508,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_
         /* SPLIT (STEPS 2): an iteration is 32 blocks, the 8-byte loop's with its 4 steps, dealt to
          * the feature's warps as that loop deals them; each block's sum still lands, in increasing
          * order, where that loop adds it (the same sums bit for bit, split or not). */
-        const int64_t wide_start = SPLIT ? start : 0, wide_stride = SPLIT ? stride : 16 * STEPS;
+        const int64_t wide_start = (int64_t)part * 16 * STEPS, wide_stride = (int64_t)split * 16 * STEPS; /* part 0 and split 1 unsplit */
         static_assert(!SPLIT || 16 * STEPS == 8 * 4, "the split's iteration: the 8-byte loop's 4 steps of 8 blocks");
         q8_0_wide_step<STEPS> wide;
         wide.load(w, wide_start < blocks ? wide_start : 0, blocks, lane);
