@@ -166,9 +166,15 @@ __global__ void qk_norm_rope_kv_kernel(float * q, float * k, const float * __res
  * bit for bit the rounding the matmul would do, without its launch. No barrier: the block's thread
  * t wrote the values d ≡ t (mod blockDim), and warp w takes blocks b ≡ w (mod warps), so lane l
  * reads d = 32b + l ≡ 32w + l = t: each thread rounds values it wrote itself. */
-__device__ __forceinline__ void round_head(float * out, int64_t pair, int head_dim, int8_t * __restrict__ codes, float * __restrict__ scales) {
+__device__ __forceinline__ void round_head(float * out, int64_t pair, int head_dim, int8_t * __restrict__ codes, float * __restrict__ scales, float mine) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     const int64_t first = pair * head_dim / 32;
+    if (head_dim == (int)blockDim.x) {
+        /* one value a thread (head_dim 128, Qwen3's): warp w's lanes hold block w, rounded from
+         * `mine`, the value the thread has just stored (no read back through L2) */
+        round_q8_0_codes(first + warp, lane, mine, codes, scales);
+        return;
+    }
     /* The trip count depends on the warp only: every lane takes part in each shuffle. */
     for (int b = warp; b < head_dim / 32; b += warps) round_block<MEMRA_CUDA_ROUND_Q8_0, true>(first + b, lane, nullptr, nullptr, out, codes, scales, nullptr);
 }
@@ -211,6 +217,7 @@ __device__ __forceinline__ void combine_head(float * out, const float * partials
     }
     __syncthreads();
     const float inverse = shared_inverse;
+    float mine = 0.0f; /* the last value this thread stores: its only one where head_dim is blockDim.x */
     for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
         float values[MAX];
 #pragma unroll
@@ -220,9 +227,10 @@ __device__ __forceinline__ void combine_head(float * out, const float * partials
         for (int s = 0; s < MAX; s++) {
             if (s < splits && seen[s]) sum += factor[s] * values[s];
         }
-        out[pair * head_dim + d] = sum * inverse;
+        mine = sum * inverse;
+        out[pair * head_dim + d] = mine;
     }
-    if (codes) round_head(out, pair, head_dim, codes, scales);
+    if (codes) round_head(out, pair, head_dim, codes, scales, mine);
 }
 
 /* One warp's online softmax state over the keys it has seen: running max m, sum l, and the
@@ -310,7 +318,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
                            const uint8_t * __restrict__ values, int64_t row_bytes, int block_tokens, const int32_t * __restrict__ block_tables,
                            const int32_t * __restrict__ sequences, int sequence_count, int heads, int kv_heads, int head_dim, float scale, int splits,
                            int * __restrict__ counters, int8_t * __restrict__ codes, float * __restrict__ scales, fused_qk_kv fused) {
-    memra_grid_dependencies();
+    if (!FUSED) memra_grid_dependencies();
     constexpr int WARPS = MEMRA_CUDA_ATTENTION_WARPS, KEYS = MEMRA_CUDA_ATTENTION_KEYS;
     __shared__ float shared_m[WARPS], shared_l[WARPS], shared_acc[WARPS][CHUNKS * 32];
     const int64_t row = blockIdx.x;
@@ -324,6 +332,34 @@ __global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
     const int32_t * table = block_tables + sequence[3];
     const int kv_head = head / (heads / kv_heads);
     const int64_t kv_offset = (int64_t)kv_head * head_dim;
+    /* positions in the cache: all of them, or FUSED all but this step's (the last) */
+    const int64_t cached = FUSED ? length - 1 : length;
+    /* Groups of KEYS consecutive positions, dealt round robin to the warps of every split. A
+     * group's keys and values are loaded together (the values in flight with the keys, not one key
+     * at a time after each key's softmax step). FUSED, the warp's first group is loaded before the
+     * wait for the kernel before this one: the cache's earlier positions, the block tables and the
+     * sequences were all written before that kernel began (by earlier steps' launches and the
+     * host's copies), and this step's position, which this launch writes, is not among them; so
+     * those loads overlap the Q/K/V projection's end instead of following it. */
+    const int64_t stride = (int64_t)splits * WARPS * KEYS, start = ((int64_t)split * WARPS + warp) * KEYS;
+    float kk[KEYS][CHUNKS], vv[KEYS][CHUNKS];
+    auto load_group = [&](int64_t first) {
+#pragma unroll
+        for (int j = 0; j < KEYS; j++) {
+            const int64_t p = first + j < cached ? first + j : first; /* past the end: a repeat, unused */
+            const int64_t slot = (int64_t)table[p / block_tokens] * block_tokens + p % block_tokens;
+            const uint8_t * k = keys + slot * row_bytes;
+            const uint8_t * v = values + slot * row_bytes;
+#pragma unroll
+            for (int c = 0; c < CHUNKS; c++) {
+                const bool inside = c * 32 + lane < head_dim;
+                vv[j][c] = inside ? kv_value<KV>(v, kv_offset + c * 32 + lane) : 0.0f;
+                kk[j][c] = inside ? kv_value<KV>(k, kv_offset + c * 32 + lane) : 0.0f;
+            }
+        }
+    };
+    if (start < cached) load_group(start);
+    if (FUSED) memra_grid_dependencies();
     const float * qr = q + (row * heads + head) * (int64_t)head_dim;
     /* Lanes past head_dim (head_dim not a multiple of 32) hold zeros and never load. */
     float qv[CHUNKS];
@@ -336,26 +372,15 @@ __global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
         state.acc[c] = 0.0f;
     }
     if constexpr (FUSED) norm_rope_lanes<CHUNKS>(qv, fused.q_weight, fused.positions[row], lane, head_dim, fused.eps, fused.theta_scale, fused.scaling);
-    /* positions in the cache: all of them, or FUSED all but this step's (the last) */
-    const int64_t cached = FUSED ? length - 1 : length;
-    /* Groups of KEYS consecutive positions, dealt round robin to the warps of every split. */
-    const int64_t stride = (int64_t)splits * WARPS * KEYS;
-    for (int64_t first = ((int64_t)split * WARPS + warp) * KEYS; first < cached; first += stride) {
-        /* the group's keys and values loaded together: the values are in flight with the keys,
-         * not loaded one key at a time after each key's softmax step (their addresses are known) */
-        float dot[KEYS], vv[KEYS][CHUNKS];
+    for (int64_t first = start; first < cached; first += stride) {
+        if (first > start) load_group(first);
+        float dot[KEYS];
 #pragma unroll
         for (int j = 0; j < KEYS; j++) {
-            const int64_t p = first + j < cached ? first + j : first; /* past the end: a repeat, unused */
-            const int64_t slot = (int64_t)table[p / block_tokens] * block_tokens + p % block_tokens;
-            const uint8_t * k = keys + slot * row_bytes;
-            const uint8_t * v = values + slot * row_bytes;
             dot[j] = 0.0f;
 #pragma unroll
             for (int c = 0; c < CHUNKS; c++) {
-                const bool inside = c * 32 + lane < head_dim;
-                vv[j][c] = inside ? kv_value<KV>(v, kv_offset + c * 32 + lane) : 0.0f;
-                if (inside) dot[j] += qv[c] * kv_value<KV>(k, kv_offset + c * 32 + lane);
+                if (c * 32 + lane < head_dim) dot[j] += qv[c] * kk[j][c];
             }
         }
 #pragma unroll
@@ -441,13 +466,15 @@ __global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
     if (splits == 1) {
         const float inverse = 1.0f / l;
         float * o = out + pair * (int64_t)head_dim;
+        float mine = 0.0f; /* as in combine_head */
         for (int d = threadIdx.x; d < head_dim; d += WARPS * 32) {
             float sum = 0.0f;
 #pragma unroll
             for (int w = 0; w < WARPS; w++) sum += factor[w] * shared_acc[w][d];
-            o[d] = sum * inverse;
+            mine = sum * inverse;
+            o[d] = mine;
         }
-        if (codes) round_head(out, pair, head_dim, codes, scales);
+        if (codes) round_head(out, pair, head_dim, codes, scales, mine);
         return;
     }
     /* Several splits: this one's (m, l, acc[head_dim]) for the combine. */
