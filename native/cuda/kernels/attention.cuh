@@ -318,7 +318,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
                            const uint8_t * __restrict__ values, int64_t row_bytes, int block_tokens, const int32_t * __restrict__ block_tables,
                            const int32_t * __restrict__ sequences, int sequence_count, int heads, int kv_heads, int head_dim, float scale, int splits,
                            int * __restrict__ counters, int8_t * __restrict__ codes, float * __restrict__ scales, fused_qk_kv fused) {
-    if (!FUSED) memra_grid_dependencies();
+    memra_grid_dependencies();
     constexpr int WARPS = MEMRA_CUDA_ATTENTION_WARPS, KEYS = MEMRA_CUDA_ATTENTION_KEYS;
     __shared__ float shared_m[WARPS], shared_l[WARPS], shared_acc[WARPS][CHUNKS * 32];
     const int64_t row = blockIdx.x;
@@ -332,34 +332,6 @@ __global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
     const int32_t * table = block_tables + sequence[3];
     const int kv_head = head / (heads / kv_heads);
     const int64_t kv_offset = (int64_t)kv_head * head_dim;
-    /* positions in the cache: all of them, or FUSED all but this step's (the last) */
-    const int64_t cached = FUSED ? length - 1 : length;
-    /* Groups of KEYS consecutive positions, dealt round robin to the warps of every split. A
-     * group's keys and values are loaded together (the values in flight with the keys, not one key
-     * at a time after each key's softmax step). FUSED, the warp's first group is loaded before the
-     * wait for the kernel before this one: the cache's earlier positions, the block tables and the
-     * sequences were all written before that kernel began (by earlier steps' launches and the
-     * host's copies), and this step's position, which this launch writes, is not among them; so
-     * those loads overlap the Q/K/V projection's end instead of following it. */
-    const int64_t stride = (int64_t)splits * WARPS * KEYS, start = ((int64_t)split * WARPS + warp) * KEYS;
-    float kk[KEYS][CHUNKS], vv[KEYS][CHUNKS];
-    auto load_group = [&](int64_t first) {
-#pragma unroll
-        for (int j = 0; j < KEYS; j++) {
-            const int64_t p = first + j < cached ? first + j : first; /* past the end: a repeat, unused */
-            const int64_t slot = (int64_t)table[p / block_tokens] * block_tokens + p % block_tokens;
-            const uint8_t * k = keys + slot * row_bytes;
-            const uint8_t * v = values + slot * row_bytes;
-#pragma unroll
-            for (int c = 0; c < CHUNKS; c++) {
-                const bool inside = c * 32 + lane < head_dim;
-                vv[j][c] = inside ? kv_value<KV>(v, kv_offset + c * 32 + lane) : 0.0f;
-                kk[j][c] = inside ? kv_value<KV>(k, kv_offset + c * 32 + lane) : 0.0f;
-            }
-        }
-    };
-    if (start < cached) load_group(start);
-    if (FUSED) memra_grid_dependencies();
     const float * qr = q + (row * heads + head) * (int64_t)head_dim;
     /* Lanes past head_dim (head_dim not a multiple of 32) hold zeros and never load. */
     float qv[CHUNKS];
@@ -372,15 +344,26 @@ __global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
         state.acc[c] = 0.0f;
     }
     if constexpr (FUSED) norm_rope_lanes<CHUNKS>(qv, fused.q_weight, fused.positions[row], lane, head_dim, fused.eps, fused.theta_scale, fused.scaling);
-    for (int64_t first = start; first < cached; first += stride) {
-        if (first > start) load_group(first);
-        float dot[KEYS];
+    /* positions in the cache: all of them, or FUSED all but this step's (the last) */
+    const int64_t cached = FUSED ? length - 1 : length;
+    /* Groups of KEYS consecutive positions, dealt round robin to the warps of every split. */
+    const int64_t stride = (int64_t)splits * WARPS * KEYS;
+    for (int64_t first = ((int64_t)split * WARPS + warp) * KEYS; first < cached; first += stride) {
+        /* the group's keys and values loaded together: the values are in flight with the keys,
+         * not loaded one key at a time after each key's softmax step (their addresses are known) */
+        float dot[KEYS], vv[KEYS][CHUNKS];
 #pragma unroll
         for (int j = 0; j < KEYS; j++) {
+            const int64_t p = first + j < cached ? first + j : first; /* past the end: a repeat, unused */
+            const int64_t slot = (int64_t)table[p / block_tokens] * block_tokens + p % block_tokens;
+            const uint8_t * k = keys + slot * row_bytes;
+            const uint8_t * v = values + slot * row_bytes;
             dot[j] = 0.0f;
 #pragma unroll
             for (int c = 0; c < CHUNKS; c++) {
-                if (c * 32 + lane < head_dim) dot[j] += qv[c] * kk[j][c];
+                const bool inside = c * 32 + lane < head_dim;
+                vv[j][c] = inside ? kv_value<KV>(v, kv_offset + c * 32 + lane) : 0.0f;
+                if (inside) dot[j] += qv[c] * kv_value<KV>(k, kv_offset + c * 32 + lane);
             }
         }
 #pragma unroll

@@ -39,15 +39,14 @@ fi
 
 # Programmatic dependent launch lets a kernel start while the one before it finishes: every kernel
 # must wait for it (memra_grid_dependencies(), kernels/device.cuh) before it touches memory, so the
-# call must be its first statement. The two exceptions load, before they wait, only what no
-# kernel of the step writes: matrix_vector_q8_0_kernel its weights when early_weights is set (first
-# statement "if (!early_weights) memra_grid_dependencies();"), paged_attention_kernel FUSED its
-# first keys and values of earlier positions ("if (!FUSED) memra_grid_dependencies();"). Checked in
-# the sources, as no GPU runs here.
+# call must be its first statement. The one exception, matrix_vector_q8_0_kernel, loads weights
+# (which no kernel writes) first when early_weights is set, and waits before anything else: its
+# first statement is "if (!early_weights) memra_grid_dependencies();". Checked in the sources, as
+# no GPU runs here.
 awk '
     /__global__/ { kernel = FNR }
     kernel && /\{$/ {
-        if ((getline next_line) <= 0 || next_line !~ /^ *(if \(!(early_weights|FUSED)\) )?memra_grid_dependencies\(\);/) {
+        if ((getline next_line) <= 0 || next_line !~ /^ *(if \(!early_weights\) )?memra_grid_dependencies\(\);/) {
             printf "%s:%d: a kernel whose first statement is not memra_grid_dependencies();\n", FILENAME, kernel
             bad = 1
         }
