@@ -179,7 +179,9 @@ bench() { # [BENCH_ENV=NAME=VALUE] bench NAME ARGS...  (CUDA graphs never run on
 }
 # --batch 64: aggregate decode of 64 sequences in one step (target: ≥ 20× batch 1).
 bench qwen3-0.6b-q8_0 --preset qwen3-0.6b --type q8_0 --prompt 512 --decode 128 --batch 64
-bench qwen3-8b-shape-q8_0 --preset qwen3-0.6b --type q8_0 --layers 36 --distinct-layers 8 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 512 --decode 128 --batch 64
+# (--profile 4: where a decode step's, the prefill's and a batch-64 step's time goes, on the same
+# file loaded again without graphs after the figures; a minute less than a bench of its own)
+bench qwen3-8b-shape-q8_0 --preset qwen3-0.6b --type q8_0 --layers 36 --distinct-layers 8 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 512 --decode 128 --batch 64 --profile 4
 bench qwen3-30b-a3b-scaled-q8_0 --preset qwen3-30b-a3b-scaled --type q8_0 --prompt 512 --decode 128
 
 step golden-suite "$TEST_LIMIT" "${TEST_RUN[@]}" "$TESTS/golden-suite.test.ts" "$TESTS/golden-suite-part-2.test.ts" "$TESTS/context-shift.test.ts"
@@ -198,11 +200,10 @@ BENCH_ENV=MEMRA_CUDA_MMV_WIDE=0 bench qwen3-0.6b-q8_0-no-wide --preset qwen3-0.6
 BENCH_ENV=MEMRA_CUDA_MMV_WIDE=0 bench qwen3-8b-shape-q8_0-no-wide "${EIGHT_B[@]}"
 # The same decode with every op launched (no CUDA graphs): what the graphs save at batch 1; and 4
 # more steps with every launch timed (`profile`: µs per step of each kernel, the gaps between
-# kernels included, and the last step's launches in order), here and for the 8B shape: where a
-# decode step's time goes; at the 8B shape also its 512-token prefill and a decode step of 64
-# sequences (`prefillProfile`, `batchProfile`): where pp512's and batch 64's time goes.
+# kernels included, and the last step's launches in order): where a decode step's time goes (the
+# 8B shape's bench above profiles its decode step, its 512-token prefill and a decode step of 64
+# sequences: `prefillProfile`, `batchProfile`, where pp512's and batch 64's time goes).
 bench qwen3-0.6b-q8_0-no-graphs --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128 --graphs 0 --profile 4
-bench qwen3-8b-shape-q8_0-profile --preset qwen3-0.6b --type q8_0 --layers 36 --distinct-layers 8 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 512 --decode 16 --runs 1 --graphs 0 --profile 4 --batch 64 --batch-prompt 16
 # (Single ops and the PyTorch anchor come after the variants above, which a budget-cut run needs
 # more: the first run of 2026-12-04 measured them, and the previous kernels' ops come last.)
 # Single ops at the targets' shapes (matvec bandwidth, GEMM TFLOP/s, decode attention, fused norm,

@@ -19,7 +19,8 @@
  * picked on the GPU (BatchEntry.top, Backend.topKRows: 80 numbers read back per sequence);
  * --pick host-sample runs the same chain on the whole logits read back (the path before topKRows).
  *
- * --profile N (with --graphs 0) times N more single-sequence decode steps kernel by kernel
+ * --profile N times N more single-sequence decode steps kernel by kernel, after the figures (with
+ * decode graphs on, on the same file loaded again without them)
  * (CudaBackend.profileKernels: each launch's GPU time from the end of the one before, the host's
  * launches queued first) and adds `profile`: per kernel, launches and µs per step and share, the
  * largest first, the step's total, and the last step's launches in order: where a decode step's time
@@ -83,7 +84,8 @@ const path = await syntheticModelFile(options);
 const backend = CudaBackend.create({ graphs: values.graphs !== "0" });
 const batch = Number(values.batch);
 const batchPrompt = Number(values["batch-prompt"]);
-const model = loadModel(path, { backend, maxBatchTokens: Math.max(promptTokens, batch, batchPrompt, 1) });
+const maxBatchTokens = Math.max(promptTokens, batch, batchPrompt, 1);
+let model = loadModel(path, { backend, maxBatchTokens });
 
 let state = 12345;
 const randomToken = () => {
@@ -212,8 +214,13 @@ function profileOf(steps: number, step: () => void): Record<string, unknown> {
 let profile: Record<string, unknown> | undefined;
 let prefillProfile: Record<string, unknown> | undefined;
 let batchProfile: Record<string, unknown> | undefined;
+const graphsRecorded = model.transformer.recordsDecodeGraphs;
 if (profileSteps > 0) {
-  if (model.transformer.recordsDecodeGraphs) throw new Error("--profile times eager launches: run it with --graphs 0");
+  // The figures above are taken: with decode graphs, the same file is loaded again without them
+  // (the launches are timed one by one), which spares a second run its model's writing (a minute
+  // at the 8B shape).
+  // (the first model stays loaded: its dispose would take the backend with it)
+  if (graphsRecorded) model = loadModel(path, { backend, maxBatchTokens, decodeGraphs: false });
   const cache = model.createCache(promptTokens + profileSteps + 1);
   let token = 0;
   prefillProfile = profileOf(1, () => (token = next(prompt, cache)));
@@ -246,7 +253,7 @@ const result = {
   fullLayers,
   device: backend.deviceInfo().name,
   programmaticLaunch: backend.deviceInfo().programmaticLaunch,
-  graphs: model.transformer.recordsDecodeGraphs,
+  graphs: graphsRecorded,
   pick,
   [`pp${promptTokens}`]: (promptTokens / medianPrefill) * 1000,
   [`tg${decodeTokens}`]: (decodeTokens / medianDecode) * 1000,
