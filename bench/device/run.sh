@@ -238,12 +238,13 @@ BENCH_ENV=MEMRA_CUDA_MMV_SPLIT=1 bench qwen3-0.6b-q8_0-no-split --preset qwen3-0
 # QK-norm, RoPE and the K/V write in a launch of their own before the attention (by default in the
 # attention kernel): what the fused kernel saves at batch 1.
 BENCH_ENV=MEMRA_CUDA_FUSED_ATTENTION=0 bench qwen3-0.6b-q8_0-qk-apart --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
-# SwiGLU rounded for the down projection in a launch of its own (by default by the gate/up
-# kernel's last block of each 32 features): what that saves at batch 1.
-BENCH_ENV=MEMRA_CUDA_FUSED_FFN=0 bench qwen3-0.6b-q8_0-swiglu-apart --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
-# The residual add and the next RMSNorm in the next op's launch (by default in the last block of the
-# O and down projections' kernels): what that saves at batch 1.
-BENCH_ENV=MEMRA_CUDA_FUSED_NORM=0 bench qwen3-0.6b-q8_0-norms-apart --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
+# SwiGLU rounded for the down projection by the gate/up kernel's last block of each 32 features
+# (by default in a launch of its own since the fourth run of 2026-12-04, which timed the fused form
+# 20% slower at batch 1): what the fusion does now.
+BENCH_ENV=MEMRA_CUDA_FUSED_FFN=1 bench qwen3-0.6b-q8_0-swiglu-fused --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
+# The residual add and the next RMSNorm in the last block of the O and down projections' kernels
+# (by default in the next op's launch since the same run: 12% slower fused): what that does now.
+BENCH_ENV=MEMRA_CUDA_FUSED_NORM=1 bench qwen3-0.6b-q8_0-norms-fused --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128
 # A decode graph's five index arrays copied by five copy nodes inside the graph (by default one
 # copy before each replay): what that saves at batch 1.
 BENCH_ENV=MEMRA_CUDA_GRAPH_INPUT_COPY=0 bench qwen3-0.6b-q8_0-input-nodes --preset qwen3-0.6b --type q8_0 --prompt 16 --decode 128

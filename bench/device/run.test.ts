@@ -56,7 +56,7 @@ describe("bench/device/run.sh's output folder", () => {
     const targets = JSON.parse(readFileSync(join(out, "targets.json"), "utf8")) as { targets: unknown[] };
     expect(targets.targets.length).toBeGreaterThan(0);
     // the reply carries the output's end: the targets report is last
-    expect(result.stdout).toMatch(/issue 8 targets:[\s\S]*tg128 with a feature off/);
+    expect(result.stdout).toMatch(/issue 8 targets:[\s\S]*tg128 of a variant \/ default/);
     expect(result.stdout.trimEnd().split("\n").at(-1)).toMatch(/8B no-wide/);
   });
 

@@ -120,7 +120,8 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
   let backend: CudaBackend;
   let pair: BackendPair;
   beforeAll(() => {
-    backend = CudaBackend.create();
+    // the fused decode ops (off by default) are what these tests check
+    backend = CudaBackend.create({ fusedFeedForward: true, fusedNorm: true });
     pair = new BackendPair(backend, new ReferenceBackend());
   });
   afterAll(() => backend?.dispose());
@@ -732,6 +733,16 @@ describe.skipIf(unavailable !== undefined)(`CudaBackend ops against the referenc
     expect(call(backend, 1, upload("gate", GGMLType.Q4_K, nIn, ffn, 5))).toBe(false);
     expect(call(backend, 1, q8Gate, upload("down", GGMLType.Q4_K, ffn, nIn, 6))).toBe(false);
     expect(() => call(backend, 1, q8Gate, upload("down", GGMLType.Q8_0, 256, nIn, 7))).toThrow(/gate, up and down weights of 512, 512 and 256 features/);
+    // off by default (the H200 ran a 0.6B decode step faster with SwiGLU and the norms apart)
+    if (process.env.MEMRA_CUDA_FUSED_FFN === undefined && process.env.MEMRA_CUDA_FUSED_NORM === undefined) {
+      const defaults = CudaBackend.create();
+      try {
+        expect([defaults.fusedFeedForward, defaults.fusedNorm]).toEqual([false, false]);
+        expect(defaults.rmsNormSwigluMatmul(normed!, hidden!, undefined, norm, 1e-6, gate!, up!, q8Gate, q8Up, projected!, q8Down, 1)).toBe(false);
+      } finally {
+        defaults.dispose();
+      }
+    }
     const off = CudaBackend.create({ fusedFeedForward: false });
     try {
       expect(off.fusedFeedForward).toBe(false);

@@ -296,15 +296,21 @@ describe.skipIf(unavailable !== undefined)(`CUDA graphs${unavailable ? ` (skippe
 
   it.each(["tiny", "tiny-moe"] as const)("a model's decode steps through graphs give the logits of decode op by op (%s)", async (preset) => {
     const path = await syntheticModelFile(resolveOptions(preset, { weightType: "q8_0", vocabulary: MODEL_VOCABULARY }));
-    const run = (graphs: boolean) => {
-      const result = decodeLogits(path, { graphs }, 4);
+    // the default backend (SwiGLU and the residual norms in launches of their own), then with
+    // those fusions on, whose node count the comment below adds up
+    const run = (graphs: boolean, fused: CudaBackendOptions) => {
+      const result = decodeLogits(path, { graphs, ...fused }, 4);
       expect(result.recordsGraphs).toBe(graphs);
       nodes.push(...result.nodes);
       return result.logits;
     };
     const nodes: number[] = [];
-    const expected = run(false);
-    const actual = run(true);
+    const [eagerDefault, graphsDefault] = [run(false, {}), run(true, {})];
+    for (let i = 0; i < eagerDefault.length; i++) expect(firstDifference(graphsDefault[i]!, eagerDefault[i]!), `default backend, logits ${i}`).toBe(-1);
+    nodes.length = 0;
+    const fusions = { fusedFeedForward: true, fusedNorm: true };
+    const expected = run(false, fusions);
+    const actual = run(true, fusions);
     expect(nodes.length).toBeGreaterThanOrEqual(1);
     // Dense: the embedding, 9 kernels per layer ((add+)norm with the Q/K/V rounding + one launch,
     // QK-norm+RoPE with the K and V write (head_dim 16: not in the attention kernel), split

@@ -21,7 +21,8 @@ const EPS = 1e-6;
 describe.skipIf(unavailable !== undefined)(`a residual norm in the projection's kernel${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
   let backend: CudaBackend;
   beforeAll(() => {
-    backend = CudaBackend.create();
+    // the fused decode ops (off by default) are what these tests check
+    backend = CudaBackend.create({ fusedFeedForward: true, fusedNorm: true });
   });
   afterAll(() => backend?.dispose());
 
@@ -256,7 +257,7 @@ describe.skipIf(unavailable !== undefined)(`a residual norm in the projection's 
   it("declines where the tail does not apply (nothing added), and bad residual buffers are errors, with nothing done", () => {
     const [width, ffn] = [256, 512];
     // 3 rows (one block would norm them all), a q4_0 down projection, the option off: done without the norm
-    const off = CudaBackend.create({ fusedNorm: false });
+    const off = CudaBackend.create({ fusedNorm: false, fusedFeedForward: true });
     try {
       expect(off.fusedNorm).toBe(false);
       expect(backend.fusedNorm).toBe(true);
