@@ -108,6 +108,10 @@ enum memra_cuda_matmul_kernel { MEMRA_CUDA_MATMUL_NONE = 0, MEMRA_CUDA_MATMUL_VE
  * 4,096 features of 12,288 inputs read their weights at 3.4 TB/s split 2 ways, 2.5 unsplit, and
  * 4,096 of 4,096 at 2.7 against 2.3. */
 #define MEMRA_CUDA_MMV_SPLIT_WARPS_PER_SM 64
+/* Norms rounded to q8_0 codes for at most this many rows (decode batches) keep each row's values in
+ * registers from load to rounding (norm_round_kernel's REGISTERS form); more rows (prefill) take the
+ * form with fewer registers a thread, for occupancy. */
+#define MEMRA_CUDA_NORM_REGISTER_ROWS 64
 /* Gate/up decode with SwiGLU and the down projection's q8_0 rounding in the matrix-vector kernel
  * (memra_cuda_norm_swiglu_matmul): one counter per 32 features of the FFN, so FFN widths up to
  * 32 · MEMRA_CUDA_SWIGLU_COUNTERS. */

@@ -213,11 +213,13 @@ static bool reads_codes(int kernel, int type, int rounding, bool codes_vector) {
 static void launch_norm_round(int rounding, bool codes, const memra_cuda_launch & launch, cudaStream_t stream, float * out, const norm_step & norm, int64_t rows,
                               int64_t width, float * rounded, float * corrections, int8_t * code_out, float * scales) {
     const dim3 grid = memra_grid(launch);
-#define MEMRA_NORM_ROUND(MODE, CODES)                                                                                                                     \
-    MEMRA_LAUNCH(grid, launch.threads, 0, stream, norm_round_kernel<MODE, CODES>)(out, norm.hidden, norm.delta, norm.weight, rows, width, norm.eps, rounded, \
-                                                                                 corrections, code_out, scales)
+#define MEMRA_NORM_ROUND(MODE, CODES, ...)                                                                                                              \
+    MEMRA_LAUNCH(grid, launch.threads, 0, stream, norm_round_kernel<MODE, CODES, ##__VA_ARGS__>)(out, norm.hidden, norm.delta, norm.weight, rows, width,      \
+                                                                                                norm.eps, rounded, corrections, code_out, scales)
     if (rounding == MEMRA_CUDA_ROUND_Q8_0) {
-        if (codes) MEMRA_NORM_ROUND(MEMRA_CUDA_ROUND_Q8_0, true);
+        /* a decode step's few rows: each row's values held in registers from load to rounding */
+        if (codes && rows <= MEMRA_CUDA_NORM_REGISTER_ROWS) MEMRA_NORM_ROUND(MEMRA_CUDA_ROUND_Q8_0, true, true);
+        else if (codes) MEMRA_NORM_ROUND(MEMRA_CUDA_ROUND_Q8_0, true);
         else MEMRA_NORM_ROUND(MEMRA_CUDA_ROUND_Q8_0, false);
     } else if (rounding == MEMRA_CUDA_ROUND_Q8_1) {
         if (codes) MEMRA_NORM_ROUND(MEMRA_CUDA_ROUND_Q8_1, true);
