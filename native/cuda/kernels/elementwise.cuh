@@ -44,13 +44,11 @@ __device__ __forceinline__ double block_sum(double sum, double * partial) {
 
 /* Row r's RMSNorm, as ggml's rms_norm + mul (the sum of squares in double): out = x / sqrt(mean(x²)
  * + eps) · weight; with `delta`, hidden += delta first (as add_kernel) and x is the sum. Every
- * thread of the block takes part (block_sum). A thread's values are loaded ROW_CHUNK at a time, in
- * flight together (a row of 4,096 values is 16 a thread: one L2 round trip after another, else),
+ * thread of the block takes part (block_sum). A thread's values are loaded NORM_CHUNK at a time
  * and summed in the same order. */
-constexpr int ROW_CHUNK = 8;
 __device__ __forceinline__ void norm_row(int64_t r, float * out, float * hidden, const float * delta, const float * __restrict__ weight, int64_t width, float eps,
                                          double * partial) {
-    constexpr int CH = ROW_CHUNK;
+    constexpr int CH = NORM_CHUNK;
     float * hr = hidden + r * width;
     const int64_t step = blockDim.x;
     double sum = 0.0;

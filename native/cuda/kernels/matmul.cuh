@@ -82,16 +82,21 @@ __device__ __forceinline__ void reduce_rows_and_store(float sum[ROWS], int lane,
 /* SwiGLU's silu(g) · u exactly as swiglu_kernel computes it. */
 __device__ __forceinline__ float swiglu_value(float g, float u) { return __fmul_rn(g / (1.0f + expf(-g)), u); }
 
-/* q8_0 rounding of a 32-value block held one value per lane (every lane taking part): the block's
- * scale d = max|x| / 127 and its f16 value d16, and the lane's code q, as ggml's quantize_row_q8_0. */
-__device__ __forceinline__ float round_q8_0_lane(float value, float & d, float & d16) {
-    float max = fabsf(value);
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) max = fmaxf(max, __shfl_xor_sync(0xffffffffu, max, offset));
+/* The code of `value` in a q8_0 block whose largest magnitude is `max`: the block's scale d = max /
+ * 127 and its f16 value d16, and the code, as ggml's quantize_row_q8_0. */
+__device__ __forceinline__ float q8_0_code(float value, float max, float & d, float & d16) {
     d = max / 127.0f;
     d16 = __half2float(__float2half_rn(d));
     const float inverse = max != 0.0f ? 127.0f / max : 0.0f;
     return rintf(__fmul_rn(value, inverse));
+}
+/* q8_0 rounding of a 32-value block held one value per lane (every lane taking part): q8_0_code
+ * of the lane's value, the block's max found by shuffles. */
+__device__ __forceinline__ float round_q8_0_lane(float value, float & d, float & d16) {
+    float max = fabsf(value);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) max = fmaxf(max, __shfl_xor_sync(0xffffffffu, max, offset));
+    return q8_0_code(value, max, d, d16);
 }
 
 /* Lane's value of q8_0 block b rounded into codes and the block's f16 scale (lane 0), every lane
@@ -376,11 +381,8 @@ __device__ __forceinline__ void round_q8_0_codes_chunk(const int64_t b[CH], cons
 #pragma unroll
     for (int k = 0; k < CH; k++) {
         if (!present[k]) continue;
-        /* round_q8_0_lane's arithmetic */
-        const float d = max[k] / 127.0f;
-        const float d16 = __half2float(__float2half_rn(d));
-        const float inverse = max[k] != 0.0f ? 127.0f / max[k] : 0.0f;
-        codes[b[k] * 32 + lane] = (int8_t)rintf(__fmul_rn(value[k], inverse));
+        float d, d16;
+        codes[b[k] * 32 + lane] = (int8_t)q8_0_code(value[k], max[k], d, d16);
         if (lane == 0) scales[b[k]] = d16;
     }
 }
@@ -390,11 +392,9 @@ __device__ __forceinline__ void round_q8_0_codes_chunk(const int64_t b[CH], cons
  * squares of its values in norm_row's order, each virtual warp's 32 sums are added by norm_row's
  * butterfly and the warps' totals in warp order (block_sum), so every row gets norm_row's scale
  * bit for bit; then the q8_0 blocks of the rows are rounded as round_block rounds them. A virtual
- * thread's values are loaded NORM_CHUNK at a time, all in flight together (one block doing the
- * whole tail: a chain of one load after another would cost an L2 round trip per value, tens of µs
- * at a width of 4,096), and the codes are rounded from the values in registers: the 32 lanes of a
- * virtual warp hold one q8_0 block (threads and width are multiples of 32). */
-constexpr int NORM_CHUNK = 8;
+ * thread's values are loaded NORM_CHUNK at a time, and the codes are rounded from the values in
+ * registers: the 32 lanes of a virtual warp hold one q8_0 block (threads and width are multiples
+ * of 32). */
 __device__ __forceinline__ void norm_tail_rows(const norm_tail & tail, const float * delta, int rows) {
     constexpr int REAL = MEMRA_CUDA_MMV_WARPS * 32, CH = NORM_CHUNK;
     static_assert(MEMRA_CUDA_MMV_WARPS * 2 <= 8 && REAL * 2 >= 256, "two virtual threads a thread cover norm blocks of up to 256 threads");
@@ -509,7 +509,6 @@ __global__ void __launch_bounds__(MEMRA_CUDA_MMV_WARPS * 32) matrix_vector_q8_0_
          * the feature's warps as that loop deals them; each block's sum still lands, in increasing
          * order, where that loop adds it (the same sums bit for bit, split or not). */
         const int64_t wide_start = (int64_t)part * 16 * STEPS, wide_stride = (int64_t)split * 16 * STEPS; /* part 0 and split 1 unsplit */
-        static_assert(!SPLIT || 16 * STEPS == 8 * 4, "the split's iteration: the 8-byte loop's 4 steps of 8 blocks");
         q8_0_wide_step<STEPS> wide;
         wide.load(w, wide_start < blocks ? wide_start : 0, blocks, lane);
         if (early_weights) memra_grid_dependencies();

@@ -9,6 +9,11 @@
 
 namespace memra_cuda_kernels {
 
+/* Values a thread loads at a time, in flight together, in the norms of one block a row (norm_row,
+ * the matrix-vector kernel's norm tail): one L2 round trip for each of them, one after another,
+ * would cost tens of µs at a width of 4,096. */
+constexpr int NORM_CHUNK = 8;
+
 /* A row's sum of squares plus value², in double (ggml's rms_norm sums in ggml_float). */
 __device__ __forceinline__ double add_square(double sum, float value) { return sum + (double)value * (double)value; }
 
