@@ -26,6 +26,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "include/cuda_runtime.h"
@@ -159,6 +160,15 @@ static const size_t STACK_BYTES =
 #endif
 static const size_t GUARD_BYTES = 4096;
 
+/* A thread's cp.async not yet written to shared memory: its source bytes (read when issued, zeros
+ * past source_bytes) and its group (cp_async). */
+struct pending_copy {
+    unsigned char * destination;
+    unsigned char bytes[16];
+    int count;
+    int64_t group;
+};
+
 struct fiber {
 #if defined(__x86_64__)
     void * sp;
@@ -168,6 +178,8 @@ struct fiber {
     thread_state state;
     unsigned char * stack; /* lowest usable byte (a guard page below) */
     int done;
+    std::vector<pending_copy> copies; /* in issue order */
+    int64_t open_group;               /* the group cp_async adds to: the number of commits so far */
 };
 
 struct mma_operands {
@@ -570,6 +582,54 @@ void mma_m16n8k16_f16_f32(float c[4], const uint32_t a[4], const uint32_t b[2]) 
     }
 }
 
+void ldmatrix_x4(uint32_t r[4], const void * row) {
+    uint64_t rows[32];
+    if ((uintptr_t)row % 16 != 0) fail("ldmatrix: lane %d's row address %p is not 16-byte aligned", current->lane, row);
+    warp_exchange(0xffffffffu, (uint64_t)(uintptr_t)row, rows, "ldmatrix.sync.aligned.m8n8.x4");
+    const int lane = current->lane;
+    for (int i = 0; i < 4; i++) {
+        const unsigned char * source = (const unsigned char *)(uintptr_t)rows[8 * i + (lane >> 2)];
+        if (!source || (uintptr_t)source % 16 != 0) {
+            r[i] = 0; /* the launch has failed (an unaligned row, or a lane missing) */
+            continue;
+        }
+        memcpy(&r[i], source + 4 * (lane & 3), 4);
+    }
+}
+
+void cp_async(void * destination, const void * source, int bytes, int source_bytes) {
+    if ((bytes != 4 && bytes != 8 && bytes != 16) || source_bytes < 0 || source_bytes > bytes) {
+        fail("cp.async: %d bytes with %d from the source (4, 8 or 16; at most all from the source)", bytes, source_bytes);
+        return;
+    }
+    if ((uintptr_t)destination % (uintptr_t)bytes != 0 || (uintptr_t)source % (uintptr_t)bytes != 0) {
+        fail("cp.async of %d bytes: destination %p or source %p not aligned to it", bytes, destination, source);
+        return;
+    }
+    fiber & f = *block.running;
+    pending_copy copy;
+    copy.destination = static_cast<unsigned char *>(destination);
+    memset(copy.bytes, 0, sizeof copy.bytes);
+    if (source_bytes > 0) memcpy(copy.bytes, source, (size_t)source_bytes);
+    copy.count = bytes;
+    copy.group = f.open_group;
+    f.copies.push_back(copy);
+}
+
+void cp_async_commit() { block.running->open_group++; }
+
+void cp_async_wait(int pending) {
+    fiber & f = *block.running;
+    const int64_t complete_below = f.open_group - pending; /* groups older than the newest `pending` committed ones */
+    size_t kept = 0;
+    for (size_t i = 0; i < f.copies.size(); i++) {
+        pending_copy & copy = f.copies[i];
+        if (copy.group < complete_below) memcpy(copy.destination, copy.bytes, (size_t)copy.count);
+        else f.copies[kept++] = copy;
+    }
+    f.copies.resize(kept);
+}
+
 void mma_m16n8k32_s8_s32(int32_t c[4], const uint32_t a[4], const uint32_t b[2]) {
     /* As mma_m16n8k16_f16_f32: the last lane to arrive computes the warp's 16 × 8 product, in
      * 32-bit two's complement (wrapping, so any order of the sums gives the same result). */
@@ -634,16 +694,27 @@ static cudaError_t set_error(cudaError_t error, const char * format, ...) {
 
 static std::vector<unsigned char> dynamic_shared;
 
+/* cudaFuncSetAttribute's cudaFuncAttributeMaxDynamicSharedMemorySize per kernel (the default: 48 KiB). */
+static std::mutex attribute_mutex;
+static std::unordered_map<const void *, int> dynamic_shared_limits;
+static size_t dynamic_shared_limit(const void * kernel) {
+    std::lock_guard<std::mutex> lock(attribute_mutex);
+    const auto found = dynamic_shared_limits.find(kernel);
+    return found == dynamic_shared_limits.end() ? (size_t)MEMRA_EMU_STATIC_SHARED_BYTES : (size_t)found->second;
+}
+
 /* The checks a launch's configuration gets when it is issued (run or recorded). */
-static cudaError_t check_configuration(dim3 grid, dim3 block_size, size_t shared_bytes, const char * kernel_name) {
+static cudaError_t check_configuration(const void * kernel, dim3 grid, dim3 block_size, size_t shared_bytes, const char * kernel_name) {
     const uint64_t threads = (uint64_t)block_size.x * block_size.y * block_size.z;
     if (threads == 0 || threads > MEMRA_EMU_MAX_THREADS_PER_BLOCK || block_size.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
         grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535)
         return set_error(cudaErrorInvalidConfiguration, "invalid configuration argument: %s with grid (%u, %u, %u) and block (%u, %u, %u)", kernel_name, grid.x,
                          grid.y, grid.z, block_size.x, block_size.y, block_size.z);
-    if (shared_bytes > MEMRA_EMU_STATIC_SHARED_BYTES)
-        return set_error(cudaErrorInvalidValue, "invalid argument: %s asks for %zu bytes of dynamic shared memory (more than 48 KiB needs cudaFuncSetAttribute)",
-                         kernel_name, shared_bytes);
+    const size_t limit = dynamic_shared_limit(kernel);
+    if (shared_bytes > limit)
+        return set_error(cudaErrorInvalidValue,
+                         "invalid argument: %s asks for %zu bytes of dynamic shared memory, over its limit of %zu (more than 48 KiB needs cudaFuncSetAttribute)",
+                         kernel_name, shared_bytes, limit);
     return cudaSuccess;
 }
 
@@ -770,6 +841,8 @@ static cudaError_t execute_blocks(dim3 grid, dim3 block_size, size_t shared_byte
             f.state.warp = (int)(t >> 5);
             f.stack = stacks[t];
             f.done = 0;
+            f.copies.clear();
+            f.open_group = 0;
             start_fiber(f, t);
         }
         for (size_t w = 0; w < block.warps.size(); w++) {
@@ -802,8 +875,8 @@ static cudaError_t execute_blocks(dim3 grid, dim3 block_size, size_t shared_byte
     return cudaSuccess;
 }
 
-void launch(dim3 grid, dim3 block_size, size_t shared_bytes, void * stream, launch_body body, const char * kernel_name) {
-    const cudaError_t configuration = check_configuration(grid, block_size, shared_bytes, kernel_name);
+void launch(const void * kernel, dim3 grid, dim3 block_size, size_t shared_bytes, void * stream, launch_body body, const char * kernel_name) {
+    const cudaError_t configuration = check_configuration(kernel, grid, block_size, shared_bytes, kernel_name);
     if (stream && record_launch(static_cast<memra_emu_stream *>(stream), configuration, grid, block_size, shared_bytes, body, kernel_name)) return;
     if (configuration == cudaSuccess) execute(grid, block_size, shared_bytes, body, kernel_name);
 }
@@ -1216,4 +1289,12 @@ cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t * nodes, size_t
     if (*count > list.size()) *count = list.size();
     return cudaSuccess;
 }
-cudaError_t cudaFuncSetAttribute(const void *, int, int) { return cudaSuccess; }
+cudaError_t cudaFuncSetAttribute(const void * function, int attribute, int value) {
+    if (!function) return set_error(cudaErrorInvalidValue, "invalid argument: no function");
+    if (attribute != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess; /* no other attribute changes what the emulator does */
+    if (value < 0 || value > MEMRA_EMU_MAX_SHARED_BYTES)
+        return set_error(cudaErrorInvalidValue, "invalid argument: %d bytes of dynamic shared memory (at most %d)", value, MEMRA_EMU_MAX_SHARED_BYTES);
+    std::lock_guard<std::mutex> lock(memra_emu::attribute_mutex);
+    memra_emu::dynamic_shared_limits[function] = value;
+    return cudaSuccess;
+}

@@ -307,6 +307,24 @@ void mma_m16n8k16_f16_f32(float c[4], const uint32_t a[4], const uint32_t b[2]);
  * Sums wrap modulo 2^32 as the hardware's do without .satfinite. */
 void mma_m16n8k32_s8_s32(int32_t c[4], const uint32_t a[4], const uint32_t b[2]);
 
+/* ldmatrix.sync.aligned.m8n8.x4.shared.b16 across the warp: lanes 8i .. 8i + 7 give the rows of
+ * matrix i (16 bytes each, 16-byte aligned), and lane l receives in r[i] word l & 3 of row l >> 2
+ * of matrix i: for int8 data, the 4 bytes of columns 4 (l & 3) .. + 3 of that row, as the mma
+ * fragments hold them. */
+void ldmatrix_x4(uint32_t r[4], const void * row);
+
+/* cp.async.cg.shared.global [destination], [source], bytes, source_bytes (bytes 4, 8 or 16, both
+ * addresses aligned to it): the source's first source_bytes bytes, zeros past them, read now and
+ * written to shared memory only when a cp.async.wait_group of this thread completes the copy's
+ * group. A GPU's copy lands at some time before that wait, so a read of the destination before it
+ * (by this thread, or by another before a barrier that follows the wait) sees what was there
+ * before: the NaN pattern of dynamic shared memory, or an earlier stage. cp_async_commit closes the
+ * thread's open group (cp.async.commit_group); cp_async_wait(n) completes its committed groups but
+ * the newest n (cp.async.wait_group n). Copies left pending when a thread exits are dropped. */
+void cp_async(void * destination, const void * source, int bytes, int source_bytes);
+void cp_async_commit();
+void cp_async_wait(int pending);
+
 /* The launch: grid × block threads, each running `body()`; errors go to cudaGetLastError. On a
  * stream that is capturing, the launch is recorded instead (its configuration checked as it would
  * be when run): the node keeps a heap copy of `context` made with `clone`, released with
@@ -317,7 +335,7 @@ struct launch_body {
     void * (*clone)(const void * context);
     void (*destroy)(void * context);
 };
-void launch(dim3 grid, dim3 block, size_t shared_bytes, void * stream, launch_body body, const char * kernel_name);
+void launch(const void * kernel, dim3 grid, dim3 block, size_t shared_bytes, void * stream, launch_body body, const char * kernel_name);
 
 template <typename... Parameters>
 struct launcher {
@@ -340,7 +358,7 @@ struct launcher {
             static void * clone(const void * self) { return new bound(*static_cast<const bound *>(self)); }
             static void destroy(void * self) { delete static_cast<bound *>(self); }
         } packed{kernel, std::tuple<typename std::decay<Parameters>::type...>(std::forward<Arguments>(arguments)...)};
-        launch(grid, block, shared_bytes, stream, launch_body{&bound::run, &packed, &bound::clone, &bound::destroy}, name);
+        launch(reinterpret_cast<const void *>(kernel), grid, block, shared_bytes, stream, launch_body{&bound::run, &packed, &bound::clone, &bound::destroy}, name);
     }
 };
 template <typename... Parameters>

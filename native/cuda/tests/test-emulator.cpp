@@ -676,6 +676,8 @@ __global__ void exited_lane_mma_kernel(float * out) {
 }
 
 __global__ void trivial_kernel(int * out) { out[blockIdx.x * blockDim.x + threadIdx.x] = (int)(blockIdx.x * 1000 + threadIdx.x); }
+/* trivial_kernel again: a kernel of its own for cudaFuncSetAttribute. */
+__global__ void opted_in_kernel(int * out) { out[blockIdx.x * blockDim.x + threadIdx.x] = (int)(blockIdx.x * 1000 + threadIdx.x); }
 
 static bool contains(const char * text, const char * part) { return text && strstr(text, part) != nullptr; }
 
@@ -751,6 +753,20 @@ static void test_errors() {
     EXPECT_LAUNCH_ERROR("48 KiB + 4 of dynamic shared memory", cudaErrorInvalidValue, nullptr);
     MEMRA_LAUNCH(1, 32, 48 * 1024, 0, trivial_kernel)(out.data());
     EXPECT_LAUNCH_OK("a launch with 48 KiB of dynamic shared memory");
+    /* more, once cudaFuncSetAttribute has raised that kernel's limit (and only that kernel's), up to 227 KiB */
+    MEMRA_LAUNCH(1, 32, 140 * 1024, 0, opted_in_kernel)(out.data());
+    EXPECT_LAUNCH_ERROR("140 KiB of dynamic shared memory before opting in", cudaErrorInvalidValue, "over its limit");
+    CHECK(cudaFuncSetAttribute(reinterpret_cast<const void *>(opted_in_kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, 140 * 1024) == cudaSuccess,
+          "cudaFuncSetAttribute of 140 KiB");
+    MEMRA_LAUNCH(1, 32, 140 * 1024, 0, opted_in_kernel)(out.data());
+    EXPECT_LAUNCH_OK("140 KiB of dynamic shared memory after opting in");
+    MEMRA_LAUNCH(1, 32, 140 * 1024 + 4, 0, opted_in_kernel)(out.data());
+    EXPECT_LAUNCH_ERROR("past the raised limit", cudaErrorInvalidValue, "over its limit");
+    MEMRA_LAUNCH(1, 32, 140 * 1024, 0, trivial_kernel)(out.data());
+    EXPECT_LAUNCH_ERROR("another kernel's limit stays 48 KiB", cudaErrorInvalidValue, "over its limit");
+    CHECK(cudaFuncSetAttribute(reinterpret_cast<const void *>(opted_in_kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, 228 * 1024) == cudaErrorInvalidValue,
+          "cudaFuncSetAttribute past 227 KiB");
+    cudaGetLastError();
     EXPECT_RECOVERED("invalid configurations");
 
     /* cudaPeekAtLastError leaves the error for cudaGetLastError. */
@@ -762,6 +778,87 @@ static void test_errors() {
 }
 
 /* ---------------------------------------------------------------------- 6. mma ---- */
+
+/* ldmatrix.x4 from rows placed out of order in shared memory: lane l names row l & 7 of matrix
+ * l >> 3, and gets word l & 3 of row l >> 2 of matrix i in r[i]. Byte b of row j of matrix i holds
+ * 16 (8i + j) + b (mod 256), so a word says where it came from. */
+__global__ void ldmatrix_kernel(uint32_t * out, int misalign) {
+    __shared__ __align__(16) unsigned char rows[32 * 16];
+    const int lane = (int)threadIdx.x;
+    for (int b = 0; b < 16; b++) rows[lane * 16 + b] = (unsigned char)(16 * lane + b);
+    __syncwarp();
+    const int placed = (lane * 13 + 5) & 31; /* row (matrix l >> 3, row l & 7) is rows[placed], placed = 13 (8i + j) + 5 mod 32 */
+    uint32_t r[4];
+    memra_emu::ldmatrix_x4(r, rows + ((placed * 13 + 5) & 31) * 16 + (misalign && lane == 3 ? 4 : 0));
+    for (int i = 0; i < 4; i++) out[lane * 4 + i] = r[i];
+}
+
+static void test_ldmatrix() {
+    /* lane l's address: rows[p(p(l))] with p(x) = 13x + 5 mod 32, whose contents name row p(p(l)) */
+    std::vector<uint32_t> out(128, 0);
+    MEMRA_LAUNCH(1, 32, 0, 0, ldmatrix_kernel)(out.data(), 0);
+    EXPECT_LAUNCH_OK("ldmatrix_kernel");
+    int mismatches = 0;
+    for (int lane = 0; lane < 32; lane++)
+        for (int i = 0; i < 4; i++) {
+            const int giver = 8 * i + (lane >> 2), p1 = (giver * 13 + 5) & 31, stored = (p1 * 13 + 5) & 31, word = lane & 3;
+            uint32_t expected = 0;
+            for (int b = 0; b < 4; b++) expected |= (uint32_t)(unsigned char)(16 * stored + 4 * word + b) << (8 * b);
+            if (out[lane * 4 + i] != expected) detail(mismatches, "lane %d r[%d] = 0x%08x, expected 0x%08x", lane, i, out[lane * 4 + i], expected);
+        }
+    CHECK(mismatches == 0, "ldmatrix.x4: %d wrong words", mismatches);
+    MEMRA_LAUNCH(1, 32, 0, 0, ldmatrix_kernel)(out.data(), 1);
+    EXPECT_LAUNCH_ERROR("ldmatrix from an unaligned row", cudaErrorLaunchFailure, "16-byte aligned");
+    EXPECT_RECOVERED("ldmatrix from an unaligned row");
+}
+
+/* cp.async: thread t copies 16 bytes (group 0), 8 bytes with no source bytes (zeros, group 1) and 4
+ * bytes (group 2) into dynamic shared memory, and reads its destinations back before any wait, after
+ * wait_group 2 (group 0 landed), 1 and 0. Dynamic shared memory starts as the 0xff pattern. */
+__global__ void cp_async_kernel(const uint32_t * source, uint32_t * out, int bad) {
+    MEMRA_DYNAMIC_SHARED(uint32_t, shared);
+    const int t = (int)threadIdx.x;
+    uint32_t * wide = shared + 4 * t, * pair = shared + 128 + 2 * t, * single = shared + 192 + t;
+    if (bad == 1) memra_emu::cp_async(shared + 1, source, 16, 16); /* misaligned destination */
+    if (bad == 2) memra_emu::cp_async(wide, source, 16, 17);       /* more source bytes than copied */
+    memra_emu::cp_async(wide, source + 4 * t, 16, 16);
+    memra_emu::cp_async_commit();
+    memra_emu::cp_async(pair, source + 2 * t, 8, 0);
+    memra_emu::cp_async_commit();
+    memra_emu::cp_async(single, source + 100 + t, 4, 4);
+    memra_emu::cp_async_commit();
+    uint32_t * o = out + 16 * t;
+    o[0] = wide[0], o[1] = pair[0], o[2] = single[0];
+    memra_emu::cp_async_wait(2);
+    o[3] = wide[0], o[4] = wide[3], o[5] = pair[1], o[6] = single[0];
+    memra_emu::cp_async_wait(1);
+    o[7] = pair[0], o[8] = pair[1], o[9] = single[0];
+    memra_emu::cp_async_wait(0);
+    o[10] = single[0];
+    __syncthreads();
+    o[11] = shared[4 * ((t + 1) % 32)]; /* a neighbour's copy, after its wait and a barrier */
+}
+
+static void test_cp_async() {
+    std::vector<uint32_t> source(160), out(16 * 32, 7);
+    for (size_t i = 0; i < source.size(); i++) source[i] = 0x1000u + (uint32_t)i;
+    MEMRA_LAUNCH(1, 32, 256 * 4, 0, cp_async_kernel)(source.data(), out.data(), 0);
+    EXPECT_LAUNCH_OK("cp_async_kernel");
+    int mismatches = 0;
+    for (int t = 0; t < 32; t++) {
+        const uint32_t * o = out.data() + 16 * t;
+        const uint32_t expected[12] = {0xffffffffu, 0xffffffffu, 0xffffffffu, source[4 * t], source[4 * t + 3], 0xffffffffu, 0xffffffffu,
+                                       0u,          0u,          0xffffffffu, source[100 + t], source[4 * ((t + 1) % 32)]};
+        for (int i = 0; i < 12; i++)
+            if (o[i] != expected[i]) detail(mismatches, "thread %d read %d: 0x%08x, expected 0x%08x", t, i, o[i], expected[i]);
+    }
+    CHECK(mismatches == 0, "cp.async lands at its wait_group: %d wrong reads", mismatches);
+    MEMRA_LAUNCH(1, 32, 256 * 4, 0, cp_async_kernel)(source.data(), out.data(), 1);
+    EXPECT_LAUNCH_ERROR("cp.async to a misaligned destination", cudaErrorLaunchFailure, "not aligned");
+    MEMRA_LAUNCH(1, 32, 256 * 4, 0, cp_async_kernel)(source.data(), out.data(), 2);
+    EXPECT_LAUNCH_ERROR("cp.async of more source bytes than it copies", cudaErrorLaunchFailure, "at most all");
+    EXPECT_RECOVERED("bad cp.async");
+}
 
 static uint32_t pack_halves(float low, float high) { return (uint32_t)__half_as_ushort(__float2half_rn(low)) | (uint32_t)__half_as_ushort(__float2half_rn(high)) << 16; }
 
@@ -1561,6 +1658,8 @@ int main(int argc, char ** argv) {
     test_mma();
     test_mma_rounding();
     test_mma_s8();
+    test_ldmatrix();
+    test_cp_async();
     test_device_memory();
     test_many_blocks();
     test_capture();
