@@ -12,7 +12,8 @@ describe("the device run's target report", () => {
     "qwen3-0.6b-q8_0-qk-apart": { tg128: 1300 },
     "qwen3-8b-shape-q8_0-short": { tg128Scaled: 400 },
     "qwen3-8b-shape-q8_0-no-repack": { tg128Scaled: 300 },
-    "qwen3-8b-shape-q8_0": { tg128Scaled: 384.9, pp512Scaled: 12000, batchSpeedup: 30 },
+    "qwen3-8b-shape-q8_0": { tg128Scaled: 384.9, pp512Scaled: 12000, batchSpeedup: 30, tg128_batch64Scaled: 4000 },
+    "qwen3-8b-shape-q8_0-int8-pipeline": { pp512Scaled: 15000, tg128_batch64Scaled: 3000 },
     "torch-qwen3-0.6b": { tg128: 400, pp512: "n/a" },
     ceilings: { copyGBps: 4321.4, readGBps: 4010, bf16Tflops: "n/a" },
     "qwen3-8b-shape-q8_0-profile": {
@@ -43,6 +44,11 @@ describe("the device run's target report", () => {
     expect(variant("0.6B", "no-pdl")).toBeNull();
     expect(variant("0.6B", "no-repack")).toBeNull();
     expect(variant("8B", "no-repack")).toBe(0.75); // the 8B shape's own baseline (tg128Scaled)
+    // an opt-in kernel's prefill and batched decode against the targets' bench of the same shape
+    const prefill = (shape: string, field: string) => report.prefillVariants.find((v) => v.shape === shape && v.variant === "int8-pipeline" && v.field === field)!.ratio;
+    expect(prefill("8B", "pp512Scaled")).toBe(1.25);
+    expect(prefill("8B", "tg128_batch64Scaled")).toBe(0.75);
+    expect(prefill("0.6B", "pp512")).toBeNull(); // not run
     expect(report.profiles).toHaveLength(2);
     expect(report.profiles[0]!.top.map((k) => k.kernel)).toEqual(["k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"]);
     expect(report.profiles[1]).toMatchObject({ bench: "qwen3-8b-shape-q8_0-profile (batched decode)", stepUs: 9000 });
@@ -51,6 +57,7 @@ describe("the device run's target report", () => {
     expect(text).toContain("NOT  Qwen3-8B-shaped q8_0 tg128 ≥ 385 tokens/s: 384.9");
     expect(text).toContain("profile qwen3-8b-shape-q8_0-profile: 2500 µs a step");
     expect(text).toContain("  8B no-repack: 0.750");
+    expect(text).toContain("  8B int8-pipeline pp512Scaled: 1.250");
     expect(report.ceilings).toEqual({ copyGBps: 4321.4, readGBps: 4010, bf16Tflops: null });
     expect(text).toContain("ceilings (PyTorch): copy 4321 GB/s, read 4010 GB/s, bf16 — TFLOP/s");
     expect(formatTargets(deviceTargets({}))).toContain("ceilings (PyTorch): copy — GB/s, read — GB/s, bf16 — TFLOP/s");

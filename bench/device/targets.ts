@@ -1,7 +1,8 @@
 /**
  * Issue 8's targets from a device run's benchmark files (bench/device/run.sh writes them to $OUT as
  * bench-NAME.json): each target with its measured figure and whether it is met, the side-by-side
- * ratios against PyTorch, what each variant (a feature turned off, or a fusion that is off by default turned on) does to a shape's decode, and the
+ * ratios against PyTorch, what each variant (a feature turned off, or a fusion that is off by default turned on) does to a shape's decode (and
+ * what an opt-in kernel does to its prefill and batched decode), and the
  * kernels that take most of a profiled decode step. run.sh ends with
  *
  *   bun bench/device/targets.ts $OUT     # prints the report, writes $OUT/targets.json
@@ -30,6 +31,8 @@ export interface TargetReport {
   readonly againstTorch: { shape: string; field: string; ratio: number | null }[];
   /** A shape's decode (tg128 after 16 prompt tokens) in a variant, over the default's: < 1 means the default's choice is the faster. */
   readonly variants: { shape: string; variant: string; ratio: number | null }[];
+  /** A shape's prefill (pp512) and batched decode (64 sequences) in a variant, over the default's (the targets' bench): > 1 means the variant is the faster. */
+  readonly prefillVariants: { shape: string; variant: string; field: string; ratio: number | null }[];
   /** The largest kernels of each profiled decode step (share of the step). */
   readonly profiles: { bench: string; stepUs: number; top: { kernel: string; usPerStep: number; share: number; launchesPerStep: number }[] }[];
   /** The card's ceilings through PyTorch (bench/device/ceilings.py), null where not measured. */
@@ -58,6 +61,12 @@ const VARIANTS = [
   { shape: "8B", prefix: "qwen3-8b-shape-q8_0", field: "tg128Scaled", variants: ["no-repack", "no-wide"] },
 ] as const;
 
+/** The variants each shape's prefill and batched decode are timed with (bench `${prefix}-${variant}`, the same arguments as `${prefix}`). */
+const PREFILL_VARIANTS = [
+  { shape: "0.6B", prefix: "qwen3-0.6b-q8_0", fields: ["pp512", "tg128_batch64"], variants: ["int8-pipeline"] },
+  { shape: "8B", prefix: "qwen3-8b-shape-q8_0", fields: ["pp512Scaled", "tg128_batch64Scaled"], variants: ["int8-pipeline"] },
+] as const;
+
 const number = (bench: Bench | undefined, field: string): number | null => {
   const value = bench?.[field];
   return typeof value === "number" && Number.isFinite(value) ? value : null;
@@ -82,6 +91,11 @@ export function deviceTargets(benches: Readonly<Record<string, Bench>>): TargetR
     const base = number(benches[`${prefix}-short`], field);
     return names.map((variant) => ({ shape, variant, ratio: ratio(number(benches[`${prefix}-${variant}`], field), base) }));
   });
+  const prefillVariants = PREFILL_VARIANTS.flatMap(({ shape, prefix, fields, variants: names }) =>
+    names.flatMap((variant) =>
+      fields.map((field) => ({ shape, variant, field, ratio: ratio(number(benches[`${prefix}-${variant}`], field), number(benches[prefix], field)) })),
+    ),
+  );
   // a bench's decode profile, and its prefill and batched-decode ones (forward.bench.ts --profile)
   const profiles = Object.entries(benches).flatMap(([name, bench]) =>
     (["profile", "prefillProfile", "batchProfile"] as const)
@@ -93,7 +107,7 @@ export function deviceTargets(benches: Readonly<Record<string, Bench>>): TargetR
       }),
   );
   const ceilings = { copyGBps: number(benches.ceilings, "copyGBps"), readGBps: number(benches.ceilings, "readGBps"), bf16Tflops: number(benches.ceilings, "bf16Tflops") };
-  return { targets, againstTorch, variants, profiles, ceilings };
+  return { targets, againstTorch, variants, prefillVariants, profiles, ceilings };
 }
 
 /** The report as lines of text. */
@@ -105,6 +119,8 @@ export function formatTargets(report: TargetReport): string {
   lines.push(`ceilings (PyTorch): copy ${figure(c.copyGBps, 0)} GB/s, read ${figure(c.readGBps, 0)} GB/s, bf16 ${figure(c.bf16Tflops, 0)} TFLOP/s`);
   lines.push("against PyTorch (ours / theirs):");
   for (const r of report.againstTorch) lines.push(`  ${r.shape} ${r.field}: ${figure(r.ratio, 2)}×`);
+  lines.push("prefill and batched decode of a variant / default (> 1: the variant is the faster):");
+  for (const v of report.prefillVariants) lines.push(`  ${v.shape} ${v.variant} ${v.field}: ${figure(v.ratio, 3)}`);
   lines.push("tg128 of a variant / default (< 1: the default's choice is the faster):");
   for (const v of report.variants) lines.push(`  ${v.shape} ${v.variant}: ${figure(v.ratio, 3)}`);
   for (const p of report.profiles) {

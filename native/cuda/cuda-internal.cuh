@@ -47,6 +47,7 @@ struct memra_cuda {
     int multiprocessors;
     int gemm;                /* tensor-core GEMM for prefill (MEMRA_CUDA_GEMM=0: off) */
     int int8_gemm;           /* q8_0/q4_0/q5_0 prefill on the int8 GEMM, else the f16-code GEMM (MEMRA_CUDA_INT8_GEMM=0: off) */
+    int int8_pipeline;       /* q8_0_x8 prefill on gemm_int8_pipe_kernel (MEMRA_CUDA_INT8_PIPELINE=1, where the device has its shared memory) */
     int activation_rounding; /* activations rounded as ggml's CPU matmul (MEMRA_CUDA_ACTIVATION_ROUNDING=0: off) */
     int flash_attention;     /* tensor-core prefill attention over f16 KV (MEMRA_CUDA_FLASH_ATTENTION=0: off) */
     int mmv_steps;           /* steps of 8 blocks in flight per warp in q8_0 decode: 4, or MEMRA_CUDA_MMV_STEPS=2 */
@@ -62,6 +63,9 @@ struct memra_cuda {
     memra_cuda_capture * capture;               /* non-NULL between memra_cuda_graph_begin and _end */
     std::vector<memra_cuda_graph *> * graphs;   /* live graphs, destroyed with the context */
 };
+
+/* Raises gemm_int8_pipe_kernel's dynamic shared memory limit to what it needs (matmul.cu); a CUDA error status where the device refuses. */
+int memra_cuda_prepare_int8_pipeline(void);
 
 int memra_cuda_fail(int status, const char * format, ...) __attribute__((format(printf, 2, 3)));
 /* A failed CUDA call: MEMRA_CUDA_ERROR_OUT_OF_MEMORY for cudaErrorMemoryAllocation, NO_DEVICE for

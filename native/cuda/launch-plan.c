@@ -183,6 +183,13 @@ int32_t memra_cuda_int8_gemm_shared_bytes(void) {
     return MEMRA_CUDA_INT8_GEMM_STAGES * stage;
 }
 
+int32_t memra_cuda_int8_pipe_shared_bytes(void) {
+    const int32_t row_bytes = MEMRA_CUDA_INT8_PIPE_BLOCKS * 32;
+    const int32_t stage = (MEMRA_CUDA_INT8_GEMM_TILE_M + MEMRA_CUDA_INT8_GEMM_TILE_N) * row_bytes + MEMRA_CUDA_INT8_GEMM_TILE_M * MEMRA_CUDA_INT8_PIPE_BLOCKS * 4 +
+                          MEMRA_CUDA_INT8_GEMM_TILE_N * MEMRA_CUDA_INT8_PIPE_BLOCKS * 2;
+    return MEMRA_CUDA_INT8_PIPE_STAGES * stage;
+}
+
 int memra_cuda_plan_int8_gemm(int type, int64_t rows, int64_t n_in, int64_t n_out, memra_cuda_matmul_plan * plan, char * message,
                               size_t message_bytes) {
     memra_cuda_matmul_plan none = {MEMRA_CUDA_MATMUL_NONE, {0, 0, 0, 0, 0}, 0, 0};

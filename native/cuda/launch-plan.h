@@ -169,6 +169,15 @@ int64_t memra_cuda_gemm_split_inputs(const memra_cuda_matmul_plan * plan, int64_
  * or H200's 132 SMs, one block each): grid z parts of the k-tiles, at most MAX_SPLITS. */
 #define MEMRA_CUDA_INT8_GEMM_TARGET_BLOCKS 264
 #define MEMRA_CUDA_INT8_GEMM_MAX_SPLITS 16
+/* The pipelined int8 GEMM (gemm_int8_pipe_kernel, q8_0_x8 weights; MEMRA_CUDA_INT8_PIPELINE=1): the
+ * same 128 × 128 tiles and plan (split-K parts of whole 64-input k-tiles, so the same blocks per
+ * output in the same order, the same bits), its k-tiles PIPE_BLOCKS 32-value blocks wide, brought
+ * by cp.async PIPE_STAGES deep into dynamic shared memory: per stage 128 bytes of codes per
+ * activation row and weight row, 4 f32 activation scales per row, 4 f16 weight scales per row. */
+#define MEMRA_CUDA_INT8_PIPE_BLOCKS 4
+#define MEMRA_CUDA_INT8_PIPE_STAGES 4
+/* Dynamic shared bytes of one block of gemm_int8_pipe_kernel (all stages; over 48 KiB: opt-in). */
+int32_t memra_cuda_int8_pipe_shared_bytes(void);
 /* 1 for the weight types gemm_int8_kernel handles (q8_0, q4_0, q5_0). */
 int memra_cuda_int8_gemm_supports(int type);
 /* Shared bytes of one block of gemm_int8_kernel (all stages). */

@@ -454,8 +454,12 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
                                 target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split, tiles);
                             break;
                         case MEMRA_CUDA_TYPE_Q8_0_X8:
-                            MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_int8_kernel<MEMRA_CUDA_TYPE_Q8_0_X8>)(
-                                target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split, tiles);
+                            if (cuda->int8_pipeline)
+                                MEMRA_LAUNCH(grid, plan.launch.threads, memra_cuda_int8_pipe_shared_bytes(), cuda->stream, gemm_int8_pipe_kernel)(
+                                    target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split, tiles);
+                            else
+                                MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_int8_kernel<MEMRA_CUDA_TYPE_Q8_0_X8>)(
+                                    target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split, tiles);
                             break;
                         case MEMRA_CUDA_TYPE_Q4_0_X8:
                             MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_int8_kernel<MEMRA_CUDA_TYPE_Q4_0_X8>)(
@@ -675,6 +679,12 @@ extern "C" int memra_cuda_swiglu_matmul(memra_cuda * cuda, float * out, int64_t 
     if (!up) return memra_cuda_fail(MEMRA_CUDA_ERROR_INVALID_ARGUMENT, "memra_cuda_swiglu_matmul: up is NULL");
     return matmul_group("memra_cuda_swiglu_matmul", cuda, 1, &out, &out_length, gate, gate_length, rows, &type32, &weight, &weight_bytes, n_in, &n_out, 1, 0, up,
                         up_length);
+}
+
+int memra_cuda_prepare_int8_pipeline(void) {
+    CUDA_CHECK("memra_cuda_create",
+               cudaFuncSetAttribute(reinterpret_cast<const void *>(gemm_int8_pipe_kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, memra_cuda_int8_pipe_shared_bytes()));
+    return MEMRA_CUDA_OK;
 }
 
 extern "C" int memra_cuda_repacked_type_of(int type, int64_t n) { return memra_cuda_repacked_type(type, n); }

@@ -1206,8 +1206,9 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_codes_kernel(flo
  * [block][row]. 36 KB in all (memra_cuda_int8_gemm_shared_bytes), static, under the 48 KB that
  * needs no opt-in.
  *
- * Not yet measured on a GPU: written for the emulator's checks and compiled by nvcc for
- * sm_80/89/90; no speed is claimed. Not used: cp.async, ldmatrix, wgmma. */
+ * Measured on an H200 (2026-12-04, the 8B shape's pp512 in forward.bench.ts --profile): 110-139
+ * TFLOP/s, 82% of the prefill's time. gemm_int8_pipe_kernel below is the cp.async/ldmatrix form
+ * of the q8_0_x8 case. Not used: wgmma. */
 
 /* small_int_to_float (quant.cuh) converts the int8 GEMM's block sums: an int8 block dot product is
  * at most 32 · 128 · 128 = 2^19 in magnitude. */
@@ -1301,6 +1302,35 @@ struct int8_gemm_fetch {
     uint32_t b[int8_block_words<TYPE>::value];
     uint32_t b_scale; /* f16 bits */
 };
+
+/* The int8 GEMMs' accumulators (a warp's MI × NI m16n8 tiles at rows warp_m · 16 MI, columns
+ * warp_n · 8 NI of the block's tile) into out, rows < row_end and columns < n_out. C fragments:
+ * (group, 2 quad .. +1) and (group + 8, ...) of each 16 × 8 tile; pairs as float2 where the row
+ * length and `out` allow 8-byte stores. */
+template <int MI, int NI>
+__device__ __forceinline__ void store_int8_accumulators(float * __restrict__ out, const float acc[MI][NI][4], int64_t tile_m, int64_t tile_n, int warp_m,
+                                                        int warp_n, int group, int quad, int64_t row_end, int64_t n_out) {
+    const bool pairs = (n_out & 1) == 0 && ((uintptr_t)out & 7u) == 0;
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++) {
+#pragma unroll
+        for (int ni = 0; ni < NI; ni++) {
+            const int64_t column = tile_n + warp_n * NI * 8 + ni * 8 + 2 * quad;
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                const int64_t row = tile_m + warp_m * MI * 16 + mi * 16 + group + half * 8;
+                if (row >= row_end) continue;
+                float * target = out + row * n_out + column;
+                if (pairs && column + 1 < n_out) {
+                    *reinterpret_cast<float2 *>(target) = make_float2(acc[mi][ni][half * 2], acc[mi][ni][half * 2 + 1]);
+                } else {
+                    if (column < n_out) target[0] = acc[mi][ni][half * 2];
+                    if (column + 1 < n_out) target[1] = acc[mi][ni][half * 2 + 1];
+                }
+            }
+        }
+    }
+}
 
 template <int TYPE>
 __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS) gemm_int8_kernel(float * __restrict__ out, const int8_t * __restrict__ codes,
@@ -1440,28 +1470,161 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS) gemm_int8_kernel
         __syncthreads();
     }
 
-    /* C fragments: (group, 2 quad .. +1) and (group + 8, ...) of each 16 × 8 tile; pairs as float2
-     * where the row length and `out` allow 8-byte stores. */
-    const bool pairs = (n_out & 1) == 0 && ((uintptr_t)out & 7u) == 0;
+    store_int8_accumulators<MI, NI>(out, acc, tile_m, tile_n, warp_m, warp_n, group, quad, row_end, n_out);
+}
+
+/* gemm_int8_pipe_kernel: gemm_int8_kernel<q8_0_x8>'s product with the operands brought by cp.async
+ * several stages ahead (MEMRA_CUDA_INT8_PIPELINE=1; measured against it on a GPU before it is the
+ * default). gemm_int8_kernel issues the next k-tile's loads into registers before its mma loop and
+ * stores them to shared memory after it: with one block of 8 warps an SM and 2 blocks (64 inputs)
+ * a k-tile, the loads have one k-tile of mma to land in, and each k-tile ends at a barrier. Here a
+ * k-tile is PIPE_BLOCKS (4) blocks, and PIPE_STAGES (4) of them are in flight: the copies of k-tile
+ * i + 3 are issued while the tensor cores work on k-tile i, straight to shared memory (no staging
+ * registers, no conversion: the q8_0_x8 layout's codes are the int8 operands as they are, 16-byte
+ * aligned, and its f16 scales are converted where they are read).
+ *
+ * The same tiles (128 × 128, 8 warps of 64 × 32), plan and split-K parts (whole 64-input k-tiles of
+ * gemm_int8_kernel's plan: a part may end with half a k-tile here, whose last 2 blocks are then
+ * neither copied nor multiplied), and per output the same block terms added in the same order with
+ * the same roundings: the results are gemm_int8_kernel's bit for bit (cuda-int8-gemm.test.ts).
+ *
+ * Shared memory, per stage: activation codes [128 rows][128 bytes], weight codes [128][128], the
+ * 16-byte chunks of a row at chunk c ^ (row & 7) (so that the 8 rows an ldmatrix matrix reads fall
+ * in 8 distinct 16-byte bank groups), activation scales [128][4] f32 and weight scales [128][4] f16.
+ * Copies per thread and k-tile: 4 + 4 chunks of 16 bytes (a warp: 4 whole rows), one 8-byte pair of
+ * activation scales, one 4-byte pair of weight scales. Rows past the matrices are zero-filled
+ * (cp.async with no source bytes). Fragments: ldmatrix.x4, one per 16 × 32 A tile and per two 8 × 32
+ * B tiles. Registers: the 64 accumulators of gemm_int8_kernel, no staging. */
+static __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS, 1)
+    gemm_int8_pipe_kernel(float * __restrict__ out, const int8_t * __restrict__ codes, const float * __restrict__ scales, const uint8_t * __restrict__ weight,
+                          int64_t row_bytes, int64_t rows, int64_t n_in, int64_t n_out, int64_t k_tiles_per_split, gemm_groups groups) {
+    memra_grid_dependencies();
+    constexpr int TM = MEMRA_CUDA_INT8_GEMM_TILE_M, TN = MEMRA_CUDA_INT8_GEMM_TILE_N, KB = MEMRA_CUDA_INT8_PIPE_BLOCKS, STAGES = MEMRA_CUDA_INT8_PIPE_STAGES;
+    constexpr int ROW = KB * 32; /* code bytes of a row in a stage */
+    constexpr int A_CODES = 0, B_CODES = TM * ROW, A_SCALES = B_CODES + TN * ROW, B_SCALES = A_SCALES + TM * KB * 4, STAGE = B_SCALES + TN * KB * 2;
+    constexpr int MI = 4, NI = 4; /* a warp's 64 × 32: 4 × 4 m16n8k32 tiles */
+    static_assert(KB == 4 && ROW == 128 && TM == 128 && TN == 128 && MEMRA_CUDA_INT8_GEMM_THREADS == 256,
+                  "a row is 8 chunks of 16 bytes; a thread copies 4 chunks of each tile and one scale pair of each");
+    static_assert(MEMRA_CUDA_INT8_GEMM_TILE_K == 64, "split-K parts are whole 64-input k-tiles of gemm_int8_kernel's plan: even block counts");
+    static_assert(STAGE % 16 == 0 && STAGES >= 2, "16-byte aligned stages");
+    MEMRA_DYNAMIC_SHARED(uint8_t, shared);
+
+    int64_t tile_m = 0, row_end = 0, matrix_offset = 0;
+    if (!gemm_group_tile(groups, TM, rows, tile_m, row_end, matrix_offset)) return;
+    weight += matrix_offset;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int warp_m = warp >> 2, warp_n = warp & 3, group = lane >> 2, quad = lane & 3;
+    const int64_t tile_n = blockIdx.x * (int64_t)TN;
+    const int64_t blocks = n_in / 32;
+    /* This block's blocks [first, end) (even both: split-K parts are whole 64-input k-tiles) and its
+     * partial sums at out + z · rows · n_out. */
+    const int64_t first = blockIdx.z * k_tiles_per_split * 2;
+    const int64_t end = first + k_tiles_per_split * 2 < blocks ? first + k_tiles_per_split * 2 : blocks;
+    const int64_t tiles = end > first ? (end - first + KB - 1) / KB : 0;
+    out += blockIdx.z * rows * n_out;
+
+    /* The copies of k-tile `tile` into stage `stage`: chunk c (0..7) of row r is bytes 16c .. of
+     * the tile's 4 blocks, block pair c >> 2 (a pair of blocks is 64 contiguous bytes in both
+     * layouts, as the tile's first block is even). */
+    auto load = [&](int64_t tile, int stage) {
+        uint8_t * base = shared + stage * STAGE;
+        const int64_t b0 = first + tile * KB;
+        const int pairs = end - b0 >= KB ? 2 : 1;
 #pragma unroll
-    for (int mi = 0; mi < MI; mi++) {
+        for (int j = 0; j < 4; j++) {
+            const int index = tid + j * MEMRA_CUDA_INT8_GEMM_THREADS, r = index >> 3, c = index & 7, pair = c >> 2;
+            if (pair >= pairs) continue;
+            const int at = r * ROW + ((c ^ (r & 7)) << 4);
+            const bool a_present = tile_m + r < row_end, b_present = tile_n + r < n_out;
+            const int8_t * a_source = codes + (a_present ? (tile_m + r) * n_in + b0 * 32 + c * 16 : 0);
+            const uint8_t * b_row = weight + (b_present ? tile_n + r : 0) * row_bytes;
+            const uint8_t * b_source = q8_0_x8::payload(b_row, b0 + 2 * pair) + 16 * (c & 3);
+            cp_async<16>(base + A_CODES + at, a_source, a_present);
+            cp_async<16>(base + B_CODES + at, b_source, b_present);
+        }
+        const int r = tid >> 1, pair = tid & 1;
+        if (pair < pairs) {
+            const bool a_present = tile_m + r < row_end, b_present = tile_n + r < n_out;
+            const float * a_source = scales + (a_present ? (tile_m + r) * blocks + b0 + 2 * pair : 0);
+            const uint8_t * b_source = q8_0_x8::scale(weight + (b_present ? tile_n + r : 0) * row_bytes, b0 + 2 * pair);
+            cp_async<8>(base + A_SCALES + r * KB * 4 + pair * 8, a_source, a_present);
+            cp_async<4>(base + B_SCALES + r * KB * 2 + pair * 4, b_source, b_present);
+        }
+    };
+
+    float acc[MI][NI][4];
 #pragma unroll
-        for (int ni = 0; ni < NI; ni++) {
-            const int64_t column = tile_n + warp_n * 32 + ni * 8 + 2 * quad;
+    for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-            for (int half = 0; half < 2; half++) {
-                const int64_t row = tile_m + warp_m * 64 + mi * 16 + group + half * 8;
-                if (row >= row_end) continue;
-                float * target = out + row * n_out + column;
-                if (pairs && column + 1 < n_out) {
-                    *reinterpret_cast<float2 *>(target) = make_float2(acc[mi][ni][half * 2], acc[mi][ni][half * 2 + 1]);
-                } else {
-                    if (column < n_out) target[0] = acc[mi][ni][half * 2];
-                    if (column + 1 < n_out) target[1] = acc[mi][ni][half * 2 + 1];
+        for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
+
+    /* The first STAGES − 1 k-tiles in flight; a group per k-tile, empty past the last, so that
+     * cp_async_wait<STAGES − 2> always means "k-tile i has landed". */
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < tiles) load(s, s);
+        cp_async_commit();
+    }
+    for (int64_t i = 0; i < tiles; i++) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads(); /* k-tile i is in shared memory for every thread, and k-tile i − 1's stage is free */
+        if (i + STAGES - 1 < tiles) load(i + STAGES - 1, (int)((i + STAGES - 1) % STAGES));
+        cp_async_commit();
+
+        const uint8_t * base = shared + (int)(i % STAGES) * STAGE;
+        const float * a_scales = reinterpret_cast<const float *>(base + A_SCALES);
+        const __half * b_scales = reinterpret_cast<const __half *>(base + B_SCALES);
+        const int steps = end - (first + i * KB) >= KB ? KB : 2; /* the same for the whole block */
+#pragma unroll
+        for (int step = 0; step < KB; step++) {
+            if (step >= steps) break;
+            uint32_t a[MI][4], b[NI][2];
+            float row_scale[MI][2], column_scale[NI][2];
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++) {
+                /* lane l: row l & 7 of matrix l >> 3: rows + 8 for matrices 1 and 3, bytes 16.. for 2 and 3 */
+                const int row = warp_m * 64 + mi * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), chunk = 2 * step + (lane >> 4);
+                ldmatrix_x4(a[mi], base + A_CODES + row * ROW + ((chunk ^ (row & 7)) << 4));
+                const int top = warp_m * 64 + mi * 16 + group;
+                row_scale[mi][0] = a_scales[top * KB + step];
+                row_scale[mi][1] = a_scales[(top + 8) * KB + step];
+            }
+#pragma unroll
+            for (int p = 0; p < NI / 2; p++) {
+                /* matrices: (tile 2p, bytes 0-15), (2p, 16-31), (2p + 1, 0-15), (2p + 1, 16-31) */
+                const int column = warp_n * 32 + (2 * p + (lane >> 4)) * 8 + (lane & 7), chunk = 2 * step + ((lane >> 3) & 1);
+                uint32_t r[4];
+                ldmatrix_x4(r, base + B_CODES + column * ROW + ((chunk ^ (column & 7)) << 4));
+                b[2 * p][0] = r[0];
+                b[2 * p][1] = r[1];
+                b[2 * p + 1][0] = r[2];
+                b[2 * p + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int ni = 0; ni < NI; ni++) {
+                const int column = warp_n * 32 + ni * 8 + 2 * quad;
+                column_scale[ni][0] = __half2float(b_scales[column * KB + step]);
+                column_scale[ni][1] = __half2float(b_scales[(column + 1) * KB + step]);
+            }
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++) {
+#pragma unroll
+                for (int ni = 0; ni < NI; ni++) {
+                    int32_t dot[4] = {0, 0, 0, 0};
+                    mma_m16n8k32_s8(dot, a[mi], b[ni]);
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const float d = __fmul_rn(column_scale[ni][e & 1], row_scale[mi][e >> 1]);
+                        acc[mi][ni][e] = __fadd_rn(acc[mi][ni][e], __fmul_rn(d, small_int_to_float(dot[e])));
+                    }
                 }
             }
         }
     }
+    cp_async_wait<0>(); /* nothing real is pending (the groups past the last k-tile are empty) */
+    store_int8_accumulators<MI, NI>(out, acc, tile_m, tile_n, warp_m, warp_n, group, quad, row_end, n_out);
 }
 
 /* out[i] = Σ_s partials[s · count + i], s = 0, 1, ... in order: a split-K GEMM's partial sums. */

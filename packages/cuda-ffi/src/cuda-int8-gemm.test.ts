@@ -76,6 +76,15 @@ function describeCase({ type, rows, nIn, nOut }: Case): string {
 
 /** Each case's output with `environment` set (read when a context is created), from a child process. */
 function outputsWith(environment: Record<string, string>, cases: Case[]): Float32Array[] {
+  return childRun(environment, cases).outputs;
+}
+
+/**
+ * outputsWith's child process, and its stderr. On the emulator with MEMRA_CUDA_EMULATOR_PROFILE=1 in
+ * `environment`, the child prints the emulator's kernel profile there before it exits (Bun runs no
+ * library destructors: the child calls memra_cuda_emulator_profile_report itself).
+ */
+function childRun(environment: Record<string, string>, cases: Case[]): { outputs: Float32Array[]; stderr: string } {
   const url = (file: string) => JSON.stringify(fileURLToPath(new URL(file, import.meta.url)));
   const script = `
     const { CudaBackend } = await import(${url("./cuda-backend.ts")});
@@ -93,20 +102,25 @@ function outputsWith(environment: Record<string, string>, cases: Case[]): Float3
       const values = backend.read(out);
       console.log(Buffer.from(values.buffer, values.byteOffset, values.byteLength).toString("base64"));
     }
-    backend.dispose();`;
+    backend.dispose();
+    if (process.env.MEMRA_CUDA_EMULATOR_PROFILE === "1" && process.env.MEMRA_CUDA_LIBRARY) {
+      const { dlopen } = await import("bun:ffi");
+      dlopen(process.env.MEMRA_CUDA_LIBRARY, { memra_cuda_emulator_profile_report: { args: [], returns: "void" } }).symbols.memra_cuda_emulator_profile_report();
+    }`;
   const result = spawnSync(process.execPath.includes("bun") ? process.execPath : "bun", ["-e", script], {
     env: { ...process.env, ...environment },
     encoding: "utf8",
     maxBuffer: 1 << 28,
   });
   if (result.status !== 0) throw new Error(`the child process failed (${result.status}): ${result.stderr}`);
-  return result.stdout
+  const outputs = result.stdout
     .trim()
     .split("\n")
     .map((line) => {
       const bytes = Buffer.from(line, "base64");
       return new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4).slice();
     });
+  return { outputs, stderr: result.stderr };
 }
 
 describe.skipIf(unavailable !== undefined)(`int8 GEMM against the reference backend and the previous kernel${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
@@ -240,5 +254,41 @@ describe.skipIf(unavailable !== undefined)(`decode split over warps${unavailable
     expect(firstDifference(defaultDown!, fourDown!)).toBe(-1);
     expect(firstDifference(defaultDown!, oneDown!)).not.toBe(-1);
     expect(firstDifference(defaultQkv!, oneQkv!)).toBe(-1);
+  });
+});
+
+/**
+ * The pipelined int8 GEMM (gemm_int8_pipe_kernel, MEMRA_CUDA_INT8_PIPELINE=1: q8_0 weights in the
+ * repacked q8_0_x8 layout, whose rows are multiples of 256 inputs): the operands brought by cp.async
+ * 4 k-tiles of 128 inputs ahead and read by ldmatrix, over the same plan and split-K parts as
+ * gemm_int8_kernel, each output's block terms in the same order with the same roundings, so the
+ * same bits. Shapes: 9, 130 and 300 rows (a partial row tile; two; three), 8 and 200 outputs, 256
+ * and 768 inputs (these few output tiles are split over k into parts of 64-input k-tiles, so parts
+ * that end in half a 128-input k-tile) and 4,096 (32 k-tiles). On the emulator (whose cp.async
+ * lands only at the wait that completes it, so a read before its wait sees stale shared memory) the
+ * child's kernel profile shows that the pipelined kernel ran.
+ */
+describe.skipIf(unavailable !== undefined)(`pipelined int8 GEMM${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
+  it("MEMRA_CUDA_INT8_PIPELINE=1 gives gemm_int8_kernel's results bit for bit", () => {
+    const cases: Case[] = [
+      ...[9, 130, 300].flatMap((rows) => [8, 200].flatMap((nOut) => [256, 768].map((nIn) => ({ type: GGMLType.Q8_0, rows, nIn, nOut })))),
+      { type: GGMLType.Q8_0, rows: 130, nIn: 4096, nOut: 200 },
+    ];
+    const emulated = process.env.MEMRA_CUDA_LIBRARY?.includes("emulated") === true;
+    const profile: Record<string, string> = emulated ? { MEMRA_CUDA_EMULATOR_PROFILE: "1" } : {};
+    const before = childRun({ MEMRA_CUDA_INT8_PIPELINE: "0", ...profile }, cases);
+    const piped = childRun({ MEMRA_CUDA_INT8_PIPELINE: "1", ...profile }, cases);
+    if (emulated) {
+      expect(before.stderr).toContain("gemm_int8_kernel<MEMRA_CUDA_TYPE_Q8_0_X8>");
+      expect(before.stderr).not.toContain("gemm_int8_pipe_kernel");
+      expect(piped.stderr).toContain("gemm_int8_pipe_kernel");
+      expect(piped.stderr).not.toContain("gemm_int8_kernel<");
+    }
+    expect(piped.outputs.length).toBe(cases.length);
+    cases.forEach((testCase, i) => {
+      const { rows, nOut } = testCase;
+      expect(piped.outputs[i]!.length, describeCase(testCase)).toBe(rows * nOut);
+      expect(firstDifference(piped.outputs[i]!, before.outputs[i]!), describeCase(testCase)).toBe(-1);
+    });
   });
 });
