@@ -186,12 +186,18 @@ bench qwen3-30b-a3b-scaled-q8_0 --preset qwen3-30b-a3b-scaled --type q8_0 --prom
 
 step golden-suite "$TEST_LIMIT" "${TEST_RUN[@]}" "$TESTS/golden-suite.test.ts" "$TESTS/golden-suite-part-2.test.ts" "$TESTS/context-shift.test.ts"
 
-# The pipelined int8 GEMM (gemm_int8_pipe_kernel: cp.async 4 k-tiles ahead, ldmatrix; opt-in with
-# MEMRA_CUDA_INT8_PIPELINE=1 and never timed on a GPU): pp512 and batch 64 at both shapes, with the
+# The pipelined int8 GEMM (gemm_int8_pipe_kernel: cp.async 4 k-tiles ahead, ldmatrix, and 64-row
+# tiles for launches of up to 64 rows, where a batch-64 decode step's GEMMs filled half of each
+# 128-row tile; opt-in with MEMRA_CUDA_INT8_PIPELINE=1 and never timed on a GPU): pp512 and batch 64 at both shapes, with the
 # targets' benches' arguments (the same files), against them. The op tests above checked its bits
 # against gemm_int8_kernel's (cuda-int8-gemm.test.ts).
 BENCH_ENV=MEMRA_CUDA_INT8_PIPELINE=1 bench qwen3-0.6b-q8_0-int8-pipeline --preset qwen3-0.6b --type q8_0 --prompt 512 --decode 128 --batch 64
 BENCH_ENV=MEMRA_CUDA_INT8_PIPELINE=1 bench qwen3-8b-shape-q8_0-int8-pipeline --preset qwen3-0.6b --type q8_0 --layers 36 --distinct-layers 8 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 512 --decode 128 --batch 64
+# Its single GEMMs (and the MoE experts' grouped ones) at the targets' shapes, TFLOP/s each, against
+# the same ops of the "ops" step below (the default kernel).
+PIPE_OPS=(--only gemm,moe)
+if [ "${MEMRA_DEVICE_DRY_RUN:-0}" = 1 ]; then PIPE_OPS+=(--quick); fi
+step ops-int8-pipeline 90 bash -o pipefail -c "MEMRA_CUDA_INT8_PIPELINE=1 bun packages/cuda-ffi/bench/ops.bench.ts --json ${PIPE_OPS[*]} | tail -1 > '$WORK/bench-ops-int8-pipeline.json.tmp' && mv '$WORK/bench-ops-int8-pipeline.json.tmp' '$WORK/bench-ops-int8-pipeline.json'"
 
 
 

@@ -345,7 +345,7 @@ static int create_into(memra_cuda * cuda, int device) {
     /* The pipelined int8 GEMM: opt-in until it has been timed against gemm_int8_kernel; only where a
      * block may have its shared memory (H100/H200, A100: yes; sm_89's 99 KiB: no). */
     const char * int8_pipeline = getenv("MEMRA_CUDA_INT8_PIPELINE");
-    cuda->int8_pipeline = int8_pipeline && strcmp(int8_pipeline, "1") == 0 && (int64_t)properties.sharedMemPerBlockOptin >= memra_cuda_int8_pipe_shared_bytes();
+    cuda->int8_pipeline = int8_pipeline && strcmp(int8_pipeline, "1") == 0 && (int64_t)properties.sharedMemPerBlockOptin >= memra_cuda_int8_pipe_shared_bytes(MEMRA_CUDA_INT8_GEMM_TILE_M);
     if (cuda->int8_pipeline) CHECK(memra_cuda_prepare_int8_pipeline());
     const char * rounding = getenv("MEMRA_CUDA_ACTIVATION_ROUNDING");
     cuda->activation_rounding = !(rounding && strcmp(rounding, "0") == 0);

@@ -183,10 +183,9 @@ int32_t memra_cuda_int8_gemm_shared_bytes(void) {
     return MEMRA_CUDA_INT8_GEMM_STAGES * stage;
 }
 
-int32_t memra_cuda_int8_pipe_shared_bytes(void) {
+int32_t memra_cuda_int8_pipe_shared_bytes(int32_t tile_m) {
     const int32_t row_bytes = MEMRA_CUDA_INT8_PIPE_BLOCKS * 32;
-    const int32_t stage = (MEMRA_CUDA_INT8_GEMM_TILE_M + MEMRA_CUDA_INT8_GEMM_TILE_N) * row_bytes + MEMRA_CUDA_INT8_GEMM_TILE_M * MEMRA_CUDA_INT8_PIPE_BLOCKS * 4 +
-                          MEMRA_CUDA_INT8_GEMM_TILE_N * MEMRA_CUDA_INT8_PIPE_BLOCKS * 2;
+    const int32_t stage = (tile_m + MEMRA_CUDA_INT8_GEMM_TILE_N) * row_bytes + tile_m * MEMRA_CUDA_INT8_PIPE_BLOCKS * 4 + MEMRA_CUDA_INT8_GEMM_TILE_N * MEMRA_CUDA_INT8_PIPE_BLOCKS * 2;
     return MEMRA_CUDA_INT8_PIPE_STAGES * stage;
 }
 

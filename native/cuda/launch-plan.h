@@ -176,8 +176,10 @@ int64_t memra_cuda_gemm_split_inputs(const memra_cuda_matmul_plan * plan, int64_
  * activation row and weight row, 4 f32 activation scales per row, 4 f16 weight scales per row. */
 #define MEMRA_CUDA_INT8_PIPE_BLOCKS 4
 #define MEMRA_CUDA_INT8_PIPE_STAGES 4
-/* Dynamic shared bytes of one block of gemm_int8_pipe_kernel (all stages; over 48 KiB: opt-in). */
-int32_t memra_cuda_int8_pipe_shared_bytes(void);
+/* Launches of at most this many rows run gemm_int8_pipe_kernel<64> (64-row tiles; the same grid). */
+#define MEMRA_CUDA_INT8_PIPE_SMALL_ROWS 64
+/* Dynamic shared bytes of one block of gemm_int8_pipe_kernel<tile_m> (all stages; over 48 KiB: opt-in). */
+int32_t memra_cuda_int8_pipe_shared_bytes(int32_t tile_m);
 /* 1 for the weight types gemm_int8_kernel handles (q8_0, q4_0, q5_0). */
 int memra_cuda_int8_gemm_supports(int type);
 /* Shared bytes of one block of gemm_int8_kernel (all stages). */

@@ -454,8 +454,12 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
                                 target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split, tiles);
                             break;
                         case MEMRA_CUDA_TYPE_Q8_0_X8:
-                            if (cuda->int8_pipeline)
-                                MEMRA_LAUNCH(grid, plan.launch.threads, memra_cuda_int8_pipe_shared_bytes(), cuda->stream, gemm_int8_pipe_kernel)(
+                            /* a launch of at most 64 rows (one row tile, as the plan's 128) on 64-row tiles; grouped tiles stay 128 */
+                            if (cuda->int8_pipeline && !groups && chunk <= MEMRA_CUDA_INT8_PIPE_SMALL_ROWS)
+                                MEMRA_LAUNCH(grid, plan.launch.threads, memra_cuda_int8_pipe_shared_bytes(64), cuda->stream, gemm_int8_pipe_kernel<64>)(
+                                    target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split, tiles);
+                            else if (cuda->int8_pipeline)
+                                MEMRA_LAUNCH(grid, plan.launch.threads, memra_cuda_int8_pipe_shared_bytes(128), cuda->stream, gemm_int8_pipe_kernel<128>)(
                                     target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split, tiles);
                             else
                                 MEMRA_LAUNCH(grid, plan.launch.threads, 0, cuda->stream, gemm_int8_kernel<MEMRA_CUDA_TYPE_Q8_0_X8>)(
@@ -682,8 +686,10 @@ extern "C" int memra_cuda_swiglu_matmul(memra_cuda * cuda, float * out, int64_t 
 }
 
 int memra_cuda_prepare_int8_pipeline(void) {
-    CUDA_CHECK("memra_cuda_create",
-               cudaFuncSetAttribute(reinterpret_cast<const void *>(gemm_int8_pipe_kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, memra_cuda_int8_pipe_shared_bytes()));
+    CUDA_CHECK("memra_cuda_create", cudaFuncSetAttribute(reinterpret_cast<const void *>(gemm_int8_pipe_kernel<128>), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                         memra_cuda_int8_pipe_shared_bytes(128)));
+    CUDA_CHECK("memra_cuda_create", cudaFuncSetAttribute(reinterpret_cast<const void *>(gemm_int8_pipe_kernel<64>), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                         memra_cuda_int8_pipe_shared_bytes(64)));
     return MEMRA_CUDA_OK;
 }
 

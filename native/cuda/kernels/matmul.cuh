@@ -1488,22 +1488,29 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS) gemm_int8_kernel
  * neither copied nor multiplied), and per output the same block terms added in the same order with
  * the same roundings: the results are gemm_int8_kernel's bit for bit (cuda-int8-gemm.test.ts).
  *
- * Shared memory, per stage: activation codes [128 rows][128 bytes], weight codes [128][128], the
+ * TM (template): the rows of a block's tile, 128 as gemm_int8_kernel's, or 64 for launches of at
+ * most 64 rows (a batched decode step): the same grid (one row tile), half the tensor-core work of
+ * a 128-row tile that is half empty, warps of 32 × 32 (2 × 4 m16n8k32 tiles), 104 KiB of shared
+ * memory and at most 128 registers, so two blocks an SM.
+ *
+ * Shared memory, per stage: activation codes [TM rows][128 bytes], weight codes [128][128], the
  * 16-byte chunks of a row at chunk c ^ (row & 7) (so that the 8 rows an ldmatrix matrix reads fall
- * in 8 distinct 16-byte bank groups), activation scales [128][4] f32 and weight scales [128][4] f16.
- * Copies per thread and k-tile: 4 + 4 chunks of 16 bytes (a warp: 4 whole rows), one 8-byte pair of
- * activation scales, one 4-byte pair of weight scales. Rows past the matrices are zero-filled
+ * in 8 distinct 16-byte bank groups), activation scales [TM][4] f32 and weight scales [128][4] f16.
+ * Copies per thread and k-tile: TM / 32 + 4 chunks of 16 bytes (a warp: 4 whole rows), an 8-byte
+ * pair of activation scales (TM = 128; half the threads for 64), a 4-byte pair of weight scales.
+ * Rows past the matrices are zero-filled
  * (cp.async with no source bytes). Fragments: ldmatrix.x4, one per 16 × 32 A tile and per two 8 × 32
- * B tiles. Registers: the 64 accumulators of gemm_int8_kernel, no staging. */
-static __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS, 1)
+ * B tiles. Registers: the accumulators (64 a thread for TM = 128, as gemm_int8_kernel's), no staging. */
+template <int TM>
+__global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS, TM == 64 ? 2 : 1)
     gemm_int8_pipe_kernel(float * __restrict__ out, const int8_t * __restrict__ codes, const float * __restrict__ scales, const uint8_t * __restrict__ weight,
                           int64_t row_bytes, int64_t rows, int64_t n_in, int64_t n_out, int64_t k_tiles_per_split, gemm_groups groups) {
     memra_grid_dependencies();
-    constexpr int TM = MEMRA_CUDA_INT8_GEMM_TILE_M, TN = MEMRA_CUDA_INT8_GEMM_TILE_N, KB = MEMRA_CUDA_INT8_PIPE_BLOCKS, STAGES = MEMRA_CUDA_INT8_PIPE_STAGES;
+    constexpr int TN = MEMRA_CUDA_INT8_GEMM_TILE_N, KB = MEMRA_CUDA_INT8_PIPE_BLOCKS, STAGES = MEMRA_CUDA_INT8_PIPE_STAGES;
     constexpr int ROW = KB * 32; /* code bytes of a row in a stage */
     constexpr int A_CODES = 0, B_CODES = TM * ROW, A_SCALES = B_CODES + TN * ROW, B_SCALES = A_SCALES + TM * KB * 4, STAGE = B_SCALES + TN * KB * 2;
-    constexpr int MI = 4, NI = 4; /* a warp's 64 × 32: 4 × 4 m16n8k32 tiles */
-    static_assert(KB == 4 && ROW == 128 && TM == 128 && TN == 128 && MEMRA_CUDA_INT8_GEMM_THREADS == 256,
+    constexpr int MI = TM / 32, NI = 4; /* a warp's TM / 2 × 32: MI × 4 m16n8k32 tiles */
+    static_assert((TM == 128 || TM == 64) && KB == 4 && ROW == 128 && TN == 128 && MEMRA_CUDA_INT8_GEMM_THREADS == 256,
                   "a row is 8 chunks of 16 bytes; a thread copies 4 chunks of each tile and one scale pair of each");
     static_assert(MEMRA_CUDA_INT8_GEMM_TILE_K == 64, "split-K parts are whole 64-input k-tiles of gemm_int8_kernel's plan: even block counts");
     static_assert(STAGE % 16 == 0 && STAGES >= 2, "16-byte aligned stages");
@@ -1531,24 +1538,26 @@ static __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS, 1)
         const int64_t b0 = first + tile * KB;
         const int pairs = end - b0 >= KB ? 2 : 1;
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
+        for (int j = 0; j < TN / 32; j++) {
             const int index = tid + j * MEMRA_CUDA_INT8_GEMM_THREADS, r = index >> 3, c = index & 7, pair = c >> 2;
             if (pair >= pairs) continue;
             const int at = r * ROW + ((c ^ (r & 7)) << 4);
-            const bool a_present = tile_m + r < row_end, b_present = tile_n + r < n_out;
-            const int8_t * a_source = codes + (a_present ? (tile_m + r) * n_in + b0 * 32 + c * 16 : 0);
+            if (j < TM / 32) {
+                const bool a_present = tile_m + r < row_end;
+                cp_async<16>(base + A_CODES + at, codes + (a_present ? (tile_m + r) * n_in + b0 * 32 + c * 16 : 0), a_present);
+            }
+            const bool b_present = tile_n + r < n_out;
             const uint8_t * b_row = weight + (b_present ? tile_n + r : 0) * row_bytes;
-            const uint8_t * b_source = q8_0_x8::payload(b_row, b0 + 2 * pair) + 16 * (c & 3);
-            cp_async<16>(base + A_CODES + at, a_source, a_present);
-            cp_async<16>(base + B_CODES + at, b_source, b_present);
+            cp_async<16>(base + B_CODES + at, q8_0_x8::payload(b_row, b0 + 2 * pair) + 16 * (c & 3), b_present);
         }
         const int r = tid >> 1, pair = tid & 1;
         if (pair < pairs) {
-            const bool a_present = tile_m + r < row_end, b_present = tile_n + r < n_out;
-            const float * a_source = scales + (a_present ? (tile_m + r) * blocks + b0 + 2 * pair : 0);
-            const uint8_t * b_source = q8_0_x8::scale(weight + (b_present ? tile_n + r : 0) * row_bytes, b0 + 2 * pair);
-            cp_async<8>(base + A_SCALES + r * KB * 4 + pair * 8, a_source, a_present);
-            cp_async<4>(base + B_SCALES + r * KB * 2 + pair * 4, b_source, b_present);
+            if (r < TM) {
+                const bool a_present = tile_m + r < row_end;
+                cp_async<8>(base + A_SCALES + r * KB * 4 + pair * 8, scales + (a_present ? (tile_m + r) * blocks + b0 + 2 * pair : 0), a_present);
+            }
+            const bool b_present = tile_n + r < n_out;
+            cp_async<4>(base + B_SCALES + r * KB * 2 + pair * 4, q8_0_x8::scale(weight + (b_present ? tile_n + r : 0) * row_bytes, b0 + 2 * pair), b_present);
         }
     };
 
@@ -1577,17 +1586,18 @@ static __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS, 1)
         const float * a_scales = reinterpret_cast<const float *>(base + A_SCALES);
         const __half * b_scales = reinterpret_cast<const __half *>(base + B_SCALES);
         const int steps = end - (first + i * KB) >= KB ? KB : 2; /* the same for the whole block */
-#pragma unroll
-        for (int step = 0; step < KB; step++) {
-            if (step >= steps) break;
+        /* One block's k-step; its loop is unrolled fully for 128-row tiles and 2 ways for 64 (ptxas,
+         * CUDA 13.0, sm_90: 255 registers and no spills for 128, 128 and none for 64, where the full
+         * unroll spilled 20 bytes under the 2-blocks-an-SM cap and a 4-way count spilled 48 bytes for 128). */
+        auto multiply = [&](int step) {
             uint32_t a[MI][4], b[NI][2];
             float row_scale[MI][2], column_scale[NI][2];
 #pragma unroll
             for (int mi = 0; mi < MI; mi++) {
                 /* lane l: row l & 7 of matrix l >> 3: rows + 8 for matrices 1 and 3, bytes 16.. for 2 and 3 */
-                const int row = warp_m * 64 + mi * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), chunk = 2 * step + (lane >> 4);
+                const int row = warp_m * (TM / 2) + mi * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), chunk = 2 * step + (lane >> 4);
                 ldmatrix_x4(a[mi], base + A_CODES + row * ROW + ((chunk ^ (row & 7)) << 4));
-                const int top = warp_m * 64 + mi * 16 + group;
+                const int top = warp_m * (TM / 2) + mi * 16 + group;
                 row_scale[mi][0] = a_scales[top * KB + step];
                 row_scale[mi][1] = a_scales[(top + 8) * KB + step];
             }
@@ -1620,6 +1630,19 @@ static __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS, 1)
                         acc[mi][ni][e] = __fadd_rn(acc[mi][ni][e], __fmul_rn(d, small_int_to_float(dot[e])));
                     }
                 }
+            }
+        };
+        if constexpr (TM == 128) {
+#pragma unroll
+            for (int step = 0; step < KB; step++) {
+                if (step >= steps) break;
+                multiply(step);
+            }
+        } else {
+#pragma unroll 2
+            for (int step = 0; step < KB; step++) {
+                if (step >= steps) break;
+                multiply(step);
             }
         }
     }

@@ -159,9 +159,12 @@ static void test_int8_gemm_plans(void) {
      * static shared memory a block may have without opting in. */
     EXPECT(memra_cuda_int8_gemm_shared_bytes() == 2 * 256 * (64 + 8));
     EXPECT(memra_cuda_int8_gemm_shared_bytes() <= 48 * 1024);
-    /* the pipelined kernel: 4 stages of (128 + 128) rows × 128 code bytes, 128 × 4 f32 and 128 × 4 f16 scales: 140 KiB, under an H100/H200 block's 227 KiB */
-    EXPECT(memra_cuda_int8_pipe_shared_bytes() == 4 * (256 * 128 + 128 * 16 + 128 * 8));
-    EXPECT(memra_cuda_int8_pipe_shared_bytes() <= 227 * 1024);
+    /* the pipelined kernel: 4 stages of (128 + 128) rows × 128 code bytes, 128 × 4 f32 and 128 × 4 f16
+     * scales: 140 KiB, under an H100/H200 block's 227 KiB; with 64-row tiles 104 KiB, two blocks an SM */
+    EXPECT(memra_cuda_int8_pipe_shared_bytes(128) == 4 * (256 * 128 + 128 * 16 + 128 * 8));
+    EXPECT(memra_cuda_int8_pipe_shared_bytes(128) <= 227 * 1024);
+    EXPECT(memra_cuda_int8_pipe_shared_bytes(64) == 4 * (192 * 128 + 64 * 16 + 128 * 8));
+    EXPECT(2 * memra_cuda_int8_pipe_shared_bytes(64) <= 227 * 1024);
 }
 
 static void test_row_and_elementwise_plans(void) {

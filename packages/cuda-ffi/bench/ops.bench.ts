@@ -2,7 +2,7 @@
  * Times single CUDA ops at the shapes the issue-8 targets run, so that a GPU session sees where a
  * forward's time goes, not only the whole forward's tokens/s:
  *
- *   bun packages/cuda-ffi/bench/ops.bench.ts [--json] [--quick]
+ *   bun packages/cuda-ffi/bench/ops.bench.ts [--json] [--quick] [--only gemm,moe]
  *
  * - decode matrix-vector (q8_0, 1 row): µs and the weight bytes per second it streams (HBM: 4.8 TB/s
  *   on an H200); MEMRA_CUDA_MMV_STEPS=2 times the previous 2 steps in flight per warp,
@@ -15,7 +15,8 @@
  *   types (IQ1_S / IQ1_M / IQ2_* / IQ3_* files: grid lookups per 8 values, the most decoding work
  *   per weight byte);
  * - prefill and batched-decode GEMMs (q8_0, 512 and 64 rows): µs and TFLOP/s (2 · rows · in · out);
- *   MEMRA_CUDA_INT8_GEMM=0 in the environment times the previous kernel;
+ *   MEMRA_CUDA_INT8_GEMM=0 in the environment times the previous kernel, MEMRA_CUDA_INT8_PIPELINE=1
+ *   the pipelined int8 GEMM;
  * - paged attention over a 640-token context (f16 KV): decode of 1 and 64 sequences;
  * - the norm fused with the Q/K/V rounding against the norm and the matmuls apart;
  * - argmaxRows over the vocabulary; logSoftmaxAt over 1 row of it (a step's logprobs) and 32
@@ -37,8 +38,17 @@ import { GGMLType, ggmlTypeInfo, quantize } from "@memra/gguf";
 import { mulberry32 } from "@memra/synthetic";
 import { CudaBackend } from "../src/index";
 
-const { values } = parseArgs({ options: { json: { type: "boolean", default: false }, quick: { type: "boolean", default: false } } });
+const { values } = parseArgs({
+  options: { json: { type: "boolean", default: false }, quick: { type: "boolean", default: false }, only: { type: "string" } },
+});
 const quick = values.quick;
+/** --only a,b: just those sections (their names in SECTIONS); by default every one. */
+const SECTIONS = ["mmv", "mmv-hbm", "mmv-codes", "gemm", "attention", "norm", "argmax", "topk", "moe"] as const;
+const only = values.only?.split(",").map((name) => name.trim());
+for (const name of only ?? []) {
+  if (!(SECTIONS as readonly string[]).includes(name)) throw new Error(`--only: no section ${name} (sections: ${SECTIONS.join(", ")})`);
+}
+const wanted = (section: (typeof SECTIONS)[number]) => only === undefined || only.includes(section);
 const backend = CudaBackend.create();
 const results: Record<string, Record<string, number | string>> = {};
 
@@ -136,91 +146,103 @@ function buffer(length: number, seed: number): DeviceBuffer {
 const scale = (n: number) => (quick ? Math.max(32, Math.floor(n / 64 / 32) * 32) : n);
 
 // ---- decode matrix-vector (1 row) ----
-for (const [name, nIn, nOut] of [
-  ["matvec-4096x12288", 4096, 12288],
-  ["matvec-12288x4096", 12288, 4096],
-  ["matvec-1024x32768", 1024, 32768],
-  // Qwen3-0.6B's down and O projections: 1,024 features, split over 4 and 2 warps (MEMRA_CUDA_MMV_SPLIT=1: one)
-  ["matvec-3072x1024", 3072, 1024],
-  ["matvec-2048x1024", 2048, 1024],
-] as const) {
-  const [i, o] = [scale(nIn), scale(nOut)];
-  const w = weight(i, o, i + o);
-  const x = buffer(i, 1);
-  const out = backend.allocate(o);
-  const t = time(() => backend.matmul(out, x, w, 1));
-  const bytes = backend.weightBytes(w);
-  results[name] = { ...t, weightGBps: bytes / ((t.graphUs ?? t.eagerUs) * 1e-6) / 1e9 };
+if (wanted("mmv")) {
+  for (const [name, nIn, nOut] of [
+    ["matvec-4096x12288", 4096, 12288],
+    ["matvec-12288x4096", 12288, 4096],
+    ["matvec-1024x32768", 1024, 32768],
+    // Qwen3-0.6B's down and O projections: 1,024 features, split over 4 and 2 warps (MEMRA_CUDA_MMV_SPLIT=1: one)
+    ["matvec-3072x1024", 3072, 1024],
+    ["matvec-2048x1024", 2048, 1024],
+  ] as const) {
+    const [i, o] = [scale(nIn), scale(nOut)];
+    const w = weight(i, o, i + o);
+    const x = buffer(i, 1);
+    const out = backend.allocate(o);
+    const t = time(() => backend.matmul(out, x, w, 1));
+    const bytes = backend.weightBytes(w);
+    results[name] = { ...t, weightGBps: bytes / ((t.graphUs ?? t.eagerUs) * 1e-6) / 1e9 };
+  }
 }
 
 // ---- the same matrix-vector products from device memory: 8 copies of the weights, one after
 // another, 8 × 53 MB against the H200's 60 MB of L2 (above, each call reads the one matrix the
 // call before it read, much of it from L2) ----
-for (const [name, nIn, nOut] of [
-  ["matvec-dram-4096x12288", 4096, 12288],
-  ["matvec-dram-12288x4096", 12288, 4096],
-] as const) {
-  const [i, o] = [scale(nIn), scale(nOut)];
-  const data = quantize(GGMLType.Q8_0, normals(i * o, i + o, 0.05));
-  const copies = Array.from({ length: 8 }, (_, k) => backend.uploadWeight(tensorInfo(`dram${k}`, GGMLType.Q8_0, [i, o], data), data));
-  const x = buffer(i, 1);
-  const out = backend.allocate(o);
-  let call = 0;
-  const t = time(() => backend.matmul(out, x, copies[call++ % copies.length]!, 1), { repeat: 16 });
-  const bytes = backend.weightBytes(copies[0]!);
-  results[name] = { ...t, weightGBps: bytes / ((t.graphUs ?? t.eagerUs) * 1e-6) / 1e9 };
+if (wanted("mmv-hbm")) {
+  for (const [name, nIn, nOut] of [
+    ["matvec-dram-4096x12288", 4096, 12288],
+    ["matvec-dram-12288x4096", 12288, 4096],
+  ] as const) {
+    const [i, o] = [scale(nIn), scale(nOut)];
+    const data = quantize(GGMLType.Q8_0, normals(i * o, i + o, 0.05));
+    const copies = Array.from({ length: 8 }, (_, k) => backend.uploadWeight(tensorInfo(`dram${k}`, GGMLType.Q8_0, [i, o], data), data));
+    const x = buffer(i, 1);
+    const out = backend.allocate(o);
+    let call = 0;
+    const t = time(() => backend.matmul(out, x, copies[call++ % copies.length]!, 1), { repeat: 16 });
+    const bytes = backend.weightBytes(copies[0]!);
+    results[name] = { ...t, weightGBps: bytes / ((t.graphUs ?? t.eagerUs) * 1e-6) / 1e9 };
+  }
 }
 
 // ---- decode matrix-vector of q4_0 and k-quant weights (Q4_K_M files: q4_K and q6_K), on the
 // q8_0 / q8_K codes (__dp4a) unless MEMRA_CUDA_CODES_DP4A=0 ----
-for (const [name, type, nIn, nOut] of [
-  ["matvec-q4_0-4096x12288", GGMLType.Q4_0, 4096, 12288],
-  ["matvec-q4_K-4096x12288", GGMLType.Q4_K, 4096, 12288],
-  ["matvec-q4_K-12288x4096", GGMLType.Q4_K, 12288, 4096],
-  ["matvec-q4_K-3072x1024", GGMLType.Q4_K, 3072, 1024],
-  ["matvec-q6_K-12288x4096", GGMLType.Q6_K, 12288, 4096],
-  ["matvec-q5_K-4096x12288", GGMLType.Q5_K, 4096, 12288],
-  ["matvec-q2_K-4096x12288", GGMLType.Q2_K, 4096, 12288],
-  ["matvec-q3_K-4096x12288", GGMLType.Q3_K, 4096, 12288],
-  ["matvec-iq4_nl-4096x12288", GGMLType.IQ4_NL, 4096, 12288],
-  ["matvec-iq4_xs-4096x12288", GGMLType.IQ4_XS, 4096, 12288],
-  ["matvec-iq2_xxs-4096x12288", GGMLType.IQ2_XXS, 4096, 12288],
-  ["matvec-iq2_xs-4096x12288", GGMLType.IQ2_XS, 4096, 12288],
-  ["matvec-iq2_s-4096x12288", GGMLType.IQ2_S, 4096, 12288],
-  ["matvec-iq3_xxs-4096x12288", GGMLType.IQ3_XXS, 4096, 12288],
-  ["matvec-iq3_s-4096x12288", GGMLType.IQ3_S, 4096, 12288],
-  ["matvec-iq1_s-4096x12288", GGMLType.IQ1_S, 4096, 12288],
-  ["matvec-iq1_m-4096x12288", GGMLType.IQ1_M, 4096, 12288],
-] as const) {
-  const [i, o] = [quick ? 256 : nIn, scale(nOut)];
-  const w = randomKQuant(type, i, o, i + o);
-  const x = buffer(i, 1);
-  const out = backend.allocate(o);
-  const t = time(() => backend.matmul(out, x, w, 1));
-  const bytes = backend.weightBytes(w);
-  results[name] = { ...t, weightGBps: bytes / ((t.graphUs ?? t.eagerUs) * 1e-6) / 1e9, codesDp4a: !DP4A_TYPES.includes(type) ? "none" : process.env.MEMRA_CUDA_CODES_DP4A === "0" ? "off" : "on" };
+if (wanted("mmv-codes")) {
+  for (const [name, type, nIn, nOut] of [
+    ["matvec-q4_0-4096x12288", GGMLType.Q4_0, 4096, 12288],
+    ["matvec-q4_K-4096x12288", GGMLType.Q4_K, 4096, 12288],
+    ["matvec-q4_K-12288x4096", GGMLType.Q4_K, 12288, 4096],
+    ["matvec-q4_K-3072x1024", GGMLType.Q4_K, 3072, 1024],
+    ["matvec-q6_K-12288x4096", GGMLType.Q6_K, 12288, 4096],
+    ["matvec-q5_K-4096x12288", GGMLType.Q5_K, 4096, 12288],
+    ["matvec-q2_K-4096x12288", GGMLType.Q2_K, 4096, 12288],
+    ["matvec-q3_K-4096x12288", GGMLType.Q3_K, 4096, 12288],
+    ["matvec-iq4_nl-4096x12288", GGMLType.IQ4_NL, 4096, 12288],
+    ["matvec-iq4_xs-4096x12288", GGMLType.IQ4_XS, 4096, 12288],
+    ["matvec-iq2_xxs-4096x12288", GGMLType.IQ2_XXS, 4096, 12288],
+    ["matvec-iq2_xs-4096x12288", GGMLType.IQ2_XS, 4096, 12288],
+    ["matvec-iq2_s-4096x12288", GGMLType.IQ2_S, 4096, 12288],
+    ["matvec-iq3_xxs-4096x12288", GGMLType.IQ3_XXS, 4096, 12288],
+    ["matvec-iq3_s-4096x12288", GGMLType.IQ3_S, 4096, 12288],
+    ["matvec-iq1_s-4096x12288", GGMLType.IQ1_S, 4096, 12288],
+    ["matvec-iq1_m-4096x12288", GGMLType.IQ1_M, 4096, 12288],
+  ] as const) {
+    const [i, o] = [quick ? 256 : nIn, scale(nOut)];
+    const w = randomKQuant(type, i, o, i + o);
+    const x = buffer(i, 1);
+    const out = backend.allocate(o);
+    const t = time(() => backend.matmul(out, x, w, 1));
+    const bytes = backend.weightBytes(w);
+    results[name] = { ...t, weightGBps: bytes / ((t.graphUs ?? t.eagerUs) * 1e-6) / 1e9, codesDp4a: !DP4A_TYPES.includes(type) ? "none" : process.env.MEMRA_CUDA_CODES_DP4A === "0" ? "off" : "on" };
+  }
 }
 
 // ---- GEMMs: prefill (512 rows) and batched decode (64 rows) ----
-for (const [name, rows, nIn, nOut] of [
-  ["gemm-512x4096x4096", 512, 4096, 4096],
-  ["gemm-512x4096x1024", 512, 4096, 1024],
-  ["gemm-512x4096x12288", 512, 4096, 12288],
-  ["gemm-512x12288x4096", 512, 12288, 4096],
-  ["gemm-64x1024x1024", 64, 1024, 1024],
-  ["gemm-64x1024x3072", 64, 1024, 3072],
-  ["gemm-64x3072x1024", 64, 3072, 1024],
-] as const) {
-  const [r, i, o] = [quick ? 16 : rows, scale(nIn), scale(nOut)];
-  const w = weight(i, o, i + 2 * o);
-  const x = buffer(r * i, 2);
-  const out = backend.allocate(r * o);
-  const t = time(() => backend.matmul(out, x, w, r), { repeat: 5 });
-  results[name] = { ...t, tflops: (2 * r * i * o) / ((t.graphUs ?? t.eagerUs) * 1e-6) / 1e12, int8Gemm: process.env.MEMRA_CUDA_INT8_GEMM === "0" ? "off" : "on" };
+if (wanted("gemm")) {
+  for (const [name, rows, nIn, nOut] of [
+    ["gemm-512x4096x4096", 512, 4096, 4096],
+    ["gemm-512x4096x1024", 512, 4096, 1024],
+    ["gemm-512x4096x12288", 512, 4096, 12288],
+    ["gemm-512x12288x4096", 512, 12288, 4096],
+    ["gemm-64x1024x1024", 64, 1024, 1024],
+    ["gemm-64x1024x3072", 64, 1024, 3072],
+    ["gemm-64x3072x1024", 64, 3072, 1024],
+    // the 8B shape's batched decode (64 sequences): its O, gate/up and down projections
+    ["gemm-64x4096x4096", 64, 4096, 4096],
+    ["gemm-64x4096x12288", 64, 4096, 12288],
+    ["gemm-64x12288x4096", 64, 12288, 4096],
+  ] as const) {
+    const [r, i, o] = [quick ? 16 : rows, scale(nIn), scale(nOut)];
+    const w = weight(i, o, i + 2 * o);
+    const x = buffer(r * i, 2);
+    const out = backend.allocate(r * o);
+    const t = time(() => backend.matmul(out, x, w, r), { repeat: 5 });
+    results[name] = { ...t, tflops: (2 * r * i * o) / ((t.graphUs ?? t.eagerUs) * 1e-6) / 1e12, int8Gemm: process.env.MEMRA_CUDA_INT8_GEMM === "0" ? "off" : "on", int8Pipeline: process.env.MEMRA_CUDA_INT8_PIPELINE === "1" ? "on" : "off" };
+  }
 }
 
 // ---- paged attention: decode over a 640-token context, f16 KV ----
-{
+if (wanted("attention")) {
   const [kvHeads, headDim, blockTokens, context] = [8, 128, 16, quick ? 40 : 640];
   for (const [name, sequences, heads] of [
     ["attention-decode-1x16h", 1, 16],
@@ -248,7 +270,7 @@ for (const [name, rows, nIn, nOut] of [
 }
 
 // ---- the attn_norm → Q/K/V group of a Qwen3-0.6B layer, fused and apart (1 row) ----
-{
+if (wanted("norm")) {
   const [hidden, queryWidth, kvWidth] = [scale(1024), scale(2048), scale(1024)];
   const ws = [weight(hidden, queryWidth, 31), weight(hidden, kvWidth, 32), weight(hidden, kvWidth, 33)];
   const normData = new Uint8Array(normals(hidden, 34, 1).buffer);
@@ -263,7 +285,7 @@ for (const [name, rows, nIn, nOut] of [
 }
 
 // ---- argmaxRows over the vocabulary; logSoftmaxAt over a logits chunk (perplexity: 32 rows) ----
-{
+if (wanted("argmax")) {
   const vocabulary = quick ? 4096 : 151936;
   for (const rows of [1, quick ? 2 : 64]) {
     const logits = buffer(rows * vocabulary, 40 + rows);
@@ -280,7 +302,7 @@ for (const [name, rows, nIn, nOut] of [
 }
 
 // ---- topKRows over the vocabulary: sorts of 4096-value chunks, then merges of their best k ----
-{
+if (wanted("topk")) {
   const vocabulary = quick ? 3 * 4096 + 5 : 151936; // quick: still 4 chunks and a merge (2 passes; 3 for k 1024)
   for (const [rows, k] of [
     [1, 40],
@@ -294,7 +316,7 @@ for (const [name, rows, nIn, nOut] of [
 }
 
 // ---- moeExperts: a Qwen3-30B-A3B layer's routed experts ----
-{
+if (wanted("moe")) {
   const [embedding, ffn, experts, k] = quick ? [64, 32, 8, 2] : [2048, 768, 128, 8];
   // q8_0 blocks of random codes with one scale (0.01): quantizing 600 M normals would take minutes
   let state = 0x9e3779b9;
@@ -334,6 +356,7 @@ const summary = {
   device: backend.deviceInfo().name,
   programmaticLaunch: backend.deviceInfo().programmaticLaunch,
   int8Gemm: process.env.MEMRA_CUDA_INT8_GEMM === "0" ? "off" : "on",
+  int8Pipeline: process.env.MEMRA_CUDA_INT8_PIPELINE === "1",
   q8_0DecodeSteps: process.env.MEMRA_CUDA_MMV_STEPS === "2" ? 2 : 4,
   q8_0EarlyWeights: process.env.MEMRA_CUDA_EARLY_WEIGHTS !== "0",
   decodeSplit: process.env.MEMRA_CUDA_MMV_SPLIT ?? "auto",

@@ -262,7 +262,9 @@ describe.skipIf(unavailable !== undefined)(`decode split over warps${unavailable
  * repacked q8_0_x8 layout, whose rows are multiples of 256 inputs): the operands brought by cp.async
  * 4 k-tiles of 128 inputs ahead and read by ldmatrix, over the same plan and split-K parts as
  * gemm_int8_kernel, each output's block terms in the same order with the same roundings, so the
- * same bits. Shapes: 9, 130 and 300 rows (a partial row tile; two; three), 8 and 200 outputs, 256
+ * same bits; launches of at most 64 rows on 64-row tiles (gemm_int8_pipe_kernel<64>: the same
+ * grid, the same bits). Shapes: 9 and 64 rows (64-row tiles), 130 and 300 (two and three 128-row
+ * tiles, the last partial), 8 and 200 outputs, 256
  * and 768 inputs (these few output tiles are split over k into parts of 64-input k-tiles, so parts
  * that end in half a 128-input k-tile) and 4,096 (32 k-tiles). On the emulator (whose cp.async
  * lands only at the wait that completes it, so a read before its wait sees stale shared memory) the
@@ -271,7 +273,7 @@ describe.skipIf(unavailable !== undefined)(`decode split over warps${unavailable
 describe.skipIf(unavailable !== undefined)(`pipelined int8 GEMM${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
   it("MEMRA_CUDA_INT8_PIPELINE=1 gives gemm_int8_kernel's results bit for bit", () => {
     const cases: Case[] = [
-      ...[9, 130, 300].flatMap((rows) => [8, 200].flatMap((nOut) => [256, 768].map((nIn) => ({ type: GGMLType.Q8_0, rows, nIn, nOut })))),
+      ...[9, 64, 130, 300].flatMap((rows) => [8, 200].flatMap((nOut) => [256, 768].map((nIn) => ({ type: GGMLType.Q8_0, rows, nIn, nOut })))),
       { type: GGMLType.Q8_0, rows: 130, nIn: 4096, nOut: 200 },
     ];
     const emulated = process.env.MEMRA_CUDA_LIBRARY?.includes("emulated") === true;
@@ -281,7 +283,8 @@ describe.skipIf(unavailable !== undefined)(`pipelined int8 GEMM${unavailable ? `
     if (emulated) {
       expect(before.stderr).toContain("gemm_int8_kernel<MEMRA_CUDA_TYPE_Q8_0_X8>");
       expect(before.stderr).not.toContain("gemm_int8_pipe_kernel");
-      expect(piped.stderr).toContain("gemm_int8_pipe_kernel");
+      expect(piped.stderr).toContain("gemm_int8_pipe_kernel<64>"); // 9 and 64 rows
+      expect(piped.stderr).toContain("gemm_int8_pipe_kernel<128>");
       expect(piped.stderr).not.toContain("gemm_int8_kernel<");
     }
     expect(piped.outputs.length).toBe(cases.length);
