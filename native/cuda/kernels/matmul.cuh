@@ -1186,10 +1186,10 @@ __global__ void __launch_bounds__(MEMRA_CUDA_GEMM_THREADS) gemm_codes_kernel(flo
  * and it costs the same per product for any tile shape. Against 64 × 64 tiles of 4 warps the
  * larger tile halves the global loads per product and the B-fragment reads (a B fragment serves
  * 4 mma instead of 2). The cost: 128-row tiles waste more on short prompts, and narrow matrices
- * give few blocks (pp512 of a 1024-wide K/V projection: 8 × 4 = 32 blocks for 132 SMs): where the
- * tiles are fewer than MEMRA_CUDA_INT8_GEMM_TARGET_BLOCKS the k-tiles are split over grid z
- * (split-K, at most 16 parts), each part's sums go to workspace and split_sum_kernel adds them
- * in part order (deterministic: the split follows the shape only).
+ * give few blocks (pp512 of a 1024-wide K/V projection: 8 × 4 = 32 blocks for 132 SMs): the
+ * k-tiles are split over grid z where that takes fewer waves × k-tiles a block (split-K, at most
+ * 16 parts, memra_cuda_plan_int8_gemm), each part's sums go to workspace and split_sum_kernel adds
+ * them in part order (deterministic: the split follows the shape and the device's SM count only).
  *
  * Data movement: thread t loads block (t & 1) of row t / 2 of both tiles per k-tile: 32 activation
  * code bytes as two 16-byte loads and the weight block (2-byte aligned: 4-byte loads from the
@@ -1514,7 +1514,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS, TM == 64 ? 2 : 1
                   "a row is 8 chunks of 16 bytes; a thread copies 4 chunks of each tile and one scale pair of each");
     static_assert(MEMRA_CUDA_INT8_GEMM_TILE_K == 64, "split-K parts are whole 64-input k-tiles of gemm_int8_kernel's plan: even block counts");
     static_assert(STAGE % 16 == 0 && STAGES >= 2, "16-byte aligned stages");
-    MEMRA_DYNAMIC_SHARED(uint8_t, shared);
+    MEMRA_DYNAMIC_SHARED(uint8_t, pipe_shared); /* named apart: nvcc holds one extern __shared__ array of a name per translation unit, moe.cuh has `shared` */
 
     int64_t tile_m = 0, row_end = 0, matrix_offset = 0;
     if (!gemm_group_tile(groups, TM, rows, tile_m, row_end, matrix_offset)) return;
@@ -1534,7 +1534,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS, TM == 64 ? 2 : 1
      * the tile's 4 blocks, block pair c >> 2 (a pair of blocks is 64 contiguous bytes in both
      * layouts, as the tile's first block is even). */
     auto load = [&](int64_t tile, int stage) {
-        uint8_t * base = shared + stage * STAGE;
+        uint8_t * base = pipe_shared + stage * STAGE;
         const int64_t b0 = first + tile * KB;
         const int pairs = end - b0 >= KB ? 2 : 1;
 #pragma unroll
@@ -1582,7 +1582,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS, TM == 64 ? 2 : 1
         if (i + STAGES - 1 < tiles) load(i + STAGES - 1, (int)((i + STAGES - 1) % STAGES));
         cp_async_commit();
 
-        const uint8_t * base = shared + (int)(i % STAGES) * STAGE;
+        const uint8_t * base = pipe_shared + (int)(i % STAGES) * STAGE;
         const float * a_scales = reinterpret_cast<const float *>(base + A_SCALES);
         const __half * b_scales = reinterpret_cast<const __half *>(base + B_SCALES);
         const int steps = end - (first + i * KB) >= KB ? KB : 2; /* the same for the whole block */
