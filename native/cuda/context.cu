@@ -96,7 +96,7 @@ extern "C" int memra_cuda_plan_matmul(int type, int64_t rows, int64_t n_in, int6
     /* A context with the default settings (activation rounding, MEMRA_CUDA_INT8_GEMM on) runs the
      * prefill of q8_0/q4_0/q5_0 on the int8 GEMM (matmul.cu). */
     if (chosen.kernel == MEMRA_CUDA_MATMUL_GEMM && memra_cuda_int8_gemm_supports(type)) {
-        status = memra_cuda_plan_int8_gemm(type, rows, n_in, n_out, &chosen, message, sizeof message);
+        status = memra_cuda_plan_int8_gemm(type, rows, n_in, n_out, 0, &chosen, message, sizeof message); /* no device: an H200's 132 SMs */
         if (status != MEMRA_CUDA_OK) FAIL(status, "%s: %s", function, message);
     }
     plan[0] = chosen.kernel;

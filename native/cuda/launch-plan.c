@@ -189,7 +189,23 @@ int32_t memra_cuda_int8_pipe_shared_bytes(int32_t tile_m) {
     return MEMRA_CUDA_INT8_PIPE_STAGES * stage;
 }
 
-int memra_cuda_plan_int8_gemm(int type, int64_t rows, int64_t n_in, int64_t n_out, memra_cuda_matmul_plan * plan, char * message,
+/* Split-K parts of `tiles` output tiles over k_steps k-tiles when `slots` blocks run at once: the
+ * count (at most `most`, parts of equal k-tiles but the last, none empty) whose waves × k-tiles a
+ * block is least, and the fewest parts among equals (each part's sums cost a write and a read). */
+static int64_t wave_parts(int64_t tiles, int64_t k_steps, int64_t slots, int64_t most) {
+    int64_t best = 1, best_cost = -1;
+    for (int64_t wanted = 1; wanted <= min64(most, k_steps); wanted++) {
+        const int64_t per_part = ceil_div(k_steps, wanted), parts = ceil_div(k_steps, per_part);
+        const int64_t cost = ceil_div(tiles * parts, slots) * per_part;
+        if (best_cost < 0 || cost < best_cost) {
+            best_cost = cost;
+            best = parts;
+        }
+    }
+    return best;
+}
+
+int memra_cuda_plan_int8_gemm(int type, int64_t rows, int64_t n_in, int64_t n_out, int64_t slots, memra_cuda_matmul_plan * plan, char * message,
                               size_t message_bytes) {
     memra_cuda_matmul_plan none = {MEMRA_CUDA_MATMUL_NONE, {0, 0, 0, 0, 0}, 0, 0};
     *plan = none;
@@ -209,8 +225,8 @@ int memra_cuda_plan_int8_gemm(int type, int64_t rows, int64_t n_in, int64_t n_ou
     }
     const int64_t row_tiles = ceil_div(rows, MEMRA_CUDA_INT8_GEMM_TILE_M);
     const int64_t tiles_per_launch = min64(row_tiles, MEMRA_CUDA_MAX_GRID_YZ);
-    const int64_t splits = split_parts(column_tiles * tiles_per_launch, ceil_div(n_in, MEMRA_CUDA_INT8_GEMM_TILE_K), MEMRA_CUDA_INT8_GEMM_TARGET_BLOCKS,
-                                       MEMRA_CUDA_INT8_GEMM_MAX_SPLITS);
+    const int64_t splits = wave_parts(column_tiles * tiles_per_launch, ceil_div(n_in, MEMRA_CUDA_INT8_GEMM_TILE_K),
+                                      slots > 0 ? slots : MEMRA_CUDA_INT8_GEMM_DEFAULT_SLOTS, MEMRA_CUDA_INT8_GEMM_MAX_SPLITS);
     plan->kernel = MEMRA_CUDA_MATMUL_GEMM;
     plan->launch = launch_of(column_tiles, tiles_per_launch, splits, MEMRA_CUDA_INT8_GEMM_THREADS, 0); /* static shared memory */
     plan->rows_per_launch = tiles_per_launch * MEMRA_CUDA_INT8_GEMM_TILE_M;

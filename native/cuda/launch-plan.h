@@ -165,9 +165,12 @@ int64_t memra_cuda_gemm_split_inputs(const memra_cuda_matmul_plan * plan, int64_
 #define MEMRA_CUDA_INT8_GEMM_TILE_K 64
 #define MEMRA_CUDA_INT8_GEMM_THREADS 256
 #define MEMRA_CUDA_INT8_GEMM_STAGES 2
-/* Split-K where the output tiles of a launch are fewer than TARGET_BLOCKS (two waves of an H100's
- * or H200's 132 SMs, one block each): grid z parts of the k-tiles, at most MAX_SPLITS. */
-#define MEMRA_CUDA_INT8_GEMM_TARGET_BLOCKS 264
+/* Split-K by waves: with `slots` blocks running at once (the SMs × the kernel's blocks an SM), grid z
+ * parts of the k-tiles (at most MAX_SPLITS) such that waves × k-tiles a block is least: a launch of
+ * fewer tiles than slots is split to fill them, and one of a little more than a wave (288 tiles on
+ * 264 slots: 2 waves of which the second is 9% full) is split so that its last wave is fuller.
+ * DEFAULT_SLOTS (an H100's or H200's 132 SMs, one block each) where no device is known. */
+#define MEMRA_CUDA_INT8_GEMM_DEFAULT_SLOTS 132
 #define MEMRA_CUDA_INT8_GEMM_MAX_SPLITS 16
 /* The pipelined int8 GEMM (gemm_int8_pipe_kernel, q8_0_x8 weights; MEMRA_CUDA_INT8_PIPELINE=1): the
  * same 128 × 128 tiles and plan (split-K parts of whole 64-input k-tiles, so the same blocks per
@@ -184,11 +187,12 @@ int32_t memra_cuda_int8_pipe_shared_bytes(int32_t tile_m);
 int memra_cuda_int8_gemm_supports(int type);
 /* Shared bytes of one block of gemm_int8_kernel (all stages). */
 int32_t memra_cuda_int8_gemm_shared_bytes(void);
-/* The int8 GEMM's plan for rows × n_in inputs and n_out outputs (rows ≥ 1, n_in a multiple of 32):
- * ceil(n_out / TILE_N) × ceil(rows / TILE_M) blocks, at most MEMRA_CUDA_MAX_GRID_YZ row tiles per
- * launch (more rows: several launches), × grid_z split-K parts of ceil(k-tiles / grid_z) k-tiles
- * each (none empty). 0, or a status with a message. */
-int memra_cuda_plan_int8_gemm(int type, int64_t rows, int64_t n_in, int64_t n_out, memra_cuda_matmul_plan * plan, char * message,
+/* The int8 GEMM's plan for rows × n_in inputs and n_out outputs (rows ≥ 1, n_in a multiple of 32)
+ * on a device that runs `slots` of its blocks at once (≤ 0: DEFAULT_SLOTS): ceil(n_out / TILE_N) ×
+ * ceil(rows / TILE_M) blocks, at most MEMRA_CUDA_MAX_GRID_YZ row tiles per launch (more rows:
+ * several launches), × grid_z split-K parts of ceil(k-tiles / grid_z) k-tiles each (none empty).
+ * 0, or a status with a message. */
+int memra_cuda_plan_int8_gemm(int type, int64_t rows, int64_t n_in, int64_t n_out, int64_t slots, memra_cuda_matmul_plan * plan, char * message,
                               size_t message_bytes);
 /* K-tiles of one split-K part of an int8 GEMM plan over n_in inputs. */
 int64_t memra_cuda_int8_gemm_split_tiles(const memra_cuda_matmul_plan * plan, int64_t n_in);

@@ -305,8 +305,12 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
         target.integer_gemm = target.plan.kernel == MEMRA_CUDA_MATMUL_GEMM && q8;
         /* Weights with int8 codes and 32-value scales on q8_0 codes: the int8 GEMM, 128 × 128 tiles. */
         target.int8_gemm = target.integer_gemm && cuda->int8_gemm && target.rounding == MEMRA_CUDA_ROUND_Q8_0 && memra_cuda_int8_gemm_supports(target.type);
+        /* The int8 GEMM's blocks that run at once, for its split-K: one an SM, two for the pipelined
+         * kernel's 64-row tiles (a launch of at most 64 rows, ungrouped: the launch below). */
+        const bool small_pipe = cuda->int8_pipeline && !groups && rows <= MEMRA_CUDA_INT8_PIPE_SMALL_ROWS && target.type == MEMRA_CUDA_TYPE_Q8_0_X8;
+        const int64_t slots = (int64_t)cuda->multiprocessors * (small_pipe ? 2 : 1);
         if (target.int8_gemm) {
-            const int replanned = memra_cuda_plan_int8_gemm(target.type, rows, n_in, target.n_out, &target.plan, message, sizeof message);
+            const int replanned = memra_cuda_plan_int8_gemm(target.type, rows, n_in, target.n_out, slots, &target.plan, message, sizeof message);
             if (replanned != MEMRA_CUDA_OK) FAIL(replanned, "%s: %s", function, message);
         }
         target.codes = reads_codes(target.plan.kernel, target.type, target.rounding, cuda->codes_mmv != 0);
@@ -317,7 +321,7 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
             const int64_t bound = target.int8_gemm ? groups->int8_bound : groups->gemm_bound;
             const int64_t tile_rows = target.int8_gemm ? MEMRA_CUDA_INT8_GEMM_TILE_M : MEMRA_CUDA_GEMM_TILE_M;
             if (bound > MEMRA_CUDA_MAX_GRID_YZ) FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: %lld row tiles in one grouped GEMM", function, (long long)bound);
-            const int replanned = target.int8_gemm ? memra_cuda_plan_int8_gemm(target.type, bound * tile_rows, n_in, target.n_out, &target.plan, message, sizeof message)
+            const int replanned = target.int8_gemm ? memra_cuda_plan_int8_gemm(target.type, bound * tile_rows, n_in, target.n_out, slots, &target.plan, message, sizeof message)
                                                    : memra_cuda_plan_matmul_with(target.type, bound * tile_rows, n_in, target.n_out, 1, &target.plan, message, sizeof message);
             if (replanned != MEMRA_CUDA_OK) FAIL(replanned, "%s: %s", function, message);
             if (target.plan.kernel != MEMRA_CUDA_MATMUL_GEMM || target.plan.launch.grid_y != bound)

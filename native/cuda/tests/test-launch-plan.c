@@ -129,11 +129,12 @@ static void test_int8_gemm_plans(void) {
     EXPECT(memra_cuda_int8_gemm_supports(8) && memra_cuda_int8_gemm_supports(2) && memra_cuda_int8_gemm_supports(6));
     EXPECT(!memra_cuda_int8_gemm_supports(3) && !memra_cuda_int8_gemm_supports(7) && !memra_cuda_int8_gemm_supports(12) && !memra_cuda_int8_gemm_supports(1));
     const int64_t shapes[][3] = {{9, 32, 8}, {37, 96, 200}, {130, 4096, 200}, {128, 64, 128}, {129, 64, 129}, {512, 4096, 4096}, {512, 4096, 151936}};
-    /* grid x, y, and z: split-K parts where the x · y tiles are under 264 (at most 16, none empty) */
-    const int64_t expected_grid[][3] = {{1, 1, 1}, {2, 1, 2}, {2, 2, 16}, {1, 1, 1}, {2, 2, 1}, {32, 4, 3}, {1187, 4, 1}};
+    /* grid x, y, and z: split-K parts by waves of 132 blocks (at most 16, none empty): 128 tiles of
+     * 64 k-tiles take one wave unsplit (3 parts were 3 waves of 22 k-tiles) */
+    const int64_t expected_grid[][3] = {{1, 1, 1}, {2, 1, 2}, {2, 2, 16}, {1, 1, 1}, {2, 2, 1}, {32, 4, 1}, {1187, 4, 1}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const int64_t rows = shapes[i][0], n_in = shapes[i][1], n_out = shapes[i][2];
-        EXPECT(memra_cuda_plan_int8_gemm(8, rows, n_in, n_out, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+        EXPECT(memra_cuda_plan_int8_gemm(8, rows, n_in, n_out, 0, &plan, message, sizeof message) == MEMRA_CUDA_OK);
         EXPECT(plan.kernel == MEMRA_CUDA_MATMUL_GEMM && plan.launch.threads == MEMRA_CUDA_INT8_GEMM_THREADS && plan.launch.shared_bytes == 0);
         EXPECT(plan.launch.grid_x == expected_grid[i][0] && plan.launch.grid_y == expected_grid[i][1] && plan.launch.grid_z == expected_grid[i][2]);
         const int64_t k_tiles = (n_in + MEMRA_CUDA_INT8_GEMM_TILE_K - 1) / MEMRA_CUDA_INT8_GEMM_TILE_K;
@@ -144,17 +145,29 @@ static void test_int8_gemm_plans(void) {
     }
     /* More row tiles than grid.y holds: launches of 65535 tiles, the last one partial. */
     const int64_t huge = (int64_t)MEMRA_CUDA_MAX_GRID_YZ * MEMRA_CUDA_INT8_GEMM_TILE_M + 1;
-    EXPECT(memra_cuda_plan_int8_gemm(2, huge, 64, 10, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(memra_cuda_plan_int8_gemm(2, huge, 64, 10, 0, &plan, message, sizeof message) == MEMRA_CUDA_OK);
     EXPECT(plan.launches == 2 && plan.launch.grid_y == MEMRA_CUDA_MAX_GRID_YZ && plan.launch.grid_x == 1 && plan.launch.grid_z == 1);
     EXPECT(plan.launches * plan.rows_per_launch >= huge && (plan.launches - 1) * plan.rows_per_launch < huge);
     /* Batched decode of a 0.6B-shaped model: 64 rows of a 1024-wide K projection, 8 tiles → 16 parts of one k-tile. */
-    EXPECT(memra_cuda_plan_int8_gemm(8, 64, 1024, 1024, &plan, message, sizeof message) == MEMRA_CUDA_OK);
+    EXPECT(memra_cuda_plan_int8_gemm(8, 64, 1024, 1024, 0, &plan, message, sizeof message) == MEMRA_CUDA_OK);
     EXPECT(plan.launch.grid_x * plan.launch.grid_y == 8 && plan.launch.grid_z == 16 && memra_cuda_int8_gemm_split_tiles(&plan, 1024) == 1);
+    /* The 8B shape's batch-64 step, one block an SM (132 slots) against two (264, the pipelined
+     * kernel's 64-row tiles): gate/up (96 tiles of 64 k-tiles) was 3 parts, 288 blocks: 3 waves of
+     * 22 k-tiles on 132 slots, 2 waves on 264; now 4 parts (3 waves of 16) and 8 (3 waves of 8).
+     * The down projection (32 tiles of 192 k-tiles): 4 parts, one wave of 48; 8 parts, one of 24. */
+    const int64_t batch_shapes[][5] = {{12288, 4096, 132, 4, 16}, {12288, 4096, 264, 8, 8}, {4096, 12288, 132, 4, 48}, {4096, 12288, 264, 8, 24}};
+    for (size_t i = 0; i < sizeof batch_shapes / sizeof batch_shapes[0]; i++) {
+        const int64_t n_out = batch_shapes[i][0], n_in = batch_shapes[i][1];
+        EXPECT(memra_cuda_plan_int8_gemm(8, 64, n_in, n_out, batch_shapes[i][2], &plan, message, sizeof message) == MEMRA_CUDA_OK);
+        EXPECT(plan.launch.grid_z == batch_shapes[i][3] && memra_cuda_int8_gemm_split_tiles(&plan, n_in) == batch_shapes[i][4]);
+    }
+    /* Few tiles fill the slots: 8 tiles of 16 k-tiles on 132 slots, 16 parts of one (a wave either way). */
+    EXPECT(memra_cuda_plan_int8_gemm(8, 64, 1024, 1024, 264, &plan, message, sizeof message) == MEMRA_CUDA_OK && plan.launch.grid_z == 16);
     /* Errors: a type without int8 codes, n_in not a multiple of 32, no rows. */
-    EXPECT(memra_cuda_plan_int8_gemm(12, 64, 256, 64, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_UNSUPPORTED_TYPE);
+    EXPECT(memra_cuda_plan_int8_gemm(12, 64, 256, 64, 0, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_UNSUPPORTED_TYPE);
     EXPECT(strstr(message, "weight type 12") != NULL && plan.kernel == MEMRA_CUDA_MATMUL_NONE);
-    EXPECT(memra_cuda_plan_int8_gemm(8, 64, 48, 64, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_UNSUPPORTED);
-    EXPECT(memra_cuda_plan_int8_gemm(8, 0, 64, 64, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
+    EXPECT(memra_cuda_plan_int8_gemm(8, 64, 48, 64, 0, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_UNSUPPORTED);
+    EXPECT(memra_cuda_plan_int8_gemm(8, 0, 64, 64, 0, &plan, message, sizeof message) == MEMRA_CUDA_ERROR_INVALID_ARGUMENT);
     /* Two stages of 128 + 128 rows × (64 code bytes + 2 f32 scales): 36 KiB, under the 48 KiB of
      * static shared memory a block may have without opting in. */
     EXPECT(memra_cuda_int8_gemm_shared_bytes() == 2 * 256 * (64 + 8));

@@ -48,8 +48,10 @@ int main(int argc, char ** argv) {
     int64_t plan[7];
     EXPECT(p_memra_cuda_plan_matmul(8, 1, 4096, 4096, plan, 7) == MEMRA_CUDA_OK && plan[0] == 1 && plan[1] == 1024);
     EXPECT(p_memra_cuda_plan_matmul(34, 1, 4096, 4096, plan, 7) == MEMRA_CUDA_ERROR_UNSUPPORTED_TYPE);
-    /* q8_0 prefill: the int8 GEMM, 128 × 128 tiles of 256 threads (128 tiles: 3 split-K parts); q4_K: the 64 × 64 code GEMM */
-    EXPECT(p_memra_cuda_plan_matmul(8, 512, 4096, 4096, plan, 7) == MEMRA_CUDA_OK && plan[0] == 2 && plan[1] == 32 && plan[2] == 4 && plan[3] == 3 && plan[4] == 256);
+    /* q8_0 prefill: the int8 GEMM, 128 × 128 tiles of 256 threads (128 tiles: one wave of an H200's 132 SMs, unsplit; a 64-row
+     * batch of them: 4 split-K parts, a wave of 16 k-tiles); q4_K: the 64 × 64 code GEMM */
+    EXPECT(p_memra_cuda_plan_matmul(8, 512, 4096, 4096, plan, 7) == MEMRA_CUDA_OK && plan[0] == 2 && plan[1] == 32 && plan[2] == 4 && plan[3] == 1 && plan[4] == 256);
+    EXPECT(p_memra_cuda_plan_matmul(8, 64, 4096, 4096, plan, 7) == MEMRA_CUDA_OK && plan[0] == 2 && plan[1] == 32 && plan[2] == 1 && plan[3] == 4);
     EXPECT(p_memra_cuda_plan_matmul(12, 512, 4096, 4096, plan, 7) == MEMRA_CUDA_OK && plan[0] == 2 && plan[1] == 64 && plan[2] == 8 && plan[4] == 128);
 
     /* A NULL context is an argument error on every entry point, before any CUDA call. */
