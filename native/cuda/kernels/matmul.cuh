@@ -1303,6 +1303,27 @@ struct int8_gemm_fetch {
     uint32_t b_scale; /* f16 bits */
 };
 
+/* One 32-value block of the int8 GEMMs' k loop: each m16n8k32 tile's exact integer products (a
+ * zeroed accumulator), scaled into acc as ggml's vec_dot_q8_0_q8_0 scales a block: acc += (d_w ·
+ * d_x) · isum, the products and the sum rounded one by one. C fragment e: row e >> 1, column e & 1. */
+template <int MI, int NI>
+__device__ __forceinline__ void add_int8_block(float acc[MI][NI][4], const uint32_t a[MI][4], const uint32_t b[NI][2], const float row_scale[MI][2],
+                                               const float column_scale[NI][2]) {
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++) {
+#pragma unroll
+        for (int ni = 0; ni < NI; ni++) {
+            int32_t dot[4] = {0, 0, 0, 0};
+            mma_m16n8k32_s8(dot, a[mi], b[ni]);
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float d = __fmul_rn(column_scale[ni][e & 1], row_scale[mi][e >> 1]);
+                acc[mi][ni][e] = __fadd_rn(acc[mi][ni][e], __fmul_rn(d, small_int_to_float(dot[e])));
+            }
+        }
+    }
+}
+
 /* The int8 GEMMs' accumulators (a warp's MI × NI m16n8 tiles at rows warp_m · 16 MI, columns
  * warp_n · 8 NI of the block's tile) into out, rows < row_end and columns < n_out. C fragments:
  * (group, 2 quad .. +1) and (group + 8, ...) of each 16 × 8 tile; pairs as float2 where the row
@@ -1452,19 +1473,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS) gemm_int8_kernel
                 column_scale[ni][0] = d.x;
                 column_scale[ni][1] = d.y;
             }
-#pragma unroll
-            for (int mi = 0; mi < MI; mi++) {
-#pragma unroll
-                for (int ni = 0; ni < NI; ni++) {
-                    int32_t dot[4] = {0, 0, 0, 0};
-                    mma_m16n8k32_s8(dot, a[mi], b[ni]);
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const float d = __fmul_rn(column_scale[ni][e & 1], row_scale[mi][e >> 1]);
-                        acc[mi][ni][e] = __fadd_rn(acc[mi][ni][e], __fmul_rn(d, small_int_to_float(dot[e])));
-                    }
-                }
-            }
+            add_int8_block<MI, NI>(acc, a, b, row_scale, column_scale);
         }
         if (k_tile + 1 < k_end) store(k_tile + 1, stages[(k_tile + 1 - k_first) & 1]);
         __syncthreads();
@@ -1618,19 +1627,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS, TM == 64 ? 2 : 1
                 column_scale[ni][0] = __half2float(b_scales[column * KB + step]);
                 column_scale[ni][1] = __half2float(b_scales[(column + 1) * KB + step]);
             }
-#pragma unroll
-            for (int mi = 0; mi < MI; mi++) {
-#pragma unroll
-                for (int ni = 0; ni < NI; ni++) {
-                    int32_t dot[4] = {0, 0, 0, 0};
-                    mma_m16n8k32_s8(dot, a[mi], b[ni]);
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const float d = __fmul_rn(column_scale[ni][e & 1], row_scale[mi][e >> 1]);
-                        acc[mi][ni][e] = __fadd_rn(acc[mi][ni][e], __fmul_rn(d, small_int_to_float(dot[e])));
-                    }
-                }
-            }
+            add_int8_block<MI, NI>(acc, a, b, row_scale, column_scale);
         };
         if constexpr (TM == 128) {
 #pragma unroll
