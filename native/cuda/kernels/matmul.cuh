@@ -944,17 +944,18 @@ struct gemm_groups {
     int64_t matrix_bytes;
 };
 
-/* The block's first row, end row and its matrix's byte offset under `groups`; false for a block
- * without a tile. */
+/* The first row, end row and matrix byte offset of row tile y (by default the block's, blockIdx.y)
+ * under `groups`; false for a block without a tile. */
 __device__ __forceinline__ bool gemm_group_tile(const gemm_groups & groups, int tile_rows, int64_t rows, int64_t & tile_m, int64_t & row_end,
-                                                int64_t & matrix_offset) {
+                                                int64_t & matrix_offset, int64_t y = -1) {
+    if (y < 0) y = blockIdx.y;
     matrix_offset = 0;
     if (!groups.tiles) {
-        tile_m = blockIdx.y * (int64_t)tile_rows;
+        tile_m = y * tile_rows;
         row_end = rows;
         return true;
     }
-    const int32_t * tile = groups.tiles + 3 * (int64_t)blockIdx.y;
+    const int32_t * tile = groups.tiles + 3 * y;
     if (tile[0] < 0) return false;
     matrix_offset = tile[0] * groups.matrix_bytes;
     tile_m = tile[1];
@@ -1500,7 +1501,8 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS) gemm_int8_kernel
  * TM (template): the rows of a block's tile, 128 as gemm_int8_kernel's, or 64 for launches of at
  * most 64 rows (a batched decode step): the same grid (one row tile), half the tensor-core work of
  * a 128-row tile that is half empty, warps of 32 × 32 (2 × 4 m16n8k32 tiles), 104 KiB of shared
- * memory and at most 128 registers, so two blocks an SM.
+ * memory and at most 128 registers, so two blocks an SM (16 warps hide what the unrolled
+ * k-steps of the 128-row kernel hide).
  *
  * Shared memory, per stage: activation codes [TM rows][128 bytes], weight codes [128][128], the
  * 16-byte chunks of a row at chunk c ^ (row & 7) (so that the 8 rows an ldmatrix matrix reads fall
@@ -1525,12 +1527,22 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS, TM == 64 ? 2 : 1
     static_assert(STAGE % 16 == 0 && STAGES >= 2, "16-byte aligned stages");
     MEMRA_DYNAMIC_SHARED(uint8_t, pipe_shared); /* named apart: nvcc holds one extern __shared__ array of a name per translation unit, moe.cuh has `shared` */
 
+    /* Ungrouped, blocks in launch order (x fastest) take the row tiles of one column tile after
+     * another: the blocks that read a weight tile run together, so HBM serves it once and L2 the
+     * other row tiles (with x the column tile, a prefill's 4 row tiles of it ran a wave apart, and
+     * a 53 MB matrix does not stay in L2). The same tiles, the same work each: the same results. */
+    uint32_t tile_x = blockIdx.x, tile_y = blockIdx.y;
+    if (!groups.tiles && (uint64_t)gridDim.x * gridDim.y <= 0xffffffffu) { /* 32-bit (64-bit division spilled in the 64-row kernel) */
+        const uint32_t linear = blockIdx.y * gridDim.x + blockIdx.x;
+        tile_y = linear % gridDim.y;
+        tile_x = linear / gridDim.y;
+    }
     int64_t tile_m = 0, row_end = 0, matrix_offset = 0;
-    if (!gemm_group_tile(groups, TM, rows, tile_m, row_end, matrix_offset)) return;
+    if (!gemm_group_tile(groups, TM, rows, tile_m, row_end, matrix_offset, (int64_t)tile_y)) return;
     weight += matrix_offset;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int warp_m = warp >> 2, warp_n = warp & 3, group = lane >> 2, quad = lane & 3;
-    const int64_t tile_n = blockIdx.x * (int64_t)TN;
+    const int64_t tile_n = (int64_t)tile_x * TN;
     const int64_t blocks = n_in / 32;
     /* This block's blocks [first, end) (even both: split-K parts are whole 64-input k-tiles) and its
      * partial sums at out + z · rows · n_out. */
@@ -1595,9 +1607,11 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS, TM == 64 ? 2 : 1
         const float * a_scales = reinterpret_cast<const float *>(base + A_SCALES);
         const __half * b_scales = reinterpret_cast<const __half *>(base + B_SCALES);
         const int steps = end - (first + i * KB) >= KB ? KB : 2; /* the same for the whole block */
-        /* One block's k-step; its loop is unrolled fully for 128-row tiles and 2 ways for 64 (ptxas,
-         * CUDA 13.0, sm_90: 255 registers and no spills for 128, 128 and none for 64, where the full
-         * unroll spilled 20 bytes under the 2-blocks-an-SM cap and a 4-way count spilled 48 bytes for 128). */
+        /* One block's k-step; its loop is unrolled fully for 128-row tiles, not at all for 64 (ptxas,
+         * CUDA 13.0, sm_90: 255 registers and no spills for 128; 128 and none for 64, whose full
+         * unroll spilled 20 bytes under the 2-blocks-an-SM cap, and 2 ways 28 once the tile order
+         * below the grid's came in; for 128, a 4-way count spilled 48 bytes where the plain pragma
+         * spills none). */
         auto multiply = [&](int step) {
             uint32_t a[MI][4], b[NI][2];
             float row_scale[MI][2], column_scale[NI][2];
@@ -1636,7 +1650,7 @@ __global__ void __launch_bounds__(MEMRA_CUDA_INT8_GEMM_THREADS, TM == 64 ? 2 : 1
                 multiply(step);
             }
         } else {
-#pragma unroll 2
+#pragma unroll 1
             for (int step = 0; step < KB; step++) {
                 if (step >= steps) break;
                 multiply(step);
