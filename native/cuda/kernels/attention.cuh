@@ -312,8 +312,13 @@ __device__ __forceinline__ float kv_stored_value(float value) {
  * online-softmax steps in the same order as when qk_norm_rope_kv_kernel has written them first.
  * That warp, in the block of the first query head of the KV head's group, also writes them into the
  * cache at the row's slot (for the next steps; nothing in this launch reads them there). */
+/* Head_dim 96 or 128 (CHUNKS 3, 4): at most 64 registers, 8 blocks an SM. At 71 (ptxas, CUDA 13.0,
+ * sm_90) 7 fitted, 924 on an H200: a decode step of the 8B shape (32 heads × 32 splits) launches
+ * 1,024 blocks, a wave and 100 blocks; capped, ptxas spills nothing (the fused kernel's 32-byte
+ * stack frame is the one it had). Other head sizes get no minimum (0), as before: smaller ones are
+ * under 64 already (48-56; with a minimum of 8 ptxas spilled them, with 1 it gave them 78). */
 template <int KV, int CHUNKS, bool FUSED>
-__global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32)
+__global__ void __launch_bounds__(MEMRA_CUDA_ATTENTION_WARPS * 32, CHUNKS == 3 || CHUNKS == 4 ? 8 : 0)
     paged_attention_kernel(float * out, float * __restrict__ partials, const float * __restrict__ q, const uint8_t * __restrict__ keys,
                            const uint8_t * __restrict__ values, int64_t row_bytes, int block_tokens, const int32_t * __restrict__ block_tables,
                            const int32_t * __restrict__ sequences, int sequence_count, int heads, int kv_heads, int head_dim, float scale, int splits,
