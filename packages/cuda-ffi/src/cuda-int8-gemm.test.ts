@@ -294,4 +294,18 @@ describe.skipIf(unavailable !== undefined)(`pipelined int8 GEMM${unavailable ? `
       expect(firstDifference(piped.outputs[i]!, before.outputs[i]!), describeCase(testCase)).toBe(-1);
     });
   });
+
+  // 64 rows of 2,048 inputs into 2,048 outputs: 16 column tiles of 32 k-tiles. The split-K plan
+  // counts the blocks that run at once: 132 for gemm_int8_kernel (one an SM) gives 8 parts (a wave
+  // of 128 blocks), 264 for the 64-row pipelined kernel (two an SM) 16 parts (a wave of 256). Other
+  // partial sums, so other roundings: within the first test's bounds of the default kernel.
+  it("at 64 rows its own split-K (two blocks an SM): within the bounds of gemm_int8_kernel's", () => {
+    const wide: Case = { type: GGMLType.Q8_0, rows: 64, nIn: 2048, nOut: 2048 };
+    const [before] = outputsWith({ MEMRA_CUDA_INT8_PIPELINE: "0" }, [wide]);
+    const [piped] = outputsWith({ MEMRA_CUDA_INT8_PIPELINE: "1" }, [wide]);
+    const { nmse: error, relative, worst } = compare(piped!, before!);
+    expect(error, `NMSE (worst element ${worst})`).toBeLessThanOrEqual(NMSE_BOUND);
+    expect(relative, `max |difference| / max |default| (worst element ${worst})`).toBeLessThanOrEqual(MAX_ERROR_BOUND);
+    expect(firstDifference(piped!, before!), "other parts: other roundings somewhere").not.toBe(-1);
+  });
 });
