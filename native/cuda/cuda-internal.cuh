@@ -151,12 +151,15 @@ int memra_cuda_check_weight(const char * function, const char * name, int type, 
                             int64_t * row_bytes);
 /* Waits for the stream and resets the staging arena. */
 int memra_cuda_wait(const char * function, memra_cuda * cuda);
-/* The grouped MoE GEMMs' row tiles on the device (moe_group_kernel): a table for the int8 GEMM's
- * 128-row tiles and one for the other GEMMs' 64-row tiles, {expert, first row, end row} per entry,
- * and their entries (memra_cuda_moe_tile_bound). */
+/* The grouped MoE GEMMs' row tiles on the device (moe_group_kernel): a table for the int8 GEMMs'
+ * tiles (int8_rows: 128, or 64 with the pipelined int8 GEMM, whose 64-row kernel then takes the
+ * q8_0_x8 experts; gemm_int8_kernel's 128-row tiles cover a 64-row entry, half empty) and one for
+ * the other GEMMs' 64-row tiles, {expert, first row, end row} per entry, and their entries
+ * (memra_cuda_moe_tile_bound). */
 struct memra_cuda_moe_tiles {
     const int32_t * int8_tiles;
     int64_t int8_bound;
+    int64_t int8_rows;
     const int32_t * gemm_tiles;
     int64_t gemm_bound;
 };

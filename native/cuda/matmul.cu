@@ -306,8 +306,8 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
         /* Weights with int8 codes and 32-value scales on q8_0 codes: the int8 GEMM, 128 × 128 tiles. */
         target.int8_gemm = target.integer_gemm && cuda->int8_gemm && target.rounding == MEMRA_CUDA_ROUND_Q8_0 && memra_cuda_int8_gemm_supports(target.type);
         /* The int8 GEMM's blocks that run at once, for its split-K: one an SM, two for the pipelined
-         * kernel's 64-row tiles (a launch of at most 64 rows, ungrouped: the launch below). */
-        const bool small_pipe = cuda->int8_pipeline && !groups && rows <= MEMRA_CUDA_INT8_PIPE_SMALL_ROWS && target.type == MEMRA_CUDA_TYPE_Q8_0_X8;
+         * kernel's 64-row tiles (a launch of at most 64 rows, or grouped: the launch below). */
+        const bool small_pipe = cuda->int8_pipeline && (groups || rows <= MEMRA_CUDA_INT8_PIPE_SMALL_ROWS) && target.type == MEMRA_CUDA_TYPE_Q8_0_X8;
         const int64_t slots = (int64_t)cuda->multiprocessors * (small_pipe ? 2 : 1);
         if (target.int8_gemm) {
             const int replanned = memra_cuda_plan_int8_gemm(target.type, rows, n_in, target.n_out, slots, &target.plan, message, sizeof message);
@@ -319,6 +319,7 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
             if (target.plan.kernel != MEMRA_CUDA_MATMUL_GEMM || target.rounding == MEMRA_CUDA_ROUND_Q8_1)
                 FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: weight type %d has no grouped GEMM for %lld rows", function, target.type, (long long)rows);
             const int64_t bound = target.int8_gemm ? groups->int8_bound : groups->gemm_bound;
+            /* (the int8 plan's grid y counts 128-row tiles: bound of them, whatever the table's tile rows) */
             const int64_t tile_rows = target.int8_gemm ? MEMRA_CUDA_INT8_GEMM_TILE_M : MEMRA_CUDA_GEMM_TILE_M;
             if (bound > MEMRA_CUDA_MAX_GRID_YZ) FAIL(MEMRA_CUDA_ERROR_UNSUPPORTED, "%s: %lld row tiles in one grouped GEMM", function, (long long)bound);
             const int replanned = target.int8_gemm ? memra_cuda_plan_int8_gemm(target.type, bound * tile_rows, n_in, target.n_out, slots, &target.plan, message, sizeof message)
@@ -458,8 +459,8 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
                                 target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split, tiles);
                             break;
                         case MEMRA_CUDA_TYPE_Q8_0_X8:
-                            /* a launch of at most 64 rows (one row tile, as the plan's 128) on 64-row tiles; grouped tiles stay 128 */
-                            if (cuda->int8_pipeline && !groups && chunk <= MEMRA_CUDA_INT8_PIPE_SMALL_ROWS)
+                            /* a launch of at most 64 rows (one row tile, as the plan's 128), or the table's 64-row tiles, on 64-row tiles */
+                            if (cuda->int8_pipeline && (groups || chunk <= MEMRA_CUDA_INT8_PIPE_SMALL_ROWS))
                                 MEMRA_LAUNCH(grid, plan.launch.threads, memra_cuda_int8_pipe_shared_bytes(64), cuda->stream, gemm_int8_pipe_kernel<64>)(
                                     target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split, tiles);
                             else if (cuda->int8_pipeline)

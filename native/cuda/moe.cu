@@ -169,7 +169,9 @@ static int grouped_experts(const char * function, memra_cuda * cuda, float * out
                            int down_type, const void * down, int64_t down_bytes, int64_t embedding, int64_t ffn) {
     const int64_t pairs = rows * k;
     memra_cuda_moe_tiles tiles;
-    tiles.int8_bound = memra_cuda_moe_tile_bound(pairs, experts, MEMRA_CUDA_INT8_GEMM_TILE_M);
+    /* an expert's rows at pp512 of 30B-A3B: 32 on average; the pipelined GEMM's 64-row tiles waste less of them */
+    tiles.int8_rows = cuda->int8_pipeline ? MEMRA_CUDA_INT8_PIPE_SMALL_ROWS : MEMRA_CUDA_INT8_GEMM_TILE_M;
+    tiles.int8_bound = memra_cuda_moe_tile_bound(pairs, experts, tiles.int8_rows);
     tiles.gemm_bound = memra_cuda_moe_tile_bound(pairs, experts, MEMRA_CUDA_GEMM_TILE_M);
     workspace sorting(cuda), sorted_x(cuda), gate_out(cuda), up_out(cuda), down_out(cuda);
     CHECK(sorting.allocate((2 * pairs + 3 * (tiles.int8_bound + tiles.gemm_bound)) * 4));
@@ -181,7 +183,7 @@ static int grouped_experts(const char * function, memra_cuda * cuda, float * out
     tiles.gemm_tiles = gemm_tiles;
     const memra_cuda_launch group = memra_cuda_plan_moe_group(experts);
     MEMRA_LAUNCH(memra_grid(group), group.threads, group.shared_bytes, cuda->stream, moe_group_kernel)(
-        slot_pairs, pair_slots, int8_tiles, MEMRA_CUDA_INT8_GEMM_TILE_M, tiles.int8_bound, gemm_tiles, MEMRA_CUDA_GEMM_TILE_M, tiles.gemm_bound, ids, pairs,
+        slot_pairs, pair_slots, int8_tiles, (int)tiles.int8_rows, tiles.int8_bound, gemm_tiles, MEMRA_CUDA_GEMM_TILE_M, tiles.gemm_bound, ids, pairs,
         (int)experts);
     LAUNCH_CHECK(function, "moe_group_kernel");
     const int64_t x_values = pairs * embedding, hidden_values = pairs * ffn;

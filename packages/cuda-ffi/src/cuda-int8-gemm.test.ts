@@ -295,6 +295,77 @@ describe.skipIf(unavailable !== undefined)(`pipelined int8 GEMM${unavailable ? `
     });
   });
 
+  // MoE experts over many rows (memra_cuda_moe_grouped): with the pipeline the int8 tile table has
+  // 64-row tiles and gemm_int8_pipe_kernel<64> runs the q8_0_x8 experts (an expert's rows at pp512
+  // of 30B-A3B are 32 on average: a 128-row tile was three quarters empty). 8 experts of 256 → 512
+  // → 256, 3 a row, over 40 and 400 rows and 400 routed mostly to experts 2 and 5 (several tiles
+  // each, some experts none). A row's sums do not depend on the tiles; the split-K parts do
+  // (two blocks an SM): within the bounds of the default kernel's.
+  it("MoE experts on 64-row tiles of the pipelined kernel: within the bounds of gemm_int8_kernel's 128-row ones", () => {
+    const run = (environment: Record<string, string>) => {
+      const url = (file: string) => JSON.stringify(fileURLToPath(new URL(file, import.meta.url)));
+      const script = `
+        const { CudaBackend } = await import(${url("./cuda-backend.ts")});
+        const { normals, tensorInfo } = await import(${url("../../core/src/internal.ts")});
+        const { quantize, GGMLType } = await import(${url("../../gguf/src/index.ts")});
+        const backend = CudaBackend.create();
+        const [experts, k, embedding, ffn] = [8, 3, 256, 512];
+        const upload = (name, shape, seed) => {
+          const data = quantize(GGMLType.Q8_0, normals(shape[0] * shape[1] * shape[2], seed, 0.1));
+          return backend.uploadWeight(tensorInfo(name, GGMLType.Q8_0, shape, data), data);
+        };
+        const weights = { gate: upload("gate", [embedding, ffn, experts], 61), up: upload("up", [embedding, ffn, experts], 62), down: upload("down", [ffn, embedding, experts], 63) };
+        for (const [rows, skewed] of [[40, false], [400, false], [400, true]]) {
+          const x = backend.allocate(rows * embedding);
+          backend.write(x, normals(rows * embedding, 64 + rows));
+          const routerLogits = normals(rows * experts, 66 + rows, 2);
+          if (skewed) for (let r = 0; r < rows; r++) for (const e of [2, 5]) routerLogits[r * experts + e] += 20;
+          const logits = backend.allocate(rows * experts);
+          backend.write(logits, routerLogits);
+          const out = backend.allocate(rows * embedding);
+          if (!backend.moeExperts(out, x, logits, weights, rows, experts, k)) throw new Error("moeExperts declined");
+          const values = backend.read(out);
+          console.log(Buffer.from(values.buffer, values.byteOffset, values.byteLength).toString("base64"));
+        }
+        backend.dispose();
+        if (process.env.MEMRA_CUDA_EMULATOR_PROFILE === "1" && process.env.MEMRA_CUDA_LIBRARY) {
+          const { dlopen } = await import("bun:ffi");
+          dlopen(process.env.MEMRA_CUDA_LIBRARY, { memra_cuda_emulator_profile_report: { args: [], returns: "void" } }).symbols.memra_cuda_emulator_profile_report();
+        }`;
+      const result = spawnSync(process.execPath.includes("bun") ? process.execPath : "bun", ["-e", script], {
+        env: { ...process.env, ...environment },
+        encoding: "utf8",
+        maxBuffer: 1 << 28,
+      });
+      if (result.status !== 0) throw new Error(`the child process failed (${result.status}): ${result.stderr}`);
+      const outputs = result.stdout
+        .trim()
+        .split("\n")
+        .map((line) => {
+          const bytes = Buffer.from(line, "base64");
+          return new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4).slice();
+        });
+      return { outputs, stderr: result.stderr };
+    };
+    const emulated = process.env.MEMRA_CUDA_LIBRARY?.includes("emulated") === true;
+    const profile: Record<string, string> = emulated ? { MEMRA_CUDA_EMULATOR_PROFILE: "1" } : {};
+    const before = run({ MEMRA_CUDA_INT8_PIPELINE: "0", ...profile });
+    const piped = run({ MEMRA_CUDA_INT8_PIPELINE: "1", ...profile });
+    if (emulated) {
+      expect(before.stderr).toContain("gemm_int8_kernel<MEMRA_CUDA_TYPE_Q8_0_X8>");
+      expect(piped.stderr).toContain("gemm_int8_pipe_kernel<64>");
+      expect(piped.stderr).not.toContain("gemm_int8_pipe_kernel<128>");
+      expect(piped.stderr).not.toContain("gemm_int8_kernel<");
+    }
+    expect(piped.outputs.length).toBe(3);
+    piped.outputs.forEach((actual, i) => {
+      expect(actual.length).toBe(before.outputs[i]!.length);
+      const { nmse: error, relative, worst } = compare(actual, before.outputs[i]!);
+      expect(error, `case ${i}: NMSE (worst element ${worst})`).toBeLessThanOrEqual(NMSE_BOUND);
+      expect(relative, `case ${i}: max |difference| / max |default| (worst element ${worst})`).toBeLessThanOrEqual(MAX_ERROR_BOUND);
+    });
+  });
+
   // 64 rows of 2,048 inputs into 2,048 outputs: 16 column tiles of 32 k-tiles. The split-K plan
   // counts the blocks that run at once: 132 for gemm_int8_kernel (one an SM) gives 8 parts (a wave
   // of 128 blocks), 264 for the 64-row pipelined kernel (two an SM) 16 parts (a wave of 256). Other
