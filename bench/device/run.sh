@@ -193,6 +193,7 @@ step golden-suite "$TEST_LIMIT" "${TEST_RUN[@]}" "$TESTS/golden-suite.test.ts" "
 # against gemm_int8_kernel's (cuda-int8-gemm.test.ts).
 BENCH_ENV=MEMRA_CUDA_INT8_PIPELINE=1 bench qwen3-0.6b-q8_0-int8-pipeline --preset qwen3-0.6b --type q8_0 --prompt 512 --decode 128 --batch 64
 BENCH_ENV=MEMRA_CUDA_INT8_PIPELINE=1 bench qwen3-8b-shape-q8_0-int8-pipeline --preset qwen3-0.6b --type q8_0 --layers 36 --distinct-layers 8 --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --ffn 12288 --prompt 512 --decode 128 --batch 64
+BENCH_ENV=MEMRA_CUDA_INT8_PIPELINE=1 bench qwen3-30b-a3b-scaled-q8_0-int8-pipeline --preset qwen3-30b-a3b-scaled --type q8_0 --prompt 512 --decode 128
 # Its single GEMMs (and the MoE experts' grouped ones) at the targets' shapes, TFLOP/s each, against
 # the same ops of the "ops" step below (the default kernel).
 PIPE_OPS=(--only gemm,moe)

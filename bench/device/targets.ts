@@ -65,6 +65,8 @@ const VARIANTS = [
 const PREFILL_VARIANTS = [
   { shape: "0.6B", prefix: "qwen3-0.6b-q8_0", fields: ["pp512", "tg128_batch64"], variants: ["int8-pipeline"] },
   { shape: "8B", prefix: "qwen3-8b-shape-q8_0", fields: ["pp512Scaled", "tg128_batch64Scaled"], variants: ["int8-pipeline"] },
+  // its experts' grouped GEMMs on 64-row tiles
+  { shape: "30B-A3B", prefix: "qwen3-30b-a3b-scaled-q8_0", fields: ["pp512"], variants: ["int8-pipeline"] },
 ] as const;
 
 const number = (bench: Bench | undefined, field: string): number | null => {
