@@ -79,19 +79,11 @@ function outputsWith(environment: Record<string, string>, cases: Case[]): Float3
   return childRun(environment, cases).outputs;
 }
 
-/**
- * outputsWith's child process, and its stderr. On the emulator with MEMRA_CUDA_EMULATOR_PROFILE=1 in
- * `environment`, the child prints the emulator's kernel profile there before it exits (Bun runs no
- * library destructors: the child calls memra_cuda_emulator_profile_report itself).
- */
+/** outputsWith's child process, and its stderr (runChild). */
 function childRun(environment: Record<string, string>, cases: Case[]): { outputs: Float32Array[]; stderr: string } {
-  const url = (file: string) => JSON.stringify(fileURLToPath(new URL(file, import.meta.url)));
-  const script = `
-    const { CudaBackend } = await import(${url("./cuda-backend.ts")});
-    const { normals, tensorInfo } = await import(${url("../../core/src/internal.ts")});
-    const { quantize } = await import(${url("../../gguf/src/index.ts")});
-    const backend = CudaBackend.create();
-    for (const { type, rows, nIn, nOut } of ${JSON.stringify(cases)}) {
+  return runChild(
+    environment,
+    `for (const { type, rows, nIn, nOut } of ${JSON.stringify(cases)}) {
       const seed = type * 1000 + rows * 7 + nIn + nOut;
       const data = quantize(type, normals(nIn * nOut, seed, 0.05));
       const w = backend.uploadWeight(tensorInfo("w", type, [nIn, nOut], data), data);
@@ -99,9 +91,28 @@ function childRun(environment: Record<string, string>, cases: Case[]): { outputs
       backend.write(x, normals(rows * nIn, seed + 1));
       const out = backend.allocate(rows * nOut);
       backend.matmul(out, x, w, rows);
-      const values = backend.read(out);
-      console.log(Buffer.from(values.buffer, values.byteOffset, values.byteLength).toString("base64"));
-    }
+      emit(backend.read(out));
+    }`,
+  );
+}
+
+/**
+ * `body` in a child process with `environment` set (read when a context is created): it has
+ * `backend` (a CudaBackend), `normals`, `tensorInfo`, `quantize` and `GGMLType`, and `emit(values)`
+ * gives back a Float32Array (one per call, in order). On the emulator with
+ * MEMRA_CUDA_EMULATOR_PROFILE=1 in `environment`, the child prints the emulator's kernel profile on
+ * its stderr before it exits (Bun runs no library destructors: the child calls
+ * memra_cuda_emulator_profile_report itself).
+ */
+function runChild(environment: Record<string, string>, body: string): { outputs: Float32Array[]; stderr: string } {
+  const url = (file: string) => JSON.stringify(fileURLToPath(new URL(file, import.meta.url)));
+  const script = `
+    const { CudaBackend } = await import(${url("./cuda-backend.ts")});
+    const { normals, tensorInfo } = await import(${url("../../core/src/internal.ts")});
+    const { quantize, GGMLType } = await import(${url("../../gguf/src/index.ts")});
+    const backend = CudaBackend.create();
+    const emit = (values) => console.log(Buffer.from(values.buffer, values.byteOffset, values.byteLength).toString("base64"));
+    ${body}
     backend.dispose();
     if (process.env.MEMRA_CUDA_EMULATOR_PROFILE === "1" && process.env.MEMRA_CUDA_LIBRARY) {
       const { dlopen } = await import("bun:ffi");
@@ -302,51 +313,25 @@ describe.skipIf(unavailable !== undefined)(`pipelined int8 GEMM${unavailable ? `
   // each, some experts none). A row's sums do not depend on the tiles; the split-K parts do
   // (two blocks an SM): within the bounds of the default kernel's.
   it("MoE experts on 64-row tiles of the pipelined kernel: within the bounds of gemm_int8_kernel's 128-row ones", () => {
-    const run = (environment: Record<string, string>) => {
-      const url = (file: string) => JSON.stringify(fileURLToPath(new URL(file, import.meta.url)));
-      const script = `
-        const { CudaBackend } = await import(${url("./cuda-backend.ts")});
-        const { normals, tensorInfo } = await import(${url("../../core/src/internal.ts")});
-        const { quantize, GGMLType } = await import(${url("../../gguf/src/index.ts")});
-        const backend = CudaBackend.create();
-        const [experts, k, embedding, ffn] = [8, 3, 256, 512];
-        const upload = (name, shape, seed) => {
-          const data = quantize(GGMLType.Q8_0, normals(shape[0] * shape[1] * shape[2], seed, 0.1));
-          return backend.uploadWeight(tensorInfo(name, GGMLType.Q8_0, shape, data), data);
-        };
-        const weights = { gate: upload("gate", [embedding, ffn, experts], 61), up: upload("up", [embedding, ffn, experts], 62), down: upload("down", [ffn, embedding, experts], 63) };
-        for (const [rows, skewed] of [[40, false], [400, false], [400, true]]) {
-          const x = backend.allocate(rows * embedding);
-          backend.write(x, normals(rows * embedding, 64 + rows));
-          const routerLogits = normals(rows * experts, 66 + rows, 2);
-          if (skewed) for (let r = 0; r < rows; r++) for (const e of [2, 5]) routerLogits[r * experts + e] += 20;
-          const logits = backend.allocate(rows * experts);
-          backend.write(logits, routerLogits);
-          const out = backend.allocate(rows * embedding);
-          if (!backend.moeExperts(out, x, logits, weights, rows, experts, k)) throw new Error("moeExperts declined");
-          const values = backend.read(out);
-          console.log(Buffer.from(values.buffer, values.byteOffset, values.byteLength).toString("base64"));
-        }
-        backend.dispose();
-        if (process.env.MEMRA_CUDA_EMULATOR_PROFILE === "1" && process.env.MEMRA_CUDA_LIBRARY) {
-          const { dlopen } = await import("bun:ffi");
-          dlopen(process.env.MEMRA_CUDA_LIBRARY, { memra_cuda_emulator_profile_report: { args: [], returns: "void" } }).symbols.memra_cuda_emulator_profile_report();
-        }`;
-      const result = spawnSync(process.execPath.includes("bun") ? process.execPath : "bun", ["-e", script], {
-        env: { ...process.env, ...environment },
-        encoding: "utf8",
-        maxBuffer: 1 << 28,
-      });
-      if (result.status !== 0) throw new Error(`the child process failed (${result.status}): ${result.stderr}`);
-      const outputs = result.stdout
-        .trim()
-        .split("\n")
-        .map((line) => {
-          const bytes = Buffer.from(line, "base64");
-          return new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4).slice();
-        });
-      return { outputs, stderr: result.stderr };
-    };
+    const body = `
+      const [experts, k, embedding, ffn] = [8, 3, 256, 512];
+      const upload = (name, shape, seed) => {
+        const data = quantize(GGMLType.Q8_0, normals(shape[0] * shape[1] * shape[2], seed, 0.1));
+        return backend.uploadWeight(tensorInfo(name, GGMLType.Q8_0, shape, data), data);
+      };
+      const weights = { gate: upload("gate", [embedding, ffn, experts], 61), up: upload("up", [embedding, ffn, experts], 62), down: upload("down", [ffn, embedding, experts], 63) };
+      for (const [rows, skewed] of [[40, false], [400, false], [400, true]]) {
+        const x = backend.allocate(rows * embedding);
+        backend.write(x, normals(rows * embedding, 64 + rows));
+        const routerLogits = normals(rows * experts, 66 + rows, 2);
+        if (skewed) for (let r = 0; r < rows; r++) for (const e of [2, 5]) routerLogits[r * experts + e] += 20;
+        const logits = backend.allocate(rows * experts);
+        backend.write(logits, routerLogits);
+        const out = backend.allocate(rows * embedding);
+        if (!backend.moeExperts(out, x, logits, weights, rows, experts, k)) throw new Error("moeExperts declined");
+        emit(backend.read(out));
+      }`;
+    const run = (environment: Record<string, string>) => runChild(environment, body);
     const emulated = process.env.MEMRA_CUDA_LIBRARY?.includes("emulated") === true;
     const profile: Record<string, string> = emulated ? { MEMRA_CUDA_EMULATOR_PROFILE: "1" } : {};
     const before = run({ MEMRA_CUDA_INT8_PIPELINE: "0", ...profile });
