@@ -166,8 +166,18 @@ struct matmul_target {
     bool codes;          /* reads the activations' q8 codes and block scales, not rounded values */
     bool integer_gemm;   /* prefill on q8 codes: gemm_int8_kernel (int8_gemm) or gemm_codes_kernel */
     bool int8_gemm;      /* q8_0/q4_0/q5_0 prefill: gemm_int8_kernel, with its own plan */
+    int pipe_rows;       /* int8_gemm on gemm_int8_pipe_kernel<pipe_rows> (64 or 128; 0: gemm_int8_kernel) */
     int input;           /* index of its rounded input */
 };
+
+/* The row tile of the pipelined int8 GEMM for a launch of `rows` rows of `type` weights, grouped
+ * (the expert table's tiles) or not: 64 for at most 64 rows and for grouped rows (moe.cu builds
+ * the table with 64-row tiles when the pipeline is on), else 128; 0 where gemm_int8_kernel runs
+ * (no pipeline, or not q8_0_x8). */
+static int int8_pipe_rows(const memra_cuda * cuda, int type, bool grouped, int64_t rows) {
+    if (!cuda->int8_pipeline || type != MEMRA_CUDA_TYPE_Q8_0_X8) return 0;
+    return grouped || rows <= MEMRA_CUDA_INT8_PIPE_SMALL_ROWS ? 64 : 128;
+}
 
 /* The activations as one rounding mode leaves them: values, or q8 codes and block scales (plus the
  * q8_1 offset corrections), in workspace from the caching allocator, returned when the call has
@@ -306,9 +316,9 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
         /* Weights with int8 codes and 32-value scales on q8_0 codes: the int8 GEMM, 128 × 128 tiles. */
         target.int8_gemm = target.integer_gemm && cuda->int8_gemm && target.rounding == MEMRA_CUDA_ROUND_Q8_0 && memra_cuda_int8_gemm_supports(target.type);
         /* The int8 GEMM's blocks that run at once, for its split-K: one an SM, two for the pipelined
-         * kernel's 64-row tiles (a launch of at most 64 rows, or grouped: the launch below). */
-        const bool small_pipe = cuda->int8_pipeline && (groups || rows <= MEMRA_CUDA_INT8_PIPE_SMALL_ROWS) && target.type == MEMRA_CUDA_TYPE_Q8_0_X8;
-        const int64_t slots = (int64_t)cuda->multiprocessors * (small_pipe ? 2 : 1);
+         * kernel's 64-row tiles. (rows ≤ 64 is one launch: rows_per_launch holds whole 128-row tiles.) */
+        target.pipe_rows = target.int8_gemm ? int8_pipe_rows(cuda, target.type, groups != nullptr, rows) : 0;
+        const int64_t slots = (int64_t)cuda->multiprocessors * (target.pipe_rows == 64 ? 2 : 1);
         if (target.int8_gemm) {
             const int replanned = memra_cuda_plan_int8_gemm(target.type, rows, n_in, target.n_out, slots, &target.plan, message, sizeof message);
             if (replanned != MEMRA_CUDA_OK) FAIL(replanned, "%s: %s", function, message);
@@ -459,11 +469,11 @@ static int matmul_group(const char * function, memra_cuda * cuda, int count, flo
                                 target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split, tiles);
                             break;
                         case MEMRA_CUDA_TYPE_Q8_0_X8:
-                            /* a launch of at most 64 rows (one row tile, as the plan's 128), or the table's 64-row tiles, on 64-row tiles */
-                            if (cuda->int8_pipeline && (groups || chunk <= MEMRA_CUDA_INT8_PIPE_SMALL_ROWS))
+                            /* (64: at most 64 rows, one row tile as the plan's 128, or the table's 64-row tiles) */
+                            if (first_target.pipe_rows == 64)
                                 MEMRA_LAUNCH(grid, plan.launch.threads, memra_cuda_int8_pipe_shared_bytes(64), cuda->stream, gemm_int8_pipe_kernel<64>)(
                                     target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split, tiles);
-                            else if (cuda->int8_pipeline)
+                            else if (first_target.pipe_rows == 128)
                                 MEMRA_LAUNCH(grid, plan.launch.threads, memra_cuda_int8_pipe_shared_bytes(128), cuda->stream, gemm_int8_pipe_kernel<128>)(
                                     target, q, d, first_target.w, first_target.row_bytes, chunk, n_in, first_target.n_out, per_split, tiles);
                             else
